@@ -1,0 +1,50 @@
+//! What travels from the reader to the writers, and what is set aside.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+
+use crate::attr::Item;
+
+/// An item ready to write, with the source key of the row it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MappedItem {
+    /// The DynamoDB item.
+    pub item: Item,
+    /// The source row's key (`{"order_id": 7}`), for rejects and reports.
+    pub source_key: Json,
+    /// Size by DynamoDB's rules, computed when the item was checked.
+    pub size: usize,
+}
+
+/// One page of one segment of one entity, mapped and ready for the writers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkBatch {
+    /// Run id.
+    pub run_id: String,
+    /// Entity name.
+    pub entity: String,
+    /// Segment of the entity's key range.
+    pub segment: u32,
+    /// Page number within the segment, from 0.
+    pub page: u64,
+    /// Rows the reader read for this page (written + rejected).
+    pub rows_read: u64,
+    /// Items to write.
+    pub items: Vec<MappedItem>,
+}
+
+/// A row that could not become an item, with everything needed to fix and replay it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reject {
+    /// Entity name.
+    pub entity: String,
+    /// The source row's key.
+    pub key: Json,
+    /// The column at fault, when one is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub column: Option<String>,
+    /// Why the row was rejected.
+    pub reason: String,
+    /// The whole source row (or the mapped item, for rejects found at write time).
+    pub row: Json,
+}

@@ -1,0 +1,17 @@
+//! Plain data shared by every sql2ddb crate: SQL values and rows as read from
+//! a source, DynamoDB attribute values and items, work batches and rejects,
+//! DynamoDB's size and number rules, and secret redaction. No IO.
+
+pub mod attr;
+pub mod batch;
+pub mod limits;
+pub mod number;
+pub mod redact;
+pub mod value;
+
+pub use attr::{AttrValue, Item};
+pub use batch::{MappedItem, Reject, WorkBatch};
+pub use limits::{check_item, item_size, write_units, ItemProblem, KeyAttr};
+pub use number::{normalize_number, NumberError};
+pub use redact::{redact_secrets, redact_url};
+pub use value::{Column, Row, SqlValue};

@@ -1,0 +1,131 @@
+//! Values as a source reads them, before any mapping.
+
+use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
+use serde_json::Value as Json;
+
+/// One column of a source result set, as introspected before reading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    /// Column name exactly as the source reports it.
+    pub name: String,
+    /// The source's own type name (e.g. `int8`, `numeric`, `VARCHAR`), for messages and docs.
+    pub sql_type: String,
+}
+
+/// A value read from a SQL source, in a dialect-neutral form.
+///
+/// Sources decide the variant; the mapping decides the DynamoDB type.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlValue {
+    /// SQL NULL.
+    Null,
+    /// boolean.
+    Bool(bool),
+    /// Any signed integer width.
+    Int(i64),
+    /// Unsigned integers that do not fit `i64` (MySQL `BIGINT UNSIGNED`).
+    UInt(u64),
+    /// Binary floating point; NaN and infinities are kept so the mapping can reject them.
+    Float(f64),
+    /// Exact decimal as text (`-12.3400`, `NaN` for PostgreSQL's numeric NaN).
+    Decimal(String),
+    /// Text of any kind: char, varchar, text, enum labels, uuid.
+    Text(String),
+    /// Binary data: bytea, blob, varbinary.
+    Bytes(Vec<u8>),
+    /// Calendar date without zone.
+    Date(NaiveDate),
+    /// Time of day without zone.
+    Time(NaiveTime),
+    /// Timestamp without zone (documented as UTC unless the mapping says otherwise).
+    Timestamp(NaiveDateTime),
+    /// Timestamp with zone, normalised to UTC by the source.
+    TimestampTz(DateTime<Utc>),
+    /// json / jsonb, numbers kept with their exact digits.
+    Json(Json),
+    /// SQL arrays.
+    Array(Vec<SqlValue>),
+    /// A set of strings (MySQL `SET`).
+    TextSet(Vec<String>),
+    /// A value the source read but cannot represent (e.g. MySQL zero date); the reason says why.
+    Invalid(String),
+}
+
+/// A row: values in the order of the entity's columns.
+pub type Row = Vec<SqlValue>;
+
+impl SqlValue {
+    /// Whether the value is SQL NULL.
+    pub fn is_null(&self) -> bool {
+        matches!(self, SqlValue::Null)
+    }
+
+    /// Plain-text rendering used inside key templates and messages.
+    /// `None` for values that have no single-line text form (NULL, bytes, arrays, json objects).
+    pub fn to_text(&self) -> Option<String> {
+        Some(match self {
+            SqlValue::Null | SqlValue::Invalid(_) => return None,
+            SqlValue::Bool(b) => b.to_string(),
+            SqlValue::Int(i) => i.to_string(),
+            SqlValue::UInt(u) => u.to_string(),
+            SqlValue::Float(f) => f.to_string(),
+            SqlValue::Decimal(d) => d.clone(),
+            SqlValue::Text(s) => s.clone(),
+            SqlValue::Bytes(_) | SqlValue::Array(_) | SqlValue::TextSet(_) => return None,
+            SqlValue::Date(d) => d.format("%Y-%m-%d").to_string(),
+            SqlValue::Time(t) => format_time(t),
+            SqlValue::Timestamp(ts) => format_naive_timestamp(ts),
+            SqlValue::TimestampTz(ts) => format_utc(ts),
+            SqlValue::Json(Json::String(s)) => s.clone(),
+            SqlValue::Json(Json::Number(n)) => n.to_string(),
+            SqlValue::Json(Json::Bool(b)) => b.to_string(),
+            SqlValue::Json(_) => return None,
+        })
+    }
+
+    /// JSON rendering for reject files and reports (bytes as base64, timestamps as RFC 3339).
+    pub fn to_json(&self) -> Json {
+        use base64::Engine;
+        match self {
+            SqlValue::Null => Json::Null,
+            SqlValue::Bool(b) => Json::Bool(*b),
+            SqlValue::Int(i) => Json::from(*i),
+            SqlValue::UInt(u) => Json::from(*u),
+            SqlValue::Float(f) => serde_json::Number::from_f64(*f)
+                .map(Json::Number)
+                .unwrap_or_else(|| Json::String(f.to_string())),
+            SqlValue::Decimal(d) => Json::String(d.clone()),
+            SqlValue::Text(s) => Json::String(s.clone()),
+            SqlValue::Bytes(b) => Json::String(base64::engine::general_purpose::STANDARD.encode(b)),
+            SqlValue::Json(j) => j.clone(),
+            SqlValue::Array(a) => Json::Array(a.iter().map(SqlValue::to_json).collect()),
+            SqlValue::TextSet(s) => Json::Array(s.iter().cloned().map(Json::String).collect()),
+            SqlValue::Invalid(reason) => Json::String(format!("<invalid: {reason}>")),
+            other => Json::String(other.to_text().unwrap_or_default()),
+        }
+    }
+}
+
+/// `HH:MM:SS` with a fraction only when there is one.
+pub fn format_time(t: &NaiveTime) -> String {
+    t.format("%H:%M:%S%.f").to_string()
+}
+
+/// A zone-less timestamp, rendered as UTC RFC 3339 (`2024-01-02T03:04:05Z`).
+pub fn format_naive_timestamp(ts: &NaiveDateTime) -> String {
+    format_utc(&ts.and_utc())
+}
+
+/// RFC 3339 in UTC with a `Z`, fraction only when there is one.
+pub fn format_utc(ts: &DateTime<Utc>) -> String {
+    ts.format("%Y-%m-%dT%H:%M:%S%.fZ").to_string()
+}
+
+/// A row as a JSON object keyed by column name, for rejects.
+pub fn row_to_json(columns: &[Column], row: &[SqlValue]) -> Json {
+    let mut obj = serde_json::Map::with_capacity(columns.len());
+    for (c, v) in columns.iter().zip(row) {
+        obj.insert(c.name.clone(), v.to_json());
+    }
+    Json::Object(obj)
+}

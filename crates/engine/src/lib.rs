@@ -1,0 +1,1 @@
+//! sql2ddb engine
