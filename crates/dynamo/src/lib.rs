@@ -1,1 +1,20 @@
-//! sql2ddb dynamo
+//! Everything of sql2ddb that calls DynamoDB: the client, the batch writer
+//! with its retry loop, table admin, and the embedded local endpoint.
+//!
+//! Retries have one owner: the SDK's own retries are switched off
+//! ([`client::connect`]) and [`writer::BatchWriter`] retries both failed calls
+//! (classified retryable or not) and `UnprocessedItems`, with capped
+//! exponential backoff and full jitter, so attempts never multiply.
+
+pub mod admin;
+pub mod client;
+pub mod convert;
+pub mod error;
+pub mod local;
+pub mod writer;
+
+pub use admin::ensure_table;
+pub use client::{connect, Endpoint};
+pub use error::{DynamoError, ErrorKind};
+pub use local::LocalDynamo;
+pub use writer::{BatchWriteApi, BatchWriter, CallError, RetryPolicy, WriteOutcome};

@@ -1,0 +1,293 @@
+//! The batch writer: `BatchWriteItem` in chunks of 25, retrying failed calls
+//! and `UnprocessedItems` with capped exponential backoff and full jitter.
+//!
+//! Outcomes are classified as in Vector's sinks: success; retry the whole
+//! call (throttling, 5xx, timeouts, dropped connections); retry *part* (only
+//! the unprocessed items); or give up (validation errors: the chunk is split
+//! so the bad item fails alone and the others are written).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+use rand::Rng;
+use sql2ddb_core::limits::MAX_BATCH_ITEMS;
+use sql2ddb_core::{write_units, AttrValue, Item, KeyAttr, MappedItem};
+
+use crate::convert::{item_from_sdk, item_to_sdk};
+use crate::error::sdk_message;
+
+/// A failed call, classified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallError {
+    /// Whether trying again may succeed (throttling, 5xx, timeouts, connection errors).
+    pub retryable: bool,
+    /// What the service or the transport said.
+    pub message: String,
+}
+
+/// The one DynamoDB call the writer needs, so its retry logic can be tested
+/// against a scripted client with paused time.
+pub trait BatchWriteApi: Send + Sync {
+    /// Puts `items` into `table` in one `BatchWriteItem` call and returns the
+    /// indices (into `items`) of the items DynamoDB left unprocessed.
+    fn batch_put(
+        &self,
+        table: &str,
+        items: &[&Item],
+    ) -> impl Future<Output = Result<Vec<usize>, CallError>> + Send;
+}
+
+/// Error codes after which the same call may succeed.
+const RETRYABLE_CODES: &[&str] = &[
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "InternalServerError",
+    "InternalFailure",
+    "ServiceUnavailable",
+    "TransactionInProgressException",
+];
+
+impl BatchWriteApi for aws_sdk_dynamodb::Client {
+    async fn batch_put(&self, table: &str, items: &[&Item]) -> Result<Vec<usize>, CallError> {
+        let requests: Vec<WriteRequest> = items
+            .iter()
+            .map(|item| {
+                let put = PutRequest::builder()
+                    .set_item(Some(item_to_sdk(item)))
+                    .build()
+                    .expect("item is set");
+                WriteRequest::builder().put_request(put).build()
+            })
+            .collect();
+        let out = self
+            .batch_write_item()
+            .request_items(table, requests)
+            .send()
+            .await
+            .map_err(classify)?;
+        let unprocessed = out
+            .unprocessed_items
+            .and_then(|mut m| m.remove(table))
+            .unwrap_or_default();
+        if unprocessed.is_empty() {
+            return Ok(Vec::new());
+        }
+        // DynamoDB returns the requests themselves; find them again by value.
+        let back: Vec<Item> = unprocessed
+            .iter()
+            .filter_map(|w| w.put_request().map(|p| item_from_sdk(p.item())))
+            .collect();
+        Ok(items
+            .iter()
+            .enumerate()
+            .filter(|(_, it)| back.iter().any(|b| b == **it))
+            .map(|(i, _)| i)
+            .collect())
+    }
+}
+
+fn classify<E, R>(err: SdkError<E, R>) -> CallError
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    let message = sdk_message(&err);
+    let retryable = match &err {
+        SdkError::ServiceError(e) => {
+            let code = e.err().code().unwrap_or("");
+            let status = format!("{:?}", e.raw());
+            RETRYABLE_CODES.contains(&code) || status.contains("status: StatusCode(5")
+        }
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => true,
+        _ => false,
+    };
+    CallError { retryable, message }
+}
+
+/// Backoff parameters: delay before retry `n` is uniform in
+/// `[0, min(cap, base · 2^(n-1))]` (full jitter), at most `max_attempts` calls per chunk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// First retry's ceiling.
+    pub base: Duration,
+    /// Largest ceiling.
+    pub cap: Duration,
+    /// Calls per chunk before its remaining items fail.
+    pub max_attempts: u32,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            base: Duration::from_millis(50),
+            cap: Duration::from_secs(5),
+            max_attempts: 12,
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The ceiling of the delay before retry number `retry` (1-based).
+    pub fn ceiling(&self, retry: u32) -> Duration {
+        let factor = 1u32.checked_shl(retry.saturating_sub(1)).unwrap_or(u32::MAX);
+        self.base.saturating_mul(factor).min(self.cap)
+    }
+
+    /// A full-jitter delay before retry number `retry`.
+    pub fn delay(&self, retry: u32, rng: &mut impl Rng) -> Duration {
+        let ceiling = self.ceiling(retry);
+        ceiling.mul_f64(rng.random::<f64>())
+    }
+}
+
+/// What became of one batch.
+#[derive(Debug, Default)]
+pub struct WriteOutcome {
+    /// Rows whose item is in the table (including rows superseded by a later
+    /// row with the same key in the same batch).
+    pub written: u64,
+    /// Rows superseded by a later row with the same key in the same batch.
+    pub superseded: u64,
+    /// Bytes of the items written, by DynamoDB's size rules.
+    pub bytes: u64,
+    /// Write units billed (1 KB rounding per item).
+    pub write_units: u64,
+    /// Calls made beyond the first of each chunk.
+    pub retries: u64,
+    /// Calls that were throttled or returned unprocessed items.
+    pub throttled: u64,
+    /// Items that could not be written, with the reason.
+    pub failed: Vec<(MappedItem, String)>,
+}
+
+/// Writes batches of items to one table.
+pub struct BatchWriter<C> {
+    client: C,
+    table: String,
+    keys: Vec<KeyAttr>,
+    policy: RetryPolicy,
+}
+
+impl<C: BatchWriteApi> BatchWriter<C> {
+    /// A writer for `table`, whose key attributes are `keys` (partition key first).
+    pub fn new(client: C, table: impl Into<String>, keys: Vec<KeyAttr>, policy: RetryPolicy) -> Self {
+        BatchWriter {
+            client,
+            table: table.into(),
+            keys,
+            policy,
+        }
+    }
+
+    /// Writes `items`: duplicates of a key are resolved (the last row wins, as
+    /// sequential puts would), then chunks of 25 are written with retries.
+    pub async fn write(&self, items: Vec<MappedItem>) -> WriteOutcome {
+        let mut out = WriteOutcome::default();
+        let total = items.len() as u64;
+        let items = self.dedupe(items);
+        out.superseded = total - items.len() as u64;
+        let mut pending: Vec<Vec<MappedItem>> = Vec::new();
+        let mut it = items.into_iter().peekable();
+        while it.peek().is_some() {
+            pending.push(it.by_ref().take(MAX_BATCH_ITEMS).collect());
+        }
+        while let Some(chunk) = pending.pop() {
+            if let Some(split) = self.write_chunk(chunk, &mut out).await {
+                // A non-retryable error on several items: isolate the bad one.
+                pending.extend(split.into_iter().map(|m| vec![m]));
+            }
+        }
+        out.written += out.superseded;
+        out
+    }
+
+    fn dedupe(&self, items: Vec<MappedItem>) -> Vec<MappedItem> {
+        let mut last: BTreeMap<Vec<AttrValue>, usize> = BTreeMap::new();
+        for (i, m) in items.iter().enumerate() {
+            last.insert(self.key_of(&m.item), i);
+        }
+        if last.len() == items.len() {
+            return items;
+        }
+        let keep: std::collections::BTreeSet<usize> = last.into_values().collect();
+        items
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| keep.contains(i))
+            .map(|(_, m)| m)
+            .collect()
+    }
+
+    fn key_of(&self, item: &Item) -> Vec<AttrValue> {
+        self.keys
+            .iter()
+            .map(|k| item.get(&k.name).cloned().unwrap_or(AttrValue::Null))
+            .collect()
+    }
+
+    /// Writes one chunk until done or out of attempts. Returns the chunk back
+    /// when a non-retryable error hit a chunk of more than one item.
+    async fn write_chunk(&self, mut chunk: Vec<MappedItem>, out: &mut WriteOutcome) -> Option<Vec<MappedItem>> {
+        let mut attempt = 0u32;
+        loop {
+            attempt += 1;
+            let refs: Vec<&Item> = chunk.iter().map(|m| &m.item).collect();
+            let result = self.client.batch_put(&self.table, &refs).await;
+            let reason = match result {
+                Ok(unprocessed) => {
+                    let (left, done) = split_indices(chunk, &unprocessed);
+                    for m in &done {
+                        out.written += 1;
+                        out.bytes += m.size as u64;
+                        out.write_units += write_units(m.size);
+                    }
+                    if left.is_empty() {
+                        return None;
+                    }
+                    out.throttled += 1;
+                    chunk = left;
+                    "DynamoDB kept returning the items as unprocessed".to_string()
+                }
+                Err(e) if e.retryable => {
+                    out.throttled += 1;
+                    e.message
+                }
+                Err(e) => {
+                    if chunk.len() > 1 {
+                        tracing::debug!(table = %self.table, error = %e.message, "non-retryable error; writing the chunk item by item");
+                        return Some(chunk);
+                    }
+                    out.failed.extend(chunk.into_iter().map(|m| (m, e.message.clone())));
+                    return None;
+                }
+            };
+            if attempt >= self.policy.max_attempts {
+                let why = format!("not written after {attempt} attempts: {reason}");
+                out.failed.extend(chunk.into_iter().map(|m| (m, why.clone())));
+                return None;
+            }
+            out.retries += 1;
+            let delay = self.policy.delay(attempt, &mut rand::rng());
+            tracing::debug!(table = %self.table, attempt, ?delay, %reason, "retrying");
+            tokio::time::sleep(delay).await;
+        }
+    }
+}
+
+/// Splits a chunk into (unprocessed, processed) by the unprocessed indices.
+fn split_indices(chunk: Vec<MappedItem>, unprocessed: &[usize]) -> (Vec<MappedItem>, Vec<MappedItem>) {
+    let mut left = Vec::with_capacity(unprocessed.len());
+    let mut done = Vec::with_capacity(chunk.len());
+    for (i, m) in chunk.into_iter().enumerate() {
+        if unprocessed.contains(&i) {
+            left.push(m);
+        } else {
+            done.push(m);
+        }
+    }
+    (left, done)
+}
