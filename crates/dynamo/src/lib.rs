@@ -14,6 +14,7 @@ pub mod local;
 pub mod writer;
 
 pub use admin::ensure_table;
+pub use aws_sdk_dynamodb::Client;
 pub use client::{connect, Endpoint};
 pub use error::{DynamoError, ErrorKind};
 pub use local::LocalDynamo;

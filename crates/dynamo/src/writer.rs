@@ -160,7 +160,10 @@ pub struct WriteOutcome {
     pub retries: u64,
     /// Calls that were throttled or returned unprocessed items.
     pub throttled: u64,
-    /// Items that could not be written, with the reason.
+    /// Items DynamoDB refused (a non-retryable error such as a validation
+    /// error), with the reason: bad rows, never retried.
+    pub rejected: Vec<(MappedItem, String)>,
+    /// Items still unwritten when their retry budget ran out, with the reason.
     pub failed: Vec<(MappedItem, String)>,
 }
 
@@ -261,7 +264,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                         tracing::debug!(table = %self.table, error = %e.message, "non-retryable error; writing the chunk item by item");
                         return Some(chunk);
                     }
-                    out.failed.extend(chunk.into_iter().map(|m| (m, e.message.clone())));
+                    out.rejected.extend(chunk.into_iter().map(|m| (m, e.message.clone())));
                     return None;
                 }
             };

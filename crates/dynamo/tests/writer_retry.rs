@@ -168,9 +168,10 @@ async fn a_validation_error_is_not_retried_and_fails_only_its_item() {
 
     assert_eq!(out.written, 4);
     assert_eq!(out.retries, 0);
-    assert_eq!(out.failed.len(), 1);
-    assert_eq!(id_of(&out.failed[0].0.item), "K002");
-    assert!(out.failed[0].1.contains("ValidationException"));
+    assert!(out.failed.is_empty());
+    assert_eq!(out.rejected.len(), 1);
+    assert_eq!(id_of(&out.rejected[0].0.item), "K002");
+    assert!(out.rejected[0].1.contains("ValidationException"));
     // One call for the chunk, then one per item to isolate the bad one; no sleeping.
     assert_eq!(client.calls().len(), 1 + 5);
     assert_eq!(Instant::now(), start, "no backoff for a non-retryable error");
