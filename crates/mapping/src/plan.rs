@@ -1,0 +1,510 @@
+//! The validated mapping: [`Plan`] and its parts, built once from the TOML text.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::Path;
+
+use serde_spanned::Spanned;
+use sql2ddb_core::{normalize_number, redact_url, KeyAttr};
+
+use crate::env::{expand, ExpandError};
+use crate::error::{Location, MappingError, SourceMap};
+use crate::spec::{KeyType, Nulls, NumericAs, RawAttr, RawEntity, RawSpec, TimeFormat};
+use crate::template::Template;
+
+/// Rows per keyset page when neither the source nor the entity says.
+pub const DEFAULT_PAGE_SIZE: usize = 5000;
+/// Concurrent writer tasks when `[writer]` does not say.
+pub const DEFAULT_CONCURRENCY: usize = 8;
+/// Most concurrent writer tasks a mapping may ask for.
+pub const MAX_CONCURRENCY: usize = 256;
+/// The only mapping spec version.
+pub const SPEC_VERSION: i64 = 1;
+
+/// A validated mapping spec: where to read, where to write, and how each entity maps.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// `[source]`.
+    pub source: SourceSpec,
+    /// `[target]`.
+    pub target: TargetSpec,
+    /// `[writer]`, with defaults filled in.
+    pub writer: WriterSpec,
+    /// `[[entity]]`, in file order.
+    pub entities: Vec<Entity>,
+    file: String,
+}
+
+/// `[source]`: the SQL database to read.
+#[derive(Clone)]
+pub struct SourceSpec {
+    /// Connection URL, `${VAR}` expanded. A secret: never print it unredacted.
+    pub url: String,
+    /// Rows per keyset page (default 5000).
+    pub page_size: usize,
+}
+
+impl fmt::Debug for SourceSpec {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SourceSpec")
+            .field("url", &redact_url(&self.url))
+            .field("page_size", &self.page_size)
+            .finish()
+    }
+}
+
+/// `[target]`: the DynamoDB table to write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetSpec {
+    /// Table name, `${VAR}` expanded.
+    pub table: String,
+    /// `"local"` for the embedded emulator, or an endpoint URL; `None` for AWS.
+    pub endpoint: Option<String>,
+    /// AWS region; `None` for the environment's default.
+    pub region: Option<String>,
+    /// Create the table when it is missing.
+    pub create: bool,
+    /// Partition key.
+    pub pk: KeyAttr,
+    /// Sort key, if the table has one.
+    pub sk: Option<KeyAttr>,
+}
+
+/// `[writer]`: how the items are written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WriterSpec {
+    /// Concurrent writer tasks, 1..=256 (default 8).
+    pub concurrency: usize,
+}
+
+/// Where an entity's rows come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EntitySource {
+    /// `from = "table"` or `"schema.table"`, as written.
+    Table(String),
+    /// `query = "SELECT …"`.
+    Query(String),
+}
+
+/// One `[[entity]]`: a source table or query and how its rows become items.
+#[derive(Debug, Clone)]
+pub struct Entity {
+    /// Unique entity name.
+    pub name: String,
+    /// Table or query.
+    pub from: EntitySource,
+    /// Keyset paging key columns, when the mapping names them.
+    pub key: Option<Vec<String>>,
+    /// Rows per page for this entity, when it overrides `[source]`.
+    pub page_size: Option<usize>,
+    pub(crate) def: EntityDef,
+}
+
+/// The parts of an entity only binding needs.
+#[derive(Debug, Clone)]
+pub(crate) struct EntityDef {
+    /// The `[[entity]]` header.
+    pub at: Location,
+    /// The `key = […]` value.
+    pub key_at: Option<Location>,
+    pub pk: Template,
+    pub sk: Option<Template>,
+    pub exclude: Vec<(String, Location)>,
+    pub nulls: Nulls,
+    pub attributes: Vec<AttrDef>,
+}
+
+/// One `[entity.attributes]` entry.
+#[derive(Debug, Clone)]
+pub(crate) struct AttrDef {
+    pub name: String,
+    pub kind: AttrKind,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) enum AttrKind {
+    Template(Template),
+    Column {
+        column: String,
+        at: Location,
+        format: Option<(TimeFormat, Location)>,
+        numeric_as: NumericAs,
+    },
+}
+
+impl Plan {
+    /// Parses and validates a mapping spec.
+    ///
+    /// `file` is only used in messages; `env` looks up environment variables for `${VAR}`.
+    pub fn parse(
+        text: &str,
+        file: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Plan, MappingError> {
+        let sm = SourceMap::new(&file.display().to_string(), text);
+        let raw: RawSpec = toml::from_str(text).map_err(|e| sm.toml_error(&e))?;
+        Loader { sm: &sm, env }.plan(raw)
+    }
+
+    /// The target table's key attributes: partition key, then sort key.
+    pub fn key_attrs(&self) -> Vec<KeyAttr> {
+        std::iter::once(self.target.pk.clone())
+            .chain(self.target.sk.clone())
+            .collect()
+    }
+
+    /// The entity of that name.
+    pub fn entity(&self, name: &str) -> Option<&Entity> {
+        self.entities.iter().find(|e| e.name == name)
+    }
+
+    /// The mapping file's name, as given to [`Plan::parse`].
+    pub fn file(&self) -> &str {
+        &self.file
+    }
+}
+
+impl Entity {
+    /// Rows per keyset page: the entity's own, else the source's.
+    pub fn page_size(&self, plan: &Plan) -> usize {
+        self.page_size.unwrap_or(plan.source.page_size)
+    }
+
+    /// The partition key template as written.
+    pub fn pk_template(&self) -> &str {
+        &self.def.pk.text
+    }
+
+    /// The sort key template as written, if any.
+    pub fn sk_template(&self) -> Option<&str> {
+        self.def.sk.as_ref().map(|t| t.text.as_str())
+    }
+
+    /// Columns left out of the items (and of reject files).
+    pub fn excluded(&self) -> impl Iterator<Item = &str> {
+        self.def.exclude.iter().map(|(c, _)| c.as_str())
+    }
+}
+
+struct Loader<'a, 'e> {
+    sm: &'a SourceMap<'a>,
+    env: &'e dyn Fn(&str) -> Option<String>,
+}
+
+impl Loader<'_, '_> {
+    fn invalid(&self, span: &Range<usize>, message: String) -> MappingError {
+        MappingError::Invalid {
+            at: self.sm.at(span.start),
+            message,
+        }
+    }
+
+    fn expand(&self, v: &Spanned<String>) -> Result<String, MappingError> {
+        expand(v.get_ref(), self.env).map_err(|e| match e {
+            ExpandError::Missing { offset, var } => MappingError::Env {
+                at: self.sm.at_in_string(&v.span(), v.get_ref(), offset),
+                var,
+            },
+            ExpandError::Syntax { offset, message } => MappingError::Invalid {
+                at: self.sm.at_in_string(&v.span(), v.get_ref(), offset),
+                message,
+            },
+        })
+    }
+
+    fn template(&self, span: Range<usize>, text: &str) -> Result<Template, MappingError> {
+        Template::parse(text, &|i| self.sm.at_in_string(&span, text, i)).map_err(|e| {
+            MappingError::Template {
+                at: self.sm.at_in_string(&span, text, e.offset),
+                template: text.to_string(),
+                message: e.message,
+            }
+        })
+    }
+
+    fn positive(&self, v: &Spanned<i64>, what: &str, max: usize) -> Result<usize, MappingError> {
+        let n = *v.get_ref();
+        usize::try_from(n)
+            .ok()
+            .filter(|n| (1..=max).contains(n))
+            .ok_or_else(|| self.invalid(&v.span(), format!("{what} must be 1..={max}, not {n}")))
+    }
+
+    fn plan(&self, raw: RawSpec) -> Result<Plan, MappingError> {
+        if *raw.version.get_ref() != SPEC_VERSION {
+            return Err(self.invalid(
+                &raw.version.span(),
+                format!(
+                    "unsupported mapping version {} (this sql2ddb reads version 1)",
+                    raw.version.get_ref()
+                ),
+            ));
+        }
+        let url = self.expand(&raw.source.url)?;
+        if url.trim().is_empty() {
+            return Err(self.invalid(&raw.source.url.span(), "source.url is empty".into()));
+        }
+        let page_size = match &raw.source.page_size {
+            Some(p) => self.positive(p, "page_size", usize::MAX)?,
+            None => DEFAULT_PAGE_SIZE,
+        };
+        let target = self.target(&raw)?;
+        let concurrency = match raw.writer.as_ref().and_then(|w| w.concurrency.as_ref()) {
+            Some(c) => self.positive(c, "writer.concurrency", MAX_CONCURRENCY)?,
+            None => DEFAULT_CONCURRENCY,
+        };
+        if raw.entity.is_empty() {
+            return Err(MappingError::MissingKey {
+                at: self.sm.at(0),
+                key: "entity".into(),
+                message: "the mapping has no [[entity]]: add one per table or query to copy".into(),
+            });
+        }
+        let mut seen: HashMap<String, Location> = HashMap::new();
+        let mut entities = Vec::with_capacity(raw.entity.len());
+        for e in &raw.entity {
+            let entity = self.entity(e, &target)?;
+            let name = &e.get_ref().name;
+            if let Some(first) = seen.get(&entity.name) {
+                return Err(self.invalid(
+                    &name.span(),
+                    format!(
+                        "duplicate entity name {:?} (first defined at line {})",
+                        entity.name, first.line
+                    ),
+                ));
+            }
+            seen.insert(entity.name.clone(), self.sm.at(name.span().start));
+            entities.push(entity);
+        }
+        Ok(Plan {
+            source: SourceSpec { url, page_size },
+            target,
+            writer: WriterSpec { concurrency },
+            entities,
+            file: self.sm.file().to_string(),
+        })
+    }
+
+    fn target(&self, raw: &RawSpec) -> Result<TargetSpec, MappingError> {
+        let t = &raw.target;
+        let table = self.expand(&t.table)?;
+        let valid = (3..=255).contains(&table.len())
+            && table
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c));
+        if !valid {
+            return Err(self.invalid(
+                &t.table.span(),
+                format!(
+                    "{table:?} is not a DynamoDB table name (3 to 255 of a-z, A-Z, 0-9, _ . -)"
+                ),
+            ));
+        }
+        let endpoint = t.endpoint.as_ref().map(|e| self.expand(e)).transpose()?;
+        if let (Some(ep), Some(raw_ep)) = (&endpoint, &t.endpoint) {
+            if ep != "local" && !ep.starts_with("http://") && !ep.starts_with("https://") {
+                return Err(self.invalid(
+                    &raw_ep.span(),
+                    format!("endpoint {ep:?} must be \"local\" or an http:// or https:// URL"),
+                ));
+            }
+        }
+        let region = t.region.as_ref().map(|r| self.expand(r)).transpose()?;
+        if let (Some(r), Some(raw_r)) = (&region, &t.region) {
+            if r.trim().is_empty() {
+                return Err(self.invalid(&raw_r.span(), "region is empty".into()));
+            }
+        }
+        let key = |k: &Spanned<crate::spec::RawKey>| -> Result<KeyAttr, MappingError> {
+            let k = k.get_ref();
+            if k.name.get_ref().is_empty() {
+                return Err(self.invalid(&k.name.span(), "key attribute name is empty".into()));
+            }
+            Ok(KeyAttr {
+                name: k.name.get_ref().clone(),
+                kind: k.kind.as_str().to_string(),
+            })
+        };
+        let pk = key(&t.pk)?;
+        let sk = t.sk.as_ref().map(key).transpose()?;
+        if let (Some(sk), Some(raw_sk)) = (&sk, &t.sk) {
+            if sk.name == pk.name {
+                return Err(self.invalid(
+                    &raw_sk.get_ref().name.span(),
+                    format!("sort key and partition key are both named {:?}", pk.name),
+                ));
+            }
+        }
+        Ok(TargetSpec {
+            table,
+            endpoint,
+            region,
+            create: t.create,
+            pk,
+            sk,
+        })
+    }
+
+    fn entity(
+        &self,
+        spanned: &Spanned<RawEntity>,
+        target: &TargetSpec,
+    ) -> Result<Entity, MappingError> {
+        let header = spanned.span();
+        let e = spanned.get_ref();
+        let name = e.name.get_ref().clone();
+        if name.trim().is_empty() {
+            return Err(self.invalid(&e.name.span(), "entity name is empty".into()));
+        }
+        let from = match (&e.from, &e.query) {
+            (Some(t), None) if t.get_ref().trim().is_empty() => {
+                return Err(self.invalid(&t.span(), "from is empty: name a table".into()))
+            }
+            (None, Some(q)) if q.get_ref().trim().is_empty() => {
+                return Err(self.invalid(&q.span(), "query is empty".into()))
+            }
+            (Some(t), None) => EntitySource::Table(t.get_ref().clone()),
+            (None, Some(q)) => EntitySource::Query(q.get_ref().clone()),
+            (Some(_), Some(q)) => {
+                return Err(self.invalid(
+                    &q.span(),
+                    format!("entity {name:?} has both from and query: keep exactly one"),
+                ))
+            }
+            (None, None) => {
+                return Err(MappingError::MissingKey {
+                    at: self.sm.at(header.start),
+                    key: "from".into(),
+                    message: format!(
+                        "entity {name:?} needs from = \"table\" or query = \"SELECT …\""
+                    ),
+                })
+            }
+        };
+        let key = match &e.key {
+            None => None,
+            Some(k) => {
+                let cols: Vec<String> = k.get_ref().iter().map(|c| c.get_ref().clone()).collect();
+                if cols.is_empty() {
+                    return Err(self.invalid(
+                        &k.span(),
+                        "key is empty: name the paging key columns".into(),
+                    ));
+                }
+                for (i, c) in k.get_ref().iter().enumerate() {
+                    if cols[..i].contains(c.get_ref()) {
+                        return Err(self.invalid(
+                            &c.span(),
+                            format!("key column {:?} is listed twice", c.get_ref()),
+                        ));
+                    }
+                }
+                Some(cols)
+            }
+        };
+        let page_size = e
+            .page_size
+            .as_ref()
+            .map(|p| self.positive(p, "page_size", usize::MAX))
+            .transpose()?;
+        let pk = self.key_template(&e.pk, &target.pk)?;
+        let sk = match (&e.sk, &target.sk) {
+            (Some(t), Some(attr)) => Some(self.key_template(t, attr)?),
+            (None, None) => None,
+            (None, Some(attr)) => {
+                return Err(MappingError::MissingKey {
+                    at: self.sm.at(header.start),
+                    key: "sk".into(),
+                    message: format!(
+                        "entity {name:?} has no sk, but the target table has the sort key {:?}: add sk = \"…\"",
+                        attr.name
+                    ),
+                })
+            }
+            (Some(t), None) => {
+                return Err(self.invalid(
+                    &t.span(),
+                    "sk is set, but [target] has no sk (the table has no sort key)".into(),
+                ))
+            }
+        };
+        let key_names: Vec<&str> = std::iter::once(target.pk.name.as_str())
+            .chain(target.sk.as_ref().map(|s| s.name.as_str()))
+            .collect();
+        let mut attributes = Vec::with_capacity(e.attributes.len());
+        for (attr_name, value) in &e.attributes {
+            let n = attr_name.get_ref();
+            if n.is_empty() {
+                return Err(self.invalid(&attr_name.span(), "attribute name is empty".into()));
+            }
+            if key_names.contains(&n.as_str()) {
+                return Err(self.invalid(
+                    &attr_name.span(),
+                    format!("attribute {n:?} is a key attribute of the table: set it with pk/sk, not in attributes"),
+                ));
+            }
+            let kind = match value.get_ref() {
+                RawAttr::Template(t) => AttrKind::Template(self.template(value.span(), t)?),
+                RawAttr::Column(c) => AttrKind::Column {
+                    column: c.column.get_ref().clone(),
+                    at: self.sm.at(c.column.span().start),
+                    format: c
+                        .format
+                        .as_ref()
+                        .map(|f| (*f.get_ref(), self.sm.at(f.span().start))),
+                    numeric_as: c.numeric_as.unwrap_or_default(),
+                },
+            };
+            attributes.push(AttrDef {
+                name: n.clone(),
+                kind,
+            });
+        }
+        Ok(Entity {
+            name,
+            from,
+            key,
+            page_size,
+            def: EntityDef {
+                at: self.sm.at(header.start),
+                key_at: e.key.as_ref().map(|k| self.sm.at(k.span().start)),
+                pk,
+                sk,
+                exclude: e
+                    .exclude
+                    .iter()
+                    .map(|c| (c.get_ref().clone(), self.sm.at(c.span().start)))
+                    .collect(),
+                nulls: e.nulls.unwrap_or_default(),
+                attributes,
+            },
+        })
+    }
+
+    /// A pk/sk template, with the checks that need no columns.
+    fn key_template(&self, v: &Spanned<String>, attr: &KeyAttr) -> Result<Template, MappingError> {
+        let t = self.template(v.span(), v.get_ref())?;
+        if let Some(lit) = t.literal() {
+            if lit.is_empty() {
+                return Err(self.invalid(
+                    &v.span(),
+                    format!(
+                        "template for key attribute {:?} is empty (DynamoDB forbids empty keys)",
+                        attr.name
+                    ),
+                ));
+            }
+            if attr.kind == KeyType::N.as_str() {
+                if let Err(e) = normalize_number(&lit) {
+                    return Err(self.invalid(
+                        &v.span(),
+                        format!("key attribute {:?} is of type N: {e}", attr.name),
+                    ));
+                }
+            }
+        }
+        Ok(t)
+    }
+}

@@ -1,0 +1,165 @@
+//! The mapping file exactly as written: serde structs with spans, no validation
+//! beyond types. [`crate::plan`] turns them into a [`crate::Plan`].
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::de::{self, MapAccess, Visitor};
+use serde::{Deserialize, Deserializer};
+use serde_spanned::Spanned;
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a mapping spec (version, [source], [target], [[entity]])"
+)]
+pub(crate) struct RawSpec {
+    pub version: Spanned<i64>,
+    pub source: RawSource,
+    pub target: RawTarget,
+    pub writer: Option<RawWriter>,
+    #[serde(default)]
+    pub entity: Vec<Spanned<RawEntity>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [source] table with url")]
+pub(crate) struct RawSource {
+    pub url: Spanned<String>,
+    pub page_size: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [target] table with table and pk")]
+pub(crate) struct RawTarget {
+    pub table: Spanned<String>,
+    pub endpoint: Option<Spanned<String>>,
+    pub region: Option<Spanned<String>>,
+    #[serde(default)]
+    pub create: bool,
+    pub pk: Spanned<RawKey>,
+    pub sk: Option<Spanned<RawKey>>,
+}
+
+#[derive(Deserialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a key table like { name = \"PK\", type = \"S\" }"
+)]
+pub(crate) struct RawKey {
+    pub name: Spanned<String>,
+    #[serde(rename = "type")]
+    pub kind: KeyType,
+}
+
+/// DynamoDB key attribute types.
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyType {
+    S,
+    N,
+    B,
+}
+
+impl KeyType {
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            KeyType::S => "S",
+            KeyType::N => "N",
+            KeyType::B => "B",
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a [writer] table")]
+pub(crate) struct RawWriter {
+    pub concurrency: Option<Spanned<i64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "an [[entity]] table")]
+pub(crate) struct RawEntity {
+    pub name: Spanned<String>,
+    pub from: Option<Spanned<String>>,
+    pub query: Option<Spanned<String>>,
+    pub key: Option<Spanned<Vec<Spanned<String>>>>,
+    pub page_size: Option<Spanned<i64>>,
+    pub pk: Spanned<String>,
+    pub sk: Option<Spanned<String>>,
+    #[serde(default)]
+    pub exclude: Vec<Spanned<String>>,
+    pub nulls: Option<Nulls>,
+    #[serde(default)]
+    pub attributes: BTreeMap<Spanned<String>, Spanned<RawAttr>>,
+}
+
+/// What a NULL column becomes.
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Nulls {
+    /// Left out of the item.
+    #[default]
+    Omit,
+    /// Written as `{NULL: true}`.
+    Null,
+}
+
+/// How a timestamp column is written.
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum TimeFormat {
+    /// S, RFC 3339 in UTC.
+    #[default]
+    Rfc3339,
+    /// N, whole seconds since the Unix epoch.
+    EpochSeconds,
+    /// N, whole milliseconds since the Unix epoch.
+    EpochMillis,
+}
+
+/// How numeric columns are written.
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum NumericAs {
+    /// N (checked against DynamoDB's number rules).
+    #[default]
+    Number,
+    /// S, the digits as the source gave them.
+    String,
+}
+
+/// An `[entity.attributes]` value: a template string or a column table.
+pub(crate) enum RawAttr {
+    Template(String),
+    Column(RawAttrColumn),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, expecting = "a table like { column = \"name\" }")]
+pub(crate) struct RawAttrColumn {
+    pub column: Spanned<String>,
+    pub format: Option<Spanned<TimeFormat>>,
+    pub numeric_as: Option<NumericAs>,
+}
+
+// Hand-written rather than `#[serde(untagged)]`: untagged buffers the value
+// and loses the spans and the precise errors of the inner table.
+impl<'de> Deserialize<'de> for RawAttr {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct AttrVisitor;
+        impl<'de> Visitor<'de> for AttrVisitor {
+            type Value = RawAttr;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a template string or a table like { column = \"name\" }")
+            }
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<RawAttr, E> {
+                Ok(RawAttr::Template(s.to_string()))
+            }
+            fn visit_map<M: MapAccess<'de>>(self, m: M) -> Result<RawAttr, M::Error> {
+                RawAttrColumn::deserialize(de::value::MapAccessDeserializer::new(m))
+                    .map(RawAttr::Column)
+            }
+        }
+        d.deserialize_any(AttrVisitor)
+    }
+}

@@ -1,0 +1,58 @@
+//! Helpers shared by the mapping tests.
+#![allow(dead_code)]
+
+use std::path::Path;
+
+use sql2ddb_core::{Column, MappedItem, Reject, Row};
+use sql2ddb_mapping::{BoundEntity, MappingError, Plan};
+
+/// The mapping file name used in messages.
+pub const FILE: &str = "shop.toml";
+
+/// Source, and a target with pk and sk of type S (lines 1..=7).
+pub const HEAD: &str = r#"version = 1
+[source]
+url = "${DB_URL}"
+[target]
+table = "shop"
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+"#;
+
+pub fn env(name: &str) -> Option<String> {
+    match name {
+        "DB_URL" => Some("postgres://app:secret@db/shop".into()),
+        "REGION" => Some("eu-west-1".into()),
+        _ => None,
+    }
+}
+
+pub fn parse(text: &str) -> Result<Plan, MappingError> {
+    Plan::parse(text, Path::new(FILE), &env)
+}
+
+/// `HEAD` plus one entity `e` reading table `t`; `body` starts on line 12.
+pub fn with_entity(body: &str) -> String {
+    format!("{HEAD}\n[[entity]]\nname = \"e\"\nfrom = \"t\"\n{body}")
+}
+
+pub fn cols(spec: &[(&str, &str)]) -> Vec<Column> {
+    spec.iter()
+        .map(|(n, t)| Column {
+            name: n.to_string(),
+            sql_type: t.to_string(),
+        })
+        .collect()
+}
+
+/// Parses `text` and binds its first entity to `columns`, key `["id"]`.
+pub fn bind(text: &str, columns: &[Column]) -> Result<BoundEntity, MappingError> {
+    let plan = parse(text).unwrap_or_else(|e| panic!("mapping should load: {e}"));
+    plan.entities[0].bind(&plan, columns, &["id".to_string()])
+}
+
+/// Binds an entity whose body is `body` and maps `row`.
+pub fn map(body: &str, columns: &[(&str, &str)], row: Row) -> Result<MappedItem, Reject> {
+    let bound = bind(&with_entity(body), &cols(columns)).unwrap_or_else(|e| panic!("bind: {e}"));
+    bound.map_row(&row)
+}
