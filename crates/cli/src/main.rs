@@ -1,1 +1,210 @@
-fn main() {}
+//! The `sql2ddb` binary: arguments → engine; progress bars; tables; exit codes.
+
+mod table;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sql2ddb_core::redact_secrets;
+use sql2ddb_engine::{EntityProgress, RunOptions, RunProgress};
+use sql2ddb_mapping::Plan;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  every row was written
+  2  the run finished, but some rows were rejected (see the rejects file)
+  1  the run failed (bad mapping, unreachable source or table, rows not written)";
+
+/// Migrate relational data (PostgreSQL, MySQL/MariaDB, SQLite) into Amazon DynamoDB.
+#[derive(Parser)]
+#[command(name = "sql2ddb", version, about, after_help = EXIT_CODES)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate a mapping file (no connection is made).
+    #[command(after_help = "Exit codes: 0 valid, 1 invalid.")]
+    Check {
+        /// The mapping spec (TOML).
+        mapping: PathBuf,
+    },
+    /// Migrate: read the source page by page, write the items, print a report.
+    #[command(after_help = EXIT_CODES)]
+    Run(RunArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The mapping spec (TOML).
+    mapping: PathBuf,
+    /// Source URL, overriding the mapping's (postgres://, mysql://, sqlite://).
+    #[arg(long)]
+    source: Option<String>,
+    /// DynamoDB endpoint: a URL, or `local` for an embedded server whose data
+    /// file goes into the run directory. Default: the mapping's, else AWS
+    /// (credentials and region from the usual AWS environment and profile).
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// AWS region, overriding the mapping's and the environment's.
+    #[arg(long)]
+    region: Option<String>,
+    /// Print the final report as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+    /// Where run directories (rejects file, report, local data) are created.
+    #[arg(long, default_value = "sql2ddb-runs")]
+    runs_dir: PathBuf,
+    /// Concurrent writers (default: the mapping's [writer] concurrency, else 8).
+    #[arg(long)]
+    concurrency: Option<usize>,
+    /// Rows per source page, for every entity.
+    #[arg(long)]
+    page_size: Option<usize>,
+    /// No progress bars.
+    #[arg(long, short)]
+    quiet: bool,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SQL2DDB_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .init();
+    let code = match cli.command {
+        Command::Check { mapping } => check(&mapping),
+        Command::Run(args) => {
+            let rt = tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build()
+                .expect("tokio runtime");
+            rt.block_on(run(args))
+        }
+    };
+    ExitCode::from(code)
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+fn load(path: &Path) -> Result<Plan, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    Plan::parse(&text, path, &env).map_err(|e| e.to_string())
+}
+
+fn fail(message: &str) -> u8 {
+    eprintln!("error: {}", redact_secrets(message));
+    1
+}
+
+fn check(path: &Path) -> u8 {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) => return fail(&format!("{}: {e}", path.display())),
+    };
+    match sql2ddb_engine::check(&text, path, &env) {
+        Ok(summary) => {
+            println!("{}: ok", path.display());
+            println!("  table {} keyed by {}", summary.table, summary.keys.join(", "));
+            for e in summary.entities {
+                println!("  entity {e}");
+            }
+            0
+        }
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+async fn run(args: RunArgs) -> u8 {
+    let plan = match load(&args.mapping) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let opts = RunOptions {
+        source: args.source.clone(),
+        endpoint: args.endpoint.clone(),
+        region: args.region.clone(),
+        runs_dir: args.runs_dir.clone(),
+        concurrency: args.concurrency,
+        page_size: args.page_size,
+        ..RunOptions::default()
+    };
+    let progress = RunProgress::new();
+    let bars = (!args.quiet).then(|| tokio::spawn(draw_progress(progress.clone())));
+    let result = sql2ddb_engine::run(&plan, &opts, progress.clone()).await;
+    if let Some(b) = bars {
+        b.abort();
+        let _ = b.await;
+    }
+    match result {
+        Ok(report) => {
+            eprintln!("{}", table::render(&report));
+            if let Some(err) = &report.error {
+                eprintln!("error: {}", redact_secrets(err));
+            }
+            if args.json {
+                println!("{}", serde_json::to_string(&report).expect("report serialises"));
+            }
+            report.status.exit_code() as u8
+        }
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+/// One bar per entity: rows accounted for (written + rejected) out of the
+/// counted total, with rate and ETA.
+async fn draw_progress(progress: Arc<RunProgress>) {
+    let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
+    let style = ProgressStyle::with_template(
+        "{prefix:>14} [{bar:30}] {pos}/{len} rows  {per_sec}  ETA {eta}  {msg}",
+    )
+    .expect("template")
+    .progress_chars("=> ");
+    let mut shown: Vec<(Arc<EntityProgress>, ProgressBar)> = Vec::new();
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    let update = |shown: &Vec<(Arc<EntityProgress>, ProgressBar)>| {
+        for (e, bar) in shown {
+            let total = EntityProgress::get(&e.total);
+            bar.set_length(total.max(EntityProgress::get(&e.read)));
+            let done = EntityProgress::get(&e.written) + EntityProgress::get(&e.rejected) + EntityProgress::get(&e.failed);
+            bar.set_position(done);
+            let rejected = EntityProgress::get(&e.rejected);
+            if rejected > 0 {
+                bar.set_message(format!("{rejected} rejected"));
+            }
+            if e.is_done() && !bar.is_finished() {
+                bar.finish();
+            }
+        }
+    };
+    let _guard = ClearOnDrop(multi.clone());
+    loop {
+        tick.tick().await;
+        for e in progress.entities() {
+            if !shown.iter().any(|(s, _)| Arc::ptr_eq(s, &e)) {
+                let bar = multi.add(ProgressBar::new(0).with_style(style.clone()).with_prefix(e.name.clone()));
+                shown.push((e, bar));
+            }
+        }
+        update(&shown);
+    }
+}
+
+struct ClearOnDrop(MultiProgress);
+
+impl Drop for ClearOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.clear();
+    }
+}

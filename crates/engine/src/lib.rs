@@ -1,1 +1,15 @@
-//! sql2ddb engine
+//! The jobs of sql2ddb: `check` (validate a mapping, no IO) and `run`
+//! (migrate: read pages → map → queue → write → count), with the run report.
+
+pub mod check;
+pub mod error;
+pub mod progress;
+pub mod rejects;
+pub mod report;
+pub mod run;
+
+pub use check::{check, CheckSummary};
+pub use error::{EngineError, ErrorKind};
+pub use progress::{EntityProgress, RunProgress};
+pub use report::{EntityReport, RunReport, RunStatus};
+pub use run::{run, RunOptions};

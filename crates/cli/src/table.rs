@@ -1,0 +1,109 @@
+//! The final report as a terminal table, in the manner of pgloader's.
+
+use sql2ddb_engine::{EntityReport, RunReport};
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::with_capacity(s.len() + s.len() / 3);
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn bytes(n: u64) -> String {
+    const UNITS: [&str; 4] = ["B", "kB", "MB", "GB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1000.0 && u < UNITS.len() - 1 {
+        v /= 1000.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn row(e: &EntityReport) -> [String; 8] {
+    [
+        e.name.clone(),
+        thousands(e.rows_read),
+        thousands(e.items_written),
+        thousands(e.rejected),
+        thousands(e.failed),
+        bytes(e.bytes),
+        thousands(e.write_units),
+        format!("{:.2}", e.seconds),
+    ]
+}
+
+/// Renders the report: one line per entity, a total line, then where things are.
+pub fn render(r: &RunReport) -> String {
+    let header = ["entity", "read", "written", "rejected", "failed", "bytes", "write units", "seconds"];
+    let mut rows: Vec<[String; 8]> = r.entities.iter().map(row).collect();
+    let total = row(&r.totals);
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for line in rows.iter().chain(std::iter::once(&total)) {
+        for (w, cell) in widths.iter_mut().zip(line) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let fmt = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(&widths)
+            .enumerate()
+            .map(|(i, (c, w))| if i == 0 { format!("{c:<w$}") } else { format!("{c:>w$}") })
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    let rule = "-".repeat(widths.iter().sum::<usize>() + 2 * (widths.len() - 1));
+    let mut out = String::new();
+    out.push_str(&fmt(&header.map(String::from)));
+    out.push('\n');
+    out.push_str(&rule);
+    out.push('\n');
+    for line in rows.drain(..) {
+        out.push_str(&fmt(&line));
+        out.push('\n');
+    }
+    out.push_str(&rule);
+    out.push('\n');
+    out.push_str(&fmt(&total));
+    out.push('\n');
+    let status = serde_json::to_value(r.status).expect("status serialises");
+    out.push_str(&format!("\nrun {}  status {}\n", r.run_id, status.as_str().unwrap_or("?")));
+    out.push_str(&format!("table {} at {}", r.table, r.endpoint));
+    if r.table_created {
+        out.push_str(" (created)");
+    }
+    out.push('\n');
+    if let Some(f) = &r.local_data_file {
+        out.push_str(&format!("local DynamoDB data: {f}\n"));
+    }
+    if r.totals.rejected + r.totals.failed > 0 {
+        out.push_str(&format!("rejects: {}\n", r.rejects_file));
+    }
+    out.push_str(&format!("report: {}/report.json", r.run_dir));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_are_grouped() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
+        assert_eq!(bytes(999), "999 B");
+        assert_eq!(bytes(1500), "1.5 kB");
+    }
+}

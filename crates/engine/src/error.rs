@@ -1,0 +1,72 @@
+//! The engine's error type. Every message is free of secrets.
+
+use std::path::PathBuf;
+
+use thiserror::Error;
+
+/// What went wrong, for callers that match on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The mapping is invalid.
+    Mapping,
+    /// The source database failed.
+    Source,
+    /// DynamoDB failed.
+    Dynamo,
+    /// A local file could not be read or written.
+    Io,
+    /// An entity cannot be read as mapped.
+    Entity,
+}
+
+/// An error that stops a job.
+#[derive(Debug, Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// The mapping is invalid.
+    #[error(transparent)]
+    Mapping(#[from] sql2ddb_mapping::MappingError),
+    /// The source database failed.
+    #[error("source: {0}")]
+    Source(#[from] sql2ddb_source::SourceError),
+    /// DynamoDB failed.
+    #[error("DynamoDB: {0}")]
+    Dynamo(#[from] sql2ddb_dynamo::DynamoError),
+    /// A local file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// An entity cannot be read as mapped.
+    #[error("entity {entity}: {message}")]
+    Entity {
+        /// Entity name.
+        entity: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl EngineError {
+    /// The kind of error.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            EngineError::Mapping(_) => ErrorKind::Mapping,
+            EngineError::Source(_) => ErrorKind::Source,
+            EngineError::Dynamo(_) => ErrorKind::Dynamo,
+            EngineError::Io { .. } => ErrorKind::Io,
+            EngineError::Entity { .. } => ErrorKind::Entity,
+        }
+    }
+
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        EngineError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! The run report: what was read, written, rejected, per entity and in total.
+//! The numbers add up: `rows_read = items_written + rejected + failed`.
+
+use serde::Serialize;
+
+/// How a run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunStatus {
+    /// Every row written.
+    Ok,
+    /// Finished, but some rows were rejected (see the rejects file).
+    Rejected,
+    /// Some rows could not be written, or the run stopped on an error.
+    Failed,
+}
+
+impl RunStatus {
+    /// The process exit code for this status: 0, 2 or 1.
+    pub fn exit_code(self) -> i32 {
+        match self {
+            RunStatus::Ok => 0,
+            RunStatus::Rejected => 2,
+            RunStatus::Failed => 1,
+        }
+    }
+}
+
+/// Figures of one entity.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct EntityReport {
+    /// Entity name.
+    pub name: String,
+    /// Rows read from the source.
+    pub rows_read: u64,
+    /// Rows whose item is in the table.
+    pub items_written: u64,
+    /// Rows rejected, each in the rejects file with its reason.
+    pub rejected: u64,
+    /// Rows not written when their retry budget ran out (also in the rejects file).
+    pub failed: u64,
+    /// Bytes of the items written, by DynamoDB's size rules.
+    pub bytes: u64,
+    /// Write units billed (each item rounded up to 1 KB).
+    pub write_units: u64,
+    /// Calls retried (throttling, unprocessed items, transient errors).
+    pub retries: u64,
+    /// Key-range segments read.
+    pub segments: u32,
+    /// Pages read.
+    pub pages: u64,
+    /// Wall-clock seconds from the entity's first read to its last write.
+    pub seconds: f64,
+}
+
+impl EntityReport {
+    fn add(&mut self, o: &EntityReport) {
+        self.rows_read += o.rows_read;
+        self.items_written += o.items_written;
+        self.rejected += o.rejected;
+        self.failed += o.failed;
+        self.bytes += o.bytes;
+        self.write_units += o.write_units;
+        self.retries += o.retries;
+        self.segments += o.segments;
+        self.pages += o.pages;
+    }
+}
+
+/// The report of one run, printed as a table or as one JSON object.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    /// Run id.
+    pub run_id: String,
+    /// How the run ended.
+    pub status: RunStatus,
+    /// The source, password redacted.
+    pub source: String,
+    /// Target table.
+    pub table: String,
+    /// DynamoDB endpoint (`aws` for the default chain).
+    pub endpoint: String,
+    /// Data file of the embedded local endpoint, when one ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub local_data_file: Option<String>,
+    /// Whether the run created the table.
+    pub table_created: bool,
+    /// The run directory.
+    pub run_dir: String,
+    /// The rejects file (it exists only when something was rejected or failed).
+    pub rejects_file: String,
+    /// Per entity.
+    pub entities: Vec<EntityReport>,
+    /// Sums over all entities (seconds: the whole run).
+    pub totals: EntityReport,
+    /// The error that stopped the run, if one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl RunReport {
+    /// Recomputes the totals and the status from the entities.
+    pub fn finish(&mut self, seconds: f64) {
+        let mut totals = EntityReport {
+            name: "total".into(),
+            ..EntityReport::default()
+        };
+        for e in &self.entities {
+            totals.add(e);
+        }
+        totals.seconds = seconds;
+        self.status = if self.error.is_some() || totals.failed > 0 {
+            RunStatus::Failed
+        } else if totals.rejected > 0 {
+            RunStatus::Rejected
+        } else {
+            RunStatus::Ok
+        };
+        self.totals = totals;
+    }
+}

@@ -1,0 +1,220 @@
+//! SQL text building shared by the dialects: identifier quoting, the entity's
+//! relation, and the keyset page statements.
+
+use crate::{Dialect, From, SourceError};
+
+/// Alias of the entity's relation in every generated statement. Columns are
+/// always referred to as `t."col"`, so an `ORDER BY` can never resolve to a
+/// select-list expression of the same name (PostgreSQL and MySQL prefer output
+/// names for bare identifiers in `ORDER BY`).
+pub(crate) const ALIAS: &str = "t";
+
+/// Quotes one identifier for the dialect.
+pub(crate) fn quote_ident(dialect: Dialect, name: &str) -> String {
+    match dialect {
+        Dialect::MySql => format!("`{}`", name.replace('`', "``")),
+        Dialect::Postgres | Dialect::Sqlite => format!("\"{}\"", name.replace('"', "\"\"")),
+    }
+}
+
+/// `schema.table` → (Some(schema), table); `table` → (None, table).
+pub(crate) fn split_table(name: &str) -> (Option<&str>, &str) {
+    match name.split_once('.') {
+        Some((schema, table)) => (Some(schema), table),
+        None => (None, name),
+    }
+}
+
+/// A table name, quoted part by part.
+pub(crate) fn quote_table(dialect: Dialect, name: &str) -> String {
+    match split_table(name) {
+        (Some(schema), table) => format!(
+            "{}.{}",
+            quote_ident(dialect, schema),
+            quote_ident(dialect, table)
+        ),
+        (None, table) => quote_ident(dialect, table),
+    }
+}
+
+/// The query text of a query entity, without trailing `;` so it can be wrapped.
+pub(crate) fn query_body(query: &str) -> Result<&str, SourceError> {
+    let body = query
+        .trim()
+        .trim_end_matches(|c: char| c == ';' || c.is_whitespace());
+    if body.is_empty() {
+        return Err(SourceError::config("query entity has an empty query"));
+    }
+    Ok(body)
+}
+
+/// The `FROM` item of an entity: `"s"."t" AS t` or `(<query>) AS t`.
+pub(crate) fn relation(dialect: Dialect, from: &From<'_>) -> Result<String, SourceError> {
+    Ok(match from {
+        From::Table(name) => {
+            if name.trim().is_empty() {
+                return Err(SourceError::config("empty table name"));
+            }
+            format!("{} AS {ALIAS}", quote_table(dialect, name))
+        }
+        From::Query(q) => format!("({}) AS {ALIAS}", query_body(q)?),
+    })
+}
+
+/// `t."col"` for the dialect.
+pub(crate) fn column_ref(dialect: Dialect, name: &str) -> String {
+    format!("{ALIAS}.{}", quote_ident(dialect, name))
+}
+
+/// A statement that returns the entity's columns and no rows, for describing.
+pub(crate) fn describe_sql(dialect: Dialect, from: &From<'_>) -> Result<String, SourceError> {
+    Ok(format!(
+        "SELECT * FROM {} LIMIT 0",
+        relation(dialect, from)?
+    ))
+}
+
+/// `SELECT count(*)` of the entity.
+pub(crate) fn count_sql(dialect: Dialect, from: &From<'_>) -> Result<String, SourceError> {
+    Ok(format!("SELECT count(*) FROM {}", relation(dialect, from)?))
+}
+
+/// The two statements of a keyset page, and which key value each placeholder
+/// of the second one takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PageSql {
+    /// First page: no cursor.
+    pub first: String,
+    /// Every later page: rows strictly after the cursor.
+    pub after: String,
+    /// For each placeholder of `after`, in order, the index into the cursor.
+    pub binds: Vec<usize>,
+}
+
+/// Builds the keyset page statements.
+///
+/// `select` are the select-list expressions, `keys` the key column references
+/// and `param(i, placeholder)` the expression for the cursor value of key `i`
+/// (a cast around the placeholder where the dialect needs one).
+pub(crate) fn page_sql(
+    dialect: Dialect,
+    relation: &str,
+    select: &[String],
+    keys: &[String],
+    param: impl Fn(usize, &str) -> String,
+    page_size: usize,
+) -> PageSql {
+    let head = format!("SELECT {} FROM {relation}", select.join(", "));
+    let tail = format!(" ORDER BY {} LIMIT {page_size}", keys.join(", "));
+    let mut binds = Vec::new();
+    let mut next = |i: usize| {
+        binds.push(i);
+        let placeholder = match dialect {
+            Dialect::Postgres => format!("${}", binds.len()),
+            Dialect::MySql | Dialect::Sqlite => "?".to_string(),
+        };
+        param(i, &placeholder)
+    };
+    let condition = match dialect {
+        Dialect::Postgres | Dialect::Sqlite => {
+            if keys.len() == 1 {
+                format!("{} > {}", keys[0], next(0))
+            } else {
+                let params: Vec<String> = (0..keys.len()).map(&mut next).collect();
+                format!("({}) > ({})", keys.join(", "), params.join(", "))
+            }
+        }
+        // MySQL does not use an index well for row-value comparisons; expand
+        // (a, b) > (x, y) into a > x OR (a = x AND b > y).
+        Dialect::MySql => {
+            let mut alternatives = Vec::with_capacity(keys.len());
+            for last in 0..keys.len() {
+                let mut terms = Vec::with_capacity(last + 1);
+                for (i, key) in keys.iter().enumerate().take(last) {
+                    terms.push(format!("{key} = {}", next(i)));
+                }
+                terms.push(format!("{} > {}", keys[last], next(last)));
+                alternatives.push(format!("({})", terms.join(" AND ")));
+            }
+            alternatives.join(" OR ")
+        }
+    };
+    PageSql {
+        first: format!("{head}{tail}"),
+        after: format!("{head} WHERE {condition}{tail}"),
+        binds,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quotes_identifiers() {
+        assert_eq!(quote_ident(Dialect::Postgres, "a\"b"), "\"a\"\"b\"");
+        assert_eq!(quote_ident(Dialect::MySql, "a`b"), "`a``b`");
+        assert_eq!(quote_table(Dialect::Postgres, "s.t"), "\"s\".\"t\"");
+        assert_eq!(quote_table(Dialect::MySql, "orders"), "`orders`");
+    }
+
+    #[test]
+    fn wraps_queries() {
+        let q = From::Query("select 1 as x;\n");
+        assert_eq!(
+            relation(Dialect::Postgres, &q).unwrap(),
+            "(select 1 as x) AS t"
+        );
+        assert!(relation(Dialect::Postgres, &From::Query(" ; ")).is_err());
+    }
+
+    #[test]
+    fn row_value_keyset() {
+        let keys = vec!["t.\"a\"".to_string(), "t.\"b\"".to_string()];
+        let sql = page_sql(
+            Dialect::Postgres,
+            "\"x\" AS t",
+            &["t.\"a\"".into(), "t.\"b\"::text".into()],
+            &keys,
+            |i, p| {
+                if i == 1 {
+                    format!("CAST({p} AS numeric)")
+                } else {
+                    p.to_string()
+                }
+            },
+            10,
+        );
+        assert_eq!(
+            sql.first,
+            "SELECT t.\"a\", t.\"b\"::text FROM \"x\" AS t ORDER BY t.\"a\", t.\"b\" LIMIT 10"
+        );
+        assert_eq!(
+            sql.after,
+            "SELECT t.\"a\", t.\"b\"::text FROM \"x\" AS t WHERE (t.\"a\", t.\"b\") > ($1, CAST($2 AS numeric)) ORDER BY t.\"a\", t.\"b\" LIMIT 10"
+        );
+        assert_eq!(sql.binds, vec![0, 1]);
+    }
+
+    #[test]
+    fn mysql_expands_composite_keys() {
+        let keys = vec![
+            "t.`a`".to_string(),
+            "t.`b`".to_string(),
+            "t.`c`".to_string(),
+        ];
+        let sql = page_sql(
+            Dialect::MySql,
+            "`x` AS t",
+            &["t.`a`".into()],
+            &keys,
+            |_, p| p.to_string(),
+            5,
+        );
+        assert_eq!(
+            sql.after,
+            "SELECT t.`a` FROM `x` AS t WHERE (t.`a` > ?) OR (t.`a` = ? AND t.`b` > ?) OR (t.`a` = ? AND t.`b` = ? AND t.`c` > ?) ORDER BY t.`a`, t.`b`, t.`c` LIMIT 5"
+        );
+        assert_eq!(sql.binds, vec![0, 0, 1, 0, 1, 2]);
+    }
+}

@@ -1,0 +1,223 @@
+//! SQLite: values are decoded by their storage class, with the declared
+//! column type as a hint (`BOOLEAN`, `DECIMAL`/`NUMERIC`, `JSON`).
+
+use std::path::Path;
+
+use sql2ddb_core::{Column, Row, SqlValue};
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteRow};
+use sqlx::{
+    AssertSqlSafe, Column as _, Executor, Row as _, SqlSafeStr, Sqlite, Statement, TypeInfo,
+    ValueRef,
+};
+
+use crate::sql::{self, column_ref};
+use crate::{Decoders, Dialect, DialectPlan, From, PageQuery, Shape, SourceError};
+
+/// What the declared type of a column says about its values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Hint {
+    /// No hint: the storage class decides.
+    None,
+    /// `BOOLEAN`/`BOOL`: integers 0 and 1 are booleans.
+    Bool,
+    /// `DECIMAL`/`NUMERIC`: text is an exact decimal.
+    Decimal,
+    /// `JSON`: text is JSON.
+    Json,
+}
+
+/// The hint of a declared type.
+pub(crate) fn hint_of(declared: &str) -> Hint {
+    let t = declared.to_ascii_uppercase();
+    if t.contains("BOOL") {
+        Hint::Bool
+    } else if t.contains("DEC") || t.contains("NUMERIC") {
+        Hint::Decimal
+    } else if t.contains("JSON") {
+        Hint::Json
+    } else {
+        Hint::None
+    }
+}
+
+pub(crate) async fn connect(url: &str, max: u32) -> Result<SqlitePool, SourceError> {
+    let rest = url
+        .get("sqlite:".len()..)
+        .map(|r| r.strip_prefix("//").unwrap_or(r))
+        .unwrap_or_default();
+    let path = rest.split('?').next().unwrap_or_default();
+    if path.is_empty() || path == ":memory:" {
+        return Err(SourceError::config(format!(
+            "SQLite URL {url} names no file: use sqlite://path/to/file.db or sqlite:file.db"
+        )));
+    }
+    if !Path::new(path).is_file() {
+        return Err(SourceError::not_found(format!(
+            "SQLite file {path} does not exist"
+        )));
+    }
+    let opts = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .create_if_missing(false);
+    SqlitePoolOptions::new()
+        .max_connections(max)
+        .connect_with(opts)
+        .await
+        .map_err(|e| SourceError::connect(url, e))
+}
+
+pub(crate) async fn describe(pool: &SqlitePool, from: &From<'_>) -> Result<Shape, SourceError> {
+    let context = format!("describe {}", from.display_name());
+    match from {
+        From::Table(name) => {
+            let (schema, table) = sql::split_table(name);
+            let query = match schema {
+                Some(schema) => sqlx::query_as::<_, (String, String, i64, i64)>(
+                    "SELECT name, type, pk, hidden FROM pragma_table_xinfo(?1, ?2) ORDER BY cid",
+                )
+                .bind(table)
+                .bind(schema),
+                None => sqlx::query_as(
+                    "SELECT name, type, pk, hidden FROM pragma_table_xinfo(?1) ORDER BY cid",
+                )
+                .bind(table),
+            };
+            let rows = query
+                .fetch_all(pool)
+                .await
+                .map_err(|e| SourceError::query(&context, e))?;
+            // hidden = 1: hidden columns of virtual tables, not part of `SELECT *`.
+            let rows: Vec<_> = rows.into_iter().filter(|r| r.3 != 1).collect();
+            if rows.is_empty() {
+                return Err(SourceError::not_found(format!(
+                    "table {name} does not exist"
+                )));
+            }
+            let mut pk: Vec<(i64, String)> = rows
+                .iter()
+                .filter(|r| r.2 > 0)
+                .map(|r| (r.2, r.0.clone()))
+                .collect();
+            pk.sort();
+            Ok(Shape {
+                columns: rows
+                    .into_iter()
+                    .map(|(name, sql_type, _, _)| Column { name, sql_type })
+                    .collect(),
+                primary_key: pk.into_iter().map(|(_, name)| name).collect(),
+            })
+        }
+        From::Query(_) => {
+            let stmt = pool
+                .prepare(AssertSqlSafe(sql::describe_sql(Dialect::Sqlite, from)?).into_sql_str())
+                .await
+                .map_err(|e| SourceError::query(&context, e))?;
+            Ok(Shape {
+                columns: stmt
+                    .columns()
+                    .iter()
+                    .map(|c| Column {
+                        name: c.name().to_string(),
+                        sql_type: c.type_info().name().to_string(),
+                    })
+                    .collect(),
+                primary_key: Vec::new(),
+            })
+        }
+    }
+}
+
+pub(crate) fn plan(columns: &[Column], key_indices: &[usize]) -> Result<DialectPlan, SourceError> {
+    Ok(DialectPlan {
+        select: columns
+            .iter()
+            .map(|c| column_ref(Dialect::Sqlite, &c.name))
+            .collect(),
+        params: key_indices
+            .iter()
+            .map(|_| (String::new(), String::new()))
+            .collect(),
+        decoders: Decoders::Sqlite(columns.iter().map(|c| hint_of(&c.sql_type)).collect()),
+    })
+}
+
+pub(crate) async fn read_page(
+    pool: &SqlitePool,
+    q: &PageQuery,
+    hints: &[Hint],
+    after: Option<&[SqlValue]>,
+) -> Result<Vec<Row>, SourceError> {
+    let (sql, values) = crate::page_statement(q, after);
+    let mut query = sqlx::query::<Sqlite>(AssertSqlSafe(sql));
+    for v in values {
+        query = match v {
+            SqlValue::Int(i) => query.bind(*i),
+            SqlValue::Bool(b) => query.bind(*b),
+            SqlValue::Float(f) => query.bind(*f),
+            SqlValue::Decimal(s) | SqlValue::Text(s) => query.bind(s.clone()),
+            SqlValue::Bytes(b) => query.bind(b.clone()),
+            other => return Err(crate::cursor_error(q, other)),
+        };
+    }
+    let rows = query
+        .fetch_all(pool)
+        .await
+        .map_err(|e| SourceError::query(format!("read page of {}", q.entity), e))?;
+    rows.iter()
+        .map(|row| {
+            hints
+                .iter()
+                .enumerate()
+                .map(|(i, hint)| {
+                    decode(row, i, *hint).map_err(|e| SourceError::decode(&q.columns[i].name, e))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+fn decode(row: &SqliteRow, i: usize, hint: Hint) -> Result<SqlValue, sqlx::Error> {
+    let raw = row.try_get_raw(i)?;
+    if raw.is_null() {
+        return Ok(SqlValue::Null);
+    }
+    // The value's own storage class, not the column's declared type.
+    let class = raw.type_info().name().to_string();
+    Ok(match class.as_str() {
+        "INTEGER" => {
+            let n: i64 = row.try_get_unchecked(i)?;
+            match (hint, n) {
+                (Hint::Bool, 0 | 1) => SqlValue::Bool(n == 1),
+                _ => SqlValue::Int(n),
+            }
+        }
+        "REAL" => SqlValue::Float(row.try_get_unchecked(i)?),
+        "BLOB" => SqlValue::Bytes(row.try_get_unchecked(i)?),
+        _ => {
+            let s: String = row.try_get_unchecked(i)?;
+            match hint {
+                Hint::Decimal => SqlValue::Decimal(s),
+                Hint::Json => match serde_json::from_str(&s) {
+                    Ok(json) => SqlValue::Json(json),
+                    Err(e) => SqlValue::Invalid(format!("invalid JSON: {e}")),
+                },
+                Hint::None | Hint::Bool => SqlValue::Text(s),
+            }
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hints_from_declared_types() {
+        assert_eq!(hint_of("boolean"), Hint::Bool);
+        assert_eq!(hint_of("DECIMAL(10,2)"), Hint::Decimal);
+        assert_eq!(hint_of("numeric"), Hint::Decimal);
+        assert_eq!(hint_of("json"), Hint::Json);
+        assert_eq!(hint_of("TEXT"), Hint::None);
+    }
+}

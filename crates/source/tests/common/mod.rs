@@ -1,0 +1,83 @@
+//! Helpers shared by the integration tests: unique names, cleanup guards and
+//! reading an entity to the end.
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use sql2ddb_core::{Row, SqlValue};
+use sql2ddb_source::{PageQuery, Source};
+
+pub const PG_URL: &str = "postgres://root@127.0.0.1:5432/test";
+pub const MY_URL: &str = "mysql://root@127.0.0.1:3306/test";
+
+/// A name no other test (or test run) uses.
+pub fn unique(prefix: &str) -> String {
+    static COUNTER: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!(
+        "{prefix}_{}_{}_{nanos}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Reads every page; checks each page's size and that cursors strictly advance.
+pub async fn read_all(source: &Source, q: &PageQuery) -> Vec<Row> {
+    let mut rows = Vec::new();
+    let mut after: Option<Vec<SqlValue>> = None;
+    loop {
+        let page = source.read_page(q, after.as_deref()).await.unwrap();
+        assert!(page.len() <= q.page_size());
+        let Some(last) = page.last() else { break };
+        after = Some(q.key_of(last));
+        let done = page.len() < q.page_size();
+        rows.extend(page);
+        if done {
+            // One more read must come back empty.
+            assert!(source
+                .read_page(q, after.as_deref())
+                .await
+                .unwrap()
+                .is_empty());
+            break;
+        }
+    }
+    rows
+}
+
+/// Runs a cleanup statement on drop, even when the test panicked.
+pub struct Cleanup {
+    pub url: String,
+    pub sql: String,
+}
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let (url, sql) = (self.url.clone(), self.sql.clone());
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async move {
+                use sqlx::Connection;
+                if url.starts_with("postgres") {
+                    if let Ok(mut c) = sqlx::PgConnection::connect(&url).await {
+                        let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                            .execute(&mut c)
+                            .await;
+                    }
+                } else if let Ok(mut c) = sqlx::MySqlConnection::connect(&url).await {
+                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                        .execute(&mut c)
+                        .await;
+                }
+            });
+        })
+        .join()
+        .unwrap();
+    }
+}
