@@ -48,38 +48,89 @@ async fn bad_rows_are_rejected_alone_with_key_and_reason() {
     let dynamo = Dynamo::start().await;
     let dir = tempfile::tempdir().unwrap();
     let table = unique("bad_rows");
-    let mapping = write_mapping(dir.path(), &ITEMS_MAPPING.replace("SCHEMA", &schema.name).replace("TABLE", &table));
+    let mapping = write_mapping(
+        dir.path(),
+        &ITEMS_MAPPING
+            .replace("SCHEMA", &schema.name)
+            .replace("TABLE", &table),
+    );
 
-    let run = sql2ddb(dir.path(), &["run", &mapping, "--endpoint", &dynamo.url, "--json", "--quiet"]).await;
-    assert_eq!(run.code, 2, "exit 2 when rows were rejected; stderr:\n{}", run.stderr);
+    let run = sql2ddb(
+        dir.path(),
+        &[
+            "run",
+            &mapping,
+            "--endpoint",
+            &dynamo.url,
+            "--json",
+            "--quiet",
+        ],
+    )
+    .await;
+    assert_eq!(
+        run.code, 2,
+        "exit 2 when rows were rejected; stderr:\n{}",
+        run.stderr
+    );
     let report = run.report();
     assert_eq!(report["status"], "rejected");
     let e = run.entity("item");
     assert_eq!(e["rows_read"], 24);
     assert_eq!(e["items_written"], 20);
     assert_eq!(e["rejected"], 4);
-    assert!(run.stderr.contains("rejects:"), "the human report points at the rejects file");
+    assert!(
+        run.stderr.contains("rejects:"),
+        "the human report points at the rejects file"
+    );
 
     let mut rejected = rejects(dir.path(), &report);
     rejected.sort_by_key(|r| r["key"]["id"].as_i64());
     assert_eq!(rejected.len(), 4, "{rejected:#?}");
-    let ids: Vec<i64> = rejected.iter().map(|r| r["key"]["id"].as_i64().unwrap()).collect();
+    let ids: Vec<i64> = rejected
+        .iter()
+        .map(|r| r["key"]["id"].as_i64().unwrap())
+        .collect();
     assert_eq!(ids, vec![21, 22, 23, 24]);
     for r in &rejected {
         assert_eq!(r["entity"], "item");
-        assert_eq!(r["row"]["id"], r["key"]["id"], "the row travels with its reject: {r}");
+        assert_eq!(
+            r["row"]["id"], r["key"]["id"],
+            "the row travels with its reject: {r}"
+        );
     }
     assert_eq!(rejected[0]["column"], "amount");
-    assert!(rejected[0]["reason"].as_str().unwrap().contains("41 significant digits"), "{}", rejected[0]);
+    assert!(
+        rejected[0]["reason"]
+            .as_str()
+            .unwrap()
+            .contains("41 significant digits"),
+        "{}",
+        rejected[0]
+    );
     assert_eq!(rejected[1]["column"], "ratio");
-    assert!(rejected[1]["reason"].as_str().unwrap().contains("NaN"), "{}", rejected[1]);
-    assert!(rejected[2]["reason"].as_str().unwrap().contains("empty"), "{}", rejected[2]);
-    assert!(rejected[3]["reason"].as_str().unwrap().contains("400 KB"), "{}", rejected[3]);
+    assert!(
+        rejected[1]["reason"].as_str().unwrap().contains("NaN"),
+        "{}",
+        rejected[1]
+    );
+    assert!(
+        rejected[2]["reason"].as_str().unwrap().contains("empty"),
+        "{}",
+        rejected[2]
+    );
+    assert!(
+        rejected[3]["reason"].as_str().unwrap().contains("400 KB"),
+        "{}",
+        rejected[3]
+    );
 
     let items = dynamo.scan(&table).await;
     assert_eq!(items.len(), 20);
     for i in 1..=20 {
-        assert!(items.contains_key(&(format!("n{i}"), format!("ITEM#{i}"))), "row {i} written");
+        assert!(
+            items.contains_key(&(format!("n{i}"), format!("ITEM#{i}"))),
+            "row {i} written"
+        );
     }
     schema.drop_schema().await;
 }
@@ -104,7 +155,11 @@ async fn a_broken_template_names_line_and_column() {
     let run = sql2ddb(dir.path(), &["check", &mapping]).await;
     assert_eq!(run.code, 1);
     assert!(run.stderr.contains("mapping.toml:14:"), "{}", run.stderr);
-    assert!(run.stderr.to_lowercase().contains("template"), "{}", run.stderr);
+    assert!(
+        run.stderr.to_lowercase().contains("template"),
+        "{}",
+        run.stderr
+    );
 
     let ok = write_mapping(dir.path(), ITEMS_MAPPING);
     let run = sql2ddb(dir.path(), &["check", &ok]).await;
@@ -123,12 +178,19 @@ async fn an_unknown_column_stops_the_run_before_any_write() {
         .replace("TABLE", &table)
         .replace("sk = \"ITEM#{id}\"", "sk = \"ITEM#{item_id}\"");
     let mapping = write_mapping(dir.path(), &text);
-    let run = sql2ddb(dir.path(), &["run", &mapping, "--endpoint", &dynamo.url, "--quiet"]).await;
+    let run = sql2ddb(
+        dir.path(),
+        &["run", &mapping, "--endpoint", &dynamo.url, "--quiet"],
+    )
+    .await;
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stderr.contains("mapping.toml:14:"), "{}", run.stderr);
     assert!(run.stderr.contains("item_id"), "{}", run.stderr);
     let tables = dynamo.client.list_tables().send().await.unwrap();
-    assert!(!tables.table_names().contains(&table), "no table created, nothing written");
+    assert!(
+        !tables.table_names().contains(&table),
+        "no table created, nothing written"
+    );
     schema.drop_schema().await;
 }
 
@@ -140,11 +202,28 @@ async fn a_password_in_the_source_url_never_appears() {
     let dynamo = Dynamo::start().await;
     let dir = tempfile::tempdir().unwrap();
     let table = unique("secret");
-    let mapping = write_mapping(dir.path(), &ITEMS_MAPPING.replace("SCHEMA", &schema.name).replace("TABLE", &table));
+    let mapping = write_mapping(
+        dir.path(),
+        &ITEMS_MAPPING
+            .replace("SCHEMA", &schema.name)
+            .replace("TABLE", &table),
+    );
 
     // A run that succeeds (trust auth ignores the password) and rejects a row.
     let url = format!("postgres://root:{SECRET}@127.0.0.1:5432/test");
-    let run = sql2ddb(dir.path(), &["run", &mapping, "--source", &url, "--endpoint", &dynamo.url, "--json"]).await;
+    let run = sql2ddb(
+        dir.path(),
+        &[
+            "run",
+            &mapping,
+            "--source",
+            &url,
+            "--endpoint",
+            &dynamo.url,
+            "--json",
+        ],
+    )
+    .await;
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(!run.stdout.contains(SECRET) && !run.stderr.contains(SECRET));
     let report = run.report();
@@ -153,16 +232,32 @@ async fn a_password_in_the_source_url_never_appears() {
     for entry in std::fs::read_dir(&run_dir).unwrap() {
         let path = entry.unwrap().path();
         if let Ok(text) = std::fs::read_to_string(&path) {
-            assert!(!text.contains(SECRET), "{} holds the password", path.display());
+            assert!(
+                !text.contains(SECRET),
+                "{} holds the password",
+                path.display()
+            );
         }
     }
 
     // A run that fails to connect.
     let url = format!("postgres://root:{SECRET}@127.0.0.1:1/test");
-    let run = sql2ddb(dir.path(), &["run", &mapping, "--source", &url, "--endpoint", &dynamo.url]).await;
+    let run = sql2ddb(
+        dir.path(),
+        &["run", &mapping, "--source", &url, "--endpoint", &dynamo.url],
+    )
+    .await;
     assert_eq!(run.code, 1);
-    assert!(run.stderr.contains("127.0.0.1:1"), "the error says where: {}", run.stderr);
-    assert!(!run.stdout.contains(SECRET) && !run.stderr.contains(SECRET), "{}", run.stderr);
+    assert!(
+        run.stderr.contains("127.0.0.1:1"),
+        "the error says where: {}",
+        run.stderr
+    );
+    assert!(
+        !run.stdout.contains(SECRET) && !run.stderr.contains(SECRET),
+        "{}",
+        run.stderr
+    );
 
     // The same through an environment variable in the mapping.
     let text = ITEMS_MAPPING
@@ -172,12 +267,19 @@ async fn a_password_in_the_source_url_never_appears() {
     let mapping = write_mapping(dir.path(), &text);
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb"))
         .args(["run", &mapping, "--endpoint", &dynamo.url])
-        .env("SECRET_DB_URL", format!("mysql://root:{SECRET}@127.0.0.1:1/test"))
+        .env(
+            "SECRET_DB_URL",
+            format!("mysql://root:{SECRET}@127.0.0.1:1/test"),
+        )
         .current_dir(dir.path())
         .output()
         .await
         .unwrap();
-    let all = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(out.status.code(), Some(1), "{all}");
     assert!(!all.contains(SECRET), "{all}");
     schema.drop_schema().await;

@@ -14,7 +14,11 @@ const ROWS: i64 = 20_000;
 /// `units / 10^scale` in plain notation without trailing zeros.
 fn decimal(units: i64, scale: u32) -> String {
     let p = 10i64.pow(scale);
-    let (sign, a) = if units < 0 { ("-", -units) } else { ("", units) };
+    let (sign, a) = if units < 0 {
+        ("-", -units)
+    } else {
+        ("", units)
+    };
     let frac = format!("{:0width$}", a % p, width = scale as usize);
     let frac = frac.trim_end_matches('0');
     if frac.is_empty() {
@@ -33,8 +37,15 @@ fn rfc3339(ts: NaiveDateTime) -> String {
 }
 
 fn expected_customer(i: i64) -> Item {
-    let created = NaiveDate::from_ymd_opt(2020, 1, 1).unwrap().and_hms_opt(0, 0, 0).unwrap() + Duration::minutes(i);
-    let updated = NaiveDate::from_ymd_opt(2019, 12, 31).unwrap().and_hms_opt(22, 0, 0).unwrap()
+    let created = NaiveDate::from_ymd_opt(2020, 1, 1)
+        .unwrap()
+        .and_hms_opt(0, 0, 0)
+        .unwrap()
+        + Duration::minutes(i);
+    let updated = NaiveDate::from_ymd_opt(2019, 12, 31)
+        .unwrap()
+        .and_hms_opt(22, 0, 0)
+        .unwrap()
         + Duration::seconds(i)
         + Duration::milliseconds(i % 1000);
     let wake = i % 86400;
@@ -44,7 +55,10 @@ fn expected_customer(i: i64) -> Item {
         ("entity", s("customer")),
         ("ref", s(format!("C-{i:08}"))),
         ("signup", n(created.and_utc().timestamp())),
-        ("balance_text", s(format!("{}.{:02}", i * 125 / 100, i * 125 % 100))),
+        (
+            "balance_text",
+            s(format!("{}.{:02}", i * 125 / 100, i * 125 % 100)),
+        ),
         ("id", n(i)),
         ("email", s(format!("user{i}@example.com"))),
         ("name", s(format!("Name {i}"))),
@@ -54,8 +68,22 @@ fn expected_customer(i: i64) -> Item {
         ("score", n(format!("{}", (i % 100) as f32 / 10.0))),
         ("ratio", n(format!("{}", i as f64 / 7.0))),
         ("avatar", AttrValue::B((i as u32).to_be_bytes().to_vec())),
-        ("birthday", s((NaiveDate::from_ymd_opt(1970, 1, 1).unwrap() + Duration::days(i % 20000)).to_string())),
-        ("wake_at", s(format!("{:02}:{:02}:{:02}", wake / 3600, wake / 60 % 60, wake % 60))),
+        (
+            "birthday",
+            s(
+                (NaiveDate::from_ymd_opt(1970, 1, 1).unwrap() + Duration::days(i % 20000))
+                    .to_string(),
+            ),
+        ),
+        (
+            "wake_at",
+            s(format!(
+                "{:02}:{:02}:{:02}",
+                wake / 3600,
+                wake / 60 % 60,
+                wake % 60
+            )),
+        ),
         ("created_at", s(rfc3339(created))),
         ("updated_at", s(rfc3339(updated))),
         ("uid", s(format!("00000000-0000-0000-0000-{i:012x}"))),
@@ -76,7 +104,10 @@ fn expected_customer(i: i64) -> Item {
         ),
         (
             "tags",
-            AttrValue::L(vec![s(format!("t{}", i % 5)), if i % 7 == 0 { AttrValue::Null } else { s("u") }]),
+            AttrValue::L(vec![
+                s(format!("t{}", i % 5)),
+                if i % 7 == 0 { AttrValue::Null } else { s("u") },
+            ]),
         ),
         ("lucky", AttrValue::L(vec![n(i), n(i * 2)])),
         ("tier", s(["bronze", "silver", "gold"][(i % 3) as usize])),
@@ -90,7 +121,11 @@ fn expected_customer(i: i64) -> Item {
 }
 
 fn expected_order(i: i64) -> Item {
-    let placed = NaiveDate::from_ymd_opt(2024, 1, 1).unwrap().and_hms_opt(12, 0, 0).unwrap() + Duration::seconds(90 * i);
+    let placed = NaiveDate::from_ymd_opt(2024, 1, 1)
+        .unwrap()
+        .and_hms_opt(12, 0, 0)
+        .unwrap()
+        + Duration::seconds(90 * i);
     let customer = 1 + (i * 31) % 20000;
     let mut it = item(vec![
         ("PK", s(format!("CUSTOMER#{customer}"))),
@@ -168,9 +203,25 @@ async fn every_row_of_every_type_arrives_as_mapped() {
     let dynamo = Dynamo::start().await;
     let dir = tempfile::tempdir().unwrap();
     let table = unique("pg_shop");
-    let mapping = write_mapping(dir.path(), &MAPPING.replace("SCHEMA", &schema.name).replace("TABLE", &table));
+    let mapping = write_mapping(
+        dir.path(),
+        &MAPPING
+            .replace("SCHEMA", &schema.name)
+            .replace("TABLE", &table),
+    );
 
-    let run = sql2ddb(dir.path(), &["run", &mapping, "--endpoint", &dynamo.url, "--json", "--quiet"]).await;
+    let run = sql2ddb(
+        dir.path(),
+        &[
+            "run",
+            &mapping,
+            "--endpoint",
+            &dynamo.url,
+            "--json",
+            "--quiet",
+        ],
+    )
+    .await;
     assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
 
     let report = run.report();
@@ -188,7 +239,10 @@ async fn every_row_of_every_type_arrives_as_mapped() {
     assert_eq!(report["totals"]["rows_read"], 3 * ROWS);
     assert_eq!(report["totals"]["items_written"], 3 * ROWS);
     let rejects = std::path::Path::new(report["rejects_file"].as_str().unwrap());
-    assert!(!dir.path().join(rejects).exists(), "nothing rejected, no rejects file");
+    assert!(
+        !dir.path().join(rejects).exists(),
+        "nothing rejected, no rejects file"
+    );
 
     let items = dynamo.scan(&table).await;
     assert_eq!(items.len(), 3 * ROWS as usize);
@@ -200,8 +254,14 @@ async fn every_row_of_every_type_arrives_as_mapped() {
     }
     for want in &expected {
         let key = (
-            match &want["PK"] { AttrValue::S(s) => s.clone(), _ => unreachable!() },
-            match &want["SK"] { AttrValue::S(s) => s.clone(), _ => unreachable!() },
+            match &want["PK"] {
+                AttrValue::S(s) => s.clone(),
+                _ => unreachable!(),
+            },
+            match &want["SK"] {
+                AttrValue::S(s) => s.clone(),
+                _ => unreachable!(),
+            },
         );
         let got = items.get(&key).unwrap_or_else(|| panic!("no item {key:?}"));
         assert_item(&key, got, want);

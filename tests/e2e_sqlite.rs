@@ -16,7 +16,11 @@ fn json_to_attr(v: &serde_json::Value) -> AttrValue {
         serde_json::Value::Number(x) => n(x.to_string()),
         serde_json::Value::String(x) => s(x.clone()),
         serde_json::Value::Array(a) => AttrValue::L(a.iter().map(json_to_attr).collect()),
-        serde_json::Value::Object(o) => AttrValue::M(o.iter().map(|(k, v)| (k.clone(), json_to_attr(v))).collect()),
+        serde_json::Value::Object(o) => AttrValue::M(
+            o.iter()
+                .map(|(k, v)| (k.clone(), json_to_attr(v)))
+                .collect(),
+        ),
     }
 }
 
@@ -39,10 +43,12 @@ fn put(item: &mut Item, k: &str, v: AttrValue) {
 
 async fn expected(db: &sqlx::SqlitePool) -> Vec<Item> {
     let mut all = Vec::new();
-    for r in sqlx::query("SELECT customer_id, email, name, created_at, vip, country, prefs FROM customers")
-        .fetch_all(db)
-        .await
-        .unwrap()
+    for r in sqlx::query(
+        "SELECT customer_id, email, name, created_at, vip, country, prefs FROM customers",
+    )
+    .fetch_all(db)
+    .await
+    .unwrap()
     {
         let id: i64 = r.get(0);
         let created: String = r.get(3);
@@ -61,11 +67,19 @@ async fn expected(db: &sqlx::SqlitePool) -> Vec<Item> {
             put(&mut it, "country", s(c));
         }
         if let Some(p) = r.get::<Option<String>, _>(6) {
-            put(&mut it, "prefs", json_to_attr(&serde_json::from_str(&p).unwrap()));
+            put(
+                &mut it,
+                "prefs",
+                json_to_attr(&serde_json::from_str(&p).unwrap()),
+            );
         }
         all.push(it);
     }
-    for r in sqlx::query("SELECT sku, title, price, weight_kg, thumbnail FROM products").fetch_all(db).await.unwrap() {
+    for r in sqlx::query("SELECT sku, title, price, weight_kg, thumbnail FROM products")
+        .fetch_all(db)
+        .await
+        .unwrap()
+    {
         let sku: String = r.get(0);
         let mut it = Item::new();
         put(&mut it, "PK", s(format!("PRODUCT#{sku}")));
@@ -82,7 +96,11 @@ async fn expected(db: &sqlx::SqlitePool) -> Vec<Item> {
         }
         all.push(it);
     }
-    for r in sqlx::query("SELECT order_id, customer_id, created_at, status, total FROM orders").fetch_all(db).await.unwrap() {
+    for r in sqlx::query("SELECT order_id, customer_id, created_at, status, total FROM orders")
+        .fetch_all(db)
+        .await
+        .unwrap()
+    {
         let id: i64 = r.get(0);
         let customer: i64 = r.get(1);
         let mut it = Item::new();
@@ -96,7 +114,11 @@ async fn expected(db: &sqlx::SqlitePool) -> Vec<Item> {
         put(&mut it, "total", float(r.get(4)));
         all.push(it);
     }
-    for r in sqlx::query("SELECT order_id, line_no, sku, qty, price FROM order_lines").fetch_all(db).await.unwrap() {
+    for r in sqlx::query("SELECT order_id, line_no, sku, qty, price FROM order_lines")
+        .fetch_all(db)
+        .await
+        .unwrap()
+    {
         let order: i64 = r.get(0);
         let line: i64 = r.get(1);
         let mut it = Item::new();
@@ -118,7 +140,11 @@ async fn the_bundled_example_migrates_exactly() {
     let root = root();
     let db_path = root.join("examples/shop.db");
     let db = sqlx::sqlite::SqlitePoolOptions::new()
-        .connect_with(sqlx::sqlite::SqliteConnectOptions::new().filename(&db_path).read_only(true))
+        .connect_with(
+            sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(&db_path)
+                .read_only(true),
+        )
         .await
         .unwrap();
     let want = expected(&db).await;
@@ -150,7 +176,12 @@ async fn the_bundled_example_migrates_exactly() {
     )
     .await;
     assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
-    for (name, rows) in [("customer", 500), ("product", 50), ("order", 2000), ("order_line", 6000)] {
+    for (name, rows) in [
+        ("customer", 500),
+        ("product", 50),
+        ("order", 2000),
+        ("order_line", 6000),
+    ] {
         let e = run.entity(name);
         assert_eq!(e["rows_read"], rows, "{name}");
         assert_eq!(e["items_written"], rows, "{name}");
@@ -164,8 +195,14 @@ async fn the_bundled_example_migrates_exactly() {
     assert_eq!(items.len(), want.len());
     for w in &want {
         let key = (
-            match &w["PK"] { AttrValue::S(s) => s.clone(), _ => unreachable!() },
-            match &w["SK"] { AttrValue::S(s) => s.clone(), _ => unreachable!() },
+            match &w["PK"] {
+                AttrValue::S(s) => s.clone(),
+                _ => unreachable!(),
+            },
+            match &w["SK"] {
+                AttrValue::S(s) => s.clone(),
+                _ => unreachable!(),
+            },
         );
         let got = items.get(&key).unwrap_or_else(|| panic!("no item {key:?}"));
         assert_item(&key, got, w);
@@ -180,7 +217,13 @@ async fn the_demo_runs_on_embedded_defaults() {
     let runs = tempfile::tempdir().unwrap();
     let run = sql2ddb(
         &root,
-        &["run", "mappings/shop.toml", "--runs-dir", runs.path().to_str().unwrap(), "--json"],
+        &[
+            "run",
+            "mappings/shop.toml",
+            "--runs-dir",
+            runs.path().to_str().unwrap(),
+            "--json",
+        ],
     )
     .await;
     assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
@@ -188,7 +231,10 @@ async fn the_demo_runs_on_embedded_defaults() {
     assert_eq!(report["endpoint"], "local");
     assert_eq!(report["totals"]["items_written"], 8550);
     let data = report["local_data_file"].as_str().unwrap();
-    assert!(std::path::Path::new(data).starts_with(runs.path()), "{data}");
+    assert!(
+        std::path::Path::new(data).starts_with(runs.path()),
+        "{data}"
+    );
     assert!(std::path::Path::new(data).exists());
     assert!(run.stderr.contains(data), "the report names the data file");
 }

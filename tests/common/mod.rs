@@ -30,7 +30,11 @@ impl Dynamo {
             let _ = rx.await;
         }));
         let client = connect(&Endpoint::Url(url.clone()), Some("us-east-1")).await;
-        Dynamo { url, client, shutdown: Some(tx) }
+        Dynamo {
+            url,
+            client,
+            shutdown: Some(tx),
+        }
     }
 
     /// Every item of a table, keyed by (PK, SK) rendered as text.
@@ -48,8 +52,14 @@ impl Dynamo {
                 .unwrap();
             for raw in page.items() {
                 let item = sql2ddb_dynamo::convert::item_from_sdk(raw);
-                let key = (text(&item["PK"]), item.get("SK").map(text).unwrap_or_default());
-                assert!(out.insert(key.clone(), item).is_none(), "duplicate key {key:?}");
+                let key = (
+                    text(&item["PK"]),
+                    item.get("SK").map(text).unwrap_or_default(),
+                );
+                assert!(
+                    out.insert(key.clone(), item).is_none(),
+                    "duplicate key {key:?}"
+                );
             }
             match page.last_evaluated_key() {
                 Some(k) if !k.is_empty() => start = Some(k.clone()),
@@ -98,7 +108,10 @@ impl PgSchema {
             .await
             .expect("PostgreSQL on 127.0.0.1:5432 (scripts/services.sh starts it)");
         let name = unique(prefix);
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}"))).execute(&pool).await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {name}")))
+            .execute(&pool)
+            .await
+            .unwrap();
         PgSchema { pool, name }
     }
 
@@ -111,17 +124,23 @@ impl PgSchema {
     }
 
     pub async fn drop_schema(self) {
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {} CASCADE", self.name)))
-            .execute(&self.pool)
-            .await
-            .unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP SCHEMA {} CASCADE",
+            self.name
+        )))
+        .execute(&self.pool)
+        .await
+        .unwrap();
         self.pool.close().await;
     }
 }
 
 /// The workspace root (mappings and examples are relative to it).
 pub fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap()
 }
 
 /// What the binary did.
@@ -135,7 +154,10 @@ impl Run {
     /// The `--json` report.
     pub fn report(&self) -> serde_json::Value {
         serde_json::from_str(self.stdout.trim()).unwrap_or_else(|e| {
-            panic!("stdout is not one JSON object ({e}):\n{}\nstderr:\n{}", self.stdout, self.stderr)
+            panic!(
+                "stdout is not one JSON object ({e}):\n{}\nstderr:\n{}",
+                self.stdout, self.stderr
+            )
         })
     }
 
@@ -194,6 +216,10 @@ pub fn assert_item(key: &(String, String), got: &Item, want: &Item) {
         }
     }
     for name in got.keys() {
-        assert!(want.contains_key(name), "item {key:?}: unexpected attribute {name} = {:?}", got[name]);
+        assert!(
+            want.contains_key(name),
+            "item {key:?}: unexpected attribute {name} = {:?}",
+            got[name]
+        );
     }
 }

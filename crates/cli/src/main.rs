@@ -116,7 +116,11 @@ fn check(path: &Path) -> u8 {
     match sql2ddb_engine::check(&text, path, &env) {
         Ok(summary) => {
             println!("{}: ok", path.display());
-            println!("  table {} keyed by {}", summary.table, summary.keys.join(", "));
+            println!(
+                "  table {} keyed by {}",
+                summary.table,
+                summary.keys.join(", ")
+            );
             for e in summary.entities {
                 println!("  entity {e}");
             }
@@ -154,7 +158,10 @@ async fn run(args: RunArgs) -> u8 {
                 eprintln!("error: {}", redact_secrets(err));
             }
             if args.json {
-                println!("{}", serde_json::to_string(&report).expect("report serialises"));
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).expect("report serialises")
+                );
             }
             report.status.exit_code() as u8
         }
@@ -177,7 +184,9 @@ async fn draw_progress(progress: Arc<RunProgress>) {
         for (e, bar) in shown {
             let total = EntityProgress::get(&e.total);
             bar.set_length(total.max(EntityProgress::get(&e.read)));
-            let done = EntityProgress::get(&e.written) + EntityProgress::get(&e.rejected) + EntityProgress::get(&e.failed);
+            let done = EntityProgress::get(&e.written)
+                + EntityProgress::get(&e.rejected)
+                + EntityProgress::get(&e.failed);
             bar.set_position(done);
             let rejected = EntityProgress::get(&e.rejected);
             if rejected > 0 {
@@ -193,7 +202,11 @@ async fn draw_progress(progress: Arc<RunProgress>) {
         tick.tick().await;
         for e in progress.entities() {
             if !shown.iter().any(|(s, _)| Arc::ptr_eq(s, &e)) {
-                let bar = multi.add(ProgressBar::new(0).with_style(style.clone()).with_prefix(e.name.clone()));
+                let bar = multi.add(
+                    ProgressBar::new(0)
+                        .with_style(style.clone())
+                        .with_prefix(e.name.clone()),
+                );
                 shown.push((e, bar));
             }
         }

@@ -6,7 +6,7 @@ fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i) % 3 == 0 {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
             out.push(',');
         }
         out.push(c);
@@ -44,7 +44,16 @@ fn row(e: &EntityReport) -> [String; 8] {
 
 /// Renders the report: one line per entity, a total line, then where things are.
 pub fn render(r: &RunReport) -> String {
-    let header = ["entity", "read", "written", "rejected", "failed", "bytes", "write units", "seconds"];
+    let header = [
+        "entity",
+        "read",
+        "written",
+        "rejected",
+        "failed",
+        "bytes",
+        "write units",
+        "seconds",
+    ];
     let mut rows: Vec<[String; 8]> = r.entities.iter().map(row).collect();
     let total = row(&r.totals);
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
@@ -58,7 +67,13 @@ pub fn render(r: &RunReport) -> String {
             .iter()
             .zip(&widths)
             .enumerate()
-            .map(|(i, (c, w))| if i == 0 { format!("{c:<w$}") } else { format!("{c:>w$}") })
+            .map(|(i, (c, w))| {
+                if i == 0 {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
             .collect::<Vec<_>>()
             .join("  ")
     };
@@ -77,7 +92,11 @@ pub fn render(r: &RunReport) -> String {
     out.push_str(&fmt(&total));
     out.push('\n');
     let status = serde_json::to_value(r.status).expect("status serialises");
-    out.push_str(&format!("\nrun {}  status {}\n", r.run_id, status.as_str().unwrap_or("?")));
+    out.push_str(&format!(
+        "\nrun {}  status {}\n",
+        r.run_id,
+        status.as_str().unwrap_or("?")
+    ));
     out.push_str(&format!("table {} at {}", r.table, r.endpoint));
     if r.table_created {
         out.push_str(" (created)");

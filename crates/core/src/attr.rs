@@ -43,7 +43,9 @@ impl AttrValue {
             AttrValue::B(b) => json!({ "B": b64(b) }),
             AttrValue::Bool(b) => json!({ "BOOL": b }),
             AttrValue::Null => json!({ "NULL": true }),
-            AttrValue::L(l) => json!({ "L": l.iter().map(AttrValue::to_dynamo_json).collect::<Vec<_>>() }),
+            AttrValue::L(l) => {
+                json!({ "L": l.iter().map(AttrValue::to_dynamo_json).collect::<Vec<_>>() })
+            }
             AttrValue::M(m) => json!({ "M": map_to_dynamo_json(m) }),
             AttrValue::SS(s) => json!({ "SS": s }),
             AttrValue::NS(s) => json!({ "NS": s }),

@@ -196,13 +196,22 @@ mod tests {
 
     fn keys() -> Vec<KeyAttr> {
         vec![
-            KeyAttr { name: "PK".into(), kind: "S".into() },
-            KeyAttr { name: "SK".into(), kind: "S".into() },
+            KeyAttr {
+                name: "PK".into(),
+                kind: "S".into(),
+            },
+            KeyAttr {
+                name: "SK".into(),
+                kind: "S".into(),
+            },
         ]
     }
 
     fn item(pairs: &[(&str, AttrValue)]) -> Item {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.clone()))
+            .collect()
     }
 
     #[test]
@@ -210,7 +219,10 @@ mod tests {
         let it = item(&[
             ("PK", AttrValue::S("abc".into())),
             ("n", AttrValue::N("123".into())),
-            ("l", AttrValue::L(vec![AttrValue::Bool(true), AttrValue::S("xy".into())])),
+            (
+                "l",
+                AttrValue::L(vec![AttrValue::Bool(true), AttrValue::S("xy".into())]),
+            ),
             ("m", AttrValue::M(item(&[("a", AttrValue::Null)]))),
         ]);
         // PK:2+3, n:1+3, l:1+3+(1+1)+(2+1), m:1+3+(1+1+1)
@@ -219,14 +231,32 @@ mod tests {
 
     #[test]
     fn key_problems() {
-        let ok = item(&[("PK", AttrValue::S("a".into())), ("SK", AttrValue::S("b".into()))]);
+        let ok = item(&[
+            ("PK", AttrValue::S("a".into())),
+            ("SK", AttrValue::S("b".into())),
+        ]);
         assert!(check_item(&ok, &keys()).is_ok());
-        let empty = item(&[("PK", AttrValue::S(String::new())), ("SK", AttrValue::S("b".into()))]);
-        assert_eq!(check_item(&empty, &keys()), Err(ItemProblem::EmptyKey { attr: "PK".into() }));
+        let empty = item(&[
+            ("PK", AttrValue::S(String::new())),
+            ("SK", AttrValue::S("b".into())),
+        ]);
+        assert_eq!(
+            check_item(&empty, &keys()),
+            Err(ItemProblem::EmptyKey { attr: "PK".into() })
+        );
         let missing = item(&[("PK", AttrValue::S("a".into()))]);
-        assert_eq!(check_item(&missing, &keys()), Err(ItemProblem::MissingKey { attr: "SK".into() }));
-        let typed = item(&[("PK", AttrValue::N("1".into())), ("SK", AttrValue::S("b".into()))]);
-        assert!(matches!(check_item(&typed, &keys()), Err(ItemProblem::KeyType { .. })));
+        assert_eq!(
+            check_item(&missing, &keys()),
+            Err(ItemProblem::MissingKey { attr: "SK".into() })
+        );
+        let typed = item(&[
+            ("PK", AttrValue::N("1".into())),
+            ("SK", AttrValue::S("b".into())),
+        ]);
+        assert!(matches!(
+            check_item(&typed, &keys()),
+            Err(ItemProblem::KeyType { .. })
+        ));
     }
 
     #[test]
@@ -236,13 +266,23 @@ mod tests {
             ("SK", AttrValue::S("b".into())),
             ("blob", AttrValue::B(vec![0; MAX_ITEM_BYTES])),
         ]);
-        assert!(matches!(check_item(&big, &keys()), Err(ItemProblem::TooLarge { .. })));
+        assert!(matches!(
+            check_item(&big, &keys()),
+            Err(ItemProblem::TooLarge { .. })
+        ));
         let mut deep = AttrValue::Null;
         for _ in 0..33 {
             deep = AttrValue::L(vec![deep]);
         }
-        let deep = item(&[("PK", AttrValue::S("a".into())), ("SK", AttrValue::S("b".into())), ("d", deep)]);
-        assert!(matches!(check_item(&deep, &keys()), Err(ItemProblem::TooDeep { depth: 33, .. })));
+        let deep = item(&[
+            ("PK", AttrValue::S("a".into())),
+            ("SK", AttrValue::S("b".into())),
+            ("d", deep),
+        ]);
+        assert!(matches!(
+            check_item(&deep, &keys()),
+            Err(ItemProblem::TooDeep { depth: 33, .. })
+        ));
     }
 
     #[test]

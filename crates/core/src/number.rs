@@ -128,19 +128,37 @@ mod tests {
         assert_eq!(normalize_number("1.5e3").unwrap(), "1500");
         assert_eq!(normalize_number("1.5E-3").unwrap(), "0.0015");
         assert_eq!(normalize_number("+.5").unwrap(), "0.5");
-        assert_eq!(normalize_number("18446744073709551615").unwrap(), "18446744073709551615");
+        assert_eq!(
+            normalize_number("18446744073709551615").unwrap(),
+            "18446744073709551615"
+        );
     }
 
     #[test]
     fn rejects_what_dynamodb_cannot_store() {
-        assert!(matches!(normalize_number("NaN"), Err(NumberError::NotANumber(_))));
-        assert!(matches!(normalize_number("inf"), Err(NumberError::NotANumber(_))));
-        assert!(matches!(normalize_number("1.2.3"), Err(NumberError::NotANumber(_))));
-        assert!(matches!(normalize_number(""), Err(NumberError::NotANumber(_))));
+        assert!(matches!(
+            normalize_number("NaN"),
+            Err(NumberError::NotANumber(_))
+        ));
+        assert!(matches!(
+            normalize_number("inf"),
+            Err(NumberError::NotANumber(_))
+        ));
+        assert!(matches!(
+            normalize_number("1.2.3"),
+            Err(NumberError::NotANumber(_))
+        ));
+        assert!(matches!(
+            normalize_number(""),
+            Err(NumberError::NotANumber(_))
+        ));
         let forty_one = "1".repeat(41);
         assert_eq!(
             normalize_number(&forty_one),
-            Err(NumberError::TooManyDigits { value: forty_one.clone(), digits: 41 })
+            Err(NumberError::TooManyDigits {
+                value: forty_one.clone(),
+                digits: 41
+            })
         );
         // 38 digits are fine, 39 are not.
         assert!(normalize_number(&"9".repeat(38)).is_ok());
@@ -152,9 +170,15 @@ mod tests {
     #[test]
     fn range_edges() {
         assert!(normalize_number("1E-130").is_ok());
-        assert!(matches!(normalize_number("1E-131"), Err(NumberError::OutOfRange { .. })));
+        assert!(matches!(
+            normalize_number("1E-131"),
+            Err(NumberError::OutOfRange { .. })
+        ));
         assert!(normalize_number("9.9E125").is_ok());
-        assert!(matches!(normalize_number("1E126"), Err(NumberError::OutOfRange { .. })));
+        assert!(matches!(
+            normalize_number("1E126"),
+            Err(NumberError::OutOfRange { .. })
+        ));
         assert!(normalize_number("-9.9E125").is_ok());
     }
 

@@ -31,7 +31,12 @@ fn describe_keys(keys: &[KeyAttr]) -> String {
 /// Checks that `table` exists with exactly `keys` (partition key first) as
 /// its key schema; creates it (on-demand billing) when missing and `create`
 /// is set, and waits until it is ACTIVE. Returns whether it was created.
-pub async fn ensure_table(client: &Client, table: &str, keys: &[KeyAttr], create: bool) -> Result<bool, DynamoError> {
+pub async fn ensure_table(
+    client: &Client,
+    table: &str,
+    keys: &[KeyAttr],
+    create: bool,
+) -> Result<bool, DynamoError> {
     let call_err = |operation: &'static str, message: String| DynamoError::Call {
         operation,
         table: table.to_string(),
@@ -39,7 +44,9 @@ pub async fn ensure_table(client: &Client, table: &str, keys: &[KeyAttr], create
     };
     match client.describe_table().table_name(table).send().await {
         Ok(out) => {
-            let desc = out.table.unwrap_or_else(|| aws_sdk_dynamodb::types::TableDescription::builder().build());
+            let desc = out
+                .table
+                .unwrap_or_else(|| aws_sdk_dynamodb::types::TableDescription::builder().build());
             let types: std::collections::HashMap<&str, &str> = desc
                 .attribute_definitions()
                 .iter()
@@ -50,7 +57,11 @@ pub async fn ensure_table(client: &Client, table: &str, keys: &[KeyAttr], create
                 .iter()
                 .map(|k| KeyAttr {
                     name: k.attribute_name().to_string(),
-                    kind: types.get(k.attribute_name()).copied().unwrap_or("?").to_string(),
+                    kind: types
+                        .get(k.attribute_name())
+                        .copied()
+                        .unwrap_or("?")
+                        .to_string(),
                 })
                 .collect();
             // The key schema lists HASH first, then RANGE.
@@ -81,7 +92,11 @@ pub async fn ensure_table(client: &Client, table: &str, keys: &[KeyAttr], create
                 .table_name(table)
                 .billing_mode(BillingMode::PayPerRequest);
             for (i, k) in keys.iter().enumerate() {
-                let key_type = if i == 0 { KeyType::Hash } else { KeyType::Range };
+                let key_type = if i == 0 {
+                    KeyType::Hash
+                } else {
+                    KeyType::Range
+                };
                 req = req
                     .key_schema(
                         KeySchemaElement::builder()

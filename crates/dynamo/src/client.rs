@@ -39,8 +39,16 @@ pub async fn connect(endpoint: &Endpoint, region: Option<&str>) -> Client {
     }
     if let Endpoint::Url(url) = endpoint {
         loader = loader.endpoint_url(url);
-        if std::env::var_os("AWS_ACCESS_KEY_ID").is_none() && std::env::var_os("AWS_PROFILE").is_none() {
-            loader = loader.credentials_provider(Credentials::new("local", "local", None, None, "sql2ddb-local"));
+        if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
+            && std::env::var_os("AWS_PROFILE").is_none()
+        {
+            loader = loader.credentials_provider(Credentials::new(
+                "local",
+                "local",
+                None,
+                None,
+                "sql2ddb-local",
+            ));
         }
     }
     let mut config = loader.load().await;

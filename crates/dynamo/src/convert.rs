@@ -15,7 +15,9 @@ pub fn to_sdk(v: &AttrValue) -> AttributeValue {
         AttrValue::Bool(b) => AttributeValue::Bool(*b),
         AttrValue::Null => AttributeValue::Null(true),
         AttrValue::L(l) => AttributeValue::L(l.iter().map(to_sdk).collect()),
-        AttrValue::M(m) => AttributeValue::M(m.iter().map(|(k, v)| (k.clone(), to_sdk(v))).collect()),
+        AttrValue::M(m) => {
+            AttributeValue::M(m.iter().map(|(k, v)| (k.clone(), to_sdk(v))).collect())
+        }
         AttrValue::SS(s) => AttributeValue::Ss(s.clone()),
         AttrValue::NS(s) => AttributeValue::Ns(s.clone()),
         AttrValue::BS(s) => AttributeValue::Bs(s.iter().map(|b| Blob::new(b.clone())).collect()),
@@ -35,7 +37,9 @@ pub fn from_sdk(v: &AttributeValue) -> AttrValue {
         AttributeValue::B(b) => AttrValue::B(b.as_ref().to_vec()),
         AttributeValue::Bool(b) => AttrValue::Bool(*b),
         AttributeValue::L(l) => AttrValue::L(l.iter().map(from_sdk).collect()),
-        AttributeValue::M(m) => AttrValue::M(m.iter().map(|(k, v)| (k.clone(), from_sdk(v))).collect()),
+        AttributeValue::M(m) => {
+            AttrValue::M(m.iter().map(|(k, v)| (k.clone(), from_sdk(v))).collect())
+        }
         AttributeValue::Ss(s) => AttrValue::SS(s.clone()),
         AttributeValue::Ns(s) => AttrValue::NS(s.clone()),
         AttributeValue::Bs(s) => AttrValue::BS(s.iter().map(|b| b.as_ref().to_vec()).collect()),

@@ -102,7 +102,9 @@ where
             let status = format!("{:?}", e.raw());
             RETRYABLE_CODES.contains(&code) || status.contains("status: StatusCode(5")
         }
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => true,
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            true
+        }
         _ => false,
     };
     CallError { retryable, message }
@@ -133,7 +135,9 @@ impl Default for RetryPolicy {
 impl RetryPolicy {
     /// The ceiling of the delay before retry number `retry` (1-based).
     pub fn ceiling(&self, retry: u32) -> Duration {
-        let factor = 1u32.checked_shl(retry.saturating_sub(1)).unwrap_or(u32::MAX);
+        let factor = 1u32
+            .checked_shl(retry.saturating_sub(1))
+            .unwrap_or(u32::MAX);
         self.base.saturating_mul(factor).min(self.cap)
     }
 
@@ -177,7 +181,12 @@ pub struct BatchWriter<C> {
 
 impl<C: BatchWriteApi> BatchWriter<C> {
     /// A writer for `table`, whose key attributes are `keys` (partition key first).
-    pub fn new(client: C, table: impl Into<String>, keys: Vec<KeyAttr>, policy: RetryPolicy) -> Self {
+    pub fn new(
+        client: C,
+        table: impl Into<String>,
+        keys: Vec<KeyAttr>,
+        policy: RetryPolicy,
+    ) -> Self {
         BatchWriter {
             client,
             table: table.into(),
@@ -234,7 +243,11 @@ impl<C: BatchWriteApi> BatchWriter<C> {
 
     /// Writes one chunk until done or out of attempts. Returns the chunk back
     /// when a non-retryable error hit a chunk of more than one item.
-    async fn write_chunk(&self, mut chunk: Vec<MappedItem>, out: &mut WriteOutcome) -> Option<Vec<MappedItem>> {
+    async fn write_chunk(
+        &self,
+        mut chunk: Vec<MappedItem>,
+        out: &mut WriteOutcome,
+    ) -> Option<Vec<MappedItem>> {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
@@ -264,13 +277,15 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                         tracing::debug!(table = %self.table, error = %e.message, "non-retryable error; writing the chunk item by item");
                         return Some(chunk);
                     }
-                    out.rejected.extend(chunk.into_iter().map(|m| (m, e.message.clone())));
+                    out.rejected
+                        .extend(chunk.into_iter().map(|m| (m, e.message.clone())));
                     return None;
                 }
             };
             if attempt >= self.policy.max_attempts {
                 let why = format!("not written after {attempt} attempts: {reason}");
-                out.failed.extend(chunk.into_iter().map(|m| (m, why.clone())));
+                out.failed
+                    .extend(chunk.into_iter().map(|m| (m, why.clone())));
                 return None;
             }
             out.retries += 1;
@@ -282,7 +297,10 @@ impl<C: BatchWriteApi> BatchWriter<C> {
 }
 
 /// Splits a chunk into (unprocessed, processed) by the unprocessed indices.
-fn split_indices(chunk: Vec<MappedItem>, unprocessed: &[usize]) -> (Vec<MappedItem>, Vec<MappedItem>) {
+fn split_indices(
+    chunk: Vec<MappedItem>,
+    unprocessed: &[usize],
+) -> (Vec<MappedItem>, Vec<MappedItem>) {
     let mut left = Vec::with_capacity(unprocessed.len());
     let mut done = Vec::with_capacity(chunk.len());
     for (i, m) in chunk.into_iter().enumerate() {

@@ -55,14 +55,22 @@ impl BatchWriteApi for &Scripted {
         let ids: Vec<String> = items.iter().map(|i| id_of(i)).collect();
         self.calls.lock().unwrap().push((Instant::now(), ids));
         if items.iter().any(|i| i.contains_key("bad")) {
-            return Err(CallError { retryable: false, message: "ValidationException: bad item".into() });
+            return Err(CallError {
+                retryable: false,
+                message: "ValidationException: bad item".into(),
+            });
         }
         let answer = self.script.lock().unwrap().pop_front();
         let unprocessed = match answer {
             None => Vec::new(),
-            Some(Answer::Unprocessed(idx)) => idx.into_iter().filter(|&i| i < items.len()).collect(),
+            Some(Answer::Unprocessed(idx)) => {
+                idx.into_iter().filter(|&i| i < items.len()).collect()
+            }
             Some(Answer::Fail { retryable }) => {
-                return Err(CallError { retryable, message: "ThrottlingException: slow down".into() })
+                return Err(CallError {
+                    retryable,
+                    message: "ThrottlingException: slow down".into(),
+                })
             }
         };
         let mut stored = self.stored.lock().unwrap();
@@ -76,7 +84,10 @@ impl BatchWriteApi for &Scripted {
 }
 
 fn keys() -> Vec<KeyAttr> {
-    vec![KeyAttr { name: "PK".into(), kind: "S".into() }]
+    vec![KeyAttr {
+        name: "PK".into(),
+        kind: "S".into(),
+    }]
 }
 
 fn items(n: usize) -> Vec<MappedItem> {
@@ -85,18 +96,29 @@ fn items(n: usize) -> Vec<MappedItem> {
             let mut item = Item::new();
             item.insert("PK".into(), AttrValue::S(format!("K{i:03}")));
             item.insert("v".into(), AttrValue::N(i.to_string()));
-            MappedItem { item, source_key: serde_json::json!({ "id": i }), size: 100 }
+            MappedItem {
+                item,
+                source_key: serde_json::json!({ "id": i }),
+                size: 100,
+            }
         })
         .collect()
 }
 
 fn policy() -> RetryPolicy {
-    RetryPolicy { base: Duration::from_millis(100), cap: Duration::from_secs(2), max_attempts: 6 }
+    RetryPolicy {
+        base: Duration::from_millis(100),
+        cap: Duration::from_secs(2),
+        max_attempts: 6,
+    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn unprocessed_items_come_back_twice_then_all_are_written() {
-    let client = Scripted::new(vec![Answer::Unprocessed(vec![1, 3, 5]), Answer::Unprocessed(vec![0])]);
+    let client = Scripted::new(vec![
+        Answer::Unprocessed(vec![1, 3, 5]),
+        Answer::Unprocessed(vec![0]),
+    ]);
     let writer = BatchWriter::new(&client, "t", keys(), policy());
     let out = writer.write(items(10)).await;
 
@@ -111,7 +133,10 @@ async fn unprocessed_items_come_back_twice_then_all_are_written() {
     // Only the unprocessed items are sent again.
     assert_eq!(calls[1].1, vec!["K001", "K003", "K005"]);
     assert_eq!(calls[2].1, vec!["K001"]);
-    assert_eq!(client.stored_ids(), (0..10).map(|i| format!("K{i:03}")).collect::<Vec<_>>());
+    assert_eq!(
+        client.stored_ids(),
+        (0..10).map(|i| format!("K{i:03}")).collect::<Vec<_>>()
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -129,7 +154,11 @@ async fn backoff_waits_grow_within_capped_ceilings() {
     assert_eq!(out.retries, 5);
     assert_eq!(out.written, 0);
     assert_eq!(out.failed.len(), 2);
-    assert!(out.failed[0].1.contains("not written after 6 attempts"), "{}", out.failed[0].1);
+    assert!(
+        out.failed[0].1.contains("not written after 6 attempts"),
+        "{}",
+        out.failed[0].1
+    );
     assert!(out.failed[0].1.contains("ThrottlingException"));
     // Each wait is at most its ceiling: 100ms, 200ms, 400ms, 800ms, then capped at 2s.
     let mut prev = start;
@@ -143,18 +172,32 @@ async fn backoff_waits_grow_within_capped_ceilings() {
 
 #[test]
 fn ceilings_double_then_cap_and_delays_are_jittered() {
-    let p = RetryPolicy { base: Duration::from_millis(50), cap: Duration::from_secs(1), max_attempts: 10 };
+    let p = RetryPolicy {
+        base: Duration::from_millis(50),
+        cap: Duration::from_secs(1),
+        max_attempts: 10,
+    };
     let ceilings: Vec<u128> = (1..=8).map(|n| p.ceiling(n).as_millis()).collect();
     assert_eq!(ceilings, vec![50, 100, 200, 400, 800, 1000, 1000, 1000]);
-    assert_eq!(p.ceiling(200), Duration::from_secs(1), "no overflow on huge attempt numbers");
+    assert_eq!(
+        p.ceiling(200),
+        Duration::from_secs(1),
+        "no overflow on huge attempt numbers"
+    );
 
     let mut rng = rand::rngs::StdRng::seed_from_u64(7);
     let delays: Vec<Duration> = (0..50).map(|_| p.delay(6, &mut rng)).collect();
     assert!(delays.iter().all(|d| *d <= Duration::from_secs(1)));
     let distinct: std::collections::BTreeSet<_> = delays.iter().collect();
-    assert!(distinct.len() > 40, "full jitter spreads the delays: {distinct:?}");
+    assert!(
+        distinct.len() > 40,
+        "full jitter spreads the delays: {distinct:?}"
+    );
     let mean = delays.iter().sum::<Duration>() / 50;
-    assert!(mean > Duration::from_millis(300) && mean < Duration::from_millis(700), "mean {mean:?}");
+    assert!(
+        mean > Duration::from_millis(300) && mean < Duration::from_millis(700),
+        "mean {mean:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -174,7 +217,11 @@ async fn a_validation_error_is_not_retried_and_fails_only_its_item() {
     assert!(out.rejected[0].1.contains("ValidationException"));
     // One call for the chunk, then one per item to isolate the bad one; no sleeping.
     assert_eq!(client.calls().len(), 1 + 5);
-    assert_eq!(Instant::now(), start, "no backoff for a non-retryable error");
+    assert_eq!(
+        Instant::now(),
+        start,
+        "no backoff for a non-retryable error"
+    );
     assert_eq!(client.stored_ids(), vec!["K000", "K001", "K003", "K004"]);
 }
 
@@ -184,7 +231,9 @@ async fn chunks_of_25_and_duplicate_keys_resolved_last_wins() {
     let writer = BatchWriter::new(&client, "t", keys(), policy());
     let mut batch = items(60);
     // Row 59 has the same key as row 10, with another value.
-    batch[59].item.insert("PK".into(), AttrValue::S("K010".into()));
+    batch[59]
+        .item
+        .insert("PK".into(), AttrValue::S("K010".into()));
     let out = writer.write(batch).await;
 
     assert_eq!(out.written, 60, "the superseded row counts as written");
@@ -193,12 +242,15 @@ async fn chunks_of_25_and_duplicate_keys_resolved_last_wins() {
     let mut sizes: Vec<usize> = calls.iter().map(|c| c.1.len()).collect();
     sizes.sort();
     assert_eq!(sizes, vec![9, 25, 25]);
-    assert!(calls.iter().all(|c| {
-        let mut ids = c.1.clone();
-        ids.sort();
-        ids.dedup();
-        ids.len() == c.1.len()
-    }), "no call carries two requests for one key");
+    assert!(
+        calls.iter().all(|c| {
+            let mut ids = c.1.clone();
+            ids.sort();
+            ids.dedup();
+            ids.len() == c.1.len()
+        }),
+        "no call carries two requests for one key"
+    );
     let stored = client.stored.lock().unwrap();
     let k10: Vec<_> = stored.iter().filter(|i| id_of(i) == "K010").collect();
     assert_eq!(k10.len(), 1);

@@ -16,7 +16,11 @@ pub struct CheckSummary {
 }
 
 /// Validates mapping `text` (read from `file`); `env` resolves `${VAR}`.
-pub fn check(text: &str, file: &Path, env: &dyn Fn(&str) -> Option<String>) -> Result<CheckSummary, MappingError> {
+pub fn check(
+    text: &str,
+    file: &Path,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<CheckSummary, MappingError> {
     let plan = Plan::parse(text, file, env)?;
     Ok(CheckSummary {
         table: plan.target.table.clone(),

@@ -73,6 +73,9 @@ impl WriteStats {
     }
 }
 
+/// An entity's name with its live counters and write figures.
+type EntityCounters = (String, Arc<EntityProgress>, Arc<WriteStats>);
+
 /// One entity, resolved against its source and ready to read.
 struct Prepared {
     bound: Arc<BoundEntity>,
@@ -90,7 +93,11 @@ fn new_run_id() -> String {
 /// Runs a migration. Errors before the first write (mapping, source,
 /// table) are returned; an error while running ends the run with status
 /// `failed` and the error in the report.
-pub async fn run(plan: &Plan, opts: &RunOptions, progress: Arc<RunProgress>) -> Result<RunReport, EngineError> {
+pub async fn run(
+    plan: &Plan,
+    opts: &RunOptions,
+    progress: Arc<RunProgress>,
+) -> Result<RunReport, EngineError> {
     let started = Instant::now();
     let run_id = new_run_id();
     let run_dir = opts.runs_dir.join(&run_id);
@@ -152,14 +159,18 @@ pub async fn run(plan: &Plan, opts: &RunOptions, progress: Arc<RunProgress>) -> 
             if key.is_empty() {
                 return Err(EngineError::Entity {
                     entity: entity.name.clone(),
-                    message: "has no primary key to page by; set `key = [\"col\", …]` in its [[entity]]".into(),
+                    message:
+                        "has no primary key to page by; set `key = [\"col\", …]` in its [[entity]]"
+                            .into(),
                 });
             }
             let bound = entity.bind(plan, &shape.columns, &key)?;
             let page_size = opts.page_size.unwrap_or_else(|| entity.page_size(plan));
             let query = source.page_query(&from, &shape, &key, page_size)?;
             let counters = progress.entity(&entity.name);
-            counters.total.store(source.count(&from).await?, Ordering::Relaxed);
+            counters
+                .total
+                .store(source.count(&from).await?, Ordering::Relaxed);
             prepared.push(Prepared {
                 bound: Arc::new(bound),
                 query,
@@ -167,7 +178,8 @@ pub async fn run(plan: &Plan, opts: &RunOptions, progress: Arc<RunProgress>) -> 
                 stats: Arc::new(WriteStats::default()),
             });
         }
-        report.table_created = ensure_table(&client, &plan.target.table, &keys, plan.target.create).await?;
+        report.table_created =
+            ensure_table(&client, &plan.target.table, &keys, plan.target.create).await?;
         pipeline(&prepared, &run_id, plan, opts, &client, &source, &rejects).await?;
         Ok(prepared)
     }
@@ -175,7 +187,10 @@ pub async fn run(plan: &Plan, opts: &RunOptions, progress: Arc<RunProgress>) -> 
 
     let prepared = match result {
         Ok(p) => p,
-        Err(e) if report.entities.is_empty() && !matches!(e, EngineError::Source(_) | EngineError::Dynamo(_)) => {
+        Err(e)
+            if report.entities.is_empty()
+                && !matches!(e, EngineError::Source(_) | EngineError::Dynamo(_)) =>
+        {
             return Err(e);
         }
         Err(e) => {
@@ -187,7 +202,10 @@ pub async fn run(plan: &Plan, opts: &RunOptions, progress: Arc<RunProgress>) -> 
     for p in &prepared {
         let c = &p.counters;
         let s = &p.stats;
-        let seconds = match (*s.started.lock().expect("lock"), *s.finished.lock().expect("lock")) {
+        let seconds = match (
+            *s.started.lock().expect("lock"),
+            *s.finished.lock().expect("lock"),
+        ) {
             (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
             _ => 0.0,
         };
@@ -211,8 +229,11 @@ pub async fn run(plan: &Plan, opts: &RunOptions, progress: Arc<RunProgress>) -> 
         l.stop().await;
     }
     let report_path = run_dir.join("report.json");
-    std::fs::write(&report_path, serde_json::to_vec_pretty(&report).expect("report serialises"))
-        .map_err(|e| EngineError::io(&report_path, e))?;
+    std::fs::write(
+        &report_path,
+        serde_json::to_vec_pretty(&report).expect("report serialises"),
+    )
+    .map_err(|e| EngineError::io(&report_path, e))?;
     Ok(report)
 }
 
@@ -234,10 +255,16 @@ async fn pipeline(
         plan.key_attrs(),
         opts.retry,
     ));
-    let by_name: Arc<Vec<(String, Arc<EntityProgress>, Arc<WriteStats>)>> = Arc::new(
+    let by_name: Arc<Vec<EntityCounters>> = Arc::new(
         prepared
             .iter()
-            .map(|p| (p.bound.name().to_string(), p.counters.clone(), p.stats.clone()))
+            .map(|p| {
+                (
+                    p.bound.name().to_string(),
+                    p.counters.clone(),
+                    p.stats.clone(),
+                )
+            })
             .collect(),
     );
     let mut writers = tokio::task::JoinSet::new();
@@ -258,7 +285,9 @@ async fn pipeline(
                 EntityProgress::add(&counters.rejected, out.rejected.len() as u64);
                 EntityProgress::add(&counters.failed, out.failed.len() as u64);
                 stats.bytes.fetch_add(out.bytes, Ordering::Relaxed);
-                stats.write_units.fetch_add(out.write_units, Ordering::Relaxed);
+                stats
+                    .write_units
+                    .fetch_add(out.write_units, Ordering::Relaxed);
                 stats.retries.fetch_add(out.retries, Ordering::Relaxed);
                 stats.touch();
                 let failed: Vec<Reject> = out
@@ -342,10 +371,13 @@ async fn read_entity(
             rows_read: rows.len() as u64,
             items,
         };
-        producer.push(batch).await.map_err(|e| EngineError::Entity {
-            entity: p.bound.name().to_string(),
-            message: e.to_string(),
-        })?;
+        producer
+            .push(batch)
+            .await
+            .map_err(|e| EngineError::Entity {
+                entity: p.bound.name().to_string(),
+                message: e.to_string(),
+            })?;
         page += 1;
     }
     p.stats.touch();

@@ -36,12 +36,16 @@ impl MemoryQueue {
     /// A producer handle; the queue ends for consumers once every producer
     /// handle (and the queue's own) is dropped.
     pub fn producer(&self) -> Producer {
-        Producer { tx: self.tx.clone() }
+        Producer {
+            tx: self.tx.clone(),
+        }
     }
 
     /// A consumer handle. Consumers share the batches: each goes to one of them.
     pub fn consumer(&self) -> Consumer {
-        Consumer { rx: self.rx.clone() }
+        Consumer {
+            rx: self.rx.clone(),
+        }
     }
 }
 

@@ -1,5 +1,7 @@
 //! SQLite: values are decoded by their storage class, with the declared
-//! column type as a hint (`BOOLEAN`, `DECIMAL`/`NUMERIC`, `JSON`).
+//! column type as a hint (`BOOLEAN`, `DECIMAL`/`NUMERIC`, `JSON`, `DATE`,
+//! `DATETIME`/`TIMESTAMP`: ISO text in a date column becomes a date or a
+//! timestamp, so SQLite dates map like the other dialects' do).
 
 use std::path::Path;
 
@@ -24,6 +26,10 @@ pub(crate) enum Hint {
     Decimal,
     /// `JSON`: text is JSON.
     Json,
+    /// `DATE`: `YYYY-MM-DD` text is a date.
+    Date,
+    /// `DATETIME`/`TIMESTAMP`: ISO text is a timestamp (with an offset: normalised to UTC).
+    Timestamp,
 }
 
 /// The hint of a declared type.
@@ -35,6 +41,10 @@ pub(crate) fn hint_of(declared: &str) -> Hint {
         Hint::Decimal
     } else if t.contains("JSON") {
         Hint::Json
+    } else if t.contains("DATETIME") || t.contains("TIMESTAMP") {
+        Hint::Timestamp
+    } else if t.contains("DATE") {
+        Hint::Date
     } else {
         Hint::None
     }
@@ -202,10 +212,34 @@ fn decode(row: &SqliteRow, i: usize, hint: Hint) -> Result<SqlValue, sqlx::Error
                     Ok(json) => SqlValue::Json(json),
                     Err(e) => SqlValue::Invalid(format!("invalid JSON: {e}")),
                 },
+                Hint::Date => match chrono::NaiveDate::parse_from_str(&s, "%Y-%m-%d") {
+                    Ok(d) => SqlValue::Date(d),
+                    Err(_) => SqlValue::Text(s),
+                },
+                Hint::Timestamp => parse_timestamp(s),
                 Hint::None | Hint::Bool => SqlValue::Text(s),
             }
         }
     })
+}
+
+/// ISO text as SQLite's date functions write it (`2024-01-02 03:04:05`, a
+/// `T` separator, a fraction, an offset or `Z` all accepted); anything else
+/// stays text rather than being guessed at.
+fn parse_timestamp(s: String) -> SqlValue {
+    if let Ok(ts) = chrono::DateTime::parse_from_rfc3339(&s.replacen(' ', "T", 1)) {
+        return SqlValue::TimestampTz(ts.with_timezone(&chrono::Utc));
+    }
+    for format in [
+        "%Y-%m-%d %H:%M:%S%.f",
+        "%Y-%m-%dT%H:%M:%S%.f",
+        "%Y-%m-%d %H:%M",
+    ] {
+        if let Ok(ts) = chrono::NaiveDateTime::parse_from_str(&s, format) {
+            return SqlValue::Timestamp(ts);
+        }
+    }
+    SqlValue::Text(s)
 }
 
 #[cfg(test)]
@@ -219,5 +253,33 @@ mod tests {
         assert_eq!(hint_of("numeric"), Hint::Decimal);
         assert_eq!(hint_of("json"), Hint::Json);
         assert_eq!(hint_of("TEXT"), Hint::None);
+        assert_eq!(hint_of("DATETIME"), Hint::Timestamp);
+        assert_eq!(hint_of("timestamp"), Hint::Timestamp);
+        assert_eq!(hint_of("DATE"), Hint::Date);
+    }
+
+    #[test]
+    fn iso_text_in_timestamp_columns() {
+        use chrono::{NaiveDate, TimeZone, Utc};
+        let at = NaiveDate::from_ymd_opt(2024, 1, 2)
+            .unwrap()
+            .and_hms_milli_opt(3, 4, 5, 600)
+            .unwrap();
+        assert_eq!(
+            parse_timestamp("2024-01-02 03:04:05.6".into()),
+            SqlValue::Timestamp(at)
+        );
+        assert_eq!(
+            parse_timestamp("2024-01-02T03:04:05.600".into()),
+            SqlValue::Timestamp(at)
+        );
+        assert_eq!(
+            parse_timestamp("2024-01-02T05:04:05+02:00".into()),
+            SqlValue::TimestampTz(Utc.with_ymd_and_hms(2024, 1, 2, 3, 4, 5).unwrap())
+        );
+        assert_eq!(
+            parse_timestamp("yesterday".into()),
+            SqlValue::Text("yesterday".into())
+        );
     }
 }
