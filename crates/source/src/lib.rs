@@ -71,7 +71,7 @@
 //! | `NULL` | `Null` |
 //! | `INTEGER` | `Int`; declared `BOOLEAN`/`BOOL` and the value 0 or 1 → `Bool` |
 //! | `REAL` | `Float` |
-//! | `TEXT` | `Text`; declared `DECIMAL`/`NUMERIC` → `Decimal`; declared `JSON` → `Json` (invalid JSON → `Invalid` with the parser's reason) |
+//! | `TEXT` | `Text`; declared `DECIMAL`/`NUMERIC` → `Decimal`; declared `JSON` → `Json` (invalid JSON → `Invalid` with the parser's reason); declared `DATE` / `DATETIME` / `TIMESTAMP` with ISO text → `Date` / `Timestamp` / `TimestampTz` |
 //! | `BLOB` | `Bytes` |
 //!
 //! SQLite's own `NUMERIC` affinity (declared `DECIMAL`, `NUMERIC`, …) already
@@ -80,9 +80,12 @@
 //! `Float`/`Int`, and only text that is no number literal arrives as `Decimal`
 //! (which the mapping then rejects with its reason).
 //!
-//! Dates and times in SQLite are whatever the application stored (text,
-//! Julian day numbers, Unix seconds); they stay `Text`, `Float` or `Int`, and
-//! the mapping decides what they mean. For a query entity the declared types
+//! Dates and times in SQLite are whatever the application stored. Text in a
+//! column declared `DATE` that reads `YYYY-MM-DD` → `Date`; text in a column
+//! declared `DATETIME` or `TIMESTAMP` that reads as ISO 8601 (`2024-01-02
+//! 03:04:05`, `T` separator, fraction) → `Timestamp`, with an offset or `Z` →
+//! `TimestampTz` in UTC. Anything else (other text, Julian day numbers, Unix
+//! seconds) stays `Text`, `Float` or `Int`. For a query entity the declared types
 //! are those SQLite reports for the query's columns.
 
 #![warn(missing_docs)]

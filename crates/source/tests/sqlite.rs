@@ -66,7 +66,13 @@ async fn decodes_storage_classes_with_hints() {
             SqlValue::Decimal("NaN".into()),
             SqlValue::Json(big),
             text("x"),
-            text("2024-01-02 03:04:05"),
+            // ISO text in a DATETIME column is a timestamp.
+            SqlValue::Timestamp(
+                chrono::NaiveDate::from_ymd_opt(2024, 1, 2)
+                    .unwrap()
+                    .and_hms_opt(3, 4, 5)
+                    .unwrap()
+            ),
         ]
     );
     let SqlValue::Invalid(reason) = &rows[1][7] else {
