@@ -76,9 +76,14 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("SQL2DDB_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                // The embedded server logs every "table not found" it answers,
+                // and the AWS config chain every probe it makes: noise here.
+                .unwrap_or_else(|_| {
+                    tracing_subscriber::EnvFilter::new("warn,dynoxide=error,aws_config=error")
+                }),
         )
         .init();
     let code = match cli.command {

@@ -34,8 +34,18 @@ pub async fn connect(endpoint: &Endpoint, region: Option<&str>) -> Client {
                 .operation_attempt_timeout(ATTEMPT_TIMEOUT)
                 .build(),
         );
+    let region = region.map(str::to_string).or_else(|| match endpoint {
+        // An emulator needs some region to sign with; asking the default
+        // chain would probe the instance metadata service for nothing.
+        Endpoint::Url(_) => Some(
+            std::env::var("AWS_REGION")
+                .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
+                .unwrap_or_else(|_| "us-east-1".to_string()),
+        ),
+        Endpoint::Aws => None,
+    });
     if let Some(region) = region {
-        loader = loader.region(Region::new(region.to_string()));
+        loader = loader.region(Region::new(region));
     }
     if let Endpoint::Url(url) = endpoint {
         loader = loader.endpoint_url(url);
