@@ -6,6 +6,12 @@ cd "$(dirname "$0")/.."
 
 scripts/services.sh
 
+# The SQS tests start moto's server themselves; they need it installed.
+if ! command -v moto_server >/dev/null; then
+  python3 -m pip install --quiet 'moto[server]'
+  if command -v pyenv >/dev/null; then pyenv rehash; fi
+fi
+
 if ! command -v cargo >/dev/null; then
   echo "test.sh: cargo is required (https://rustup.rs)" >&2
   exit 1

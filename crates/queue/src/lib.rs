@@ -1,122 +1,113 @@
 //! Work queues between the reader and the writers.
 //!
-//! This release has the in-process queue only: a bounded channel, so a slow
-//! table slows the reader and memory stays flat whatever the table size.
-//! The SQS queue and the `WorkQueue` trait shared by both come with
-//! distributed runs.
+//! [`WorkQueue`] is what both sides see: send batches; receive some, each with
+//! an [`AckHandle`]; acknowledge a batch once its items, pointers and progress
+//! record are written; extend its visibility while still writing it; release it
+//! to be taken again at once. Two queues implement it:
+//! - [`MemoryQueue`], a bounded in-process queue, so a slow table slows the
+//!   reader and memory stays flat whatever the table size;
+//! - [`SqsQueue`], for runs cut at the queue: one process reads and sends, any
+//!   number of workers on any machines receive and write. A message not
+//!   acknowledged becomes visible again after the queue's visibility timeout,
+//!   and after the queue's `maxReceiveCount` SQS moves it to the dead-letter
+//!   queue ([`admin::create_queue`] makes both, [`admin::redrive`] moves
+//!   messages back).
+//!
+//! Messages are encoded by [`codec`]: versioned, compressed, and split by
+//! items when a page would exceed SQS's 1 MiB, never dropped.
 
-use std::sync::Arc;
+use std::future::Future;
+use std::time::Duration;
 
 use sql2ddb_core::WorkBatch;
-use tokio::sync::{mpsc, Mutex};
 
-/// A bounded in-process queue of work batches, shared by one or more
-/// producers and any number of consumers.
-#[derive(Clone)]
-pub struct MemoryQueue {
-    tx: mpsc::Sender<WorkBatch>,
-    rx: Arc<Mutex<mpsc::Receiver<WorkBatch>>>,
-}
+pub mod admin;
+pub mod client;
+pub mod codec;
+pub mod error;
+pub mod memory;
+pub mod sqs;
+pub mod visibility;
 
-/// The queue was closed: no consumer will take the batch.
-#[derive(Debug, thiserror::Error)]
-#[error("the work queue is closed")]
-pub struct QueueClosed;
+pub use admin::{create_queue, delete_queue, depths, redrive, QueueUrls};
+pub use client::connect;
+pub use codec::{CodecError, MAX_MESSAGE_BYTES};
+pub use error::{ErrorKind, QueueError};
+pub use memory::{Consumer, MemoryQueue, Producer, QueueClosed};
+pub use sqs::{EntryRetry, SqsQueue};
+pub use visibility::VisibilityExtender;
 
-impl MemoryQueue {
-    /// A queue holding at most `capacity` batches before `push` waits.
-    pub fn new(capacity: usize) -> Self {
-        let (tx, rx) = mpsc::channel(capacity.max(1));
-        MemoryQueue {
-            tx,
-            rx: Arc::new(Mutex::new(rx)),
-        }
-    }
+/// Identifies one delivery of one batch, for [`WorkQueue::ack`],
+/// [`WorkQueue::extend`] and [`WorkQueue::release`] (an SQS receipt handle,
+/// or the in-memory queue's own number).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct AckHandle(pub String);
 
-    /// A producer handle; the queue ends for consumers once every producer
-    /// handle (and the queue's own) is dropped.
-    pub fn producer(&self) -> Producer {
-        Producer {
-            tx: self.tx.clone(),
-        }
-    }
-
-    /// A consumer handle. Consumers share the batches: each goes to one of them.
-    pub fn consumer(&self) -> Consumer {
-        Consumer {
-            rx: self.rx.clone(),
-        }
+impl AckHandle {
+    /// The handle as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
     }
 }
 
-/// Sends batches into a [`MemoryQueue`].
-#[derive(Clone)]
-pub struct Producer {
-    tx: mpsc::Sender<WorkBatch>,
+/// A batch taken from a queue, invisible to other receivers until it is
+/// acknowledged, released, or its visibility runs out.
+#[derive(Debug, Clone)]
+pub struct Received {
+    /// The batch.
+    pub batch: WorkBatch,
+    /// The delivery's handle.
+    pub handle: AckHandle,
+    /// How many times the batch has been received, this time included.
+    pub receive_count: u32,
 }
 
-impl Producer {
-    /// Waits for room, then enqueues the batch.
-    pub async fn push(&self, batch: WorkBatch) -> Result<(), QueueClosed> {
-        self.tx.send(batch).await.map_err(|_| QueueClosed)
-    }
+/// How many messages a queue holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct QueueDepth {
+    /// Waiting to be received.
+    pub visible: u64,
+    /// Received and neither acknowledged nor visible again yet.
+    pub in_flight: u64,
+    /// In the dead-letter queue, when the queue has one.
+    pub dead_letter: Option<u64>,
 }
 
-/// Takes batches from a [`MemoryQueue`].
-#[derive(Clone)]
-pub struct Consumer {
-    rx: Arc<Mutex<mpsc::Receiver<WorkBatch>>>,
-}
+/// A queue of work batches with at-least-once delivery.
+///
+/// A receiver acknowledges a batch only after everything it covers is written;
+/// until then a crash, a [`release`](WorkQueue::release) or the end of its
+/// visibility hands the batch to another receiver.
+pub trait WorkQueue: Send + Sync {
+    /// Enqueues the batches (splitting any that do not fit one message);
+    /// returns how many messages were sent. `Ok` means every batch is in the
+    /// queue, which is when a reader may advance its cursor past them.
+    fn send(
+        &self,
+        batches: Vec<WorkBatch>,
+    ) -> impl Future<Output = Result<usize, QueueError>> + Send;
 
-impl Consumer {
-    /// The next batch, or `None` once all producers are gone and the queue is empty.
-    pub async fn pop(&self) -> Option<WorkBatch> {
-        self.rx.lock().await.recv().await
-    }
-}
+    /// Takes up to `max` batches, waiting up to `wait` for the first one;
+    /// an empty list when none came in time.
+    fn receive(
+        &self,
+        max: usize,
+        wait: Duration,
+    ) -> impl Future<Output = Result<Vec<Received>, QueueError>> + Send;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+    /// Removes a received batch for good: it is written.
+    fn ack(&self, handle: &AckHandle) -> impl Future<Output = Result<(), QueueError>> + Send;
 
-    fn batch(page: u64) -> WorkBatch {
-        WorkBatch {
-            run_id: "r".into(),
-            entity: "e".into(),
-            segment: 0,
-            page,
-            rows_read: 0,
-            items: vec![],
-        }
-    }
+    /// Keeps a received batch invisible for `visibility` from now.
+    fn extend(
+        &self,
+        handle: &AckHandle,
+        visibility: Duration,
+    ) -> impl Future<Output = Result<(), QueueError>> + Send;
 
-    #[tokio::test]
-    async fn every_batch_reaches_exactly_one_consumer_then_the_queue_ends() {
-        let q = MemoryQueue::new(2);
-        let producer = q.producer();
-        let consumers: Vec<_> = (0..3).map(|_| q.consumer()).collect();
-        drop(q);
-        let send = tokio::spawn(async move {
-            for page in 0..100 {
-                producer.push(batch(page)).await.unwrap();
-            }
-        });
-        let mut handles = Vec::new();
-        for c in consumers {
-            handles.push(tokio::spawn(async move {
-                let mut got = Vec::new();
-                while let Some(b) = c.pop().await {
-                    got.push(b.page);
-                }
-                got
-            }));
-        }
-        send.await.unwrap();
-        let mut all: Vec<u64> = Vec::new();
-        for h in handles {
-            all.extend(h.await.unwrap());
-        }
-        all.sort();
-        assert_eq!(all, (0..100).collect::<Vec<_>>());
-    }
+    /// Makes a received batch visible again now, for another receiver.
+    fn release(&self, handle: &AckHandle) -> impl Future<Output = Result<(), QueueError>> + Send;
+
+    /// How many messages the queue holds (approximate for SQS).
+    fn depth(&self) -> impl Future<Output = Result<QueueDepth, QueueError>> + Send;
 }

@@ -1,0 +1,400 @@
+//! The SQS queue: batches travel as [`codec`] bodies through a standard queue.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use aws_sdk_sqs::types::{
+    MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry,
+};
+use aws_sdk_sqs::Client;
+use rand::Rng;
+use sql2ddb_core::WorkBatch;
+
+use crate::codec::{self, MAX_MESSAGE_BYTES};
+use crate::error::sdk_message;
+use crate::{AckHandle, QueueDepth, QueueError, Received, WorkQueue};
+
+/// Entries per `SendMessageBatch` call (the service's limit).
+pub const MAX_BATCH_ENTRIES: usize = 10;
+/// Messages per `ReceiveMessage` call (the service's limit).
+pub const MAX_RECEIVE: usize = 10;
+/// The longest long poll SQS allows.
+pub const MAX_WAIT: Duration = Duration::from_secs(20);
+/// The longest visibility SQS allows.
+pub const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 60 * 60);
+
+/// Re-sending the entries of a `SendMessageBatch` that failed inside a
+/// successful call: capped exponential backoff with full jitter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EntryRetry {
+    /// Sends of an entry, the first included.
+    pub attempts: u32,
+    /// Backoff before the first re-send.
+    pub base: Duration,
+    /// Longest backoff.
+    pub cap: Duration,
+}
+
+impl Default for EntryRetry {
+    fn default() -> Self {
+        EntryRetry {
+            attempts: 8,
+            base: Duration::from_millis(100),
+            cap: Duration::from_secs(10),
+        }
+    }
+}
+
+impl EntryRetry {
+    /// A random wait in `[0, min(cap, base·2^retry)]`.
+    pub fn backoff(&self, retry: u32) -> Duration {
+        let ceiling = self
+            .base
+            .saturating_mul(1u32.checked_shl(retry).unwrap_or(u32::MAX))
+            .min(self.cap);
+        let millis = ceiling.as_millis() as u64;
+        Duration::from_millis(rand::rng().random_range(0..=millis))
+    }
+}
+
+/// A standard SQS queue of work batches.
+#[derive(Debug, Clone)]
+pub struct SqsQueue {
+    client: Client,
+    url: String,
+    max_message_bytes: usize,
+    visibility: Duration,
+    dead_letter_url: Option<String>,
+    retry: EntryRetry,
+}
+
+impl SqsQueue {
+    /// Opens an existing queue: reads its visibility timeout, its largest
+    /// message size (the smaller of it and [`MAX_MESSAGE_BYTES`] bounds our
+    /// bodies) and its dead-letter queue from its redrive policy.
+    pub async fn open(client: Client, url: impl Into<String>) -> Result<SqsQueue, QueueError> {
+        let url = url.into();
+        let attrs = client
+            .get_queue_attributes()
+            .queue_url(&url)
+            .attribute_names(QueueAttributeName::All)
+            .send()
+            .await
+            .map_err(|e| call_err("GetQueueAttributes", &url, sdk_message(&e)))?;
+        let attrs = attrs.attributes().cloned().unwrap_or_default();
+        let number = |name: QueueAttributeName| -> Option<u64> { attrs.get(&name)?.parse().ok() };
+        let visibility =
+            Duration::from_secs(number(QueueAttributeName::VisibilityTimeout).unwrap_or(30));
+        let max_message_bytes = number(QueueAttributeName::MaximumMessageSize)
+            .map(|n| (n as usize).min(MAX_MESSAGE_BYTES))
+            .unwrap_or(MAX_MESSAGE_BYTES);
+        let dead_letter_url = match attrs.get(&QueueAttributeName::RedrivePolicy) {
+            Some(policy) => Some(crate::admin::dead_letter_url(&client, &url, policy).await?),
+            None => None,
+        };
+        Ok(SqsQueue {
+            client,
+            url,
+            max_message_bytes,
+            visibility,
+            dead_letter_url,
+            retry: EntryRetry::default(),
+        })
+    }
+
+    /// Replaces the retry of failed batch entries.
+    pub fn with_entry_retry(mut self, retry: EntryRetry) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// The queue URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The queue's own visibility timeout (what a received message gets).
+    pub fn visibility_timeout(&self) -> Duration {
+        self.visibility
+    }
+
+    /// The largest body this queue is sent.
+    pub fn max_message_bytes(&self) -> usize {
+        self.max_message_bytes
+    }
+
+    /// The dead-letter queue's URL, when the queue has a redrive policy.
+    pub fn dead_letter_url(&self) -> Option<&str> {
+        self.dead_letter_url.as_deref()
+    }
+
+    /// The client.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// Sends encoded bodies: in calls of at most [`MAX_BATCH_ENTRIES`] whose
+    /// bodies total at most [`MAX_MESSAGE_BYTES`], re-sending failed entries.
+    pub(crate) async fn send_bodies(&self, bodies: Vec<String>) -> Result<(), QueueError> {
+        send_bodies(&self.client, &self.url, bodies, self.retry).await
+    }
+
+    async fn change_visibility(
+        &self,
+        handle: &AckHandle,
+        visibility: Duration,
+    ) -> Result<(), QueueError> {
+        let secs = visibility.min(MAX_VISIBILITY).as_secs_f64().ceil() as i32;
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.url)
+            .receipt_handle(handle.as_str())
+            .visibility_timeout(secs)
+            .send()
+            .await
+            .map_err(|e| call_err("ChangeMessageVisibility", &self.url, sdk_message(&e)))?;
+        Ok(())
+    }
+}
+
+fn call_err(operation: &'static str, queue: &str, message: String) -> QueueError {
+    QueueError::Call {
+        operation,
+        queue: queue.to_string(),
+        message,
+    }
+}
+
+/// Groups bodies into calls within SQS's limits (count and total size).
+fn group_bodies(bodies: Vec<String>) -> Vec<Vec<String>> {
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    let mut size = 0;
+    for body in bodies {
+        let fits = groups
+            .last()
+            .is_some_and(|g| g.len() < MAX_BATCH_ENTRIES && size + body.len() <= MAX_MESSAGE_BYTES);
+        if !fits {
+            groups.push(Vec::new());
+            size = 0;
+        }
+        size += body.len();
+        groups.last_mut().expect("just pushed").push(body);
+    }
+    groups
+}
+
+pub(crate) async fn send_bodies(
+    client: &Client,
+    url: &str,
+    bodies: Vec<String>,
+    retry: EntryRetry,
+) -> Result<(), QueueError> {
+    for group in group_bodies(bodies) {
+        let mut pending: Vec<(String, String)> = group
+            .into_iter()
+            .enumerate()
+            .map(|(i, b)| (format!("m{i}"), b))
+            .collect();
+        let mut attempt = 1;
+        loop {
+            let entries = pending
+                .iter()
+                .map(|(id, body)| {
+                    SendMessageBatchRequestEntry::builder()
+                        .id(id)
+                        .message_body(body)
+                        .build()
+                        .expect("id and body are set")
+                })
+                .collect();
+            let out = client
+                .send_message_batch()
+                .queue_url(url)
+                .set_entries(Some(entries))
+                .send()
+                .await
+                .map_err(|e| call_err("SendMessageBatch", url, sdk_message(&e)))?;
+            // An entry counts as sent only when the answer lists it as such.
+            let sent: HashSet<&str> = out.successful().iter().map(|s| s.id()).collect();
+            pending.retain(|(id, _)| !sent.contains(id.as_str()));
+            if pending.is_empty() {
+                break;
+            }
+            let failure = out
+                .failed()
+                .iter()
+                .find(|f| pending.iter().any(|(id, _)| id == f.id()));
+            let describe = |f: Option<&aws_sdk_sqs::types::BatchResultErrorEntry>| match f {
+                Some(f) => format!("{}: {}", f.code(), f.message().unwrap_or("no message")),
+                None => "entries missing from the answer".to_string(),
+            };
+            if let Some(f) = out.failed().iter().find(|f| f.sender_fault()) {
+                return Err(call_err(
+                    "SendMessageBatch",
+                    url,
+                    format!("message refused, {}", describe(Some(f))),
+                ));
+            }
+            if attempt >= retry.attempts {
+                return Err(call_err(
+                    "SendMessageBatch",
+                    url,
+                    format!(
+                        "{} entries still failing after {attempt} attempts, last: {}",
+                        pending.len(),
+                        describe(failure)
+                    ),
+                ));
+            }
+            tracing::debug!(
+                queue = url,
+                failed = pending.len(),
+                attempt,
+                "re-sending failed entries"
+            );
+            tokio::time::sleep(retry.backoff(attempt - 1)).await;
+            attempt += 1;
+        }
+    }
+    Ok(())
+}
+
+/// Approximate visible and in-flight counts of one queue.
+pub(crate) async fn queue_counts(client: &Client, url: &str) -> Result<(u64, u64), QueueError> {
+    let out = client
+        .get_queue_attributes()
+        .queue_url(url)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessages)
+        .attribute_names(QueueAttributeName::ApproximateNumberOfMessagesNotVisible)
+        .send()
+        .await
+        .map_err(|e| call_err("GetQueueAttributes", url, sdk_message(&e)))?;
+    let get = |name: QueueAttributeName| -> u64 {
+        out.attributes()
+            .and_then(|a| a.get(&name))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    Ok((
+        get(QueueAttributeName::ApproximateNumberOfMessages),
+        get(QueueAttributeName::ApproximateNumberOfMessagesNotVisible),
+    ))
+}
+
+impl WorkQueue for SqsQueue {
+    async fn send(&self, batches: Vec<WorkBatch>) -> Result<usize, QueueError> {
+        let mut bodies = Vec::with_capacity(batches.len());
+        for batch in &batches {
+            bodies.extend(codec::encode_split(batch, self.max_message_bytes)?);
+        }
+        let n = bodies.len();
+        self.send_bodies(bodies).await?;
+        Ok(n)
+    }
+
+    /// Long-polls for up to `wait` (whole seconds, at most 20; under a second
+    /// is a short poll). A body that does not decode is left in the queue, so
+    /// it reaches the dead-letter queue after `maxReceiveCount` receives
+    /// instead of being lost or blocking the others.
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Received>, QueueError> {
+        let out = self
+            .client
+            .receive_message()
+            .queue_url(&self.url)
+            .max_number_of_messages(max.clamp(1, MAX_RECEIVE) as i32)
+            .wait_time_seconds(wait.min(MAX_WAIT).as_secs() as i32)
+            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .map_err(|e| call_err("ReceiveMessage", &self.url, sdk_message(&e)))?;
+        let mut received = Vec::new();
+        for message in out.messages() {
+            let (Some(handle), Some(body)) = (message.receipt_handle(), message.body()) else {
+                continue;
+            };
+            match codec::decode(body) {
+                Ok(batch) => received.push(Received {
+                    batch,
+                    handle: AckHandle(handle.to_string()),
+                    receive_count: message
+                        .attributes()
+                        .and_then(|a| a.get(&MessageSystemAttributeName::ApproximateReceiveCount))
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(1),
+                }),
+                Err(e) => tracing::warn!(
+                    queue = %self.url,
+                    message_id = message.message_id().unwrap_or("?"),
+                    error = %e,
+                    "message is not a work batch; left for the dead-letter queue"
+                ),
+            }
+        }
+        Ok(received)
+    }
+
+    async fn ack(&self, handle: &AckHandle) -> Result<(), QueueError> {
+        self.client
+            .delete_message()
+            .queue_url(&self.url)
+            .receipt_handle(handle.as_str())
+            .send()
+            .await
+            .map_err(|e| call_err("DeleteMessage", &self.url, sdk_message(&e)))?;
+        Ok(())
+    }
+
+    async fn extend(&self, handle: &AckHandle, visibility: Duration) -> Result<(), QueueError> {
+        self.change_visibility(handle, visibility).await
+    }
+
+    async fn release(&self, handle: &AckHandle) -> Result<(), QueueError> {
+        self.change_visibility(handle, Duration::ZERO).await
+    }
+
+    async fn depth(&self) -> Result<QueueDepth, QueueError> {
+        let (visible, in_flight) = queue_counts(&self.client, &self.url).await?;
+        let dead_letter = match &self.dead_letter_url {
+            Some(dlq) => Some(queue_counts(&self.client, dlq).await?.0),
+            None => None,
+        };
+        Ok(QueueDepth {
+            visible,
+            in_flight,
+            dead_letter,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bodies_are_grouped_by_count_and_total_size() {
+        let small = vec!["x".repeat(10); 23];
+        let groups = group_bodies(small);
+        assert_eq!(groups.iter().map(Vec::len).collect::<Vec<_>>(), [10, 10, 3]);
+        let big = vec!["x".repeat(400_000); 5];
+        let groups = group_bodies(big);
+        // Two of 400 KB fit 1 MiB, three do not.
+        assert_eq!(groups.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 1]);
+        let full = vec!["x".repeat(MAX_MESSAGE_BYTES); 2];
+        assert_eq!(group_bodies(full).len(), 2);
+        assert!(group_bodies(Vec::new()).is_empty());
+    }
+
+    #[test]
+    fn entry_backoff_is_capped_full_jitter() {
+        let retry = EntryRetry {
+            attempts: 5,
+            base: Duration::from_millis(100),
+            cap: Duration::from_millis(700),
+        };
+        for _ in 0..200 {
+            assert!(retry.backoff(0) <= Duration::from_millis(100));
+            assert!(retry.backoff(2) <= Duration::from_millis(400));
+            assert!(retry.backoff(40) <= Duration::from_millis(700));
+        }
+    }
+}
