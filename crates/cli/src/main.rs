@@ -67,6 +67,19 @@ struct RunArgs {
     /// Rows per source page, for every entity.
     #[arg(long)]
     page_size: Option<usize>,
+    /// Segments each entity's key range is cut into and read concurrently
+    /// (default: the mapping's `read_parallelism`, else chosen from the table
+    /// size: one per 100,000 rows, at most 8).
+    #[arg(long)]
+    read_parallelism: Option<u32>,
+    /// Source connections of the run, which is also how many segments are
+    /// read at once.
+    #[arg(long, default_value_t = sql2ddb_engine::run::DEFAULT_SOURCE_CONNECTIONS)]
+    source_connections: u32,
+    /// Read and map every row, write nothing: checks the whole source against
+    /// the mapping (rejects are reported) and measures the read ceiling.
+    #[arg(long)]
+    dry_run: bool,
     /// No progress bars.
     #[arg(long, short)]
     quiet: bool,
@@ -82,7 +95,9 @@ fn main() -> ExitCode {
                 // The embedded server logs every "table not found" it answers,
                 // and the AWS config chain every probe it makes: noise here.
                 .unwrap_or_else(|_| {
-                    tracing_subscriber::EnvFilter::new("warn,dynoxide=error,aws_config=error")
+                    tracing_subscriber::EnvFilter::new(
+                        "warn,dynoxide=error,aws_config=error,sqlx=error",
+                    )
                 }),
         )
         .init();
@@ -147,6 +162,9 @@ async fn run(args: RunArgs) -> u8 {
         runs_dir: args.runs_dir.clone(),
         concurrency: args.concurrency,
         page_size: args.page_size,
+        read_parallelism: args.read_parallelism,
+        source_connections: args.source_connections.max(1),
+        dry_run: args.dry_run,
         ..RunOptions::default()
     };
     let progress = RunProgress::new();

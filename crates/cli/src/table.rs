@@ -29,9 +29,11 @@ fn bytes(n: u64) -> String {
     }
 }
 
-fn row(e: &EntityReport) -> [String; 8] {
+fn row(e: &EntityReport) -> [String; 10] {
     [
         e.name.clone(),
+        thousands(u64::from(e.segments)),
+        thousands(e.pages),
         thousands(e.rows_read),
         thousands(e.items_written),
         thousands(e.rejected),
@@ -46,6 +48,8 @@ fn row(e: &EntityReport) -> [String; 8] {
 pub fn render(r: &RunReport) -> String {
     let header = [
         "entity",
+        "segments",
+        "pages",
         "read",
         "written",
         "rejected",
@@ -54,7 +58,7 @@ pub fn render(r: &RunReport) -> String {
         "write units",
         "seconds",
     ];
-    let mut rows: Vec<[String; 8]> = r.entities.iter().map(row).collect();
+    let mut rows: Vec<[String; 10]> = r.entities.iter().map(row).collect();
     let total = row(&r.totals);
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for line in rows.iter().chain(std::iter::once(&total)) {

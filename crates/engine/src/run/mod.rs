@@ -6,11 +6,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use sql2ddb_core::{redact_url, MappedItem, Reject, SqlValue, WorkBatch};
+use sql2ddb_core::redact_url;
 use sql2ddb_dynamo::{connect, ensure_table, BatchWriter, Endpoint, LocalDynamo, RetryPolicy};
 use sql2ddb_mapping::{BoundEntity, EntitySource, Plan};
-use sql2ddb_queue::{MemoryQueue, Producer};
-use sql2ddb_source::{From, PageQuery, Source};
+use sql2ddb_queue::MemoryQueue;
+use sql2ddb_source::{default_read_parallelism, From, PageQuery, Segment, Source};
+
+mod read;
+mod write;
 
 use crate::error::EngineError;
 use crate::progress::{EntityProgress, RunProgress};
@@ -37,8 +40,13 @@ pub struct RunOptions {
     pub page_size: Option<usize>,
     /// Retry parameters of the writers.
     pub retry: RetryPolicy,
-    /// Source connections of the run.
+    /// Source connections of the run, also the most segments read at once.
     pub source_connections: u32,
+    /// Overrides every entity's `read_parallelism` (segments per entity).
+    pub read_parallelism: Option<u32>,
+    /// Read and map everything, write nothing (no DynamoDB call at all): the
+    /// source-read ceiling, and a full check of every row against the mapping.
+    pub dry_run: bool,
 }
 
 impl Default for RunOptions {
@@ -52,6 +60,8 @@ impl Default for RunOptions {
             page_size: None,
             retry: RetryPolicy::default(),
             source_connections: DEFAULT_SOURCE_CONNECTIONS,
+            read_parallelism: None,
+            dry_run: false,
         }
     }
 }
@@ -73,13 +83,11 @@ impl WriteStats {
     }
 }
 
-/// An entity's name with its live counters and write figures.
-type EntityCounters = (String, Arc<EntityProgress>, Arc<WriteStats>);
-
 /// One entity, resolved against its source and ready to read.
 struct Prepared {
     bound: Arc<BoundEntity>,
     query: PageQuery,
+    segments: Vec<Segment>,
     counters: Arc<EntityProgress>,
     stats: Arc<WriteStats>,
 }
@@ -110,6 +118,8 @@ pub async fn run(
     let endpoint_setting = opts.endpoint.as_deref().or(plan.target.endpoint.as_deref());
     let mut local = None;
     let endpoint = match endpoint_setting {
+        // A dry run makes no DynamoDB call: nothing to start or resolve.
+        _ if opts.dry_run => Endpoint::Url("http://127.0.0.1:9".to_string()),
         Some("local") => {
             let l = LocalDynamo::start(Some(&run_dir.join("dynamodb.sqlite"))).await?;
             let e = Endpoint::Url(l.url().to_string());
@@ -129,6 +139,7 @@ pub async fn run(
         source: redact_url(source_url),
         table: plan.target.table.clone(),
         endpoint: match endpoint_setting {
+            _ if opts.dry_run => "none (dry run)".to_string(),
             Some("local") => "local".to_string(),
             Some(url) => redact_url(url),
             None => "aws".to_string(),
@@ -145,7 +156,7 @@ pub async fn run(
     let result = async {
         // Resolve every entity against the source before the first write, so
         // a mapping that does not fit its table fails before touching DynamoDB.
-        let mut prepared = Vec::with_capacity(plan.entities.len());
+        let mut prepared: Vec<Arc<Prepared>> = Vec::with_capacity(plan.entities.len());
         for entity in &plan.entities {
             let from = match &entity.from {
                 EntitySource::Table(t) => From::Table(t),
@@ -168,18 +179,25 @@ pub async fn run(
             let page_size = opts.page_size.unwrap_or_else(|| entity.page_size(plan));
             let query = source.page_query(&from, &shape, &key, page_size)?;
             let counters = progress.entity(&entity.name);
-            counters
-                .total
-                .store(source.count(&from).await?, Ordering::Relaxed);
-            prepared.push(Prepared {
+            let total = source.count(&from).await?;
+            counters.total.store(total, Ordering::Relaxed);
+            let parallelism = opts
+                .read_parallelism
+                .or_else(|| entity.read_parallelism(plan))
+                .unwrap_or_else(|| default_read_parallelism(total));
+            let segments = source.split(&query, parallelism).await?;
+            prepared.push(Arc::new(Prepared {
                 bound: Arc::new(bound),
                 query,
+                segments,
                 counters,
                 stats: Arc::new(WriteStats::default()),
-            });
+            }));
         }
-        report.table_created =
-            ensure_table(&client, &plan.target.table, &keys, plan.target.create).await?;
+        if !opts.dry_run {
+            report.table_created =
+                ensure_table(&client, &plan.target.table, &keys, plan.target.create).await?;
+        }
         pipeline(&prepared, &run_id, plan, opts, &client, &source, &rejects).await?;
         Ok(prepared)
     }
@@ -218,7 +236,7 @@ pub async fn run(
             bytes: s.bytes.load(Ordering::Relaxed),
             write_units: s.write_units.load(Ordering::Relaxed),
             retries: s.retries.load(Ordering::Relaxed),
-            segments: 1,
+            segments: p.segments.len() as u32,
             pages: s.pages.load(Ordering::Relaxed),
             seconds,
         });
@@ -237,80 +255,49 @@ pub async fn run(
     Ok(report)
 }
 
-/// Readers feed the queue entity after entity; `concurrency` writers drain it.
+/// `read_parallelism` segment readers per entity, all entities at once (at
+/// most `source_connections` reading at a time), feed a bounded queue that
+/// `concurrency` writers drain.
 async fn pipeline(
-    prepared: &[Prepared],
+    prepared: &[Arc<Prepared>],
     run_id: &str,
     plan: &Plan,
     opts: &RunOptions,
     client: &sql2ddb_dynamo::Client,
-    source: &Source,
+    source: &Arc<Source>,
     rejects: &Arc<RejectsFile>,
 ) -> Result<(), EngineError> {
     let concurrency = opts.concurrency.unwrap_or(plan.writer.concurrency).max(1);
     let queue = MemoryQueue::new(concurrency);
-    let writer = Arc::new(BatchWriter::new(
-        client.clone(),
-        plan.target.table.clone(),
-        plan.key_attrs(),
-        opts.retry,
-    ));
-    let by_name: Arc<Vec<EntityCounters>> = Arc::new(
-        prepared
-            .iter()
-            .map(|p| {
-                (
-                    p.bound.name().to_string(),
-                    p.counters.clone(),
-                    p.stats.clone(),
-                )
-            })
-            .collect(),
-    );
+    let writer = (!opts.dry_run).then(|| {
+        Arc::new(BatchWriter::new(
+            client.clone(),
+            plan.target.table.clone(),
+            plan.key_attrs(),
+            opts.retry,
+        ))
+    });
+    let entities: Arc<Vec<Arc<Prepared>>> = Arc::new(prepared.to_vec());
     let mut writers = tokio::task::JoinSet::new();
     for _ in 0..concurrency {
-        let consumer = queue.consumer();
-        let writer = writer.clone();
-        let by_name = by_name.clone();
-        let rejects = rejects.clone();
-        writers.spawn(async move {
-            while let Some(batch) = consumer.pop().await {
-                let (_, counters, stats) = by_name
-                    .iter()
-                    .find(|(n, _, _)| *n == batch.entity)
-                    .expect("batches come from known entities");
-                let entity = batch.entity.clone();
-                let out = writer.write(batch.items).await;
-                EntityProgress::add(&counters.written, out.written);
-                EntityProgress::add(&counters.rejected, out.rejected.len() as u64);
-                EntityProgress::add(&counters.failed, out.failed.len() as u64);
-                stats.bytes.fetch_add(out.bytes, Ordering::Relaxed);
-                stats
-                    .write_units
-                    .fetch_add(out.write_units, Ordering::Relaxed);
-                stats.retries.fetch_add(out.retries, Ordering::Relaxed);
-                stats.touch();
-                let failed: Vec<Reject> = out
-                    .rejected
-                    .iter()
-                    .chain(out.failed.iter())
-                    .map(|(m, reason)| write_reject(&entity, m, reason))
-                    .collect();
-                rejects.write(&failed)?;
-            }
-            Ok::<(), EngineError>(())
-        });
+        writers.spawn(write::drain(
+            queue.consumer(),
+            writer.clone(),
+            entities.clone(),
+            rejects.clone(),
+        ));
     }
-    let producer = queue.producer();
+    let readers = read::Readers {
+        source: source.clone(),
+        rejects: rejects.clone(),
+        run_id: run_id.to_string(),
+        producer: queue.producer(),
+        slots: Arc::new(tokio::sync::Semaphore::new(
+            opts.source_connections.max(1) as usize
+        )),
+    };
     drop(queue);
-    let mut read_result = Ok(());
-    for p in prepared {
-        if let Err(e) = read_entity(p, source, rejects, run_id, &producer).await {
-            read_result = Err(e);
-            break;
-        }
-    }
-    drop(producer);
+    let read_result = readers.read_all(prepared).await;
     let mut write_result = Ok(());
     while let Some(joined) = writers.join_next().await {
         match joined {
@@ -323,63 +310,4 @@ async fn pipeline(
         p.counters.done.store(true, Ordering::Relaxed);
     }
     read_result.and(write_result)
-}
-
-/// A reject for an item DynamoDB refused or that ran out of retries.
-fn write_reject(entity: &str, m: &MappedItem, reason: &str) -> Reject {
-    Reject {
-        entity: entity.to_string(),
-        key: m.source_key.clone(),
-        column: None,
-        reason: reason.to_string(),
-        row: sql2ddb_core::attr::map_to_dynamo_json(&m.item),
-    }
-}
-
-/// Reads one entity page by page (keyset), maps each page and queues it.
-async fn read_entity(
-    p: &Prepared,
-    source: &Source,
-    rejects: &RejectsFile,
-    run_id: &str,
-    producer: &Producer,
-) -> Result<(), EngineError> {
-    *p.stats.started.lock().expect("lock") = Some(Instant::now());
-    let mut after: Option<Vec<SqlValue>> = None;
-    let mut page = 0u64;
-    loop {
-        let rows = source.read_page(&p.query, after.as_deref()).await?;
-        let Some(last) = rows.last() else { break };
-        after = Some(p.query.key_of(last));
-        let mut items = Vec::with_capacity(rows.len());
-        let mut rejected = Vec::new();
-        for row in &rows {
-            match p.bound.map_row(row) {
-                Ok(m) => items.push(m),
-                Err(r) => rejected.push(r),
-            }
-        }
-        EntityProgress::add(&p.counters.read, rows.len() as u64);
-        EntityProgress::add(&p.counters.rejected, rejected.len() as u64);
-        p.stats.pages.fetch_add(1, Ordering::Relaxed);
-        rejects.write(&rejected)?;
-        let batch = WorkBatch {
-            run_id: run_id.to_string(),
-            entity: p.bound.name().to_string(),
-            segment: 0,
-            page,
-            rows_read: rows.len() as u64,
-            items,
-        };
-        producer
-            .push(batch)
-            .await
-            .map_err(|e| EngineError::Entity {
-                entity: p.bound.name().to_string(),
-                message: e.to_string(),
-            })?;
-        page += 1;
-    }
-    p.stats.touch();
-    Ok(())
 }
