@@ -13,7 +13,7 @@ use sql2ddb_queue::MemoryQueue;
 use sql2ddb_source::{default_read_parallelism, From, PageQuery, Segment, Source};
 
 mod read;
-mod write;
+pub mod write;
 
 use crate::error::EngineError;
 use crate::progress::{EntityProgress, RunProgress};
@@ -269,22 +269,24 @@ async fn pipeline(
 ) -> Result<(), EngineError> {
     let concurrency = opts.concurrency.unwrap_or(plan.writer.concurrency).max(1);
     let queue = MemoryQueue::new(concurrency);
-    let writer = (!opts.dry_run).then(|| {
-        Arc::new(BatchWriter::new(
-            client.clone(),
-            plan.target.table.clone(),
-            plan.key_attrs(),
-            opts.retry,
-        ))
+    let sink = Arc::new(write::BatchSink {
+        writer: (!opts.dry_run).then(|| {
+            Arc::new(BatchWriter::new(
+                client.clone(),
+                plan.target.table.clone(),
+                plan.key_attrs(),
+                opts.retry,
+            ))
+        }),
+        rejects: rejects.clone(),
     });
     let entities: Arc<Vec<Arc<Prepared>>> = Arc::new(prepared.to_vec());
     let mut writers = tokio::task::JoinSet::new();
     for _ in 0..concurrency {
         writers.spawn(write::drain(
             queue.consumer(),
-            writer.clone(),
+            sink.clone(),
             entities.clone(),
-            rejects.clone(),
         ));
     }
     let readers = read::Readers {

@@ -1,9 +1,10 @@
-//! The write side of a run: writer tasks draining the queue.
+//! The write side of a run: writer tasks draining the queue. The same
+//! [`BatchSink::write_batch`] serves in-process runs and queue workers.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use sql2ddb_core::{MappedItem, Reject};
+use sql2ddb_core::{MappedItem, Reject, WorkBatch};
 use sql2ddb_dynamo::{BatchWriter, Client};
 use sql2ddb_queue::Consumer;
 
@@ -12,50 +13,89 @@ use crate::error::EngineError;
 use crate::progress::EntityProgress;
 use crate::rejects::RejectsFile;
 
-/// Writes batches until the queue ends. Without a writer (a dry run) every
-/// mapped item counts as written and nothing is sent.
-pub(super) async fn drain(
-    consumer: Consumer,
-    writer: Option<Arc<BatchWriter<Client>>>,
-    entities: Arc<Vec<Arc<Prepared>>>,
-    rejects: Arc<RejectsFile>,
-) -> Result<(), EngineError> {
-    while let Some(batch) = consumer.pop().await {
-        let p = entities
-            .iter()
-            .find(|p| p.bound.name() == batch.entity)
-            .expect("batches come from known entities");
-        let (counters, stats) = (&p.counters, &p.stats);
-        let Some(writer) = &writer else {
-            EntityProgress::add(&counters.written, batch.items.len() as u64);
-            let bytes: usize = batch.items.iter().map(|m| m.size).sum();
-            stats.bytes.fetch_add(bytes as u64, Ordering::Relaxed);
-            let units: u64 = batch
-                .items
-                .iter()
-                .map(|m| sql2ddb_core::write_units(m.size))
-                .sum();
-            stats.write_units.fetch_add(units, Ordering::Relaxed);
-            stats.touch();
-            continue;
+/// What became of one batch.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// Rows whose item is in the table.
+    pub written: u64,
+    /// Rows DynamoDB refused (validation): rejected.
+    pub rejected: u64,
+    /// Rows still unwritten when the retry budget ran out.
+    pub failed: u64,
+    /// Bytes written, by DynamoDB's size rules.
+    pub bytes: u64,
+    /// Write units billed.
+    pub write_units: u64,
+    /// Calls retried.
+    pub retries: u64,
+}
+
+/// Writes batches: items, then (later) pointers; refused rows go to the
+/// rejects file. Without a writer (a dry run) items count as written and
+/// nothing is sent.
+pub struct BatchSink {
+    /// The writer; `None` in a dry run.
+    pub writer: Option<Arc<BatchWriter<Client>>>,
+    /// Where refused rows go.
+    pub rejects: Arc<RejectsFile>,
+}
+
+impl BatchSink {
+    /// Writes one batch and records what was refused.
+    pub async fn write_batch(&self, batch: WorkBatch) -> Result<BatchOutcome, EngineError> {
+        let Some(writer) = &self.writer else {
+            return Ok(BatchOutcome {
+                written: batch.items.len() as u64,
+                bytes: batch.items.iter().map(|m| m.size as u64).sum(),
+                write_units: batch
+                    .items
+                    .iter()
+                    .map(|m| sql2ddb_core::write_units(m.size))
+                    .sum(),
+                ..BatchOutcome::default()
+            });
         };
         let out = writer.write(batch.items).await;
-        EntityProgress::add(&counters.written, out.written);
-        EntityProgress::add(&counters.rejected, out.rejected.len() as u64);
-        EntityProgress::add(&counters.failed, out.failed.len() as u64);
-        stats.bytes.fetch_add(out.bytes, Ordering::Relaxed);
-        stats
-            .write_units
-            .fetch_add(out.write_units, Ordering::Relaxed);
-        stats.retries.fetch_add(out.retries, Ordering::Relaxed);
-        stats.touch();
         let refused: Vec<Reject> = out
             .rejected
             .iter()
             .chain(out.failed.iter())
             .map(|(m, reason)| write_reject(&batch.entity, m, reason))
             .collect();
-        rejects.write(&refused)?;
+        self.rejects.write(&refused)?;
+        Ok(BatchOutcome {
+            written: out.written,
+            rejected: out.rejected.len() as u64,
+            failed: out.failed.len() as u64,
+            bytes: out.bytes,
+            write_units: out.write_units,
+            retries: out.retries,
+        })
+    }
+}
+
+/// Writes batches from the in-process queue until it ends, counting per entity.
+pub(super) async fn drain(
+    consumer: Consumer,
+    sink: Arc<BatchSink>,
+    entities: Arc<Vec<Arc<Prepared>>>,
+) -> Result<(), EngineError> {
+    while let Some(batch) = consumer.pop().await {
+        let p = entities
+            .iter()
+            .find(|p| p.bound.name() == batch.entity)
+            .expect("batches come from known entities");
+        let out = sink.write_batch(batch).await?;
+        let (counters, stats) = (&p.counters, &p.stats);
+        EntityProgress::add(&counters.written, out.written);
+        EntityProgress::add(&counters.rejected, out.rejected);
+        EntityProgress::add(&counters.failed, out.failed);
+        stats.bytes.fetch_add(out.bytes, Ordering::Relaxed);
+        stats
+            .write_units
+            .fetch_add(out.write_units, Ordering::Relaxed);
+        stats.retries.fetch_add(out.retries, Ordering::Relaxed);
+        stats.touch();
     }
     Ok(())
 }
