@@ -6,7 +6,7 @@ use serde_json::Value as Json;
 use crate::attr::Item;
 
 /// An item ready to write, with the source key of the row it came from.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct MappedItem {
     /// The DynamoDB item.
     pub item: Item,
@@ -17,7 +17,11 @@ pub struct MappedItem {
 }
 
 /// One page of one segment of one entity, mapped and ready for the writers.
-#[derive(Debug, Clone, PartialEq)]
+///
+/// It travels through a queue as JSON (see `sql2ddb-queue`'s codec), so every
+/// field is serialisable; `(run_id, entity, segment, page, part)` identifies
+/// it, which keeps progress records deterministic under redelivery.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkBatch {
     /// Run id.
     pub run_id: String,
@@ -27,10 +31,35 @@ pub struct WorkBatch {
     pub segment: u32,
     /// Page number within the segment, from 0.
     pub page: u64,
-    /// Rows the reader read for this page (written + rejected).
+    /// Which part of the page this is, when the page had to be split to fit a queue message.
+    #[serde(default)]
+    pub part: BatchPart,
+    /// Source rows this batch accounts for: its items plus the rows rejected
+    /// while mapping (a split page puts those on part 0, so parts add up).
     pub rows_read: u64,
     /// Items to write.
     pub items: Vec<MappedItem>,
+}
+
+/// The place of a batch among the parts its page was split into
+/// ([`BatchPart::WHOLE`] for a page that was not split).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct BatchPart {
+    /// This part's number, from 0.
+    pub index: u32,
+    /// How many parts the page has.
+    pub count: u32,
+}
+
+impl BatchPart {
+    /// A page sent as one batch.
+    pub const WHOLE: BatchPart = BatchPart { index: 0, count: 1 };
+}
+
+impl Default for BatchPart {
+    fn default() -> Self {
+        BatchPart::WHOLE
+    }
 }
 
 /// A row that could not become an item, with everything needed to fix and replay it.

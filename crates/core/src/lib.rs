@@ -6,12 +6,15 @@ pub mod attr;
 pub mod batch;
 pub mod limits;
 pub mod number;
+pub mod pointer;
 pub mod redact;
 pub mod value;
+pub mod wire;
 
 pub use attr::{AttrValue, Item};
-pub use batch::{MappedItem, Reject, WorkBatch};
+pub use batch::{BatchPart, MappedItem, Reject, WorkBatch};
 pub use limits::{check_item, item_size, write_units, ItemProblem, KeyAttr};
 pub use number::{normalize_number, NumberError};
+pub use pointer::PointerUpdate;
 pub use redact::{redact_secrets, redact_url};
 pub use value::{Column, Row, SqlValue};

@@ -1,6 +1,7 @@
 //! Values as a source reads them, before any mapping.
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 /// One column of a source result set, as introspected before reading.
@@ -15,7 +16,9 @@ pub struct Column {
 /// A value read from a SQL source, in a dialect-neutral form.
 ///
 /// Sources decide the variant; the mapping decides the DynamoDB type.
-#[derive(Debug, Clone, PartialEq)]
+/// Serialisable (externally tagged, `{"Int": 7}`) so a keyset cursor can be
+/// stored and read back with its exact types.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub enum SqlValue {
     /// SQL NULL.
     Null,

@@ -35,6 +35,17 @@ pub enum DynamoError {
         /// What the table has.
         found: String,
     },
+    /// An existing table's global secondary index differs from the mapping
+    /// (missing, other keys or projection, or not declared).
+    #[error("table {table}, index {index}: {message}")]
+    IndexMismatch {
+        /// Table name.
+        table: String,
+        /// Index name.
+        index: String,
+        /// What differs.
+        message: String,
+    },
     /// A call to DynamoDB failed.
     #[error("{operation} on {table} failed: {message}")]
     Call {
@@ -54,9 +65,9 @@ impl DynamoError {
     /// The kind of error.
     pub fn kind(&self) -> ErrorKind {
         match self {
-            DynamoError::TableMissing { .. } | DynamoError::KeySchemaMismatch { .. } => {
-                ErrorKind::Table
-            }
+            DynamoError::TableMissing { .. }
+            | DynamoError::KeySchemaMismatch { .. }
+            | DynamoError::IndexMismatch { .. } => ErrorKind::Table,
             DynamoError::Call { .. } => ErrorKind::Call,
             DynamoError::Local(_) => ErrorKind::Local,
         }

@@ -8,14 +8,21 @@
 
 pub mod admin;
 pub mod client;
+pub mod concurrency;
 pub mod convert;
 pub mod error;
+pub mod limiter;
 pub mod local;
+pub mod pointer;
+pub mod progress;
 pub mod writer;
 
-pub use admin::ensure_table;
+pub use admin::{ensure_table, ensure_table_spec, Billing, GsiSpec, Projection, TableSpec};
 pub use aws_sdk_dynamodb::Client;
 pub use client::{connect, Endpoint};
+pub use concurrency::{AdaptiveConcurrency, ConcurrencySnapshot, Permit};
 pub use error::{DynamoError, ErrorKind};
+pub use limiter::{CapacitySnapshot, WriteCapacityLimiter};
 pub use local::LocalDynamo;
+pub use pointer::{write_pointer, PointerOutcome};
 pub use writer::{BatchWriteApi, BatchWriter, CallError, RetryPolicy, WriteOutcome};

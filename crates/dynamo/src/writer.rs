@@ -8,16 +8,20 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+use futures::StreamExt;
 use rand::Rng;
 use sql2ddb_core::limits::MAX_BATCH_ITEMS;
 use sql2ddb_core::{write_units, AttrValue, Item, KeyAttr, MappedItem};
 
+use crate::concurrency::AdaptiveConcurrency;
 use crate::convert::{item_from_sdk, item_to_sdk};
 use crate::error::sdk_message;
+use crate::limiter::WriteCapacityLimiter;
 
 /// A failed call, classified.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,6 +31,23 @@ pub struct CallError {
     /// What the service or the transport said.
     pub message: String,
 }
+
+impl CallError {
+    /// Whether the service said to slow down (as opposed to failing): the
+    /// signal that halves an adaptive concurrency.
+    pub fn is_throttling(&self) -> bool {
+        THROTTLING_CODES
+            .iter()
+            .any(|code| self.message.starts_with(code))
+    }
+}
+
+/// Error codes that mean "too fast" (messages start with the code, see `classify`).
+const THROTTLING_CODES: &[&str] = &[
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+];
 
 /// The one DynamoDB call the writer needs, so its retry logic can be tested
 /// against a scripted client with paused time.
@@ -167,8 +188,22 @@ pub struct WriteOutcome {
     /// Items DynamoDB refused (a non-retryable error such as a validation
     /// error), with the reason: bad rows, never retried.
     pub rejected: Vec<(MappedItem, String)>,
-    /// Items still unwritten when their retry budget ran out, with the reason.
+    /// Items still unwritten when their retry budget (attempts or time) ran
+    /// out, with the reason. Each carries its item (so its key) and source key.
     pub failed: Vec<(MappedItem, String)>,
+}
+
+impl WriteOutcome {
+    fn absorb(&mut self, other: WriteOutcome) {
+        self.written += other.written;
+        self.superseded += other.superseded;
+        self.bytes += other.bytes;
+        self.write_units += other.write_units;
+        self.retries += other.retries;
+        self.throttled += other.throttled;
+        self.rejected.extend(other.rejected);
+        self.failed.extend(other.failed);
+    }
 }
 
 /// Writes batches of items to one table.
@@ -177,6 +212,9 @@ pub struct BatchWriter<C> {
     table: String,
     keys: Vec<KeyAttr>,
     policy: RetryPolicy,
+    concurrency: Option<Arc<AdaptiveConcurrency>>,
+    capacity: Option<(Arc<WriteCapacityLimiter>, u64)>,
+    deadline: Option<Duration>,
 }
 
 impl<C: BatchWriteApi> BatchWriter<C> {
@@ -192,7 +230,38 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             table: table.into(),
             keys,
             policy,
+            concurrency: None,
+            capacity: None,
+            deadline: None,
         }
+    }
+
+    /// Every call first takes a permit from `concurrency` (shared by all the
+    /// writers of the process) and reports to it whether it was throttled.
+    /// The chunks of one batch then go out concurrently, as many as the
+    /// permits allow; without it, one after the other.
+    pub fn with_concurrency(mut self, concurrency: Arc<AdaptiveConcurrency>) -> Self {
+        self.concurrency = Some(concurrency);
+        self
+    }
+
+    /// Every call first takes its write units from `limiter`: per item, its
+    /// billed units (1 KB rounding) times `units_multiplier` (1 + the number
+    /// of global secondary indexes, each of which bills the write again).
+    pub fn with_capacity_limit(
+        mut self,
+        limiter: Arc<WriteCapacityLimiter>,
+        units_multiplier: u64,
+    ) -> Self {
+        self.capacity = Some((limiter, units_multiplier.max(1)));
+        self
+    }
+
+    /// A chunk stops retrying once this long has passed since its first
+    /// attempt, even with attempts left.
+    pub fn with_retry_deadline(mut self, deadline: Duration) -> Self {
+        self.deadline = Some(deadline);
+        self
     }
 
     /// Writes `items`: duplicates of a key are resolved (the last row wins, as
@@ -207,11 +276,20 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         while it.peek().is_some() {
             pending.push(it.by_ref().take(MAX_BATCH_ITEMS).collect());
         }
-        while let Some(chunk) = pending.pop() {
-            if let Some(split) = self.write_chunk(chunk, &mut out).await {
+        // The permits bound the calls in flight; this only bounds the futures.
+        let width = self.concurrency.as_ref().map_or(1, |c| c.max());
+        while !pending.is_empty() {
+            let mut chunks = futures::stream::iter(pending.drain(..))
+                .map(|chunk| self.write_chunk(chunk))
+                .buffer_unordered(width);
+            let mut split_up = Vec::new();
+            while let Some((part, split)) = chunks.next().await {
+                out.absorb(part);
                 // A non-retryable error on several items: isolate the bad one.
-                pending.extend(split.into_iter().map(|m| vec![m]));
+                split_up.extend(split.into_iter().flatten().map(|m| vec![m]));
             }
+            drop(chunks);
+            pending = split_up;
         }
         out.written += out.superseded;
         out
@@ -241,19 +319,43 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             .collect()
     }
 
-    /// Writes one chunk until done or out of attempts. Returns the chunk back
-    /// when a non-retryable error hit a chunk of more than one item.
+    /// One call for `chunk`, within the concurrency and capacity limits.
+    async fn call(&self, chunk: &[MappedItem]) -> Result<Vec<usize>, CallError> {
+        let permit = match &self.concurrency {
+            Some(c) => Some(c.acquire().await),
+            None => None,
+        };
+        // After the permit, so the units are spent when the call goes out.
+        if let Some((limiter, multiplier)) = &self.capacity {
+            let units: u64 = chunk.iter().map(|m| write_units(m.size)).sum();
+            limiter.acquire(units * multiplier).await;
+        }
+        let refs: Vec<&Item> = chunk.iter().map(|m| &m.item).collect();
+        let result = self.client.batch_put(&self.table, &refs).await;
+        if let Some(permit) = permit {
+            match &result {
+                Ok(unprocessed) if unprocessed.is_empty() => permit.success(),
+                Ok(_) => permit.throttled(),
+                Err(e) if e.is_throttling() => permit.throttled(),
+                // Other failures say nothing about our pace.
+                Err(_) => drop(permit),
+            }
+        }
+        result
+    }
+
+    /// Writes one chunk until done or out of budget. Returns what happened,
+    /// and the chunk back when a non-retryable error hit more than one item.
     async fn write_chunk(
         &self,
         mut chunk: Vec<MappedItem>,
-        out: &mut WriteOutcome,
-    ) -> Option<Vec<MappedItem>> {
+    ) -> (WriteOutcome, Option<Vec<MappedItem>>) {
+        let mut out = WriteOutcome::default();
+        let started = tokio::time::Instant::now();
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let refs: Vec<&Item> = chunk.iter().map(|m| &m.item).collect();
-            let result = self.client.batch_put(&self.table, &refs).await;
-            let reason = match result {
+            let reason = match self.call(&chunk).await {
                 Ok(unprocessed) => {
                     let (left, done) = split_indices(chunk, &unprocessed);
                     for m in &done {
@@ -262,7 +364,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                         out.write_units += write_units(m.size);
                     }
                     if left.is_empty() {
-                        return None;
+                        return (out, None);
                     }
                     out.throttled += 1;
                     chunk = left;
@@ -275,21 +377,28 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                 Err(e) => {
                     if chunk.len() > 1 {
                         tracing::debug!(table = %self.table, error = %e.message, "non-retryable error; writing the chunk item by item");
-                        return Some(chunk);
+                        return (out, Some(chunk));
                     }
                     out.rejected
                         .extend(chunk.into_iter().map(|m| (m, e.message.clone())));
-                    return None;
+                    return (out, None);
                 }
             };
-            if attempt >= self.policy.max_attempts {
-                let why = format!("not written after {attempt} attempts: {reason}");
+            let delay = self.policy.delay(attempt, &mut rand::rng());
+            let why = if attempt >= self.policy.max_attempts {
+                Some(format!("not written after {attempt} attempts: {reason}"))
+            } else {
+                self.deadline
+                    .filter(|d| started.elapsed() + delay > *d)
+                    .map(|d| format!("not written within {d:?} ({attempt} attempts): {reason}"))
+            };
+            if let Some(why) = why {
+                tracing::warn!(table = %self.table, items = chunk.len(), %why, "retry budget exhausted");
                 out.failed
                     .extend(chunk.into_iter().map(|m| (m, why.clone())));
-                return None;
+                return (out, None);
             }
             out.retries += 1;
-            let delay = self.policy.delay(attempt, &mut rand::rng());
             tracing::debug!(table = %self.table, attempt, ?delay, %reason, "retrying");
             tokio::time::sleep(delay).await;
         }

@@ -1,0 +1,164 @@
+//! Pointer writes: one conditional `UpdateItem` per candidate, no read first.
+//!
+//! The condition `attribute_not_exists(#v) OR #v < :new` (`>` for a min
+//! pointer) makes the write monotonic and idempotent: racing writers and
+//! replayed batches can only move the pointer forward, and a
+//! `ConditionalCheckFailedException` is the expected answer when a value at
+//! least as far along is already there.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use sql2ddb_core::{KeyAttr, PointerUpdate};
+
+use crate::convert::to_sdk;
+use crate::error::{sdk_message, DynamoError};
+use crate::writer::RetryPolicy;
+
+/// What became of one pointer write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PointerOutcome {
+    /// The pointer now holds the candidate's value (it was missing or behind).
+    Written,
+    /// The pointer already holds this value or one further along: nothing changed.
+    AlreadyNewer,
+}
+
+/// Error codes after which the same call may succeed.
+const RETRYABLE_CODES: &[&str] = &[
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "InternalServerError",
+    "InternalFailure",
+    "ServiceUnavailable",
+    "TransactionConflictException",
+];
+
+/// Writes one pointer candidate into `table`, whose key attributes are `keys`
+/// (partition key first), with `UpdateItem`:
+/// `SET #v = :new, #a0 = :a0, …` on condition
+/// `attribute_not_exists(#v) OR #v < :new` (`>` for a min pointer).
+///
+/// Throttling, 5xx and transport errors are retried with `policy`'s capped
+/// exponential backoff and full jitter; a conditional check failure is
+/// [`PointerOutcome::AlreadyNewer`], never an error. Call it only once the
+/// item the candidate points at has been written.
+pub async fn write_pointer(
+    client: &Client,
+    table: &str,
+    keys: &[KeyAttr],
+    update: &PointerUpdate,
+    policy: &RetryPolicy,
+) -> Result<PointerOutcome, DynamoError> {
+    let fail = |message: String| DynamoError::Call {
+        operation: "UpdateItem",
+        table: table.to_string(),
+        message: format!("pointer {}: {message}", update.name),
+    };
+    let key = pointer_key(keys, update).map_err(fail)?;
+    let mut names = HashMap::from([("#v".to_string(), update.attribute.clone())]);
+    let mut values = HashMap::from([(":new".to_string(), to_sdk(&update.value))]);
+    let mut sets = vec!["#v = :new".to_string()];
+    for (i, (name, value)) in update
+        .attributes
+        .iter()
+        .filter(|(name, _)| **name != update.attribute)
+        .enumerate()
+    {
+        names.insert(format!("#a{i}"), name.clone());
+        values.insert(format!(":a{i}"), to_sdk(value));
+        sets.push(format!("#a{i} = :a{i}"));
+    }
+    let op = if update.is_max { "<" } else { ">" };
+    let condition = format!("attribute_not_exists(#v) OR #v {op} :new");
+    let expression = format!("SET {}", sets.join(", "));
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let result = client
+            .update_item()
+            .table_name(table)
+            .set_key(Some(key.clone()))
+            .update_expression(&expression)
+            .condition_expression(&condition)
+            .set_expression_attribute_names(Some(names.clone()))
+            .set_expression_attribute_values(Some(values.clone()))
+            .send()
+            .await;
+        let err = match result {
+            Ok(_) => return Ok(PointerOutcome::Written),
+            Err(e) => e,
+        };
+        if err
+            .as_service_error()
+            .is_some_and(|s| s.is_conditional_check_failed_exception())
+        {
+            return Ok(PointerOutcome::AlreadyNewer);
+        }
+        let message = sdk_message(&err);
+        if !is_retryable(&err) {
+            return Err(fail(message));
+        }
+        if attempt >= policy.max_attempts {
+            return Err(fail(format!(
+                "not written after {attempt} attempts: {message}"
+            )));
+        }
+        let delay = policy.delay(attempt, &mut rand::rng());
+        tracing::debug!(table, pointer = %update.name, attempt, ?delay, %message, "retrying pointer write");
+        tokio::time::sleep(delay).await;
+    }
+}
+
+/// The pointer item's key: its partition key value, and its sort key value
+/// exactly when the table has a sort key.
+fn pointer_key(
+    keys: &[KeyAttr],
+    update: &PointerUpdate,
+) -> Result<HashMap<String, AttributeValue>, String> {
+    let (pk, sk) = match keys {
+        [pk] => (pk, None),
+        [pk, sk] => (pk, Some(sk)),
+        _ => {
+            return Err(format!(
+                "a table has 1 or 2 key attributes, not {}",
+                keys.len()
+            ))
+        }
+    };
+    let mut key = HashMap::from([(pk.name.clone(), to_sdk(&update.pk))]);
+    match (sk, &update.sk) {
+        (Some(attr), Some(v)) => {
+            key.insert(attr.name.clone(), to_sdk(v));
+        }
+        (None, None) => {}
+        (Some(attr), None) => {
+            return Err(format!("the table's sort key {} has no value", attr.name))
+        }
+        (None, Some(_)) => {
+            return Err("a sort key value is given, but the table has no sort key".into())
+        }
+    }
+    Ok(key)
+}
+
+fn is_retryable<E, R>(err: &SdkError<E, R>) -> bool
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+    R: std::fmt::Debug,
+{
+    match err {
+        SdkError::ServiceError(e) => {
+            let code = e.err().code().unwrap_or("");
+            let status = format!("{:?}", e.raw());
+            RETRYABLE_CODES.contains(&code) || status.contains("status: StatusCode(5")
+        }
+        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
+            true
+        }
+        _ => false,
+    }
+}

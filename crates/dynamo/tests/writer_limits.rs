@@ -1,0 +1,261 @@
+//! The writer's concurrency control, capacity cap and retry budget against a
+//! scripted client, with paused time.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sql2ddb_core::{AttrValue, Item, KeyAttr, MappedItem};
+use sql2ddb_dynamo::{
+    AdaptiveConcurrency, BatchWriteApi, BatchWriter, CallError, RetryPolicy, WriteCapacityLimiter,
+};
+use tokio::time::Instant;
+
+/// How the scripted client answers call number `n` (from 0).
+type Script = Box<dyn Fn(usize, usize) -> Result<Vec<usize>, CallError> + Send + Sync>;
+
+/// A client whose calls take 10 ms, answer from a script, and are logged
+/// with the moment they were accepted and the items they stored.
+struct Scripted {
+    script: Script,
+    calls: AtomicUsize,
+    in_flight: AtomicUsize,
+    peak_in_flight: AtomicUsize,
+    accepted: Mutex<Vec<(Instant, Item)>>,
+}
+
+impl Scripted {
+    fn new(
+        script: impl Fn(usize, usize) -> Result<Vec<usize>, CallError> + Send + Sync + 'static,
+    ) -> Self {
+        Scripted {
+            script: Box::new(script),
+            calls: AtomicUsize::new(0),
+            in_flight: AtomicUsize::new(0),
+            peak_in_flight: AtomicUsize::new(0),
+            accepted: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn stored_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .accepted
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, i)| pk(i))
+            .collect();
+        keys.sort();
+        keys
+    }
+}
+
+impl BatchWriteApi for &Scripted {
+    async fn batch_put(&self, _table: &str, items: &[&Item]) -> Result<Vec<usize>, CallError> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.peak_in_flight.fetch_max(now, Ordering::SeqCst);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let unprocessed = (self.script)(n, items.len())?;
+        let mut accepted = self.accepted.lock().unwrap();
+        for (i, item) in items.iter().enumerate() {
+            if !unprocessed.contains(&i) {
+                accepted.push((Instant::now(), (*item).clone()));
+            }
+        }
+        Ok(unprocessed)
+    }
+}
+
+fn pk(item: &Item) -> String {
+    match &item["PK"] {
+        AttrValue::S(s) => s.clone(),
+        other => panic!("unexpected key {other:?}"),
+    }
+}
+
+fn keys() -> Vec<KeyAttr> {
+    vec![KeyAttr {
+        name: "PK".into(),
+        kind: "S".into(),
+    }]
+}
+
+fn items(n: usize, size: usize) -> Vec<MappedItem> {
+    (0..n)
+        .map(|i| {
+            let mut item = Item::new();
+            item.insert("PK".into(), AttrValue::S(format!("K{i:05}")));
+            MappedItem {
+                item,
+                source_key: serde_json::json!({ "id": i }),
+                size,
+            }
+        })
+        .collect()
+}
+
+fn all_keys(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("K{i:05}")).collect()
+}
+
+fn policy(max_attempts: u32) -> RetryPolicy {
+    RetryPolicy {
+        base: Duration::from_millis(20),
+        cap: Duration::from_millis(500),
+        max_attempts,
+    }
+}
+
+fn throttling() -> CallError {
+    CallError {
+        retryable: true,
+        message: "ProvisionedThroughputExceededException: slow down".into(),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn concurrency_falls_under_unprocessed_items_and_recovers() {
+    // The first 60 calls leave every other item unprocessed; then all is clean.
+    let client = Scripted::new(|n, len| {
+        Ok(if n < 60 {
+            (0..len).step_by(2).collect()
+        } else {
+            vec![]
+        })
+    });
+    let control = Arc::new(AdaptiveConcurrency::new(8));
+    let writer =
+        BatchWriter::new(&client, "t", keys(), policy(30)).with_concurrency(control.clone());
+    let out = writer.write(items(2000, 100)).await;
+
+    assert!(out.failed.is_empty(), "{:?}", out.failed.first());
+    assert_eq!(out.written, 2000);
+    assert_eq!(client.stored_keys(), all_keys(2000));
+    assert!(out.throttled >= 60, "{}", out.throttled);
+    let s = control.snapshot();
+    assert!(
+        s.decreases >= 2 && s.min_reached <= 2,
+        "the limit fell: {s:?}"
+    );
+    assert!(
+        s.increases >= 2 && s.current > s.min_reached,
+        "and came back: {s:?}"
+    );
+    assert!(client.peak_in_flight.load(Ordering::SeqCst) <= 8);
+    assert_eq!(s.in_flight, 0, "every permit was given back");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_fixed_concurrency_is_the_bound_on_calls_in_flight() {
+    let client = Scripted::new(|_, _| Ok(vec![]));
+    let control = Arc::new(AdaptiveConcurrency::fixed(3));
+    let writer = BatchWriter::new(&client, "t", keys(), policy(3)).with_concurrency(control);
+    let out = writer.write(items(500, 100)).await;
+    assert_eq!(out.written, 500);
+    // 20 chunks of one batch go out three at a time.
+    assert_eq!(client.peak_in_flight.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_capacity_cap_counts_billed_units_times_indexes() {
+    let client = Scripted::new(|_, _| Ok(vec![]));
+    let limiter = Arc::new(WriteCapacityLimiter::new(100));
+    // Items of 1.5 KB bill 2 units each, and one index doubles that: 4 units.
+    let writer = BatchWriter::new(&client, "t", keys(), policy(3))
+        .with_concurrency(Arc::new(AdaptiveConcurrency::new(4)))
+        .with_capacity_limit(limiter.clone(), 2);
+    let start = Instant::now();
+    let out = writer.write(items(500, 1536)).await;
+
+    assert_eq!(out.written, 500);
+    assert_eq!(
+        out.write_units, 1000,
+        "the outcome counts the base table's units"
+    );
+    assert_eq!(limiter.snapshot().granted_units, 2000);
+    // 2000 units at 100 per second, less the small initial bucket.
+    assert!(
+        start.elapsed() >= Duration::from_secs(19),
+        "{:?}",
+        start.elapsed()
+    );
+    let accepted = client.accepted.lock().unwrap();
+    let busiest = accepted
+        .iter()
+        .map(|(from, _)| {
+            accepted
+                .iter()
+                .filter(|(t, _)| *t >= *from && *t < *from + Duration::from_secs(5))
+                .count() as u64
+                * 4
+        })
+        .max()
+        .unwrap();
+    assert!(busiest <= 100 * 5 * 11 / 10, "{busiest} units in 5 s");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_that_always_fails_stops_after_its_attempts_with_every_key() {
+    let client = Scripted::new(|_, _| Err(throttling()));
+    let writer = BatchWriter::new(&client, "t", keys(), policy(5))
+        .with_concurrency(Arc::new(AdaptiveConcurrency::new(4)));
+    let out = writer.write(items(60, 100)).await;
+
+    assert_eq!(out.written, 0);
+    assert_eq!(
+        client.calls.load(Ordering::SeqCst),
+        3 * 5,
+        "three chunks, five attempts each"
+    );
+    assert_eq!(out.retries, 3 * 4);
+    let mut failed: Vec<String> = out.failed.iter().map(|(m, _)| pk(&m.item)).collect();
+    failed.sort();
+    assert_eq!(failed, all_keys(60));
+    let (m, why) = &out.failed[0];
+    assert!(why.contains("not written after 5 attempts"), "{why}");
+    assert!(
+        why.contains("ProvisionedThroughputExceededException"),
+        "{why}"
+    );
+    assert_eq!(
+        m.source_key["id"],
+        serde_json::json!(pk(&m.item)[1..].parse::<u64>().unwrap())
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_batch_that_always_fails_stops_at_its_deadline() {
+    let client = Scripted::new(|_, _| {
+        Err(CallError {
+            retryable: true,
+            message: "InternalServerError: try again".into(),
+        })
+    });
+    let deadline = Duration::from_secs(10);
+    let writer =
+        BatchWriter::new(&client, "t", keys(), policy(1_000_000)).with_retry_deadline(deadline);
+    let start = Instant::now();
+    let out = writer.write(items(30, 100)).await;
+
+    assert!(
+        start.elapsed() <= deadline * 2,
+        "two chunks, one after the other: {:?}",
+        start.elapsed()
+    );
+    assert!(
+        client.calls.load(Ordering::SeqCst) > 2 * 10,
+        "it did retry before giving up"
+    );
+    let mut failed: Vec<String> = out.failed.iter().map(|(m, _)| pk(&m.item)).collect();
+    failed.sort();
+    assert_eq!(failed, all_keys(30));
+    assert!(
+        out.failed
+            .iter()
+            .all(|(_, why)| why.contains("not written within 10s")),
+        "{}",
+        out.failed[0].1
+    );
+}

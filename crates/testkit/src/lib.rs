@@ -1,0 +1,35 @@
+//! Test support for sql2ddb, speaking DynamoDB's JSON protocol over HTTP:
+//!
+//! - [`FaultProxy`] sits between sql2ddb and a DynamoDB-compatible server and
+//!   injects what real DynamoDB does and emulators never do: throttling
+//!   errors, 5xx, unprocessed items, delays, dropped connections. It counts
+//!   what it did and the write units that went through, per second.
+//! - [`NullSink`] accepts every `BatchWriteItem` and keeps nothing, to measure
+//!   sql2ddb's own ceiling.
+//!
+//! Both bind to 127.0.0.1 and stop when dropped. The `sql2ddb-testkit`
+//! binary runs either as a process.
+
+pub mod fault;
+pub mod proxy;
+pub mod sink;
+mod wire;
+
+pub use fault::{FaultConfig, FaultConfigError, FaultKind};
+pub use proxy::{FaultProxy, ProxyStats};
+pub use sink::{NullSink, SinkStats};
+
+/// Why a proxy or sink could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum TestkitError {
+    /// The fault configuration is invalid.
+    #[error(transparent)]
+    Config(#[from] FaultConfigError),
+    /// The upstream URL is not an `http://host:port` URL.
+    #[error("upstream {0:?} is not an http:// URL")]
+    Upstream(String),
+    /// The port could not be bound.
+    #[error("cannot listen on 127.0.0.1: {0}")]
+    Bind(std::io::Error),
+}

@@ -1,0 +1,194 @@
+//! `sql2ddb-testkit proxy …` / `sql2ddb-testkit null-sink …`: the fault proxy
+//! and the null sink as processes. Each prints its URL on the first line of
+//! stdout, runs until SIGINT or SIGTERM, then prints its counts as JSON.
+
+use std::io::Write;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use clap::{Parser, Subcommand};
+use sql2ddb_core::KeyAttr;
+use sql2ddb_testkit::{FaultConfig, FaultProxy, NullSink};
+
+#[derive(Parser)]
+#[command(
+    name = "sql2ddb-testkit",
+    version,
+    about = "Fault-injecting DynamoDB proxy and null sink, for testing sql2ddb"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Forward to a DynamoDB-compatible server, injecting faults.
+    Proxy(Box<ProxyArgs>),
+    /// Accept every BatchWriteItem and keep nothing.
+    NullSink {
+        /// Port on 127.0.0.1 (0: any free port).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+        /// Key schema of every table, partition key first: `PK:S,SK:S`.
+        #[arg(long)]
+        keys: String,
+    },
+}
+
+#[derive(clap::Args)]
+struct ProxyArgs {
+    /// The server to forward to (`http://127.0.0.1:8000`).
+    #[arg(long)]
+    upstream: String,
+    /// Port on 127.0.0.1 (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Seed of the fault draws.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Fault this share of the calls, spread evenly over all fault kinds, and
+    /// delay as many; the per-kind rates below override their part.
+    #[arg(long)]
+    fault_rate: Option<f64>,
+    /// Rate of ProvisionedThroughputExceededException answers.
+    #[arg(long)]
+    provisioned_rate: Option<f64>,
+    /// Rate of ThrottlingException answers.
+    #[arg(long)]
+    throttle_rate: Option<f64>,
+    /// Rate of HTTP 500 answers.
+    #[arg(long)]
+    error_500_rate: Option<f64>,
+    /// Rate of HTTP 503 answers.
+    #[arg(long)]
+    error_503_rate: Option<f64>,
+    /// Rate of BatchWriteItem calls answered with part of their items unprocessed.
+    #[arg(long)]
+    unprocessed_rate: Option<f64>,
+    /// Rate of connections closed without an answer.
+    #[arg(long)]
+    drop_rate: Option<f64>,
+    /// Rate of delayed calls.
+    #[arg(long)]
+    delay_rate: Option<f64>,
+    /// Delay range in milliseconds: `MIN-MAX`.
+    #[arg(long, default_value = "5-50")]
+    delay_ms: String,
+    /// Throttle every call for this many seconds after starting.
+    #[arg(long)]
+    throttle_all_secs: Option<f64>,
+    /// Operations the faults apply to, comma-separated.
+    #[arg(long, default_value = "BatchWriteItem")]
+    operations: String,
+}
+
+impl ProxyArgs {
+    fn config(&self) -> anyhow::Result<FaultConfig> {
+        let mut c = match self.fault_rate {
+            Some(rate) => FaultConfig::mix(rate, self.seed),
+            None => FaultConfig {
+                seed: self.seed,
+                ..FaultConfig::default()
+            },
+        };
+        let overrides = [
+            (
+                self.provisioned_rate,
+                &mut c.provisioned_throughput_exceeded,
+            ),
+            (self.throttle_rate, &mut c.throttling),
+            (self.error_500_rate, &mut c.internal_error),
+            (self.error_503_rate, &mut c.service_unavailable),
+            (self.unprocessed_rate, &mut c.unprocessed),
+            (self.drop_rate, &mut c.dropped_connection),
+            (self.delay_rate, &mut c.delay),
+        ];
+        for (given, field) in overrides {
+            if let Some(rate) = given {
+                *field = rate;
+            }
+        }
+        let Some((lo, hi)) = self.delay_ms.split_once('-') else {
+            bail!("--delay-ms must be MIN-MAX, got {:?}", self.delay_ms);
+        };
+        c.delay_ms = (
+            lo.trim().parse().context("--delay-ms minimum")?,
+            hi.trim().parse().context("--delay-ms maximum")?,
+        );
+        if let Some(secs) = self.throttle_all_secs {
+            c.throttle_all_for =
+                Some(Duration::try_from_secs_f64(secs).context("--throttle-all-secs")?);
+        }
+        c.operations = self
+            .operations
+            .split(',')
+            .map(|o| o.trim().to_string())
+            .filter(|o| !o.is_empty())
+            .collect();
+        Ok(c)
+    }
+}
+
+fn parse_keys(spec: &str) -> anyhow::Result<Vec<KeyAttr>> {
+    let keys: Vec<KeyAttr> = spec
+        .split(',')
+        .map(|k| {
+            let (name, kind) = k
+                .split_once(':')
+                .with_context(|| format!("key {k:?} must be NAME:TYPE"))?;
+            if !["S", "N", "B"].contains(&kind) || name.is_empty() {
+                bail!("key {k:?} must be NAME:S, NAME:N or NAME:B");
+            }
+            Ok(KeyAttr {
+                name: name.to_string(),
+                kind: kind.to_string(),
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    if keys.len() > 2 {
+        bail!(
+            "at most two key attributes (partition, sort), got {}",
+            keys.len()
+        );
+    }
+    Ok(keys)
+}
+
+/// Resolves on SIGINT or SIGTERM.
+async fn stopped() -> anyhow::Result<()> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
+    Ok(())
+}
+
+fn announce(url: &str) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{url}")?;
+    out.flush()?;
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let stats = match cli.command {
+        Command::Proxy(args) => {
+            let proxy = FaultProxy::start_on(args.port, &args.upstream, args.config()?).await?;
+            announce(&proxy.url())?;
+            stopped().await?;
+            serde_json::to_string_pretty(&proxy.stats())?
+        }
+        Command::NullSink { port, keys } => {
+            let sink = NullSink::start_on(port, parse_keys(&keys)?).await?;
+            announce(&sink.url())?;
+            stopped().await?;
+            serde_json::to_string_pretty(&sink.stats())?
+        }
+    };
+    println!("{stats}");
+    Ok(())
+}

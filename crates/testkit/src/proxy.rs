@@ -1,0 +1,395 @@
+//! A proxy between sql2ddb and a DynamoDB-compatible server that injects the
+//! faults real DynamoDB produces and emulators never do, and counts what it
+//! did and what it let through.
+//!
+//! It rewrites request bodies (the unprocessed part of a batch is held back),
+//! which breaks SigV4 signatures: it is for emulators, which do not check them.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::header::{HeaderName, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use hyper::http::request::Parts;
+use hyper::{Request, Response, StatusCode};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+use serde_json::{Map, Value as Json};
+
+use crate::fault::{FaultConfig, FaultDraw, FaultKind};
+use crate::wire::{error_response, operation, request_units, write_requests, Body, Hangup, Server};
+use crate::TestkitError;
+
+/// What the proxy did, per fault kind, and what reached the upstream server.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ProxyStats {
+    /// Requests received.
+    pub requests: u64,
+    /// Requests forwarded to the upstream server (whole or in part).
+    pub forwarded: u64,
+    /// Write requests of forwarded `BatchWriteItem` calls.
+    pub items_forwarded: u64,
+    /// Answered `ProvisionedThroughputExceededException`.
+    pub provisioned_throughput_exceeded: u64,
+    /// Answered `ThrottlingException`.
+    pub throttling: u64,
+    /// Answered HTTP 500.
+    pub internal_error: u64,
+    /// Answered HTTP 503.
+    pub service_unavailable: u64,
+    /// `BatchWriteItem` calls answered with part of their items unprocessed.
+    pub unprocessed: u64,
+    /// Items held back and answered as unprocessed.
+    pub unprocessed_items: u64,
+    /// Connections closed without an answer, before forwarding the request.
+    pub dropped_before_forward: u64,
+    /// Connections closed without an answer, after the upstream server had the request.
+    pub dropped_after_forward: u64,
+    /// Requests delayed.
+    pub delayed: u64,
+    /// Write units of the `BatchWriteItem` items the upstream server accepted,
+    /// per second since the proxy started (index 0: the first second), each
+    /// item rounded up to 1 KB as DynamoDB bills it, counted when forwarded.
+    pub write_units_per_second: Vec<u64>,
+}
+
+impl ProxyStats {
+    /// Requests answered with a fault (delays not counted).
+    pub fn faults(&self) -> u64 {
+        self.provisioned_throughput_exceeded
+            + self.throttling
+            + self.internal_error
+            + self.service_unavailable
+            + self.unprocessed
+            + self.dropped_before_forward
+            + self.dropped_after_forward
+    }
+
+    /// The most write units accepted in any `seconds` consecutive seconds.
+    pub fn busiest_window(&self, seconds: usize) -> u64 {
+        let series = &self.write_units_per_second;
+        if series.len() <= seconds {
+            return series.iter().sum();
+        }
+        series
+            .windows(seconds)
+            .map(|w| w.iter().sum())
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// All write units accepted.
+    pub fn write_units(&self) -> u64 {
+        self.write_units_per_second.iter().sum()
+    }
+}
+
+struct Control {
+    config: FaultConfig,
+    draw: FaultDraw,
+    throttle_until: Option<Instant>,
+}
+
+struct Shared {
+    upstream: String,
+    client: Client<HttpConnector, Body>,
+    started: Instant,
+    control: Mutex<Control>,
+    stats: Mutex<ProxyStats>,
+}
+
+/// A running proxy on 127.0.0.1; stops when dropped.
+pub struct FaultProxy {
+    shared: Arc<Shared>,
+    server: Server,
+}
+
+impl FaultProxy {
+    /// Starts a proxy to `upstream` (`http://host:port`) on a free port.
+    pub async fn start(upstream: &str, config: FaultConfig) -> Result<FaultProxy, TestkitError> {
+        FaultProxy::start_on(0, upstream, config).await
+    }
+
+    /// Starts a proxy to `upstream` on `port` (0: a free one).
+    pub async fn start_on(
+        port: u16,
+        upstream: &str,
+        config: FaultConfig,
+    ) -> Result<FaultProxy, TestkitError> {
+        config.validate()?;
+        let upstream = upstream.trim_end_matches('/').to_string();
+        if !upstream.starts_with("http://") || upstream.parse::<hyper::Uri>().is_err() {
+            return Err(TestkitError::Upstream(upstream));
+        }
+        let shared = Arc::new(Shared {
+            upstream,
+            client: Client::builder(TokioExecutor::new()).build_http(),
+            started: Instant::now(),
+            control: Mutex::new(control(config)),
+            stats: Mutex::new(ProxyStats::default()),
+        });
+        let handler_state = shared.clone();
+        let server = Server::start(port, move |req| handle(handler_state.clone(), req))
+            .await
+            .map_err(TestkitError::Bind)?;
+        Ok(FaultProxy { shared, server })
+    }
+
+    /// The proxy's URL, to use as the DynamoDB endpoint.
+    pub fn url(&self) -> String {
+        self.server.url()
+    }
+
+    /// What the proxy did so far.
+    pub fn stats(&self) -> ProxyStats {
+        self.shared.stats().clone()
+    }
+
+    /// Applies another configuration from now on (its seed restarts the draws,
+    /// its `throttle_all_for` starts now).
+    pub fn set_config(&self, config: FaultConfig) -> Result<(), TestkitError> {
+        config.validate()?;
+        *self.shared.control() = control(config);
+        Ok(())
+    }
+}
+
+fn control(config: FaultConfig) -> Control {
+    Control {
+        draw: FaultDraw::new(config.seed),
+        throttle_until: config.throttle_all_for.map(|d| Instant::now() + d),
+        config,
+    }
+}
+
+impl Shared {
+    // Both hold plain values, consistent after every statement.
+    fn stats(&self) -> MutexGuard<'_, ProxyStats> {
+        self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn control(&self) -> MutexGuard<'_, Control> {
+        self.control.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sends `body` upstream with the request's headers; `None` when the
+    /// upstream server cannot be reached.
+    async fn forward(&self, op: &str, parts: &Parts, body: Bytes) -> Option<Response<Bytes>> {
+        let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+        let mut req = Request::builder()
+            .method(parts.method.clone())
+            .uri(format!("{}{path}", self.upstream));
+        for (name, value) in &parts.headers {
+            if ![HOST, CONTENT_LENGTH, CONNECTION, TRANSFER_ENCODING].contains(name) {
+                req = req.header(name, value);
+            }
+        }
+        let req = req.body(Full::new(body.clone())).ok()?;
+        let sent_at = Instant::now();
+        let resp = self.client.request(req).await.ok()?;
+        let (parts, incoming) = resp.into_parts();
+        let bytes = incoming.collect().await.ok()?.to_bytes();
+        self.count_forwarded(op, &body, parts.status, sent_at);
+        Some(Response::from_parts(parts, bytes))
+    }
+
+    fn count_forwarded(&self, op: &str, body: &[u8], status: StatusCode, sent_at: Instant) {
+        let mut stats = self.stats();
+        stats.forwarded += 1;
+        if op != "BatchWriteItem" {
+            return;
+        }
+        let Ok(json) = serde_json::from_slice::<Json>(body) else {
+            return;
+        };
+        let requests = write_requests(&json);
+        stats.items_forwarded += requests.len() as u64;
+        if status != StatusCode::OK {
+            return;
+        }
+        let units: u64 = requests
+            .iter()
+            .filter_map(|(_, r)| request_units(r))
+            .map(|(_, units)| units)
+            .sum();
+        let second = (sent_at - self.started).as_secs() as usize;
+        let series = &mut stats.write_units_per_second;
+        if series.len() <= second {
+            series.resize(second + 1, 0);
+        }
+        series[second] += units;
+    }
+}
+
+async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Hangup> {
+    let op = operation(&req);
+    let (parts, body) = req.into_parts();
+    let body = body.collect().await.map_err(|_| Hangup)?.to_bytes();
+    shared.stats().requests += 1;
+    let decision = {
+        let mut control = shared.control();
+        let c = &mut *control;
+        c.config.affects(&op).then(|| {
+            let throttle_all = c.throttle_until.is_some_and(|t| Instant::now() < t);
+            c.draw.decide(&c.config, throttle_all)
+        })
+    };
+    let Some(decision) = decision else {
+        return Ok(relay(shared.forward(&op, &parts, body).await, false));
+    };
+    if let Some(delay) = decision.delay {
+        shared.stats().delayed += 1;
+        tokio::time::sleep(delay).await;
+    }
+    let injected = |count: fn(&mut ProxyStats) -> &mut u64, status, type_name: &str| {
+        *count(&mut shared.stats()) += 1;
+        Ok(error_response(
+            status,
+            type_name,
+            "injected by the fault proxy",
+        ))
+    };
+    match decision.fault {
+        None => Ok(relay(shared.forward(&op, &parts, body).await, false)),
+        Some(FaultKind::ProvisionedThroughputExceeded) => injected(
+            |s| &mut s.provisioned_throughput_exceeded,
+            StatusCode::BAD_REQUEST,
+            "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+        ),
+        Some(FaultKind::Throttling) => injected(
+            |s| &mut s.throttling,
+            StatusCode::BAD_REQUEST,
+            "com.amazon.coral.availability#ThrottlingException",
+        ),
+        Some(FaultKind::InternalError) => injected(
+            |s| &mut s.internal_error,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "com.amazonaws.dynamodb.v20120810#InternalServerError",
+        ),
+        Some(FaultKind::ServiceUnavailable) => injected(
+            |s| &mut s.service_unavailable,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "com.amazonaws.dynamodb.v20120810#ServiceUnavailable",
+        ),
+        Some(FaultKind::DroppedConnection) => {
+            if decision.forward_before_drop {
+                let _ = shared.forward(&op, &parts, body).await;
+                shared.stats().dropped_after_forward += 1;
+            } else {
+                shared.stats().dropped_before_forward += 1;
+            }
+            Err(Hangup)
+        }
+        Some(FaultKind::Unprocessed) if op == "BatchWriteItem" => {
+            Ok(hold_back(&shared, &op, &parts, body, decision.split_seed).await)
+        }
+        Some(FaultKind::Unprocessed) => Ok(relay(shared.forward(&op, &parts, body).await, false)),
+    }
+}
+
+/// Forwards a random part of a `BatchWriteItem` (at least one item held
+/// back) and answers the rest as unprocessed, merged into the upstream's answer.
+async fn hold_back(
+    shared: &Shared,
+    op: &str,
+    parts: &Parts,
+    body: Bytes,
+    seed: u64,
+) -> Response<Body> {
+    let Ok(mut json) = serde_json::from_slice::<Json>(&body) else {
+        return relay(shared.forward(op, parts, body).await, false);
+    };
+    let Some(Json::Object(tables)) = json.get_mut("RequestItems").map(Json::take) else {
+        return relay(shared.forward(op, parts, body).await, false);
+    };
+    let total: usize = tables
+        .values()
+        .filter_map(Json::as_array)
+        .map(Vec::len)
+        .sum();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let must_hold = rng.random_range(0..total.max(1));
+    let (mut sent, mut held) = (Map::new(), Map::new());
+    let mut index = 0;
+    for (table, reqs) in tables {
+        for req in reqs.as_array().cloned().unwrap_or_default() {
+            let hold = index == must_hold || rng.random_bool(0.5);
+            index += 1;
+            let side = if hold { &mut held } else { &mut sent };
+            side.entry(table.clone())
+                .or_insert_with(|| Json::Array(Vec::new()))
+                .as_array_mut()
+                .expect("inserted as an array")
+                .push(req);
+        }
+    }
+    {
+        let mut stats = shared.stats();
+        stats.unprocessed += 1;
+        stats.unprocessed_items += held
+            .values()
+            .filter_map(Json::as_array)
+            .map(Vec::len)
+            .sum::<usize>() as u64;
+    }
+    if sent.is_empty() {
+        let answer = serde_json::json!({ "UnprocessedItems": held });
+        return crate::wire::json_response(StatusCode::OK, &answer);
+    }
+    json["RequestItems"] = Json::Object(sent);
+    let Some(resp) = shared
+        .forward(op, parts, Bytes::from(json.to_string()))
+        .await
+    else {
+        return relay(None, false);
+    };
+    if resp.status() != StatusCode::OK {
+        return relay(Some(resp), false);
+    }
+    let (parts, bytes) = resp.into_parts();
+    let mut answer: Json = serde_json::from_slice(&bytes).unwrap_or_else(|_| serde_json::json!({}));
+    let unprocessed = answer.as_object_mut().map(|a| {
+        a.entry("UnprocessedItems")
+            .or_insert_with(|| Json::Object(Map::new()))
+    });
+    if let Some(Json::Object(unprocessed)) = unprocessed {
+        for (table, reqs) in held {
+            let slot = unprocessed
+                .entry(table)
+                .or_insert_with(|| Json::Array(Vec::new()));
+            if let (Some(slot), Json::Array(reqs)) = (slot.as_array_mut(), reqs) {
+                slot.extend(reqs);
+            }
+        }
+    }
+    relay(
+        Some(Response::from_parts(parts, Bytes::from(answer.to_string()))),
+        true,
+    )
+}
+
+/// The upstream's answer as ours (502 when it could not be reached). A body
+/// we rewrote loses the upstream's checksum header.
+fn relay(resp: Option<Response<Bytes>>, rewritten: bool) -> Response<Body> {
+    let Some(resp) = resp else {
+        return error_response(
+            StatusCode::BAD_GATEWAY,
+            "com.amazonaws.dynamodb.v20120810#InternalServerError",
+            "the fault proxy could not reach the upstream server",
+        );
+    };
+    let (mut parts, bytes) = resp.into_parts();
+    for name in [CONTENT_LENGTH, TRANSFER_ENCODING, CONNECTION] {
+        parts.headers.remove(name);
+    }
+    if rewritten {
+        parts.headers.remove(HeaderName::from_static("x-amz-crc32"));
+    }
+    Response::from_parts(parts, Full::new(bytes))
+}

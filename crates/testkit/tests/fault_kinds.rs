@@ -1,0 +1,161 @@
+//! Each fault the proxy injects reaches the SDK client as DynamoDB would send
+//! it, and the writer's classification sees it for what it is.
+
+mod support;
+
+use std::time::Duration;
+
+use sql2ddb_core::Item;
+use sql2ddb_dynamo::{ensure_table, BatchWriteApi, CallError};
+use sql2ddb_testkit::{FaultConfig, FaultProxy};
+use support::{assert_same_items, client, items, Upstream};
+
+fn only(set: impl FnOnce(&mut FaultConfig)) -> FaultConfig {
+    let mut config = FaultConfig::default();
+    set(&mut config);
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_fault_kind_looks_like_dynamodb_to_the_client() {
+    let upstream = Upstream::start().await;
+    let table = upstream.table("kinds").await;
+    let proxy = FaultProxy::start(upstream.local.url(), FaultConfig::default())
+        .await
+        .unwrap();
+    let client = client(&proxy.url()).await;
+    let batch = items(0, 10, 10);
+    let refs: Vec<&Item> = batch.iter().map(|m| &m.item).collect();
+    let call = |config: FaultConfig| {
+        proxy.set_config(config).unwrap();
+        BatchWriteApi::batch_put(&client, &table, &refs)
+    };
+
+    let failed = |r: Result<Vec<usize>, CallError>| r.expect_err("the call failed");
+    let e = failed(call(only(|c| c.provisioned_throughput_exceeded = 1.0)).await);
+    assert!(e.retryable && e.is_throttling(), "{e:?}");
+    assert!(
+        e.message
+            .starts_with("ProvisionedThroughputExceededException"),
+        "{e:?}"
+    );
+    let e = failed(call(only(|c| c.throttling = 1.0)).await);
+    assert!(e.retryable && e.is_throttling(), "{e:?}");
+    assert!(e.message.starts_with("ThrottlingException"), "{e:?}");
+    let e = failed(call(only(|c| c.internal_error = 1.0)).await);
+    assert!(e.retryable && !e.is_throttling(), "{e:?}");
+    let e = failed(call(only(|c| c.service_unavailable = 1.0)).await);
+    assert!(e.retryable && !e.is_throttling(), "{e:?}");
+    let e = failed(call(only(|c| c.dropped_connection = 1.0)).await);
+    assert!(e.retryable && !e.is_throttling(), "{e:?}");
+    let stats = proxy.stats();
+    assert_eq!(
+        (
+            stats.provisioned_throughput_exceeded,
+            stats.throttling,
+            stats.internal_error,
+            stats.service_unavailable,
+            stats.dropped_before_forward + stats.dropped_after_forward,
+        ),
+        (1, 1, 1, 1, 1)
+    );
+
+    // A connection dropped after forwarding leaves the write done, unanswered.
+    let mut expected = if stats.dropped_after_forward == 1 {
+        batch.clone()
+    } else {
+        Vec::new()
+    };
+    assert_same_items(&upstream.scan(&table).await, &expected);
+
+    // Unprocessed: part is written, the rest comes back, by index.
+    let before = proxy.stats().items_forwarded;
+    proxy.set_config(only(|c| c.unprocessed = 1.0)).unwrap();
+    let other = items(100, 110, 10);
+    let other_refs: Vec<&Item> = other.iter().map(|m| &m.item).collect();
+    let unprocessed = BatchWriteApi::batch_put(&client, &table, &other_refs)
+        .await
+        .unwrap();
+    assert!(
+        !unprocessed.is_empty() && unprocessed.len() <= 10,
+        "{unprocessed:?}"
+    );
+    let written: Vec<_> = other
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !unprocessed.contains(i))
+        .map(|(_, m)| m.clone())
+        .collect();
+    let stats = proxy.stats();
+    assert_eq!(stats.unprocessed, 1);
+    assert_eq!(stats.unprocessed_items, unprocessed.len() as u64);
+    assert_eq!(stats.items_forwarded - before, written.len() as u64);
+    expected.extend(written);
+    assert_same_items(&upstream.scan(&table).await, &expected);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_chosen_operations_are_faulted() {
+    let upstream = Upstream::start().await;
+    let table = upstream.table("ops").await;
+    let proxy = FaultProxy::start(upstream.local.url(), only(|c| c.throttling = 1.0))
+        .await
+        .unwrap();
+    let client = client(&proxy.url()).await;
+    // DescribeTable goes through by default.
+    ensure_table(&client, &table, &support::keys(), false)
+        .await
+        .unwrap();
+    proxy
+        .set_config(only(|c| {
+            c.throttling = 1.0;
+            c.operations = vec!["DescribeTable".into()];
+        }))
+        .unwrap();
+    let err = ensure_table(&client, &table, &support::keys(), false)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("ThrottlingException"), "{err}");
+    assert_eq!(proxy.stats().throttling, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttle_window_starts_when_the_configuration_is_applied() {
+    let upstream = Upstream::start().await;
+    let table = upstream.table("window").await;
+    let proxy = FaultProxy::start(upstream.local.url(), FaultConfig::default())
+        .await
+        .unwrap();
+    let client = client(&proxy.url()).await;
+    let batch = items(0, 5, 10);
+    let refs: Vec<&Item> = batch.iter().map(|m| &m.item).collect();
+    proxy
+        .set_config(only(|c| {
+            c.throttle_all_for = Some(Duration::from_millis(300))
+        }))
+        .unwrap();
+    let during = BatchWriteApi::batch_put(&client, &table, &refs).await;
+    assert!(during.unwrap_err().is_throttling());
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let after = BatchWriteApi::batch_put(&client, &table, &refs).await;
+    assert_eq!(after.unwrap(), Vec::<usize>::new());
+    assert_same_items(&upstream.scan(&table).await, &batch);
+}
+
+#[tokio::test]
+async fn a_bad_configuration_or_upstream_is_refused() {
+    let too_much = only(|c| {
+        c.throttling = 0.8;
+        c.internal_error = 0.8;
+    });
+    let err = FaultProxy::start("http://127.0.0.1:1", too_much)
+        .await
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("add up to"), "{err}");
+    let err = FaultProxy::start("https://example.com", FaultConfig::default())
+        .await
+        .err()
+        .expect("refused");
+    assert!(err.to_string().contains("not an http:// URL"), "{err}");
+}

@@ -1,0 +1,232 @@
+//! Shared by the proxy tests: an in-process DynamoDB-compatible server, a
+//! table of the test's own, items of known size, and reading them back.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use sql2ddb_core::{check_item, AttrValue, Item, KeyAttr, MappedItem};
+use sql2ddb_dynamo::{
+    connect, ensure_table, BatchWriter, Client, Endpoint, LocalDynamo, WriteOutcome,
+};
+
+/// A name no other test uses.
+pub fn unique(prefix: &str) -> String {
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The tables' keys: `PK` (S), `SK` (S).
+pub fn keys() -> Vec<KeyAttr> {
+    ["PK", "SK"]
+        .into_iter()
+        .map(|name| KeyAttr {
+            name: name.into(),
+            kind: "S".into(),
+        })
+        .collect()
+}
+
+/// A server in this process, with a client that talks to it directly.
+pub struct Upstream {
+    pub local: LocalDynamo,
+    pub client: Client,
+}
+
+impl Upstream {
+    pub async fn start() -> Upstream {
+        let local = LocalDynamo::start(None).await.unwrap();
+        let client = client(local.url()).await;
+        Upstream { local, client }
+    }
+
+    /// Creates a table of the test's own and returns its name.
+    pub async fn table(&self, prefix: &str) -> String {
+        let name = unique(prefix);
+        ensure_table(&self.client, &name, &keys(), true)
+            .await
+            .unwrap();
+        name
+    }
+
+    /// Every item of `table`, by partition key.
+    pub async fn scan(&self, table: &str) -> BTreeMap<String, Item> {
+        let mut out = BTreeMap::new();
+        let mut start = None;
+        loop {
+            let page = self
+                .client
+                .scan()
+                .table_name(table)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .unwrap();
+            for raw in page.items() {
+                let item = sql2ddb_dynamo::convert::item_from_sdk(raw);
+                let AttrValue::S(pk) = &item["PK"] else {
+                    panic!("PK is not a string: {item:?}")
+                };
+                assert!(out.insert(pk.clone(), item).is_none(), "duplicate item");
+            }
+            match page.last_evaluated_key() {
+                Some(k) if !k.is_empty() => start = Some(k.clone()),
+                _ => break,
+            }
+        }
+        out
+    }
+}
+
+/// A client for `url` (the server itself or a proxy in front of it).
+pub async fn client(url: &str) -> Client {
+    connect(&Endpoint::Url(url.to_string()), Some("us-east-1")).await
+}
+
+/// Items `from..to` of a few attribute types; `pad` bytes of padding make
+/// their size known (about `pad + 60` bytes).
+pub fn items(from: usize, to: usize, pad: usize) -> Vec<MappedItem> {
+    (from..to)
+        .map(|i| {
+            let mut item = Item::new();
+            item.insert("PK".into(), AttrValue::S(format!("U#{i:07}")));
+            item.insert("SK".into(), AttrValue::S("PROFILE".into()));
+            item.insert("n".into(), AttrValue::N(format!("{}.5", i * 7)));
+            item.insert("odd".into(), AttrValue::Bool(i % 2 == 1));
+            let mut nested = BTreeMap::new();
+            nested.insert(
+                "tags".into(),
+                AttrValue::SS(vec![format!("t{}", i % 5), "all".into()]),
+            );
+            item.insert("m".into(), AttrValue::M(nested));
+            item.insert("pad".into(), AttrValue::S("x".repeat(pad + i % 7)));
+            let size = check_item(&item, &keys()).expect("a valid item");
+            MappedItem {
+                item,
+                source_key: serde_json::json!({ "id": i }),
+                size,
+            }
+        })
+        .collect()
+}
+
+/// What the items are in the table: by partition key.
+pub fn by_key(items: &[MappedItem]) -> BTreeMap<String, Item> {
+    items
+        .iter()
+        .map(|m| match &m.item["PK"] {
+            AttrValue::S(pk) => (pk.clone(), m.item.clone()),
+            other => panic!("PK is not a string: {other:?}"),
+        })
+        .collect()
+}
+
+/// Sets are unordered: compare them sorted.
+fn normalized(v: &AttrValue) -> AttrValue {
+    match v {
+        AttrValue::SS(s) | AttrValue::NS(s) => {
+            let mut s = s.clone();
+            s.sort();
+            if matches!(v, AttrValue::SS(_)) {
+                AttrValue::SS(s)
+            } else {
+                AttrValue::NS(s)
+            }
+        }
+        AttrValue::BS(s) => {
+            let mut s = s.clone();
+            s.sort();
+            AttrValue::BS(s)
+        }
+        AttrValue::L(l) => AttrValue::L(l.iter().map(normalized).collect()),
+        AttrValue::M(m) => {
+            AttrValue::M(m.iter().map(|(k, v)| (k.clone(), normalized(v))).collect())
+        }
+        other => other.clone(),
+    }
+}
+
+/// Asserts that the table holds exactly `expected`, naming the first
+/// missing, extra or different item (a full dump would be unreadable).
+pub fn assert_same_items(found: &BTreeMap<String, Item>, expected: &[MappedItem]) {
+    let expected = by_key(expected);
+    let missing: Vec<&String> = expected
+        .keys()
+        .filter(|k| !found.contains_key(*k))
+        .collect();
+    let extra: Vec<&String> = found
+        .keys()
+        .filter(|k| !expected.contains_key(*k))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "{} items missing, first {:?}",
+        missing.len(),
+        missing[0]
+    );
+    assert!(
+        extra.is_empty(),
+        "{} unexpected items, first {:?}",
+        extra.len(),
+        extra[0]
+    );
+    for (key, want) in &expected {
+        let got = &found[key];
+        let want: Item = want
+            .iter()
+            .map(|(k, v)| (k.clone(), normalized(v)))
+            .collect();
+        let got: Item = got
+            .iter()
+            .map(|(k, v)| (k.clone(), normalized(v)))
+            .collect();
+        assert_eq!(got, want, "item {key} differs");
+    }
+}
+
+/// Writes `items` in batches of `batch` with `tasks` concurrent tasks calling
+/// `write`, and adds up the outcomes.
+pub async fn write_all(
+    writer: Arc<BatchWriter<Client>>,
+    items: Vec<MappedItem>,
+    batch: usize,
+    tasks: usize,
+) -> WriteOutcome {
+    let batches: Vec<Vec<MappedItem>> = items.chunks(batch).map(<[_]>::to_vec).collect();
+    let queue = Arc::new(std::sync::Mutex::new(batches));
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..tasks {
+        let (writer, queue) = (writer.clone(), queue.clone());
+        set.spawn(async move {
+            let mut total = WriteOutcome::default();
+            loop {
+                let next = queue.lock().unwrap().pop();
+                let Some(batch) = next else { break };
+                let out = writer.write(batch).await;
+                total.written += out.written;
+                total.retries += out.retries;
+                total.throttled += out.throttled;
+                total.write_units += out.write_units;
+                total.rejected.extend(out.rejected);
+                total.failed.extend(out.failed);
+            }
+            total
+        });
+    }
+    let mut total = WriteOutcome::default();
+    while let Some(joined) = set.join_next().await {
+        let out = joined.unwrap();
+        total.written += out.written;
+        total.retries += out.retries;
+        total.throttled += out.throttled;
+        total.write_units += out.write_units;
+        total.rejected.extend(out.rejected);
+        total.failed.extend(out.failed);
+    }
+    total
+}
