@@ -61,9 +61,19 @@ struct RunArgs {
     /// Where run directories (rejects file, report, local data) are created.
     #[arg(long, default_value = "sql2ddb-runs")]
     runs_dir: PathBuf,
-    /// Concurrent writers (default: the mapping's [writer] concurrency, else 8).
+    /// Most BatchWriteItem calls in flight (default: the mapping's [writer]
+    /// concurrency, else 8). It adapts to throttling within [1, N] unless
+    /// --fixed-concurrency is given.
     #[arg(long)]
     concurrency: Option<usize>,
+    /// Keep concurrency at --concurrency instead of adapting to throttling.
+    #[arg(long)]
+    fixed_concurrency: bool,
+    /// Cap on write units per second for this process, counted as DynamoDB
+    /// bills them (1 KB rounding per item, each GSI counted). With several
+    /// workers, give each its share of the table's budget.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    max_wcu: Option<u64>,
     /// Rows per source page, for every entity.
     #[arg(long)]
     page_size: Option<usize>,
@@ -165,6 +175,8 @@ async fn run(args: RunArgs) -> u8 {
         read_parallelism: args.read_parallelism,
         source_connections: args.source_connections.max(1),
         dry_run: args.dry_run,
+        max_wcu: args.max_wcu,
+        fixed_concurrency: args.fixed_concurrency,
         ..RunOptions::default()
     };
     let progress = RunProgress::new();

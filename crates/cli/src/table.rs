@@ -106,6 +106,22 @@ pub fn render(r: &RunReport) -> String {
         out.push_str(" (created)");
     }
     out.push('\n');
+    let w = &r.writer;
+    if w.max_concurrency > 0 {
+        out.push_str(&format!(
+            "writers: {} concurrency {} (lowest {}, {} decreases), {} throttled calls, {} retries",
+            if w.adaptive { "adaptive" } else { "fixed" },
+            w.max_concurrency,
+            w.min_concurrency,
+            w.decreases,
+            thousands(w.throttled),
+            thousands(r.totals.retries),
+        ));
+        if let Some(cap) = w.max_wcu {
+            out.push_str(&format!(", capped at {cap} WCU/s"));
+        }
+        out.push('\n');
+    }
     if let Some(f) = &r.local_data_file {
         out.push_str(&format!("local DynamoDB data: {f}\n"));
     }

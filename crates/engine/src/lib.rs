@@ -11,5 +11,5 @@ pub mod run;
 pub use check::{check, CheckSummary};
 pub use error::{EngineError, ErrorKind};
 pub use progress::{EntityProgress, RunProgress};
-pub use report::{EntityReport, RunReport, RunStatus};
+pub use report::{EntityReport, RunReport, RunStatus, WriterReport};
 pub use run::{run, RunOptions};

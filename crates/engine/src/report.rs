@@ -67,6 +67,29 @@ impl EntityReport {
     }
 }
 
+/// How the writers behaved: concurrency and capacity.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct WriterReport {
+    /// Whether concurrency adapted to throttling (AIMD) or stayed fixed.
+    pub adaptive: bool,
+    /// Most calls in flight allowed.
+    pub max_concurrency: usize,
+    /// Calls in flight allowed at the end.
+    pub final_concurrency: usize,
+    /// Lowest limit reached (it falls on throttling).
+    pub min_concurrency: usize,
+    /// Times the limit was halved.
+    pub decreases: u64,
+    /// Times the limit grew by one.
+    pub increases: u64,
+    /// Calls that were throttled or returned unprocessed items.
+    pub throttled: u64,
+    /// The write-unit cap per second, if any.
+    pub max_wcu: Option<u64>,
+    /// Seconds writers waited for capacity under the cap (summed over writers).
+    pub capacity_wait_seconds: f64,
+}
+
 /// The report of one run, printed as a table or as one JSON object.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
@@ -93,6 +116,8 @@ pub struct RunReport {
     pub entities: Vec<EntityReport>,
     /// Sums over all entities (seconds: the whole run).
     pub totals: EntityReport,
+    /// Concurrency and capacity of the writers.
+    pub writer: WriterReport,
     /// The error that stopped the run, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -8,10 +8,12 @@ use sql2ddb_core::{
     Reject, Row, SqlValue,
 };
 
-use crate::convert::{convert, convert_formatted, ConvOpts};
+use crate::convert::{convert, convert_formatted, in_zone, ConvOpts};
+use crate::embed::{BoundEmbed, ChildRows, ChildShape};
 use crate::error::{Location, MappingError};
-use crate::plan::{AttrKind, Entity, Plan};
-use crate::spec::KeyType;
+use crate::gsi::{check_index_keys, index_keys, IndexKey};
+use crate::plan::{AttrDef, AttrKind, Entity, Plan};
+use crate::spec::{Invalid, KeyType, Nulls};
 use crate::template::{BoundPart, BoundTemplate, Part, Template};
 
 /// An entity bound to its source's columns: maps rows to items with no lookups by name.
@@ -30,10 +32,16 @@ pub struct BoundEntity {
     key_columns: Vec<(String, usize)>,
     /// Columns shown in rejects (all but excluded ones).
     visible: Vec<(String, usize)>,
+    /// `[[entity.embed]]`, bound to their sources' columns.
+    embeds: Vec<BoundEmbed>,
+    /// Key attributes of the table's indexes, checked when an item has them.
+    index_keys: Vec<IndexKey>,
+    /// `[source] timezone`: the zone of zone-less timestamps.
+    zone: Option<chrono_tz::Tz>,
 }
 
 #[derive(Debug, Clone)]
-struct BoundKey {
+pub(crate) struct BoundKey {
     attr: String,
     kind: KeyType,
     template: BoundTemplate,
@@ -42,11 +50,12 @@ struct BoundKey {
     role: &'static str,
 }
 
+/// One attribute of an item (or of an embedded child's map) and where its value comes from.
 #[derive(Debug, Clone)]
-struct Field {
-    attr: String,
+pub(crate) struct Field {
+    pub attr: String,
     /// The source column, for rejects.
-    column: Option<String>,
+    pub column: Option<String>,
     value: FieldValue,
 }
 
@@ -59,6 +68,10 @@ enum FieldValue {
     },
     Literal(AttrValue),
     Render(BoundTemplate),
+    /// A template filling an index key: rendered into the key's type, and
+    /// left out when one of its columns is NULL (the item is then not in
+    /// that index, a sparse index) instead of rejecting the row.
+    RenderKey(BoundKey),
 }
 
 /// SQL types a `format` may be applied to (an empty type: the source could not tell).
@@ -67,27 +80,94 @@ fn is_timestamp_type(sql_type: &str) -> bool {
     t.is_empty() || t.contains("timestamp") || t.contains("datetime")
 }
 
-struct Binder<'a> {
-    entity: &'a Entity,
-    columns: &'a [Column],
+/// Resolves the column names of one entity, embed or pointer against the columns its source returns.
+pub(crate) struct Binder<'a> {
+    /// The entity name in messages (`order`, or `order.lines` for an embed).
+    pub entity: &'a str,
+    pub columns: &'a [Column],
     /// Usable columns by name.
-    index: HashMap<&'a str, usize>,
-    excluded: HashSet<&'a str>,
-    available: Vec<String>,
+    pub index: HashMap<&'a str, usize>,
+    pub excluded: HashSet<&'a str>,
+    pub available: Vec<String>,
+    /// `invalid` of attributes that do not set their own.
+    pub invalid: Invalid,
+    /// `[source] timezone`, for zone-less timestamps.
+    pub zone: Option<chrono_tz::Tz>,
 }
 
 impl<'a> Binder<'a> {
-    fn error(&self, at: &Location, column: Option<&str>, message: String) -> MappingError {
+    /// A binder over `columns` minus `exclude`, which must all be columns; `at`
+    /// is the place of the entity (or embed) for errors about the whole row.
+    /// Also returns every column by name, excluded ones included.
+    pub(crate) fn new(
+        entity: &'a str,
+        at: &Location,
+        columns: &'a [Column],
+        exclude: &'a [(String, Location)],
+    ) -> Result<(Binder<'a>, HashMap<&'a str, usize>), MappingError> {
+        let excluded: HashSet<&str> = exclude.iter().map(|(c, _)| c.as_str()).collect();
+        let mut index = HashMap::with_capacity(columns.len());
+        let mut available = Vec::with_capacity(columns.len());
+        let mut all = HashMap::with_capacity(columns.len());
+        let mut duplicate = None;
+        for (i, c) in columns.iter().enumerate() {
+            if all.insert(c.name.as_str(), i).is_some() {
+                duplicate.get_or_insert(c.name.as_str());
+            }
+            if !excluded.contains(c.name.as_str()) {
+                index.insert(c.name.as_str(), i);
+                available.push(c.name.clone());
+            }
+        }
+        let b = Binder {
+            entity,
+            columns,
+            index,
+            excluded,
+            available,
+            invalid: Invalid::default(),
+            zone: None,
+        };
+        if let Some(name) = duplicate {
+            return Err(b.error(
+                at,
+                Some(name),
+                format!("the source returns two columns named {name:?}: alias one of them"),
+            ));
+        }
+        for (name, at) in exclude {
+            if !all.contains_key(name.as_str()) {
+                return Err(b.error(
+                    at,
+                    Some(name),
+                    format!("exclude names column {name:?}, which the source does not return"),
+                ));
+            }
+        }
+        Ok((b, all))
+    }
+
+    pub(crate) fn error(
+        &self,
+        at: &Location,
+        column: Option<&str>,
+        message: String,
+    ) -> MappingError {
         MappingError::Bind {
             at: at.clone(),
-            entity: self.entity.name.clone(),
+            entity: self.entity.to_string(),
             column: column.map(str::to_string),
             available: self.available.clone().into_boxed_slice(),
             message,
         }
     }
 
-    fn column(&self, name: &str, at: &Location, used_in: &str) -> Result<usize, MappingError> {
+    pub(crate) fn column(
+        &self,
+        name: &str,
+        at: &Location,
+        used_in: &str,
+    ) -> Result<usize, MappingError> {
         if let Some(&i) = self.index.get(name) {
             return Ok(i);
         }
@@ -129,7 +209,7 @@ impl<'a> Binder<'a> {
         })
     }
 
-    fn key(
+    pub(crate) fn key(
         &self,
         t: &Template,
         attr: &KeyAttr,
@@ -154,56 +234,32 @@ impl Entity {
     /// Binds the entity to the columns its source returns, in order, and the
     /// keyset key columns actually used. Every column name in the mapping is
     /// resolved here, so [`BoundEntity::map_row`] does no lookups by name.
+    ///
+    /// An entity with `[[entity.embed]]` is bound with
+    /// [`Entity::bind_with_children`] instead.
     pub fn bind(
         &self,
         plan: &Plan,
         columns: &[Column],
         key: &[String],
     ) -> Result<BoundEntity, MappingError> {
+        self.bind_with_children(plan, columns, key, &[])
+    }
+
+    /// Binds the entity and its embeds: `children` holds, for each of
+    /// [`Entity::embeds`] in order, the columns its source returns (and its
+    /// own nested embeds' shapes).
+    pub fn bind_with_children(
+        &self,
+        plan: &Plan,
+        columns: &[Column],
+        key: &[String],
+        children: &[ChildShape],
+    ) -> Result<BoundEntity, MappingError> {
         let def = &self.def;
-        let excluded: HashSet<&str> = def.exclude.iter().map(|(c, _)| c.as_str()).collect();
-        let mut index = HashMap::with_capacity(columns.len());
-        let mut available = Vec::with_capacity(columns.len());
-        let mut all = HashMap::with_capacity(columns.len());
-        for (i, c) in columns.iter().enumerate() {
-            if all.insert(c.name.as_str(), i).is_some() {
-                let b = Binder {
-                    entity: self,
-                    columns,
-                    index,
-                    excluded,
-                    available,
-                };
-                return Err(b.error(
-                    &def.at,
-                    Some(&c.name),
-                    format!(
-                        "the source returns two columns named {:?}: alias one of them",
-                        c.name
-                    ),
-                ));
-            }
-            if !excluded.contains(c.name.as_str()) {
-                index.insert(c.name.as_str(), i);
-                available.push(c.name.clone());
-            }
-        }
-        let b = Binder {
-            entity: self,
-            columns,
-            index,
-            excluded,
-            available,
-        };
-        for (name, at) in &def.exclude {
-            if !all.contains_key(name.as_str()) {
-                return Err(b.error(
-                    at,
-                    Some(name),
-                    format!("exclude names column {name:?}, which the source does not return"),
-                ));
-            }
-        }
+        let (mut b, all) = Binder::new(&self.name, &def.at, columns, &def.exclude)?;
+        b.invalid = def.invalid;
+        b.zone = plan.source.timezone;
         let key_at = def.key_at.as_ref().unwrap_or(&def.at);
         let key_columns = key
             .iter()
@@ -234,35 +290,91 @@ impl Entity {
             (Some(t), Some(attr)) => Some(b.key(t, attr, "sk")?),
             _ => None,
         };
-        let default_opts = ConvOpts {
-            nulls: def.nulls,
-            ..ConvOpts::default()
-        };
-        let overridden: HashSet<&str> = def.attributes.iter().map(|a| a.name.as_str()).collect();
-        let mut fields: Vec<Field> = columns
+        let index_keys = index_keys(&plan.target.gsis, &keys);
+        let fields = b.fields(def.nulls, &def.attributes, true, &index_keys)?;
+        let embeds = crate::embed::bind_embeds(&b, &self.embeds, key, children, &def.at)?;
+        let visible = columns
             .iter()
             .enumerate()
-            .filter(|(_, c)| {
-                !b.excluded.contains(c.name.as_str()) && !overridden.contains(c.name.as_str())
-            })
-            .map(|(idx, c)| Field {
-                attr: c.name.clone(),
-                column: Some(c.name.clone()),
-                value: FieldValue::Copy {
-                    idx,
-                    opts: default_opts,
-                    formatted: false,
-                },
-            })
+            .filter(|(_, c)| !b.excluded.contains(c.name.as_str()))
+            .map(|(i, c)| (c.name.clone(), i))
             .collect();
-        for a in &def.attributes {
+        Ok(BoundEntity {
+            name: self.name.clone(),
+            width: columns.len(),
+            keys,
+            pk,
+            sk,
+            fields,
+            key_columns,
+            visible,
+            embeds,
+            index_keys,
+            zone: plan.source.timezone,
+        })
+    }
+}
+
+impl Binder<'_> {
+    /// The attributes of a row: every usable column copied under its own name
+    /// (when `copy_columns`), then `attributes`, which override same-named
+    /// columns. A template filling an index key renders into the key's type,
+    /// as pk/sk do, and is left out when one of its columns is NULL.
+    pub(crate) fn fields(
+        &self,
+        nulls: Nulls,
+        attributes: &[AttrDef],
+        copy_columns: bool,
+        index_keys: &[IndexKey],
+    ) -> Result<Vec<Field>, MappingError> {
+        let default_opts = ConvOpts {
+            nulls,
+            invalid: self.invalid,
+            zone: self.zone,
+            ..ConvOpts::default()
+        };
+        let overridden: HashSet<&str> = attributes.iter().map(|a| a.name.as_str()).collect();
+        let mut fields: Vec<Field> = if copy_columns {
+            self.columns
+                .iter()
+                .enumerate()
+                .filter(|(_, c)| {
+                    !self.excluded.contains(c.name.as_str())
+                        && !overridden.contains(c.name.as_str())
+                })
+                .map(|(idx, c)| Field {
+                    attr: c.name.clone(),
+                    column: Some(c.name.clone()),
+                    value: FieldValue::Copy {
+                        idx,
+                        opts: default_opts,
+                        formatted: false,
+                    },
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for a in attributes {
             let used_in = format!("attribute {:?}", a.name);
+            let index_key = index_keys
+                .iter()
+                .find(|k| k.attr.name == a.name);
             let (column, value) = match &a.kind {
+                AttrKind::Template(t) if index_key.is_some() && t.single_column().is_none() => {
+                    let k = index_key.expect("checked");
+                    let role = if k.partition { "index pk" } else { "index sk" };
+                    let key = self.key(t, &k.attr, role)?;
+                    (
+                        key.template.source_column.clone(),
+                        FieldValue::RenderKey(key),
+                    )
+                }
                 AttrKind::Template(t) => {
                     if let Some(lit) = t.literal() {
                         (None, FieldValue::Literal(AttrValue::S(lit)))
                     } else if let Some(col) = t.single_column() {
-                        let idx = b.column(
+                        let idx = self.column(
                             col,
                             &t.placeholders().next().expect("one placeholder").at,
                             &used_in,
@@ -276,7 +388,7 @@ impl Entity {
                             },
                         )
                     } else {
-                        let bt = b.template(t, &format!("{used_in} template"))?;
+                        let bt = self.template(t, &format!("{used_in} template"))?;
                         (bt.source_column.clone(), FieldValue::Render(bt))
                     }
                 }
@@ -285,12 +397,14 @@ impl Entity {
                     at,
                     format,
                     numeric_as,
+                    kind,
+                    invalid,
                 } => {
-                    let idx = b.column(column, at, &used_in)?;
+                    let idx = self.column(column, at, &used_in)?;
                     if let Some((_, fat)) = format {
-                        let sql_type = &b.columns[idx].sql_type;
+                        let sql_type = &self.columns[idx].sql_type;
                         if !is_timestamp_type(sql_type) {
-                            return Err(b.error(
+                            return Err(self.error(
                                 fat,
                                 Some(column),
                                 format!("{used_in} has a format, but column {column:?} is {sql_type}, not a timestamp"),
@@ -300,7 +414,10 @@ impl Entity {
                     let opts = ConvOpts {
                         format: format.as_ref().map(|f| f.0).unwrap_or_default(),
                         numeric_as: *numeric_as,
-                        nulls: def.nulls,
+                        nulls,
+                        invalid: invalid.unwrap_or(self.invalid),
+                        kind: *kind,
+                        zone: self.zone,
                     };
                     (
                         Some(column.clone()),
@@ -318,27 +435,56 @@ impl Entity {
                 value,
             });
         }
-        let visible = columns
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| !b.excluded.contains(c.name.as_str()))
-            .map(|(i, c)| (c.name.clone(), i))
-            .collect();
-        Ok(BoundEntity {
-            name: self.name.clone(),
-            width: columns.len(),
-            keys,
-            pk,
-            sk,
-            fields,
-            key_columns,
-            visible,
-        })
+        Ok(fields)
     }
 }
 
+/// Adds the values of `fields` for `row` to `item`; the error names the
+/// column at fault (when one is) and the reason.
+pub(crate) fn map_fields(
+    fields: &[Field],
+    row: &[SqlValue],
+    item: &mut Item,
+) -> Result<(), (Option<String>, String)> {
+    for f in fields {
+        let col = || f.column.clone();
+        let value = match &f.value {
+            FieldValue::Copy {
+                idx,
+                opts,
+                formatted: false,
+            } => convert(&row[*idx], opts).map_err(|r| (col(), r)),
+            FieldValue::Copy {
+                idx,
+                opts,
+                formatted: true,
+            } => convert_formatted(&row[*idx], opts).map_err(|r| (col(), r)),
+            FieldValue::Literal(v) => Ok(Some(v.clone())),
+            FieldValue::Render(t) => t
+                .render(row, &format!("attribute {}", f.attr))
+                .map(|s| Some(AttrValue::S(s)))
+                .map_err(|(c, r)| (Some(c), r)),
+            FieldValue::RenderKey(k) if k.reads_null(row) => Ok(None),
+            FieldValue::RenderKey(k) => k.value(row).map(Some),
+        };
+        if let Some(v) = value? {
+            item.insert(f.attr.clone(), v);
+        }
+    }
+    Ok(())
+}
+
 impl BoundKey {
-    fn value(&self, row: &[SqlValue]) -> Result<AttrValue, (Option<String>, String)> {
+    /// Whether a column the template reads is NULL in `row`.
+    fn reads_null(&self, row: &[SqlValue]) -> bool {
+        self.template
+            .parts
+            .iter()
+            .any(|p| matches!(p, BoundPart::Col { idx, .. } if row[*idx].is_null()))
+    }
+
+    /// The key attribute's value for a row.
+    pub(crate) fn value(&self, row: &[SqlValue]) -> Result<AttrValue, (Option<String>, String)> {
         if let (KeyType::B, Some(idx)) = (self.kind, self.single) {
             if let SqlValue::Bytes(b) = &row[idx] {
                 return Ok(AttrValue::B(b.clone()));
@@ -373,9 +519,28 @@ impl BoundEntity {
     /// Maps one source row (values in the order of the bound columns) to an
     /// item checked against DynamoDB's limits, or to a [`Reject`] that names
     /// the entity, the row's key, the column at fault and the reason.
+    ///
+    /// For an entity with embeds use [`BoundEntity::map_row_with_children`]:
+    /// here the row is rejected, since its children were not read.
     // The signature is the engine's contract; a reject is the rare path.
     #[allow(clippy::result_large_err)]
     pub fn map_row(&self, row: &Row) -> Result<MappedItem, Reject> {
+        self.map_row_with_children(row, &ChildRows::default())
+    }
+
+    /// Maps one source row with the child rows of each of its embeds (in
+    /// embed order; see [`ChildRows`]). Children are converted by the same
+    /// rules as the row; `as = "list"` gives a list of maps in the children's
+    /// order (the source reads them in `order_by` order), `as = "map"` a map
+    /// keyed by the text of `map_key`. An item pushed over 400 KB by its
+    /// children is rejected whole, the reason naming each embed and its
+    /// child count, never truncated.
+    #[allow(clippy::result_large_err)]
+    pub fn map_row_with_children(
+        &self,
+        row: &Row,
+        children: &ChildRows,
+    ) -> Result<MappedItem, Reject> {
         if row.len() != self.width {
             return Err(self.reject(
                 row,
@@ -387,45 +552,74 @@ impl BoundEntity {
                 ),
             ));
         }
+        if children.embeds.len() != self.embeds.len() {
+            return Err(self.reject(
+                row,
+                None,
+                format!(
+                    "row came with the children of {} embeds, the entity has {}",
+                    children.embeds.len(),
+                    self.embeds.len()
+                ),
+            ));
+        }
+        // Keys and attributes see zone-less timestamps already in UTC; rejects
+        // and the source key keep the row as read.
+        let localized = self.localize(row);
+        let values = localized.as_ref().unwrap_or(row);
         let mut item = Item::new();
         for key in std::iter::once(&self.pk).chain(&self.sk) {
-            let v = key.value(row).map_err(|(c, r)| self.reject(row, c, r))?;
+            let v = key.value(values).map_err(|(c, r)| self.reject(row, c, r))?;
             item.insert(key.attr.clone(), v);
         }
-        for f in &self.fields {
-            let col = || f.column.clone();
-            let value = match &f.value {
-                FieldValue::Copy {
-                    idx,
-                    opts,
-                    formatted: false,
-                } => convert(&row[*idx], opts).map_err(|r| (col(), r)),
-                FieldValue::Copy {
-                    idx,
-                    opts,
-                    formatted: true,
-                } => convert_formatted(&row[*idx], opts).map_err(|r| (col(), r)),
-                FieldValue::Literal(v) => Ok(Some(v.clone())),
-                FieldValue::Render(t) => t
-                    .render(row, &format!("attribute {}", f.attr))
-                    .map(|s| Some(AttrValue::S(s)))
-                    .map_err(|(c, r)| (Some(c), r)),
-            };
-            match value {
-                Ok(Some(v)) => {
-                    item.insert(f.attr.clone(), v);
-                }
-                Ok(None) => {}
-                Err((column, reason)) => return Err(self.reject(row, column, reason)),
-            }
+        map_fields(&self.fields, values, &mut item).map_err(|(c, r)| self.reject(row, c, r))?;
+        for (embed, rows) in self.embeds.iter().zip(&children.embeds) {
+            let v = embed.value(rows).map_err(|(c, r)| self.reject(row, c, r))?;
+            item.insert(embed.name().to_string(), v);
         }
-        let size = check_item(&item, &self.keys)
-            .map_err(|p| self.reject(row, self.problem_column(&p), p.to_string()))?;
+        let size = check_item(&item, &self.keys).map_err(|p| {
+            let mut reason = p.to_string();
+            if matches!(p, ItemProblem::TooLarge { .. }) {
+                reason.push_str(&crate::embed::describe_sizes(&self.embeds, &item, children));
+            }
+            self.reject(row, self.problem_column(&p), reason)
+        })?;
+        check_index_keys(&item, &self.index_keys)
+            .map_err(|(attr, reason)| self.reject(row, self.attr_column(&attr), reason))?;
         Ok(MappedItem {
             item,
             source_key: self.key_of(row),
             size,
         })
+    }
+
+    /// The row with its zone-less timestamps taken in `[source] timezone` and
+    /// made UTC (a local time that never occurs becomes invalid); `None` when
+    /// there is no zone or nothing to change.
+    fn localize(&self, row: &Row) -> Option<Row> {
+        let zone = self.zone?;
+        if !row.iter().any(|v| matches!(v, SqlValue::Timestamp(_))) {
+            return None;
+        }
+        Some(
+            row.iter()
+                .map(|v| match v {
+                    SqlValue::Timestamp(ts) => match in_zone(ts, Some(zone)) {
+                        Ok(utc) => SqlValue::TimestampTz(utc),
+                        Err(reason) => SqlValue::Invalid(reason),
+                    },
+                    other => other.clone(),
+                })
+                .collect(),
+        )
+    }
+
+    /// The source column behind an attribute, when one column is.
+    fn attr_column(&self, attr: &str) -> Option<String> {
+        self.fields
+            .iter()
+            .find(|f| f.attr == attr)
+            .and_then(|f| f.column.clone())
     }
 
     /// The row's source key: `{"column": value, …}` over the keyset key columns.
@@ -468,11 +662,9 @@ impl BoundEntity {
                 .chain(&self.sk)
                 .find(|k| &k.attr == attr)
                 .and_then(|k| k.template.source_column.clone()),
-            ItemProblem::TooDeep { attr, .. } | ItemProblem::EmptySet { attr } => self
-                .fields
-                .iter()
-                .find(|f| &f.attr == attr)
-                .and_then(|f| f.column.clone()),
+            ItemProblem::TooDeep { attr, .. } | ItemProblem::EmptySet { attr } => {
+                self.attr_column(attr)
+            }
             _ => None,
         }
     }

@@ -8,17 +8,26 @@ use std::path::Path;
 use serde_spanned::Spanned;
 use sql2ddb_core::{normalize_number, redact_url, KeyAttr};
 
+use crate::embed::Embed;
 use crate::env::{expand, ExpandError};
 use crate::error::{Location, MappingError, SourceMap};
-use crate::spec::{KeyType, Nulls, NumericAs, RawAttr, RawEntity, RawSpec, TimeFormat};
+use crate::gsi::{Billing, Gsi};
+use crate::pointer::Pointer;
+use crate::spec::{
+    AttrType, Invalid, KeyType, Nulls, NumericAs, RawAttr, RawEntity, RawSpec, TimeFormat,
+};
 use crate::template::Template;
 
 /// Rows per keyset page when neither the source nor the entity says.
 pub const DEFAULT_PAGE_SIZE: usize = 5000;
 /// Concurrent writer tasks when `[writer]` does not say.
 pub const DEFAULT_CONCURRENCY: usize = 8;
+/// Calls per 25-item chunk before its items fail, when `[writer]` does not say.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 12;
 /// Most concurrent writer tasks a mapping may ask for.
 pub const MAX_CONCURRENCY: usize = 256;
+/// Most concurrent segments an entity may be read with (`read_parallelism`).
+pub const MAX_READ_PARALLELISM: u32 = 64;
 /// The only mapping spec version.
 pub const SPEC_VERSION: i64 = 1;
 
@@ -33,6 +42,8 @@ pub struct Plan {
     pub writer: WriterSpec,
     /// `[[entity]]`, in file order.
     pub entities: Vec<Entity>,
+    /// `[[pointer]]`, in file order.
+    pub(crate) pointers: Vec<Pointer>,
     file: String,
 }
 
@@ -43,6 +54,14 @@ pub struct SourceSpec {
     pub url: String,
     /// Rows per keyset page (default 5000).
     pub page_size: usize,
+    /// `read_parallelism`: segments each entity's key range is cut into and
+    /// read concurrently, 1..=64; `None` lets the reader choose from the
+    /// table's size.
+    pub read_parallelism: Option<u32>,
+    /// `timezone`: the IANA zone that zone-less timestamps (`DATETIME`,
+    /// `timestamp without time zone`) are taken in before they are written as
+    /// UTC; `None` = they already are UTC.
+    pub timezone: Option<chrono_tz::Tz>,
 }
 
 impl fmt::Debug for SourceSpec {
@@ -50,6 +69,8 @@ impl fmt::Debug for SourceSpec {
         f.debug_struct("SourceSpec")
             .field("url", &redact_url(&self.url))
             .field("page_size", &self.page_size)
+            .field("read_parallelism", &self.read_parallelism)
+            .field("timezone", &self.timezone)
             .finish()
     }
 }
@@ -69,13 +90,28 @@ pub struct TargetSpec {
     pub pk: KeyAttr,
     /// Sort key, if the table has one.
     pub sk: Option<KeyAttr>,
+    /// `[[target.gsi]]`: global secondary indexes, in file order.
+    pub gsis: Vec<Gsi>,
+    /// `billing`: how a created table is billed (default on-demand).
+    pub billing: Billing,
 }
 
 /// `[writer]`: how the items are written.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WriterSpec {
-    /// Concurrent writer tasks, 1..=256 (default 8).
+    /// Most `BatchWriteItem` calls in flight, 1..=256 (default 8).
     pub concurrency: usize,
+    /// Whether concurrency adapts to throttling (additive increase,
+    /// multiplicative decrease within `[1, concurrency]`); `false` keeps it
+    /// fixed. Default `true`.
+    pub adaptive: bool,
+    /// Cap on write units per second for this process (`max_wcu`), counted
+    /// as DynamoDB bills them; `None` = no cap.
+    pub max_wcu: Option<u64>,
+    /// Calls per 25-item chunk before its items fail (`max_attempts`, default 12).
+    pub max_attempts: u32,
+    /// Time budget of a chunk's retries in seconds (`retry_seconds`); `None` = attempts only.
+    pub retry_seconds: Option<u64>,
 }
 
 /// Where an entity's rows come from.
@@ -98,7 +134,11 @@ pub struct Entity {
     pub key: Option<Vec<String>>,
     /// Rows per page for this entity, when it overrides `[source]`.
     pub page_size: Option<usize>,
+    /// Concurrent segments for this entity, when it overrides `[source]`.
+    pub read_parallelism: Option<u32>,
     pub(crate) def: EntityDef,
+    /// `[[entity.embed]]`: child rows nested into each item.
+    pub(crate) embeds: Vec<Embed>,
 }
 
 /// The parts of an entity only binding needs.
@@ -112,6 +152,8 @@ pub(crate) struct EntityDef {
     pub sk: Option<Template>,
     pub exclude: Vec<(String, Location)>,
     pub nulls: Nulls,
+    /// `invalid`: the default of the entity's attributes.
+    pub invalid: Invalid,
     pub attributes: Vec<AttrDef>,
 }
 
@@ -130,6 +172,10 @@ pub(crate) enum AttrKind {
         at: Location,
         format: Option<(TimeFormat, Location)>,
         numeric_as: NumericAs,
+        /// `type`: the DynamoDB type to write, whatever the column's.
+        kind: Option<AttrType>,
+        /// `invalid`; `None` takes the entity's.
+        invalid: Option<Invalid>,
     },
 }
 
@@ -163,12 +209,23 @@ impl Plan {
     pub fn file(&self) -> &str {
         &self.file
     }
+
+    /// `[[pointer]]` items, in file order; bind each with [`Pointer::bind`].
+    pub fn pointers(&self) -> &[Pointer] {
+        &self.pointers
+    }
 }
 
 impl Entity {
     /// Rows per keyset page: the entity's own, else the source's.
     pub fn page_size(&self, plan: &Plan) -> usize {
         self.page_size.unwrap_or(plan.source.page_size)
+    }
+
+    /// Concurrent read segments: the entity's own, else the source's; `None`
+    /// when neither says (the reader then chooses from the table's size).
+    pub fn read_parallelism(&self, plan: &Plan) -> Option<u32> {
+        self.read_parallelism.or(plan.source.read_parallelism)
     }
 
     /// The partition key template as written.
@@ -185,15 +242,21 @@ impl Entity {
     pub fn excluded(&self) -> impl Iterator<Item = &str> {
         self.def.exclude.iter().map(|(c, _)| c.as_str())
     }
+
+    /// `[[entity.embed]]`: what to read for each page of this entity's rows,
+    /// in file order (bind them with [`Entity::bind_with_children`]).
+    pub fn embeds(&self) -> &[Embed] {
+        &self.embeds
+    }
 }
 
-struct Loader<'a, 'e> {
-    sm: &'a SourceMap<'a>,
+pub(crate) struct Loader<'a, 'e> {
+    pub(crate) sm: &'a SourceMap<'a>,
     env: &'e dyn Fn(&str) -> Option<String>,
 }
 
 impl Loader<'_, '_> {
-    fn invalid(&self, span: &Range<usize>, message: String) -> MappingError {
+    pub(crate) fn invalid(&self, span: &Range<usize>, message: String) -> MappingError {
         MappingError::Invalid {
             at: self.sm.at(span.start),
             message,
@@ -213,7 +276,11 @@ impl Loader<'_, '_> {
         })
     }
 
-    fn template(&self, span: Range<usize>, text: &str) -> Result<Template, MappingError> {
+    pub(crate) fn template(
+        &self,
+        span: Range<usize>,
+        text: &str,
+    ) -> Result<Template, MappingError> {
         Template::parse(text, &|i| self.sm.at_in_string(&span, text, i)).map_err(|e| {
             MappingError::Template {
                 at: self.sm.at_in_string(&span, text, e.offset),
@@ -223,7 +290,12 @@ impl Loader<'_, '_> {
         })
     }
 
-    fn positive(&self, v: &Spanned<i64>, what: &str, max: usize) -> Result<usize, MappingError> {
+    pub(crate) fn positive(
+        &self,
+        v: &Spanned<i64>,
+        what: &str,
+        max: usize,
+    ) -> Result<usize, MappingError> {
         let n = *v.get_ref();
         usize::try_from(n)
             .ok()
@@ -249,10 +321,42 @@ impl Loader<'_, '_> {
             Some(p) => self.positive(p, "page_size", usize::MAX)?,
             None => DEFAULT_PAGE_SIZE,
         };
+        let read_parallelism = raw
+            .source
+            .read_parallelism
+            .as_ref()
+            .map(|p| self.read_parallelism(p))
+            .transpose()?;
+        let timezone = raw
+            .source
+            .timezone
+            .as_ref()
+            .map(|z| self.timezone(z))
+            .transpose()?;
         let target = self.target(&raw)?;
         let concurrency = match raw.writer.as_ref().and_then(|w| w.concurrency.as_ref()) {
             Some(c) => self.positive(c, "writer.concurrency", MAX_CONCURRENCY)?,
             None => DEFAULT_CONCURRENCY,
+        };
+        let w = raw.writer.as_ref();
+        let max_wcu = match w.and_then(|w| w.max_wcu.as_ref()) {
+            Some(v) => Some(self.positive(v, "writer.max_wcu", 1_000_000_000)? as u64),
+            None => None,
+        };
+        let max_attempts = match w.and_then(|w| w.max_attempts.as_ref()) {
+            Some(v) => self.positive(v, "writer.max_attempts", 1000)? as u32,
+            None => DEFAULT_MAX_ATTEMPTS,
+        };
+        let retry_seconds = match w.and_then(|w| w.retry_seconds.as_ref()) {
+            Some(v) => Some(self.positive(v, "writer.retry_seconds", 86_400)? as u64),
+            None => None,
+        };
+        let writer = WriterSpec {
+            concurrency,
+            adaptive: w.and_then(|w| w.adaptive).unwrap_or(true),
+            max_wcu,
+            max_attempts,
+            retry_seconds,
         };
         if raw.entity.is_empty() {
             return Err(MappingError::MissingKey {
@@ -278,11 +382,22 @@ impl Loader<'_, '_> {
             seen.insert(entity.name.clone(), self.sm.at(name.span().start));
             entities.push(entity);
         }
+        let pointers = raw
+            .pointer
+            .iter()
+            .map(|p| self.pointer(p, &target, &entities))
+            .collect::<Result<Vec<_>, _>>()?;
         Ok(Plan {
-            source: SourceSpec { url, page_size },
+            source: SourceSpec {
+                url,
+                page_size,
+                read_parallelism,
+                timezone,
+            },
             target,
-            writer: WriterSpec { concurrency },
+            writer,
             entities,
+            pointers,
             file: self.sm.file().to_string(),
         })
     }
@@ -337,6 +452,8 @@ impl Loader<'_, '_> {
                 ));
             }
         }
+        let gsis = self.gsis(&t.gsi, &pk, sk.as_ref())?;
+        let billing = self.billing(t.billing.as_ref())?;
         Ok(TargetSpec {
             table,
             endpoint,
@@ -344,6 +461,8 @@ impl Loader<'_, '_> {
             create: t.create,
             pk,
             sk,
+            gsis,
+            billing,
         })
     }
 
@@ -358,56 +477,17 @@ impl Loader<'_, '_> {
         if name.trim().is_empty() {
             return Err(self.invalid(&e.name.span(), "entity name is empty".into()));
         }
-        let from = match (&e.from, &e.query) {
-            (Some(t), None) if t.get_ref().trim().is_empty() => {
-                return Err(self.invalid(&t.span(), "from is empty: name a table".into()))
-            }
-            (None, Some(q)) if q.get_ref().trim().is_empty() => {
-                return Err(self.invalid(&q.span(), "query is empty".into()))
-            }
-            (Some(t), None) => EntitySource::Table(t.get_ref().clone()),
-            (None, Some(q)) => EntitySource::Query(q.get_ref().clone()),
-            (Some(_), Some(q)) => {
-                return Err(self.invalid(
-                    &q.span(),
-                    format!("entity {name:?} has both from and query: keep exactly one"),
-                ))
-            }
-            (None, None) => {
-                return Err(MappingError::MissingKey {
-                    at: self.sm.at(header.start),
-                    key: "from".into(),
-                    message: format!(
-                        "entity {name:?} needs from = \"table\" or query = \"SELECT …\""
-                    ),
-                })
-            }
-        };
-        let key = match &e.key {
-            None => None,
-            Some(k) => {
-                let cols: Vec<String> = k.get_ref().iter().map(|c| c.get_ref().clone()).collect();
-                if cols.is_empty() {
-                    return Err(self.invalid(
-                        &k.span(),
-                        "key is empty: name the paging key columns".into(),
-                    ));
-                }
-                for (i, c) in k.get_ref().iter().enumerate() {
-                    if cols[..i].contains(c.get_ref()) {
-                        return Err(self.invalid(
-                            &c.span(),
-                            format!("key column {:?} is listed twice", c.get_ref()),
-                        ));
-                    }
-                }
-                Some(cols)
-            }
-        };
+        let from = self.source(&e.from, &e.query, header.start, &format!("entity {name:?}"))?;
+        let key = self.key_columns(e.key.as_ref())?;
         let page_size = e
             .page_size
             .as_ref()
             .map(|p| self.positive(p, "page_size", usize::MAX))
+            .transpose()?;
+        let read_parallelism = e
+            .read_parallelism
+            .as_ref()
+            .map(|p| self.read_parallelism(p))
             .transpose()?;
         let pk = self.key_template(&e.pk, &target.pk)?;
         let sk = match (&e.sk, &target.sk) {
@@ -433,8 +513,106 @@ impl Loader<'_, '_> {
         let key_names: Vec<&str> = std::iter::once(target.pk.name.as_str())
             .chain(target.sk.as_ref().map(|s| s.name.as_str()))
             .collect();
-        let mut attributes = Vec::with_capacity(e.attributes.len());
-        for (attr_name, value) in &e.attributes {
+        let attributes = self.attributes(&e.attributes, &key_names)?;
+        let embeds = self.embeds(&e.embed, key.as_deref(), &attributes, &key_names)?;
+        Ok(Entity {
+            name,
+            from,
+            key,
+            page_size,
+            read_parallelism,
+            def: EntityDef {
+                at: self.sm.at(header.start),
+                key_at: e.key.as_ref().map(|k| self.sm.at(k.span().start)),
+                pk,
+                sk,
+                exclude: self.exclude(&e.exclude),
+                nulls: e.nulls.unwrap_or_default(),
+                invalid: e.invalid.unwrap_or_default(),
+                attributes,
+            },
+            embeds,
+        })
+    }
+
+    /// `from = "table"` or `query = "SELECT …"`: exactly one.
+    pub(crate) fn source(
+        &self,
+        from: &Option<Spanned<String>>,
+        query: &Option<Spanned<String>>,
+        header: usize,
+        what: &str,
+    ) -> Result<EntitySource, MappingError> {
+        Ok(match (from, query) {
+            (Some(t), None) if t.get_ref().trim().is_empty() => {
+                return Err(self.invalid(&t.span(), "from is empty: name a table".into()))
+            }
+            (None, Some(q)) if q.get_ref().trim().is_empty() => {
+                return Err(self.invalid(&q.span(), "query is empty".into()))
+            }
+            (Some(t), None) => EntitySource::Table(t.get_ref().clone()),
+            (None, Some(q)) => EntitySource::Query(q.get_ref().clone()),
+            (Some(_), Some(q)) => {
+                return Err(self.invalid(
+                    &q.span(),
+                    format!("{what} has both from and query: keep exactly one"),
+                ))
+            }
+            (None, None) => {
+                return Err(MappingError::MissingKey {
+                    at: self.sm.at(header),
+                    key: "from".into(),
+                    message: format!("{what} needs from = \"table\" or query = \"SELECT …\""),
+                })
+            }
+        })
+    }
+
+    /// `key = […]`: a non-empty list of distinct columns.
+    pub(crate) fn key_columns(
+        &self,
+        key: Option<&Spanned<Vec<Spanned<String>>>>,
+    ) -> Result<Option<Vec<String>>, MappingError> {
+        Ok(match key {
+            None => None,
+            Some(k) => {
+                let cols: Vec<String> = k.get_ref().iter().map(|c| c.get_ref().clone()).collect();
+                if cols.is_empty() {
+                    return Err(self.invalid(
+                        &k.span(),
+                        "key is empty: name the paging key columns".into(),
+                    ));
+                }
+                for (i, c) in k.get_ref().iter().enumerate() {
+                    if cols[..i].contains(c.get_ref()) {
+                        return Err(self.invalid(
+                            &c.span(),
+                            format!("key column {:?} is listed twice", c.get_ref()),
+                        ));
+                    }
+                }
+                Some(cols)
+            }
+        })
+    }
+
+    /// `exclude = […]` with the place of each column.
+    pub(crate) fn exclude(&self, raw: &[Spanned<String>]) -> Vec<(String, Location)> {
+        raw.iter()
+            .map(|c| (c.get_ref().clone(), self.sm.at(c.span().start)))
+            .collect()
+    }
+
+    /// An `attributes` table (of an entity, an embed or a pointer); names in
+    /// `reserved` (the table's key attributes) are refused.
+    pub(crate) fn attributes(
+        &self,
+        raw: &std::collections::BTreeMap<Spanned<String>, Spanned<RawAttr>>,
+        reserved: &[&str],
+    ) -> Result<Vec<AttrDef>, MappingError> {
+        let key_names = reserved;
+        let mut attributes = Vec::with_capacity(raw.len());
+        for (attr_name, value) in raw {
             let n = attr_name.get_ref();
             if n.is_empty() {
                 return Err(self.invalid(&attr_name.span(), "attribute name is empty".into()));
@@ -455,6 +633,8 @@ impl Loader<'_, '_> {
                         .as_ref()
                         .map(|f| (*f.get_ref(), self.sm.at(f.span().start))),
                     numeric_as: c.numeric_as.unwrap_or_default(),
+                    kind: self.attr_type(c)?,
+                    invalid: c.invalid,
                 },
             };
             attributes.push(AttrDef {
@@ -462,29 +642,53 @@ impl Loader<'_, '_> {
                 kind,
             });
         }
-        Ok(Entity {
-            name,
-            from,
-            key,
-            page_size,
-            def: EntityDef {
-                at: self.sm.at(header.start),
-                key_at: e.key.as_ref().map(|k| self.sm.at(k.span().start)),
-                pk,
-                sk,
-                exclude: e
-                    .exclude
-                    .iter()
-                    .map(|c| (c.get_ref().clone(), self.sm.at(c.span().start)))
-                    .collect(),
-                nulls: e.nulls.unwrap_or_default(),
-                attributes,
-            },
+        Ok(attributes)
+    }
+
+    /// `read_parallelism = N`, 1..=[`MAX_READ_PARALLELISM`].
+    fn read_parallelism(&self, v: &Spanned<i64>) -> Result<u32, MappingError> {
+        let n = self.positive(v, "read_parallelism", MAX_READ_PARALLELISM as usize)?;
+        Ok(n as u32)
+    }
+
+    /// `timezone = "Europe/Paris"`: an IANA zone name.
+    fn timezone(&self, v: &Spanned<String>) -> Result<chrono_tz::Tz, MappingError> {
+        let name = v.get_ref();
+        name.parse().map_err(|_| {
+            self.invalid(
+                &v.span(),
+                format!(
+                    "timezone {name:?} is not an IANA time zone name (like \"Europe/Paris\", \"America/New_York\" or \"UTC\")"
+                ),
+            )
         })
     }
 
+    /// An attribute's `type`, refused beside the options it would contradict.
+    fn attr_type(&self, c: &crate::spec::RawAttrColumn) -> Result<Option<AttrType>, MappingError> {
+        let Some(kind) = &c.kind else {
+            return Ok(None);
+        };
+        let other = match (&c.format, &c.numeric_as) {
+            (Some(_), _) => Some("format"),
+            (None, Some(_)) => Some("numeric_as"),
+            (None, None) => None,
+        };
+        if let Some(other) = other {
+            return Err(self.invalid(
+                &kind.span(),
+                format!("type and {other} both say how the value is written: keep one"),
+            ));
+        }
+        Ok(Some(*kind.get_ref()))
+    }
+
     /// A pk/sk template, with the checks that need no columns.
-    fn key_template(&self, v: &Spanned<String>, attr: &KeyAttr) -> Result<Template, MappingError> {
+    pub(crate) fn key_template(
+        &self,
+        v: &Spanned<String>,
+        attr: &KeyAttr,
+    ) -> Result<Template, MappingError> {
         let t = self.template(v.span(), v.get_ref())?;
         if let Some(lit) = t.literal() {
             if lit.is_empty() {

@@ -11,7 +11,7 @@ use serde_spanned::Spanned;
 #[derive(Deserialize)]
 #[serde(
     deny_unknown_fields,
-    expecting = "a mapping spec (version, [source], [target], [[entity]])"
+    expecting = "a mapping spec (version, [source], [target], [[entity]], [[pointer]])"
 )]
 pub(crate) struct RawSpec {
     pub version: Spanned<i64>,
@@ -20,6 +20,8 @@ pub(crate) struct RawSpec {
     pub writer: Option<RawWriter>,
     #[serde(default)]
     pub entity: Vec<Spanned<RawEntity>>,
+    #[serde(default)]
+    pub pointer: Vec<Spanned<crate::pointer::RawPointer>>,
 }
 
 #[derive(Deserialize)]
@@ -27,6 +29,8 @@ pub(crate) struct RawSpec {
 pub(crate) struct RawSource {
     pub url: Spanned<String>,
     pub page_size: Option<Spanned<i64>>,
+    pub read_parallelism: Option<Spanned<i64>>,
+    pub timezone: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -39,6 +43,9 @@ pub(crate) struct RawTarget {
     pub create: bool,
     pub pk: Spanned<RawKey>,
     pub sk: Option<Spanned<RawKey>>,
+    #[serde(default)]
+    pub gsi: Vec<Spanned<crate::gsi::RawGsi>>,
+    pub billing: Option<Spanned<crate::gsi::RawBilling>>,
 }
 
 #[derive(Deserialize)]
@@ -74,6 +81,10 @@ impl KeyType {
 #[serde(deny_unknown_fields, expecting = "a [writer] table")]
 pub(crate) struct RawWriter {
     pub concurrency: Option<Spanned<i64>>,
+    pub adaptive: Option<bool>,
+    pub max_wcu: Option<Spanned<i64>>,
+    pub max_attempts: Option<Spanned<i64>>,
+    pub retry_seconds: Option<Spanned<i64>>,
 }
 
 #[derive(Deserialize)]
@@ -89,8 +100,12 @@ pub(crate) struct RawEntity {
     #[serde(default)]
     pub exclude: Vec<Spanned<String>>,
     pub nulls: Option<Nulls>,
+    pub invalid: Option<Invalid>,
+    pub read_parallelism: Option<Spanned<i64>>,
     #[serde(default)]
     pub attributes: BTreeMap<Spanned<String>, Spanned<RawAttr>>,
+    #[serde(default)]
+    pub embed: Vec<Spanned<crate::embed::RawEmbed>>,
 }
 
 /// What a NULL column becomes.
@@ -102,6 +117,30 @@ pub(crate) enum Nulls {
     Omit,
     /// Written as `{NULL: true}`.
     Null,
+}
+
+/// What a value the mapping cannot write (a zero date, NaN, a number beyond
+/// DynamoDB's range…) does to its row.
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Invalid {
+    /// The row is rejected, with the column and the reason.
+    #[default]
+    Reject,
+    /// The value is taken as SQL NULL (so `nulls` decides: omitted or `NULL`).
+    Null,
+}
+
+/// The DynamoDB type an attribute is written as, whatever the column's type.
+#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AttrType {
+    /// A string: the value's text form.
+    S,
+    /// A number: booleans as 1/0, numeric text parsed.
+    N,
+    /// A boolean: integers 0/1 too.
+    #[serde(rename = "BOOL")]
+    Bool,
 }
 
 /// How a timestamp column is written.
@@ -140,6 +179,9 @@ pub(crate) struct RawAttrColumn {
     pub column: Spanned<String>,
     pub format: Option<Spanned<TimeFormat>>,
     pub numeric_as: Option<NumericAs>,
+    #[serde(rename = "type")]
+    pub kind: Option<Spanned<AttrType>>,
+    pub invalid: Option<Invalid>,
 }
 
 // Hand-written rather than `#[serde(untagged)]`: untagged buffers the value

@@ -7,7 +7,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use sql2ddb_core::redact_url;
-use sql2ddb_dynamo::{connect, ensure_table, BatchWriter, Endpoint, LocalDynamo, RetryPolicy};
+use sql2ddb_dynamo::{
+    connect, ensure_table, AdaptiveConcurrency, BatchWriter, Endpoint, LocalDynamo, RetryPolicy,
+    WriteCapacityLimiter,
+};
 use sql2ddb_mapping::{BoundEntity, EntitySource, Plan};
 use sql2ddb_queue::MemoryQueue;
 use sql2ddb_source::{default_read_parallelism, From, PageQuery, Segment, Source};
@@ -18,7 +21,7 @@ pub mod write;
 use crate::error::EngineError;
 use crate::progress::{EntityProgress, RunProgress};
 use crate::rejects::RejectsFile;
-use crate::report::{EntityReport, RunReport, RunStatus};
+use crate::report::{EntityReport, RunReport, RunStatus, WriterReport};
 
 /// Default number of source connections per run (keeps the source healthy).
 pub const DEFAULT_SOURCE_CONNECTIONS: u32 = 4;
@@ -44,6 +47,10 @@ pub struct RunOptions {
     pub source_connections: u32,
     /// Overrides every entity's `read_parallelism` (segments per entity).
     pub read_parallelism: Option<u32>,
+    /// Overrides the mapping's `max_wcu`: write units per second for this process.
+    pub max_wcu: Option<u64>,
+    /// Keeps concurrency fixed instead of adapting to throttling.
+    pub fixed_concurrency: bool,
     /// Read and map everything, write nothing (no DynamoDB call at all): the
     /// source-read ceiling, and a full check of every row against the mapping.
     pub dry_run: bool,
@@ -61,6 +68,8 @@ impl Default for RunOptions {
             retry: RetryPolicy::default(),
             source_connections: DEFAULT_SOURCE_CONNECTIONS,
             read_parallelism: None,
+            max_wcu: None,
+            fixed_concurrency: false,
             dry_run: false,
         }
     }
@@ -150,6 +159,7 @@ pub async fn run(
         rejects_file: rejects.path().display().to_string(),
         entities: Vec::new(),
         totals: EntityReport::default(),
+        writer: WriterReport::default(),
         error: None,
     };
 
@@ -198,7 +208,17 @@ pub async fn run(
             report.table_created =
                 ensure_table(&client, &plan.target.table, &keys, plan.target.create).await?;
         }
-        pipeline(&prepared, &run_id, plan, opts, &client, &source, &rejects).await?;
+        pipeline(
+            &prepared,
+            &run_id,
+            plan,
+            opts,
+            &client,
+            &source,
+            &rejects,
+            &mut report.writer,
+        )
+        .await?;
         Ok(prepared)
     }
     .await;
@@ -266,19 +286,42 @@ async fn pipeline(
     client: &sql2ddb_dynamo::Client,
     source: &Arc<Source>,
     rejects: &Arc<RejectsFile>,
+    writer_report: &mut WriterReport,
 ) -> Result<(), EngineError> {
     let concurrency = opts.concurrency.unwrap_or(plan.writer.concurrency).max(1);
     let queue = MemoryQueue::new(concurrency);
+    let adaptive = plan.writer.adaptive && !opts.fixed_concurrency;
+    let controller = Arc::new(if adaptive {
+        AdaptiveConcurrency::new(concurrency)
+    } else {
+        AdaptiveConcurrency::fixed(concurrency)
+    });
+    let max_wcu = opts.max_wcu.or(plan.writer.max_wcu).filter(|w| *w > 0);
+    let limiter = max_wcu.map(|w| Arc::new(WriteCapacityLimiter::new(w)));
     let sink = Arc::new(write::BatchSink {
         writer: (!opts.dry_run).then(|| {
-            Arc::new(BatchWriter::new(
+            let retry = RetryPolicy {
+                max_attempts: plan.writer.max_attempts,
+                ..opts.retry
+            };
+            let mut w = BatchWriter::new(
                 client.clone(),
                 plan.target.table.clone(),
                 plan.key_attrs(),
-                opts.retry,
-            ))
+                retry,
+            )
+            .with_concurrency(controller.clone());
+            if let Some(l) = &limiter {
+                // Each GSI bills its own write for an item it projects.
+                w = w.with_capacity_limit(l.clone(), 1 + plan.target.gsis.len() as u64);
+            }
+            if let Some(secs) = plan.writer.retry_seconds {
+                w = w.with_retry_deadline(std::time::Duration::from_secs(secs));
+            }
+            Arc::new(w)
         }),
         rejects: rejects.clone(),
+        throttled: Default::default(),
     });
     let entities: Arc<Vec<Arc<Prepared>>> = Arc::new(prepared.to_vec());
     let mut writers = tokio::task::JoinSet::new();
@@ -311,5 +354,19 @@ async fn pipeline(
     for p in prepared {
         p.counters.done.store(true, Ordering::Relaxed);
     }
+    let c = controller.snapshot();
+    *writer_report = WriterReport {
+        adaptive: c.adaptive,
+        max_concurrency: c.max,
+        final_concurrency: c.current,
+        min_concurrency: c.min_reached,
+        decreases: c.decreases,
+        increases: c.increases,
+        throttled: sink.throttled.load(Ordering::Relaxed),
+        max_wcu,
+        capacity_wait_seconds: limiter
+            .map(|l| l.snapshot().waited.as_secs_f64())
+            .unwrap_or(0.0),
+    };
     read_result.and(write_result)
 }

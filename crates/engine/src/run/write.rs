@@ -1,7 +1,7 @@
 //! The write side of a run: writer tasks draining the queue. The same
 //! [`BatchSink::write_batch`] serves in-process runs and queue workers.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use sql2ddb_core::{MappedItem, Reject, WorkBatch};
@@ -38,6 +38,8 @@ pub struct BatchSink {
     pub writer: Option<Arc<BatchWriter<Client>>>,
     /// Where refused rows go.
     pub rejects: Arc<RejectsFile>,
+    /// Calls throttled or answered with unprocessed items, over all batches.
+    pub throttled: AtomicU64,
 }
 
 impl BatchSink {
@@ -56,6 +58,7 @@ impl BatchSink {
             });
         };
         let out = writer.write(batch.items).await;
+        self.throttled.fetch_add(out.throttled, Ordering::Relaxed);
         let refused: Vec<Reject> = out
             .rejected
             .iter()
