@@ -223,3 +223,85 @@ pub fn assert_item(key: &(String, String), got: &Item, want: &Item) {
         );
     }
 }
+
+// ---- MariaDB and SQLite sources ------------------------------------------
+
+/// MariaDB as the tests reach it (a database every test may use to create its own).
+pub const MY_URL: &str = "mysql://root@127.0.0.1:3306/test";
+
+/// A MariaDB database of the test's own, dropped on `drop_database`.
+pub struct MyDatabase {
+    /// Connections to this database.
+    pub pool: sqlx::MySqlPool,
+    pub name: String,
+    /// `mysql://…/NAME`, for the mapping or `--source`.
+    pub url: String,
+}
+
+impl MyDatabase {
+    pub async fn create(prefix: &str) -> MyDatabase {
+        use sqlx::Connection;
+        let name = unique(prefix);
+        let mut admin = sqlx::MySqlConnection::connect(MY_URL)
+            .await
+            .expect("MariaDB on 127.0.0.1:3306 (scripts/services.sh starts it)");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE DATABASE `{name}` CHARACTER SET utf8mb4"
+        )))
+        .execute(&mut admin)
+        .await
+        .unwrap();
+        let _ = admin.close().await;
+        let url = format!("mysql://root@127.0.0.1:3306/{name}");
+        let pool = sqlx::mysql::MySqlPoolOptions::new()
+            .max_connections(2)
+            .connect(&url)
+            .await
+            .unwrap();
+        MyDatabase { pool, name, url }
+    }
+
+    /// Runs SQL (several statements allowed) in this database.
+    pub async fn exec(&self, sql: &str) {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+            .execute(&self.pool)
+            .await
+            .unwrap_or_else(|e| panic!("{e}\n{sql}"));
+    }
+
+    pub async fn drop_database(self) {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "DROP DATABASE `{}`",
+            self.name
+        )))
+        .execute(&self.pool)
+        .await
+        .unwrap();
+        self.pool.close().await;
+    }
+}
+
+/// Creates the SQLite file `path` from `sql` and returns its `sqlite://` URL.
+pub async fn sqlite_file(path: &Path, sql: &str) -> String {
+    use sqlx::Connection;
+    let opts = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+        .execute(&mut conn)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{sql}"));
+    conn.close().await.unwrap();
+    format!("sqlite://{}", path.display())
+}
+
+/// The lines of a run's rejects file, as JSON.
+pub fn rejects_of(dir: &Path, report: &serde_json::Value) -> Vec<serde_json::Value> {
+    let path = dir.join(report["rejects_file"].as_str().unwrap());
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}

@@ -9,6 +9,12 @@
 //! entity is wrapped as `SELECT … FROM (<query>) AS t …` and needs an explicit
 //! key.
 //!
+//! For parallel reads, [`Source::split`] cuts an entity's key range into
+//! [`Segment`]s (`after < key <= until`): a single integer key by `MIN`/`MAX`
+//! into ranges of equal width, any other key by `NTILE(n)` boundaries; each
+//! segment is read with its own keyset cursor by [`Source::read_range`].
+//! [`default_read_parallelism`] chooses `n` from the table's size.
+//!
 //! Values are decoded by the column's declared type, never by guessing from
 //! text, into the dialect-neutral [`SqlValue`]. Key columns must not hold NULL
 //! (a NULL key is never "after" a cursor, so such rows would not be read).
@@ -37,6 +43,8 @@
 //!
 //! The session uses `utf8mb4` and time zone `+00:00`, so text of any column
 //! charset (latin1 included) arrives as UTF-8, and `TIMESTAMP` values are UTC.
+//! TLS follows the URL's `ssl-mode` (`disabled`, `preferred` — the default —,
+//! `required`, `verify_ca`, `verify_identity`) and `ssl-ca`.
 //!
 //! | SQL type | `SqlValue` |
 //! |---|---|
@@ -53,7 +61,8 @@
 //! | `JSON` (MySQL's type, and MariaDB's `LONGTEXT … CHECK (json_valid(…))` alias) | `Json`; invalid text → `Invalid` |
 //! | `BINARY`, `VARBINARY`, `BLOB` family, spatial types | `Bytes` |
 //! | `DATE` | `Date`; `0000-00-00` → `Invalid("zero date 0000-00-00 cannot be represented")`, other impossible dates → `Invalid` |
-//! | `DATETIME`, `TIMESTAMP` | `Timestamp` (zero dates → `Invalid`) |
+//! | `DATETIME` | `Timestamp`: no zone (the mapping's `timezone` says which; UTC by default); zero dates → `Invalid` |
+//! | `TIMESTAMP` | `TimestampTz`: an instant, read in UTC; zero dates → `Invalid` |
 //! | `TIME` | `Time`; negative or ≥ 24h values → `Invalid` (a duration, not a time of day) |
 //! | MariaDB `UUID`, `INET6`, anything else | `Text` (`CAST(… AS CHAR)`) |
 //!
@@ -90,15 +99,21 @@
 
 #![warn(missing_docs)]
 
+mod children;
 mod error;
 mod mysql;
 mod postgres;
+mod segment;
 mod sql;
 mod sqlite;
 
 use sql2ddb_core::{Column, Row, SqlValue};
 
+pub use children::{ChildQuery, MAX_BIND_VALUES, MAX_PARENTS_PER_QUERY};
 pub use error::{SourceError, SourceErrorKind};
+pub use segment::{
+    default_read_parallelism, Segment, MAX_DEFAULT_READ_PARALLELISM, ROWS_PER_SEGMENT,
+};
 
 /// The SQL dialect of a source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -148,10 +163,13 @@ pub struct PageQuery {
     columns: Vec<Column>,
     key_indices: Vec<usize>,
     page_size: usize,
-    first_sql: String,
-    after_sql: String,
-    /// For each placeholder of `after_sql`, the cursor index it takes.
-    binds: Vec<usize>,
+    /// The entity's `FROM` item, aliased `t`.
+    relation: String,
+    /// Select-list expressions, one per column.
+    select: Vec<String>,
+    /// Key column references (`t."k"`), in key order.
+    key_refs: Vec<String>,
+    statements: sql::PageSql,
     decoders: Decoders,
 }
 
@@ -195,7 +213,7 @@ impl PageQuery {
 
     /// The statement for pages after a cursor, for logs and `plan` output.
     pub fn sql(&self) -> &str {
-        &self.after_sql
+        &self.statements.after.sql
     }
 }
 
@@ -327,9 +345,10 @@ impl Source {
             Dialect::Sqlite => sqlite::plan(&shape.columns, &key_indices)?,
         };
         let key_refs: Vec<String> = key.iter().map(|k| sql::column_ref(dialect, k)).collect();
-        let page = sql::page_sql(
+        let relation = sql::relation(dialect, from)?;
+        let statements = sql::page_sql(
             dialect,
-            &sql::relation(dialect, from)?,
+            &relation,
             &plan.select,
             &key_refs,
             |i, placeholder| format!("{}{placeholder}{}", plan.params[i].0, plan.params[i].1),
@@ -341,41 +360,45 @@ impl Source {
             columns: shape.columns.clone(),
             key_indices,
             page_size,
-            first_sql: page.first,
-            after_sql: page.after,
-            binds: page.binds,
+            relation,
+            select: plan.select,
+            key_refs,
+            statements,
             decoders: plan.decoders,
         })
     }
 
     /// The next page: at most `page_size` rows strictly after `after` (the key
     /// values of the last row of the previous page; `None` = from the start),
-    /// in key order. An empty page means the end.
+    /// in key order. An empty page means the end. The same as
+    /// [`Source::read_range`] with no upper bound.
     pub async fn read_page(
         &self,
         q: &PageQuery,
         after: Option<&[SqlValue]>,
     ) -> Result<Vec<Row>, SourceError> {
-        if q.dialect != self.dialect() {
-            return Err(SourceError::config("page query built for another dialect"));
-        }
-        if let Some(after) = after {
-            if after.len() != q.key_indices.len() {
-                return Err(SourceError::config(format!(
-                    "cursor of {} has {} values, the key has {} columns",
-                    q.entity,
-                    after.len(),
-                    q.key_indices.len()
-                )));
-            }
-        }
-        match (&self.pool, &q.decoders) {
+        self.read_range(q, after, None).await
+    }
+
+    /// Runs `sql` with `values` bound in order and decodes every row with
+    /// `decoders`; `columns` name the values in decoding errors.
+    pub(crate) async fn fetch(
+        &self,
+        entity: &str,
+        columns: &[Column],
+        decoders: &Decoders,
+        sql: &str,
+        values: &[&SqlValue],
+    ) -> Result<Vec<Row>, SourceError> {
+        match (&self.pool, decoders) {
             (Pool::Postgres(p), Decoders::Postgres(kinds)) => {
-                postgres::read_page(p, q, kinds, after).await
+                postgres::fetch(p, entity, columns, kinds, sql, values).await
             }
-            (Pool::MySql(p), Decoders::MySql(kinds)) => mysql::read_page(p, q, kinds, after).await,
+            (Pool::MySql(p), Decoders::MySql(kinds)) => {
+                mysql::fetch(p, entity, columns, kinds, sql, values).await
+            }
             (Pool::Sqlite(p), Decoders::Sqlite(hints)) => {
-                sqlite::read_page(p, q, hints, after).await
+                sqlite::fetch(p, entity, columns, hints, sql, values).await
             }
             _ => Err(SourceError::config("page query built for another dialect")),
         }
@@ -391,15 +414,28 @@ impl Source {
     }
 }
 
-/// The statement and cursor values of one page read, shared by the dialects.
+/// The statement and cursor values of one page read: rows after `after`
+/// (exclusive) up to `until` (inclusive), either bound optional.
 pub(crate) fn page_statement<'q>(
     q: &'q PageQuery,
     after: Option<&'q [SqlValue]>,
+    until: Option<&'q [SqlValue]>,
 ) -> (&'q str, Vec<&'q SqlValue>) {
-    match after {
-        None => (&q.first_sql, Vec::new()),
-        Some(after) => (&q.after_sql, q.binds.iter().map(|&i| &after[i]).collect()),
-    }
+    let st = match (after.is_some(), until.is_some()) {
+        (false, false) => &q.statements.first,
+        (true, false) => &q.statements.after,
+        (false, true) => &q.statements.until,
+        (true, true) => &q.statements.between,
+    };
+    let values = st
+        .binds
+        .iter()
+        .filter_map(|b| match *b {
+            sql::Bind::After(i) => after.map(|a| &a[i]),
+            sql::Bind::Until(i) => until.map(|u| &u[i]),
+        })
+        .collect();
+    (&st.sql, values)
 }
 
 /// An `f32` widened through its shortest text, so `0.1f32` becomes `0.1f64`.
@@ -412,9 +448,8 @@ pub(crate) fn widen_f32(f: f32) -> f64 {
 }
 
 /// A cursor value that cannot be bound (NULL, invalid, nested).
-pub(crate) fn cursor_error(q: &PageQuery, v: &SqlValue) -> SourceError {
+pub(crate) fn cursor_error(entity: &str, v: &SqlValue) -> SourceError {
     SourceError::config(format!(
-        "cannot page {} after a key value {v:?}: key columns must hold plain, non-NULL values",
-        q.entity
+        "cannot page {entity} after a key value {v:?}: key columns must hold plain, non-NULL values"
     ))
 }

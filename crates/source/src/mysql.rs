@@ -12,7 +12,7 @@ use sqlx::{
 };
 
 use crate::sql::{self, column_ref};
-use crate::{Decoders, Dialect, DialectPlan, From, PageQuery, Shape, SourceError};
+use crate::{Decoders, Dialect, DialectPlan, From, Shape, SourceError};
 
 /// How one column is selected and decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -32,7 +32,10 @@ pub(crate) enum Kind {
     Json,
     Bytes,
     Date,
+    /// `DATETIME`: a wall-clock time with no zone.
     DateTime,
+    /// `TIMESTAMP`: an instant, read in the session's zone (UTC).
+    Timestamp,
     Time,
     /// Anything else, as text.
     Other,
@@ -62,7 +65,8 @@ pub(crate) fn kind_of(sql_type: &str) -> Kind {
         | "point" | "linestring" | "polygon" | "multipoint" | "multilinestring"
         | "multipolygon" | "geometrycollection" => Kind::Bytes,
         "date" => Kind::Date,
-        "datetime" | "timestamp" => Kind::DateTime,
+        "datetime" => Kind::DateTime,
+        "timestamp" => Kind::Timestamp,
         "time" => Kind::Time,
         _ => Kind::Other,
     }
@@ -233,15 +237,17 @@ fn decimal_cast(sql_type: &str) -> String {
     }
 }
 
-pub(crate) async fn read_page(
+/// Runs one statement with `values` bound in order; decodes each row by `kinds`.
+pub(crate) async fn fetch(
     pool: &MySqlPool,
-    q: &PageQuery,
+    entity: &str,
+    columns: &[Column],
     kinds: &[Kind],
-    after: Option<&[SqlValue]>,
+    sql: &str,
+    values: &[&SqlValue],
 ) -> Result<Vec<Row>, SourceError> {
-    let (sql, values) = crate::page_statement(q, after);
     let mut query = sqlx::query::<MySql>(AssertSqlSafe(sql));
-    for v in values {
+    for &v in values {
         query = match v {
             SqlValue::Int(i) => query.bind(*i),
             SqlValue::UInt(u) => query.bind(*u),
@@ -252,21 +258,23 @@ pub(crate) async fn read_page(
             SqlValue::Date(d) => query.bind(*d),
             SqlValue::Time(t) => query.bind(*t),
             SqlValue::Timestamp(ts) => query.bind(*ts),
+            // The session's zone is UTC, so a TIMESTAMP compares with the UTC wall time.
+            SqlValue::TimestampTz(ts) => query.bind(ts.naive_utc()),
             SqlValue::TextSet(s) => query.bind(s.join(",")),
-            other => return Err(crate::cursor_error(q, other)),
+            other => return Err(crate::cursor_error(entity, other)),
         };
     }
     let rows = query
         .fetch_all(pool)
         .await
-        .map_err(|e| SourceError::query(format!("read page of {}", q.entity), e))?;
+        .map_err(|e| SourceError::query(format!("read {entity}"), e))?;
     rows.iter()
         .map(|row| {
             kinds
                 .iter()
                 .enumerate()
                 .map(|(i, kind)| {
-                    decode(row, i, *kind).map_err(|e| SourceError::decode(&q.columns[i].name, e))
+                    decode(row, i, *kind).map_err(|e| SourceError::decode(&columns[i].name, e))
                 })
                 .collect()
         })
@@ -309,11 +317,16 @@ fn parse_text(kind: Kind, s: String) -> SqlValue {
             |_| SqlValue::Invalid(format!("date {s} cannot be represented")),
             SqlValue::Date,
         ),
-        Kind::DateTime if s.starts_with("0000-00-00") => SqlValue::Invalid(ZERO_DATE.into()),
-        Kind::DateTime => NaiveDateTime::parse_from_str(&s, "%Y-%m-%d %H:%M:%S%.f").map_or_else(
-            |_| SqlValue::Invalid(format!("datetime {s} cannot be represented")),
-            SqlValue::Timestamp,
-        ),
+        Kind::DateTime | Kind::Timestamp if s.starts_with("0000-00-00") => {
+            SqlValue::Invalid(ZERO_DATE.into())
+        }
+        Kind::DateTime | Kind::Timestamp => {
+            match NaiveDateTime::parse_from_str(&s, "%Y-%m-%d %H:%M:%S%.f") {
+                Ok(ts) if kind == Kind::Timestamp => SqlValue::TimestampTz(ts.and_utc()),
+                Ok(ts) => SqlValue::Timestamp(ts),
+                Err(_) => SqlValue::Invalid(format!("datetime {s} cannot be represented")),
+            }
+        }
         Kind::Time => NaiveTime::parse_from_str(&s, "%H:%M:%S%.f").map_or_else(
             |_| {
                 SqlValue::Invalid(format!(

@@ -9,7 +9,7 @@ use sqlx::{
 };
 
 use crate::sql::{self, column_ref};
-use crate::{Decoders, Dialect, DialectPlan, From, PageQuery, Shape, SourceError};
+use crate::{Decoders, Dialect, DialectPlan, From, Shape, SourceError};
 
 /// How one column is selected and decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -229,15 +229,17 @@ pub(crate) fn plan(columns: &[Column], key_indices: &[usize]) -> Result<DialectP
     })
 }
 
-pub(crate) async fn read_page(
+/// Runs one statement with `values` bound in order; decodes each row by `kinds`.
+pub(crate) async fn fetch(
     pool: &PgPool,
-    q: &PageQuery,
+    entity: &str,
+    columns: &[Column],
     kinds: &[Kind],
-    after: Option<&[SqlValue]>,
+    sql: &str,
+    values: &[&SqlValue],
 ) -> Result<Vec<Row>, SourceError> {
-    let (sql, values) = crate::page_statement(q, after);
     let mut query = sqlx::query::<Postgres>(AssertSqlSafe(sql));
-    for v in values {
+    for &v in values {
         query = match v {
             SqlValue::Int(i) => query.bind(*i),
             SqlValue::UInt(u) => query.bind(u.to_string()),
@@ -249,20 +251,20 @@ pub(crate) async fn read_page(
             SqlValue::Time(t) => query.bind(*t),
             SqlValue::Timestamp(ts) => query.bind(*ts),
             SqlValue::TimestampTz(ts) => query.bind(*ts),
-            other => return Err(crate::cursor_error(q, other)),
+            other => return Err(crate::cursor_error(entity, other)),
         };
     }
     let rows = query
         .fetch_all(pool)
         .await
-        .map_err(|e| SourceError::query(format!("read page of {}", q.entity), e))?;
+        .map_err(|e| SourceError::query(format!("read {entity}"), e))?;
     rows.iter()
         .map(|row| {
             kinds
                 .iter()
                 .enumerate()
                 .map(|(i, kind)| {
-                    decode(row, i, *kind).map_err(|e| SourceError::decode(&q.columns[i].name, e))
+                    decode(row, i, *kind).map_err(|e| SourceError::decode(&columns[i].name, e))
                 })
                 .collect()
         })

@@ -79,16 +79,83 @@ pub(crate) fn count_sql(dialect: Dialect, from: &From<'_>) -> Result<String, Sou
     Ok(format!("SELECT count(*) FROM {}", relation(dialect, from)?))
 }
 
-/// The two statements of a keyset page, and which key value each placeholder
-/// of the second one takes.
+/// Which cursor a placeholder takes its value from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bind {
+    /// Key value `i` of the lower bound (exclusive): the last key read.
+    After(usize),
+    /// Key value `i` of the upper bound (inclusive): the segment's end.
+    Until(usize),
+}
+
+/// One statement and, for each of its placeholders in order, the value it takes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Statement {
+    pub sql: String,
+    pub binds: Vec<Bind>,
+}
+
+/// The four statements of a keyset page: with or without a lower bound
+/// (the cursor) and with or without an upper bound (a segment's end).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct PageSql {
-    /// First page: no cursor.
-    pub first: String,
-    /// Every later page: rows strictly after the cursor.
-    pub after: String,
-    /// For each placeholder of `after`, in order, the index into the cursor.
-    pub binds: Vec<usize>,
+    /// No bound: the first page of the whole entity.
+    pub first: Statement,
+    /// Rows strictly after the cursor.
+    pub after: Statement,
+    /// Rows up to and including the upper bound.
+    pub until: Statement,
+    /// Rows after the cursor, up to and including the upper bound.
+    pub between: Statement,
+}
+
+/// `>` or `<=` between the key tuple and a cursor.
+#[derive(Clone, Copy)]
+enum Cmp {
+    /// After the lower bound: `(keys) > (after)`.
+    Greater,
+    /// Up to the upper bound: `(keys) <= (until)`.
+    AtMost,
+}
+
+/// The condition `(keys) > (cursor)` or `(keys) <= (cursor)`; `next(i)` yields
+/// the parameter expression for key `i` and records its placeholder.
+fn compare(
+    dialect: Dialect,
+    keys: &[String],
+    cmp: Cmp,
+    next: &mut dyn FnMut(usize) -> String,
+) -> String {
+    let (op, last_op) = match cmp {
+        Cmp::Greater => (">", ">"),
+        Cmp::AtMost => ("<", "<="),
+    };
+    match dialect {
+        Dialect::Postgres | Dialect::Sqlite => {
+            if keys.len() == 1 {
+                format!("{} {last_op} {}", keys[0], next(0))
+            } else {
+                let params: Vec<String> = (0..keys.len()).map(&mut *next).collect();
+                format!("({}) {last_op} ({})", keys.join(", "), params.join(", "))
+            }
+        }
+        // MySQL does not use an index well for row-value comparisons; expand
+        // (a, b) > (x, y) into a > x OR (a = x AND b > y), and
+        // (a, b) <= (x, y) into a < x OR (a = x AND b <= y).
+        Dialect::MySql => {
+            let mut alternatives = Vec::with_capacity(keys.len());
+            for last in 0..keys.len() {
+                let mut terms = Vec::with_capacity(last + 1);
+                for (i, key) in keys.iter().enumerate().take(last) {
+                    terms.push(format!("{key} = {}", next(i)));
+                }
+                let op = if last + 1 == keys.len() { last_op } else { op };
+                terms.push(format!("{} {op} {}", keys[last], next(last)));
+                alternatives.push(format!("({})", terms.join(" AND ")));
+            }
+            alternatives.join(" OR ")
+        }
+    }
 }
 
 /// Builds the keyset page statements.
@@ -106,43 +173,35 @@ pub(crate) fn page_sql(
 ) -> PageSql {
     let head = format!("SELECT {} FROM {relation}", select.join(", "));
     let tail = format!(" ORDER BY {} LIMIT {page_size}", keys.join(", "));
-    let mut binds = Vec::new();
-    let mut next = |i: usize| {
-        binds.push(i);
-        let placeholder = match dialect {
-            Dialect::Postgres => format!("${}", binds.len()),
-            Dialect::MySql | Dialect::Sqlite => "?".to_string(),
+    let build = |bounds: &[Cmp]| {
+        let mut binds = Vec::new();
+        let mut conditions = Vec::with_capacity(bounds.len());
+        for cmp in bounds {
+            let mut next = |i: usize| {
+                binds.push(match cmp {
+                    Cmp::Greater => Bind::After(i),
+                    Cmp::AtMost => Bind::Until(i),
+                });
+                let placeholder = match dialect {
+                    Dialect::Postgres => format!("${}", binds.len()),
+                    Dialect::MySql | Dialect::Sqlite => "?".to_string(),
+                };
+                param(i, &placeholder)
+            };
+            conditions.push(compare(dialect, keys, *cmp, &mut next));
+        }
+        let sql = match conditions.as_slice() {
+            [] => format!("{head}{tail}"),
+            [one] => format!("{head} WHERE {one}{tail}"),
+            many => format!("{head} WHERE ({}){tail}", many.join(") AND (")),
         };
-        param(i, &placeholder)
-    };
-    let condition = match dialect {
-        Dialect::Postgres | Dialect::Sqlite => {
-            if keys.len() == 1 {
-                format!("{} > {}", keys[0], next(0))
-            } else {
-                let params: Vec<String> = (0..keys.len()).map(&mut next).collect();
-                format!("({}) > ({})", keys.join(", "), params.join(", "))
-            }
-        }
-        // MySQL does not use an index well for row-value comparisons; expand
-        // (a, b) > (x, y) into a > x OR (a = x AND b > y).
-        Dialect::MySql => {
-            let mut alternatives = Vec::with_capacity(keys.len());
-            for last in 0..keys.len() {
-                let mut terms = Vec::with_capacity(last + 1);
-                for (i, key) in keys.iter().enumerate().take(last) {
-                    terms.push(format!("{key} = {}", next(i)));
-                }
-                terms.push(format!("{} > {}", keys[last], next(last)));
-                alternatives.push(format!("({})", terms.join(" AND ")));
-            }
-            alternatives.join(" OR ")
-        }
+        Statement { sql, binds }
     };
     PageSql {
-        first: format!("{head}{tail}"),
-        after: format!("{head} WHERE {condition}{tail}"),
-        binds,
+        first: build(&[]),
+        after: build(&[Cmp::Greater]),
+        until: build(&[Cmp::AtMost]),
+        between: build(&[Cmp::Greater, Cmp::AtMost]),
     }
 }
 
@@ -186,14 +245,28 @@ mod tests {
             10,
         );
         assert_eq!(
-            sql.first,
+            sql.first.sql,
             "SELECT t.\"a\", t.\"b\"::text FROM \"x\" AS t ORDER BY t.\"a\", t.\"b\" LIMIT 10"
         );
         assert_eq!(
-            sql.after,
+            sql.after.sql,
             "SELECT t.\"a\", t.\"b\"::text FROM \"x\" AS t WHERE (t.\"a\", t.\"b\") > ($1, CAST($2 AS numeric)) ORDER BY t.\"a\", t.\"b\" LIMIT 10"
         );
-        assert_eq!(sql.binds, vec![0, 1]);
+        assert_eq!(sql.after.binds, vec![Bind::After(0), Bind::After(1)]);
+        assert_eq!(
+            sql.between.sql,
+            "SELECT t.\"a\", t.\"b\"::text FROM \"x\" AS t WHERE ((t.\"a\", t.\"b\") > ($1, CAST($2 AS numeric))) AND ((t.\"a\", t.\"b\") <= ($3, CAST($4 AS numeric))) ORDER BY t.\"a\", t.\"b\" LIMIT 10"
+        );
+        assert_eq!(
+            sql.between.binds,
+            vec![
+                Bind::After(0),
+                Bind::After(1),
+                Bind::Until(0),
+                Bind::Until(1)
+            ]
+        );
+        assert_eq!(sql.until.binds, vec![Bind::Until(0), Bind::Until(1)]);
     }
 
     #[test]
@@ -212,9 +285,14 @@ mod tests {
             5,
         );
         assert_eq!(
-            sql.after,
+            sql.after.sql,
             "SELECT t.`a` FROM `x` AS t WHERE (t.`a` > ?) OR (t.`a` = ? AND t.`b` > ?) OR (t.`a` = ? AND t.`b` = ? AND t.`c` > ?) ORDER BY t.`a`, t.`b`, t.`c` LIMIT 5"
         );
-        assert_eq!(sql.binds, vec![0, 0, 1, 0, 1, 2]);
+        let after: Vec<Bind> = [0, 0, 1, 0, 1, 2].map(Bind::After).to_vec();
+        assert_eq!(sql.after.binds, after);
+        assert_eq!(
+            sql.until.sql,
+            "SELECT t.`a` FROM `x` AS t WHERE (t.`a` < ?) OR (t.`a` = ? AND t.`b` < ?) OR (t.`a` = ? AND t.`b` = ? AND t.`c` <= ?) ORDER BY t.`a`, t.`b`, t.`c` LIMIT 5"
+        );
     }
 }

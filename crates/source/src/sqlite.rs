@@ -13,7 +13,7 @@ use sqlx::{
 };
 
 use crate::sql::{self, column_ref};
-use crate::{Decoders, Dialect, DialectPlan, From, PageQuery, Shape, SourceError};
+use crate::{Decoders, Dialect, DialectPlan, From, Shape, SourceError};
 
 /// What the declared type of a column says about its values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -152,35 +152,37 @@ pub(crate) fn plan(columns: &[Column], key_indices: &[usize]) -> Result<DialectP
     })
 }
 
-pub(crate) async fn read_page(
+/// Runs one statement with `values` bound in order; decodes each row by `hints`.
+pub(crate) async fn fetch(
     pool: &SqlitePool,
-    q: &PageQuery,
+    entity: &str,
+    columns: &[Column],
     hints: &[Hint],
-    after: Option<&[SqlValue]>,
+    sql: &str,
+    values: &[&SqlValue],
 ) -> Result<Vec<Row>, SourceError> {
-    let (sql, values) = crate::page_statement(q, after);
     let mut query = sqlx::query::<Sqlite>(AssertSqlSafe(sql));
-    for v in values {
+    for &v in values {
         query = match v {
             SqlValue::Int(i) => query.bind(*i),
             SqlValue::Bool(b) => query.bind(*b),
             SqlValue::Float(f) => query.bind(*f),
             SqlValue::Decimal(s) | SqlValue::Text(s) => query.bind(s.clone()),
             SqlValue::Bytes(b) => query.bind(b.clone()),
-            other => return Err(crate::cursor_error(q, other)),
+            other => return Err(crate::cursor_error(entity, other)),
         };
     }
     let rows = query
         .fetch_all(pool)
         .await
-        .map_err(|e| SourceError::query(format!("read page of {}", q.entity), e))?;
+        .map_err(|e| SourceError::query(format!("read {entity}"), e))?;
     rows.iter()
         .map(|row| {
             hints
                 .iter()
                 .enumerate()
                 .map(|(i, hint)| {
-                    decode(row, i, *hint).map_err(|e| SourceError::decode(&q.columns[i].name, e))
+                    decode(row, i, *hint).map_err(|e| SourceError::decode(&columns[i].name, e))
                 })
                 .collect()
         })

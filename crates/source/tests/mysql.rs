@@ -115,8 +115,10 @@ async fn decodes_every_type_exactly() {
     );
     assert_eq!(
         at(0, "ts"),
-        &SqlValue::Timestamp(
-            NaiveDateTime::parse_from_str("2024-01-02 03:04:05", "%Y-%m-%d %H:%M:%S").unwrap()
+        &SqlValue::TimestampTz(
+            NaiveDateTime::parse_from_str("2024-01-02 03:04:05", "%Y-%m-%d %H:%M:%S")
+                .unwrap()
+                .and_utc()
         )
     );
     assert_eq!(
