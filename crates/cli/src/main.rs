@@ -1,6 +1,10 @@
 //! The `sql2ddb` binary: arguments → engine; progress bars; tables; exit codes.
 
+mod distributed;
+mod queue;
 mod table;
+mod verify;
+mod worker;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -30,7 +34,9 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Validate a mapping file (no connection is made).
-    #[command(after_help = "Exit codes: 0 valid, 1 invalid.")]
+    #[command(
+        after_help = "Exit codes: 0 valid; 2 valid, with warnings of possible silent overwrites (keys that leave out the unique key, entities whose keys can collide); 1 invalid."
+    )]
     Check {
         /// The mapping spec (TOML).
         mapping: PathBuf,
@@ -38,6 +44,21 @@ enum Command {
     /// Migrate: read the source page by page, write the items, print a report.
     #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
+    /// Write the batches a `run --queue` sends, from the queue (run as many
+    /// as you like, anywhere).
+    #[command(after_help = worker::EXIT_CODES)]
+    Worker(worker::WorkerArgs),
+    /// Show a run's counts from its progress table: rows read, written,
+    /// rejected, pending; its queue and dead-letter queue.
+    #[command(after_help = verify::STATUS_EXIT_CODES)]
+    Status(verify::StatusArgs),
+    /// Check that every row of a run is accounted for, by counting its
+    /// batch records; names the segments and pages missing.
+    #[command(after_help = verify::VERIFY_EXIT_CODES)]
+    Verify(verify::StatusArgs),
+    /// Create, redrive, inspect or delete work queues.
+    #[command(subcommand)]
+    Queue(queue::QueueCommand),
 }
 
 #[derive(clap::Args)]
@@ -93,6 +114,8 @@ struct RunArgs {
     /// No progress bars.
     #[arg(long, short)]
     quiet: bool,
+    #[command(flatten)]
+    distributed: distributed::DistributedArgs,
 }
 
 fn main() -> ExitCode {
@@ -120,20 +143,32 @@ fn main() -> ExitCode {
                 .expect("tokio runtime");
             rt.block_on(run(args))
         }
+        Command::Worker(args) => block_on(worker::work(args)),
+        Command::Status(args) => block_on(verify::status(args)),
+        Command::Verify(args) => block_on(verify::verify(args)),
+        Command::Queue(command) => block_on(queue::queue(command)),
     };
     ExitCode::from(code)
+}
+
+fn block_on(job: impl std::future::Future<Output = u8>) -> u8 {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(job)
 }
 
 fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-fn load(path: &Path) -> Result<Plan, String> {
+pub(crate) fn load(path: &Path) -> Result<Plan, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     Plan::parse(&text, path, &env).map_err(|e| e.to_string())
 }
 
-fn fail(message: &str) -> u8 {
+pub(crate) fn fail(message: &str) -> u8 {
     eprintln!("error: {}", redact_secrets(message));
     1
 }
@@ -154,7 +189,14 @@ fn check(path: &Path) -> u8 {
             for e in summary.entities {
                 println!("  entity {e}");
             }
-            0
+            for w in &summary.warnings {
+                eprintln!("warning: {w}");
+            }
+            if summary.warnings.is_empty() {
+                0
+            } else {
+                2
+            }
         }
         Err(e) => fail(&e.to_string()),
     }
@@ -165,7 +207,7 @@ async fn run(args: RunArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
-    let opts = RunOptions {
+    let mut opts = RunOptions {
         source: args.source.clone(),
         endpoint: args.endpoint.clone(),
         region: args.region.clone(),
@@ -179,6 +221,16 @@ async fn run(args: RunArgs) -> u8 {
         fixed_concurrency: args.fixed_concurrency,
         ..RunOptions::default()
     };
+    args.distributed.apply(&mut opts);
+    // First, so a run can be followed (`status`) and resumed even if this process dies.
+    eprintln!(
+        "run {}{}",
+        opts.run_id.as_deref().unwrap_or("?"),
+        match &opts.queue {
+            Some(q) => format!(": sending pages to {q}"),
+            None => String::new(),
+        }
+    );
     let progress = RunProgress::new();
     let bars = (!args.quiet).then(|| tokio::spawn(draw_progress(progress.clone())));
     let result = sql2ddb_engine::run(&plan, &opts, progress.clone()).await;

@@ -122,6 +122,21 @@ pub fn render(r: &RunReport) -> String {
         }
         out.push('\n');
     }
+    for p in &r.pointers {
+        let value = match p.value.as_object().and_then(|o| o.values().next()) {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(v) => v.to_string(),
+            None if p.keys > 1 => format!("{} items", p.keys),
+            None => "-".to_string(),
+        };
+        out.push_str(&format!(
+            "pointer {} = {value} ({} moved, {} already newer)\n",
+            p.name, p.moved, p.already_newer
+        ));
+    }
+    for w in &r.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
     if let Some(f) = &r.local_data_file {
         out.push_str(&format!("local DynamoDB data: {f}\n"));
     }

@@ -3,7 +3,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use crate::attr::Item;
+use crate::attr::{AttrValue, Item};
+use crate::pointer::PointerUpdate;
 
 /// An item ready to write, with the source key of the row it came from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -39,6 +40,21 @@ pub struct WorkBatch {
     pub rows_read: u64,
     /// Items to write.
     pub items: Vec<MappedItem>,
+    /// Pointer updates this page's rows call for, each written only after the
+    /// item it points at is written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pointers: Vec<BatchPointer>,
+}
+
+/// A pointer update and the key of the item whose row produced it: a writer
+/// moves the pointer only once it has written that item (so a pointer never
+/// points at an item that does not exist yet, even when a page is split).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchPointer {
+    /// The conditional update.
+    pub update: PointerUpdate,
+    /// Key attributes (partition key, then sort key) of the item it points at.
+    pub item_key: Vec<AttrValue>,
 }
 
 /// The place of a batch among the parts its page was split into

@@ -12,7 +12,7 @@ pub mod value;
 pub mod wire;
 
 pub use attr::{AttrValue, Item};
-pub use batch::{BatchPart, MappedItem, Reject, WorkBatch};
+pub use batch::{BatchPart, BatchPointer, MappedItem, Reject, WorkBatch};
 pub use limits::{check_item, item_size, write_units, ItemProblem, KeyAttr};
 pub use number::{normalize_number, NumberError};
 pub use pointer::PointerUpdate;

@@ -8,7 +8,7 @@ use crate::attr::{AttrValue, Item};
 
 /// One conditional update of a pointer item: set `attribute` to `value` (and
 /// `attributes`) unless the item already holds a value at least as far along.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct PointerUpdate {
     /// The pointer's label in reports (`LAST_ORDER`, or as the mapping names it).
     pub name: String,

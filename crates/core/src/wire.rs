@@ -189,6 +189,7 @@ mod tests {
             segment: 3,
             page: 41,
             part: BatchPart { index: 1, count: 2 },
+            pointers: Vec::new(),
             rows_read: 5,
             items: vec![MappedItem {
                 item,

@@ -24,5 +24,5 @@ pub use concurrency::{AdaptiveConcurrency, ConcurrencySnapshot, Permit};
 pub use error::{DynamoError, ErrorKind};
 pub use limiter::{CapacitySnapshot, WriteCapacityLimiter};
 pub use local::LocalDynamo;
-pub use pointer::{write_pointer, PointerOutcome};
+pub use pointer::{read_pointer, write_pointer, PointerOutcome};
 pub use writer::{BatchWriteApi, BatchWriter, CallError, RetryPolicy, WriteOutcome};

@@ -162,3 +162,31 @@ where
         _ => false,
     }
 }
+
+/// The value a pointer item holds now (strongly consistent read), for the
+/// report; `None` when the item or its attribute does not exist.
+pub async fn read_pointer(
+    client: &Client,
+    table: &str,
+    keys: &[KeyAttr],
+    update: &PointerUpdate,
+) -> Result<Option<sql2ddb_core::AttrValue>, DynamoError> {
+    let fail = |message: String| DynamoError::Call {
+        operation: "GetItem",
+        table: table.to_string(),
+        message: format!("pointer {}: {message}", update.name),
+    };
+    let key = pointer_key(keys, update).map_err(fail)?;
+    let out = client
+        .get_item()
+        .table_name(table)
+        .set_key(Some(key))
+        .consistent_read(true)
+        .send()
+        .await
+        .map_err(|e| fail(crate::error::sdk_message(&e)))?;
+    Ok(out
+        .item()
+        .and_then(|item| item.get(&update.attribute))
+        .map(crate::convert::from_sdk))
+}

@@ -33,7 +33,7 @@ pub fn default_table(target: &str) -> String {
 }
 
 /// What a run is, as `status` and `verify` need it from any machine.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunMeta {
     /// The mapping file's path, as given.
     pub mapping: String,
@@ -45,15 +45,33 @@ pub struct RunMeta {
     pub entities: Vec<EntityMeta>,
     /// When the run started (RFC 3339).
     pub started: String,
+    /// The SQS queue the run's pages were sent to; `None` for a run written
+    /// in one process. A resumed run sends to the same queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
 }
 
 /// One entity of a run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct EntityMeta {
     /// Entity name.
     pub name: String,
     /// How many segments its key range was cut into.
     pub segments: u32,
+    /// The bounds of each segment, in order, so a resumed run reads exactly
+    /// the same ranges whatever the table holds by then.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bounds: Vec<SegmentBounds>,
+}
+
+/// The key range of one segment: keys `k` with `after < k <= until`, either
+/// side open when `None`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SegmentBounds {
+    /// Exclusive lower bound.
+    pub after: Option<Vec<SqlValue>>,
+    /// Inclusive upper bound.
+    pub until: Option<Vec<SqlValue>>,
 }
 
 /// One finished batch: what a writer did with it.
@@ -118,6 +136,8 @@ pub struct SegmentCursor {
     pub cursor: Vec<SqlValue>,
     /// Pages handed on so far (pages `0..pages_sent`).
     pub pages_sent: u64,
+    /// Rows in those pages, so a resumed reader's segment total counts them.
+    pub rows_sent: u64,
 }
 
 /// A segment the reader finished.
@@ -254,8 +274,10 @@ impl ProgressStore {
         .await
     }
 
-    /// Moves a segment's cursor. Only forward: an update with fewer pages than
-    /// recorded (a reader that lost its place) changes nothing and is not an error.
+    /// Moves a segment's cursor: `pages_sent` pages holding `rows_sent` rows
+    /// are handed on, the last ending at key `cursor`. Only forward: an update
+    /// with fewer pages than recorded (a reader that lost its place, or a
+    /// slower writer of the same run) changes nothing and is not an error.
     pub async fn set_cursor(
         &self,
         run: &str,
@@ -263,6 +285,7 @@ impl ProgressStore {
         segment: u32,
         cursor: &[SqlValue],
         pages_sent: u64,
+        rows_sent: u64,
     ) -> Result<(), DynamoError> {
         let json = serde_json::to_string(cursor).expect("SQL values serialise");
         let out = self
@@ -275,6 +298,7 @@ impl ProgressStore {
             .item("segment", n(segment))
             .item("cursor", s(json))
             .item("pages_sent", n(pages_sent))
+            .item("rows_sent", n(rows_sent))
             .condition_expression("attribute_not_exists(pages_sent) OR pages_sent <= :p")
             .expression_attribute_values(":p", n(pages_sent))
             .send()
@@ -311,6 +335,27 @@ impl ProgressStore {
             ],
         )
         .await
+    }
+
+    /// The run's description alone (one strongly consistent `GetItem`);
+    /// `None` when the run is not recorded in this table.
+    pub async fn run_meta(&self, run: &str) -> Result<Option<RunMeta>, DynamoError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("PK", pk(run))
+            .key("SK", s("RUN"))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| self.call_err("GetItem", sdk_message(&e)))?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        let mut progress = RunProgress::default();
+        self.read_record(&item, &mut progress)?;
+        Ok(progress.meta)
     }
 
     /// Reads everything recorded for a run (a strongly consistent Query over
@@ -393,6 +438,8 @@ impl ProgressStore {
                 segment: segment()?,
                 cursor,
                 pages_sent: number("pages_sent")?,
+                // Absent in records of an earlier release: counted from zero.
+                rows_sent: number("rows_sent").unwrap_or(0),
             });
         } else if sk.starts_with("TOTAL#") {
             progress.totals.push(SegmentTotal {
@@ -408,7 +455,7 @@ impl ProgressStore {
 }
 
 /// The counts of one entity.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct EntityCount {
     /// Entity name.
     pub entity: String,
@@ -432,7 +479,7 @@ pub struct EntityCount {
 }
 
 /// A page that was handed on but is not (wholly) recorded as written.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct MissingPage {
     /// Entity name.
     pub entity: String,

@@ -3,6 +3,7 @@
 use sql2ddb_core::{BatchPart, SqlValue, WorkBatch};
 use sql2ddb_dynamo::progress::{
     default_table, summarize, BatchRecord, EntityMeta, MissingPage, ProgressStore, RunMeta,
+    SegmentBounds,
 };
 use sql2ddb_dynamo::{connect, Endpoint, LocalDynamo};
 
@@ -25,9 +26,11 @@ fn meta(entities: &[(&str, u32)]) -> RunMeta {
             .map(|(name, segments)| EntityMeta {
                 name: name.to_string(),
                 segments: *segments,
+                bounds: Vec::new(),
             })
             .collect(),
         started: "2024-05-01T10:00:00Z".into(),
+        queue: None,
     }
 }
 
@@ -133,7 +136,7 @@ async fn pages_sent_without_a_record_are_named_and_keep_the_run_incomplete() {
     store.record_run(run, &meta(&[("order", 2)])).await.unwrap();
     // Segment 0: pages 0..3 sent, page 1 never written.
     store
-        .set_cursor(run, "order", 0, &[SqlValue::Int(300)], 3)
+        .set_cursor(run, "order", 0, &[SqlValue::Int(300)], 3, 30)
         .await
         .unwrap();
     store
@@ -242,21 +245,46 @@ async fn a_cursor_reads_back_with_its_types_and_only_moves_forward() {
         SqlValue::Bytes(vec![0, 255, 7]),
     ];
     store
-        .set_cursor(run, "order", 3, &cursor, 41)
+        .set_cursor(run, "order", 3, &cursor, 41, 4_100)
         .await
         .unwrap();
     // A late update from a reader that lost its place changes nothing.
     store
-        .set_cursor(run, "order", 3, &[SqlValue::Int(1)], 40)
+        .set_cursor(run, "order", 3, &[SqlValue::Int(1)], 40, 4_000)
         .await
         .unwrap();
     let progress = store.load(run).await.unwrap();
     assert_eq!(progress.cursors.len(), 1);
     assert_eq!(progress.cursors[0].cursor, cursor);
     assert_eq!(progress.cursors[0].pages_sent, 41);
+    assert_eq!(progress.cursors[0].rows_sent, 4_100);
     assert_eq!(progress.cursors[0].segment, 3);
     // Runs do not see each other's records.
     assert!(store.load("other-run").await.unwrap().cursors.is_empty());
+    local.stop().await;
+}
+
+#[tokio::test]
+async fn a_run_description_reads_back_alone_with_its_segment_bounds_and_queue() {
+    let (local, store) = store("meta").await;
+    assert_eq!(store.run_meta("r6").await.unwrap(), None);
+    let mut described = meta(&[("order", 2)]);
+    described.entities[0].bounds = vec![
+        SegmentBounds {
+            after: None,
+            until: Some(vec![SqlValue::Int(500)]),
+        },
+        SegmentBounds {
+            after: Some(vec![SqlValue::Int(500)]),
+            until: None,
+        },
+    ];
+    described.queue = Some("http://127.0.0.1:1/123/jobs".into());
+    store.record_run("r6", &described).await.unwrap();
+    let back = store.run_meta("r6").await.unwrap().unwrap();
+    assert_eq!(back.entities, described.entities);
+    assert_eq!(back.queue, described.queue);
+    assert!(!back.source.contains("hunter2"), "{}", back.source);
     local.stop().await;
 }
 
@@ -268,6 +296,7 @@ fn a_batch_record_counts_rows_rejected_while_mapping() {
         segment: 2,
         page: 17,
         part: BatchPart { index: 1, count: 3 },
+        pointers: Vec::new(),
         rows_read: 7,
         items: Vec::new(),
     };

@@ -13,6 +13,10 @@ pub struct CheckSummary {
     pub keys: Vec<String>,
     /// One line per entity: name and what it reads.
     pub entities: Vec<String>,
+    /// Possible silent overwrites, `file:line:col: message` each: a key
+    /// template that leaves out part of its entity's `key`, or two entities
+    /// (or pointers) whose keys can be equal.
+    pub warnings: Vec<String>,
 }
 
 /// Validates mapping `text` (read from `file`); `env` resolves `${VAR}`.
@@ -37,5 +41,6 @@ pub fn check(
                 EntitySource::Query(_) => format!("{} ← query", e.name),
             })
             .collect(),
+        warnings: plan.lint().iter().map(ToString::to_string).collect(),
     })
 }

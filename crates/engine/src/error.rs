@@ -18,6 +18,12 @@ pub enum ErrorKind {
     Io,
     /// An entity cannot be read as mapped.
     Entity,
+    /// A queue operation failed.
+    Queue,
+    /// A run cannot be resumed as asked.
+    Resume,
+    /// A queue worker cannot write a batch, or cannot work as configured.
+    Worker,
 }
 
 /// An error that stops a job.
@@ -49,6 +55,20 @@ pub enum EngineError {
         /// What is wrong.
         message: String,
     },
+    /// A queue operation failed.
+    #[error("queue: {0}")]
+    Queue(#[from] sql2ddb_queue::QueueError),
+    /// A run cannot be resumed as asked.
+    #[error("run {run_id} {message}")]
+    Resume {
+        /// The run.
+        run_id: String,
+        /// Why not.
+        message: String,
+    },
+    /// A queue worker cannot write a batch, or cannot work as configured.
+    #[error("worker: {0}")]
+    Worker(String),
 }
 
 impl EngineError {
@@ -60,6 +80,9 @@ impl EngineError {
             EngineError::Dynamo(_) => ErrorKind::Dynamo,
             EngineError::Io { .. } => ErrorKind::Io,
             EngineError::Entity { .. } => ErrorKind::Entity,
+            EngineError::Queue(_) => ErrorKind::Queue,
+            EngineError::Resume { .. } => ErrorKind::Resume,
+            EngineError::Worker(_) => ErrorKind::Worker,
         }
     }
 

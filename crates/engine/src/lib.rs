@@ -2,14 +2,17 @@
 //! (migrate: read pages → map → queue → write → count), with the run report.
 
 pub mod check;
+pub mod checkpoint;
 pub mod error;
 pub mod progress;
 pub mod rejects;
 pub mod report;
 pub mod run;
+pub mod verify;
+pub mod worker;
 
 pub use check::{check, CheckSummary};
 pub use error::{EngineError, ErrorKind};
 pub use progress::{EntityProgress, RunProgress};
-pub use report::{EntityReport, RunReport, RunStatus, WriterReport};
-pub use run::{run, RunOptions};
+pub use report::{EntityReport, PointerReport, RunReport, RunStatus, WriterReport};
+pub use run::{new_run_id, run, RunOptions};

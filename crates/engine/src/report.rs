@@ -13,13 +13,16 @@ pub enum RunStatus {
     Rejected,
     /// Some rows could not be written, or the run stopped on an error.
     Failed,
+    /// Every row was read and sent to the queue; workers write them
+    /// (`sql2ddb verify` says when they are done).
+    Enqueued,
 }
 
 impl RunStatus {
     /// The process exit code for this status: 0, 2 or 1.
     pub fn exit_code(self) -> i32 {
         match self {
-            RunStatus::Ok => 0,
+            RunStatus::Ok | RunStatus::Enqueued => 0,
             RunStatus::Rejected => 2,
             RunStatus::Failed => 1,
         }
@@ -90,6 +93,24 @@ pub struct WriterReport {
     pub capacity_wait_seconds: f64,
 }
 
+/// What a pointer did in this run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PointerReport {
+    /// The pointer's label (`LAST_ORDER`).
+    pub name: String,
+    /// Distinct pointer items it touched (one for a fixed key).
+    pub keys: u64,
+    /// Conditional writes that moved it.
+    pub moved: u64,
+    /// Conditional writes that found a newer value already there (expected
+    /// under concurrency and replays; never an error).
+    pub already_newer: u64,
+    /// The value the pointer item holds at the end, as DynamoDB JSON, read
+    /// back from the table (for a fixed key; `null` when it has several keys
+    /// or was never written).
+    pub value: serde_json::Value,
+}
+
 /// The report of one run, printed as a table or as one JSON object.
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
@@ -108,6 +129,12 @@ pub struct RunReport {
     pub local_data_file: Option<String>,
     /// Whether the run created the table.
     pub table_created: bool,
+    /// The SQS queue the pages were sent to, for a run cut at the queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// The progress table, when the run keeps its progress (resumable, verifiable).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress_table: Option<String>,
     /// The run directory.
     pub run_dir: String,
     /// The rejects file (it exists only when something was rejected or failed).
@@ -118,6 +145,12 @@ pub struct RunReport {
     pub totals: EntityReport,
     /// Concurrency and capacity of the writers.
     pub writer: WriterReport,
+    /// Each pointer, what it did and its final value.
+    pub pointers: Vec<PointerReport>,
+    /// Things worth knowing that did not stop the run (e.g. a key template
+    /// that does not include the source's unique key).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// The error that stopped the run, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

@@ -136,6 +136,15 @@ impl BoundPointer {
     /// NULL or not a number, text, date or timestamp, or whose key or
     /// attributes cannot be rendered, are no candidates.
     pub fn candidates(&self, rows: &[Row]) -> Vec<PointerUpdate> {
+        self.candidates_indexed(rows)
+            .into_iter()
+            .map(|(_, b)| b)
+            .collect()
+    }
+
+    /// [`BoundPointer::candidates`], each with the index in `rows` of the row
+    /// it was taken from (so the caller can tie it to that row's item).
+    pub fn candidates_indexed(&self, rows: &[Row]) -> Vec<(usize, PointerUpdate)> {
         let mut best: Vec<(PointerUpdate, usize)> = Vec::new();
         for (i, row) in rows.iter().enumerate() {
             let Some(value) = pointer_value(&row[self.value], self.format) else {
@@ -176,7 +185,7 @@ impl BoundPointer {
                 None => best.push((update, i)),
             }
         }
-        best.into_iter().map(|(b, _)| b).collect()
+        best.into_iter().map(|(b, i)| (i, b)).collect()
     }
 
     /// The candidate of a pointer with one fixed key (the usual literal

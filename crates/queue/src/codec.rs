@@ -279,6 +279,7 @@ mod tests {
             segment: 2,
             page: 9,
             part: BatchPart::WHOLE,
+            pointers: Vec::new(),
             rows_read,
             items,
         }

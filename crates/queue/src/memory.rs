@@ -325,6 +325,7 @@ mod tests {
             segment: 0,
             page,
             part: BatchPart::WHOLE,
+            pointers: Vec::new(),
             rows_read: 0,
             items: vec![],
         }

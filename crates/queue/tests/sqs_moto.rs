@@ -47,6 +47,7 @@ fn batch(page: u64, items: Vec<MappedItem>) -> WorkBatch {
         segment: 1,
         page,
         part: BatchPart::WHOLE,
+        pointers: Vec::new(),
         rows_read: items.len() as u64 + 1,
         items,
     }

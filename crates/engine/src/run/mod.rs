@@ -8,20 +8,26 @@ use std::time::Instant;
 
 use sql2ddb_core::redact_url;
 use sql2ddb_dynamo::{
-    connect, ensure_table, AdaptiveConcurrency, BatchWriter, Endpoint, LocalDynamo, RetryPolicy,
-    WriteCapacityLimiter,
+    connect, ensure_table_spec, read_pointer, Billing, Endpoint, GsiSpec, LocalDynamo, Projection,
+    RetryPolicy, TableSpec,
 };
-use sql2ddb_mapping::{BoundEntity, EntitySource, Plan};
-use sql2ddb_queue::MemoryQueue;
+use sql2ddb_mapping::{BoundEntity, BoundPointer, EntitySource, GsiProjection, Plan};
+use sql2ddb_queue::{MemoryQueue, SqsQueue};
 use sql2ddb_source::{default_read_parallelism, From, PageQuery, Segment, Source};
 
+mod embed;
+mod handoff;
 mod read;
+mod tracking;
 pub mod write;
+
+use crate::checkpoint::Checkpoints;
+use handoff::{Handoff, PageOut};
 
 use crate::error::EngineError;
 use crate::progress::{EntityProgress, RunProgress};
 use crate::rejects::RejectsFile;
-use crate::report::{EntityReport, RunReport, RunStatus, WriterReport};
+use crate::report::{EntityReport, PointerReport, RunReport, RunStatus, WriterReport};
 
 /// Default number of source connections per run (keeps the source healthy).
 pub const DEFAULT_SOURCE_CONNECTIONS: u32 = 4;
@@ -54,6 +60,22 @@ pub struct RunOptions {
     /// Read and map everything, write nothing (no DynamoDB call at all): the
     /// source-read ceiling, and a full check of every row against the mapping.
     pub dry_run: bool,
+    /// The run's id; a new one from [`new_run_id`] when `None`. With
+    /// `resume`, the run to continue.
+    pub run_id: Option<String>,
+    /// Continue run `run_id` from its checkpoints.
+    pub resume: bool,
+    /// Keep progress in the progress store (always so with `queue` or `resume`).
+    pub track_progress: bool,
+    /// The progress table; default `<target>-sql2ddb-progress`. Naming one
+    /// turns progress tracking on.
+    pub progress_table: Option<String>,
+    /// Send pages to this SQS queue instead of writing them: workers write.
+    pub queue: Option<String>,
+    /// SQS endpoint URL (any SQS-compatible server); default AWS.
+    pub sqs_endpoint: Option<String>,
+    /// Pause reading while the queue holds this many messages waiting.
+    pub max_queued: Option<u64>,
 }
 
 impl Default for RunOptions {
@@ -71,6 +93,13 @@ impl Default for RunOptions {
             max_wcu: None,
             fixed_concurrency: false,
             dry_run: false,
+            run_id: None,
+            resume: false,
+            track_progress: false,
+            progress_table: None,
+            queue: None,
+            sqs_endpoint: None,
+            max_queued: None,
         }
     }
 }
@@ -97,11 +126,46 @@ struct Prepared {
     bound: Arc<BoundEntity>,
     query: PageQuery,
     segments: Vec<Segment>,
+    /// Embedded child rows, fetched per page.
+    children: Vec<embed::ChildPlan>,
+    /// Pointers this entity's rows move.
+    pointers: Vec<BoundPointer>,
+    /// The target table's key attributes (to tie a pointer to its item).
+    keys: Vec<sql2ddb_core::KeyAttr>,
     counters: Arc<EntityProgress>,
     stats: Arc<WriteStats>,
 }
 
-fn new_run_id() -> String {
+/// The target table as the mapping declares it: keys, GSIs, billing.
+fn table_spec(plan: &Plan) -> TableSpec {
+    let t = &plan.target;
+    TableSpec {
+        name: t.table.clone(),
+        keys: plan.key_attrs(),
+        gsis: t
+            .gsis
+            .iter()
+            .map(|g| GsiSpec {
+                name: g.name.clone(),
+                keys: g.keys(),
+                projection: match &g.projection {
+                    GsiProjection::All => Projection::All,
+                    GsiProjection::KeysOnly => Projection::KeysOnly,
+                    GsiProjection::Include(a) => Projection::Include(a.clone()),
+                },
+            })
+            .collect(),
+        billing: match t.billing {
+            sql2ddb_mapping::Billing::OnDemand => Billing::OnDemand,
+            sql2ddb_mapping::Billing::Provisioned { read, write } => {
+                Billing::Provisioned { read, write }
+            }
+        },
+    }
+}
+
+/// A new run id: UTC time and a short random suffix (`20240501T100000Z-3f9a1c`).
+pub fn new_run_id() -> String {
     let now = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
     let short = uuid::Uuid::new_v4().simple().to_string();
     format!("{now}-{}", &short[..6])
@@ -116,7 +180,13 @@ pub async fn run(
     progress: Arc<RunProgress>,
 ) -> Result<RunReport, EngineError> {
     let started = Instant::now();
-    let run_id = new_run_id();
+    if opts.resume && opts.run_id.is_none() {
+        return Err(EngineError::Resume {
+            run_id: String::new(),
+            message: "to resume, give the run id".into(),
+        });
+    }
+    let run_id = opts.run_id.clone().unwrap_or_else(new_run_id);
     let run_dir = opts.runs_dir.join(&run_id);
     std::fs::create_dir_all(&run_dir).map_err(|e| EngineError::io(&run_dir, e))?;
     let rejects = Arc::new(RejectsFile::new(run_dir.join("rejects.jsonl")));
@@ -140,7 +210,15 @@ pub async fn run(
     };
     let region = opts.region.as_deref().or(plan.target.region.as_deref());
     let client = connect(&endpoint, region).await;
-    let keys = plan.key_attrs();
+    let mut tracking = match tracking::wanted(opts) {
+        true => Some(tracking::Tracking::open(plan, opts, &client, &run_id).await?),
+        false => None,
+    };
+    // A resumed run sends to the queue it sent to before, unless told otherwise.
+    let queue_url = opts
+        .queue
+        .clone()
+        .or_else(|| tracking.as_ref()?.recorded_queue().map(str::to_string));
 
     let mut report = RunReport {
         run_id: run_id.clone(),
@@ -155,11 +233,15 @@ pub async fn run(
         },
         local_data_file: local.as_ref().map(|l| l.path().display().to_string()),
         table_created: false,
+        queue: queue_url.clone(),
+        progress_table: None,
         run_dir: run_dir.display().to_string(),
         rejects_file: rejects.path().display().to_string(),
         entities: Vec::new(),
         totals: EntityReport::default(),
         writer: WriterReport::default(),
+        pointers: Vec::new(),
+        warnings: Vec::new(),
         error: None,
     };
 
@@ -185,7 +267,25 @@ pub async fn run(
                             .into(),
                 });
             }
-            let bound = entity.bind(plan, &shape.columns, &key)?;
+            let (bound, children) = if entity.embeds().is_empty() {
+                (entity.bind(plan, &shape.columns, &key)?, Vec::new())
+            } else {
+                let (shapes, children) =
+                    embed::prepare(&source, &entity.name, entity.embeds()).await?;
+                let bound = entity.bind_with_children(plan, &shape.columns, &key, &shapes)?;
+                (bound, children)
+            };
+            if entity.key.is_none() {
+                if let Some(lint) = entity.lint_keys(&shape.primary_key) {
+                    report.warnings.push(lint.to_string());
+                }
+            }
+            let pointers = plan
+                .pointers()
+                .iter()
+                .filter(|p| p.entity == entity.name)
+                .map(|p| p.bind(plan, &shape.columns))
+                .collect::<Result<Vec<_>, _>>()?;
             let page_size = opts.page_size.unwrap_or_else(|| entity.page_size(plan));
             let query = source.page_query(&from, &shape, &key, page_size)?;
             let counters = progress.entity(&entity.name);
@@ -195,30 +295,65 @@ pub async fn run(
                 .read_parallelism
                 .or_else(|| entity.read_parallelism(plan))
                 .unwrap_or_else(|| default_read_parallelism(total));
-            let segments = source.split(&query, parallelism).await?;
+            let recorded = tracking
+                .as_ref()
+                .and_then(|t| t.recorded_segments(&entity.name));
+            let segments = match recorded {
+                Some(s) => s,
+                None => source.split(&query, parallelism).await?,
+            };
+            let segments = match &mut tracking {
+                Some(t) => {
+                    t.describe(&entity.name, &segments);
+                    t.remaining(&entity.name, segments)
+                }
+                None => segments,
+            };
             prepared.push(Arc::new(Prepared {
                 bound: Arc::new(bound),
                 query,
                 segments,
+                children,
+                pointers,
+                keys: plan.key_attrs(),
                 counters,
                 stats: Arc::new(WriteStats::default()),
             }));
         }
         if !opts.dry_run {
             report.table_created =
-                ensure_table(&client, &plan.target.table, &keys, plan.target.create).await?;
+                ensure_table_spec(&client, &table_spec(plan), plan.target.create).await?;
         }
-        pipeline(
-            &prepared,
-            &run_id,
-            plan,
-            opts,
-            &client,
-            &source,
-            &rejects,
-            &mut report.writer,
-        )
-        .await?;
+        let checkpoints = match &tracking {
+            Some(t) => Some(t.start(plan, &run_id, source_url, queue_url.as_deref()).await?),
+            None => None,
+        };
+        match &queue_url {
+            Some(url) => {
+                let sqs = sql2ddb_queue::connect(opts.sqs_endpoint.as_deref(), None, Some(url)).await;
+                let queue = Arc::new(SqsQueue::open(sqs, url).await?);
+                let handoff = Handoff::Sqs {
+                    queue,
+                    max_queued: opts.max_queued,
+                };
+                enqueue(&prepared, &run_id, opts, &source, &rejects, handoff, checkpoints).await?;
+            }
+            None => {
+                pipeline(
+                    &prepared,
+                    &run_id,
+                    plan,
+                    opts,
+                    &client,
+                    &source,
+                    &rejects,
+                    &mut report.writer,
+                    &mut report.pointers,
+                    checkpoints,
+                )
+                .await?
+            }
+        }
         Ok(prepared)
     }
     .await;
@@ -227,7 +362,10 @@ pub async fn run(
         Ok(p) => p,
         Err(e)
             if report.entities.is_empty()
-                && !matches!(e, EngineError::Source(_) | EngineError::Dynamo(_)) =>
+                && !matches!(
+                    e,
+                    EngineError::Source(_) | EngineError::Dynamo(_) | EngineError::Queue(_)
+                ) =>
         {
             return Err(e);
         }
@@ -261,7 +399,19 @@ pub async fn run(
             seconds,
         });
     }
+    if let Some(t) = &tracking {
+        report.progress_table = Some(t.table().to_string());
+        if let Err(e) = t
+            .settle_report(&run_id, &mut report.entities, queue_url.is_none())
+            .await
+        {
+            report.error.get_or_insert_with(|| e.to_string());
+        }
+    }
     report.finish(started.elapsed().as_secs_f64());
+    if queue_url.is_some() && report.error.is_none() {
+        report.status = RunStatus::Enqueued;
+    }
     source.close().await;
     if let Some(l) = local {
         l.stop().await;
@@ -287,42 +437,17 @@ async fn pipeline(
     source: &Arc<Source>,
     rejects: &Arc<RejectsFile>,
     writer_report: &mut WriterReport,
+    pointer_report: &mut Vec<PointerReport>,
+    checkpoints: Option<Arc<Checkpoints>>,
 ) -> Result<(), EngineError> {
-    let concurrency = opts.concurrency.unwrap_or(plan.writer.concurrency).max(1);
+    let write::SinkSetup {
+        sink,
+        controller,
+        limiter,
+        max_wcu,
+        concurrency,
+    } = write::build_sink(plan, opts, client, rejects.clone());
     let queue = MemoryQueue::new(concurrency);
-    let adaptive = plan.writer.adaptive && !opts.fixed_concurrency;
-    let controller = Arc::new(if adaptive {
-        AdaptiveConcurrency::new(concurrency)
-    } else {
-        AdaptiveConcurrency::fixed(concurrency)
-    });
-    let max_wcu = opts.max_wcu.or(plan.writer.max_wcu).filter(|w| *w > 0);
-    let limiter = max_wcu.map(|w| Arc::new(WriteCapacityLimiter::new(w)));
-    let sink = Arc::new(write::BatchSink {
-        writer: (!opts.dry_run).then(|| {
-            let retry = RetryPolicy {
-                max_attempts: plan.writer.max_attempts,
-                ..opts.retry
-            };
-            let mut w = BatchWriter::new(
-                client.clone(),
-                plan.target.table.clone(),
-                plan.key_attrs(),
-                retry,
-            )
-            .with_concurrency(controller.clone());
-            if let Some(l) = &limiter {
-                // Each GSI bills its own write for an item it projects.
-                w = w.with_capacity_limit(l.clone(), 1 + plan.target.gsis.len() as u64);
-            }
-            if let Some(secs) = plan.writer.retry_seconds {
-                w = w.with_retry_deadline(std::time::Duration::from_secs(secs));
-            }
-            Arc::new(w)
-        }),
-        rejects: rejects.clone(),
-        throttled: Default::default(),
-    });
     let entities: Arc<Vec<Arc<Prepared>>> = Arc::new(prepared.to_vec());
     let mut writers = tokio::task::JoinSet::new();
     for _ in 0..concurrency {
@@ -330,13 +455,17 @@ async fn pipeline(
             queue.consumer(),
             sink.clone(),
             entities.clone(),
+            checkpoints.clone(),
         ));
     }
     let readers = read::Readers {
         source: source.clone(),
         rejects: rejects.clone(),
         run_id: run_id.to_string(),
-        producer: queue.producer(),
+        out: PageOut {
+            handoff: Handoff::Memory(queue.producer()),
+            checkpoints,
+        },
         slots: Arc::new(tokio::sync::Semaphore::new(
             opts.source_connections.max(1) as usize
         )),
@@ -368,5 +497,61 @@ async fn pipeline(
             .map(|l| l.snapshot().waited.as_secs_f64())
             .unwrap_or(0.0),
     };
+    *pointer_report = pointer_reports(&sink).await?;
     read_result.and(write_result)
+}
+
+/// What each pointer did, with its value read back when it has one key.
+async fn pointer_reports(sink: &write::BatchSink) -> Result<Vec<PointerReport>, EngineError> {
+    let stats = sink.pointer_stats.lock().expect("pointer stats lock").clone();
+    let mut out = Vec::with_capacity(stats.len());
+    for (name, s) in stats {
+        let value = match (&sink.pointers, s.items.values().next()) {
+            (Some(t), Some(update)) if s.items.len() == 1 => {
+                read_pointer(&t.client, &t.table, &t.keys, update)
+                    .await?
+                    .map(|v| v.to_dynamo_json())
+                    .unwrap_or(serde_json::Value::Null)
+            }
+            _ => serde_json::Value::Null,
+        };
+        out.push(PointerReport {
+            name,
+            keys: s.items.len() as u64,
+            moved: s.moved,
+            already_newer: s.already_newer,
+            value,
+        });
+    }
+    Ok(out)
+}
+
+/// The read side alone, for a run cut at the queue: segment readers send
+/// their pages to SQS, and `sql2ddb worker` processes write them.
+async fn enqueue(
+    prepared: &[Arc<Prepared>],
+    run_id: &str,
+    opts: &RunOptions,
+    source: &Arc<Source>,
+    rejects: &Arc<RejectsFile>,
+    handoff: Handoff,
+    checkpoints: Option<Arc<Checkpoints>>,
+) -> Result<(), EngineError> {
+    let readers = read::Readers {
+        source: source.clone(),
+        rejects: rejects.clone(),
+        run_id: run_id.to_string(),
+        out: PageOut {
+            handoff,
+            checkpoints,
+        },
+        slots: Arc::new(tokio::sync::Semaphore::new(
+            opts.source_connections.max(1) as usize
+        )),
+    };
+    let result = readers.read_all(prepared).await;
+    for p in prepared {
+        p.counters.done.store(true, Ordering::Relaxed);
+    }
+    result
 }

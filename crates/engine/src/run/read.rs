@@ -5,12 +5,14 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sql2ddb_core::{BatchPart, SqlValue, WorkBatch};
-use sql2ddb_queue::Producer;
+use sql2ddb_core::{
+    AttrValue, BatchPart, BatchPointer, MappedItem, Reject, Row, SqlValue, WorkBatch,
+};
 use sql2ddb_source::{Segment, Source};
 use tokio::sync::Semaphore;
 
-use super::Prepared;
+use super::handoff::PageOut;
+use super::{embed, Prepared};
 use crate::error::EngineError;
 use crate::progress::EntityProgress;
 use crate::rejects::RejectsFile;
@@ -20,7 +22,8 @@ pub(super) struct Readers {
     pub source: Arc<Source>,
     pub rejects: Arc<RejectsFile>,
     pub run_id: String,
-    pub producer: Producer,
+    /// Where pages go, and the checkpoints when the run keeps them.
+    pub out: PageOut,
     /// Segments reading at once, at most the run's source connections.
     pub slots: Arc<Semaphore>,
 }
@@ -62,6 +65,52 @@ impl Readers {
         result
     }
 
+    /// Maps a page: fetches its embedded children (one query per embed),
+    /// maps each row, and takes the pointer candidates of the rows that
+    /// became items, each tied to its item's key.
+    async fn map_page(
+        &self,
+        p: &Prepared,
+        rows: &[Row],
+    ) -> Result<(Vec<MappedItem>, Vec<Reject>, Vec<BatchPointer>), EngineError> {
+        let children = if p.children.is_empty() {
+            Vec::new()
+        } else {
+            let keys: Vec<Vec<SqlValue>> = rows.iter().map(|r| p.query.key_of(r)).collect();
+            embed::fetch(&self.source, &p.children, &keys).await?
+        };
+        let mut items = Vec::with_capacity(rows.len());
+        let mut rejected = Vec::new();
+        let mut mapped_rows = Vec::new();
+        for (i, row) in rows.iter().enumerate() {
+            let mapped = match children.get(i) {
+                Some(c) => p.bound.map_row_with_children(row, c),
+                None => p.bound.map_row(row),
+            };
+            match mapped {
+                Ok(m) => {
+                    if !p.pointers.is_empty() {
+                        mapped_rows.push(row.clone());
+                    }
+                    items.push(m)
+                }
+                Err(r) => rejected.push(r),
+            }
+        }
+        let mut pointers = Vec::new();
+        for bound in &p.pointers {
+            for (i, update) in bound.candidates_indexed(&mapped_rows) {
+                let item_key = p
+                    .keys
+                    .iter()
+                    .map(|k| items[i].item.get(&k.name).cloned().unwrap_or(AttrValue::Null))
+                    .collect();
+                pointers.push(BatchPointer { update, item_key });
+            }
+        }
+        Ok((items, rejected, pointers))
+    }
+
     /// Reads one segment page by page, maps each page and queues it.
     async fn read_segment(&self, p: &Prepared, segment: &Segment) -> Result<(), EngineError> {
         p.stats
@@ -71,7 +120,9 @@ impl Readers {
             .get_or_insert_with(Instant::now);
         let name = p.bound.name();
         let mut after: Option<Vec<SqlValue>> = segment.after.clone();
-        let mut page = 0u64;
+        // A resumed segment starts at its cursor (`segment.after`) and goes on numbering.
+        let start = self.out.start(name, segment.index);
+        let (mut page, mut segment_rows) = (start.page, start.rows);
         loop {
             let rows = self
                 .source
@@ -80,14 +131,7 @@ impl Readers {
             let Some(last) = rows.last() else { break };
             after = Some(p.query.key_of(last));
             let full = rows.len() >= p.query.page_size();
-            let mut items = Vec::with_capacity(rows.len());
-            let mut rejected = Vec::new();
-            for row in &rows {
-                match p.bound.map_row(row) {
-                    Ok(m) => items.push(m),
-                    Err(r) => rejected.push(r),
-                }
-            }
+            let (items, rejected, pointers) = self.map_page(p, &rows).await?;
             EntityProgress::add(&p.counters.read, rows.len() as u64);
             EntityProgress::add(&p.counters.rejected, rejected.len() as u64);
             p.stats.pages.fetch_add(1, Ordering::Relaxed);
@@ -100,19 +144,19 @@ impl Readers {
                 part: BatchPart::WHOLE,
                 rows_read: rows.len() as u64,
                 items,
+                pointers,
             };
-            self.producer
-                .push(batch)
-                .await
-                .map_err(|e| EngineError::Entity {
-                    entity: name.to_string(),
-                    message: e.to_string(),
-                })?;
+            segment_rows += rows.len() as u64;
+            let cursor = after.clone().expect("set from this page");
+            self.out.hand_on(batch, cursor, segment_rows).await?;
             page += 1;
             if !full {
                 break;
             }
         }
+        self.out
+            .segment_done(name, segment.index, page, segment_rows)
+            .await?;
         p.stats.touch();
         Ok(())
     }

@@ -1,14 +1,20 @@
 //! The write side of a run: writer tasks draining the queue. The same
 //! [`BatchSink::write_batch`] serves in-process runs and queue workers.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use sql2ddb_core::{MappedItem, Reject, WorkBatch};
-use sql2ddb_dynamo::{BatchWriter, Client};
+use sql2ddb_core::{AttrValue, KeyAttr, MappedItem, PointerUpdate, Reject, WorkBatch};
+use sql2ddb_dynamo::{
+    write_pointer, AdaptiveConcurrency, BatchWriter, Client, PointerOutcome, RetryPolicy,
+    WriteCapacityLimiter,
+};
+use sql2ddb_mapping::Plan;
 use sql2ddb_queue::Consumer;
 
-use super::Prepared;
+use super::{Prepared, RunOptions};
+use crate::checkpoint::{BatchId, Checkpoints};
 use crate::error::EngineError;
 use crate::progress::EntityProgress;
 use crate::rejects::RejectsFile;
@@ -40,6 +46,33 @@ pub struct BatchSink {
     pub rejects: Arc<RejectsFile>,
     /// Calls throttled or answered with unprocessed items, over all batches.
     pub throttled: AtomicU64,
+    /// Where pointer updates go; `None` in a dry run.
+    pub pointers: Option<PointerTarget>,
+    /// What each pointer did, by name.
+    pub pointer_stats: Mutex<BTreeMap<String, PointerStats>>,
+}
+
+/// The table pointer items are written to.
+pub struct PointerTarget {
+    /// The client.
+    pub client: Client,
+    /// Target table.
+    pub table: String,
+    /// The table's key attributes (partition key first).
+    pub keys: Vec<KeyAttr>,
+    /// Retries of a pointer write.
+    pub retry: RetryPolicy,
+}
+
+/// Counts of one pointer.
+#[derive(Debug, Default, Clone)]
+pub struct PointerStats {
+    /// Conditional writes that moved it.
+    pub moved: u64,
+    /// Conditional writes that found a newer value there.
+    pub already_newer: u64,
+    /// Distinct pointer items, with the last update of each (to read them back).
+    pub items: BTreeMap<String, PointerUpdate>,
 }
 
 impl BatchSink {
@@ -57,8 +90,40 @@ impl BatchSink {
                 ..BatchOutcome::default()
             });
         };
+        let keys = writer_keys(&self.pointers);
+        let all_keys: Vec<Vec<AttrValue>> = if batch.pointers.is_empty() {
+            Vec::new()
+        } else {
+            batch.items.iter().map(|m| key_of(&keys, &m.item)).collect()
+        };
         let out = writer.write(batch.items).await;
         self.throttled.fetch_add(out.throttled, Ordering::Relaxed);
+        if let Some((_, reason)) = out.rejected.iter().find(|(_, r)| is_table_fault(r)) {
+            // Not a bad row: the table cannot be written at all. The batch
+            // fails whole, so it is retried or dead-lettered, never "rejected".
+            return Err(EngineError::Entity {
+                entity: batch.entity,
+                message: format!("the table cannot be written: {reason}"),
+            });
+        }
+        if !batch.pointers.is_empty() {
+            // A pointer moves only once the item it points at is written.
+            let not_written: BTreeSet<Vec<AttrValue>> = out
+                .rejected
+                .iter()
+                .chain(out.failed.iter())
+                .map(|(m, _)| key_of(&keys, &m.item))
+                .collect();
+            let written: BTreeSet<&Vec<AttrValue>> = all_keys
+                .iter()
+                .filter(|k| !not_written.contains(*k))
+                .collect();
+            for p in &batch.pointers {
+                if written.contains(&p.item_key) {
+                    self.move_pointer(&p.update).await?;
+                }
+            }
+        }
         let refused: Vec<Reject> = out
             .rejected
             .iter()
@@ -77,18 +142,123 @@ impl BatchSink {
     }
 }
 
+/// A sink and the shared limits its writer obeys.
+pub(crate) struct SinkSetup {
+    pub sink: Arc<BatchSink>,
+    pub controller: Arc<AdaptiveConcurrency>,
+    pub limiter: Option<Arc<WriteCapacityLimiter>>,
+    pub max_wcu: Option<u64>,
+    pub concurrency: usize,
+}
+
+/// The sink of a process that writes `plan`'s table: the mapping's writer
+/// settings with the options' overrides. In-process runs and queue workers
+/// build it the same way.
+pub(crate) fn build_sink(
+    plan: &Plan,
+    opts: &RunOptions,
+    client: &Client,
+    rejects: Arc<RejectsFile>,
+) -> SinkSetup {
+    let concurrency = opts.concurrency.unwrap_or(plan.writer.concurrency).max(1);
+    let adaptive = plan.writer.adaptive && !opts.fixed_concurrency;
+    let controller = Arc::new(if adaptive {
+        AdaptiveConcurrency::new(concurrency)
+    } else {
+        AdaptiveConcurrency::fixed(concurrency)
+    });
+    let max_wcu = opts.max_wcu.or(plan.writer.max_wcu).filter(|w| *w > 0);
+    let limiter = max_wcu.map(|w| Arc::new(WriteCapacityLimiter::new(w)));
+    let sink = Arc::new(BatchSink {
+        writer: (!opts.dry_run).then(|| {
+            let retry = RetryPolicy {
+                max_attempts: plan.writer.max_attempts,
+                ..opts.retry
+            };
+            let mut w = BatchWriter::new(
+                client.clone(),
+                plan.target.table.clone(),
+                plan.key_attrs(),
+                retry,
+            )
+            .with_concurrency(controller.clone());
+            if let Some(l) = &limiter {
+                // Each GSI bills its own write for an item it projects.
+                w = w.with_capacity_limit(l.clone(), 1 + plan.target.gsis.len() as u64);
+            }
+            if let Some(secs) = plan.writer.retry_seconds {
+                w = w.with_retry_deadline(std::time::Duration::from_secs(secs));
+            }
+            Arc::new(w)
+        }),
+        rejects,
+        throttled: Default::default(),
+        pointers: (!opts.dry_run).then(|| PointerTarget {
+            client: client.clone(),
+            table: plan.target.table.clone(),
+            keys: plan.key_attrs(),
+            retry: opts.retry,
+        }),
+        pointer_stats: Default::default(),
+    });
+    SinkSetup {
+        sink,
+        controller,
+        limiter,
+        max_wcu,
+        concurrency,
+    }
+}
+
+impl BatchSink {
+    async fn move_pointer(&self, update: &PointerUpdate) -> Result<(), EngineError> {
+        let Some(t) = &self.pointers else {
+            return Ok(());
+        };
+        let outcome = write_pointer(&t.client, &t.table, &t.keys, update, &t.retry).await?;
+        let mut stats = self.pointer_stats.lock().expect("pointer stats lock");
+        let s = stats.entry(update.name.clone()).or_default();
+        match outcome {
+            PointerOutcome::Written => s.moved += 1,
+            PointerOutcome::AlreadyNewer => s.already_newer += 1,
+        }
+        let item = format!("{:?}/{:?}", update.pk, update.sk);
+        s.items.insert(item, update.clone());
+        Ok(())
+    }
+}
+
+fn writer_keys(target: &Option<PointerTarget>) -> Vec<String> {
+    target
+        .as_ref()
+        .map(|t| t.keys.iter().map(|k| k.name.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// The key attribute values of an item, partition key first.
+pub(super) fn key_of(keys: &[String], item: &sql2ddb_core::Item) -> Vec<AttrValue> {
+    keys.iter()
+        .map(|k| item.get(k).cloned().unwrap_or(AttrValue::Null))
+        .collect()
+}
+
 /// Writes batches from the in-process queue until it ends, counting per entity.
 pub(super) async fn drain(
     consumer: Consumer,
     sink: Arc<BatchSink>,
     entities: Arc<Vec<Arc<Prepared>>>,
+    checkpoints: Option<Arc<Checkpoints>>,
 ) -> Result<(), EngineError> {
     while let Some(batch) = consumer.pop().await {
         let p = entities
             .iter()
             .find(|p| p.bound.name() == batch.entity)
             .expect("batches come from known entities");
+        let id = BatchId::of(&batch);
         let out = sink.write_batch(batch).await?;
+        if let Some(c) = &checkpoints {
+            c.written(&id, &out).await?;
+        }
         let (counters, stats) = (&p.counters, &p.stats);
         EntityProgress::add(&counters.written, out.written);
         EntityProgress::add(&counters.rejected, out.rejected);
@@ -112,4 +282,20 @@ fn write_reject(entity: &str, m: &MappedItem, reason: &str) -> Reject {
         reason: reason.to_string(),
         row: sql2ddb_core::attr::map_to_dynamo_json(&m.item),
     }
+}
+
+/// Error codes that say the table cannot be written at all (missing, no
+/// permission, bad credentials), whatever the item.
+const TABLE_FAULTS: &[&str] = &[
+    "ResourceNotFoundException",
+    "AccessDeniedException",
+    "UnrecognizedClientException",
+    "InvalidSignatureException",
+    "MissingAuthenticationToken",
+    "ExpiredTokenException",
+];
+
+/// Whether a write's reason (`Code: message`) is a fault of the table, not of the item.
+fn is_table_fault(reason: &str) -> bool {
+    TABLE_FAULTS.iter().any(|code| reason.starts_with(code))
 }

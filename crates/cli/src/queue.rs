@@ -1,0 +1,164 @@
+//! `sql2ddb queue`: create a work queue with its dead-letter queue, move
+//! dead-lettered batches back, show depths, delete.
+
+use std::time::Duration;
+
+use sql2ddb_queue::admin::{DEFAULT_MAX_RECEIVE_COUNT, DEFAULT_VISIBILITY};
+use sql2ddb_queue::{create_queue, delete_queue, redrive, SqsQueue, WorkQueue};
+
+use crate::fail;
+
+/// `sql2ddb queue …`.
+#[derive(clap::Subcommand)]
+pub enum QueueCommand {
+    /// Create queue NAME and its dead-letter queue NAME-dlq (or find them);
+    /// prints both URLs.
+    Create {
+        /// Queue name.
+        name: String,
+        /// Seconds a received batch stays invisible to other workers (a
+        /// worker extends it while still writing).
+        #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_VISIBILITY.as_secs())]
+        visibility_timeout: u64,
+        /// Receives before a batch moves to the dead-letter queue.
+        #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_RECEIVE_COUNT)]
+        max_receive_count: u32,
+        #[command(flatten)]
+        sqs: SqsArgs,
+    },
+    /// Move every batch of the queue's dead-letter queue back to it (once
+    /// the cause of the failures is fixed).
+    Redrive {
+        /// The work queue's URL.
+        #[arg(long, value_name = "URL")]
+        queue: String,
+        #[command(flatten)]
+        sqs: SqsArgs,
+    },
+    /// Show how many batches wait, are being written, and are dead-lettered.
+    Depth {
+        /// The work queue's URL.
+        #[arg(long, value_name = "URL")]
+        queue: String,
+        #[command(flatten)]
+        sqs: SqsArgs,
+    },
+    /// Delete the queue and its dead-letter queue.
+    Delete {
+        /// The work queue's URL.
+        #[arg(long, value_name = "URL")]
+        queue: String,
+        #[command(flatten)]
+        sqs: SqsArgs,
+    },
+}
+
+/// Where SQS is.
+#[derive(clap::Args)]
+pub struct SqsArgs {
+    /// SQS endpoint URL, for any SQS-compatible server (default: AWS).
+    #[arg(long, value_name = "URL", env = "SQL2DDB_SQS_ENDPOINT")]
+    sqs_endpoint: Option<String>,
+    /// AWS region (default: the environment's, else the queue URL's).
+    #[arg(long)]
+    region: Option<String>,
+    /// Print the result as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Runs a queue command.
+pub async fn queue(command: QueueCommand) -> u8 {
+    match run(command).await {
+        Ok(()) => 0,
+        Err(e) => fail(&e),
+    }
+}
+
+fn print(json: bool, value: serde_json::Value, text: String) {
+    match json {
+        true => println!("{value}"),
+        false => println!("{text}"),
+    }
+}
+
+async fn run(command: QueueCommand) -> Result<(), String> {
+    let client = |sqs: &SqsArgs, url: Option<&str>| {
+        let (endpoint, region) = (sqs.sqs_endpoint.clone(), sqs.region.clone());
+        let url = url.map(str::to_string);
+        async move { sql2ddb_queue::connect(endpoint.as_deref(), region.as_deref(), url.as_deref()).await }
+    };
+    match command {
+        QueueCommand::Create {
+            name,
+            visibility_timeout,
+            max_receive_count,
+            sqs,
+        } => {
+            let c = client(&sqs, None).await;
+            let urls = create_queue(
+                &c,
+                &name,
+                Duration::from_secs(visibility_timeout),
+                max_receive_count,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+            print(
+                sqs.json,
+                serde_json::json!({"queue": urls.queue, "dead_letter": urls.dead_letter}),
+                format!("queue       {}\ndead-letter {}", urls.queue, urls.dead_letter),
+            );
+        }
+        QueueCommand::Redrive { queue, sqs } => {
+            let c = client(&sqs, Some(&queue)).await;
+            let q = SqsQueue::open(c.clone(), &queue)
+                .await
+                .map_err(|e| e.to_string())?;
+            let dlq = q
+                .dead_letter_url()
+                .ok_or_else(|| format!("queue {queue} has no dead-letter queue"))?;
+            let moved = redrive(&c, dlq, &queue).await.map_err(|e| e.to_string())?;
+            print(
+                sqs.json,
+                serde_json::json!({"moved": moved}),
+                format!("moved {moved} batches back to {queue}"),
+            );
+        }
+        QueueCommand::Depth { queue, sqs } => {
+            let c = client(&sqs, Some(&queue)).await;
+            let d = SqsQueue::open(c, &queue)
+                .await
+                .map_err(|e| e.to_string())?
+                .depth()
+                .await
+                .map_err(|e| e.to_string())?;
+            print(
+                sqs.json,
+                serde_json::json!({"visible": d.visible, "in_flight": d.in_flight, "dead_letter": d.dead_letter}),
+                format!(
+                    "{} waiting, {} in flight, dead-letter {}",
+                    d.visible,
+                    d.in_flight,
+                    d.dead_letter.map_or("none".to_string(), |n| n.to_string())
+                ),
+            );
+        }
+        QueueCommand::Delete { queue, sqs } => {
+            let c = client(&sqs, Some(&queue)).await;
+            let q = SqsQueue::open(c.clone(), &queue)
+                .await
+                .map_err(|e| e.to_string())?;
+            if let Some(dlq) = q.dead_letter_url() {
+                delete_queue(&c, dlq).await.map_err(|e| e.to_string())?;
+            }
+            delete_queue(&c, &queue).await.map_err(|e| e.to_string())?;
+            print(
+                sqs.json,
+                serde_json::json!({"deleted": queue}),
+                format!("deleted {queue}"),
+            );
+        }
+    }
+    Ok(())
+}

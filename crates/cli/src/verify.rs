@@ -1,0 +1,265 @@
+//! `sql2ddb status` and `sql2ddb verify`: a run's counts from its progress
+//! table, from any machine.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use sql2ddb_dynamo::progress::{default_table, ProgressStore};
+use sql2ddb_dynamo::{connect, Endpoint};
+use sql2ddb_engine::verify::{inspect, RunState};
+
+use crate::{fail, load};
+
+/// Which run, and where its progress table is.
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// The run id (`run` prints it).
+    #[arg(long)]
+    pub run: String,
+    /// The run's mapping, for its table, endpoint and region (not needed
+    /// with --progress-table and --endpoint).
+    pub mapping: Option<PathBuf>,
+    /// The progress table (default: `<target table>-sql2ddb-progress`).
+    #[arg(long, value_name = "NAME", env = "SQL2DDB_PROGRESS_TABLE")]
+    pub progress_table: Option<String>,
+    /// DynamoDB endpoint URL, overriding the mapping's (default: AWS).
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// AWS region, overriding the mapping's and the environment's.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// SQS endpoint URL, for the run's queue depths (default: AWS).
+    #[arg(long, value_name = "URL", env = "SQL2DDB_SQS_ENDPOINT")]
+    pub sqs_endpoint: Option<String>,
+    /// Poll until every row is accounted for.
+    #[arg(long)]
+    pub watch: bool,
+    /// Seconds between two polls with --watch.
+    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    pub interval: u64,
+    /// With --watch, give up after this many seconds.
+    #[arg(long, value_name = "SECONDS")]
+    pub timeout: Option<u64>,
+    /// Print each state as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub const STATUS_EXIT_CODES: &str = "\
+Exit codes: 0 the run's state was read (whatever it is), 1 it could not be.";
+
+pub const VERIFY_EXIT_CODES: &str = "\
+Exit codes:
+  0  every row of the run is accounted for: written, or rejected with its
+     reason in a rejects file; none failed
+  1  rows are missing or pending, some failed, the run cannot move on
+     (--watch: its only unwritten messages are in the dead-letter queue),
+     --timeout passed, or the run could not be read";
+
+/// The progress store these arguments name.
+async fn store(args: &StatusArgs) -> Result<ProgressStore, String> {
+    let plan = match &args.mapping {
+        Some(path) => Some(load(path)?),
+        None => None,
+    };
+    let table = match (&args.progress_table, &plan) {
+        (Some(t), _) => t.clone(),
+        (None, Some(plan)) => default_table(&plan.target.table),
+        (None, None) => {
+            return Err(
+                "name the run's progress table: give the mapping file or --progress-table".into(),
+            )
+        }
+    };
+    let endpoint = args
+        .endpoint
+        .as_deref()
+        .or(plan.as_ref().and_then(|p| p.target.endpoint.as_deref()));
+    let endpoint = match endpoint {
+        Some("local") => {
+            return Err(
+                "the embedded `local` endpoint belongs to the run's own process; give --endpoint"
+                    .into(),
+            )
+        }
+        Some(url) => Endpoint::Url(url.to_string()),
+        None => Endpoint::Aws,
+    };
+    let region = args
+        .region
+        .as_deref()
+        .or(plan.as_ref().and_then(|p| p.target.region.as_deref()));
+    Ok(ProgressStore::new(connect(&endpoint, region).await, table))
+}
+
+/// `sql2ddb status`.
+pub async fn status(args: StatusArgs) -> u8 {
+    follow(args, false).await
+}
+
+/// `sql2ddb verify`.
+pub async fn verify(args: StatusArgs) -> u8 {
+    follow(args, true).await
+}
+
+async fn follow(args: StatusArgs, verifying: bool) -> u8 {
+    let store = match store(&args).await {
+        Ok(s) => s,
+        Err(e) => return fail(&e),
+    };
+    let started = Instant::now();
+    let mut stalled_before = false;
+    loop {
+        let state = match inspect(&store, args.sqs_endpoint.as_deref(), &args.run).await {
+            Ok(s) => s,
+            Err(e) => return fail(&e.to_string()),
+        };
+        show(&state, args.json);
+        let done = if verifying {
+            state.verified()
+        } else {
+            state.complete
+        };
+        if !args.watch || done {
+            return match verifying {
+                true if !done => {
+                    eprintln!("{}", verdict(&state));
+                    1
+                }
+                true => {
+                    eprintln!("{}", verdict(&state));
+                    0
+                }
+                false => 0,
+            };
+        }
+        // Seen twice in a row, as queue depths are approximate.
+        let stalled = state.stalled() || (state.complete && state.failed() > 0);
+        if stalled && stalled_before {
+            eprintln!(
+                "{}; nothing left in the queue can complete it",
+                verdict(&state)
+            );
+            // status reports; only verify fails on it.
+            return if verifying { 1 } else { 0 };
+        }
+        stalled_before = stalled;
+        if args
+            .timeout
+            .is_some_and(|t| started.elapsed() >= Duration::from_secs(t))
+        {
+            eprintln!("gave up after {} s: {}", args.timeout.unwrap_or(0), verdict(&state));
+            return 1;
+        }
+        tokio::time::sleep(Duration::from_secs(args.interval.max(1))).await;
+    }
+}
+
+fn show(state: &RunState, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(state).expect("a run state serialises")
+        );
+    } else {
+        eprintln!("{}", render(state));
+    }
+}
+
+fn verdict(state: &RunState) -> String {
+    if state.verified() {
+        let rejected = state.rejected();
+        match rejected {
+            0 => "verified: every row is written".to_string(),
+            n => format!("verified: every row is accounted for ({n} rejected, see the rejects files)"),
+        }
+    } else if state.complete {
+        format!(
+            "not verified: {} rows failed (see the rejects files)",
+            state.failed()
+        )
+    } else {
+        let mut why = Vec::new();
+        if !state.unfinished.is_empty() {
+            why.push(format!("{} segments still being read", state.unfinished.len()));
+        }
+        if !state.missing.is_empty() {
+            let pages: u64 = state.missing.iter().map(|m| m.last - m.first + 1).sum();
+            why.push(format!("{pages} pages not written"));
+        }
+        if let Some(dead) = state.queue.as_ref().and_then(|q| q.dead_letter).filter(|d| *d > 0) {
+            why.push(format!("{dead} messages in the dead-letter queue"));
+        }
+        if why.is_empty() {
+            why.push("the counts do not add up".into());
+        }
+        format!("not verified: {}", why.join(", "))
+    }
+}
+
+/// The state as a table for the terminal.
+pub fn render(state: &RunState) -> String {
+    let mut out = format!(
+        "run {}  table {}  progress {}  started {}\n",
+        state.run_id, state.table, state.progress_table, state.started
+    );
+    out.push_str(&format!(
+        "{:<16} {:>9} {:>10} {:>10} {:>10} {:>9} {:>7} {:>9}\n",
+        "entity", "segments", "read", "recorded", "written", "rejected", "failed", "pending"
+    ));
+    let opt = |v: Option<u64>| v.map_or("…".to_string(), |v| v.to_string());
+    for e in &state.entities {
+        out.push_str(&format!(
+            "{:<16} {:>9} {:>10} {:>10} {:>10} {:>9} {:>7} {:>9}\n",
+            e.entity,
+            format!("{}/{}", e.segments_finished, e.segments),
+            opt(e.rows_read),
+            e.rows_recorded,
+            e.written,
+            e.rejected,
+            e.failed,
+            opt(e.pending),
+        ));
+    }
+    if let Some(q) = &state.queue {
+        out.push_str(&format!(
+            "queue {}: {} waiting, {} in flight, dead-letter {}\n",
+            q.url,
+            q.visible,
+            q.in_flight,
+            q.dead_letter.map_or("none".to_string(), |d| d.to_string())
+        ));
+    }
+    if let Some(e) = &state.queue_error {
+        out.push_str(&format!("queue: {e}\n"));
+    }
+    for u in &state.unfinished {
+        out.push_str(&format!(
+            "still reading: {} segment {} ({} pages sent)\n",
+            u.entity, u.segment, u.pages_sent
+        ));
+    }
+    const SHOWN: usize = 20;
+    for m in state.missing.iter().take(SHOWN) {
+        let pages = match m.first == m.last {
+            true => format!("page {}", m.first),
+            false => format!("pages {}-{}", m.first, m.last),
+        };
+        out.push_str(&format!(
+            "not written: {} segment {} {pages}\n",
+            m.entity, m.segment
+        ));
+    }
+    if state.missing.len() > SHOWN {
+        out.push_str(&format!(
+            "… and {} more ranges (--json lists them all)\n",
+            state.missing.len() - SHOWN
+        ));
+    }
+    out.push_str(if state.complete {
+        "complete: every row is accounted for"
+    } else {
+        "incomplete"
+    });
+    out
+}

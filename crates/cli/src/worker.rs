@@ -1,0 +1,132 @@
+//! `sql2ddb worker`: writes the batches of an SQS queue until told to stop.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sql2ddb_engine::worker::{Worker, WorkerOptions, WorkerSetup};
+use sql2ddb_engine::RunOptions;
+
+use crate::{fail, load};
+
+/// Arguments of `sql2ddb worker`.
+#[derive(clap::Args)]
+pub struct WorkerArgs {
+    /// The mapping of the runs it writes: target table, keys, endpoint,
+    /// region and [writer] limits (its source is not used).
+    pub mapping: PathBuf,
+    /// The SQS queue URL the run sends to.
+    #[arg(long, value_name = "URL")]
+    pub queue: String,
+    /// SQS endpoint URL, for any SQS-compatible server (default: AWS).
+    #[arg(long, value_name = "URL", env = "SQL2DDB_SQS_ENDPOINT")]
+    pub sqs_endpoint: Option<String>,
+    /// DynamoDB endpoint URL, overriding the mapping's (default: AWS).
+    #[arg(long, value_name = "URL")]
+    pub endpoint: Option<String>,
+    /// AWS region, overriding the mapping's and the environment's.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// The progress table (default: `<target table>-sql2ddb-progress`).
+    #[arg(long, value_name = "NAME", env = "SQL2DDB_PROGRESS_TABLE")]
+    pub progress_table: Option<String>,
+    /// Batches written at once (default: the mapping's [writer] concurrency).
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// Write units per second for this worker, overriding the mapping's max_wcu.
+    #[arg(long)]
+    pub max_wcu: Option<u64>,
+    /// Exit once every run it has seen (and every --run) is complete.
+    #[arg(long)]
+    pub until_done: bool,
+    /// A run to wait for with --until-done, before any of its batches arrive.
+    #[arg(long = "run", value_name = "RUN_ID")]
+    pub runs: Vec<String>,
+    /// Exit after this many seconds without a batch.
+    #[arg(long, value_name = "SECONDS")]
+    pub idle_exit: Option<u64>,
+    /// Longest wait for messages per receive (long poll, at most 20).
+    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    pub poll: u64,
+    /// On SIGTERM or Ctrl-C, seconds the batches being written get to finish
+    /// before they are released to other workers.
+    #[arg(long, value_name = "SECONDS", default_value_t = 20)]
+    pub shutdown_grace: u64,
+    /// Where the worker's directory (its rejects file) is created.
+    #[arg(long, default_value = "sql2ddb-runs")]
+    pub runs_dir: PathBuf,
+    /// Print what it did as one JSON object on stdout when it stops.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub const EXIT_CODES: &str = "\
+Exit codes: 0 stopped as asked (--until-done, --idle-exit, SIGTERM or Ctrl-C),
+1 it could not start or the queue kept failing.";
+
+/// SIGTERM or Ctrl-C, whichever comes first.
+async fn stop_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("a SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::warn!("stopping: no new batches; those being written finish or are released");
+}
+
+/// `sql2ddb worker`.
+pub async fn work(args: WorkerArgs) -> u8 {
+    let plan = match load(&args.mapping) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let concurrency = args.concurrency.unwrap_or(plan.writer.concurrency).max(1);
+    let setup = WorkerSetup {
+        queue: args.queue.clone(),
+        sqs_endpoint: args.sqs_endpoint.clone(),
+        endpoint: args.endpoint.clone(),
+        region: args.region.clone(),
+        progress_table: args.progress_table.clone(),
+        runs_dir: args.runs_dir.clone(),
+        writer: RunOptions {
+            concurrency: Some(concurrency),
+            max_wcu: args.max_wcu,
+            ..RunOptions::default()
+        },
+    };
+    let worker = match Worker::connect(&plan, &setup).await {
+        Ok(w) => Arc::new(w),
+        Err(e) => return fail(&e.to_string()),
+    };
+    let opts = WorkerOptions {
+        concurrency,
+        poll: Duration::from_secs(args.poll.min(20)),
+        until_done: args.until_done,
+        runs: args.runs.clone(),
+        idle_exit: args.idle_exit.map(Duration::from_secs),
+        grace: Duration::from_secs(args.shutdown_grace),
+    };
+    match worker.work(&opts, stop_signal()).await {
+        Ok(report) => {
+            eprintln!(
+                "worker stopped ({:?}): {} batches, {} rows, {} items written, {} rejected, {} left for redelivery, {} released",
+                report.stopped,
+                report.messages,
+                report.rows,
+                report.items_written,
+                report.rejected,
+                report.left,
+                report.released
+            );
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).expect("a worker report serialises")
+                );
+            }
+            0
+        }
+        Err(e) => fail(&e.to_string()),
+    }
+}

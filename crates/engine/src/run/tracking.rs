@@ -1,0 +1,257 @@
+//! What a run keeps in its progress store, and how a run resumes from it.
+//!
+//! A tracked run records its description first ([`RunMeta`]: entities, the
+//! bounds of every segment, the queue), then checkpoints as it goes. A
+//! resumed run (`--resume RUN_ID`) reads that back: it reuses the recorded
+//! segment bounds (so it cuts the key ranges exactly as before, whatever the
+//! table holds now), skips finished segments, and restarts the others from
+//! their cursors with page numbers continuing where they stopped, so the
+//! batch records of re-read pages keep their keys and are not counted twice.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use sql2ddb_core::redact_url;
+use sql2ddb_dynamo::progress::{
+    default_table, summarize, EntityMeta, ProgressStore, RunMeta, RunProgress as Recorded,
+    SegmentBounds,
+};
+use sql2ddb_dynamo::Client;
+use sql2ddb_mapping::Plan;
+use sql2ddb_source::Segment;
+
+use super::RunOptions;
+use crate::checkpoint::{Checkpoints, SegmentStart};
+use crate::error::EngineError;
+use crate::report::EntityReport;
+
+/// A run that keeps its progress in a progress store.
+pub(super) struct Tracking {
+    store: ProgressStore,
+    /// What the run recorded before, when it is resumed.
+    resumed: Option<Recorded>,
+    /// The run's entities as prepared, in order.
+    entities: Vec<EntityMeta>,
+}
+
+/// Whether the options ask for the progress store.
+pub(super) fn wanted(opts: &RunOptions) -> bool {
+    !opts.dry_run
+        && (opts.track_progress
+            || opts.progress_table.is_some()
+            || opts.queue.is_some()
+            || opts.resume)
+}
+
+fn resume_error(run_id: &str, message: String) -> EngineError {
+    EngineError::Resume {
+        run_id: run_id.to_string(),
+        message,
+    }
+}
+
+impl Tracking {
+    /// Opens the progress store of the run; on resume, reads what the run
+    /// recorded and checks that it is a run of this mapping.
+    pub async fn open(
+        plan: &Plan,
+        opts: &RunOptions,
+        client: &Client,
+        run_id: &str,
+    ) -> Result<Tracking, EngineError> {
+        let table = opts
+            .progress_table
+            .clone()
+            .unwrap_or_else(|| default_table(&plan.target.table));
+        let store = ProgressStore::new(client.clone(), table);
+        let resumed = if opts.resume {
+            let recorded = store.load(run_id).await.map_err(|e| {
+                resume_error(
+                    run_id,
+                    format!("cannot read the progress table {}: {e}", store.table()),
+                )
+            })?;
+            let Some(meta) = &recorded.meta else {
+                return Err(resume_error(
+                    run_id,
+                    format!("is not recorded in the progress table {}", store.table()),
+                ));
+            };
+            if meta.table != plan.target.table {
+                return Err(resume_error(
+                    run_id,
+                    format!(
+                        "wrote table {}, but the mapping targets {}",
+                        meta.table, plan.target.table
+                    ),
+                ));
+            }
+            let recorded_names: Vec<&str> = meta.entities.iter().map(|e| e.name.as_str()).collect();
+            let names: Vec<&str> = plan.entities.iter().map(|e| e.name.as_str()).collect();
+            if recorded_names != names {
+                return Err(resume_error(
+                    run_id,
+                    format!(
+                        "has entities {recorded_names:?}, but the mapping has {names:?}; resume with the run's own mapping"
+                    ),
+                ));
+            }
+            for e in &meta.entities {
+                if e.bounds.len() != e.segments as usize {
+                    return Err(resume_error(
+                        run_id,
+                        format!("entity {} was recorded without its segment bounds", e.name),
+                    ));
+                }
+            }
+            Some(recorded)
+        } else {
+            None
+        };
+        Ok(Tracking {
+            store,
+            resumed,
+            entities: Vec::new(),
+        })
+    }
+
+    /// The progress table.
+    pub fn table(&self) -> &str {
+        self.store.table()
+    }
+
+    /// The queue a resumed run sent its pages to.
+    pub fn recorded_queue(&self) -> Option<&str> {
+        self.resumed.as_ref()?.meta.as_ref()?.queue.as_deref()
+    }
+
+    /// The segments a resumed run cut `entity` into; `None` for a new run.
+    pub fn recorded_segments(&self, entity: &str) -> Option<Vec<Segment>> {
+        let meta = self.resumed.as_ref()?.meta.as_ref()?;
+        let e = meta.entities.iter().find(|e| e.name == entity)?;
+        Some(
+            e.bounds
+                .iter()
+                .enumerate()
+                .map(|(i, b)| Segment {
+                    index: i as u32,
+                    after: b.after.clone(),
+                    until: b.until.clone(),
+                })
+                .collect(),
+        )
+    }
+
+    /// Notes the segments of an entity, for the run's description.
+    pub fn describe(&mut self, entity: &str, segments: &[Segment]) {
+        self.entities.push(EntityMeta {
+            name: entity.to_string(),
+            segments: segments.len() as u32,
+            bounds: segments
+                .iter()
+                .map(|s| SegmentBounds {
+                    after: s.after.clone(),
+                    until: s.until.clone(),
+                })
+                .collect(),
+        });
+    }
+
+    /// The segments still to read: all of them for a new run; for a resumed
+    /// one, the unfinished ones, each from its cursor.
+    pub fn remaining(&self, entity: &str, segments: Vec<Segment>) -> Vec<Segment> {
+        let Some(recorded) = &self.resumed else {
+            return segments;
+        };
+        segments
+            .into_iter()
+            .filter(|s| {
+                !recorded
+                    .totals
+                    .iter()
+                    .any(|t| t.entity == entity && t.segment == s.index)
+            })
+            .map(|mut s| {
+                if let Some(c) = recorded
+                    .cursors
+                    .iter()
+                    .find(|c| c.entity == entity && c.segment == s.index)
+                {
+                    s.after = Some(c.cursor.clone());
+                }
+                s
+            })
+            .collect()
+    }
+
+    /// Records the run's description (a new run's, or a resumed one's with
+    /// its queue now) and returns its checkpoints.
+    pub async fn start(
+        &self,
+        plan: &Plan,
+        run_id: &str,
+        source_url: &str,
+        queue: Option<&str>,
+    ) -> Result<Arc<Checkpoints>, EngineError> {
+        self.store.ensure().await?;
+        let meta = match self.resumed.as_ref().and_then(|r| r.meta.clone()) {
+            Some(meta) => RunMeta {
+                queue: queue.map(str::to_string),
+                ..meta
+            },
+            None => RunMeta {
+                mapping: plan.file().to_string(),
+                source: redact_url(source_url),
+                table: plan.target.table.clone(),
+                entities: self.entities.clone(),
+                started: chrono::Utc::now().to_rfc3339(),
+                queue: queue.map(str::to_string),
+            },
+        };
+        self.store.record_run(run_id, &meta).await?;
+        let mut starts = HashMap::new();
+        if let Some(recorded) = &self.resumed {
+            for c in &recorded.cursors {
+                starts.insert(
+                    (c.entity.clone(), c.segment),
+                    SegmentStart {
+                        page: c.pages_sent,
+                        rows: c.rows_sent,
+                    },
+                );
+            }
+        }
+        Ok(Arc::new(Checkpoints::new(
+            self.store.clone(),
+            run_id,
+            starts,
+        )))
+    }
+
+    /// Replaces the report's counts by the store's, which cover the whole run
+    /// (earlier attempts included) and count a page written twice once: rows
+    /// read once every segment is finished, and for an in-process run the
+    /// rows written, rejected and failed.
+    pub async fn settle_report(
+        &self,
+        run_id: &str,
+        entities: &mut [EntityReport],
+        in_process: bool,
+    ) -> Result<(), EngineError> {
+        let summary = summarize(&self.store.load(run_id).await?);
+        for e in entities.iter_mut() {
+            let Some(count) = summary.entities.iter().find(|c| c.entity == e.name) else {
+                continue;
+            };
+            if let Some(rows) = count.rows_read {
+                e.rows_read = rows;
+            }
+            if in_process {
+                e.items_written = count.written;
+                e.rejected = count.rejected;
+                e.failed = count.failed;
+            }
+        }
+        Ok(())
+    }
+}

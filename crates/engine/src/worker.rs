@@ -1,0 +1,411 @@
+//! `sql2ddb worker`: the write side of a run cut at the queue.
+//!
+//! A worker takes batches from the queue and, for each: keeps it invisible
+//! while writing ([`VisibilityExtender`]), writes its items and pointers with
+//! the one write path ([`BatchSink::write_batch`]), records the batch in the
+//! run's progress store, and only then deletes the message. On any failure
+//! it leaves the message alone: it becomes visible again after the queue's
+//! visibility timeout (a natural backoff), and after the queue's
+//! `maxReceiveCount` SQS moves it to the dead-letter queue.
+//!
+//! A worker needs the mapping (target table, keys, endpoint, writer limits);
+//! the run a batch belongs to is in the batch, and the worker checks once per
+//! run that the run's recorded table is the mapping's, so a queue shared by
+//! runs of other mappings never makes it write the wrong table.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::Serialize;
+use sql2ddb_dynamo::progress::{default_table, summarize, ProgressStore, RunMeta};
+use sql2ddb_dynamo::{connect, Endpoint};
+use sql2ddb_mapping::Plan;
+use sql2ddb_queue::{AckHandle, Received, SqsQueue, VisibilityExtender, WorkQueue};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+
+use crate::checkpoint::BatchId;
+use crate::error::EngineError;
+use crate::rejects::RejectsFile;
+use crate::run::write::{build_sink, BatchOutcome, BatchSink};
+use crate::run::RunOptions;
+
+/// Most messages one receive asks for (SQS's limit).
+const MAX_RECEIVE: usize = 10;
+/// Receives failing in a row before the worker gives up.
+const MAX_RECEIVE_FAILURES: u32 = 5;
+
+/// How a worker works and when it stops.
+#[derive(Debug, Clone)]
+pub struct WorkerOptions {
+    /// Batches written at once.
+    pub concurrency: usize,
+    /// Longest wait for a message per receive (a long poll).
+    pub poll: Duration,
+    /// Stop once every run this worker watches is complete (verified by counting).
+    pub until_done: bool,
+    /// Runs to watch besides those of the batches received.
+    pub runs: Vec<String>,
+    /// Stop after this long without receiving a batch.
+    pub idle_exit: Option<Duration>,
+    /// On shutdown, how long the batches being written may take to finish
+    /// before they are released to other workers.
+    pub grace: Duration,
+}
+
+impl Default for WorkerOptions {
+    fn default() -> Self {
+        WorkerOptions {
+            concurrency: 4,
+            poll: Duration::from_secs(10),
+            until_done: false,
+            runs: Vec::new(),
+            idle_exit: None,
+            grace: Duration::from_secs(20),
+        }
+    }
+}
+
+/// Why a worker stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// Every watched run is complete.
+    Done,
+    /// No batch came for the idle time.
+    Idle,
+    /// Asked to stop (SIGTERM, Ctrl-C).
+    Signal,
+}
+
+/// What a worker did.
+#[derive(Debug, Clone, Serialize)]
+pub struct WorkerReport {
+    /// Batches written, recorded and deleted from the queue.
+    pub messages: u64,
+    /// Source rows those batches account for.
+    pub rows: u64,
+    /// Items written.
+    pub items_written: u64,
+    /// Rows rejected (mapping or DynamoDB), in the rejects file.
+    pub rejected: u64,
+    /// Batches that failed and were left for redelivery.
+    pub left: u64,
+    /// Batches released unfinished at shutdown.
+    pub released: u64,
+    /// Runs whose batches it received.
+    pub runs: Vec<String>,
+    /// Why it stopped.
+    pub stopped: StopReason,
+    /// Where rows DynamoDB refused go.
+    pub rejects_file: String,
+}
+
+/// A worker bound to its queue, table and progress store.
+pub struct Worker<Q> {
+    queue: Arc<Q>,
+    visibility: Duration,
+    sink: Arc<BatchSink>,
+    store: ProgressStore,
+    table: String,
+    rejects: Arc<RejectsFile>,
+    runs: Mutex<HashMap<String, RunMeta>>,
+}
+
+/// Everything a worker process needs besides the mapping.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerSetup {
+    /// The queue URL.
+    pub queue: String,
+    /// SQS endpoint URL; default AWS.
+    pub sqs_endpoint: Option<String>,
+    /// Overrides the mapping's DynamoDB endpoint.
+    pub endpoint: Option<String>,
+    /// Overrides the mapping's region.
+    pub region: Option<String>,
+    /// The progress table; default `<target>-sql2ddb-progress`.
+    pub progress_table: Option<String>,
+    /// Where the worker's directory (its rejects file) is created.
+    pub runs_dir: PathBuf,
+    /// The writer options (concurrency, capacity cap) as for a run.
+    pub writer: RunOptions,
+}
+
+impl Worker<SqsQueue> {
+    /// Connects a worker for `plan`'s table to an SQS queue.
+    pub async fn connect(plan: &Plan, setup: &WorkerSetup) -> Result<Self, EngineError> {
+        let endpoint = match setup
+            .endpoint
+            .as_deref()
+            .or(plan.target.endpoint.as_deref())
+        {
+            Some("local") => {
+                return Err(EngineError::Worker(
+                    "the embedded `local` endpoint belongs to one process; give workers the URL of a DynamoDB endpoint they share (--endpoint)".into(),
+                ))
+            }
+            Some(url) => Endpoint::Url(url.to_string()),
+            None => Endpoint::Aws,
+        };
+        let region = setup.region.as_deref().or(plan.target.region.as_deref());
+        let client = connect(&endpoint, region).await;
+        let sqs =
+            sql2ddb_queue::connect(setup.sqs_endpoint.as_deref(), None, Some(&setup.queue)).await;
+        let queue = Arc::new(SqsQueue::open(sqs, &setup.queue).await?);
+        let visibility = queue.visibility_timeout();
+        let dir = setup
+            .runs_dir
+            .join(format!("worker-{}", crate::run::new_run_id()));
+        std::fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
+        let rejects = Arc::new(RejectsFile::new(dir.join("rejects.jsonl")));
+        let setup_sink = build_sink(plan, &setup.writer, &client, rejects.clone());
+        let table = setup
+            .progress_table
+            .clone()
+            .unwrap_or_else(|| default_table(&plan.target.table));
+        Ok(Worker::new(
+            queue,
+            visibility,
+            setup_sink.sink,
+            ProgressStore::new(client, table),
+            plan.target.table.clone(),
+            rejects,
+        ))
+    }
+}
+
+impl<Q: WorkQueue + 'static> Worker<Q> {
+    /// A worker of `queue` (whose messages stay invisible for `visibility`
+    /// once received) writing table `table` through `sink`.
+    pub fn new(
+        queue: Arc<Q>,
+        visibility: Duration,
+        sink: Arc<BatchSink>,
+        store: ProgressStore,
+        table: impl Into<String>,
+        rejects: Arc<RejectsFile>,
+    ) -> Self {
+        Worker {
+            queue,
+            visibility,
+            sink,
+            store,
+            table: table.into(),
+            rejects,
+            runs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The run's description, read once per run.
+    async fn run_meta(&self, run: &str) -> Result<RunMeta, EngineError> {
+        if let Some(meta) = self.runs.lock().expect("runs lock").get(run) {
+            return Ok(meta.clone());
+        }
+        let meta = self.store.run_meta(run).await?.ok_or_else(|| {
+            EngineError::Worker(format!(
+                "run {run} is not recorded in the progress table {} (give the run's --progress-table)",
+                self.store.table()
+            ))
+        })?;
+        self.runs
+            .lock()
+            .expect("runs lock")
+            .insert(run.to_string(), meta.clone());
+        Ok(meta)
+    }
+
+    /// Writes one batch and records it; an error leaves the batch unrecorded.
+    async fn write(&self, received: Received) -> Result<(BatchId, BatchOutcome), EngineError> {
+        let batch = received.batch;
+        let meta = self.run_meta(&batch.run_id).await?;
+        if meta.table != self.table {
+            return Err(EngineError::Worker(format!(
+                "run {} writes table {}, this worker's mapping targets {}",
+                batch.run_id, meta.table, self.table
+            )));
+        }
+        let id = BatchId::of(&batch);
+        let out = self.sink.write_batch(batch).await?;
+        if out.failed > 0 {
+            return Err(EngineError::Worker(format!(
+                "{} items not written within their retry budget",
+                out.failed
+            )));
+        }
+        self.store.record_batch(&id.run_id, &id.record(&out)).await?;
+        Ok((id, out))
+    }
+
+    /// Whether every run in `runs` is complete by its progress records.
+    async fn all_done(&self, runs: &BTreeSet<String>) -> Result<bool, EngineError> {
+        if runs.is_empty() {
+            return Ok(false);
+        }
+        for run in runs {
+            if !summarize(&self.store.load(run).await?).complete {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Works until `shutdown` resolves, the watched runs are done
+    /// (`until_done`), or no batch came for `idle_exit`. Batches being
+    /// written when it stops get `grace` to finish, then are released.
+    pub async fn work(
+        self: Arc<Self>,
+        opts: &WorkerOptions,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<WorkerReport, EngineError> {
+        let mut shutdown = std::pin::pin!(shutdown);
+        let slots = Arc::new(Semaphore::new(opts.concurrency.max(1)));
+        let held: Arc<Mutex<HashSet<AckHandle>>> = Arc::default();
+        let mut tasks: JoinSet<Done> = JoinSet::new();
+        let mut report = WorkerReport {
+            messages: 0,
+            rows: 0,
+            items_written: 0,
+            rejected: 0,
+            left: 0,
+            released: 0,
+            runs: Vec::new(),
+            stopped: StopReason::Signal,
+            rejects_file: self.rejects.path().display().to_string(),
+        };
+        let mut runs: BTreeSet<String> = opts.runs.iter().cloned().collect();
+        let mut last_batch = Instant::now();
+        let mut failures = 0u32;
+        let stopped = loop {
+            while let Some(joined) = tasks.try_join_next() {
+                tally(&mut report, joined);
+            }
+            let permit = tokio::select! {
+                _ = &mut shutdown => break StopReason::Signal,
+                p = slots.clone().acquire_owned() => p.expect("never closed"),
+            };
+            let mut permits = vec![permit];
+            while permits.len() < MAX_RECEIVE {
+                match slots.clone().try_acquire_owned() {
+                    Ok(p) => permits.push(p),
+                    Err(_) => break,
+                }
+            }
+            let received = tokio::select! {
+                _ = &mut shutdown => break StopReason::Signal,
+                r = self.queue.receive(permits.len(), opts.poll) => r,
+            };
+            let received = match received {
+                Ok(r) => {
+                    failures = 0;
+                    r
+                }
+                Err(e) => {
+                    failures += 1;
+                    if failures >= MAX_RECEIVE_FAILURES {
+                        return Err(e.into());
+                    }
+                    tracing::warn!(error = %e, "receive failed; trying again");
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    continue;
+                }
+            };
+            if received.is_empty() {
+                drop(permits);
+                if !tasks.is_empty() {
+                    continue;
+                }
+                if opts.until_done && self.all_done(&runs).await? {
+                    break StopReason::Done;
+                }
+                if opts.idle_exit.is_some_and(|d| last_batch.elapsed() >= d) {
+                    break StopReason::Idle;
+                }
+                continue;
+            }
+            last_batch = Instant::now();
+            for (r, permit) in received.into_iter().zip(permits) {
+                runs.insert(r.batch.run_id.clone());
+                held.lock().expect("held lock").insert(r.handle.clone());
+                tasks.spawn(self.clone().process(r, permit, held.clone()));
+            }
+        };
+        report.stopped = stopped;
+        // Batches being written may finish; past the grace they are released.
+        let finish = async {
+            while let Some(joined) = tasks.join_next().await {
+                tally(&mut report, joined);
+            }
+        };
+        if tokio::time::timeout(opts.grace, finish).await.is_err() {
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+            let unfinished: Vec<AckHandle> = held.lock().expect("held lock").drain().collect();
+            for handle in unfinished {
+                match self.queue.release(&handle).await {
+                    Ok(()) => report.released += 1,
+                    Err(e) => tracing::warn!(error = %e, "could not release a batch; it returns after its visibility timeout"),
+                }
+            }
+        }
+        self.rejects.flush()?;
+        report.runs = runs.into_iter().collect();
+        Ok(report)
+    }
+
+    /// One batch: extend while writing, then acknowledge or leave it.
+    async fn process(
+        self: Arc<Self>,
+        received: Received,
+        _permit: OwnedSemaphorePermit,
+        held: Arc<Mutex<HashSet<AckHandle>>>,
+    ) -> Done {
+        let handle = received.handle.clone();
+        let receives = received.receive_count;
+        let extender = VisibilityExtender::start(self.queue.clone(), handle.clone(), self.visibility);
+        let result = self.write(received).await;
+        extender.stop().await;
+        let done = match result {
+            Ok((id, out)) => {
+                if let Err(e) = self.queue.ack(&handle).await {
+                    // The batch comes back and is written again: harmless.
+                    tracing::warn!(error = %e, "could not delete a written batch from the queue");
+                }
+                Done::Written(id, out)
+            }
+            Err(e) => {
+                tracing::warn!(
+                    error = %sql2ddb_core::redact_secrets(&e.to_string()),
+                    receives,
+                    "batch not written; left for redelivery"
+                );
+                Done::Left
+            }
+        };
+        held.lock().expect("held lock").remove(&handle);
+        done
+    }
+}
+
+/// What became of one received batch.
+enum Done {
+    Written(BatchId, BatchOutcome),
+    Left,
+}
+
+fn tally(report: &mut WorkerReport, joined: Result<Done, tokio::task::JoinError>) {
+    match joined {
+        Ok(Done::Written(id, out)) => {
+            report.messages += 1;
+            report.rows += id.rows_read;
+            report.items_written += out.written;
+            report.rejected += id.rows_read.saturating_sub(id.items) + out.rejected;
+        }
+        Ok(Done::Left) => report.left += 1,
+        Err(e) if e.is_cancelled() => {}
+        Err(panic) => std::panic::resume_unwind(panic.into_panic()),
+    }
+}
