@@ -58,7 +58,11 @@ async fn expected(db: &sqlx::SqlitePool) -> Vec<Item> {
         put(&mut it, "entity", s("customer"));
         put(&mut it, "code", s(format!("C-{id:08}")));
         put(&mut it, "signup", n(ts(&created).and_utc().timestamp()));
-        put(&mut it, "GSI1PK", s(format!("EMAIL#{}", r.get::<String, _>(1))));
+        put(
+            &mut it,
+            "GSI1PK",
+            s(format!("EMAIL#{}", r.get::<String, _>(1))),
+        );
         put(&mut it, "GSI1SK", s("CUSTOMER"));
         put(&mut it, "customer_id", n(id));
         put(&mut it, "email", s(r.get::<String, _>(1)));
@@ -100,10 +104,12 @@ async fn expected(db: &sqlx::SqlitePool) -> Vec<Item> {
     }
     // Order lines are embedded in their order, in line_no order.
     let mut lines: std::collections::BTreeMap<i64, Vec<AttrValue>> = Default::default();
-    for r in sqlx::query("SELECT order_id, line_no, sku, qty, price FROM order_lines ORDER BY order_id, line_no")
-        .fetch_all(db)
-        .await
-        .unwrap()
+    for r in sqlx::query(
+        "SELECT order_id, line_no, sku, qty, price FROM order_lines ORDER BY order_id, line_no",
+    )
+    .fetch_all(db)
+    .await
+    .unwrap()
     {
         let mut line = Item::new();
         put(&mut line, "line_no", n(r.get::<i64, _>(1)));
@@ -113,10 +119,12 @@ async fn expected(db: &sqlx::SqlitePool) -> Vec<Item> {
         lines.entry(r.get(0)).or_default().push(AttrValue::M(line));
     }
     let mut last: Option<Item> = None;
-    for r in sqlx::query("SELECT order_id, customer_id, created_at, status, total FROM orders ORDER BY order_id")
-        .fetch_all(db)
-        .await
-        .unwrap()
+    for r in sqlx::query(
+        "SELECT order_id, customer_id, created_at, status, total FROM orders ORDER BY order_id",
+    )
+    .fetch_all(db)
+    .await
+    .unwrap()
     {
         let id: i64 = r.get(0);
         let customer: i64 = r.get(1);
@@ -134,7 +142,11 @@ async fn expected(db: &sqlx::SqlitePool) -> Vec<Item> {
         put(&mut it, "created_at", rfc3339(&created));
         put(&mut it, "status", s(status));
         put(&mut it, "total", float(r.get(4)));
-        put(&mut it, "lines", AttrValue::L(lines.remove(&id).unwrap_or_default()));
+        put(
+            &mut it,
+            "lines",
+            AttrValue::L(lines.remove(&id).unwrap_or_default()),
+        );
         all.push(it);
         let mut pointer = Item::new();
         put(&mut pointer, "PK", s("LAST_ORDER"));
@@ -190,11 +202,7 @@ async fn the_bundled_example_migrates_exactly() {
     )
     .await;
     assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
-    for (name, rows) in [
-        ("customer", 500),
-        ("product", 50),
-        ("order", 2000),
-    ] {
+    for (name, rows) in [("customer", 500), ("product", 50), ("order", 2000)] {
         let e = run.entity(name);
         assert_eq!(e["rows_read"], rows, "{name}");
         assert_eq!(e["items_written"], rows, "{name}");
