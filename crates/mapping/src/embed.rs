@@ -290,7 +290,10 @@ fn bind_embed(
         ));
     }
     let entity = format!("{}.{}", parent.entity, e.name);
-    let (b, all) = Binder::new(&entity, &def.at, &shape.columns, &def.exclude)?;
+    let (mut b, all) = Binder::new(&entity, &def.at, &shape.columns, &def.exclude)?;
+    // Children follow their parent's `[source] timezone` and `invalid` default.
+    b.zone = parent.zone;
+    b.invalid = parent.invalid;
     if parent_key.len() != e.parent_key.len() {
         return Err(b.error(
             &def.parent_key_at,

@@ -88,7 +88,8 @@ impl Pointer {
     /// return is an error at its place in the mapping.
     pub fn bind(&self, plan: &Plan, columns: &[Column]) -> Result<BoundPointer, MappingError> {
         let who = format!("{} (pointer {})", self.entity, self.name);
-        let (b, _) = Binder::new(&who, &self.def.at, columns, &[])?;
+        let (mut b, _) = Binder::new(&who, &self.def.at, columns, &[])?;
+        b.zone = plan.source.timezone;
         let pk = b.key(&self.def.pk, &plan.target.pk, "pointer pk")?;
         let sk = match (&self.def.sk, &plan.target.sk) {
             (Some(t), Some(attr)) => Some(b.key(t, attr, "pointer sk")?),

@@ -416,3 +416,50 @@ fn bind_checks_child_columns_and_keys() {
         "{e}"
     );
 }
+
+#[test]
+fn children_follow_the_source_timezone_and_the_invalid_default() {
+    let text = orders(LINES)
+        .replace(
+            "url = \"${DB_URL}\"",
+            "url = \"${DB_URL}\"\ntimezone = \"Europe/Paris\"",
+        )
+        .replacen(
+            "key = [\"order_id\"]",
+            "key = [\"order_id\"]\ninvalid = \"null\"",
+            1,
+        );
+    let shape = ChildShape {
+        columns: cols(&[
+            ("order_id", "int8"),
+            ("line_no", "int4"),
+            ("shipped", "timestamp"),
+            ("weight", "float8"),
+        ]),
+        key: vec!["order_id".into(), "line_no".into()],
+        children: Vec::new(),
+    };
+    let bound = bind_orders(&text, &[shape]);
+    let noon = chrono::NaiveDate::from_ymd_opt(2024, 1, 15)
+        .unwrap()
+        .and_hms_opt(12, 0, 0)
+        .unwrap();
+    let kids = children(vec![ChildRow::leaf(vec![
+        int(7),
+        int(1),
+        SqlValue::Timestamp(noon),
+        SqlValue::Float(f64::NAN),
+    ])]);
+    let item = bound
+        .map_row_with_children(&vec![int(7), int(3)], &kids)
+        .unwrap()
+        .item;
+    // Paris is UTC+1 in January; the NaN weight is treated as NULL, so omitted.
+    assert_eq!(
+        item["lines"],
+        AttrValue::L(vec![m(&[
+            ("line_no", n("1")),
+            ("shipped", s("2024-01-15T11:00:00Z"))
+        ])])
+    );
+}
