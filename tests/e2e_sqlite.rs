@@ -218,20 +218,7 @@ async fn the_bundled_example_migrates_exactly() {
 
     let items = dynamo.scan(&table).await;
     assert_eq!(items.len(), want.len());
-    for w in &want {
-        let key = (
-            match &w["PK"] {
-                AttrValue::S(s) => s.clone(),
-                _ => unreachable!(),
-            },
-            match &w["SK"] {
-                AttrValue::S(s) => s.clone(),
-                _ => unreachable!(),
-            },
-        );
-        let got = items.get(&key).unwrap_or_else(|| panic!("no item {key:?}"));
-        assert_item(&key, got, w);
-    }
+    assert_items(&items, &want);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

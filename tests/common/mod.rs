@@ -207,6 +207,19 @@ pub fn n(v: impl ToString) -> AttrValue {
     AttrValue::N(v.to_string())
 }
 
+/// Asserts that every expected item is in `items` (a [`Dynamo::scan`]) and
+/// equal to it attribute by attribute.
+pub fn assert_items(items: &BTreeMap<(String, String), Item>, expected: &[Item]) {
+    for want in expected {
+        let key = (
+            text(&want["PK"]),
+            want.get("SK").map(text).unwrap_or_default(),
+        );
+        let got = items.get(&key).unwrap_or_else(|| panic!("no item {key:?}"));
+        assert_item(&key, got, want);
+    }
+}
+
 /// Asserts two items are equal attribute by attribute, naming the first difference.
 pub fn assert_item(key: &(String, String), got: &Item, want: &Item) {
     for (name, w) in want {

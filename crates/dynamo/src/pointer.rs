@@ -8,14 +8,13 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use sql2ddb_core::{KeyAttr, PointerUpdate};
 
 use crate::convert::to_sdk;
 use crate::error::{sdk_message, DynamoError};
-use crate::writer::RetryPolicy;
+use crate::writer::{is_retryable, RetryPolicy};
 
 /// What became of one pointer write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,17 +24,6 @@ pub enum PointerOutcome {
     /// The pointer already holds this value or one further along: nothing changed.
     AlreadyNewer,
 }
-
-/// Error codes after which the same call may succeed.
-const RETRYABLE_CODES: &[&str] = &[
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "InternalServerError",
-    "InternalFailure",
-    "ServiceUnavailable",
-    "TransactionConflictException",
-];
 
 /// Writes one pointer candidate into `table`, whose key attributes are `keys`
 /// (partition key first), with `UpdateItem`:
@@ -143,24 +131,6 @@ fn pointer_key(
         }
     }
     Ok(key)
-}
-
-fn is_retryable<E, R>(err: &SdkError<E, R>) -> bool
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    match err {
-        SdkError::ServiceError(e) => {
-            let code = e.err().code().unwrap_or("");
-            let status = format!("{:?}", e.raw());
-            RETRYABLE_CODES.contains(&code) || status.contains("status: StatusCode(5")
-        }
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            true
-        }
-        _ => false,
-    }
 }
 
 /// The value a pointer item holds now (strongly consistent read), for the

@@ -11,6 +11,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 use futures::StreamExt;
@@ -70,6 +71,7 @@ const RETRYABLE_CODES: &[&str] = &[
     "InternalFailure",
     "ServiceUnavailable",
     "TransactionInProgressException",
+    "TransactionConflictException",
 ];
 
 impl BatchWriteApi for aws_sdk_dynamodb::Client {
@@ -111,24 +113,33 @@ impl BatchWriteApi for aws_sdk_dynamodb::Client {
     }
 }
 
-fn classify<E, R>(err: SdkError<E, R>) -> CallError
+fn classify<E>(err: SdkError<E, HttpResponse>) -> CallError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
 {
-    let message = sdk_message(&err);
-    let retryable = match &err {
+    CallError {
+        retryable: is_retryable(&err),
+        message: sdk_message(&err),
+    }
+}
+
+/// Whether the same call may succeed when tried again: throttling and
+/// transient service errors (by code), any 5xx, timeouts and transport
+/// failures. Shared by every DynamoDB call that retries.
+pub(crate) fn is_retryable<E>(err: &SdkError<E, HttpResponse>) -> bool
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    match err {
         SdkError::ServiceError(e) => {
             let code = e.err().code().unwrap_or("");
-            let status = format!("{:?}", e.raw());
-            RETRYABLE_CODES.contains(&code) || status.contains("status: StatusCode(5")
+            RETRYABLE_CODES.contains(&code) || e.raw().status().is_server_error()
         }
         SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
             true
         }
         _ => false,
-    };
-    CallError { retryable, message }
+    }
 }
 
 /// Backoff parameters: delay before retry `n` is uniform in
