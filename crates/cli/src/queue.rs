@@ -86,7 +86,9 @@ async fn run(command: QueueCommand) -> Result<(), String> {
     let client = |sqs: &SqsArgs, url: Option<&str>| {
         let (endpoint, region) = (sqs.sqs_endpoint.clone(), sqs.region.clone());
         let url = url.map(str::to_string);
-        async move { sql2ddb_queue::connect(endpoint.as_deref(), region.as_deref(), url.as_deref()).await }
+        async move {
+            sql2ddb_queue::connect(endpoint.as_deref(), region.as_deref(), url.as_deref()).await
+        }
     };
     match command {
         QueueCommand::Create {
@@ -107,7 +109,10 @@ async fn run(command: QueueCommand) -> Result<(), String> {
             print(
                 sqs.json,
                 serde_json::json!({"queue": urls.queue, "dead_letter": urls.dead_letter}),
-                format!("queue       {}\ndead-letter {}", urls.queue, urls.dead_letter),
+                format!(
+                    "queue       {}\ndead-letter {}",
+                    urls.queue, urls.dead_letter
+                ),
             );
         }
         QueueCommand::Redrive { queue, sqs } => {

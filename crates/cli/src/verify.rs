@@ -75,16 +75,15 @@ async fn store(args: &StatusArgs) -> Result<ProgressStore, String> {
         .endpoint
         .as_deref()
         .or(plan.as_ref().and_then(|p| p.target.endpoint.as_deref()));
-    let endpoint = match endpoint {
-        Some("local") => {
-            return Err(
+    let endpoint =
+        match endpoint {
+            Some("local") => return Err(
                 "the embedded `local` endpoint belongs to the run's own process; give --endpoint"
                     .into(),
-            )
-        }
-        Some(url) => Endpoint::Url(url.to_string()),
-        None => Endpoint::Aws,
-    };
+            ),
+            Some(url) => Endpoint::Url(url.to_string()),
+            None => Endpoint::Aws,
+        };
     let region = args
         .region
         .as_deref()
@@ -148,7 +147,11 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
             .timeout
             .is_some_and(|t| started.elapsed() >= Duration::from_secs(t))
         {
-            eprintln!("gave up after {} s: {}", args.timeout.unwrap_or(0), verdict(&state));
+            eprintln!(
+                "gave up after {} s: {}",
+                args.timeout.unwrap_or(0),
+                verdict(&state)
+            );
             return 1;
         }
         tokio::time::sleep(Duration::from_secs(args.interval.max(1))).await;
@@ -171,7 +174,9 @@ fn verdict(state: &RunState) -> String {
         let rejected = state.rejected();
         match rejected {
             0 => "verified: every row is written".to_string(),
-            n => format!("verified: every row is accounted for ({n} rejected, see the rejects files)"),
+            n => format!(
+                "verified: every row is accounted for ({n} rejected, see the rejects files)"
+            ),
         }
     } else if state.complete {
         format!(
@@ -181,13 +186,21 @@ fn verdict(state: &RunState) -> String {
     } else {
         let mut why = Vec::new();
         if !state.unfinished.is_empty() {
-            why.push(format!("{} segments still being read", state.unfinished.len()));
+            why.push(format!(
+                "{} segments still being read",
+                state.unfinished.len()
+            ));
         }
         if !state.missing.is_empty() {
             let pages: u64 = state.missing.iter().map(|m| m.last - m.first + 1).sum();
             why.push(format!("{pages} pages not written"));
         }
-        if let Some(dead) = state.queue.as_ref().and_then(|q| q.dead_letter).filter(|d| *d > 0) {
+        if let Some(dead) = state
+            .queue
+            .as_ref()
+            .and_then(|q| q.dead_letter)
+            .filter(|d| *d > 0)
+        {
             why.push(format!("{dead} messages in the dead-letter queue"));
         }
         if why.is_empty() {

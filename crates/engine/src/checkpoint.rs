@@ -253,7 +253,9 @@ impl Checkpoints {
 
     /// An in-process writer wrote a batch: records it, then marks its page done.
     pub async fn written(&self, id: &BatchId, out: &BatchOutcome) -> Result<(), EngineError> {
-        self.store.record_batch(&self.run_id, &id.record(out)).await?;
+        self.store
+            .record_batch(&self.run_id, &id.record(out))
+            .await?;
         self.done(&id.entity, id.segment, id.page).await
     }
 

@@ -236,7 +236,9 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
                 out.failed
             )));
         }
-        self.store.record_batch(&id.run_id, &id.record(&out)).await?;
+        self.store
+            .record_batch(&id.run_id, &id.record(&out))
+            .await?;
         Ok((id, out))
     }
 
@@ -294,9 +296,21 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
                     Err(_) => break,
                 }
             }
+            let receive = self.queue.receive(permits.len(), opts.poll);
+            let mut receive = std::pin::pin!(receive);
             let received = tokio::select! {
-                _ = &mut shutdown => break StopReason::Signal,
-                r = self.queue.receive(permits.len(), opts.poll) => r,
+                r = &mut receive => r,
+                _ = &mut shutdown => {
+                    // A receive dropped midway may still have taken messages
+                    // (invisible until their timeout): let it end, give them back.
+                    for r in receive.await.unwrap_or_default() {
+                        match self.queue.release(&r.handle).await {
+                            Ok(()) => report.released += 1,
+                            Err(e) => tracing::warn!(error = %e, "could not release a batch; it returns after its visibility timeout"),
+                        }
+                    }
+                    break StopReason::Signal;
+                }
             };
             let received = match received {
                 Ok(r) => {
@@ -347,7 +361,9 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
             for handle in unfinished {
                 match self.queue.release(&handle).await {
                     Ok(()) => report.released += 1,
-                    Err(e) => tracing::warn!(error = %e, "could not release a batch; it returns after its visibility timeout"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "could not release a batch; it returns after its visibility timeout")
+                    }
                 }
             }
         }
@@ -365,7 +381,8 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
     ) -> Done {
         let handle = received.handle.clone();
         let receives = received.receive_count;
-        let extender = VisibilityExtender::start(self.queue.clone(), handle.clone(), self.visibility);
+        let extender =
+            VisibilityExtender::start(self.queue.clone(), handle.clone(), self.visibility);
         let result = self.write(received).await;
         extender.stop().await;
         let done = match result {

@@ -29,9 +29,9 @@ pub mod memory;
 pub mod sqs;
 pub mod visibility;
 
+pub use admin::{create_queue, delete_queue, depths, redrive, QueueUrls};
 /// The SQS client type [`connect`] builds.
 pub use aws_sdk_sqs::Client as SqsClient;
-pub use admin::{create_queue, delete_queue, depths, redrive, QueueUrls};
 pub use client::connect;
 pub use codec::{CodecError, MAX_MESSAGE_BYTES};
 pub use error::{ErrorKind, QueueError};

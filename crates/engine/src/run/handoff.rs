@@ -58,13 +58,10 @@ impl PageOut {
         match &self.handoff {
             Handoff::Memory(producer) => {
                 // The writer marks the page done once it is written and recorded.
-                producer
-                    .push(batch)
-                    .await
-                    .map_err(|e| EngineError::Entity {
-                        entity,
-                        message: e.to_string(),
-                    })
+                producer.push(batch).await.map_err(|e| EngineError::Entity {
+                    entity,
+                    message: e.to_string(),
+                })
             }
             Handoff::Sqs { queue, max_queued } => {
                 if let Some(max) = max_queued {

@@ -325,18 +325,31 @@ pub async fn run(
                 ensure_table_spec(&client, &table_spec(plan), plan.target.create).await?;
         }
         let checkpoints = match &tracking {
-            Some(t) => Some(t.start(plan, &run_id, source_url, queue_url.as_deref()).await?),
+            Some(t) => Some(
+                t.start(plan, &run_id, source_url, queue_url.as_deref())
+                    .await?,
+            ),
             None => None,
         };
         match &queue_url {
             Some(url) => {
-                let sqs = sql2ddb_queue::connect(opts.sqs_endpoint.as_deref(), None, Some(url)).await;
+                let sqs =
+                    sql2ddb_queue::connect(opts.sqs_endpoint.as_deref(), None, Some(url)).await;
                 let queue = Arc::new(SqsQueue::open(sqs, url).await?);
                 let handoff = Handoff::Sqs {
                     queue,
                     max_queued: opts.max_queued,
                 };
-                enqueue(&prepared, &run_id, opts, &source, &rejects, handoff, checkpoints).await?;
+                enqueue(
+                    &prepared,
+                    &run_id,
+                    opts,
+                    &source,
+                    &rejects,
+                    handoff,
+                    checkpoints,
+                )
+                .await?;
             }
             None => {
                 pipeline(
@@ -428,6 +441,7 @@ pub async fn run(
 /// `read_parallelism` segment readers per entity, all entities at once (at
 /// most `source_connections` reading at a time), feed a bounded queue that
 /// `concurrency` writers drain.
+#[allow(clippy::too_many_arguments)] // one caller; the run's parts stay explicit
 async fn pipeline(
     prepared: &[Arc<Prepared>],
     run_id: &str,
