@@ -19,7 +19,8 @@ use sql2ddb_mapping::Plan;
 
 const EXIT_CODES: &str = "\
 Exit codes:
-  0  every row was written
+  0  every row was written (with --queue: every page was enqueued; run
+     `sql2ddb verify` to know when the workers are done)
   2  the run finished, but some rows were rejected (see the rejects file)
   1  the run failed (bad mapping, unreachable source or table, rows not written)";
 

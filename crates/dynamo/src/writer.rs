@@ -33,6 +33,22 @@ pub struct CallError {
     pub message: String,
 }
 
+/// Error codes that say the table cannot be written at all (missing, no
+/// permission, bad credentials), whatever the item.
+pub const TABLE_FAULTS: &[&str] = &[
+    "ResourceNotFoundException",
+    "AccessDeniedException",
+    "UnrecognizedClientException",
+    "InvalidSignatureException",
+    "MissingAuthenticationToken",
+    "ExpiredTokenException",
+];
+
+/// Whether a failure's message (`Code: message`) is a fault of the table, not of the item.
+pub fn is_table_fault(message: &str) -> bool {
+    TABLE_FAULTS.iter().any(|code| message.starts_with(code))
+}
+
 impl CallError {
     /// Whether the service said to slow down (as opposed to failing): the
     /// signal that halves an adaptive concurrency.
@@ -386,7 +402,9 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                     e.message
                 }
                 Err(e) => {
-                    if chunk.len() > 1 {
+                    // Splitting the chunk isolates a bad item; it cannot help
+                    // when the table itself cannot be written.
+                    if chunk.len() > 1 && !is_table_fault(&e.message) {
                         tracing::debug!(table = %self.table, error = %e.message, "non-retryable error; writing the chunk item by item");
                         return (out, Some(chunk));
                     }

@@ -256,3 +256,33 @@ async fn chunks_of_25_and_duplicate_keys_resolved_last_wins() {
     assert_eq!(k10.len(), 1);
     assert_eq!(k10[0]["v"], AttrValue::N("59".into()));
 }
+
+/// A client whose table cannot be written: every call fails the same way.
+struct MissingTable(Mutex<u32>);
+
+impl BatchWriteApi for &MissingTable {
+    async fn batch_put(&self, _table: &str, _items: &[&Item]) -> Result<Vec<usize>, CallError> {
+        *self.0.lock().unwrap() += 1;
+        Err(CallError {
+            retryable: false,
+            message: "ResourceNotFoundException: Requested resource not found".into(),
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_table_that_cannot_be_written_fails_the_chunk_without_splitting_it() {
+    let client = MissingTable(Mutex::new(0));
+    let writer = BatchWriter::new(&client, "t", keys(), policy());
+    let out = writer.write(items(30)).await;
+    assert_eq!(out.rejected.len(), 30);
+    assert!(out
+        .rejected
+        .iter()
+        .all(|(_, why)| why.starts_with("ResourceNotFoundException")));
+    assert_eq!(
+        *client.0.lock().unwrap(),
+        2,
+        "one call per 25-item chunk, no item-by-item retries"
+    );
+}

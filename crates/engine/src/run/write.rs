@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sql2ddb_core::{AttrValue, KeyAttr, MappedItem, PointerUpdate, Reject, WorkBatch};
+use sql2ddb_dynamo::writer::is_table_fault;
 use sql2ddb_dynamo::{
     write_pointer, AdaptiveConcurrency, BatchWriter, Client, PointerOutcome, RetryPolicy,
     WriteCapacityLimiter,
@@ -282,20 +283,4 @@ fn write_reject(entity: &str, m: &MappedItem, reason: &str) -> Reject {
         reason: reason.to_string(),
         row: sql2ddb_core::attr::map_to_dynamo_json(&m.item),
     }
-}
-
-/// Error codes that say the table cannot be written at all (missing, no
-/// permission, bad credentials), whatever the item.
-const TABLE_FAULTS: &[&str] = &[
-    "ResourceNotFoundException",
-    "AccessDeniedException",
-    "UnrecognizedClientException",
-    "InvalidSignatureException",
-    "MissingAuthenticationToken",
-    "ExpiredTokenException",
-];
-
-/// Whether a write's reason (`Code: message`) is a fault of the table, not of the item.
-fn is_table_fault(reason: &str) -> bool {
-    TABLE_FAULTS.iter().any(|code| reason.starts_with(code))
 }
