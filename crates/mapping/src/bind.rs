@@ -357,9 +357,7 @@ impl Binder<'_> {
         };
         for a in attributes {
             let used_in = format!("attribute {:?}", a.name);
-            let index_key = index_keys
-                .iter()
-                .find(|k| k.attr.name == a.name);
+            let index_key = index_keys.iter().find(|k| k.attr.name == a.name);
             let (column, value) = match &a.kind {
                 AttrKind::Template(t) if index_key.is_some() && t.single_column().is_none() => {
                     let k = index_key.expect("checked");

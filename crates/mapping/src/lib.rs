@@ -130,8 +130,8 @@ pub use gsi::{Billing, Gsi, GsiProjection, MAX_GSIS};
 pub use lint::Lint;
 pub use plan::MAX_READ_PARALLELISM;
 pub use plan::{
-    Entity, EntitySource, Plan, SourceSpec, TargetSpec, WriterSpec, DEFAULT_CONCURRENCY, DEFAULT_MAX_ATTEMPTS,
-    DEFAULT_PAGE_SIZE, MAX_CONCURRENCY, SPEC_VERSION,
+    Entity, EntitySource, Plan, SourceSpec, TargetSpec, WriterSpec, DEFAULT_CONCURRENCY,
+    DEFAULT_MAX_ATTEMPTS, DEFAULT_PAGE_SIZE, MAX_CONCURRENCY, SPEC_VERSION,
 };
 pub use pointer::{BoundPointer, Pointer};
 pub use template::MAX_PAD_WIDTH;

@@ -41,14 +41,18 @@ pub(super) fn prepare<'a>(
             if !e.embeds().is_empty() && key.is_empty() {
                 return Err(EngineError::Entity {
                     entity: format!("{parent}.{}", e.name),
-                    message: "has nested embeds but no key to match them by; set `key = [\"col\", …]`".into(),
+                    message:
+                        "has nested embeds but no key to match them by; set `key = [\"col\", …]`"
+                            .into(),
                 });
             }
             let query = source.child_query(&from, &shape, &e.parent_key, &e.order_by)?;
-            let key_indices = query.column_indices(&key).ok_or_else(|| EngineError::Entity {
-                entity: format!("{parent}.{}", e.name),
-                message: format!("key {key:?} is not among the columns the embed reads"),
-            })?;
+            let key_indices = query
+                .column_indices(&key)
+                .ok_or_else(|| EngineError::Entity {
+                    entity: format!("{parent}.{}", e.name),
+                    message: format!("key {key:?} is not among the columns the embed reads"),
+                })?;
             let name = format!("{parent}.{}", e.name);
             let (child_shapes, child_plans) = prepare(source, &name, e.embeds()).await?;
             shapes.push(ChildShape {
@@ -75,7 +79,9 @@ pub(super) fn fetch<'a>(
     Box::pin(async move {
         let mut out = vec![ChildRows::default(); parent_keys.len()];
         for plan in plans {
-            let groups = source.read_children_grouped(&plan.query, parent_keys).await?;
+            let groups = source
+                .read_children_grouped(&plan.query, parent_keys)
+                .await?;
             // Nested embeds: one query for all the children of the page.
             let mut nested = if plan.children.is_empty() {
                 Vec::new()

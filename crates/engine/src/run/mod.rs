@@ -517,7 +517,11 @@ async fn pipeline(
 
 /// What each pointer did, with its value read back when it has one key.
 async fn pointer_reports(sink: &write::BatchSink) -> Result<Vec<PointerReport>, EngineError> {
-    let stats = sink.pointer_stats.lock().expect("pointer stats lock").clone();
+    let stats = sink
+        .pointer_stats
+        .lock()
+        .expect("pointer stats lock")
+        .clone();
     let mut out = Vec::with_capacity(stats.len());
     for (name, s) in stats {
         let value = match (&sink.pointers, s.items.values().next()) {

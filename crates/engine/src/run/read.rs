@@ -103,7 +103,13 @@ impl Readers {
                 let item_key = p
                     .keys
                     .iter()
-                    .map(|k| items[i].item.get(&k.name).cloned().unwrap_or(AttrValue::Null))
+                    .map(|k| {
+                        items[i]
+                            .item
+                            .get(&k.name)
+                            .cloned()
+                            .unwrap_or(AttrValue::Null)
+                    })
                     .collect();
                 pointers.push(BatchPointer { update, item_key });
             }
