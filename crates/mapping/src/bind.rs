@@ -8,12 +8,13 @@ use sql2ddb_core::{
     Reject, Row, SqlValue,
 };
 
-use crate::convert::{convert, convert_formatted, in_zone, ConvOpts};
+use crate::convert::in_zone;
 use crate::embed::{BoundEmbed, ChildRows, ChildShape};
 use crate::error::{Location, MappingError};
+pub(crate) use crate::fields::{map_fields, Field};
 use crate::gsi::{check_index_keys, index_keys, IndexKey};
-use crate::plan::{AttrDef, AttrKind, Entity, Plan};
-use crate::spec::{Invalid, KeyType, Nulls};
+use crate::plan::{Entity, Plan};
+use crate::spec::{Invalid, KeyType};
 use crate::template::{BoundPart, BoundTemplate, Part, Template};
 
 /// An entity bound to its source's columns: maps rows to items with no lookups by name.
@@ -44,38 +45,14 @@ pub struct BoundEntity {
 pub(crate) struct BoundKey {
     attr: String,
     kind: KeyType,
-    template: BoundTemplate,
+    pub(crate) template: BoundTemplate,
     /// Column index when the template is exactly `{column}`.
     single: Option<usize>,
     role: &'static str,
 }
 
-/// One attribute of an item (or of an embedded child's map) and where its value comes from.
-#[derive(Debug, Clone)]
-pub(crate) struct Field {
-    pub attr: String,
-    /// The source column, for rejects.
-    pub column: Option<String>,
-    value: FieldValue,
-}
-
-#[derive(Debug, Clone)]
-enum FieldValue {
-    Copy {
-        idx: usize,
-        opts: ConvOpts,
-        formatted: bool,
-    },
-    Literal(AttrValue),
-    Render(BoundTemplate),
-    /// A template filling an index key: rendered into the key's type, and
-    /// left out when one of its columns is NULL (the item is then not in
-    /// that index, a sparse index) instead of rejecting the row.
-    RenderKey(BoundKey),
-}
-
 /// SQL types a `format` may be applied to (an empty type: the source could not tell).
-fn is_timestamp_type(sql_type: &str) -> bool {
+pub(crate) fn is_timestamp_type(sql_type: &str) -> bool {
     let t = sql_type.to_ascii_lowercase();
     t.is_empty() || t.contains("timestamp") || t.contains("datetime")
 }
@@ -179,7 +156,11 @@ impl<'a> Binder<'a> {
         Err(self.error(at, Some(name), why))
     }
 
-    fn template(&self, t: &Template, used_in: &str) -> Result<BoundTemplate, MappingError> {
+    pub(crate) fn template(
+        &self,
+        t: &Template,
+        used_in: &str,
+    ) -> Result<BoundTemplate, MappingError> {
         let mut parts = Vec::with_capacity(t.parts.len());
         let mut names: Vec<&str> = Vec::new();
         for p in &t.parts {
@@ -315,166 +296,9 @@ impl Entity {
     }
 }
 
-impl Binder<'_> {
-    /// The attributes of a row: every usable column copied under its own name
-    /// (when `copy_columns`), then `attributes`, which override same-named
-    /// columns. A template filling an index key renders into the key's type,
-    /// as pk/sk do, and is left out when one of its columns is NULL.
-    pub(crate) fn fields(
-        &self,
-        nulls: Nulls,
-        attributes: &[AttrDef],
-        copy_columns: bool,
-        index_keys: &[IndexKey],
-    ) -> Result<Vec<Field>, MappingError> {
-        let default_opts = ConvOpts {
-            nulls,
-            invalid: self.invalid,
-            zone: self.zone,
-            ..ConvOpts::default()
-        };
-        let overridden: HashSet<&str> = attributes.iter().map(|a| a.name.as_str()).collect();
-        let mut fields: Vec<Field> = if copy_columns {
-            self.columns
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| {
-                    !self.excluded.contains(c.name.as_str())
-                        && !overridden.contains(c.name.as_str())
-                })
-                .map(|(idx, c)| Field {
-                    attr: c.name.clone(),
-                    column: Some(c.name.clone()),
-                    value: FieldValue::Copy {
-                        idx,
-                        opts: default_opts,
-                        formatted: false,
-                    },
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        for a in attributes {
-            let used_in = format!("attribute {:?}", a.name);
-            let index_key = index_keys.iter().find(|k| k.attr.name == a.name);
-            let (column, value) = match &a.kind {
-                AttrKind::Template(t) if index_key.is_some() && t.single_column().is_none() => {
-                    let k = index_key.expect("checked");
-                    let role = if k.partition { "index pk" } else { "index sk" };
-                    let key = self.key(t, &k.attr, role)?;
-                    (
-                        key.template.source_column.clone(),
-                        FieldValue::RenderKey(key),
-                    )
-                }
-                AttrKind::Template(t) => {
-                    if let Some(lit) = t.literal() {
-                        (None, FieldValue::Literal(AttrValue::S(lit)))
-                    } else if let Some(col) = t.single_column() {
-                        let idx = self.column(
-                            col,
-                            &t.placeholders().next().expect("one placeholder").at,
-                            &used_in,
-                        )?;
-                        (
-                            Some(col.to_string()),
-                            FieldValue::Copy {
-                                idx,
-                                opts: default_opts,
-                                formatted: false,
-                            },
-                        )
-                    } else {
-                        let bt = self.template(t, &format!("{used_in} template"))?;
-                        (bt.source_column.clone(), FieldValue::Render(bt))
-                    }
-                }
-                AttrKind::Column {
-                    column,
-                    at,
-                    format,
-                    numeric_as,
-                    kind,
-                    invalid,
-                } => {
-                    let idx = self.column(column, at, &used_in)?;
-                    if let Some((_, fat)) = format {
-                        let sql_type = &self.columns[idx].sql_type;
-                        if !is_timestamp_type(sql_type) {
-                            return Err(self.error(
-                                fat,
-                                Some(column),
-                                format!("{used_in} has a format, but column {column:?} is {sql_type}, not a timestamp"),
-                            ));
-                        }
-                    }
-                    let opts = ConvOpts {
-                        format: format.as_ref().map(|f| f.0).unwrap_or_default(),
-                        numeric_as: *numeric_as,
-                        nulls,
-                        invalid: invalid.unwrap_or(self.invalid),
-                        kind: *kind,
-                        zone: self.zone,
-                    };
-                    (
-                        Some(column.clone()),
-                        FieldValue::Copy {
-                            idx,
-                            opts,
-                            formatted: format.is_some(),
-                        },
-                    )
-                }
-            };
-            fields.push(Field {
-                attr: a.name.clone(),
-                column,
-                value,
-            });
-        }
-        Ok(fields)
-    }
-}
-
-/// Adds the values of `fields` for `row` to `item`; the error names the
-/// column at fault (when one is) and the reason.
-pub(crate) fn map_fields(
-    fields: &[Field],
-    row: &[SqlValue],
-    item: &mut Item,
-) -> Result<(), (Option<String>, String)> {
-    for f in fields {
-        let col = || f.column.clone();
-        let value = match &f.value {
-            FieldValue::Copy {
-                idx,
-                opts,
-                formatted: false,
-            } => convert(&row[*idx], opts).map_err(|r| (col(), r)),
-            FieldValue::Copy {
-                idx,
-                opts,
-                formatted: true,
-            } => convert_formatted(&row[*idx], opts).map_err(|r| (col(), r)),
-            FieldValue::Literal(v) => Ok(Some(v.clone())),
-            FieldValue::Render(t) => t
-                .render(row, &format!("attribute {}", f.attr))
-                .map(|s| Some(AttrValue::S(s)))
-                .map_err(|(c, r)| (Some(c), r)),
-            FieldValue::RenderKey(k) if k.reads_null(row) => Ok(None),
-            FieldValue::RenderKey(k) => k.value(row).map(Some),
-        };
-        if let Some(v) = value? {
-            item.insert(f.attr.clone(), v);
-        }
-    }
-    Ok(())
-}
-
 impl BoundKey {
     /// Whether a column the template reads is NULL in `row`.
-    fn reads_null(&self, row: &[SqlValue]) -> bool {
+    pub(crate) fn reads_null(&self, row: &[SqlValue]) -> bool {
         self.template
             .parts
             .iter()

@@ -114,8 +114,10 @@
 mod bind;
 mod convert;
 mod embed;
+mod entity;
 mod env;
 mod error;
+mod fields;
 mod gsi;
 mod lint;
 mod plan;
