@@ -6,7 +6,6 @@
 //! the unprocessed items); or give up (validation errors: the chunk is split
 //! so the bad item fails alone and the others are written).
 
-use std::collections::BTreeMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,7 +16,7 @@ use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 use futures::StreamExt;
 use rand::Rng;
 use sql2ddb_core::limits::MAX_BATCH_ITEMS;
-use sql2ddb_core::{write_units, AttrValue, Item, KeyAttr, MappedItem};
+use sql2ddb_core::{write_units, Item, KeyAttr, MappedItem};
 
 use crate::concurrency::AdaptiveConcurrency;
 use crate::convert::{item_from_sdk, item_to_sdk};
@@ -323,26 +322,34 @@ impl<C: BatchWriteApi> BatchWriter<C> {
     }
 
     fn dedupe(&self, items: Vec<MappedItem>) -> Vec<MappedItem> {
-        let mut last: BTreeMap<Vec<AttrValue>, usize> = BTreeMap::new();
-        for (i, m) in items.iter().enumerate() {
-            last.insert(self.key_of(&m.item), i);
-        }
-        if last.len() == items.len() {
+        // This runs on every item of every batch: keys by reference (a table
+        // has at most two key attributes), one sort, no allocation per item.
+        let keys: Vec<_> = items
+            .iter()
+            .map(|m| {
+                let at = |i: usize| self.keys.get(i).and_then(|k| m.item.get(&k.name));
+                (at(0), at(1))
+            })
+            .collect();
+        let mut order: Vec<usize> = (0..items.len()).collect();
+        order.sort_unstable_by(|&a, &b| keys[a].cmp(&keys[b]).then(a.cmp(&b)));
+        // Equal keys are adjacent, in row order: the last of each run wins.
+        let superseded: Vec<usize> = order
+            .windows(2)
+            .filter(|w| keys[w[0]] == keys[w[1]])
+            .map(|w| w[0])
+            .collect();
+        if superseded.is_empty() {
             return items;
         }
-        let keep: std::collections::BTreeSet<usize> = last.into_values().collect();
+        let mut keep = vec![true; items.len()];
+        for i in superseded {
+            keep[i] = false;
+        }
         items
             .into_iter()
-            .enumerate()
-            .filter(|(i, _)| keep.contains(i))
-            .map(|(_, m)| m)
-            .collect()
-    }
-
-    fn key_of(&self, item: &Item) -> Vec<AttrValue> {
-        self.keys
-            .iter()
-            .map(|k| item.get(&k.name).cloned().unwrap_or(AttrValue::Null))
+            .zip(keep)
+            .filter_map(|(m, kept)| kept.then_some(m))
             .collect()
     }
 

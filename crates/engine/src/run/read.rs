@@ -138,7 +138,10 @@ impl Readers {
             after = Some(p.query.key_of(last));
             let full = rows.len() >= p.query.page_size();
             let (items, rejected, pointers) = self.map_page(p, &rows).await?;
-            EntityProgress::add(&p.counters.read, rows.len() as u64);
+            let read = rows.len() as u64;
+            // Not held while waiting for room in the queue: the items are the page now.
+            drop(rows);
+            EntityProgress::add(&p.counters.read, read);
             EntityProgress::add(&p.counters.rejected, rejected.len() as u64);
             p.stats.pages.fetch_add(1, Ordering::Relaxed);
             self.rejects.write(&rejected)?;
@@ -148,11 +151,11 @@ impl Readers {
                 segment: segment.index,
                 page,
                 part: BatchPart::WHOLE,
-                rows_read: rows.len() as u64,
+                rows_read: read,
                 items,
                 pointers,
             };
-            segment_rows += rows.len() as u64;
+            segment_rows += read;
             let cursor = after.clone().expect("set from this page");
             self.out.hand_on(batch, cursor, segment_rows).await?;
             page += 1;

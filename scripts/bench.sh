@@ -1,0 +1,239 @@
+#!/usr/bin/env bash
+# The throughput benchmark: generates an `orders` table in PostgreSQL, then
+# measures three runs of the same mapping over it:
+#   read ceiling  `sql2ddb run --dry-run`: every page read and mapped, nothing written
+#   null sink     into `sql2ddb-testkit null-sink`, which parses each
+#                 BatchWriteItem and answers {"UnprocessedItems":{}}
+#   dynoxide      into the embedded DynamoDB-compatible server (`--endpoint
+#                 local`, in the sql2ddb process, data in a SQLite file)
+# and prints, per run: rows, wall seconds, items per second, CPU seconds per
+# million items, peak RSS, and the share of the read ceiling's rate.
+#
+#   scripts/bench.sh [--rows N] [--clean] [--skip-build] [--only SCENARIOS] [-- RUN ARGS…]
+#
+#   --rows N        rows to generate (default 1000000); the data lives in schema
+#                   bench_<N> and is reused by later runs
+#   --clean         drop the bench_<N> schema afterwards
+#   --skip-build    use the release binaries already built
+#   --only LIST     comma-separated subset of: ceiling,null,dynoxide
+#   -- RUN ARGS     passed to every `sql2ddb run` (e.g. -- --concurrency 16)
+#
+# BENCH_DATABASE_URL overrides the PostgreSQL URL
+# (default postgres://root@127.0.0.1:5432/test). Everything binds to 127.0.0.1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+rows=1000000
+clean=false
+build=true
+only="ceiling,null,dynoxide"
+run_args=()
+while [ $# -gt 0 ]; do
+  case $1 in
+    --rows) rows=${2:?--rows needs a number}; shift 2 ;;
+    --clean) clean=true; shift ;;
+    --skip-build) build=false; shift ;;
+    --only) only=${2:?--only needs a list}; shift 2 ;;
+    --) shift; run_args=("$@"); break ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "bench: unknown argument $1 (see --help)" >&2; exit 1 ;;
+  esac
+done
+if ! [[ $rows =~ ^[1-9][0-9]*$ ]]; then
+  echo "bench: --rows must be a positive integer, got $rows" >&2; exit 1
+fi
+
+db_url=${BENCH_DATABASE_URL:-postgres://root@127.0.0.1:5432/test}
+schema="bench_${rows}"
+bin_dir="${CARGO_TARGET_DIR:-target}/release"
+log() { echo "bench: $*" >&2; }
+
+need() { # program path or name, Debian package
+  if [ -x "$1" ] || command -v "$1" >/dev/null; then return 0; fi
+  log "installing $2"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$2" >/dev/null
+}
+need psql postgresql-client
+need jq jq
+need /usr/bin/time time # GNU time: peak RSS and CPU seconds of a process
+
+if $build; then
+  log "building release binaries"
+  cargo build --release --locked -p sql2ddb -p sql2ddb-testkit
+fi
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/sql2ddb-bench.XXXXXX")
+sink_pid=""
+cleanup() {
+  if [ -n "$sink_pid" ]; then kill "$sink_pid" 2>/dev/null || true; wait "$sink_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+sql() { psql "$db_url" -X -q -v ON_ERROR_STOP=1 -At "$@"; }
+
+# --- data: created once per row count, in one transaction, so a table that
+# exists is complete.
+have=$(sql -c "SELECT to_regclass('${schema}.orders') IS NOT NULL")
+if [ "$have" != t ]; then
+  log "generating $rows rows in ${schema}.orders"
+  started=$(date +%s)
+  sql -1 <<SQL
+SET client_min_messages = warning;
+DROP SCHEMA IF EXISTS ${schema} CASCADE;
+CREATE SCHEMA ${schema};
+CREATE TABLE ${schema}.orders (
+  order_id    bigint PRIMARY KEY,
+  customer_id integer NOT NULL,
+  status      text NOT NULL,
+  currency    text NOT NULL,
+  total       numeric(12,2) NOT NULL,
+  quantity    integer NOT NULL,
+  created_at  timestamptz NOT NULL,
+  shipped     boolean NOT NULL,
+  sku         text NOT NULL,
+  note        text
+);
+INSERT INTO ${schema}.orders
+SELECT g,
+       1 + (g * 7919) % 100000,
+       (ARRAY['new','paid','shipped','delivered','returned'])[1 + g % 5],
+       'EUR',
+       ((g * 37) % 100000) / 100.0,
+       1 + g % 9,
+       timestamptz '2024-01-01 00:00:00+00' + g * interval '1 second',
+       g % 3 = 0,
+       'SKU-' || lpad((g % 5000)::text, 6, '0'),
+       md5(g::text) || ' ' || md5((g + 1)::text) || ' ' || md5((g + 2)::text)
+FROM generate_series(1::bigint, ${rows}) AS g;
+SQL
+  sql -c "VACUUM ANALYZE ${schema}.orders"
+  log "generated in $(( $(date +%s) - started ))s"
+fi
+count=$(sql -c "SELECT count(*) FROM ${schema}.orders")
+if [ "$count" != "$rows" ]; then
+  log "${schema}.orders has $count rows, expected $rows; rerun with --clean"; exit 1
+fi
+row_bytes=$(sql -c "SELECT pg_relation_size('${schema}.orders') / ${rows}")
+log "${schema}.orders: $count rows, ~${row_bytes} bytes per row"
+
+for b in sql2ddb sql2ddb-testkit; do
+  [ -x "$bin_dir/$b" ] || { log "$bin_dir/$b is missing (run without --skip-build)"; exit 1; }
+done
+
+cat >"$work/orders.toml" <<TOML
+version = 1
+
+[source]
+url = "${db_url}"
+
+[target]
+table = "bench_orders"
+create = true
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+
+[[entity]]
+name = "order"
+from = "${schema}.orders"
+pk = "CUSTOMER#{customer_id}"
+sk = "ORDER#{order_id:010}"
+[entity.attributes]
+entity = "order"
+TOML
+
+results="$work/results.tsv"
+: >"$results"
+
+# Busy and total jiffies of the whole host, from /proc/stat.
+host_cpu() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
+
+# measure NAME ARGS…: one `sql2ddb run` under /usr/bin/time -v; appends
+# name, rows, wall s, user+sys s, peak RSS KB, host CPU busy % to the results.
+measure() {
+  local name=$1; shift
+  local file="$work/${name//[^a-z]/_}"
+  local out="$file.json" timing="$file.time"
+  log "running: $name"
+  local before after
+  before=$(host_cpu)
+  set +e
+  /usr/bin/time -v -o "$timing" "$bin_dir/sql2ddb" run "$work/orders.toml" \
+    --runs-dir "$work/runs" --json --quiet "$@" ${run_args[@]+"${run_args[@]}"} \
+    >"$out" 2>"$file.err"
+  local code=$?
+  set -e
+  after=$(host_cpu)
+  if [ $code -ne 0 ]; then
+    log "$name: sql2ddb exited with $code"; cat "$file.err" "$out" >&2; exit 1
+  fi
+  local written
+  written=$(jq -r '.totals.items_written' "$out")
+  if [ "$written" != "$rows" ]; then
+    log "$name: $written items written, expected $rows"; jq . "$out" >&2; exit 1
+  fi
+  local busy
+  busy=$(echo "$before $after" | awk '{ d = $4 - $2; print (d > 0) ? 100 * ($3 - $1) / d : 0 }')
+  awk -v name="$name" -v rows="$rows" -v busy="$busy" -F': ' '
+    /User time/ { user = $2 }
+    /System time/ { sys = $2 }
+    /Maximum resident set size/ { rss = $2 }
+    /Elapsed \(wall clock\)/ {
+      n = split($2, p, ":"); wall = 0
+      for (i = 1; i <= n; i++) wall = wall * 60 + p[i]
+    }
+    END { printf "%s\t%s\t%.2f\t%.2f\t%d\t%.0f\n", name, rows, wall, user + sys, rss, busy }
+  ' "$timing" >>"$results"
+  rm -rf "$work/runs"
+}
+
+has() { [[ ,$only, == *,$1,* ]]; }
+
+if has ceiling; then
+  measure "read ceiling (--dry-run)" --dry-run
+fi
+
+if has null; then
+  "$bin_dir/sql2ddb-testkit" null-sink --port 0 --keys PK:S,SK:S >"$work/sink.out" &
+  sink_pid=$!
+  for _ in $(seq 1 100); do
+    [ -s "$work/sink.out" ] && break
+    sleep 0.1
+  done
+  sink_url=$(head -n 1 "$work/sink.out")
+  [ -n "$sink_url" ] || { log "the null sink did not start"; exit 1; }
+  measure "null sink" --endpoint "$sink_url"
+  # The sink's own CPU time (utime + stime, in clock ticks) shares the host.
+  sink_cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.1f", ($14 + $15) / hz }' "/proc/$sink_pid/stat")
+  kill -TERM "$sink_pid"; wait "$sink_pid" || true; sink_pid=""
+  sink_items=$(sed -n '2,$p' "$work/sink.out" | jq -r '.items')
+  if [ "$sink_items" -lt "$rows" ]; then
+    log "the null sink received $sink_items items, expected at least $rows"; exit 1
+  fi
+  log "the null sink process used ${sink_cpu} CPU seconds"
+fi
+
+if has dynoxide; then
+  measure "dynoxide (embedded)" --endpoint local
+fi
+
+# --- the table
+ceiling_rate=$(awk -F'\t' '$1 ~ /^read ceiling/ { if ($3 > 0) print $2 / $3 }' "$results")
+echo
+echo "sql2ddb bench: ${rows} rows of ${schema}.orders (~${row_bytes} bytes per row), $(nproc) CPUs"
+awk -F'\t' -v ceiling="${ceiling_rate:-0}" '
+  BEGIN {
+    printf "%-26s %10s %8s %10s %14s %12s %10s %11s\n", "scenario", "rows", "wall s", "items/s", "CPU s/M items", "peak RSS MB", "% ceiling", "host CPU %"
+  }
+  {
+    rate = ($3 > 0) ? $2 / $3 : 0
+    share = (ceiling > 0) ? sprintf("%.0f%%", 100 * rate / ceiling) : "-"
+    printf "%-26s %10d %8.2f %10.0f %14.2f %12.1f %10s %11s\n", $1, $2, $3, rate, $4 / ($2 / 1e6), $5 / 1024, share, $6 "%"
+  }
+' "$results"
+
+if $clean; then
+  log "dropping schema ${schema}"
+  sql -c "DROP SCHEMA ${schema} CASCADE"
+fi
