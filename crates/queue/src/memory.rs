@@ -298,17 +298,28 @@ pub struct Consumer {
 impl Consumer {
     /// The next batch, or `None` once all producers are gone and the queue is empty.
     pub async fn pop(&self) -> Option<WorkBatch> {
-        let mut got = take(&self.shared, 1, None).await.ok()?;
-        let received = got.pop()?;
-        let id = handle_id(&received.handle).expect("our own handle");
-        self.shared
-            .state
-            .lock()
-            .expect("queue lock")
-            .in_flight
-            .remove(&id);
-        self.shared.changed.notify_waiters();
-        Some(received.batch)
+        // The batch is moved out, never cloned: unlike `receive`, nothing is
+        // kept for an ack, and a page of items is costly to copy.
+        let shared = &self.shared;
+        loop {
+            let mut changed = pin!(shared.changed.notified());
+            changed.as_mut().enable();
+            {
+                let mut state = shared.state.lock().expect("queue lock");
+                if let Some(waiting) = state.ready.pop_front() {
+                    if waiting.holds_room {
+                        shared.room.add_permits(1);
+                    }
+                    drop(state);
+                    shared.changed.notify_waiters();
+                    return Some(waiting.batch);
+                }
+                if state.closed && state.in_flight.is_empty() {
+                    return None;
+                }
+            }
+            changed.await;
+        }
     }
 }
 

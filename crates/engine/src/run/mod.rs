@@ -461,10 +461,22 @@ async fn pipeline(
         max_wcu,
         concurrency,
     } = write::build_sink(plan, opts, client, rejects.clone());
-    let queue = MemoryQueue::new(concurrency);
+    // A writer task keeps up to `concurrency` calls in flight for its page,
+    // so a page or two in the writers fill every call slot; more pages there
+    // (or waiting in the queue) would only hold memory.
+    let smallest_page = prepared
+        .iter()
+        .map(|p| p.query.page_size())
+        .min()
+        .unwrap_or(1)
+        .max(1);
+    let writer_tasks =
+        ((concurrency * sql2ddb_core::limits::MAX_BATCH_ITEMS).div_ceil(smallest_page) + 1)
+            .min(concurrency);
+    let queue = MemoryQueue::new(writer_tasks);
     let entities: Arc<Vec<Arc<Prepared>>> = Arc::new(prepared.to_vec());
     let mut writers = tokio::task::JoinSet::new();
-    for _ in 0..concurrency {
+    for _ in 0..writer_tasks {
         writers.spawn(write::drain(
             queue.consumer(),
             sink.clone(),
