@@ -440,7 +440,7 @@ pub async fn run(
 
 /// `read_parallelism` segment readers per entity, all entities at once (at
 /// most `source_connections` reading at a time), feed a bounded queue that
-/// `concurrency` writers drain.
+/// a few writer tasks drain, keeping up to `concurrency` calls in flight.
 #[allow(clippy::too_many_arguments)] // one caller; the run's parts stay explicit
 async fn pipeline(
     prepared: &[Arc<Prepared>],
