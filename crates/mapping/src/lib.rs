@@ -113,6 +113,7 @@
 
 mod bind;
 mod convert;
+mod digest;
 mod embed;
 mod entity;
 mod env;
@@ -126,6 +127,7 @@ mod spec;
 mod template;
 
 pub use bind::BoundEntity;
+pub use digest::ItemDigest;
 pub use embed::{ChildRow, ChildRows, ChildShape, Embed};
 pub use error::{ErrorKind, Location, MappingError};
 pub use gsi::{Billing, Gsi, GsiProjection, MAX_GSIS};
