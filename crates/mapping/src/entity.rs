@@ -67,6 +67,7 @@ impl Loader<'_, '_> {
             key,
             page_size,
             read_parallelism,
+            overwrite: e.overwrite,
             def: EntityDef {
                 at: self.sm.at(header.start),
                 key_at: e.key.as_ref().map(|k| self.sm.at(k.span().start)),

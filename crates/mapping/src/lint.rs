@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use sql2ddb_core::Column;
+
 use crate::error::Location;
 use crate::plan::{Entity, Plan};
 use crate::template::{Part, Template};
@@ -33,7 +35,11 @@ impl Plan {
         let mut out: Vec<Lint> = self
             .entities
             .iter()
-            .filter_map(|e| e.key.as_ref().and_then(|k| e.lint_keys(k)))
+            .filter(|e| !e.overwrite)
+            .flat_map(|e| match &e.key {
+                Some(k) => e.collapse_lints(k, None),
+                None => e.touching_placeholders(),
+            })
             .collect();
         // Everything that writes items at keys of its own: entities, then pointers.
         let writers: Vec<(String, &Template, Option<&Template>)> = self
@@ -102,6 +108,99 @@ impl Entity {
             ),
         })
     }
+}
+
+impl Entity {
+    /// Every way this entity's pk/sk can map two distinct rows to one item:
+    /// a column of `unique_key` the templates leave out
+    /// ([`Entity::lint_keys`]), two placeholders that touch with no literal
+    /// between them (`{a}{b}`: `('1','23')` and `('12','3')` meet), and —
+    /// when `columns` gives the source's types — a placeholder followed by a
+    /// separator its column's values can contain (`{a}#{b}` over text).
+    /// `run` refuses an entity with any of these unless it says
+    /// `overwrite = true`.
+    pub fn collapse_lints(&self, unique_key: &[String], columns: Option<&[Column]>) -> Vec<Lint> {
+        let mut out: Vec<Lint> = self.lint_keys(unique_key).into_iter().collect();
+        out.extend(self.touching_placeholders());
+        if let Some(columns) = columns {
+            out.extend(self.ambiguous_separators(columns));
+        }
+        out
+    }
+
+    fn templates(&self) -> impl Iterator<Item = (&'static str, &Template)> {
+        std::iter::once(("pk", &self.def.pk)).chain(self.def.sk.iter().map(|t| ("sk", t)))
+    }
+
+    /// Two placeholders with nothing between them.
+    fn touching_placeholders(&self) -> Vec<Lint> {
+        let mut out = Vec::new();
+        for (which, t) in self.templates() {
+            for pair in t.parts.windows(2) {
+                if let [Part::Col(a), Part::Col(b)] = pair {
+                    out.push(Lint {
+                        at: b.at.clone(),
+                        message: format!(
+                            "entity {:?}: in {which} {:?}, {{{}}} and {{{}}} touch with no separator, so distinct rows can render the same key (('1','23') and ('12','3') both give \"123\"): put a separator such as \"#\" between them that the first column's values cannot contain, or set overwrite = true if several rows per item is what you mean",
+                            self.name, t.text, a.column, b.column
+                        ),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// A placeholder, then a separator its column's values can contain, then
+    /// another placeholder: `{a}#{b}` with `a = 'x#'` meets `a = 'x'`.
+    fn ambiguous_separators(&self, columns: &[Column]) -> Vec<Lint> {
+        let mut out = Vec::new();
+        for (which, t) in self.templates() {
+            for triple in t.parts.windows(3) {
+                let [Part::Col(a), Part::Lit(sep), Part::Col(b)] = triple else {
+                    continue;
+                };
+                let Some(column) = columns.iter().find(|c| c.name == a.column) else {
+                    continue;
+                };
+                let safe = rendered_chars(&column.sql_type)
+                    .is_some_and(|chars| !sep.chars().any(|c| chars.contains(c)));
+                if !safe {
+                    out.push(Lint {
+                        at: b.at.clone(),
+                        message: format!(
+                            "entity {:?}: in {which} {:?}, the values of {} ({}) can contain the separator {sep:?} before {{{}}}, so distinct rows can render the same key: use a separator its values cannot contain, put that column last, or set overwrite = true if several rows per item is what you mean",
+                            self.name, t.text, a.column, column.sql_type, b.column
+                        ),
+                    });
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The characters a value of this SQL type can render as in a key template,
+/// when the type bounds them; `None` for text and anything not known. Taken
+/// from the declared type (SQLite's declared types included, which its
+/// dynamic typing does not enforce).
+pub(crate) fn rendered_chars(sql_type: &str) -> Option<&'static str> {
+    let t = sql_type.to_ascii_lowercase();
+    let base = t.split(['(', ' ']).next().unwrap_or("");
+    const INT: &str = "0123456789-";
+    Some(match base {
+        "int" | "int2" | "int4" | "int8" | "integer" | "smallint" | "bigint" | "tinyint"
+        | "mediumint" | "serial" | "bigserial" | "smallserial" | "year" | "bit" => INT,
+        "numeric" | "decimal" | "real" | "float" | "float4" | "float8" | "double" => {
+            "0123456789-+.eENaIinfty"
+        }
+        "date" => INT,
+        "time" | "timetz" => "0123456789:.",
+        "timestamp" | "timestamptz" | "datetime" => "0123456789-:.TZ",
+        "uuid" => "0123456789abcdef-",
+        "bool" | "boolean" => "truefals",
+        _ => return None,
+    })
 }
 
 /// The literal text before the first placeholder and after the last one, and

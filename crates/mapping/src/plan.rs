@@ -26,6 +26,8 @@ pub const DEFAULT_MAX_ATTEMPTS: u32 = 12;
 pub const MAX_CONCURRENCY: usize = 256;
 /// Most concurrent segments an entity may be read with (`read_parallelism`).
 pub const MAX_READ_PARALLELISM: u32 = 64;
+/// Highest write-units-per-second cap (`max_wcu`) a mapping may ask for.
+pub const MAX_WCU: u64 = 1_000_000_000;
 /// The only mapping spec version.
 pub const SPEC_VERSION: i64 = 1;
 
@@ -134,6 +136,10 @@ pub struct Entity {
     pub page_size: Option<usize>,
     /// Concurrent segments for this entity, when it overrides `[source]`.
     pub read_parallelism: Option<u32>,
+    /// `overwrite = true`: the user accepts that several rows map to one
+    /// item (last write wins). Without it, `run` refuses key templates that
+    /// can collapse distinct rows onto one key.
+    pub overwrite: bool,
     pub(crate) def: EntityDef,
     /// `[[entity.embed]]`: child rows nested into each item.
     pub(crate) embeds: Vec<Embed>,
@@ -338,7 +344,7 @@ impl Loader<'_, '_> {
         };
         let w = raw.writer.as_ref();
         let max_wcu = match w.and_then(|w| w.max_wcu.as_ref()) {
-            Some(v) => Some(self.positive(v, "writer.max_wcu", 1_000_000_000)? as u64),
+            Some(v) => Some(self.positive(v, "writer.max_wcu", MAX_WCU as usize)? as u64),
             None => None,
         };
         let max_attempts = match w.and_then(|w| w.max_attempts.as_ref()) {

@@ -102,6 +102,9 @@ pub(crate) struct RawEntity {
     pub nulls: Option<Nulls>,
     pub invalid: Option<Invalid>,
     pub read_parallelism: Option<Spanned<i64>>,
+    /// `overwrite = true`: several rows may map to one item, last write wins.
+    #[serde(default)]
+    pub overwrite: bool,
     #[serde(default)]
     pub attributes: BTreeMap<Spanned<String>, Spanned<RawAttr>>,
     #[serde(default)]

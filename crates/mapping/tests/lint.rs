@@ -128,3 +128,66 @@ fn pointers_collide_with_entities_too() {
         found[0]
     );
 }
+
+fn col(name: &str, sql_type: &str) -> sql2ddb_core::Column {
+    sql2ddb_core::Column {
+        name: name.into(),
+        sql_type: sql_type.into(),
+    }
+}
+
+#[test]
+fn nothing_lost_02_touching_placeholders_collapse_rows() {
+    // ('1','23') and ('12','3') both render C#123.
+    let text = entities(&[(
+        "c",
+        "key = [\"a\", \"b\"]\npk = \"C#{a}{b}\"\nsk = \"X\"\n",
+    )]);
+    let found = lints(&text);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].message.contains("{a} and {b} touch with no separator"),
+        "{}",
+        found[0]
+    );
+    assert_eq!((found[0].at.line, found[0].at.col), (13, 12));
+    // The user says several rows per item is meant: no warning.
+    let overwrite = text.replace("sk = \"X\"", "sk = \"X\"\noverwrite = true");
+    let plan = parse(&overwrite).unwrap();
+    assert!(plan.entities[0].overwrite);
+    assert!(plan.lint().is_empty(), "{:?}", plan.lint());
+    // A separator makes it unambiguous for columns that cannot contain it.
+    let sep = text.replace("C#{a}{b}", "C#{a}#{b}");
+    let plan = parse(&sep).unwrap();
+    assert!(plan.lint().is_empty());
+    let e = &plan.entities[0];
+    let keys = ["a".to_string(), "b".to_string()];
+    let ints = [col("a", "int8"), col("b", "int8")];
+    assert!(e.collapse_lints(&keys, Some(&ints)).is_empty());
+    let dates = [col("a", "DATE"), col("b", "TEXT")];
+    assert!(e.collapse_lints(&keys, Some(&dates)).is_empty());
+    // Text can hold '#': ('x#', 'y') and ('x', '#y') meet.
+    let texts = [col("a", "text"), col("b", "int8")];
+    let found = e.collapse_lints(&keys, Some(&texts));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0]
+            .message
+            .contains("the values of a (text) can contain the separator \"#\""),
+        "{}",
+        found[0]
+    );
+    // A negative integer renders a '-': not a safe separator after an integer.
+    let dash = parse(&text.replace("C#{a}{b}", "C#{a}-{b}")).unwrap();
+    assert_eq!(dash.entities[0].collapse_lints(&keys, Some(&ints)).len(), 1);
+    // The last placeholder may hold anything: it runs to the end.
+    let last = parse(&text.replace("C#{a}{b}", "C#{b}#{a}")).unwrap();
+    assert!(last.entities[0]
+        .collapse_lints(&keys, Some(&texts))
+        .is_empty());
+    // A key column left out is a collapse too.
+    let missing = parse(&text.replace("C#{a}{b}", "C#{a}")).unwrap();
+    let found = missing.entities[0].collapse_lints(&keys, Some(&ints));
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(found[0].message.contains("key column(s) b"), "{}", found[0]);
+}
