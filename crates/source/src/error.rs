@@ -96,3 +96,123 @@ impl SourceError {
         }
     }
 }
+
+impl SourceError {
+    /// The same error, naming the mapping's entity it happened for
+    /// (`entity orders_q: describe query: …`): a [`From::Query`](crate::From)
+    /// has no name of its own, so the caller that knows it adds it.
+    pub fn for_entity(self, entity: &str) -> SourceError {
+        let name = redact_secrets(entity);
+        match self {
+            SourceError::Config(m) => SourceError::Config(format!("entity {name}: {m}")),
+            SourceError::NotFound(m) => SourceError::NotFound(format!("entity {name}: {m}")),
+            SourceError::Query { context, message } => SourceError::Query {
+                context: format!("entity {name}: {context}"),
+                message,
+            },
+            other => other,
+        }
+    }
+
+    /// A failed statement that wraps the text of a query entity: the server's
+    /// message, and where the server points into the statement (PostgreSQL's
+    /// position, MySQL's `near '…' at line n`) as line and column of `query`
+    /// with the line and a caret.
+    pub(crate) fn query_in(
+        context: impl AsRef<str>,
+        err: sqlx::Error,
+        statement: &str,
+        query: &str,
+    ) -> Self {
+        let mut message = err.to_string();
+        if let Some(at) = error_offset(&err, statement).and_then(|o| locate(o, statement, query)) {
+            message.push_str(&at);
+        }
+        SourceError::Query {
+            context: redact_secrets(context.as_ref()),
+            message: redact_secrets(&message),
+        }
+    }
+}
+
+/// The byte offset in `statement` where the server says the error is.
+fn error_offset(err: &sqlx::Error, statement: &str) -> Option<usize> {
+    let db = err.as_database_error()?;
+    if let Some(pg) = db.try_downcast_ref::<sqlx::postgres::PgDatabaseError>() {
+        let sqlx::postgres::PgErrorPosition::Original(chars) = pg.position()? else {
+            return None;
+        };
+        // 1-based, in characters.
+        return statement
+            .char_indices()
+            .map(|(i, _)| i)
+            .chain(std::iter::once(statement.len()))
+            .nth(chars.checked_sub(1)?);
+    }
+    // MySQL / MariaDB: "… near 'rest of the statement' at line 2".
+    let message = db.message();
+    let start = message.find("near '")? + "near '".len();
+    let end = message.rfind("' at line ")?;
+    let line: usize = message[end + "' at line ".len()..].trim().parse().ok()?;
+    let near = message.get(start..end)?;
+    let line_start = if line <= 1 {
+        0
+    } else {
+        statement.match_indices('\n').nth(line - 2)?.0 + 1
+    };
+    if near.is_empty() {
+        return Some(statement.len());
+    }
+    // The quoted text may be cut short; search from the start of that line.
+    statement[line_start..]
+        .find(near)
+        .map(|i| line_start + i)
+        .or_else(|| statement.find(near))
+}
+
+/// `offset` (bytes into `statement`) as `at line L, column C of the query`
+/// with the line and a caret, when it falls inside the query's text.
+fn locate(offset: usize, statement: &str, query: &str) -> Option<String> {
+    let body = query
+        .trim()
+        .trim_end_matches(|c: char| c == ';' || c.is_whitespace());
+    let body_at = statement.find(body)?;
+    let in_body = offset.checked_sub(body_at)?;
+    if in_body > body.len() {
+        return None;
+    }
+    // Offset of the body within the query as written (leading whitespace).
+    let lead = query.find(body)?;
+    let at = lead + in_body;
+    let before = query.get(..at)?;
+    let line_no = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    let column = before[line_start..].chars().count() + 1;
+    let line = query[line_start..].lines().next().unwrap_or("");
+    // Tabs stay tabs under the caret, so it lines up whatever the tab width.
+    let pad: String = before[line_start..]
+        .chars()
+        .map(|c| if c == '\t' { '\t' } else { ' ' })
+        .collect();
+    Some(format!(
+        "\n  at line {line_no}, column {column} of the query:\n    {line}\n    {pad}^"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locates_an_offset_in_the_query() {
+        let query = "\nSELECT a\n\tFORM b;";
+        let statement = "SELECT * FROM (SELECT a\n\tFORM b) AS t LIMIT 0";
+        let offset = statement.find("b)").unwrap();
+        assert_eq!(
+            locate(offset, statement, query).unwrap(),
+            "\n  at line 3, column 7 of the query:\n    \tFORM b;\n    \t     ^"
+        );
+        // Outside the query (in the wrapper): no location.
+        assert_eq!(locate(statement.len(), statement, query), None);
+    }
+}

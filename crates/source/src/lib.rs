@@ -103,6 +103,7 @@ mod children;
 mod error;
 mod mysql;
 mod postgres;
+mod proof;
 mod segment;
 mod sql;
 mod sqlite;
@@ -111,6 +112,7 @@ use sql2ddb_core::{Column, Row, SqlValue};
 
 pub use children::{ChildQuery, MAX_BIND_VALUES, MAX_PARENTS_PER_QUERY};
 pub use error::{SourceError, SourceErrorKind};
+pub use proof::KeyProof;
 pub use segment::{
     default_read_parallelism, Segment, MAX_DEFAULT_READ_PARALLELISM, ROWS_PER_SEGMENT,
 };
@@ -272,6 +274,18 @@ impl Source {
             Pool::MySql(p) => mysql::describe(p, from).await,
             Pool::Sqlite(p) => sqlite::describe(p, from).await,
         }
+    }
+
+    /// [`Source::describe`] for the mapping's entity `entity`: every error
+    /// names it (see [`SourceError::for_entity`]). A query entity's SQL error
+    /// shows the server's message and, where the server gives the place, the
+    /// line and column within the query, the line and a caret under it.
+    pub async fn describe_named(
+        &self,
+        entity: &str,
+        from: &From<'_>,
+    ) -> Result<Shape, SourceError> {
+        self.describe(from).await.map_err(|e| e.for_entity(entity))
     }
 
     /// `SELECT count(*)` of the entity (for progress and the final check).

@@ -167,11 +167,12 @@ pub(crate) async fn describe(pool: &MySqlPool, from: &From<'_>) -> Result<Shape,
                 primary_key,
             })
         }
-        From::Query(_) => {
+        From::Query(query) => {
+            let statement = sql::describe_sql(Dialect::MySql, from)?;
             let stmt = pool
-                .prepare(AssertSqlSafe(sql::describe_sql(Dialect::MySql, from)?).into_sql_str())
+                .prepare(AssertSqlSafe(statement.clone()).into_sql_str())
                 .await
-                .map_err(|e| SourceError::query(&context, e))?;
+                .map_err(|e| SourceError::query_in(&context, e, &statement, query))?;
             Ok(Shape {
                 columns: stmt
                     .columns()

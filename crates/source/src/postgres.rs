@@ -165,11 +165,12 @@ pub(crate) async fn describe(pool: &PgPool, from: &From<'_>) -> Result<Shape, So
                 primary_key,
             })
         }
-        From::Query(_) => {
+        From::Query(query) => {
+            let statement = sql::describe_sql(Dialect::Postgres, from)?;
             let stmt = pool
-                .prepare(AssertSqlSafe(sql::describe_sql(Dialect::Postgres, from)?).into_sql_str())
+                .prepare(AssertSqlSafe(statement.clone()).into_sql_str())
                 .await
-                .map_err(|e| SourceError::query(&context, e))?;
+                .map_err(|e| SourceError::query_in(&context, e, &statement, query))?;
             let oids: Vec<i64> = stmt
                 .columns()
                 .iter()

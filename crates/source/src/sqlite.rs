@@ -118,11 +118,12 @@ pub(crate) async fn describe(pool: &SqlitePool, from: &From<'_>) -> Result<Shape
                 primary_key: pk.into_iter().map(|(_, name)| name).collect(),
             })
         }
-        From::Query(_) => {
+        From::Query(query) => {
+            let statement = sql::describe_sql(Dialect::Sqlite, from)?;
             let stmt = pool
-                .prepare(AssertSqlSafe(sql::describe_sql(Dialect::Sqlite, from)?).into_sql_str())
+                .prepare(AssertSqlSafe(statement.clone()).into_sql_str())
                 .await
-                .map_err(|e| SourceError::query(&context, e))?;
+                .map_err(|e| SourceError::query_in(&context, e, &statement, query))?;
             Ok(Shape {
                 columns: stmt
                     .columns()

@@ -1,0 +1,280 @@
+//! Issue #9, source side: a key that is not proven unique and non-NULL is
+//! reported (case 1), and a query entity's SQL error names the entity and
+//! the place in the query (case 12). Against real PostgreSQL, MariaDB and SQLite.
+
+mod common;
+
+use common::{unique, Cleanup, MY_URL, PG_URL};
+use sql2ddb_source::{From, KeyProof, Source, SourceErrorKind};
+use sqlx::Connection;
+
+/// A fresh PostgreSQL schema (`{s}` in `setup`), dropped at the end.
+async fn pg_schema(setup: &str) -> (String, Cleanup) {
+    let name = unique("nl_pg");
+    let guard = Cleanup {
+        url: PG_URL.to_string(),
+        sql: format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"),
+    };
+    let mut conn = sqlx::PgConnection::connect(PG_URL).await.unwrap();
+    let sql = format!(
+        "CREATE SCHEMA \"{name}\"; {}",
+        setup.replace("{s}", &format!("\"{name}\""))
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    (name, guard)
+}
+
+/// A fresh MariaDB database (`{d}` in `setup`), dropped at the end.
+async fn my_database(setup: &str) -> (String, Cleanup) {
+    let name = unique("nl_my");
+    let guard = Cleanup {
+        url: MY_URL.to_string(),
+        sql: format!("DROP DATABASE IF EXISTS `{name}`"),
+    };
+    let mut conn = sqlx::MySqlConnection::connect(MY_URL).await.unwrap();
+    let sql = format!(
+        "CREATE DATABASE `{name}`; {}",
+        setup.replace("{d}", &format!("`{name}`"))
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    (name, guard)
+}
+
+/// A temp SQLite file filled by `setup`, and its URL.
+async fn sqlite_file(setup: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("source.db");
+    let opts = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(setup.to_string()))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    (dir, format!("sqlite://{}", path.display()))
+}
+
+fn keys(k: &[&str]) -> Vec<String> {
+    k.iter().map(|s| s.to_string()).collect()
+}
+
+async fn proof(source: &Source, from: From<'_>, key: &[&str]) -> KeyProof {
+    let shape = source.describe(&from).await.unwrap();
+    source
+        .prove_unique_key(&from, &shape, &keys(key))
+        .await
+        .unwrap()
+}
+
+fn reason(p: &KeyProof) -> &str {
+    match p {
+        KeyProof::NotProven { reason } => reason,
+        other => panic!("expected NotProven, got {other:?}"),
+    }
+}
+
+/// The tables every dialect gets, in its own syntax. `dup`: no key, the
+/// values that lose rows under keyset paging; `pk`: a primary key;
+/// `uniq_null`: a unique index on a nullable column; `uniq`: a unique index
+/// over NOT NULL columns; `comp`: a unique index on (a) and a key (a, b).
+const ROWS: &str = "INSERT INTO {t}dup VALUES (1, 'a'), (1, 'b'), (1, 'c'), (2, 'd'), (2, 'e'), (NULL, 'f'), (NULL, 'g'), (3, 'h');
+     INSERT INTO {t}pk VALUES (1, 'a'), (2, 'b');
+     INSERT INTO {t}uniq_null VALUES (1, 'a'), (NULL, 'b');
+     INSERT INTO {t}uniq VALUES (1, 'a');
+     INSERT INTO {t}comp VALUES (1, 1, 'a'), (2, 1, 'b');";
+
+async fn assert_table_proofs(source: &Source, prefix: &str) {
+    let t = |name: &str| format!("{prefix}{name}");
+    let dup = t("dup");
+    let p = proof(source, From::Table(&dup), &["k"]).await;
+    let r = reason(&p);
+    assert!(r.contains("k") && r.contains("NULL"), "{r}");
+    assert!(r.contains("no primary key or unique index"), "{r}");
+
+    let pk = t("pk");
+    assert_eq!(
+        proof(source, From::Table(&pk), &[]).await,
+        KeyProof::PrimaryKey
+    );
+    assert_eq!(
+        proof(source, From::Table(&pk), &["k"]).await,
+        KeyProof::PrimaryKey
+    );
+
+    let uniq_null = t("uniq_null");
+    let p = proof(source, From::Table(&uniq_null), &["k"]).await;
+    let r = reason(&p);
+    assert!(r.contains("can hold NULL"), "{r}");
+    assert!(!r.contains("no primary key or unique index"), "{r}");
+
+    let uniq = t("uniq");
+    assert_eq!(
+        proof(source, From::Table(&uniq), &["k"]).await,
+        KeyProof::UniqueIndex {
+            name: "uniq_k".into()
+        }
+    );
+    // A key over other columns than the index is not proven.
+    let p = proof(source, From::Table(&uniq), &["v"]).await;
+    assert!(reason(&p).contains("no primary key or unique index"));
+
+    let comp = t("comp");
+    assert_eq!(
+        proof(source, From::Table(&comp), &["a", "b"]).await,
+        KeyProof::UniqueIndex {
+            name: "comp_a".into()
+        }
+    );
+    // The index (a) is not within the key (b).
+    assert!(!proof(source, From::Table(&comp), &["b"]).await.is_proven());
+}
+
+async fn assert_query_proofs(source: &Source, prefix: &str) {
+    let q = format!("SELECT k, v FROM {prefix}dup WHERE k IS NOT NULL");
+    let p = proof(source, From::Query(&q), &["k"]).await;
+    let r = reason(&p);
+    // An example duplicate is quoted with how often it appears.
+    assert!(
+        r.contains("k = 1 appears 3 times") || r.contains("k = 2 appears 2 times"),
+        "{r}"
+    );
+
+    let q = format!("SELECT k, v FROM {prefix}dup");
+    let p = proof(source, From::Query(&q), &["v"]).await;
+    assert_eq!(p, KeyProof::Checked { rows: 8 });
+    let p = proof(source, From::Query(&q), &["k", "v"]).await;
+    let r = reason(&p);
+    assert!(r.contains("2 row(s)") && r.contains("NULL"), "{r}");
+
+    let q = format!("SELECT k, v FROM {prefix}dup WHERE k = 3");
+    assert_eq!(
+        proof(source, From::Query(&q), &["k"]).await,
+        KeyProof::Checked { rows: 1 }
+    );
+}
+
+#[tokio::test]
+async fn nothing_lost_01_key_uniqueness_postgres() {
+    let (s, _guard) = pg_schema(
+        &("CREATE TABLE {s}.dup (k int, v text);
+           CREATE TABLE {s}.pk (k int PRIMARY KEY, v text);
+           CREATE TABLE {s}.uniq_null (k int, v text);
+           CREATE UNIQUE INDEX uniq_null_k ON {s}.uniq_null (k);
+           CREATE TABLE {s}.uniq (k int NOT NULL, v text);
+           CREATE UNIQUE INDEX uniq_k ON {s}.uniq (k);
+           CREATE UNIQUE INDEX uniq_partial ON {s}.uniq (v) WHERE v IS NOT NULL;
+           CREATE UNIQUE INDEX uniq_expr ON {s}.uniq (lower(v));
+           CREATE TABLE {s}.comp (a int NOT NULL, b int NOT NULL, v text);
+           CREATE UNIQUE INDEX comp_a ON {s}.comp (a);
+           "
+        .to_string()
+            + &ROWS.replace("{t}", "{s}.")),
+    )
+    .await;
+    let source = Source::connect(PG_URL, 2).await.unwrap();
+    let prefix = format!("{s}.");
+    assert_table_proofs(&source, &prefix).await;
+    // A partial or expression unique index proves nothing.
+    let uniq = format!("{s}.uniq");
+    let p = proof(&source, From::Table(&uniq), &["v"]).await;
+    assert!(reason(&p).contains("no primary key or unique index"));
+    assert_query_proofs(&source, &format!("\"{s}\".")).await;
+}
+
+#[tokio::test]
+async fn nothing_lost_01_key_uniqueness_mariadb() {
+    let (d, _guard) = my_database(
+        &("CREATE TABLE {d}.dup (k INT, v VARCHAR(10));
+           CREATE TABLE {d}.pk (k INT PRIMARY KEY, v VARCHAR(10));
+           CREATE TABLE {d}.uniq_null (k INT, v VARCHAR(10), UNIQUE KEY uniq_null_k (k));
+           CREATE TABLE {d}.uniq (k INT NOT NULL, v VARCHAR(10), UNIQUE KEY uniq_k (k));
+           CREATE TABLE {d}.comp (a INT NOT NULL, b INT NOT NULL, v VARCHAR(10), UNIQUE KEY comp_a (a));
+           "
+        .to_string()
+            + &ROWS.replace("{t}", "{d}.")),
+    )
+    .await;
+    let source = Source::connect(MY_URL, 2).await.unwrap();
+    assert_table_proofs(&source, &format!("{d}.")).await;
+    assert_query_proofs(&source, &format!("`{d}`.")).await;
+}
+
+#[tokio::test]
+async fn nothing_lost_01_key_uniqueness_sqlite() {
+    let (_dir, url) = sqlite_file(
+        &("CREATE TABLE dup (k INT, v TEXT);
+           CREATE TABLE pk (k INTEGER PRIMARY KEY, v TEXT);
+           CREATE TABLE uniq_null (k INT, v TEXT);
+           CREATE UNIQUE INDEX uniq_null_k ON uniq_null (k);
+           CREATE TABLE uniq (k INT NOT NULL, v TEXT);
+           CREATE UNIQUE INDEX uniq_k ON uniq (k);
+           CREATE UNIQUE INDEX uniq_partial ON uniq (v) WHERE v IS NOT NULL;
+           CREATE TABLE comp (a INT NOT NULL, b INT NOT NULL, v TEXT);
+           CREATE UNIQUE INDEX comp_a ON comp (a);
+           -- A text primary key of a rowid table can hold NULL in SQLite.
+           CREATE TABLE text_pk (k TEXT PRIMARY KEY, v TEXT);
+           INSERT INTO text_pk VALUES (NULL, 'a'), (NULL, 'b');
+           CREATE TABLE text_pk_nn (k TEXT NOT NULL PRIMARY KEY, v TEXT);
+           CREATE TABLE wr (k TEXT PRIMARY KEY, v TEXT) WITHOUT ROWID;
+           "
+        .to_string()
+            + &ROWS.replace("{t}", "")),
+    )
+    .await;
+    let source = Source::connect(&url, 2).await.unwrap();
+    assert_table_proofs(&source, "").await;
+    assert_table_proofs(&source, "main.").await;
+    let p = proof(&source, From::Table("text_pk"), &["k"]).await;
+    assert!(reason(&p).contains("can hold NULL"), "{p:?}");
+    assert_eq!(
+        proof(&source, From::Table("text_pk_nn"), &[]).await,
+        KeyProof::PrimaryKey
+    );
+    assert_eq!(
+        proof(&source, From::Table("wr"), &[]).await,
+        KeyProof::PrimaryKey
+    );
+    let p = proof(&source, From::Table("uniq"), &["v"]).await;
+    assert!(reason(&p).contains("no primary key or unique index"));
+    assert_query_proofs(&source, "").await;
+}
+
+#[tokio::test]
+async fn nothing_lost_12_query_syntax_error_names_entity() {
+    // PostgreSQL gives a position: line 2, column of the misspelt FROM.
+    let source = Source::connect(PG_URL, 1).await.unwrap();
+    // `name FORM` reads as a column alias: the error is at `customers`.
+    let query = "SELECT id, name\n  FORM customers\n WHERE id > 0";
+    let caret = format!("\n      FORM customers\n    {}^", " ".repeat(7));
+    let err = source
+        .describe_named("customers_q", &From::Query(query))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), SourceErrorKind::Query);
+    let msg = err.to_string();
+    assert!(msg.contains("customers_q"), "{msg}");
+    assert!(msg.contains("syntax error"), "{msg}");
+    assert!(msg.contains("line 2, column 8"), "{msg}");
+    assert!(msg.contains(&caret), "{msg}");
+
+    // MariaDB names the line and the text where it stopped.
+    let source = Source::connect(MY_URL, 1).await.unwrap();
+    let err = source
+        .describe_named("customers_q", &From::Query(query))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), SourceErrorKind::Query);
+    let msg = err.to_string();
+    assert!(msg.contains("customers_q"), "{msg}");
+    assert!(msg.contains("SQL syntax"), "{msg}");
+    assert!(msg.contains("line 2, column 8"), "{msg}");
+    assert!(msg.contains(&caret), "{msg}");
+}
