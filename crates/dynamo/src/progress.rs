@@ -2,9 +2,11 @@
 //!
 //! One DynamoDB table of its own (default `<target>-sql2ddb-progress`), one
 //! partition per run (`PK = RUN#<id>`), and in it:
-//! - `RUN`: the run's description ([`RunMeta`]), written when it starts;
+//! - `RUN`: the run's description ([`RunMeta`]), written when it starts, with
+//!   the digest of the mapping's items (so a resume can refuse a changed mapping);
 //! - `BATCH#<entity>#<segment>#<page>#<part>`: one item per batch a writer
-//!   finished, with its rows, items, rejects and failures;
+//!   finished, with its rows, items, rejects and failures, and what writing
+//!   it cost ([`BatchCost`]);
 //! - `CURSOR#<entity>#<segment>`: a segment's keyset cursor and how many pages
 //!   it has handed on, updated as the segment advances;
 //! - `TOTAL#<entity>#<segment>`: a segment's final row count, written when the
@@ -125,6 +127,28 @@ impl BatchRecord {
     }
 }
 
+/// What writing one batch cost: recorded with its [`BatchRecord`], so a
+/// run's report can show the whole run's figures after a resume. Bytes and
+/// write units follow from the items alone, so a batch written twice costs
+/// the same; retries are those of its last recorded write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+pub struct BatchCost {
+    /// Bytes written, by DynamoDB's size rules.
+    pub bytes: u64,
+    /// Write units billed.
+    pub write_units: u64,
+    /// Calls retried.
+    pub retries: u64,
+}
+
+impl BatchCost {
+    fn add(&mut self, o: &BatchCost) {
+        self.bytes += o.bytes;
+        self.write_units += o.write_units;
+        self.retries += o.retries;
+    }
+}
+
 /// Where a segment's reader is.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SegmentCursor {
@@ -164,6 +188,43 @@ pub struct RunProgress {
     pub cursors: Vec<SegmentCursor>,
     /// Finished segments.
     pub totals: Vec<SegmentTotal>,
+    /// The digest of the mapping's items the run started with, part name →
+    /// hash; `None` when the run was recorded without one (an earlier release).
+    pub digest: Option<BTreeMap<String, String>>,
+    /// What writing each batch cost, by the batch's sort key
+    /// ([`BatchRecord::sort_key`]); batches recorded without a cost are absent.
+    pub costs: BTreeMap<String, BatchCost>,
+}
+
+impl RunProgress {
+    /// What writing `entity`'s recorded batches cost, in all.
+    pub fn cost_of(&self, entity: &str) -> BatchCost {
+        let mut total = BatchCost::default();
+        for b in self.batches.iter().filter(|b| b.entity == entity) {
+            if let Some(c) = self.costs.get(&b.sort_key()) {
+                total.add(c);
+            }
+        }
+        total
+    }
+
+    /// Pages `entity`'s segments handed on, in all: a finished segment's
+    /// total, else its cursor's.
+    pub fn pages_of(&self, entity: &str) -> u64 {
+        let mut pages: BTreeMap<u32, u64> = BTreeMap::new();
+        let sent = self
+            .cursors
+            .iter()
+            .map(|c| (&c.entity, c.segment, c.pages_sent))
+            .chain(self.totals.iter().map(|t| (&t.entity, t.segment, t.pages)));
+        for (e, segment, n) in sent {
+            if e == entity {
+                let p = pages.entry(segment).or_default();
+                *p = (*p).max(n);
+            }
+        }
+        pages.values().sum()
+    }
 }
 
 /// A store of run progress in one DynamoDB table.
@@ -183,6 +244,20 @@ fn s(v: impl Into<String>) -> AttributeValue {
 
 fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
+}
+
+fn batch_attrs(record: &BatchRecord) -> Vec<(&'static str, AttributeValue)> {
+    vec![
+        ("entity", s(&record.entity)),
+        ("segment", n(record.segment)),
+        ("page", n(record.page)),
+        ("part", n(record.part)),
+        ("parts", n(record.parts)),
+        ("rows", n(record.rows)),
+        ("items", n(record.items)),
+        ("rejected", n(record.rejected)),
+        ("failed", n(record.failed)),
+    ]
 }
 
 impl ProgressStore {
@@ -254,24 +329,69 @@ impl ProgressStore {
         self.put(run, "RUN".into(), vec![("meta", s(json))]).await
     }
 
-    /// Records a finished batch; a second record of the same batch replaces the first.
-    pub async fn record_batch(&self, run: &str, record: &BatchRecord) -> Result<(), DynamoError> {
+    /// Records the run's description with the digest of its mapping's items
+    /// (part name → hash), which a resume compares with its own mapping's.
+    pub async fn record_run_with_digest(
+        &self,
+        run: &str,
+        meta: &RunMeta,
+        digest: &BTreeMap<String, String>,
+    ) -> Result<(), DynamoError> {
+        let meta = RunMeta {
+            source: redact_secrets(&meta.source),
+            ..meta.clone()
+        };
+        let json = serde_json::to_string(&meta).expect("run meta serialises");
+        let digest = serde_json::to_string(digest).expect("a digest serialises");
         self.put(
             run,
-            record.sort_key(),
-            vec![
-                ("entity", s(&record.entity)),
-                ("segment", n(record.segment)),
-                ("page", n(record.page)),
-                ("part", n(record.part)),
-                ("parts", n(record.parts)),
-                ("rows", n(record.rows)),
-                ("items", n(record.items)),
-                ("rejected", n(record.rejected)),
-                ("failed", n(record.failed)),
-            ],
+            "RUN".into(),
+            vec![("meta", s(json)), ("digest", s(digest))],
         )
         .await
+    }
+
+    /// Whether the progress table exists (one `DescribeTable`).
+    pub async fn exists(&self) -> Result<bool, DynamoError> {
+        match self
+            .client
+            .describe_table()
+            .table_name(&self.table)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_resource_not_found_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(self.call_err("DescribeTable", sdk_message(&e))),
+        }
+    }
+
+    /// Records a finished batch; a second record of the same batch replaces the first.
+    pub async fn record_batch(&self, run: &str, record: &BatchRecord) -> Result<(), DynamoError> {
+        self.put(run, record.sort_key(), batch_attrs(record)).await
+    }
+
+    /// Records a finished batch with what writing it cost; a second record
+    /// of the same batch replaces the first, so a batch written twice is
+    /// counted once.
+    pub async fn record_batch_with_cost(
+        &self,
+        run: &str,
+        record: &BatchRecord,
+        cost: &BatchCost,
+    ) -> Result<(), DynamoError> {
+        let mut attrs = batch_attrs(record);
+        attrs.extend([
+            ("bytes", n(cost.bytes)),
+            ("write_units", n(cost.write_units)),
+            ("retries", n(cost.retries)),
+        ]);
+        self.put(run, record.sort_key(), attrs).await
     }
 
     /// Moves a segment's cursor: `pages_sent` pages holding `rows_sent` rows
@@ -415,6 +535,11 @@ impl ProgressStore {
             let meta = serde_json::from_str(&text("meta")?)
                 .map_err(|e| bad(format!("meta is not a run description: {e}")))?;
             progress.meta = Some(meta);
+            if item.contains_key("digest") {
+                let digest = serde_json::from_str(&text("digest")?)
+                    .map_err(|e| bad(format!("digest is not a map of part hashes: {e}")))?;
+                progress.digest = Some(digest);
+            }
         } else if sk.starts_with("BATCH#") {
             let small = |name: &str| -> Result<u32, DynamoError> {
                 u32::try_from(number(name)?).map_err(|_| bad(format!("{name} out of range")))
@@ -430,6 +555,15 @@ impl ProgressStore {
                 rejected: number("rejected")?,
                 failed: number("failed")?,
             });
+            // Absent in records of an earlier release, and of queue workers that do not record it.
+            if item.contains_key("write_units") {
+                let cost = BatchCost {
+                    bytes: number("bytes")?,
+                    write_units: number("write_units")?,
+                    retries: number("retries")?,
+                };
+                progress.costs.insert(sk.clone(), cost);
+            }
         } else if sk.starts_with("CURSOR#") {
             let cursor = serde_json::from_str(&text("cursor")?)
                 .map_err(|e| bad(format!("cursor is not a list of SQL values: {e}")))?;

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use sql2ddb_core::{BatchPart, SqlValue, WorkBatch};
-use sql2ddb_dynamo::progress::{BatchRecord, ProgressStore};
+use sql2ddb_dynamo::progress::{BatchCost, BatchRecord, ProgressStore};
 
 use crate::error::EngineError;
 use crate::run::write::BatchOutcome;
@@ -65,6 +65,15 @@ impl BatchId {
             items: out.written,
             rejected: self.rows_read.saturating_sub(self.items) + out.rejected,
             failed: out.failed,
+        }
+    }
+
+    /// What writing the batch cost, as `out` says, for its record.
+    pub fn cost(&self, out: &BatchOutcome) -> BatchCost {
+        BatchCost {
+            bytes: out.bytes,
+            write_units: out.write_units,
+            retries: out.retries,
         }
     }
 }
@@ -251,10 +260,11 @@ impl Checkpoints {
         Ok(())
     }
 
-    /// An in-process writer wrote a batch: records it, then marks its page done.
+    /// An in-process writer wrote a batch: records it with its cost, then
+    /// marks its page done.
     pub async fn written(&self, id: &BatchId, out: &BatchOutcome) -> Result<(), EngineError> {
         self.store
-            .record_batch(&self.run_id, &id.record(out))
+            .record_batch_with_cost(&self.run_id, &id.record(out), &id.cost(out))
             .await?;
         self.done(&id.entity, id.segment, id.page).await
     }

@@ -7,6 +7,12 @@
 //! table holds now), skips finished segments, and restarts the others from
 //! their cursors with page numbers continuing where they stopped, so the
 //! batch records of re-read pages keep their keys and are not counted twice.
+//!
+//! A run records the digest of its mapping's items too, and a resume with a
+//! mapping whose items would differ (another key template, attribute, type
+//! rule…) is refused before anything is written: the table would otherwise
+//! hold items of two shapes. Settings that do not change items (concurrency,
+//! capacity cap, page size) may change between attempts.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,7 +23,7 @@ use sql2ddb_dynamo::progress::{
     SegmentBounds,
 };
 use sql2ddb_dynamo::Client;
-use sql2ddb_mapping::Plan;
+use sql2ddb_mapping::{ItemDigest, Plan};
 use sql2ddb_source::Segment;
 
 use super::RunOptions;
@@ -65,46 +71,7 @@ impl Tracking {
             .unwrap_or_else(|| default_table(&plan.target.table));
         let store = ProgressStore::new(client.clone(), table);
         let resumed = if opts.resume {
-            let recorded = store.load(run_id).await.map_err(|e| {
-                resume_error(
-                    run_id,
-                    format!("cannot read the progress table {}: {e}", store.table()),
-                )
-            })?;
-            let Some(meta) = &recorded.meta else {
-                return Err(resume_error(
-                    run_id,
-                    format!("is not recorded in the progress table {}", store.table()),
-                ));
-            };
-            if meta.table != plan.target.table {
-                return Err(resume_error(
-                    run_id,
-                    format!(
-                        "wrote table {}, but the mapping targets {}",
-                        meta.table, plan.target.table
-                    ),
-                ));
-            }
-            let recorded_names: Vec<&str> = meta.entities.iter().map(|e| e.name.as_str()).collect();
-            let names: Vec<&str> = plan.entities.iter().map(|e| e.name.as_str()).collect();
-            if recorded_names != names {
-                return Err(resume_error(
-                    run_id,
-                    format!(
-                        "has entities {recorded_names:?}, but the mapping has {names:?}; resume with the run's own mapping"
-                    ),
-                ));
-            }
-            for e in &meta.entities {
-                if e.bounds.len() != e.segments as usize {
-                    return Err(resume_error(
-                        run_id,
-                        format!("entity {} was recorded without its segment bounds", e.name),
-                    ));
-                }
-            }
-            Some(recorded)
+            Some(Self::recorded(&store, plan, run_id).await?)
         } else {
             None
         };
@@ -113,6 +80,99 @@ impl Tracking {
             resumed,
             entities: Vec::new(),
         })
+    }
+
+    /// What run `run_id` recorded, checked against this mapping: the table
+    /// exists, the run is in it, it wrote this mapping's table, and its
+    /// mapping made the same items as this one.
+    async fn recorded(
+        store: &ProgressStore,
+        plan: &Plan,
+        run_id: &str,
+    ) -> Result<Recorded, EngineError> {
+        let unreadable = |e: sql2ddb_dynamo::DynamoError| {
+            resume_error(
+                run_id,
+                format!("cannot read the progress table {}: {e}", store.table()),
+            )
+        };
+        if !store.exists().await.map_err(unreadable)? {
+            return Err(resume_error(
+                run_id,
+                format!(
+                    "cannot be resumed: there is no progress table {table}. Either the run was not \
+                     started with --progress-table or --queue, so where it stopped was never recorded, \
+                     or it used a progress table of another name (give it with --progress-table NAME). \
+                     To finish the copy, run again without --resume: items already written are \
+                     overwritten with the same values. To be able to resume next time, pass --progress-table.",
+                    table = store.table()
+                ),
+            ));
+        }
+        let recorded = store.load(run_id).await.map_err(unreadable)?;
+        let Some(meta) = &recorded.meta else {
+            return Err(resume_error(
+                run_id,
+                format!(
+                    "cannot be resumed: it is not recorded in the progress table {table}. Check the \
+                     run id (each run prints it first, `run <id>`, and its directory is named after it), \
+                     or give the run's own --progress-table. To copy everything anyway, run again \
+                     without --resume: items already written are overwritten with the same values.",
+                    table = store.table()
+                ),
+            ));
+        };
+        if meta.table != plan.target.table {
+            return Err(resume_error(
+                run_id,
+                format!(
+                    "wrote table {}, but the mapping targets {}",
+                    meta.table, plan.target.table
+                ),
+            ));
+        }
+        match &recorded.digest {
+            Some(parts) => {
+                let changes = plan
+                    .item_digest()
+                    .changes_since(&ItemDigest::from_parts(parts.clone()));
+                if !changes.is_empty() {
+                    return Err(resume_error(
+                        run_id,
+                        format!(
+                            "cannot be resumed: the mapping changed since the run started ({started}): {list}. \
+                             Its items would not match those already written. Resume with the run's own \
+                             mapping, or start a new run (without --resume) to write every item the new way.",
+                            started = meta.started,
+                            list = changes.join("; ")
+                        ),
+                    ));
+                }
+            }
+            None => tracing::warn!(
+                run = run_id,
+                "the run was recorded without a mapping digest: whether its mapping changed cannot be checked"
+            ),
+        }
+        let recorded_names: Vec<&str> = meta.entities.iter().map(|e| e.name.as_str()).collect();
+        let names: Vec<&str> = plan.entities.iter().map(|e| e.name.as_str()).collect();
+        if recorded_names != names {
+            return Err(resume_error(
+                run_id,
+                format!(
+                    "has entities {recorded_names:?}, but the mapping has {names:?}; resume with the run's own mapping"
+                ),
+            ));
+        }
+        for e in &meta.entities {
+            if e.bounds.len() != e.segments as usize {
+                return Err(resume_error(
+                    run_id,
+                    format!("entity {} was recorded without its segment bounds", e.name),
+                ));
+            }
+        }
+        Ok(recorded)
     }
 
     /// The progress table.
@@ -208,7 +268,9 @@ impl Tracking {
                 queue: queue.map(str::to_string),
             },
         };
-        self.store.record_run(run_id, &meta).await?;
+        self.store
+            .record_run_with_digest(run_id, &meta, plan.item_digest().parts())
+            .await?;
         let mut starts = HashMap::new();
         if let Some(recorded) = &self.resumed {
             for c in &recorded.cursors {
@@ -228,21 +290,25 @@ impl Tracking {
         )))
     }
 
-    /// Replaces the report's counts by the store's, which cover the whole run
-    /// (earlier attempts included) and count a page written twice once: rows
-    /// read once every segment is finished, and for an in-process run the
-    /// rows written, rejected and failed.
+    /// Replaces the report's figures by the store's, which cover the whole
+    /// run (earlier attempts included) and count a page written twice once:
+    /// segments and pages handed on; rows read once every segment is
+    /// finished; and for an in-process run the rows written, rejected and
+    /// failed, the bytes, write units and retries of the recorded batches.
     pub async fn settle_report(
         &self,
         run_id: &str,
         entities: &mut [EntityReport],
         in_process: bool,
     ) -> Result<(), EngineError> {
-        let summary = summarize(&self.store.load(run_id).await?);
+        let recorded = self.store.load(run_id).await?;
+        let summary = summarize(&recorded);
         for e in entities.iter_mut() {
             let Some(count) = summary.entities.iter().find(|c| c.entity == e.name) else {
                 continue;
             };
+            e.segments = count.segments;
+            e.pages = recorded.pages_of(&e.name);
             if let Some(rows) = count.rows_read {
                 e.rows_read = rows;
             }
@@ -250,6 +316,10 @@ impl Tracking {
                 e.items_written = count.written;
                 e.rejected = count.rejected;
                 e.failed = count.failed;
+                let cost = recorded.cost_of(&e.name);
+                e.bytes = cost.bytes;
+                e.write_units = cost.write_units;
+                e.retries = cost.retries;
             }
         }
         Ok(())

@@ -1,0 +1,406 @@
+//! End to end, resuming a run: a resume refuses a mapping whose items would
+//! differ from those already written, explains a run that cannot be resumed,
+//! and reports the whole run's figures, not those of its last attempt. The
+//! source is PostgreSQL, the target a DynamoDB-compatible server in this
+//! process; interrupted runs are killed with SIGKILL.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use common::*;
+use sql2ddb_dynamo::progress::ProgressStore;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+
+/// One test's source rows, DynamoDB server, directory and names.
+struct Fixture {
+    pg: PgSchema,
+    dynamo: Dynamo,
+    dir: tempfile::TempDir,
+    rows: i64,
+}
+
+impl Fixture {
+    async fn new(prefix: &str, rows: i64) -> Fixture {
+        let pg = PgSchema::create(prefix).await;
+        pg.exec(&format!(
+            "CREATE TABLE {{schema}}.items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL);
+             INSERT INTO {{schema}}.items
+                 SELECT i, 'Name ' || i, i % 100 FROM generate_series(1, {rows}) AS i;"
+        ))
+        .await;
+        Fixture {
+            pg,
+            dynamo: Dynamo::start().await,
+            dir: tempfile::tempdir().unwrap(),
+            rows,
+        }
+    }
+
+    /// A target table name of this test's own.
+    fn table(&self, suffix: &str) -> String {
+        format!("{}_{suffix}", self.pg.name)
+    }
+
+    /// Writes mapping file `file` copying the items to `table` with
+    /// partition key template `pk` and `[writer]` settings `writer`.
+    fn mapping(&self, file: &str, table: &str, pk: &str, writer: &str) -> String {
+        let path = self.dir.path().join(file);
+        std::fs::write(
+            &path,
+            format!(
+                r#"version = 1
+[source]
+url = "{PG_URL}"
+[target]
+table = "{table}"
+endpoint = "{}"
+region = "us-east-1"
+create = true
+pk = {{ name = "PK", type = "S" }}
+sk = {{ name = "SK", type = "S" }}
+[writer]
+{writer}
+
+[[entity]]
+name = "item"
+from = "{}.items"
+pk = "{pk}"
+sk = "ITEM"
+"#,
+                self.dynamo.url, self.pg.name
+            ),
+        )
+        .unwrap();
+        path.display().to_string()
+    }
+
+    async fn run(&self, args: &[&str]) -> Run {
+        sql2ddb(self.dir.path(), args).await
+    }
+
+    fn store(&self, table: &str) -> ProgressStore {
+        ProgressStore::new(self.dynamo.client.clone(), table)
+    }
+
+    async fn clean_up(self) {
+        self.pg.drop_schema().await;
+    }
+}
+
+/// The run id of a finished run, from its JSON report.
+fn run_id(run: &Run) -> String {
+    run.report()["run_id"].as_str().unwrap().to_string()
+}
+
+/// Every item is there, keyed by `pk`'s format (`ITEM#` or `I#`), and no other.
+async fn assert_all_items(f: &Fixture, table: &str, prefix: &str) {
+    let items = f.dynamo.scan(table).await;
+    assert_eq!(items.len() as i64, f.rows, "items in {table}");
+    for i in [1, f.rows / 2, f.rows] {
+        let key = (format!("{prefix}{i}"), "ITEM".to_string());
+        let item = items.get(&key).unwrap_or_else(|| panic!("no item {key:?}"));
+        assert_eq!(item["name"], s(format!("Name {i}")));
+        assert_eq!(item["qty"], n(i % 100));
+    }
+    let other: Vec<_> = items
+        .keys()
+        .filter(|(pk, _)| !pk.starts_with(prefix))
+        .take(3)
+        .collect();
+    assert!(other.is_empty(), "items of another key format: {other:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_lost_03_resume_with_changed_mapping_is_refused() {
+    let f = Fixture::new("resume_changed", 300).await;
+    let table = f.table("t");
+    let progress = f.table("p");
+    let first = f.mapping("first.toml", &table, "ITEM#{id}", "concurrency = 4");
+    let done = f
+        .run(&[
+            "run",
+            &first,
+            "--progress-table",
+            &progress,
+            "--json",
+            "--quiet",
+        ])
+        .await;
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let run = run_id(&done);
+
+    // The same run, resumed with another partition key template.
+    let changed = f.mapping("changed.toml", &table, "I#{id}", "concurrency = 4");
+    let resumed = f
+        .run(&[
+            "run",
+            &changed,
+            "--resume",
+            &run,
+            "--progress-table",
+            &progress,
+            "--json",
+            "--quiet",
+        ])
+        .await;
+    assert_eq!(resumed.code, 1, "refused:\n{}", resumed.stderr);
+    assert!(
+        resumed.stdout.trim().is_empty(),
+        "no report: {}",
+        resumed.stdout
+    );
+    let err = resumed.stderr;
+    assert!(
+        err.contains(&format!("run {run} cannot be resumed"))
+            && err.contains("the mapping changed since the run started")
+            && err.contains("entity item: pk template"),
+        "the refusal names what changed:\n{err}"
+    );
+    assert!(!err.contains("attributes"), "only what changed:\n{err}");
+    // Refused before any write: only the first format is in the table.
+    assert_all_items(&f, &table, "ITEM#").await;
+    f.clean_up().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_lost_03_resume_with_changed_concurrency_is_allowed() {
+    // A guard against refusing too much: settings that do not change items
+    // (concurrency, page size, capacity cap) may differ between attempts.
+    let f = Fixture::new("resume_settings", 300).await;
+    let table = f.table("t");
+    let progress = f.table("p");
+    let first = f.mapping("first.toml", &table, "ITEM#{id}", "concurrency = 4");
+    let done = f
+        .run(&[
+            "run",
+            &first,
+            "--progress-table",
+            &progress,
+            "--json",
+            "--quiet",
+        ])
+        .await;
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let run = run_id(&done);
+
+    let settings = f.mapping(
+        "settings.toml",
+        &table,
+        "ITEM#{id}",
+        "concurrency = 2\nmax_wcu = 5000\nadaptive = false",
+    );
+    let resumed = f
+        .run(&[
+            "run",
+            &settings,
+            "--resume",
+            &run,
+            "--progress-table",
+            &progress,
+            "--concurrency",
+            "1",
+            "--page-size",
+            "7",
+            "--json",
+            "--quiet",
+        ])
+        .await;
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let report = resumed.report();
+    assert_eq!(report["status"], "ok");
+    assert_eq!(report["totals"]["items_written"], f.rows);
+    assert_all_items(&f, &table, "ITEM#").await;
+    f.clean_up().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_lost_08_resume_without_progress_table_is_explained() {
+    let f = Fixture::new("resume_untracked", 50).await;
+    let table = f.table("t");
+    let mapping = f.mapping("m.toml", &table, "ITEM#{id}", "concurrency = 4");
+    // A run without --progress-table records nothing to resume from.
+    let done = f.run(&["run", &mapping, "--json", "--quiet"]).await;
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    let run = run_id(&done);
+
+    let resumed = f
+        .run(&["run", &mapping, "--resume", &run, "--json", "--quiet"])
+        .await;
+    assert_eq!(resumed.code, 1, "{}", resumed.stderr);
+    let err = &resumed.stderr;
+    let default_progress = format!("{table}-sql2ddb-progress");
+    assert!(
+        err.contains(&format!("there is no progress table {default_progress}"))
+            && err.contains("not started with --progress-table")
+            && err.contains("run again without --resume")
+            && err.contains("overwritten with the same values"),
+        "says what happened and what to do:\n{err}"
+    );
+    assert!(!err.contains("ResourceNotFoundException"), "{err}");
+
+    // A progress table that exists, and a run id it does not hold.
+    let progress = f.table("p");
+    let tracked = f
+        .run(&[
+            "run",
+            &mapping,
+            "--progress-table",
+            &progress,
+            "--json",
+            "--quiet",
+        ])
+        .await;
+    assert_eq!(tracked.code, 0, "{}", tracked.stderr);
+    let unknown = "20000101T000000Z-000000";
+    let resumed = f
+        .run(&[
+            "run",
+            &mapping,
+            "--resume",
+            unknown,
+            "--progress-table",
+            &progress,
+            "--json",
+            "--quiet",
+        ])
+        .await;
+    assert_eq!(resumed.code, 1, "{}", resumed.stderr);
+    let err = &resumed.stderr;
+    assert!(
+        err.contains(&format!(
+            "run {unknown} cannot be resumed: it is not recorded in the progress table {progress}"
+        )) && err.contains("Check the run id")
+            && err.contains("run again without --resume"),
+        "{err}"
+    );
+    f.clean_up().await;
+}
+
+/// A running `sql2ddb run` whose stderr is read as it goes.
+struct Running {
+    child: tokio::process::Child,
+    run_id: String,
+}
+
+async fn spawn_run(dir: &Path, args: &[&str]) -> Running {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    // The run id comes first: `run <id>`.
+    let mut first = String::new();
+    stderr.read_line(&mut first).await.unwrap();
+    let run_id = first
+        .strip_prefix("run ")
+        .unwrap_or_else(|| panic!("no run id first: {first:?}"))
+        .trim()
+        .to_string();
+    tokio::spawn(async move {
+        let mut rest = Vec::new();
+        let _ = stderr.read_to_end(&mut rest).await;
+    });
+    Running { child, run_id }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_lost_10_resumed_report_shows_run_totals() {
+    let f = Fixture::new("resume_totals", 2_000).await;
+    let common_args = [
+        "--page-size",
+        "20",
+        "--read-parallelism",
+        "2",
+        "--json",
+        "--quiet",
+    ];
+
+    // The reference: the same rows copied in one go.
+    let whole_table = f.table("whole");
+    let whole_mapping = f.mapping("whole.toml", &whole_table, "ITEM#{id}", "concurrency = 4");
+    let mut args = vec!["run", whole_mapping.as_str()];
+    args.extend(common_args);
+    let whole = f.run(&args).await;
+    assert_eq!(whole.code, 0, "{}", whole.stderr);
+    let whole = whole.entity("item");
+    assert_eq!(whole["rows_read"], f.rows);
+    assert_eq!(whole["items_written"], f.rows);
+
+    // Slowed down by a capacity cap, killed once some pages are written.
+    let table = f.table("t");
+    let progress = f.table("p");
+    let mapping = f.mapping("m.toml", &table, "ITEM#{id}", "concurrency = 1");
+    let mut args = vec![
+        "run",
+        mapping.as_str(),
+        "--progress-table",
+        progress.as_str(),
+        "--max-wcu",
+        "100",
+    ];
+    args.extend(common_args);
+    let mut running = spawn_run(f.dir.path(), &args).await;
+    let store = f.store(&progress);
+    let start = Instant::now();
+    loop {
+        if let Ok(p) = store.load(&running.run_id).await {
+            if p.batches.len() >= 4 {
+                break;
+            }
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(120),
+            "no pages written"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    running.child.kill().await.unwrap();
+    let before = store.load(&running.run_id).await.unwrap();
+    let total_pages = whole["pages"].as_u64().unwrap();
+    assert!(
+        (before.batches.len() as u64) < total_pages,
+        "the run finished before it was killed"
+    );
+
+    // Resumed without the cap (a setting, not part of the items).
+    let mut args = vec![
+        "run",
+        mapping.as_str(),
+        "--progress-table",
+        progress.as_str(),
+        "--resume",
+        running.run_id.as_str(),
+    ];
+    args.extend(common_args);
+    let resumed = f.run(&args).await;
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let report = resumed.report();
+    assert_eq!(report["status"], "ok");
+    let item = resumed.entity("item");
+    for figure in [
+        "rows_read",
+        "items_written",
+        "rejected",
+        "failed",
+        "segments",
+        "pages",
+        "bytes",
+        "write_units",
+    ] {
+        assert_eq!(
+            item[figure], whole[figure],
+            "{figure}: the resumed run's report shows the whole run's\nresumed: {item}\nwhole: {whole}"
+        );
+        assert_eq!(report["totals"][figure], whole[figure], "totals.{figure}");
+    }
+    assert_all_items(&f, &table, "ITEM#").await;
+    f.clean_up().await;
+}
