@@ -3,6 +3,8 @@
 
 use sql2ddb_engine::RunOptions;
 
+use crate::limits;
+
 /// Queue, resume and progress options of `run`.
 #[derive(clap::Args)]
 pub struct DistributedArgs {
@@ -16,8 +18,8 @@ pub struct DistributedArgs {
     #[arg(long, value_name = "URL", env = "SQL2DDB_SQS_ENDPOINT")]
     pub sqs_endpoint: Option<String>,
     /// Pause reading while the queue holds this many messages waiting (keeps
-    /// it shallow when the workers fall behind).
-    #[arg(long, value_name = "N", requires = "queue")]
+    /// it shallow when the workers fall behind); at least 1.
+    #[arg(long, value_name = "N", requires = "queue", value_parser = limits::positive::<u64>)]
     pub max_queued: Option<u64>,
     /// Continue run RUN_ID after a crash: finished segments are skipped, the
     /// others restart from their cursor. A run that went through a queue goes

@@ -6,6 +6,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod distributed;
+mod limits;
 mod queue;
 mod table;
 mod verify;
@@ -22,16 +23,45 @@ use sql2ddb_core::redact_secrets;
 use sql2ddb_engine::{EntityProgress, RunOptions, RunProgress};
 use sql2ddb_mapping::Plan;
 
+/// The exit code of a command line that could not be parsed (an unknown
+/// option, a missing argument, a value out of its range): EX_USAGE of
+/// sysexits.h, so it never reads as "finished with rejects" (2).
+pub(crate) const EXIT_USAGE: u8 = 64;
+
 const EXIT_CODES: &str = "\
 Exit codes:
-  0  every row was written (with --queue: every page was enqueued; run
-     `sql2ddb verify` to know when the workers are done)
-  2  the run finished, but some rows were rejected (see the rejects file)
-  1  the run failed (bad mapping, unreachable source or table, rows not written)";
+  0   every row was written (with --queue: every page was enqueued; run
+      `sql2ddb verify` to know when the workers are done)
+  1   the run failed (bad mapping, unreachable source or table, rows not written)
+  2   the run finished, but some rows were rejected (see the rejects file)
+  64  usage error: unknown option, missing argument, value out of range;
+      nothing was done";
+
+const ALL_EXIT_CODES: &str = "\
+Exit codes:
+  0   success (`check`: valid; `run`: every row written, or enqueued with --queue;
+      `verify`: every row accounted for)
+  1   failure (bad mapping, unreachable source or table, rows not written,
+      `verify`: rows missing)
+  2   `run`: finished, but some rows were rejected (see the rejects file);
+      `check`: valid, with warnings
+  64  usage error: unknown option, missing argument, value out of range;
+      nothing was done
+Each command's --help lists its own.";
+
+const LOGGING: &str = "\
+Logging: log lines go to stderr. SQL2DDB_LOG, else RUST_LOG, sets the filter
+(`debug`, `info`, `warn,sql2ddb=debug`, …); SQL2DDB_LOG wins when both are set.
+Default: warnings and errors.";
+
+/// An `after_help` text: the exit codes, then how to turn on logging.
+pub(crate) fn footer(exit_codes: &str) -> String {
+    format!("{exit_codes}\n\n{LOGGING}")
+}
 
 /// Migrate relational data (PostgreSQL, MySQL/MariaDB, SQLite) into Amazon DynamoDB.
 #[derive(Parser)]
-#[command(name = "sql2ddb", version, about, after_help = EXIT_CODES)]
+#[command(name = "sql2ddb", version, about, after_help = footer(ALL_EXIT_CODES))]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -41,29 +71,29 @@ struct Cli {
 enum Command {
     /// Validate a mapping file (no connection is made).
     #[command(
-        after_help = "Exit codes: 0 valid; 2 valid, with warnings of possible silent overwrites (keys that leave out the unique key, entities whose keys can collide); 1 invalid."
+        after_help = footer("Exit codes: 0 valid; 2 valid, with warnings of possible silent overwrites (keys that leave out the unique key, entities whose keys can collide); 1 invalid; 64 usage error.")
     )]
     Check {
         /// The mapping spec (TOML).
         mapping: PathBuf,
     },
     /// Migrate: read the source page by page, write the items, print a report.
-    #[command(after_help = EXIT_CODES)]
+    #[command(after_help = footer(EXIT_CODES))]
     Run(RunArgs),
     /// Write the batches a `run --queue` sends, from the queue (run as many
     /// as you like, anywhere).
-    #[command(after_help = worker::EXIT_CODES)]
+    #[command(after_help = footer(worker::EXIT_CODES))]
     Worker(worker::WorkerArgs),
     /// Show a run's counts from its progress table: rows read, written,
     /// rejected, pending; its queue and dead-letter queue.
-    #[command(after_help = verify::STATUS_EXIT_CODES)]
+    #[command(after_help = footer(verify::STATUS_EXIT_CODES))]
     Status(verify::StatusArgs),
     /// Check that every row of a run is accounted for, by counting its
     /// batch records; names the segments and pages missing.
-    #[command(after_help = verify::VERIFY_EXIT_CODES)]
+    #[command(after_help = footer(verify::VERIFY_EXIT_CODES))]
     Verify(verify::StatusArgs),
     /// Create, redrive, inspect or delete work queues.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = footer(queue::EXIT_CODES))]
     Queue(queue::QueueCommand),
 }
 
@@ -88,30 +118,34 @@ struct RunArgs {
     /// Where run directories (rejects file, report, local data) are created.
     #[arg(long, default_value = "sql2ddb-runs")]
     runs_dir: PathBuf,
-    /// Most BatchWriteItem calls in flight (default: the mapping's [writer]
-    /// concurrency, else 8). It adapts to throttling within [1, N] unless
-    /// --fixed-concurrency is given.
-    #[arg(long)]
+    /// Most BatchWriteItem calls in flight, 1..=256 (default: the mapping's
+    /// [writer] concurrency, else 8). It adapts to throttling within [1, N]
+    /// unless --fixed-concurrency is given.
+    #[arg(long, value_parser = limits::concurrency())]
     concurrency: Option<usize>,
     /// Keep concurrency at --concurrency instead of adapting to throttling.
     #[arg(long)]
     fixed_concurrency: bool,
     /// Cap on write units per second for this process, counted as DynamoDB
     /// bills them (1 KB rounding per item, each GSI counted). With several
-    /// workers, give each its share of the table's budget.
-    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    /// workers, give each its share of the table's budget; 1..=1000000000.
+    #[arg(long, value_parser = limits::max_wcu())]
     max_wcu: Option<u64>,
-    /// Rows per source page, for every entity.
-    #[arg(long)]
+    /// Rows per source page, for every entity (at least 1).
+    #[arg(long, value_parser = limits::positive::<usize>)]
     page_size: Option<usize>,
-    /// Segments each entity's key range is cut into and read concurrently
-    /// (default: the mapping's `read_parallelism`, else chosen from the table
-    /// size: one per 100,000 rows, at most 8).
-    #[arg(long)]
+    /// Segments each entity's key range is cut into and read concurrently,
+    /// 1..=64 (default: the mapping's `read_parallelism`, else chosen from
+    /// the table size: one per 100,000 rows, at most 8).
+    #[arg(long, value_parser = limits::read_parallelism())]
     read_parallelism: Option<u32>,
     /// Source connections of the run, which is also how many segments are
-    /// read at once.
-    #[arg(long, default_value_t = sql2ddb_engine::run::DEFAULT_SOURCE_CONNECTIONS)]
+    /// read at once (at least 1).
+    #[arg(
+        long,
+        value_parser = limits::positive::<u32>,
+        default_value_t = sql2ddb_engine::run::DEFAULT_SOURCE_CONNECTIONS
+    )]
     source_connections: u32,
     /// Read and map every row, write nothing: checks the whole source against
     /// the mapping (rejects are reported) and measures the read ceiling.
@@ -125,20 +159,21 @@ struct RunArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            // --help and --version come this way too, on stdout, with 0.
+            let _ = e.print();
+            return ExitCode::from(match e.use_stderr() {
+                true => EXIT_USAGE,
+                false => 0,
+            });
+        }
+    };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SQL2DDB_LOG")
-                // The embedded server logs every "table not found" it answers,
-                // and the AWS config chain every probe it makes: noise here.
-                .unwrap_or_else(|_| {
-                    tracing_subscriber::EnvFilter::new(
-                        "warn,dynoxide=error,aws_config=error,sqlx=error",
-                    )
-                }),
-        )
+        .with_env_filter(log_filter())
         .init();
     let code = match cli.command {
         Command::Check { mapping } => check(&mapping),
@@ -155,6 +190,26 @@ fn main() -> ExitCode {
         Command::Queue(command) => block_on(queue::queue(command)),
     };
     ExitCode::from(code)
+}
+
+/// The log filter: SQL2DDB_LOG, else RUST_LOG, else warnings only. A filter
+/// that does not parse is said so, not ignored in silence.
+fn log_filter() -> tracing_subscriber::EnvFilter {
+    use tracing_subscriber::EnvFilter;
+    let chosen = ["SQL2DDB_LOG", "RUST_LOG"]
+        .into_iter()
+        .find_map(|var| Some((var, env(var).filter(|v| !v.trim().is_empty())?)));
+    if let Some((var, value)) = chosen {
+        match EnvFilter::try_new(&value) {
+            Ok(filter) => return filter,
+            Err(e) => eprintln!(
+                "warning: {var}={value:?} is not a log filter ({e}); logging warnings only"
+            ),
+        }
+    }
+    // The embedded server logs every "table not found" it answers, and the
+    // AWS config chain every probe it makes: noise by default.
+    EnvFilter::new("warn,dynoxide=error,aws_config=error,sqlx=error")
 }
 
 fn block_on(job: impl std::future::Future<Output = u8>) -> u8 {
@@ -186,6 +241,13 @@ fn check(path: &Path) -> u8 {
     };
     match sql2ddb_engine::check(&text, path, &env) {
         Ok(summary) => {
+            tracing::debug!(
+                mapping = %path.display(),
+                table = %summary.table,
+                entities = summary.entities.len(),
+                warnings = summary.warnings.len(),
+                "mapping checked"
+            );
             println!("{}: ok", path.display());
             println!(
                 "  table {} keyed by {}",
@@ -221,13 +283,25 @@ async fn run(args: RunArgs) -> u8 {
         concurrency: args.concurrency,
         page_size: args.page_size,
         read_parallelism: args.read_parallelism,
-        source_connections: args.source_connections.max(1),
+        source_connections: args.source_connections,
         dry_run: args.dry_run,
         max_wcu: args.max_wcu,
         fixed_concurrency: args.fixed_concurrency,
         ..RunOptions::default()
     };
     args.distributed.apply(&mut opts);
+    tracing::debug!(
+        mapping = %args.mapping.display(),
+        source = %redact_secrets(opts.source.as_deref().unwrap_or(&plan.source.url)),
+        endpoint = %opts
+            .endpoint
+            .as_deref()
+            .or(plan.target.endpoint.as_deref())
+            .unwrap_or("aws"),
+        table = %plan.target.table,
+        dry_run = opts.dry_run,
+        "starting run"
+    );
     // First, so a run can be followed (`status`) and resumed even if this process dies.
     eprintln!(
         "run {}{}",
@@ -312,5 +386,73 @@ struct ClearOnDrop(MultiProgress);
 impl Drop for ClearOnDrop {
     fn drop(&mut self) {
         let _ = self.0.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn help(path: &[&str]) -> String {
+        let mut cmd = Cli::command();
+        cmd.build();
+        for name in path {
+            cmd = cmd.find_subcommand(name).expect(name).clone();
+        }
+        cmd.render_long_help().to_string()
+    }
+
+    const COMMANDS: [&[&str]; 7] = [
+        &[],
+        &["check"],
+        &["run"],
+        &["worker"],
+        &["status"],
+        &["verify"],
+        &["queue"],
+    ];
+
+    #[test]
+    fn arguments_are_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn every_help_lists_the_usage_exit_code_and_logging() {
+        for path in COMMANDS {
+            let text = help(path);
+            assert!(
+                text.contains(&format!("{EXIT_USAGE} usage error"))
+                    || text.contains(&format!("{EXIT_USAGE}  usage error")),
+                "{path:?}:\n{text}"
+            );
+            assert!(
+                text.contains("SQL2DDB_LOG") && text.contains("RUST_LOG"),
+                "{path:?}:\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn help_states_the_ranges_that_are_enforced() {
+        use sql2ddb_mapping::{MAX_CONCURRENCY, MAX_READ_PARALLELISM, MAX_WCU};
+        let run = help(&["run"]);
+        let worker = help(&["worker"]);
+        for text in [&run, &worker] {
+            assert!(text.contains(&format!("1..={MAX_CONCURRENCY}")), "{text}");
+            assert!(text.contains(&format!("1..={MAX_WCU}")), "{text}");
+        }
+        assert!(
+            run.contains(&format!("1..={MAX_READ_PARALLELISM}")),
+            "{run}"
+        );
+        let poll = sql2ddb_queue::sqs::MAX_WAIT.as_secs();
+        assert!(worker.contains(&format!("1..={poll}")), "{worker}");
+        let create = help(&["queue", "create"]);
+        for max in [limits::MAX_VISIBILITY_SECONDS, limits::MAX_RECEIVE_COUNT] {
+            assert!(create.contains(&format!("1..={max}")), "{create}");
+        }
     }
 }

@@ -6,7 +6,11 @@ use std::time::Duration;
 use sql2ddb_queue::admin::{DEFAULT_MAX_RECEIVE_COUNT, DEFAULT_VISIBILITY};
 use sql2ddb_queue::{create_queue, delete_queue, redrive, SqsQueue, WorkQueue};
 
-use crate::fail;
+use crate::{fail, limits};
+
+/// The exit codes of `sql2ddb queue`, for its --help.
+pub const EXIT_CODES: &str = "\
+Exit codes: 0 done, 1 SQS refused or could not be reached, 64 usage error.";
 
 /// `sql2ddb queue …`.
 #[derive(clap::Subcommand)]
@@ -17,11 +21,21 @@ pub enum QueueCommand {
         /// Queue name.
         name: String,
         /// Seconds a received batch stays invisible to other workers (a
-        /// worker extends it while still writing).
-        #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_VISIBILITY.as_secs())]
+        /// worker extends it while still writing), 1..=43200.
+        #[arg(
+            long,
+            value_name = "SECONDS",
+            value_parser = limits::visibility_timeout(),
+            default_value_t = DEFAULT_VISIBILITY.as_secs()
+        )]
         visibility_timeout: u64,
-        /// Receives before a batch moves to the dead-letter queue.
-        #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_RECEIVE_COUNT)]
+        /// Receives before a batch moves to the dead-letter queue, 1..=1000.
+        #[arg(
+            long,
+            value_name = "N",
+            value_parser = limits::max_receive_count(),
+            default_value_t = DEFAULT_MAX_RECEIVE_COUNT
+        )]
         max_receive_count: u32,
         #[command(flatten)]
         sqs: SqsArgs,

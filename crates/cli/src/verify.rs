@@ -8,7 +8,7 @@ use sql2ddb_dynamo::progress::{default_table, ProgressStore};
 use sql2ddb_dynamo::{connect, Endpoint};
 use sql2ddb_engine::verify::{inspect, RunState};
 
-use crate::{fail, load};
+use crate::{fail, limits, load};
 
 /// Which run, and where its progress table is.
 #[derive(clap::Args)]
@@ -34,27 +34,31 @@ pub struct StatusArgs {
     /// Poll until every row is accounted for.
     #[arg(long)]
     pub watch: bool,
-    /// Seconds between two polls with --watch.
-    #[arg(long, value_name = "SECONDS", default_value_t = 5)]
+    /// Seconds between two polls with --watch (at least 1).
+    #[arg(long, value_name = "SECONDS", value_parser = limits::positive::<u64>, default_value_t = 5)]
     pub interval: u64,
-    /// With --watch, give up after this many seconds.
-    #[arg(long, value_name = "SECONDS")]
+    /// With --watch, give up after this many seconds (at least 1).
+    #[arg(long, value_name = "SECONDS", value_parser = limits::positive::<u64>)]
     pub timeout: Option<u64>,
     /// Print each state as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
 }
 
+/// The exit codes of `sql2ddb status`, for its --help.
 pub const STATUS_EXIT_CODES: &str = "\
-Exit codes: 0 the run's state was read (whatever it is), 1 it could not be.";
+Exit codes: 0 the run's state was read (whatever it is), 1 it could not be,
+64 usage error.";
 
+/// The exit codes of `sql2ddb verify`, for its --help.
 pub const VERIFY_EXIT_CODES: &str = "\
 Exit codes:
   0  every row of the run is accounted for: written, or rejected with its
      reason in a rejects file; none failed
   1  rows are missing or pending, some failed, the run cannot move on
      (--watch: its only unwritten messages are in the dead-letter queue),
-     --timeout passed, or the run could not be read";
+     --timeout passed, or the run could not be read
+  64 usage error: unknown option, missing argument, value out of range";
 
 /// The progress store these arguments name.
 async fn store(args: &StatusArgs) -> Result<ProgressStore, String> {
@@ -154,7 +158,7 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
             );
             return 1;
         }
-        tokio::time::sleep(Duration::from_secs(args.interval.max(1))).await;
+        tokio::time::sleep(Duration::from_secs(args.interval)).await;
     }
 }
 

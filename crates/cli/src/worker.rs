@@ -7,7 +7,7 @@ use std::time::Duration;
 use sql2ddb_engine::worker::{Worker, WorkerOptions, WorkerSetup};
 use sql2ddb_engine::RunOptions;
 
-use crate::{fail, load};
+use crate::{fail, limits, load};
 
 /// Arguments of `sql2ddb worker`.
 #[derive(clap::Args)]
@@ -30,11 +30,13 @@ pub struct WorkerArgs {
     /// The progress table (default: `<target table>-sql2ddb-progress`).
     #[arg(long, value_name = "NAME", env = "SQL2DDB_PROGRESS_TABLE")]
     pub progress_table: Option<String>,
-    /// Batches written at once (default: the mapping's [writer] concurrency).
-    #[arg(long)]
+    /// Batches written at once, 1..=256 (default: the mapping's [writer]
+    /// concurrency).
+    #[arg(long, value_parser = limits::concurrency())]
     pub concurrency: Option<usize>,
-    /// Write units per second for this worker, overriding the mapping's max_wcu.
-    #[arg(long)]
+    /// Write units per second for this worker, overriding the mapping's
+    /// max_wcu; 1..=1000000000.
+    #[arg(long, value_parser = limits::max_wcu())]
     pub max_wcu: Option<u64>,
     /// Exit once every run it has seen (and every --run) is complete.
     #[arg(long)]
@@ -42,11 +44,12 @@ pub struct WorkerArgs {
     /// A run to wait for with --until-done, before any of its batches arrive.
     #[arg(long = "run", value_name = "RUN_ID")]
     pub runs: Vec<String>,
-    /// Exit after this many seconds without a batch.
+    /// Exit after this many seconds without a batch (0: once the queue is
+    /// drained).
     #[arg(long, value_name = "SECONDS")]
     pub idle_exit: Option<u64>,
-    /// Longest wait for messages per receive (long poll, at most 20).
-    #[arg(long, value_name = "SECONDS", default_value_t = 10)]
+    /// Longest wait for messages per receive (long poll), 1..=20.
+    #[arg(long, value_name = "SECONDS", value_parser = limits::poll(), default_value_t = 10)]
     pub poll: u64,
     /// On SIGTERM or Ctrl-C, seconds the batches being written get to finish
     /// before they are released to other workers.
@@ -60,9 +63,10 @@ pub struct WorkerArgs {
     pub json: bool,
 }
 
+/// The exit codes of `sql2ddb worker`, for its --help.
 pub const EXIT_CODES: &str = "\
 Exit codes: 0 stopped as asked (--until-done, --idle-exit, SIGTERM or Ctrl-C),
-1 it could not start or the queue kept failing.";
+1 it could not start or the queue kept failing, 64 usage error.";
 
 /// SIGTERM or Ctrl-C, whichever comes first.
 async fn stop_signal() {
@@ -81,7 +85,7 @@ pub async fn work(args: WorkerArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
-    let concurrency = args.concurrency.unwrap_or(plan.writer.concurrency).max(1);
+    let concurrency = args.concurrency.unwrap_or(plan.writer.concurrency);
     let setup = WorkerSetup {
         queue: args.queue.clone(),
         sqs_endpoint: args.sqs_endpoint.clone(),
@@ -101,7 +105,7 @@ pub async fn work(args: WorkerArgs) -> u8 {
     };
     let opts = WorkerOptions {
         concurrency,
-        poll: Duration::from_secs(args.poll.min(20)),
+        poll: Duration::from_secs(args.poll),
         until_done: args.until_done,
         runs: args.runs.clone(),
         idle_exit: args.idle_exit.map(Duration::from_secs),

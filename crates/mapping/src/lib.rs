@@ -133,6 +133,7 @@ pub use error::{ErrorKind, Location, MappingError};
 pub use gsi::{Billing, Gsi, GsiProjection, MAX_GSIS};
 pub use lint::Lint;
 pub use plan::MAX_READ_PARALLELISM;
+pub use plan::MAX_WCU;
 pub use plan::{
     Entity, EntitySource, Plan, SourceSpec, TargetSpec, WriterSpec, DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ATTEMPTS, DEFAULT_PAGE_SIZE, MAX_CONCURRENCY, SPEC_VERSION,
