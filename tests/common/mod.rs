@@ -29,7 +29,9 @@ impl Dynamo {
         tokio::spawn(dynoxide::server::serve_with_shutdown(listener, db, async {
             let _ = rx.await;
         }));
-        let client = connect(&Endpoint::Url(url.clone()), Some("us-east-1")).await;
+        let client = connect(&Endpoint::Url(url.clone()), Some("us-east-1"))
+            .await
+            .unwrap();
         Dynamo {
             url,
             client,

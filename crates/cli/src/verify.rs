@@ -85,14 +85,17 @@ async fn store(args: &StatusArgs) -> Result<ProgressStore, String> {
                 "the embedded `local` endpoint belongs to the run's own process; give --endpoint"
                     .into(),
             ),
-            Some(url) => Endpoint::Url(url.to_string()),
+            Some(url) => Endpoint::parse(url).map_err(|e| e.to_string())?,
             None => Endpoint::Aws,
         };
     let region = args
         .region
         .as_deref()
         .or(plan.as_ref().and_then(|p| p.target.region.as_deref()));
-    Ok(ProgressStore::new(connect(&endpoint, region).await, table))
+    let client = connect(&endpoint, region)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(ProgressStore::new(client, table))
 }
 
 /// `sql2ddb status`.

@@ -7,6 +7,9 @@ use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region};
 use aws_sdk_dynamodb::config::Credentials;
 use aws_sdk_dynamodb::Client;
+use sql2ddb_core::redact_secrets;
+
+use crate::error::DynamoError;
 
 /// Where requests go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,15 +20,91 @@ pub enum Endpoint {
     Url(String),
 }
 
+/// The form an endpoint URL takes, shown when one is refused.
+const ENDPOINT_FORM: &str = "http://host:port or https://host[:port], e.g. http://127.0.0.1:8000";
+
+/// Region used to sign requests to a custom endpoint when none is set:
+/// emulators accept any. AWS itself never gets a default.
+pub const EMULATOR_REGION: &str = "us-east-1";
+
+impl Endpoint {
+    /// Reads an endpoint URL as a user wrote it (`--endpoint`, the mapping's
+    /// `[target] endpoint`): `http://` or `https://`, a host, an optional
+    /// numeric port, nothing else before the path.
+    ///
+    /// The word `local` (the embedded DynamoDB) is the caller's to handle
+    /// before this. Other spellings of it (`Local`, `LOCAL`) are refused with a
+    /// message that names `local`, as is any text without a scheme such as
+    /// `127.0.0.1:8000`, with the form expected.
+    pub fn parse(text: &str) -> Result<Endpoint, DynamoError> {
+        let shown = redact_secrets(text);
+        let refuse = |why: String| {
+            Err(DynamoError::Config(format!(
+                "endpoint `{shown}` {why}; expected {ENDPOINT_FORM}"
+            )))
+        };
+        if text.eq_ignore_ascii_case("local") {
+            return Err(DynamoError::Config(format!(
+                "endpoint `{shown}` is not a URL: for the embedded DynamoDB write `local` \
+                 (lower case), where a run starts it; otherwise give {ENDPOINT_FORM}"
+            )));
+        }
+        if text.is_empty() {
+            return refuse("is empty".into());
+        }
+        if text.chars().any(char::is_whitespace) {
+            return refuse("contains white space".into());
+        }
+        let Some((scheme, rest)) = text.split_once("://") else {
+            return refuse(format!("has no scheme (write http://{shown})"));
+        };
+        if !scheme.eq_ignore_ascii_case("http") && !scheme.eq_ignore_ascii_case("https") {
+            return refuse(format!("has scheme `{scheme}`, not http or https"));
+        }
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+        let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+        let (host, port) = match host_port.strip_prefix('[') {
+            Some(v6) => match v6.split_once(']') {
+                Some((host, after)) => (host, after.strip_prefix(':')),
+                None => return refuse("has an unclosed `[`".into()),
+            },
+            None => match host_port.rsplit_once(':') {
+                Some((host, port)) => (host, Some(port)),
+                None => (host_port, None),
+            },
+        };
+        if host.is_empty() {
+            return refuse("has no host".into());
+        }
+        if let Some(port) = port {
+            if port.parse::<u16>().is_err() {
+                return refuse(format!("has port `{port}`, not a number up to 65535"));
+            }
+        }
+        Ok(Endpoint::Url(text.to_string()))
+    }
+}
+
 /// How long one attempt of a call may take before it counts as a (retryable) timeout.
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long connecting may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// What to do when AWS is the target and no region is set anywhere.
+pub const NO_REGION_MESSAGE: &str = "no AWS region is set for DynamoDB: give --region, \
+     `region` under [target] in the mapping, the AWS_REGION environment variable, \
+     or a `region` in your AWS profile";
+
 /// Builds a client. The SDK's retries are disabled: the writer owns every
 /// retry. For a custom endpoint without AWS credentials in the environment,
 /// placeholder credentials are used (emulators accept any).
-pub async fn connect(endpoint: &Endpoint, region: Option<&str>) -> Client {
+///
+/// The region is `region` if given, else the SDK's default chain
+/// (`AWS_REGION`, `AWS_DEFAULT_REGION`, the profile, the instance's metadata).
+/// A custom endpoint falls back to [`EMULATOR_REGION`]; AWS itself does not:
+/// writing to a region nobody chose would put the data where nobody looks,
+/// so that is a [`DynamoError::Config`] before any call is made.
+pub async fn connect(endpoint: &Endpoint, region: Option<&str>) -> Result<Client, DynamoError> {
     let mut loader = aws_config::defaults(BehaviorVersion::latest())
         .retry_config(RetryConfig::disabled())
         .timeout_config(
@@ -40,7 +119,7 @@ pub async fn connect(endpoint: &Endpoint, region: Option<&str>) -> Client {
         Endpoint::Url(_) => Some(
             std::env::var("AWS_REGION")
                 .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
-                .unwrap_or_else(|_| "us-east-1".to_string()),
+                .unwrap_or_else(|_| EMULATOR_REGION.to_string()),
         ),
         Endpoint::Aws => None,
     });
@@ -61,13 +140,52 @@ pub async fn connect(endpoint: &Endpoint, region: Option<&str>) -> Client {
             ));
         }
     }
-    let mut config = loader.load().await;
+    let config = loader.load().await;
     if config.region().is_none() {
-        // An endpoint URL needs a region to sign with; AWS needs the user's.
-        config = config
-            .into_builder()
-            .region(Region::new("us-east-1"))
-            .build();
+        return Err(DynamoError::Config(NO_REGION_MESSAGE.to_string()));
     }
-    Client::new(&config)
+    Ok(Client::new(&config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoint_urls_are_accepted() {
+        for url in [
+            "http://127.0.0.1:8000",
+            "https://dynamodb.eu-west-1.amazonaws.com",
+            "HTTP://localhost:8000/",
+            "http://[::1]:8000",
+        ] {
+            assert_eq!(
+                Endpoint::parse(url).unwrap(),
+                Endpoint::Url(url.to_string())
+            );
+        }
+    }
+
+    #[test]
+    fn nothing_lost_12_endpoint_parse_refuses_text_without_scheme() {
+        for (text, says) in [
+            (
+                "127.0.0.1:8000",
+                "has no scheme (write http://127.0.0.1:8000)",
+            ),
+            ("localhost:8000", "has no scheme"),
+            ("Local", "write `local` (lower case)"),
+            ("LOCAL", "write `local` (lower case)"),
+            ("ftp://h:21", "not http or https"),
+            ("http://", "has no host"),
+            ("http://:8000", "has no host"),
+            ("http://h:80x", "has port `80x`"),
+            ("http://h :8000", "white space"),
+            ("", "is empty"),
+        ] {
+            let err = Endpoint::parse(text).unwrap_err().to_string();
+            assert!(err.contains(says), "{text}: {err}");
+            assert!(err.contains("http://"), "{text}: {err}");
+        }
+    }
 }

@@ -1,5 +1,7 @@
 //! The crate's error type.
 
+use aws_sdk_dynamodb::config::http::HttpResponse;
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use thiserror::Error;
 
 /// What went wrong, for callers that match on it.
@@ -12,6 +14,8 @@ pub enum ErrorKind {
     Call,
     /// The embedded local endpoint could not start.
     Local,
+    /// The client cannot be set up as asked (endpoint, region); nothing was called.
+    Config,
 }
 
 /// An error of a DynamoDB operation other than a batch write (those are
@@ -59,6 +63,10 @@ pub enum DynamoError {
     /// The embedded endpoint failed.
     #[error("embedded DynamoDB: {0}")]
     Local(String),
+    /// The client cannot be set up as asked: an endpoint that is not a URL,
+    /// or no region for AWS. The message says what to write instead.
+    #[error("{0}")]
+    Config(String),
 }
 
 impl DynamoError {
@@ -70,25 +78,30 @@ impl DynamoError {
             | DynamoError::IndexMismatch { .. } => ErrorKind::Table,
             DynamoError::Call { .. } => ErrorKind::Call,
             DynamoError::Local(_) => ErrorKind::Local,
+            DynamoError::Config(_) => ErrorKind::Config,
         }
     }
 }
 
+/// The longest excerpt of a raw response body put into an error message.
+pub const BODY_EXCERPT_CHARS: usize = 200;
+
 /// Renders an SDK error with its code and message (the SDK's Display is terse).
-pub(crate) fn sdk_message<E, R>(err: &aws_sdk_dynamodb::error::SdkError<E, R>) -> String
+/// When the service sends no message it can parse (a proxy's HTML error page,
+/// say), the HTTP status and an excerpt of the body stand in for it.
+pub(crate) fn sdk_message<E>(err: &SdkError<E, HttpResponse>) -> String
 where
-    E: aws_sdk_dynamodb::error::ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
+    E: ProvideErrorMetadata + std::error::Error + 'static,
 {
-    use aws_sdk_dynamodb::error::SdkError;
     match err {
         SdkError::ServiceError(e) => {
+            let raw = e.raw();
             let e = e.err();
-            format!(
-                "{}: {}",
-                e.code().unwrap_or("error"),
-                e.message().unwrap_or("no message")
-            )
+            match (e.code(), e.message()) {
+                (code, Some(message)) => format!("{}: {message}", code.unwrap_or("error")),
+                (Some(code), None) => format!("{code}: {}", http_summary(raw)),
+                (None, None) => http_summary(raw),
+            }
         }
         other => {
             let mut msg = other.to_string();
@@ -98,7 +111,78 @@ where
                 msg.push_str(&s.to_string());
                 source = s.source();
             }
+            if let Some(raw) = other.raw_response() {
+                msg.push_str(": ");
+                msg.push_str(&http_summary(raw));
+            }
             msg
         }
+    }
+}
+
+/// `HTTP 500: <excerpt of the body>`, on one line.
+fn http_summary(raw: &HttpResponse) -> String {
+    let mut out = format!("HTTP {}", raw.status().as_u16());
+    let excerpt = raw.body().bytes().map(body_excerpt).unwrap_or_default();
+    if excerpt.is_empty() {
+        out.push_str(" with an empty body");
+    } else {
+        out.push_str(": ");
+        out.push_str(&excerpt);
+    }
+    out
+}
+
+/// The first [`BODY_EXCERPT_CHARS`] characters of a body's text, markup
+/// tags dropped and white space collapsed, so an HTML page reads as one line.
+fn body_excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let mut plain = String::new();
+    let mut in_tag = false;
+    for c in text.chars() {
+        match c {
+            '<' => {
+                in_tag = true;
+                plain.push(' ');
+            }
+            '>' if in_tag => in_tag = false,
+            _ if in_tag => {}
+            c if c.is_control() => plain.push(' '),
+            c => plain.push(c),
+        }
+    }
+    let words: Vec<&str> = plain.split_whitespace().collect();
+    let line = words.join(" ");
+    match line.char_indices().nth(BODY_EXCERPT_CHARS) {
+        Some((cut, _)) => {
+            let mut short = line[..cut].to_string();
+            short.push('…');
+            short
+        }
+        None => line,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn html_body_becomes_one_short_line() {
+        let page = format!(
+            "<html>\r\n<head><title>500 Internal Server Error</title></head>\n<body>{}</body></html>",
+            "x".repeat(1000)
+        );
+        let excerpt = body_excerpt(page.as_bytes());
+        assert!(
+            excerpt.starts_with("500 Internal Server Error x"),
+            "{excerpt}"
+        );
+        assert!(
+            !excerpt.contains('\n') && !excerpt.contains('<'),
+            "{excerpt}"
+        );
+        assert_eq!(excerpt.chars().count(), BODY_EXCERPT_CHARS + 1);
+        assert_eq!(body_excerpt(b"  \n "), "");
     }
 }

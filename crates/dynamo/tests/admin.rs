@@ -30,7 +30,9 @@ fn key(name: &str, kind: &str) -> KeyAttr {
 
 async fn start() -> (LocalDynamo, Client) {
     let local = LocalDynamo::start(None).await.unwrap();
-    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1")).await;
+    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1"))
+        .await
+        .unwrap();
     (local, client)
 }
 

@@ -28,7 +28,9 @@ fn keys() -> Vec<KeyAttr> {
 async fn table() -> (LocalDynamo, Client, String) {
     static N: AtomicU32 = AtomicU32::new(0);
     let local = LocalDynamo::start(None).await.unwrap();
-    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1")).await;
+    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1"))
+        .await
+        .unwrap();
     let name = format!(
         "pointer-{}-{}",
         std::process::id(),

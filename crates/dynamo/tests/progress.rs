@@ -9,7 +9,9 @@ use sql2ddb_dynamo::{connect, Endpoint, LocalDynamo};
 
 async fn store(name: &str) -> (LocalDynamo, ProgressStore) {
     let local = LocalDynamo::start(None).await.unwrap();
-    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1")).await;
+    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1"))
+        .await
+        .unwrap();
     let store = ProgressStore::new(client, default_table(name));
     assert!(store.ensure().await.unwrap(), "a new table is created");
     assert!(!store.ensure().await.unwrap(), "an existing one is kept");
@@ -332,7 +334,9 @@ async fn load_reads_every_record_of_a_run_over_many_query_pages() {
         .unwrap();
 
     // One Query does not return it all: the store must follow LastEvaluatedKey.
-    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1")).await;
+    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1"))
+        .await
+        .unwrap();
     let first = client
         .query()
         .table_name(store.table())

@@ -148,11 +148,11 @@ impl Worker<SqsQueue> {
                     "the embedded `local` endpoint belongs to one process; give workers the URL of a DynamoDB endpoint they share (--endpoint)".into(),
                 ))
             }
-            Some(url) => Endpoint::Url(url.to_string()),
+            Some(url) => Endpoint::parse(url)?,
             None => Endpoint::Aws,
         };
         let region = setup.region.as_deref().or(plan.target.region.as_deref());
-        let client = connect(&endpoint, region).await;
+        let client = connect(&endpoint, region).await?;
         let sqs =
             sql2ddb_queue::connect(setup.sqs_endpoint.as_deref(), None, Some(&setup.queue)).await;
         let queue = Arc::new(SqsQueue::open(sqs, &setup.queue).await?);

@@ -205,11 +205,11 @@ pub async fn run(
             local = Some(l);
             e
         }
-        Some(url) => Endpoint::Url(url.to_string()),
+        Some(url) => Endpoint::parse(url)?,
         None => Endpoint::Aws,
     };
     let region = opts.region.as_deref().or(plan.target.region.as_deref());
-    let client = connect(&endpoint, region).await;
+    let client = connect(&endpoint, region).await?;
     let mut tracking = match tracking::wanted(opts) {
         true => Some(tracking::Tracking::open(plan, opts, &client, &run_id).await?),
         false => None,

@@ -85,7 +85,9 @@ impl Upstream {
 
 /// A client for `url` (the server itself or a proxy in front of it).
 pub async fn client(url: &str) -> Client {
-    connect(&Endpoint::Url(url.to_string()), Some("us-east-1")).await
+    connect(&Endpoint::Url(url.to_string()), Some("us-east-1"))
+        .await
+        .unwrap()
 }
 
 /// Items `from..to` of a few attribute types; `pad` bytes of padding make
