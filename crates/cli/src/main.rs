@@ -20,7 +20,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sql2ddb_core::redact_secrets;
-use sql2ddb_engine::{EntityProgress, RunOptions, RunProgress};
+use sql2ddb_engine::{EntityProgress, RunOptions, RunProgress, RunReport, RunStatus, StopSignal};
 use sql2ddb_mapping::Plan;
 
 /// The exit code of a command line that could not be parsed (an unknown
@@ -35,7 +35,9 @@ Exit codes:
   1   the run failed (bad mapping, unreachable source or table, rows not written)
   2   the run finished, but some rows were rejected (see the rejects file)
   64  usage error: unknown option, missing argument, value out of range;
-      nothing was done";
+      nothing was done
+  130 interrupted (Ctrl-C, SIGTERM): the pages in flight were written, the
+      report says where it stopped and how to continue";
 
 const ALL_EXIT_CODES: &str = "\
 Exit codes:
@@ -47,6 +49,7 @@ Exit codes:
       `check`: valid, with warnings
   64  usage error: unknown option, missing argument, value out of range;
       nothing was done
+  130 `run`: interrupted (Ctrl-C, SIGTERM); the report says how to continue
 Each command's --help lists its own.";
 
 const LOGGING: &str = "\
@@ -151,6 +154,11 @@ struct RunArgs {
     /// the mapping (rejects are reported) and measures the read ceiling.
     #[arg(long)]
     dry_run: bool,
+    /// Replay the rows of a rejects file (e.g. `sql2ddb-runs/RUN/rejects.jsonl`):
+    /// read exactly those rows again from the source, by key, through the
+    /// current (fixed) mapping, as a new run with its own report.
+    #[arg(long, value_name = "REJECTS_FILE", conflicts_with_all = ["dry_run"])]
+    only_rejects: Option<PathBuf>,
     /// No progress bars.
     #[arg(long, short)]
     quiet: bool,
@@ -287,6 +295,7 @@ async fn run(args: RunArgs) -> u8 {
         dry_run: args.dry_run,
         max_wcu: args.max_wcu,
         fixed_concurrency: args.fixed_concurrency,
+        only_rejects: args.only_rejects.clone(),
         ..RunOptions::default()
     };
     args.distributed.apply(&mut opts);
@@ -311,9 +320,13 @@ async fn run(args: RunArgs) -> u8 {
             None => String::new(),
         }
     );
+    let stop = StopSignal::new();
+    opts.stop = Some(stop.clone());
+    let signals = tokio::spawn(stop_on_signals(stop));
     let progress = RunProgress::new();
     let bars = (!args.quiet).then(|| tokio::spawn(draw_progress(progress.clone())));
     let result = sql2ddb_engine::run(&plan, &opts, progress.clone()).await;
+    signals.abort();
     if let Some(b) = bars {
         b.abort();
         let _ = b.await;
@@ -324,6 +337,9 @@ async fn run(args: RunArgs) -> u8 {
             if let Some(err) = &report.error {
                 eprintln!("error: {}", redact_secrets(err));
             }
+            if report.status == RunStatus::Interrupted {
+                eprintln!("{}", how_to_continue(&args, &report));
+            }
             if args.json {
                 println!(
                     "{}",
@@ -333,6 +349,55 @@ async fn run(args: RunArgs) -> u8 {
             report.status.exit_code() as u8
         }
         Err(e) => fail(&e.to_string()),
+    }
+}
+
+/// The first Ctrl-C or SIGTERM asks the run to stop cleanly; the second
+/// exits at once.
+async fn stop_on_signals(stop: Arc<StopSignal>) {
+    next_signal().await;
+    eprintln!(
+        "stopping: no new pages are read; the pages in flight are being written (Ctrl-C again to exit at once)"
+    );
+    stop.stop();
+    next_signal().await;
+    eprintln!("exiting at once: the report is not written");
+    std::process::exit(sql2ddb_engine::report::EXIT_INTERRUPTED);
+}
+
+async fn next_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// What to run to finish an interrupted run.
+fn how_to_continue(args: &RunArgs, report: &RunReport) -> String {
+    let mapping = args.mapping.display();
+    match &report.progress_table {
+        Some(table) => format!(
+            "interrupted: to continue where it stopped, run\n  sql2ddb run {mapping} --resume {} --progress-table {table}",
+            report.run_id
+        ),
+        None => format!(
+            "interrupted: this run kept no progress table, so it cannot be resumed; running it again\n  sql2ddb run {mapping}\nrewrites the same items with the same values (nothing is duplicated). To make the next run resumable, pass --progress-table."
+        ),
     }
 }
 

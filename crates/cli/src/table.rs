@@ -95,6 +95,23 @@ pub fn render(r: &RunReport) -> String {
     out.push('\n');
     out.push_str(&fmt(&total));
     out.push('\n');
+    for e in &r.entities {
+        if e.overwritten > 0 {
+            out.push_str(&format!(
+                "{}: {} rows overwrote the item of an earlier row (overwrite = true); {} distinct items\n",
+                e.name,
+                thousands(e.overwritten),
+                thousands(e.items_written)
+            ));
+        }
+        if e.pending > 0 {
+            out.push_str(&format!(
+                "{}: {} rows read but not confirmed written when the run stopped\n",
+                e.name,
+                thousands(e.pending)
+            ));
+        }
+    }
     let status = serde_json::to_value(r.status).expect("status serialises");
     out.push_str(&format!(
         "\nrun {}  status {}\n",

@@ -8,6 +8,7 @@ pub mod progress;
 pub mod rejects;
 pub mod report;
 pub mod run;
+pub mod stop;
 pub mod verify;
 pub mod worker;
 
@@ -16,3 +17,4 @@ pub use error::{EngineError, ErrorKind};
 pub use progress::{EntityProgress, RunProgress};
 pub use report::{EntityReport, PointerReport, RunReport, RunStatus, WriterReport};
 pub use run::{new_run_id, run, RunOptions};
+pub use stop::StopSignal;

@@ -1,7 +1,11 @@
 //! The run report: what was read, written, rejected, per entity and in total.
-//! The numbers add up: `rows_read = items_written + rejected + failed`.
+//! The numbers add up: `rows_read = items_written + overwritten + rejected +
+//! failed`.
 
 use serde::Serialize;
+
+/// The exit code of a run stopped by Ctrl-C or SIGTERM.
+pub const EXIT_INTERRUPTED: i32 = 130;
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -16,15 +20,21 @@ pub enum RunStatus {
     /// Every row was read and sent to the queue; workers write them
     /// (`sql2ddb verify` says when they are done).
     Enqueued,
+    /// Stopped on request (Ctrl-C, SIGTERM) before every row was read: the
+    /// counts are exact for what was done; `pending` rows were read but not
+    /// confirmed written.
+    Interrupted,
 }
 
 impl RunStatus {
-    /// The process exit code for this status: 0, 2 or 1.
+    /// The process exit code for this status: 0, 2, 1, or 130 (interrupted,
+    /// as a shell reports a process stopped by Ctrl-C).
     pub fn exit_code(self) -> i32 {
         match self {
             RunStatus::Ok | RunStatus::Enqueued => 0,
             RunStatus::Rejected => 2,
             RunStatus::Failed => 1,
+            RunStatus::Interrupted => EXIT_INTERRUPTED,
         }
     }
 }
@@ -36,12 +46,22 @@ pub struct EntityReport {
     pub name: String,
     /// Rows read from the source.
     pub rows_read: u64,
-    /// Rows whose item is in the table.
+    /// Rows the source held when the run started (`SELECT count(*)`): a run
+    /// whose `rows_read` differs fails, unless the source changed under it.
+    pub rows_counted: u64,
+    /// Distinct items written: rows whose item is in the table, less the
+    /// rows counted in `overwritten`.
     pub items_written: u64,
+    /// Rows of an `overwrite = true` entity that landed on the item of an
+    /// earlier row (last write wins): written, but not a distinct item.
+    pub overwritten: u64,
     /// Rows rejected, each in the rejects file with its reason.
     pub rejected: u64,
     /// Rows not written when their retry budget ran out (also in the rejects file).
     pub failed: u64,
+    /// Rows read but not confirmed written when an interrupted run stopped
+    /// (a rerun or `--resume` writes them); 0 for a run that finished.
+    pub pending: u64,
     /// Bytes of the items written, by DynamoDB's size rules.
     pub bytes: u64,
     /// Write units billed (each item rounded up to 1 KB).
@@ -59,9 +79,12 @@ pub struct EntityReport {
 impl EntityReport {
     fn add(&mut self, o: &EntityReport) {
         self.rows_read += o.rows_read;
+        self.rows_counted += o.rows_counted;
         self.items_written += o.items_written;
+        self.overwritten += o.overwritten;
         self.rejected += o.rejected;
         self.failed += o.failed;
+        self.pending += o.pending;
         self.bytes += o.bytes;
         self.write_units += o.write_units;
         self.retries += o.retries;

@@ -16,6 +16,7 @@ use sql2ddb_queue::{MemoryQueue, SqsQueue};
 use sql2ddb_source::{default_read_parallelism, From, PageQuery, Segment, Source};
 
 mod embed;
+mod keys;
 mod handoff;
 mod read;
 mod tracking;
@@ -76,6 +77,13 @@ pub struct RunOptions {
     pub sqs_endpoint: Option<String>,
     /// Pause reading while the queue holds this many messages waiting.
     pub max_queued: Option<u64>,
+    /// Raised to stop the run cleanly (Ctrl-C): readers stop after their
+    /// page, writers finish within [`crate::stop::STOP_GRACE`], the report
+    /// says `interrupted`.
+    pub stop: Option<Arc<crate::stop::StopSignal>>,
+    /// Replay the rows of this rejects file (read again by key through the
+    /// current mapping) instead of reading every row.
+    pub only_rejects: Option<PathBuf>,
 }
 
 impl Default for RunOptions {
@@ -100,6 +108,8 @@ impl Default for RunOptions {
             queue: None,
             sqs_endpoint: None,
             max_queued: None,
+            stop: None,
+            only_rejects: None,
         }
     }
 }
@@ -134,6 +144,12 @@ struct Prepared {
     keys: Vec<sql2ddb_core::KeyAttr>,
     counters: Arc<EntityProgress>,
     stats: Arc<WriteStats>,
+    /// Rows that landed on an earlier row's item (`overwrite = true` only).
+    overwrites: Option<keys::Overwrites>,
+    /// What the entity reads, to count its rows again at the end.
+    from: EntitySource,
+    /// Rows the source held when the run prepared the entity.
+    counted: u64,
 }
 
 /// The target table as the mapping declares it: keys, GSIs, billing.
@@ -254,7 +270,7 @@ pub async fn run(
                 EntitySource::Table(t) => From::Table(t),
                 EntitySource::Query(q) => From::Query(q),
             };
-            let shape = source.describe(&from).await?;
+            let shape = source.describe_named(&entity.name, &from).await?;
             let key = match &entity.key {
                 Some(k) => k.clone(),
                 None => shape.primary_key.clone(),
@@ -275,11 +291,8 @@ pub async fn run(
                 let bound = entity.bind_with_children(plan, &shape.columns, &key, &shapes)?;
                 (bound, children)
             };
-            if entity.key.is_none() {
-                if let Some(lint) = entity.lint_keys(&shape.primary_key) {
-                    report.warnings.push(lint.to_string());
-                }
-            }
+            let overwrites = keys::settle(entity, &shape, &key, &mut report.warnings)?;
+            keys::prove_unique(&source, entity, &from, &shape, &key).await?;
             let pointers = plan
                 .pointers()
                 .iter()
@@ -318,6 +331,9 @@ pub async fn run(
                 keys: plan.key_attrs(),
                 counters,
                 stats: Arc::new(WriteStats::default()),
+                overwrites,
+                from: entity.from.clone(),
+                counted: total,
             }));
         }
         if !opts.dry_run {
@@ -398,10 +414,13 @@ pub async fn run(
             (Some(a), Some(b)) => b.duration_since(a).as_secs_f64(),
             _ => 0.0,
         };
+        let overwritten = p.overwrites.as_ref().map_or(0, keys::Overwrites::count);
         report.entities.push(EntityReport {
             name: p.bound.name().to_string(),
             rows_read: EntityProgress::get(&c.read),
-            items_written: EntityProgress::get(&c.written),
+            rows_counted: p.counted,
+            items_written: EntityProgress::get(&c.written).saturating_sub(overwritten),
+            overwritten,
             rejected: EntityProgress::get(&c.rejected),
             failed: EntityProgress::get(&c.failed),
             bytes: s.bytes.load(Ordering::Relaxed),
@@ -410,6 +429,7 @@ pub async fn run(
             segments: p.segments.len() as u32,
             pages: s.pages.load(Ordering::Relaxed),
             seconds,
+            ..EntityReport::default()
         });
     }
     if let Some(t) = &tracking {
@@ -421,8 +441,22 @@ pub async fn run(
             report.error.get_or_insert_with(|| e.to_string());
         }
     }
+    let interrupted = opts.stop.as_ref().is_some_and(|s| s.is_stopped());
+    if interrupted && queue_url.is_none() {
+        for e in &mut report.entities {
+            e.pending = e
+                .rows_read
+                .saturating_sub(e.items_written + e.overwritten + e.rejected + e.failed);
+        }
+    }
+    if report.error.is_none() && !interrupted {
+        keys::check_counts(&source, &prepared, &mut report).await;
+    }
     report.finish(started.elapsed().as_secs_f64());
-    if queue_url.is_some() && report.error.is_none() {
+    if interrupted && report.error.is_none() {
+        report.status = RunStatus::Interrupted;
+    }
+    if queue_url.is_some() && report.error.is_none() && !interrupted {
         report.status = RunStatus::Enqueued;
     }
     source.close().await;
@@ -495,15 +529,37 @@ async fn pipeline(
         slots: Arc::new(tokio::sync::Semaphore::new(
             opts.source_connections.max(1) as usize
         )),
+        stop: opts.stop.clone(),
     };
     drop(queue);
     let read_result = readers.read_all(prepared).await;
     let mut write_result = Ok(());
-    while let Some(joined) = writers.join_next().await {
-        match joined {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => write_result = Err(e),
-            Err(panic) => std::panic::resume_unwind(panic.into_panic()),
+    // Once a stop is asked, writers get a grace period for what they hold.
+    let grace = async {
+        match &opts.stop {
+            Some(s) => {
+                s.stopped().await;
+                tokio::time::sleep(crate::stop::STOP_GRACE).await
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(grace);
+    let mut given_up = false;
+    loop {
+        tokio::select! {
+            joined = writers.join_next() => match joined {
+                None => break,
+                Some(Ok(Ok(()))) => {}
+                Some(Ok(Err(e))) => write_result = Err(e),
+                Some(Err(e)) if e.is_cancelled() => {}
+                Some(Err(panic)) => std::panic::resume_unwind(panic.into_panic()),
+            },
+            _ = &mut grace, if !given_up => {
+                tracing::warn!("writers did not finish within the stop grace period; their pages stay pending");
+                given_up = true;
+                writers.abort_all();
+            }
         }
     }
     for p in prepared {
@@ -578,6 +634,7 @@ async fn enqueue(
         slots: Arc::new(tokio::sync::Semaphore::new(
             opts.source_connections.max(1) as usize
         )),
+        stop: opts.stop.clone(),
     };
     let result = readers.read_all(prepared).await;
     for p in prepared {

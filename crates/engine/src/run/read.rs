@@ -26,6 +26,8 @@ pub(super) struct Readers {
     pub out: PageOut,
     /// Segments reading at once, at most the run's source connections.
     pub slots: Arc<Semaphore>,
+    /// A stop request: readers end after the page they are reading.
+    pub stop: Option<Arc<crate::stop::StopSignal>>,
 }
 
 impl Readers {
@@ -97,6 +99,9 @@ impl Readers {
                 Err(r) => rejected.push(r),
             }
         }
+        if let Some(o) = &p.overwrites {
+            o.record(&p.keys, &items);
+        }
         let mut pointers = Vec::new();
         for bound in &p.pointers {
             for (i, update) in bound.candidates_indexed(&mapped_rows) {
@@ -130,6 +135,11 @@ impl Readers {
         let start = self.out.start(name, segment.index);
         let (mut page, mut segment_rows) = (start.page, start.rows);
         loop {
+            if self.stop.as_ref().is_some_and(|s| s.is_stopped()) {
+                // Not finished: no segment total; the checkpoint says where it stopped.
+                p.stats.touch();
+                return Ok(());
+            }
             let rows = self
                 .source
                 .read_range(&p.query, after.as_deref(), segment.until.as_deref())
