@@ -107,6 +107,7 @@ mod proof;
 mod segment;
 mod sql;
 mod sqlite;
+mod sqlite_keys;
 
 use sql2ddb_core::{Column, Row, SqlValue};
 

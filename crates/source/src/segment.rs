@@ -18,6 +18,8 @@
 //! Fewer distinct bounds than `n` (a small table) give fewer segments; an
 //! empty table gives one segment.
 
+use std::borrow::Cow;
+
 use sql2ddb_core::{Column, Row, SqlValue};
 use sqlx::{AssertSqlSafe, Row as _};
 
@@ -100,7 +102,31 @@ impl Source {
                 }
             }
         }
-        let (sql, values) = crate::page_statement(q, after, until);
+        // SQLite orders dates and JSON by their stored text: bind that text.
+        let (after, until) = match (&self.pool, &q.decoders) {
+            (Pool::Sqlite(p), Decoders::Sqlite(h)) => {
+                let hints: Vec<sqlite::Hint> = q.key_indices.iter().map(|&i| h[i]).collect();
+                let mut bounds = [None, None];
+                for (slot, bound) in bounds.iter_mut().zip([after, until]) {
+                    if let Some(values) = bound {
+                        *slot = Some(Cow::Owned(
+                            crate::sqlite_keys::stored_key_values(
+                                p,
+                                &q.relation,
+                                &q.key_refs,
+                                &hints,
+                                values,
+                            )
+                            .await?,
+                        ));
+                    }
+                }
+                let [after, until] = bounds;
+                (after, until)
+            }
+            _ => (after.map(Cow::Borrowed), until.map(Cow::Borrowed)),
+        };
+        let (sql, values) = crate::page_statement(q, after.as_deref(), until.as_deref());
         self.fetch(&q.entity, &q.columns, &q.decoders, sql, &values)
             .await
     }

@@ -207,23 +207,25 @@ fn decode(row: &SqliteRow, i: usize, hint: Hint) -> Result<SqlValue, sqlx::Error
         }
         "REAL" => SqlValue::Float(row.try_get_unchecked(i)?),
         "BLOB" => SqlValue::Bytes(row.try_get_unchecked(i)?),
-        _ => {
-            let s: String = row.try_get_unchecked(i)?;
-            match hint {
-                Hint::Decimal => SqlValue::Decimal(s),
-                Hint::Json => match serde_json::from_str(&s) {
-                    Ok(json) => SqlValue::Json(json),
-                    Err(e) => SqlValue::Invalid(format!("invalid JSON: {e}")),
-                },
-                Hint::Date => match chrono::NaiveDate::parse_from_str(&s, "%Y-%m-%d") {
-                    Ok(d) => SqlValue::Date(d),
-                    Err(_) => SqlValue::Text(s),
-                },
-                Hint::Timestamp => parse_timestamp(s),
-                Hint::None | Hint::Bool => SqlValue::Text(s),
-            }
-        }
+        _ => text_value(hint, row.try_get_unchecked(i)?),
     })
+}
+
+/// A value of storage class TEXT, read by its column's hint.
+pub(crate) fn text_value(hint: Hint, s: String) -> SqlValue {
+    match hint {
+        Hint::Decimal => SqlValue::Decimal(s),
+        Hint::Json => match serde_json::from_str(&s) {
+            Ok(json) => SqlValue::Json(json),
+            Err(e) => SqlValue::Invalid(format!("invalid JSON: {e}")),
+        },
+        Hint::Date => match chrono::NaiveDate::parse_from_str(&s, "%Y-%m-%d") {
+            Ok(d) => SqlValue::Date(d),
+            Err(_) => SqlValue::Text(s),
+        },
+        Hint::Timestamp => parse_timestamp(s),
+        Hint::None | Hint::Bool => SqlValue::Text(s),
+    }
 }
 
 /// ISO text as SQLite's date functions write it (`2024-01-02 03:04:05`, a
