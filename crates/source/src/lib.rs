@@ -101,6 +101,7 @@
 
 mod children;
 mod error;
+mod keys;
 mod mysql;
 mod postgres;
 mod proof;
@@ -172,6 +173,8 @@ pub struct PageQuery {
     select: Vec<String>,
     /// Key column references (`t."k"`), in key order.
     key_refs: Vec<String>,
+    /// Per key column: text before and after a placeholder (a cast).
+    params: Vec<(String, String)>,
     statements: sql::PageSql,
     decoders: Decoders,
 }
@@ -378,6 +381,7 @@ impl Source {
             relation,
             select: plan.select,
             key_refs,
+            params: plan.params,
             statements,
             decoders: plan.decoders,
         })
