@@ -17,7 +17,17 @@
 //!
 //! Values are decoded by the column's declared type, never by guessing from
 //! text, into the dialect-neutral [`SqlValue`]. Key columns must not hold NULL
-//! (a NULL key is never "after" a cursor, so such rows would not be read).
+//! (a NULL key is never "after" a cursor, so such rows would not be read) and
+//! the key must be unique (rows sharing the last key of a page would be
+//! stepped over): [`Source::prove_unique_key`] proves both from the catalog
+//! (a table) or by checking the rows (a query entity), or says what is wrong.
+//!
+//! Errors can name the mapping's entity ([`Source::describe_named`],
+//! [`SourceError::for_entity`]); a query entity's SQL error points at the line
+//! and column of the query where the server says it failed.
+//!
+//! [`Source::read_keys`] reads rows back by key (to replay rejected rows), in
+//! batches within the bind limits.
 //!
 //! # PostgreSQL types
 //!
@@ -96,6 +106,12 @@
 //! `TimestampTz` in UTC. Anything else (other text, Julian day numbers, Unix
 //! seconds) stays `Text`, `Float` or `Int`. For a query entity the declared types
 //! are those SQLite reports for the query's columns.
+//!
+//! SQLite orders such keys by the text stored, not by the decoded value, so a
+//! cursor or segment bound on a date, timestamp or JSON key is bound as the
+//! very text the table holds for it (`2024-01-02T03:04:05` and `2024-01-02
+//! 03:04:05` decode alike but sort apart). One value stored as two different
+//! texts in a key column is an error: no cursor can tell those rows apart.
 
 #![warn(missing_docs)]
 

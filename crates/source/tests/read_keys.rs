@@ -38,7 +38,7 @@ async fn assert_reads_keys(source: &Source, table: &str, key: &[&str], missing: 
     let from = From::Table(table);
     let shape = source.describe(&from).await.unwrap();
     let key: Vec<String> = key.iter().map(|s| s.to_string()).collect();
-    let q = source.page_query(&from, &shape, &key, 100).unwrap();
+    let q = source.page_query(&from, &shape, &key, 1000).unwrap();
     let all = read_all(source, &q).await;
     assert!(all.len() >= 6, "{table}: {} rows", all.len());
     let wanted: Vec<Row> = all.iter().step_by(3).cloned().collect();
