@@ -15,8 +15,8 @@ use crate::SourceError;
 /// `2024-01-02T03:04:05` and `2024-01-02 03:04:05` decode alike and sort
 /// apart. Binding any one rendering would step over or repeat rows, so each
 /// such cursor value is looked up as the text the table holds (among the
-/// renderings that decode to it) and
-/// bound as that text. A value no longer stored (deleted since it was read)
+/// renderings that decode to it) and bound as that text. Two stored texts of
+/// one value are an error. A value no longer stored (deleted since it was read)
 /// falls back to SQLite's own rendering (`YYYY-MM-DD HH:MM:SS.SSS`).
 pub(crate) async fn stored_key_values(
     pool: &SqlitePool,
@@ -68,7 +68,7 @@ pub(crate) async fn stored_key_values(
     Ok(out)
 }
 
-/// The greatest stored text among `forms` that reads back as `value`.
+/// The stored text among `forms` that reads back as `value`; two are an error.
 async fn stored_text(
     pool: &SqlitePool,
     relation: &str,
