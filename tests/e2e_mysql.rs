@@ -274,8 +274,11 @@ async fn values_dynamodb_cannot_hold_are_rejected_or_mapped_as_configured() {
         "{}",
         reason(5)
     );
-    // The reject carries the row as read.
-    assert_eq!(rejected[0]["row"]["wide"], WIDE);
+    // The reject carries the row as read, with its type.
+    assert_eq!(
+        rejected[0]["row"]["wide"],
+        serde_json::json!({"$decimal": WIDE})
+    );
     assert_eq!(dynamo.scan(&table).await.len(), 1);
 
     // As configured: the wide decimal as an exact string, every other value

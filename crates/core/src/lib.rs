@@ -8,6 +8,7 @@ pub mod limits;
 pub mod number;
 pub mod pointer;
 pub mod redact;
+pub mod tagged;
 pub mod value;
 pub mod wire;
 

@@ -452,7 +452,7 @@ impl BoundEntity {
                 .map(|(name, i)| {
                     (
                         name.clone(),
-                        row.get(*i).map_or(Json::Null, SqlValue::to_json),
+                        row.get(*i).map_or(Json::Null, SqlValue::to_tagged_json),
                     )
                 })
                 .collect(),
@@ -463,7 +463,7 @@ impl BoundEntity {
         let shown = self
             .visible
             .iter()
-            .filter_map(|(name, i)| row.get(*i).map(|v| (name.clone(), v.to_json())))
+            .filter_map(|(name, i)| row.get(*i).map(|v| (name.clone(), v.to_tagged_json())))
             .collect();
         Reject {
             entity: self.name.clone(),

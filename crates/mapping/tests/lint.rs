@@ -139,14 +139,13 @@ fn col(name: &str, sql_type: &str) -> sql2ddb_core::Column {
 #[test]
 fn nothing_lost_02_touching_placeholders_collapse_rows() {
     // ('1','23') and ('12','3') both render C#123.
-    let text = entities(&[(
-        "c",
-        "key = [\"a\", \"b\"]\npk = \"C#{a}{b}\"\nsk = \"X\"\n",
-    )]);
+    let text = entities(&[("c", "key = [\"a\", \"b\"]\npk = \"C#{a}{b}\"\nsk = \"X\"\n")]);
     let found = lints(&text);
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(
-        found[0].message.contains("{a} and {b} touch with no separator"),
+        found[0]
+            .message
+            .contains("{a} and {b} touch with no separator"),
         "{}",
         found[0]
     );

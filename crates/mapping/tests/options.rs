@@ -208,8 +208,8 @@ fn daylight_saving_gaps_and_overlaps() {
         "{}",
         r.reason
     );
-    // The reject shows the row as read, not converted.
-    assert_eq!(r.row["v"], json!("2024-03-31T02:30:00Z"));
+    // The reject shows the row as read, not converted, with its type.
+    assert_eq!(r.row["v"], json!({"$timestamp": "2024-03-31T02:30:00"}));
     // With invalid = "null" it is left out instead.
     let null = "[entity.attributes]\nv = { column = \"v\", invalid = \"null\" }\n";
     assert_eq!(

@@ -82,7 +82,7 @@ async fn stored_text(
     for chunk in forms.chunks(10_000) {
         let marks = vec!["?"; chunk.len()].join(", ");
         let sql = format!(
-            "SELECT {key_ref} FROM {relation} WHERE typeof({key_ref}) = 'text' \
+            "SELECT DISTINCT {key_ref} FROM {relation} WHERE typeof({key_ref}) = 'text' \
              AND {key_ref} IN ({marks}) ORDER BY {key_ref} DESC"
         );
         let mut query = sqlx::query_scalar::<Sqlite, String>(AssertSqlSafe(sql));
@@ -108,6 +108,10 @@ fn one_text(
 ) -> Result<Option<String>, SourceError> {
     for text in stored {
         if &text_value(*hint, text.clone()) != value {
+            continue;
+        }
+        if found.as_deref() == Some(text.as_str()) {
+            // The same text in several rows (one column of a composite key).
             continue;
         }
         if let Some(other) = &found {

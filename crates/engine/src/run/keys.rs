@@ -117,6 +117,15 @@ pub(super) async fn check_counts(
         if e.rows_read == p.counted {
             continue;
         }
+        if p.replay.is_some() {
+            report.warnings.push(format!(
+                "entity {:?}: {} of the {} rejected rows are no longer in the source (deleted since?), so they were not replayed",
+                e.name,
+                p.counted.saturating_sub(e.rows_read),
+                p.counted
+            ));
+            continue;
+        }
         let from = match &p.from {
             sql2ddb_mapping::EntitySource::Table(t) => From::Table(t),
             sql2ddb_mapping::EntitySource::Query(q) => From::Query(q),
@@ -141,5 +150,115 @@ pub(super) async fn check_counts(
     }
     if !failures.is_empty() {
         report.error = Some(failures.join("; "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use sql2ddb_mapping::{EntitySource, Plan};
+    use sql2ddb_source::{From, Source};
+
+    use super::super::{Prepared, WriteStats};
+    use super::check_counts;
+    use crate::report::{EntityReport, RunReport, RunStatus};
+
+    const MAPPING: &str = r#"
+version = 1
+[source]
+url = "sqlite://../../examples/shop.db"
+[target]
+table = "t"
+pk = { name = "PK", type = "S" }
+[[entity]]
+name = "customer"
+from = "customers"
+pk = "CUSTOMER#{customer_id}"
+"#;
+
+    async fn prepared(source: &Source, plan: &Plan, counted: u64) -> Arc<Prepared> {
+        let entity = &plan.entities[0];
+        let from = From::Table("customers");
+        let shape = source.describe(&from).await.unwrap();
+        let key = shape.primary_key.clone();
+        let bound = entity.bind(plan, &shape.columns, &key).unwrap();
+        Arc::new(Prepared {
+            bound: Arc::new(bound),
+            query: source.page_query(&from, &shape, &key, 10).unwrap(),
+            segments: Vec::new(),
+            children: Vec::new(),
+            pointers: Vec::new(),
+            keys: plan.key_attrs(),
+            counters: Arc::new(Default::default()),
+            stats: Arc::new(WriteStats::default()),
+            overwrites: None,
+            from: EntitySource::Table("customers".into()),
+            counted,
+            replay: None,
+        })
+    }
+
+    fn report(rows_read: u64) -> RunReport {
+        RunReport {
+            run_id: "r".into(),
+            status: RunStatus::Ok,
+            source: String::new(),
+            table: "t".into(),
+            endpoint: String::new(),
+            local_data_file: None,
+            table_created: false,
+            queue: None,
+            progress_table: None,
+            run_dir: String::new(),
+            rejects_file: String::new(),
+            entities: vec![EntityReport {
+                name: "customer".into(),
+                rows_read,
+                ..EntityReport::default()
+            }],
+            totals: EntityReport::default(),
+            writer: Default::default(),
+            pointers: Vec::new(),
+            warnings: Vec::new(),
+            error: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn nothing_lost_01_rows_read_must_equal_rows_counted() {
+        let plan = Plan::parse(MAPPING, "m.toml".as_ref(), &|_| None).unwrap();
+        let source = Source::connect("sqlite://../../examples/shop.db", 1)
+            .await
+            .unwrap();
+        let n = source.count(&From::Table("customers")).await.unwrap();
+        assert!(n > 2);
+
+        // Every row read: nothing to say.
+        let mut r = report(n);
+        check_counts(&source, &[prepared(&source, &plan, n).await], &mut r).await;
+        assert_eq!((r.error.as_deref(), r.warnings.len()), (None, 0));
+
+        // Two rows short and the source unchanged: rows were skipped, the run fails.
+        let mut r = report(n - 2);
+        check_counts(&source, &[prepared(&source, &plan, n).await], &mut r).await;
+        let error = r.error.clone().expect("a shortfall is an error");
+        assert!(
+            error.contains(&format!("read {} rows but the source holds {n}", n - 2)),
+            "{error}"
+        );
+        r.finish(0.0);
+        assert_eq!(r.status, RunStatus::Failed);
+
+        // The source changed between the start and the end: said, not failed.
+        let mut r = report(n);
+        check_counts(&source, &[prepared(&source, &plan, n + 3).await], &mut r).await;
+        assert_eq!(r.error, None);
+        assert!(
+            r.warnings[0].contains("the source changed during the run"),
+            "{:?}",
+            r.warnings
+        );
+        source.close().await;
     }
 }

@@ -16,9 +16,10 @@ use sql2ddb_queue::{MemoryQueue, SqsQueue};
 use sql2ddb_source::{default_read_parallelism, From, PageQuery, Segment, Source};
 
 mod embed;
-mod keys;
 mod handoff;
+mod keys;
 mod read;
+mod replay;
 mod tracking;
 pub mod write;
 
@@ -148,8 +149,12 @@ struct Prepared {
     overwrites: Option<keys::Overwrites>,
     /// What the entity reads, to count its rows again at the end.
     from: EntitySource,
-    /// Rows the source held when the run prepared the entity.
+    /// Rows the source held when the run prepared the entity (with
+    /// `--only-rejects`: the rows to replay).
     counted: u64,
+    /// With `--only-rejects`: the keys of the rows to read again, instead of
+    /// the segments.
+    replay: Option<Vec<Vec<sql2ddb_core::SqlValue>>>,
 }
 
 /// The target table as the mapping declares it: keys, GSIs, billing.
@@ -202,6 +207,16 @@ pub async fn run(
             message: "to resume, give the run id".into(),
         });
     }
+    let rejected = match &opts.only_rejects {
+        Some(_) if opts.resume || opts.queue.is_some() || opts.track_progress => {
+            return Err(EngineError::Resume {
+                run_id: opts.run_id.clone().unwrap_or_default(),
+                message: "--only-rejects replays rows in this process: it cannot be combined with --queue, --resume or --progress-table".into(),
+            })
+        }
+        Some(path) => Some(replay::Rejected::load(path, plan)?),
+        None => None,
+    };
     let run_id = opts.run_id.clone().unwrap_or_else(new_run_id);
     let run_dir = opts.runs_dir.join(&run_id);
     std::fs::create_dir_all(&run_dir).map_err(|e| EngineError::io(&run_dir, e))?;
@@ -266,6 +281,9 @@ pub async fn run(
         // a mapping that does not fit its table fails before touching DynamoDB.
         let mut prepared: Vec<Arc<Prepared>> = Vec::with_capacity(plan.entities.len());
         for entity in &plan.entities {
+            if rejected.as_ref().is_some_and(|r| !r.has(&entity.name)) {
+                continue;
+            }
             let from = match &entity.from {
                 EntitySource::Table(t) => From::Table(t),
                 EntitySource::Query(q) => From::Query(q),
@@ -302,7 +320,14 @@ pub async fn run(
             let page_size = opts.page_size.unwrap_or_else(|| entity.page_size(plan));
             let query = source.page_query(&from, &shape, &key, page_size)?;
             let counters = progress.entity(&entity.name);
-            let total = source.count(&from).await?;
+            let replay = match &rejected {
+                Some(r) => Some(r.keys(&entity.name, &key)?),
+                None => None,
+            };
+            let total = match &replay {
+                Some(keys) => keys.len() as u64,
+                None => source.count(&from).await?,
+            };
             counters.total.store(total, Ordering::Relaxed);
             let parallelism = opts
                 .read_parallelism
@@ -313,6 +338,7 @@ pub async fn run(
                 .and_then(|t| t.recorded_segments(&entity.name));
             let segments = match recorded {
                 Some(s) => s,
+                None if replay.is_some() => Vec::new(),
                 None => source.split(&query, parallelism).await?,
             };
             let segments = match &mut tracking {
@@ -334,6 +360,7 @@ pub async fn run(
                 overwrites,
                 from: entity.from.clone(),
                 counted: total,
+                replay,
             }));
         }
         if !opts.dry_run {

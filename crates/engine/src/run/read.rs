@@ -37,6 +37,19 @@ impl Readers {
         let this = Arc::new(self);
         let mut tasks = tokio::task::JoinSet::new();
         for p in prepared {
+            if p.replay.is_some() {
+                let (this, p) = (this.clone(), p.clone());
+                tasks.spawn(async move {
+                    let _slot = this
+                        .slots
+                        .clone()
+                        .acquire_owned()
+                        .await
+                        .expect("never closed");
+                    this.read_keys(&p).await
+                });
+                continue;
+            }
             for segment in &p.segments {
                 let (this, p, segment) = (this.clone(), p.clone(), segment.clone());
                 tasks.spawn(async move {
@@ -120,6 +133,48 @@ impl Readers {
             }
         }
         Ok((items, rejected, pointers))
+    }
+
+    /// `--only-rejects`: reads the entity's rejected rows again by key, a
+    /// page of keys at a time, maps and queues them like any page.
+    async fn read_keys(&self, p: &Prepared) -> Result<(), EngineError> {
+        p.stats
+            .started
+            .lock()
+            .expect("lock")
+            .get_or_insert_with(Instant::now);
+        let keys = p.replay.as_deref().unwrap_or(&[]);
+        let name = p.bound.name();
+        let mut rows_so_far = 0;
+        for (page, chunk) in keys.chunks(p.query.page_size().max(1)).enumerate() {
+            if self.stop.as_ref().is_some_and(|s| s.is_stopped()) {
+                break;
+            }
+            let rows = self.source.read_keys(&p.query, chunk).await?;
+            let Some(last) = rows.last() else { continue };
+            let cursor = p.query.key_of(last);
+            let (items, rejected, pointers) = self.map_page(p, &rows).await?;
+            let read = rows.len() as u64;
+            drop(rows);
+            EntityProgress::add(&p.counters.read, read);
+            EntityProgress::add(&p.counters.rejected, rejected.len() as u64);
+            p.stats.pages.fetch_add(1, Ordering::Relaxed);
+            self.rejects.write(&rejected)?;
+            rows_so_far += read;
+            let batch = WorkBatch {
+                run_id: self.run_id.clone(),
+                entity: name.to_string(),
+                segment: 0,
+                page: page as u64,
+                part: BatchPart::WHOLE,
+                rows_read: read,
+                items,
+                pointers,
+            };
+            self.out.hand_on(batch, cursor, rows_so_far).await?;
+        }
+        p.stats.touch();
+        Ok(())
     }
 
     /// Reads one segment page by page, maps each page and queues it.

@@ -1,0 +1,384 @@
+//! Nothing lost silently: the ways a run could lose or collapse rows while
+//! saying `status ok` are refused, counted or explained, and an interrupted
+//! or rejected run can be finished. Each test is named after its case.
+
+mod common;
+
+use std::path::Path;
+
+use common::*;
+
+/// A SQLite source in `dir` and a mapping over it writing to `table` at `url`.
+async fn sqlite_case(dir: &Path, sql: &str, table: &str, entity: &str) -> String {
+    let db = sqlite_file(&dir.join("src.db"), sql).await;
+    write_mapping(
+        dir,
+        &format!(
+            "version = 1\n[source]\nurl = \"{db}\"\npage_size = 2\n[target]\ntable = \"{table}\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\nsk = {{ name = \"SK\", type = \"S\" }}\n{entity}"
+        ),
+    )
+}
+
+async fn run(dir: &Path, mapping: &str, dynamo: &Dynamo, extra: &[&str]) -> Run {
+    let runs = dir.join("runs");
+    let mut args = vec![
+        "run",
+        mapping,
+        "--endpoint",
+        &dynamo.url,
+        "--runs-dir",
+        runs.to_str().unwrap(),
+        "--json",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    sql2ddb(dir, &args).await
+}
+
+async fn table_exists(dynamo: &Dynamo, table: &str) -> bool {
+    dynamo
+        .client
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .is_ok()
+}
+
+const DUPLICATE_KEYS: &str = "CREATE TABLE t (k INTEGER, v TEXT);
+INSERT INTO t VALUES (1,'a'),(1,'b'),(1,'c'),(2,'d'),(2,'e'),(NULL,'f'),(NULL,'g'),(3,'h');";
+
+#[tokio::test]
+async fn nothing_lost_01_non_unique_key_is_refused() {
+    let dynamo = Dynamo::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let table = unique("dup");
+    let entity = "[[entity]]\nname = \"thing\"\nfrom = \"t\"\nkey = [\"k\"]\npk = \"T#{k}\"\nsk = \"V#{v}\"\noverwrite = true\n";
+    let mapping = sqlite_case(dir.path(), DUPLICATE_KEYS, &table, entity).await;
+    let out = run(dir.path(), &mapping, &dynamo, &[]).await;
+    // 8 rows, keyset paging by k would read 5 of them: refused before writing.
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("entity thing"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("is not proven unique and non-NULL"),
+        "{}",
+        out.stderr
+    );
+    assert!(!table_exists(&dynamo, &table).await, "nothing is written");
+}
+
+#[tokio::test]
+async fn nothing_lost_01_non_unique_key_is_refused_postgres() {
+    let dynamo = Dynamo::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pg = PgSchema::create("dup").await;
+    pg.exec(
+        "CREATE TABLE {schema}.t (k int, v text);
+         INSERT INTO {schema}.t VALUES (1,'a'),(1,'b'),(1,'c'),(2,'d'),(2,'e'),(NULL,'f'),(NULL,'g'),(3,'h');",
+    )
+    .await;
+    let table = unique("dup");
+    let mapping = write_mapping(
+        dir.path(),
+        &format!(
+            "version = 1\n[source]\nurl = \"{PG_URL}\"\npage_size = 2\n[target]\ntable = \"{table}\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\n[[entity]]\nname = \"thing\"\nfrom = \"{}.t\"\nkey = [\"k\"]\npk = \"T#{{k}}\"\n",
+            pg.name
+        ),
+    );
+    let out = run(dir.path(), &mapping, &dynamo, &[]).await;
+    let ok_after_pk = {
+        pg.exec("DELETE FROM {schema}.t WHERE k IS NULL OR v IN ('b','c','e'); ALTER TABLE {schema}.t ADD PRIMARY KEY (k);")
+            .await;
+        run(dir.path(), &mapping, &dynamo, &[]).await
+    };
+    pg.drop_schema().await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("entity thing") && out.stderr.contains("not proven unique"),
+        "{}",
+        out.stderr
+    );
+    // With a primary key, every row is read and written.
+    assert_eq!(ok_after_pk.code, 0, "{}", ok_after_pk.stderr);
+    assert_eq!(ok_after_pk.entity("thing")["rows_read"], 3);
+    assert_eq!(dynamo.scan(&table).await.len(), 3);
+}
+
+const PAIRS: &str =
+    "CREATE TABLE c (a TEXT NOT NULL, b TEXT NOT NULL, n INTEGER, PRIMARY KEY (a, b));
+INSERT INTO c VALUES ('1','23',1),('12','3',2),('7','7',3);";
+
+#[tokio::test]
+async fn nothing_lost_02_collapsing_templates_are_refused_unless_overwrite() {
+    let dynamo = Dynamo::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let table = unique("pairs");
+    let entity = "[[entity]]\nname = \"pair\"\nfrom = \"c\"\npk = \"C#{a}{b}\"\nsk = \"X\"\n";
+    let mapping = sqlite_case(dir.path(), PAIRS, &table, entity).await;
+
+    // `check` flags it without a source.
+    let check = sql2ddb(dir.path(), &["check", &mapping]).await;
+    assert_eq!(check.code, 2, "{}", check.stderr);
+    assert!(
+        check.stderr.contains("touch with no separator"),
+        "{}",
+        check.stderr
+    );
+
+    // `run` stops before writing.
+    let out = run(dir.path(), &mapping, &dynamo, &[]).await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("entity pair"), "{}", out.stderr);
+    assert!(out.stderr.contains("overwrite = true"), "{}", out.stderr);
+    assert!(!table_exists(&dynamo, &table).await);
+
+    // A separator that text can contain is refused too, once the types are known.
+    let hashed = std::fs::read_to_string(&mapping)
+        .unwrap()
+        .replace("C#{a}{b}", "C#{a}#{b}");
+    std::fs::write(&mapping, &hashed).unwrap();
+    let out = run(dir.path(), &mapping, &dynamo, &[]).await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("can contain the separator \"#\""),
+        "{}",
+        out.stderr
+    );
+
+    // `overwrite = true`: the user means it; collapsed rows are counted.
+    let text = std::fs::read_to_string(&mapping)
+        .unwrap()
+        .replace("C#{a}#{b}", "C#{a}{b}")
+        .replace("sk = \"X\"\n", "sk = \"X\"\noverwrite = true\n");
+    std::fs::write(&mapping, text).unwrap();
+    let out = run(dir.path(), &mapping, &dynamo, &[]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let e = out.entity("pair");
+    assert_eq!(e["rows_read"], 3);
+    assert_eq!(e["overwritten"], 1);
+    assert_eq!(e["items_written"], 2);
+    assert_eq!(dynamo.scan(&table).await.len(), 2);
+    let warnings = out.report()["warnings"].to_string();
+    assert!(
+        warnings.contains("which row wins is not defined"),
+        "{warnings}"
+    );
+}
+
+#[tokio::test]
+async fn nothing_lost_04_items_written_counts_distinct_items() {
+    let dynamo = Dynamo::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let table = unique("distinct");
+    // Five rows, three distinct partition keys; the user accepts overwrites.
+    let sql = "CREATE TABLE o (c INTEGER NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (c, id));
+INSERT INTO o VALUES (1,1),(1,2),(2,3),(3,4),(3,5);";
+    let entity = "[[entity]]\nname = \"last\"\nfrom = \"o\"\npk = \"C#{c}\"\nsk = \"LAST\"\noverwrite = true\n";
+    let mapping = sqlite_case(dir.path(), sql, &table, entity).await;
+    let out = run(dir.path(), &mapping, &dynamo, &["--read-parallelism", "1"]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let e = out.entity("last");
+    let items = dynamo.scan(&table).await.len() as u64;
+    assert_eq!(items, 3);
+    assert_eq!(e["items_written"], items);
+    assert_eq!(e["overwritten"], 2);
+    assert_eq!(e["rows_read"], 5);
+    assert!(out.stderr.contains("2 rows overwrote"), "{}", out.stderr);
+
+    // Without overwrites possible, items written is the number of items there.
+    let table2 = unique("distinct");
+    let text = std::fs::read_to_string(&mapping)
+        .unwrap()
+        .replace(&table, &table2)
+        .replace("sk = \"LAST\"\noverwrite = true", "sk = \"O#{id}\"");
+    std::fs::write(&mapping, text).unwrap();
+    let out = run(dir.path(), &mapping, &dynamo, &[]).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.entity("last")["items_written"], 5);
+    assert_eq!(out.entity("last")["overwritten"], 0);
+    assert_eq!(dynamo.scan(&table2).await.len(), 5);
+}
+
+/// 30,000 rows: long enough on the in-process server to interrupt.
+const MANY: &str = "CREATE TABLE m (id INTEGER PRIMARY KEY, v TEXT NOT NULL);
+WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 30000)
+INSERT INTO m SELECT i, 'row ' || i FROM s;";
+
+/// Starts a run, waits until items arrive, sends SIGINT, and returns what it did.
+async fn interrupted_run(
+    dir: &Path,
+    mapping: &str,
+    dynamo: &Dynamo,
+    table: &str,
+    extra: &[&str],
+) -> Run {
+    let runs = dir.join("runs");
+    let mut args = vec![
+        "run",
+        mapping,
+        "--endpoint",
+        &dynamo.url,
+        "--runs-dir",
+        runs.to_str().unwrap(),
+        "--json",
+        "--quiet",
+        "--page-size",
+        "100",
+        "--concurrency",
+        "1",
+        "--read-parallelism",
+        "1",
+    ];
+    args.extend_from_slice(extra);
+    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb"))
+        .args(&args)
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let pid = child.id().unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let written = match dynamo
+            .client
+            .scan()
+            .table_name(table)
+            .limit(300)
+            .send()
+            .await
+        {
+            Ok(page) => page.items().len(),
+            Err(_) => 0,
+        };
+        if written >= 300 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run wrote nothing"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let out = child.wait_with_output().await.unwrap();
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+#[tokio::test]
+async fn nothing_lost_07_interrupt_reports_exact_counts_and_how_to_continue() {
+    let dynamo = Dynamo::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let table = unique("intr");
+    let entity = "[[entity]]\nname = \"m\"\nfrom = \"m\"\npk = \"M#{id}\"\nsk = \"M\"\n";
+    let mapping = sqlite_case(dir.path(), MANY, &table, entity).await;
+
+    // Without a progress table: a rerun rewrites the same items.
+    let out = interrupted_run(dir.path(), &mapping, &dynamo, &table, &[]).await;
+    assert_eq!(out.code, 130, "{}", out.stderr);
+    let report = out.report();
+    assert_eq!(report["status"], "interrupted");
+    let e = out.entity("m");
+    let read = e["rows_read"].as_u64().unwrap();
+    let written = e["items_written"].as_u64().unwrap();
+    assert!(read < 30_000, "stopped before the end: {read}");
+    assert_eq!(written + e["pending"].as_u64().unwrap(), read);
+    assert_eq!(
+        dynamo.scan(&table).await.len() as u64,
+        written,
+        "exact counts"
+    );
+    assert!(out.stderr.contains("cannot be resumed"), "{}", out.stderr);
+    assert!(out.stderr.contains("--progress-table"), "{}", out.stderr);
+    let saved = Path::new(report["run_dir"].as_str().unwrap()).join("report.json");
+    assert!(std::fs::read_to_string(saved)
+        .unwrap()
+        .contains("\"interrupted\""));
+
+    // With a progress table: it says how to resume, and the resume finishes.
+    let table2 = unique("intr");
+    let text = std::fs::read_to_string(&mapping)
+        .unwrap()
+        .replace(&table, &table2);
+    std::fs::write(&mapping, text).unwrap();
+    let out = interrupted_run(
+        dir.path(),
+        &mapping,
+        &dynamo,
+        &table2,
+        &["--progress-table"],
+    )
+    .await;
+    assert_eq!(out.code, 130, "{}", out.stderr);
+    let run_id = out.report()["run_id"].as_str().unwrap().to_string();
+    assert!(
+        out.stderr.contains(&format!("--resume {run_id}")),
+        "{}",
+        out.stderr
+    );
+    let resumed = run(dir.path(), &mapping, &dynamo, &["--resume", &run_id]).await;
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    assert_eq!(dynamo.scan(&table2).await.len(), 30_000);
+}
+
+#[tokio::test]
+async fn nothing_lost_09_only_rejects_replays_exactly_those_rows() {
+    let dynamo = Dynamo::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let table = unique("replay");
+    // Keyed by (day, n); two rows carry a price that is no number.
+    let sql = "CREATE TABLE p (day DATE NOT NULL, n INTEGER NOT NULL, price DECIMAL, PRIMARY KEY (day, n));
+INSERT INTO p VALUES ('2024-01-01',1,'1.50'),('2024-01-01',2,'abc'),('2024-01-02',1,'2.25'),('2024-01-03',7,'n/a'),('2024-01-04',1,'3');";
+    let entity = "[[entity]]\nname = \"price\"\nfrom = \"p\"\npk = \"DAY#{day}\"\nsk = \"N#{n}\"\n";
+    let mapping = sqlite_case(dir.path(), sql, &table, entity).await;
+    let first = run(dir.path(), &mapping, &dynamo, &[]).await;
+    assert_eq!(first.code, 2, "{}", first.stderr);
+    assert_eq!(first.entity("price")["rejected"], 2);
+    let report = first.report();
+    let rejects = rejects_of(dir.path(), &report);
+    // The key keeps its type: a date stays a date.
+    assert_eq!(
+        rejects[0]["key"]["day"],
+        serde_json::json!({"$date": "2024-01-01"})
+    );
+    assert_eq!(dynamo.scan(&table).await.len(), 3);
+
+    // Fix the mapping (the price as text), replay only the rejects.
+    let text = std::fs::read_to_string(&mapping).unwrap().replace(
+        "sk = \"N#{n}\"\n",
+        "sk = \"N#{n}\"\n[entity.attributes]\nprice = { column = \"price\", type = \"S\" }\n",
+    );
+    std::fs::write(&mapping, text).unwrap();
+    let rejects_file = dir.path().join(report["rejects_file"].as_str().unwrap());
+    let replay = run(
+        dir.path(),
+        &mapping,
+        &dynamo,
+        &["--only-rejects", rejects_file.to_str().unwrap()],
+    )
+    .await;
+    assert_eq!(replay.code, 0, "{}", replay.stderr);
+    let e = replay.entity("price");
+    assert_eq!(e["rows_read"], 2, "exactly the rejected rows");
+    assert_eq!(e["items_written"], 2);
+    assert_ne!(
+        replay.report()["run_id"],
+        report["run_id"],
+        "a report of its own"
+    );
+    let items = dynamo.scan(&table).await;
+    assert_eq!(items.len(), 5);
+    assert_eq!(
+        items[&("DAY#2024-01-03".to_string(), "N#7".to_string())]["price"],
+        s("n/a")
+    );
+}
