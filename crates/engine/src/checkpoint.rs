@@ -16,7 +16,7 @@ use sql2ddb_core::{BatchPart, SqlValue, WorkBatch};
 use sql2ddb_dynamo::progress::{BatchCost, BatchRecord, ProgressStore};
 
 use crate::error::EngineError;
-use crate::run::write::BatchOutcome;
+use crate::sink::BatchOutcome;
 
 /// What identifies a batch and what its record needs, kept while its items
 /// are being written (writing consumes the batch).

@@ -8,6 +8,7 @@ pub mod progress;
 pub mod rejects;
 pub mod report;
 pub mod run;
+pub mod sink;
 pub mod stop;
 pub mod verify;
 pub mod worker;

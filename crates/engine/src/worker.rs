@@ -31,8 +31,8 @@ use tokio::time::Instant;
 use crate::checkpoint::BatchId;
 use crate::error::EngineError;
 use crate::rejects::RejectsFile;
-use crate::run::write::{build_sink, BatchOutcome, BatchSink};
 use crate::run::RunOptions;
+use crate::sink::{build_sink, BatchOutcome, BatchSink};
 
 /// Most messages one receive asks for (SQS's limit).
 const MAX_RECEIVE: usize = 10;
@@ -162,7 +162,7 @@ impl Worker<SqsQueue> {
             .join(format!("worker-{}", crate::run::new_run_id()));
         std::fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
         let rejects = Arc::new(RejectsFile::new(dir.join("rejects.jsonl")));
-        let setup_sink = build_sink(plan, &setup.writer, &client, rejects.clone());
+        let setup_sink = build_sink(plan, &setup.writer.sink_options(), &client, rejects.clone());
         let table = setup
             .progress_table
             .clone()

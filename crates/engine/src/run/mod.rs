@@ -13,15 +13,15 @@ use sql2ddb_dynamo::{
 };
 use sql2ddb_mapping::{BoundEntity, BoundPointer, EntitySource, GsiProjection, Plan};
 use sql2ddb_queue::{MemoryQueue, SqsQueue};
-use sql2ddb_source::{default_read_parallelism, From, PageQuery, Segment, Source};
+use sql2ddb_source::{default_read_parallelism, PageQuery, Relation, Segment, Source};
 
+mod drain;
 mod embed;
 mod handoff;
 mod keys;
 mod read;
 mod replay;
 mod tracking;
-pub mod write;
 
 use crate::checkpoint::Checkpoints;
 use handoff::{Handoff, PageOut};
@@ -85,6 +85,19 @@ pub struct RunOptions {
     /// Replay the rows of this rejects file (read again by key through the
     /// current mapping) instead of reading every row.
     pub only_rejects: Option<PathBuf>,
+}
+
+impl RunOptions {
+    /// The writer's part of the options.
+    pub fn sink_options(&self) -> crate::sink::SinkOptions {
+        crate::sink::SinkOptions {
+            concurrency: self.concurrency,
+            fixed_concurrency: self.fixed_concurrency,
+            max_wcu: self.max_wcu,
+            retry: self.retry,
+            dry_run: self.dry_run,
+        }
+    }
 }
 
 impl Default for RunOptions {
@@ -285,8 +298,8 @@ pub async fn run(
                 continue;
             }
             let from = match &entity.from {
-                EntitySource::Table(t) => From::Table(t),
-                EntitySource::Query(q) => From::Query(q),
+                EntitySource::Table(t) => Relation::Table(t),
+                EntitySource::Query(q) => Relation::Query(q),
             };
             let shape = source.describe_named(&entity.name, &from).await?;
             let key = match &entity.key {
@@ -515,13 +528,13 @@ async fn pipeline(
     pointer_report: &mut Vec<PointerReport>,
     checkpoints: Option<Arc<Checkpoints>>,
 ) -> Result<(), EngineError> {
-    let write::SinkSetup {
+    let crate::sink::SinkSetup {
         sink,
         controller,
         limiter,
         max_wcu,
         concurrency,
-    } = write::build_sink(plan, opts, client, rejects.clone());
+    } = crate::sink::build_sink(plan, &opts.sink_options(), client, rejects.clone());
     // A writer task keeps up to `concurrency` calls in flight for its page,
     // so a page or two in the writers fill every call slot; more pages there
     // (or waiting in the queue) would only hold memory.
@@ -538,7 +551,7 @@ async fn pipeline(
     let entities: Arc<Vec<Arc<Prepared>>> = Arc::new(prepared.to_vec());
     let mut writers = tokio::task::JoinSet::new();
     for _ in 0..writer_tasks {
-        writers.spawn(write::drain(
+        writers.spawn(drain::drain(
             queue.consumer(),
             sink.clone(),
             entities.clone(),
@@ -611,7 +624,7 @@ async fn pipeline(
 }
 
 /// What each pointer did, with its value read back when it has one key.
-async fn pointer_reports(sink: &write::BatchSink) -> Result<Vec<PointerReport>, EngineError> {
+async fn pointer_reports(sink: &crate::sink::BatchSink) -> Result<Vec<PointerReport>, EngineError> {
     let stats = sink
         .pointer_stats
         .lock()

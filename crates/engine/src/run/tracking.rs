@@ -313,7 +313,9 @@ impl Tracking {
                 e.rows_read = rows;
             }
             if in_process {
-                e.items_written = count.written;
+                // Rows that landed on an earlier row's item (`overwrite =
+                // true`) are not distinct items; counted by this attempt.
+                e.items_written = count.written.saturating_sub(e.overwritten);
                 e.rejected = count.rejected;
                 e.failed = count.failed;
                 let cost = recorded.cost_of(&e.name);

@@ -1,5 +1,6 @@
-//! The write side of a run: writer tasks draining the queue. The same
-//! [`BatchSink::write_batch`] serves in-process runs and queue workers.
+//! The one write path: [`BatchSink::write_batch`] writes a batch's items,
+//! then its pointers, and records what was refused. In-process runs, queue
+//! workers (and the jobs to come) all write through it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,12 +13,8 @@ use sql2ddb_dynamo::{
     WriteCapacityLimiter,
 };
 use sql2ddb_mapping::Plan;
-use sql2ddb_queue::Consumer;
 
-use super::{Prepared, RunOptions};
-use crate::checkpoint::{BatchId, Checkpoints};
 use crate::error::EngineError;
-use crate::progress::EntityProgress;
 use crate::rejects::RejectsFile;
 
 /// What became of one batch.
@@ -143,6 +140,21 @@ impl BatchSink {
     }
 }
 
+/// What a process's writer takes besides the mapping's `[writer]` section.
+#[derive(Debug, Clone, Copy)]
+pub struct SinkOptions {
+    /// Overrides the mapping's writer concurrency.
+    pub concurrency: Option<usize>,
+    /// Keeps concurrency fixed instead of adapting to throttling.
+    pub fixed_concurrency: bool,
+    /// Overrides the mapping's `max_wcu`.
+    pub max_wcu: Option<u64>,
+    /// Retry parameters (the mapping's `max_attempts` overrides the attempts).
+    pub retry: RetryPolicy,
+    /// Write nothing: every item counts as written.
+    pub dry_run: bool,
+}
+
 /// A sink and the shared limits its writer obeys.
 pub(crate) struct SinkSetup {
     pub sink: Arc<BatchSink>,
@@ -157,7 +169,7 @@ pub(crate) struct SinkSetup {
 /// build it the same way.
 pub(crate) fn build_sink(
     plan: &Plan,
-    opts: &RunOptions,
+    opts: &SinkOptions,
     client: &Client,
     rejects: Arc<RejectsFile>,
 ) -> SinkSetup {
@@ -237,41 +249,10 @@ fn writer_keys(target: &Option<PointerTarget>) -> Vec<String> {
 }
 
 /// The key attribute values of an item, partition key first.
-pub(super) fn key_of(keys: &[String], item: &sql2ddb_core::Item) -> Vec<AttrValue> {
+pub(crate) fn key_of(keys: &[String], item: &sql2ddb_core::Item) -> Vec<AttrValue> {
     keys.iter()
         .map(|k| item.get(k).cloned().unwrap_or(AttrValue::Null))
         .collect()
-}
-
-/// Writes batches from the in-process queue until it ends, counting per entity.
-pub(super) async fn drain(
-    consumer: Consumer,
-    sink: Arc<BatchSink>,
-    entities: Arc<Vec<Arc<Prepared>>>,
-    checkpoints: Option<Arc<Checkpoints>>,
-) -> Result<(), EngineError> {
-    while let Some(batch) = consumer.pop().await {
-        let p = entities
-            .iter()
-            .find(|p| p.bound.name() == batch.entity)
-            .expect("batches come from known entities");
-        let id = BatchId::of(&batch);
-        let out = sink.write_batch(batch).await?;
-        if let Some(c) = &checkpoints {
-            c.written(&id, &out).await?;
-        }
-        let (counters, stats) = (&p.counters, &p.stats);
-        EntityProgress::add(&counters.written, out.written);
-        EntityProgress::add(&counters.rejected, out.rejected);
-        EntityProgress::add(&counters.failed, out.failed);
-        stats.bytes.fetch_add(out.bytes, Ordering::Relaxed);
-        stats
-            .write_units
-            .fetch_add(out.write_units, Ordering::Relaxed);
-        stats.retries.fetch_add(out.retries, Ordering::Relaxed);
-        stats.touch();
-    }
-    Ok(())
 }
 
 /// A reject for an item DynamoDB refused or that ran out of retries.

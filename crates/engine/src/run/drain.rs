@@ -1,0 +1,44 @@
+//! The in-process run's writer tasks: they drain the queue through the one
+//! write path ([`crate::sink::BatchSink`]) and count per entity.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use sql2ddb_queue::Consumer;
+
+use super::Prepared;
+use crate::checkpoint::{BatchId, Checkpoints};
+use crate::error::EngineError;
+use crate::progress::EntityProgress;
+use crate::sink::BatchSink;
+
+/// Writes batches from the in-process queue until it ends, counting per entity.
+pub(super) async fn drain(
+    consumer: Consumer,
+    sink: Arc<BatchSink>,
+    entities: Arc<Vec<Arc<Prepared>>>,
+    checkpoints: Option<Arc<Checkpoints>>,
+) -> Result<(), EngineError> {
+    while let Some(batch) = consumer.pop().await {
+        let p = entities
+            .iter()
+            .find(|p| p.bound.name() == batch.entity)
+            .expect("batches come from known entities");
+        let id = BatchId::of(&batch);
+        let out = sink.write_batch(batch).await?;
+        if let Some(c) = &checkpoints {
+            c.written(&id, &out).await?;
+        }
+        let (counters, stats) = (&p.counters, &p.stats);
+        EntityProgress::add(&counters.written, out.written);
+        EntityProgress::add(&counters.rejected, out.rejected);
+        EntityProgress::add(&counters.failed, out.failed);
+        stats.bytes.fetch_add(out.bytes, Ordering::Relaxed);
+        stats
+            .write_units
+            .fetch_add(out.write_units, Ordering::Relaxed);
+        stats.retries.fetch_add(out.retries, Ordering::Relaxed);
+        stats.touch();
+    }
+    Ok(())
+}
