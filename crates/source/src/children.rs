@@ -7,8 +7,9 @@ use std::collections::HashMap;
 
 use sql2ddb_core::{normalize_number, Column, Row, SqlValue};
 
+use crate::page::{column_index, Decoders, DialectPlan};
 use crate::sql::{self, column_ref};
-use crate::{mysql, postgres, sqlite, Decoders, Dialect, From, Shape, Source, SourceError};
+use crate::{Dialect, Relation, Shape, Source, SourceError};
 
 /// Most parents whose children one statement reads; a larger page is read in
 /// several statements.
@@ -72,33 +73,7 @@ impl ChildQuery {
 
     /// The statement for `parents` parents, for logs and `plan` output.
     pub fn sql(&self, parents: usize) -> String {
-        let mut n = 0;
-        let mut placeholder = |i: usize| {
-            n += 1;
-            let p = match self.dialect {
-                Dialect::Postgres => format!("${n}"),
-                Dialect::MySql | Dialect::Sqlite => "?".to_string(),
-            };
-            format!("{}{p}{}", self.params[i].0, self.params[i].1)
-        };
-        let condition = if self.key_refs.len() == 1 {
-            let list: Vec<String> = (0..parents).map(|_| placeholder(0)).collect();
-            format!("{} IN ({})", self.key_refs[0], list.join(", "))
-        } else {
-            let tuples: Vec<String> = (0..parents)
-                .map(|_| {
-                    let values: Vec<String> =
-                        (0..self.key_refs.len()).map(&mut placeholder).collect();
-                    format!("({})", values.join(", "))
-                })
-                .collect();
-            // SQLite takes a row value IN only from a subquery.
-            let list = match self.dialect {
-                Dialect::Sqlite => format!("VALUES {}", tuples.join(", ")),
-                Dialect::Postgres | Dialect::MySql => tuples.join(", "),
-            };
-            format!("({}) IN ({list})", self.key_refs.join(", "))
-        };
+        let condition = sql::in_condition(self.dialect, &self.key_refs, &self.params, parents);
         format!("{}{condition}{}", self.head, self.tail)
     }
 
@@ -143,6 +118,31 @@ impl ChildQuery {
     }
 }
 
+/// Every key has `width` values and none is NULL; the errors name a key
+/// `what` (`key`, `parent key`) and the key's columns `columns`.
+pub(crate) fn check_keys(
+    keys: &[Vec<SqlValue>],
+    width: usize,
+    entity: &str,
+    what: &str,
+    columns: &str,
+) -> Result<(), SourceError> {
+    for k in keys {
+        if k.len() != width {
+            return Err(SourceError::config(format!(
+                "a {what} of {entity} has {} values, {columns} has {width} columns",
+                k.len()
+            )));
+        }
+        if k.iter().any(SqlValue::is_null) {
+            return Err(SourceError::config(format!(
+                "a {what} of {entity} holds NULL: {k:?}"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// A key as text that compares numbers by value.
 fn canonical(key: &[SqlValue]) -> Vec<String> {
     key.iter()
@@ -171,7 +171,7 @@ impl Source {
     /// the children of one parent.
     pub fn child_query(
         &self,
-        from: &From<'_>,
+        from: &Relation<'_>,
         shape: &Shape,
         parent_key: &[String],
         order_by: &[String],
@@ -182,32 +182,15 @@ impl Source {
                 "children of {entity}: parent_key names no column"
             )));
         }
-        let position = |name: &String| {
-            shape
-                .columns
-                .iter()
-                .position(|c| &c.name == name)
-                .ok_or_else(|| {
-                    let names: Vec<&str> = shape.columns.iter().map(|c| c.name.as_str()).collect();
-                    SourceError::config(format!(
-                        "column {name} is not a column of {entity} (columns: {})",
-                        names.join(", ")
-                    ))
-                })
-        };
         let parent_key_indices = parent_key
             .iter()
-            .map(position)
+            .map(|k| column_index(shape, &entity, "column", k))
             .collect::<Result<Vec<_>, _>>()?;
         for c in order_by {
-            position(c)?;
+            column_index(shape, &entity, "column", c)?;
         }
         let dialect = self.dialect();
-        let plan = match dialect {
-            Dialect::Postgres => postgres::plan(&shape.columns, &parent_key_indices)?,
-            Dialect::MySql => mysql::plan(&shape.columns, &parent_key_indices)?,
-            Dialect::Sqlite => sqlite::plan(&shape.columns, &parent_key_indices)?,
-        };
+        let plan = DialectPlan::new(dialect, &shape.columns, &parent_key_indices)?;
         let key_refs: Vec<String> = parent_key.iter().map(|k| column_ref(dialect, k)).collect();
         let order: Vec<String> = key_refs
             .iter()
@@ -243,25 +226,14 @@ impl Source {
         q: &ChildQuery,
         parent_keys: &[Vec<SqlValue>],
     ) -> Result<Vec<Row>, SourceError> {
-        if q.dialect != self.dialect() {
-            return Err(SourceError::config("child query built for another dialect"));
-        }
-        for k in parent_keys {
-            if k.len() != q.key_refs.len() {
-                return Err(SourceError::config(format!(
-                    "a parent key of {} has {} values, parent_key has {} columns",
-                    q.entity,
-                    k.len(),
-                    q.key_refs.len()
-                )));
-            }
-            if k.iter().any(SqlValue::is_null) {
-                return Err(SourceError::config(format!(
-                    "a parent key of {} holds NULL: {k:?}",
-                    q.entity
-                )));
-            }
-        }
+        self.check_dialect(q.dialect, "child query")?;
+        check_keys(
+            parent_keys,
+            q.key_refs.len(),
+            &q.entity,
+            "parent key",
+            "parent_key",
+        )?;
         let mut rows = Vec::new();
         for chunk in parent_keys.chunks(q.parents_per_query) {
             let sql = q.sql(chunk.len());

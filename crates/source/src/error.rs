@@ -99,7 +99,7 @@ impl SourceError {
 
 impl SourceError {
     /// The same error, naming the mapping's entity it happened for
-    /// (`entity orders_q: describe query: …`): a [`From::Query`](crate::From)
+    /// (`entity orders_q: describe query: …`): a [`Relation::Query`](crate::Relation::Query)
     /// has no name of its own, so the caller that knows it adds it.
     pub fn for_entity(self, entity: &str) -> SourceError {
         let name = redact_secrets(entity);

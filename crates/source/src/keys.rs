@@ -3,6 +3,8 @@
 
 use sql2ddb_core::{Row, SqlValue};
 
+use crate::children::check_keys;
+use crate::sql::in_condition;
 use crate::sqlite_keys::renderings;
 use crate::{Dialect, PageQuery, Source, SourceError, MAX_BIND_VALUES, MAX_PARENTS_PER_QUERY};
 
@@ -22,25 +24,9 @@ impl Source {
         q: &PageQuery,
         keys: &[Vec<SqlValue>],
     ) -> Result<Vec<Row>, SourceError> {
-        if q.dialect != self.dialect() {
-            return Err(SourceError::config("page query built for another dialect"));
-        }
+        self.check_dialect(q.dialect, "page query")?;
         let width = q.key_refs.len();
-        for k in keys {
-            if k.len() != width {
-                return Err(SourceError::config(format!(
-                    "a key of {} has {} values, the key has {width} columns",
-                    q.entity,
-                    k.len()
-                )));
-            }
-            if k.iter().any(SqlValue::is_null) {
-                return Err(SourceError::config(format!(
-                    "a key of {} holds NULL: {k:?}",
-                    q.entity
-                )));
-            }
-        }
+        check_keys(keys, width, &q.entity, "key", "the key")?;
         // A key asked twice, in two statements, would return its row twice.
         let mut seen = std::collections::HashSet::new();
         let unique: Vec<Vec<SqlValue>> = keys
@@ -54,7 +40,7 @@ impl Source {
             Dialect::Postgres | Dialect::MySql => {
                 let per_statement = (MAX_BIND_VALUES / width.max(1)).min(MAX_PARENTS_PER_QUERY);
                 for chunk in keys.chunks(per_statement.max(1)) {
-                    let sql = tuple_in_sql(q, chunk.len());
+                    let sql = in_sql(q, chunk.len());
                     let values: Vec<&SqlValue> = chunk.iter().flatten().collect();
                     rows.extend(
                         self.fetch(&q.entity, &q.columns, &q.decoders, &sql, &values)
@@ -79,7 +65,7 @@ impl Source {
                         end += 1;
                     }
                     let chunk = &expanded[start..end];
-                    let sql = sqlite_in_sql(q, tuples);
+                    let sql = in_sql(q, tuples);
                     let values: Vec<&SqlValue> = chunk.iter().flatten().flatten().collect();
                     let found = self
                         .fetch(&q.entity, &q.columns, &q.decoders, &sql, &values)
@@ -99,34 +85,13 @@ impl Source {
     }
 }
 
-/// `SELECT … WHERE (k1, k2) IN ((…), …)` for `n` keys (PostgreSQL, MySQL).
-fn tuple_in_sql(q: &PageQuery, n: usize) -> String {
-    let mut count = 0;
-    let mut param = |i: usize| {
-        count += 1;
-        let p = match q.dialect {
-            Dialect::Postgres => format!("${count}"),
-            Dialect::MySql | Dialect::Sqlite => "?".to_string(),
-        };
-        format!("{}{p}{}", q.params[i].0, q.params[i].1)
-    };
-    let width = q.key_refs.len();
-    let condition = if width == 1 {
-        let list: Vec<String> = (0..n).map(|_| param(0)).collect();
-        format!("{} IN ({})", q.key_refs[0], list.join(", "))
-    } else {
-        let tuples: Vec<String> = (0..n)
-            .map(|_| {
-                let values: Vec<String> = (0..width).map(&mut param).collect();
-                format!("({})", values.join(", "))
-            })
-            .collect();
-        format!("({}) IN ({})", q.key_refs.join(", "), tuples.join(", "))
-    };
+/// `SELECT … WHERE (k1, k2) IN (…)` for `n` key tuples.
+fn in_sql(q: &PageQuery, n: usize) -> String {
     format!(
-        "SELECT {} FROM {} WHERE {condition}",
+        "SELECT {} FROM {} WHERE {}",
         q.select.join(", "),
-        q.relation
+        q.relation,
+        in_condition(q.dialect, &q.key_refs, &q.params, n)
     )
 }
 
@@ -150,25 +115,4 @@ fn stored_forms(key: &[SqlValue]) -> Vec<Vec<SqlValue>> {
             .collect();
     }
     tuples
-}
-
-/// `SELECT … WHERE k IN (…)` or `(k1, k2) IN (VALUES (…), …)` for `n` key
-/// tuples (SQLite takes a row value `IN` only from a subquery).
-fn sqlite_in_sql(q: &PageQuery, n: usize) -> String {
-    let width = q.key_refs.len();
-    let condition = if width == 1 {
-        format!("{} IN ({})", q.key_refs[0], vec!["?"; n].join(", "))
-    } else {
-        let tuple = format!("({})", vec!["?"; width].join(", "));
-        format!(
-            "({}) IN (VALUES {})",
-            q.key_refs.join(", "),
-            vec![tuple; n].join(", ")
-        )
-    };
-    format!(
-        "SELECT {} FROM {} WHERE {condition}",
-        q.select.join(", "),
-        q.relation
-    )
 }

@@ -1,7 +1,7 @@
 //! sql2ddb source readers: PostgreSQL, MySQL/MariaDB and SQLite.
 //!
 //! A [`Source`] holds one connection pool of one dialect. For an entity (a
-//! table or a query, see [`From`]) it describes the columns ([`Source::describe`]),
+//! table or a query, see [`Relation`]) it describes the columns ([`Source::describe`]),
 //! counts the rows ([`Source::count`]) and reads keyset pages
 //! ([`Source::page_query`], [`Source::read_page`]):
 //! `WHERE (k1, k2) > (…) ORDER BY k1, k2 LIMIT n`, never `OFFSET`, so every
@@ -27,98 +27,16 @@
 //! and column of the query where the server says it failed.
 //!
 //! [`Source::read_keys`] reads rows back by key (to replay rejected rows), in
-//! batches within the bind limits.
-//!
-//! # PostgreSQL types
-//!
-//! | SQL type | `SqlValue` |
-//! |---|---|
-//! | `smallint`, `integer`, `bigint` | `Int` |
-//! | `numeric` (any precision, `NaN`, `±Infinity`) | `Decimal`, exactly as PostgreSQL prints it (`12.3400`, `NaN`) |
-//! | `real` | `Float` via the `f32`'s shortest text (`0.1` stays `0.1`) |
-//! | `double precision` | `Float` (`NaN`, `±Infinity` kept; the mapping rejects them) |
-//! | `text`, `varchar`, `char(n)` (padding kept), `name`, `citext` | `Text` |
-//! | `boolean` | `Bool` |
-//! | `bytea` | `Bytes` |
-//! | `date` | `Date`; `±infinity` → `Invalid("infinity date")` |
-//! | `time` | `Time`; `24:00:00` → `Invalid` |
-//! | `timestamp` | `Timestamp`; `±infinity` → `Invalid("infinity timestamp")` |
-//! | `timestamptz` | `TimestampTz`, normalised to UTC; `±infinity` → `Invalid("infinity timestamp")` |
-//! | `uuid` | `Text`, lowercase hyphenated |
-//! | `json`, `jsonb` | `Json`, numbers with their exact digits |
-//! | arrays of any type, any dimension | `Array` (nested for more dimensions), NULL elements → `Null`; elements decoded as the scalar type above (int, numeric, real/double, text types, bool, date, time, timestamp, timestamptz, uuid, bytea, json); other element types → `Text` (or `Json` when not a string) |
-//! | enums, domains, `interval`, `inet`, `money`, `timetz`, … | `Text`, PostgreSQL's text output (`::text`) |
-//!
-//! # MySQL / MariaDB types
-//!
-//! The session uses `utf8mb4` and time zone `+00:00`, so text of any column
-//! charset (latin1 included) arrives as UTF-8, and `TIMESTAMP` values are UTC.
-//! TLS follows the URL's `ssl-mode` (`disabled`, `preferred` — the default —,
-//! `required`, `verify_ca`, `verify_identity`) and `ssl-ca`.
-//!
-//! | SQL type | `SqlValue` |
-//! |---|---|
-//! | `TINYINT(1)`, `BOOLEAN` | `Bool` for 0 and 1; any other value stays `Int` (nothing is lost) |
-//! | `TINYINT`, `SMALLINT`, `MEDIUMINT`, `INT`, `BIGINT` (signed or unsigned) | `Int`; `BIGINT UNSIGNED` above `i64::MAX` → `UInt` |
-//! | `YEAR` | `Int` |
-//! | `BIT(n)` | `Int` (`UInt` for a `BIT(64)` value above `i64::MAX`) |
-//! | `DECIMAL(p,s)` | `Decimal`, exact text (`1.500`) |
-//! | `FLOAT` | `Float` via the `f32`'s shortest text |
-//! | `DOUBLE` | `Float` |
-//! | `CHAR`, `VARCHAR`, `TEXT` family | `Text` |
-//! | `ENUM` | `Text` (the label) |
-//! | `SET` | `TextSet`, split on `,`; the empty set → empty `TextSet` |
-//! | `JSON` (MySQL's type, and MariaDB's `LONGTEXT … CHECK (json_valid(…))` alias) | `Json`; invalid text → `Invalid` |
-//! | `BINARY`, `VARBINARY`, `BLOB` family, spatial types | `Bytes` |
-//! | `DATE` | `Date`; `0000-00-00` → `Invalid("zero date 0000-00-00 cannot be represented")`, other impossible dates → `Invalid` |
-//! | `DATETIME` | `Timestamp`: no zone (the mapping's `timezone` says which; UTC by default); zero dates → `Invalid` |
-//! | `TIMESTAMP` | `TimestampTz`: an instant, read in UTC; zero dates → `Invalid` |
-//! | `TIME` | `Time`; negative or ≥ 24h values → `Invalid` (a duration, not a time of day) |
-//! | MariaDB `UUID`, `INET6`, anything else | `Text` (`CAST(… AS CHAR)`) |
-//!
-//! For a query entity the types are those the server reports for the result
-//! columns; MariaDB reports a JSON column as `LONGTEXT` there, so it arrives as
-//! `Text` (read the table, or parse it in the mapping).
-//!
-//! # SQLite types
-//!
-//! SQLite types values, not columns: each value is decoded by its storage
-//! class, with the declared column type as a hint.
-//!
-//! | Storage class (declared type) | `SqlValue` |
-//! |---|---|
-//! | `NULL` | `Null` |
-//! | `INTEGER` | `Int`; declared `BOOLEAN`/`BOOL` and the value 0 or 1 → `Bool` |
-//! | `REAL` | `Float` |
-//! | `TEXT` | `Text`; declared `DECIMAL`/`NUMERIC` → `Decimal`; declared `JSON` → `Json` (invalid JSON → `Invalid` with the parser's reason); declared `DATE` / `DATETIME` / `TIMESTAMP` with ISO text → `Date` / `Timestamp` / `TimestampTz` |
-//! | `BLOB` | `Bytes` |
-//!
-//! SQLite's own `NUMERIC` affinity (declared `DECIMAL`, `NUMERIC`, …) already
-//! stores a number literal such as `'12.30'` as `REAL` 12.3 or `INTEGER` when it
-//! is written, keeping about 15 significant digits: such values arrive as
-//! `Float`/`Int`, and only text that is no number literal arrives as `Decimal`
-//! (which the mapping then rejects with its reason).
-//!
-//! Dates and times in SQLite are whatever the application stored. Text in a
-//! column declared `DATE` that reads `YYYY-MM-DD` → `Date`; text in a column
-//! declared `DATETIME` or `TIMESTAMP` that reads as ISO 8601 (`2024-01-02
-//! 03:04:05`, `T` separator, fraction) → `Timestamp`, with an offset or `Z` →
-//! `TimestampTz` in UTC. Anything else (other text, Julian day numbers, Unix
-//! seconds) stays `Text`, `Float` or `Int`. For a query entity the declared types
-//! are those SQLite reports for the query's columns.
-//!
-//! SQLite orders such keys by the text stored, not by the decoded value, so a
-//! cursor or segment bound on a date, timestamp or JSON key is bound as the
-//! very text the table holds for it (`2024-01-02T03:04:05` and `2024-01-02
-//! 03:04:05` decode alike but sort apart). One value stored as two different
-//! texts in a key column is an error: no cursor can tell those rows apart.
-
+//! batches within the bind limits.//!
+#![doc = include_str!("types.md")]
 #![warn(missing_docs)]
 
 mod children;
 mod error;
+mod fetch;
 mod keys;
 mod mysql;
+mod page;
 mod postgres;
 mod proof;
 mod segment;
@@ -130,10 +48,13 @@ use sql2ddb_core::{Column, Row, SqlValue};
 
 pub use children::{ChildQuery, MAX_BIND_VALUES, MAX_PARENTS_PER_QUERY};
 pub use error::{SourceError, SourceErrorKind};
+pub use page::PageQuery;
 pub use proof::KeyProof;
 pub use segment::{
     default_read_parallelism, Segment, MAX_DEFAULT_READ_PARALLELISM, ROWS_PER_SEGMENT,
 };
+
+use page::Decoders;
 
 /// The SQL dialect of a source.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -146,9 +67,9 @@ pub enum Dialect {
     Sqlite,
 }
 
-/// What an entity reads.
+/// What an entity reads: the relation its rows come from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum From<'a> {
+pub enum Relation<'a> {
     /// A table, `table` or `schema.table` (PostgreSQL schema, MySQL database,
     /// SQLite attached database). Each part is quoted for the dialect.
     Table(&'a str),
@@ -156,12 +77,12 @@ pub enum From<'a> {
     Query(&'a str),
 }
 
-impl From<'_> {
+impl Relation<'_> {
     /// A short name for messages: the table name, or `query`.
     pub fn display_name(&self) -> &str {
         match self {
-            From::Table(name) => name,
-            From::Query(_) => "query",
+            Relation::Table(name) => name,
+            Relation::Query(_) => "query",
         }
     }
 }
@@ -173,70 +94,6 @@ pub struct Shape {
     pub columns: Vec<Column>,
     /// Primary key columns in key order; empty for queries and tables without one.
     pub primary_key: Vec<String>,
-}
-
-/// Prebuilt statements for reading one entity page by page.
-#[derive(Debug, Clone)]
-pub struct PageQuery {
-    dialect: Dialect,
-    entity: String,
-    columns: Vec<Column>,
-    key_indices: Vec<usize>,
-    page_size: usize,
-    /// The entity's `FROM` item, aliased `t`.
-    relation: String,
-    /// Select-list expressions, one per column.
-    select: Vec<String>,
-    /// Key column references (`t."k"`), in key order.
-    key_refs: Vec<String>,
-    /// Per key column: text before and after a placeholder (a cast).
-    params: Vec<(String, String)>,
-    statements: sql::PageSql,
-    decoders: Decoders,
-}
-
-/// Per-column decoding plans, one kind per dialect.
-#[derive(Debug, Clone)]
-enum Decoders {
-    Postgres(Vec<postgres::Kind>),
-    MySql(Vec<mysql::Kind>),
-    Sqlite(Vec<sqlite::Hint>),
-}
-
-/// What a dialect contributes to a [`PageQuery`].
-pub(crate) struct DialectPlan {
-    /// Select-list expressions, one per column.
-    select: Vec<String>,
-    /// Per key column: text before and after the placeholder (a cast).
-    params: Vec<(String, String)>,
-    decoders: Decoders,
-}
-
-impl PageQuery {
-    /// The cursor values of a row: its key columns, in key order.
-    pub fn key_of(&self, row: &Row) -> Vec<SqlValue> {
-        self.key_indices.iter().map(|&i| row[i].clone()).collect()
-    }
-
-    /// The columns every row holds, in order.
-    pub fn columns(&self) -> &[Column] {
-        &self.columns
-    }
-
-    /// Positions of the key columns within a row.
-    pub fn key_indices(&self) -> &[usize] {
-        &self.key_indices
-    }
-
-    /// Most rows a page holds.
-    pub fn page_size(&self) -> usize {
-        self.page_size
-    }
-
-    /// The statement for pages after a cursor, for logs and `plan` output.
-    pub fn sql(&self) -> &str {
-        &self.statements.after.sql
-    }
 }
 
 /// One connection pool to one SQL source.
@@ -288,7 +145,7 @@ impl Source {
 
     /// Column names and type names in select order, and the primary key of a
     /// table. A missing table is a [`SourceErrorKind::NotFound`] error naming it.
-    pub async fn describe(&self, from: &From<'_>) -> Result<Shape, SourceError> {
+    pub async fn describe(&self, from: &Relation<'_>) -> Result<Shape, SourceError> {
         match &self.pool {
             Pool::Postgres(p) => postgres::describe(p, from).await,
             Pool::MySql(p) => mysql::describe(p, from).await,
@@ -303,116 +160,26 @@ impl Source {
     pub async fn describe_named(
         &self,
         entity: &str,
-        from: &From<'_>,
+        from: &Relation<'_>,
     ) -> Result<Shape, SourceError> {
         self.describe(from).await.map_err(|e| e.for_entity(entity))
     }
 
     /// `SELECT count(*)` of the entity (for progress and the final check).
-    pub async fn count(&self, from: &From<'_>) -> Result<u64, SourceError> {
+    pub async fn count(&self, from: &Relation<'_>) -> Result<u64, SourceError> {
         let sql = sql::count_sql(self.dialect(), from)?;
         let context = format!("count rows of {}", from.display_name());
-        let n: i64 = match &self.pool {
-            Pool::Postgres(p) => sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-                .fetch_one(p)
-                .await
-                .map_err(|e| SourceError::query(&context, e))?,
-            Pool::MySql(p) => sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-                .fetch_one(p)
-                .await
-                .map_err(|e| SourceError::query(&context, e))?,
-            Pool::Sqlite(p) => sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
-                .fetch_one(p)
-                .await
-                .map_err(|e| SourceError::query(&context, e))?,
-        };
+        let n = self.fetch_i64(&context, sql).await?;
         Ok(n.max(0) as u64)
     }
 
-    /// Builds the page statements for an entity read in `key` order, at most
-    /// `page_size` rows a page. An empty `key` means the table's primary key;
-    /// a query entity must name its key. Every key column must be one of the
-    /// shape's columns.
-    pub fn page_query(
-        &self,
-        from: &From<'_>,
-        shape: &Shape,
-        key: &[String],
-        page_size: usize,
-    ) -> Result<PageQuery, SourceError> {
-        let entity = from.display_name().to_string();
-        let key: Vec<String> =
-            match (key.is_empty(), from) {
-                (false, _) => key.to_vec(),
-                (true, From::Query(_)) => return Err(SourceError::config(
-                    "a query entity needs `key = [...]`: the columns that order and page its rows",
-                )),
-                (true, From::Table(_)) if shape.primary_key.is_empty() => {
-                    return Err(SourceError::config(format!(
-                        "table {entity} has no primary key: set `key = [...]` for it"
-                    )))
-                }
-                (true, From::Table(_)) => shape.primary_key.clone(),
-            };
-        if page_size == 0 {
-            return Err(SourceError::config("page size must be at least 1"));
+    /// The one `i64` that `sql` returns (a count).
+    pub(crate) async fn fetch_i64(&self, context: &str, sql: String) -> Result<i64, SourceError> {
+        match &self.pool {
+            Pool::Postgres(p) => fetch::fetch_i64(p, context, sql).await,
+            Pool::MySql(p) => fetch::fetch_i64(p, context, sql).await,
+            Pool::Sqlite(p) => fetch::fetch_i64(p, context, sql).await,
         }
-        let mut key_indices = Vec::with_capacity(key.len());
-        for k in &key {
-            let i = shape
-                .columns
-                .iter()
-                .position(|c| &c.name == k)
-                .ok_or_else(|| {
-                    let names: Vec<&str> = shape.columns.iter().map(|c| c.name.as_str()).collect();
-                    SourceError::config(format!(
-                        "key column {k} is not a column of {entity} (columns: {})",
-                        names.join(", ")
-                    ))
-                })?;
-            key_indices.push(i);
-        }
-        let dialect = self.dialect();
-        let plan = match dialect {
-            Dialect::Postgres => postgres::plan(&shape.columns, &key_indices)?,
-            Dialect::MySql => mysql::plan(&shape.columns, &key_indices)?,
-            Dialect::Sqlite => sqlite::plan(&shape.columns, &key_indices)?,
-        };
-        let key_refs: Vec<String> = key.iter().map(|k| sql::column_ref(dialect, k)).collect();
-        let relation = sql::relation(dialect, from)?;
-        let statements = sql::page_sql(
-            dialect,
-            &relation,
-            &plan.select,
-            &key_refs,
-            |i, placeholder| format!("{}{placeholder}{}", plan.params[i].0, plan.params[i].1),
-            page_size,
-        );
-        Ok(PageQuery {
-            dialect,
-            entity,
-            columns: shape.columns.clone(),
-            key_indices,
-            page_size,
-            relation,
-            select: plan.select,
-            key_refs,
-            params: plan.params,
-            statements,
-            decoders: plan.decoders,
-        })
-    }
-
-    /// The next page: at most `page_size` rows strictly after `after` (the key
-    /// values of the last row of the previous page; `None` = from the start),
-    /// in key order. An empty page means the end. The same as
-    /// [`Source::read_range`] with no upper bound.
-    pub async fn read_page(
-        &self,
-        q: &PageQuery,
-        after: Option<&[SqlValue]>,
-    ) -> Result<Vec<Row>, SourceError> {
-        self.read_range(q, after, None).await
     }
 
     /// Runs `sql` with `values` bound in order and decodes every row with
@@ -427,16 +194,26 @@ impl Source {
     ) -> Result<Vec<Row>, SourceError> {
         match (&self.pool, decoders) {
             (Pool::Postgres(p), Decoders::Postgres(kinds)) => {
-                postgres::fetch(p, entity, columns, kinds, sql, values).await
+                fetch::fetch(p, entity, columns, kinds, sql, values).await
             }
             (Pool::MySql(p), Decoders::MySql(kinds)) => {
-                mysql::fetch(p, entity, columns, kinds, sql, values).await
+                fetch::fetch(p, entity, columns, kinds, sql, values).await
             }
             (Pool::Sqlite(p), Decoders::Sqlite(hints)) => {
-                sqlite::fetch(p, entity, columns, hints, sql, values).await
+                fetch::fetch(p, entity, columns, hints, sql, values).await
             }
             _ => Err(SourceError::config("page query built for another dialect")),
         }
+    }
+
+    /// An error unless `dialect` (that of a prebuilt query) is this source's.
+    pub(crate) fn check_dialect(&self, dialect: Dialect, what: &str) -> Result<(), SourceError> {
+        if dialect != self.dialect() {
+            return Err(SourceError::config(format!(
+                "{what} built for another dialect"
+            )));
+        }
+        Ok(())
     }
 
     /// Closes the pool, waiting for connections in use to be returned.
@@ -449,30 +226,6 @@ impl Source {
     }
 }
 
-/// The statement and cursor values of one page read: rows after `after`
-/// (exclusive) up to `until` (inclusive), either bound optional.
-pub(crate) fn page_statement<'q>(
-    q: &'q PageQuery,
-    after: Option<&'q [SqlValue]>,
-    until: Option<&'q [SqlValue]>,
-) -> (&'q str, Vec<&'q SqlValue>) {
-    let st = match (after.is_some(), until.is_some()) {
-        (false, false) => &q.statements.first,
-        (true, false) => &q.statements.after,
-        (false, true) => &q.statements.until,
-        (true, true) => &q.statements.between,
-    };
-    let values = st
-        .binds
-        .iter()
-        .filter_map(|b| match *b {
-            sql::Bind::After(i) => after.map(|a| &a[i]),
-            sql::Bind::Until(i) => until.map(|u| &u[i]),
-        })
-        .collect();
-    (&st.sql, values)
-}
-
 /// An `f32` widened through its shortest text, so `0.1f32` becomes `0.1f64`.
 pub(crate) fn widen_f32(f: f32) -> f64 {
     if f.is_finite() {
@@ -480,11 +233,4 @@ pub(crate) fn widen_f32(f: f32) -> f64 {
     } else {
         f as f64
     }
-}
-
-/// A cursor value that cannot be bound (NULL, invalid, nested).
-pub(crate) fn cursor_error(entity: &str, v: &SqlValue) -> SourceError {
-    SourceError::config(format!(
-        "cannot page {entity} after a key value {v:?}: key columns must hold plain, non-NULL values"
-    ))
 }

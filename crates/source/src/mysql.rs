@@ -4,15 +4,17 @@
 //! intact instead of failing inside the driver.
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
-use sql2ddb_core::{Column, Row, SqlValue};
+use sql2ddb_core::{Column, SqlValue};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow};
 use sqlx::{
     AssertSqlSafe, Column as _, Connection, Executor, MySql, Row as _, SqlSafeStr, Statement,
     TypeInfo, ValueRef,
 };
 
+use crate::fetch::{BoundQuery, BoxError, Driver};
+use crate::page::{Decoders, DialectPlan};
 use crate::sql::{self, column_ref};
-use crate::{Decoders, Dialect, DialectPlan, From, Shape, SourceError};
+use crate::{Dialect, Relation, Shape, SourceError};
 
 /// How one column is selected and decoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,10 +111,10 @@ const CHECKS: &str =
     "SELECT CONVERT(CHECK_CLAUSE USING utf8mb4) FROM information_schema.CHECK_CONSTRAINTS \
      WHERE CONSTRAINT_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?";
 
-pub(crate) async fn describe(pool: &MySqlPool, from: &From<'_>) -> Result<Shape, SourceError> {
+pub(crate) async fn describe(pool: &MySqlPool, from: &Relation<'_>) -> Result<Shape, SourceError> {
     let context = format!("describe {}", from.display_name());
     match from {
-        From::Table(name) => {
+        Relation::Table(name) => {
             let (schema, table) = sql::split_table(name);
             let rows: Vec<(String, String)> = sqlx::query_as(TABLE_COLUMNS)
                 .bind(schema)
@@ -167,7 +169,7 @@ pub(crate) async fn describe(pool: &MySqlPool, from: &From<'_>) -> Result<Shape,
                 primary_key,
             })
         }
-        From::Query(query) => {
+        Relation::Query(query) => {
             let statement = sql::describe_sql(Dialect::MySql, from)?;
             let stmt = pool
                 .prepare(AssertSqlSafe(statement.clone()).into_sql_str())
@@ -238,18 +240,11 @@ fn decimal_cast(sql_type: &str) -> String {
     }
 }
 
-/// Runs one statement with `values` bound in order; decodes each row by `kinds`.
-pub(crate) async fn fetch(
-    pool: &MySqlPool,
-    entity: &str,
-    columns: &[Column],
-    kinds: &[Kind],
-    sql: &str,
-    values: &[&SqlValue],
-) -> Result<Vec<Row>, SourceError> {
-    let mut query = sqlx::query::<MySql>(AssertSqlSafe(sql));
-    for &v in values {
-        query = match v {
+impl Driver for MySql {
+    type Decoder = Kind;
+
+    fn bind<'q>(query: BoundQuery<'q, Self>, value: &SqlValue) -> Option<BoundQuery<'q, Self>> {
+        Some(match value {
             SqlValue::Int(i) => query.bind(*i),
             SqlValue::UInt(u) => query.bind(*u),
             SqlValue::Bool(b) => query.bind(*b),
@@ -262,27 +257,16 @@ pub(crate) async fn fetch(
             // The session's zone is UTC, so a TIMESTAMP compares with the UTC wall time.
             SqlValue::TimestampTz(ts) => query.bind(ts.naive_utc()),
             SqlValue::TextSet(s) => query.bind(s.join(",")),
-            other => return Err(crate::cursor_error(entity, other)),
-        };
-    }
-    let rows = query
-        .fetch_all(pool)
-        .await
-        .map_err(|e| SourceError::query(format!("read {entity}"), e))?;
-    rows.iter()
-        .map(|row| {
-            kinds
-                .iter()
-                .enumerate()
-                .map(|(i, kind)| {
-                    decode(row, i, *kind).map_err(|e| SourceError::decode(&columns[i].name, e))
-                })
-                .collect()
+            _ => return None,
         })
-        .collect()
+    }
+
+    fn decode(row: &MySqlRow, i: usize, kind: Kind) -> Result<SqlValue, BoxError> {
+        Ok(decode_column(row, i, kind)?)
+    }
 }
 
-fn decode(row: &MySqlRow, i: usize, kind: Kind) -> Result<SqlValue, sqlx::Error> {
+fn decode_column(row: &MySqlRow, i: usize, kind: Kind) -> Result<SqlValue, sqlx::Error> {
     if row.try_get_raw(i)?.is_null() {
         return Ok(SqlValue::Null);
     }

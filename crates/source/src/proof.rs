@@ -7,10 +7,9 @@
 //! the key columns, and every key column `NOT NULL`); a query entity has no
 //! catalog, so its rows are checked.
 
-use sqlx::{AssertSqlSafe, Row as _};
-
+use crate::fetch::fetch_texts_and_i64;
 use crate::sql::{self, column_ref, quote_table, split_table};
-use crate::{Dialect, From, Pool, Shape, Source, SourceError};
+use crate::{Dialect, Pool, Relation, Shape, Source, SourceError};
 
 /// How (or why not) an entity's key was proven unique and non-NULL; see
 /// [`Source::prove_unique_key`].
@@ -100,7 +99,7 @@ impl Source {
     /// when the database could not be asked.
     pub async fn prove_unique_key(
         &self,
-        from: &From<'_>,
+        from: &Relation<'_>,
         shape: &Shape,
         key: &[String],
     ) -> Result<KeyProof, SourceError> {
@@ -126,11 +125,11 @@ impl Source {
             }
         }
         match from {
-            From::Table(name) => {
+            Relation::Table(name) => {
                 let catalog = self.catalog(name).await?;
                 Ok(judge(name, &key, &catalog))
             }
-            From::Query(_) => self.check_query_key(from, &key).await,
+            Relation::Query(_) => self.check_query_key(from, &key).await,
         }
     }
 
@@ -199,7 +198,7 @@ impl Source {
 
     async fn check_query_key(
         &self,
-        from: &From<'_>,
+        from: &Relation<'_>,
         key: &[String],
     ) -> Result<KeyProof, SourceError> {
         let d = self.dialect();
@@ -211,20 +210,7 @@ impl Source {
             any_null.join(" OR ")
         );
         let context = format!("check that the key of {} is unique", from.display_name());
-        let nulls: i64 = match &self.pool {
-            Pool::Postgres(p) => sqlx::query_scalar(AssertSqlSafe(null_sql))
-                .fetch_one(p)
-                .await
-                .map_err(|e| SourceError::query(&context, e))?,
-            Pool::MySql(p) => sqlx::query_scalar(AssertSqlSafe(null_sql))
-                .fetch_one(p)
-                .await
-                .map_err(|e| SourceError::query(&context, e))?,
-            Pool::Sqlite(p) => sqlx::query_scalar(AssertSqlSafe(null_sql))
-                .fetch_one(p)
-                .await
-                .map_err(|e| SourceError::query(&context, e))?,
-        };
+        let nulls = self.fetch_i64(&context, null_sql).await?;
         let columns = key.join(", ");
         if nulls > 0 {
             return Ok(KeyProof::NotProven {
@@ -249,22 +235,10 @@ impl Source {
             refs.join(", ")
         );
         let n = key.len();
-        let duplicate: Option<(Vec<Option<String>>, i64)> = match &self.pool {
-            Pool::Postgres(p) => sqlx::query(AssertSqlSafe(dup_sql))
-                .fetch_optional(p)
-                .await
-                .map_err(|e| SourceError::query(&context, e))?
-                .map(|r| ((0..n).map(|i| r.get(i)).collect(), r.get(n))),
-            Pool::MySql(p) => sqlx::query(AssertSqlSafe(dup_sql))
-                .fetch_optional(p)
-                .await
-                .map_err(|e| SourceError::query(&context, e))?
-                .map(|r| ((0..n).map(|i| r.get(i)).collect(), r.get(n))),
-            Pool::Sqlite(p) => sqlx::query(AssertSqlSafe(dup_sql))
-                .fetch_optional(p)
-                .await
-                .map_err(|e| SourceError::query(&context, e))?
-                .map(|r| ((0..n).map(|i| r.get(i)).collect(), r.get(n))),
+        let duplicate = match &self.pool {
+            Pool::Postgres(p) => fetch_texts_and_i64(p, &context, dup_sql, n).await?,
+            Pool::MySql(p) => fetch_texts_and_i64(p, &context, dup_sql, n).await?,
+            Pool::Sqlite(p) => fetch_texts_and_i64(p, &context, dup_sql, n).await?,
         };
         if let Some((values, count)) = duplicate {
             let example: Vec<String> = key

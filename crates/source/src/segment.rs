@@ -23,8 +23,9 @@ use std::borrow::Cow;
 use sql2ddb_core::{Column, Row, SqlValue};
 use sqlx::{AssertSqlSafe, Row as _};
 
+use crate::page::Decoders;
 use crate::sql::quote_ident;
-use crate::{mysql, postgres, sqlite, Decoders, Dialect, PageQuery, Pool, Source, SourceError};
+use crate::{mysql, postgres, sqlite, Dialect, PageQuery, Pool, Source, SourceError};
 
 /// Rows per segment that [`default_read_parallelism`] aims at.
 pub const ROWS_PER_SEGMENT: u64 = 100_000;
@@ -64,7 +65,7 @@ impl Source {
     /// the module documentation for how); `n = 0` is taken as 1. The segments
     /// are in key order, numbered from 0, and cover every key exactly once.
     pub async fn split(&self, q: &PageQuery, n: u32) -> Result<Vec<Segment>, SourceError> {
-        self.check_dialect(q)?;
+        self.check_dialect(q.dialect, "page query")?;
         let n = n.max(1);
         if n == 1 {
             return Ok(vec![Segment {
@@ -89,7 +90,7 @@ impl Source {
         after: Option<&[SqlValue]>,
         until: Option<&[SqlValue]>,
     ) -> Result<Vec<Row>, SourceError> {
-        self.check_dialect(q)?;
+        self.check_dialect(q.dialect, "page query")?;
         for (what, bound) in [("cursor", after), ("upper bound", until)] {
             if let Some(values) = bound {
                 if values.len() != q.key_indices.len() {
@@ -126,16 +127,9 @@ impl Source {
             }
             _ => (after.map(Cow::Borrowed), until.map(Cow::Borrowed)),
         };
-        let (sql, values) = crate::page_statement(q, after.as_deref(), until.as_deref());
+        let (sql, values) = q.statement(after.as_deref(), until.as_deref());
         self.fetch(&q.entity, &q.columns, &q.decoders, sql, &values)
             .await
-    }
-
-    fn check_dialect(&self, q: &PageQuery) -> Result<(), SourceError> {
-        if q.dialect != self.dialect() {
-            return Err(SourceError::config("page query built for another dialect"));
-        }
-        Ok(())
     }
 
     /// `MIN` and `MAX` of a single integer key; `None` when the key is of
@@ -214,13 +208,7 @@ impl Source {
             .iter()
             .map(|&i| q.columns[i].clone())
             .collect();
-        let key_decoders = match &q.decoders {
-            Decoders::Postgres(k) => {
-                Decoders::Postgres(q.key_indices.iter().map(|&i| k[i]).collect())
-            }
-            Decoders::MySql(k) => Decoders::MySql(q.key_indices.iter().map(|&i| k[i]).collect()),
-            Decoders::Sqlite(h) => Decoders::Sqlite(q.key_indices.iter().map(|&i| h[i]).collect()),
-        };
+        let key_decoders = q.decoders.pick(&q.key_indices);
         let key_select: Vec<&str> = q
             .key_indices
             .iter()

@@ -1,7 +1,7 @@
 //! SQL text building shared by the dialects: identifier quoting, the entity's
 //! relation, and the keyset page statements.
 
-use crate::{Dialect, From, SourceError};
+use crate::{Dialect, Relation, SourceError};
 
 /// Alias of the entity's relation in every generated statement. Columns are
 /// always referred to as `t."col"`, so an `ORDER BY` can never resolve to a
@@ -49,15 +49,15 @@ pub(crate) fn query_body(query: &str) -> Result<&str, SourceError> {
 }
 
 /// The `FROM` item of an entity: `"s"."t" AS t` or `(<query>) AS t`.
-pub(crate) fn relation(dialect: Dialect, from: &From<'_>) -> Result<String, SourceError> {
+pub(crate) fn relation(dialect: Dialect, from: &Relation<'_>) -> Result<String, SourceError> {
     Ok(match from {
-        From::Table(name) => {
+        Relation::Table(name) => {
             if name.trim().is_empty() {
                 return Err(SourceError::config("empty table name"));
             }
             format!("{} AS {ALIAS}", quote_table(dialect, name))
         }
-        From::Query(q) => format!("({}) AS {ALIAS}", query_body(q)?),
+        Relation::Query(q) => format!("({}) AS {ALIAS}", query_body(q)?),
     })
 }
 
@@ -67,7 +67,7 @@ pub(crate) fn column_ref(dialect: Dialect, name: &str) -> String {
 }
 
 /// A statement that returns the entity's columns and no rows, for describing.
-pub(crate) fn describe_sql(dialect: Dialect, from: &From<'_>) -> Result<String, SourceError> {
+pub(crate) fn describe_sql(dialect: Dialect, from: &Relation<'_>) -> Result<String, SourceError> {
     Ok(format!(
         "SELECT * FROM {} LIMIT 0",
         relation(dialect, from)?
@@ -75,8 +75,44 @@ pub(crate) fn describe_sql(dialect: Dialect, from: &From<'_>) -> Result<String, 
 }
 
 /// `SELECT count(*)` of the entity.
-pub(crate) fn count_sql(dialect: Dialect, from: &From<'_>) -> Result<String, SourceError> {
+pub(crate) fn count_sql(dialect: Dialect, from: &Relation<'_>) -> Result<String, SourceError> {
     Ok(format!("SELECT count(*) FROM {}", relation(dialect, from)?))
+}
+
+/// `k IN (…)` or `(k1, k2) IN ((…), …)` for `n` keys: `key_refs` are the key
+/// column references, `params` per key column the text before and after its
+/// placeholder (a cast). SQLite takes a row value `IN` only from a subquery:
+/// `(k1, k2) IN (VALUES (…), …)`.
+pub(crate) fn in_condition(
+    dialect: Dialect,
+    key_refs: &[String],
+    params: &[(String, String)],
+    n: usize,
+) -> String {
+    let mut count = 0;
+    let mut param = |i: usize| {
+        count += 1;
+        let p = match dialect {
+            Dialect::Postgres => format!("${count}"),
+            Dialect::MySql | Dialect::Sqlite => "?".to_string(),
+        };
+        format!("{}{p}{}", params[i].0, params[i].1)
+    };
+    if key_refs.len() == 1 {
+        let list: Vec<String> = (0..n).map(|_| param(0)).collect();
+        return format!("{} IN ({})", key_refs[0], list.join(", "));
+    }
+    let tuples: Vec<String> = (0..n)
+        .map(|_| {
+            let values: Vec<String> = (0..key_refs.len()).map(&mut param).collect();
+            format!("({})", values.join(", "))
+        })
+        .collect();
+    let list = match dialect {
+        Dialect::Sqlite => format!("VALUES {}", tuples.join(", ")),
+        Dialect::Postgres | Dialect::MySql => tuples.join(", "),
+    };
+    format!("({}) IN ({list})", key_refs.join(", "))
 }
 
 /// Which cursor a placeholder takes its value from.
@@ -219,12 +255,32 @@ mod tests {
 
     #[test]
     fn wraps_queries() {
-        let q = From::Query("select 1 as x;\n");
+        let q = Relation::Query("select 1 as x;\n");
         assert_eq!(
             relation(Dialect::Postgres, &q).unwrap(),
             "(select 1 as x) AS t"
         );
-        assert!(relation(Dialect::Postgres, &From::Query(" ; ")).is_err());
+        assert!(relation(Dialect::Postgres, &Relation::Query(" ; ")).is_err());
+    }
+
+    #[test]
+    fn in_conditions() {
+        let one = vec!["t.\"a\"".to_string()];
+        let cast = vec![("CAST(".to_string(), " AS int)".to_string())];
+        assert_eq!(
+            in_condition(Dialect::Postgres, &one, &cast, 2),
+            "t.\"a\" IN (CAST($1 AS int), CAST($2 AS int))"
+        );
+        let two = vec!["t.`a`".to_string(), "t.`b`".to_string()];
+        let plain = vec![(String::new(), String::new()); 2];
+        assert_eq!(
+            in_condition(Dialect::MySql, &two, &plain, 2),
+            "(t.`a`, t.`b`) IN ((?, ?), (?, ?))"
+        );
+        assert_eq!(
+            in_condition(Dialect::Sqlite, &two, &plain, 1),
+            "(t.`a`, t.`b`) IN (VALUES (?, ?))"
+        );
     }
 
     #[test]

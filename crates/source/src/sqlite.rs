@@ -5,15 +5,17 @@
 
 use std::path::Path;
 
-use sql2ddb_core::{Column, Row, SqlValue};
+use sql2ddb_core::{Column, SqlValue};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteRow};
 use sqlx::{
     AssertSqlSafe, Column as _, Executor, Row as _, SqlSafeStr, Sqlite, Statement, TypeInfo,
     ValueRef,
 };
 
+use crate::fetch::{BoundQuery, BoxError, Driver};
+use crate::page::{Decoders, DialectPlan};
 use crate::sql::{self, column_ref};
-use crate::{Decoders, Dialect, DialectPlan, From, Shape, SourceError};
+use crate::{Dialect, Relation, Shape, SourceError};
 
 /// What the declared type of a column says about its values.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,10 +79,10 @@ pub(crate) async fn connect(url: &str, max: u32) -> Result<SqlitePool, SourceErr
         .map_err(|e| SourceError::connect(url, e))
 }
 
-pub(crate) async fn describe(pool: &SqlitePool, from: &From<'_>) -> Result<Shape, SourceError> {
+pub(crate) async fn describe(pool: &SqlitePool, from: &Relation<'_>) -> Result<Shape, SourceError> {
     let context = format!("describe {}", from.display_name());
     match from {
-        From::Table(name) => {
+        Relation::Table(name) => {
             let (schema, table) = sql::split_table(name);
             let query = match schema {
                 Some(schema) => sqlx::query_as::<_, (String, String, i64, i64)>(
@@ -118,7 +120,7 @@ pub(crate) async fn describe(pool: &SqlitePool, from: &From<'_>) -> Result<Shape
                 primary_key: pk.into_iter().map(|(_, name)| name).collect(),
             })
         }
-        From::Query(query) => {
+        Relation::Query(query) => {
             let statement = sql::describe_sql(Dialect::Sqlite, from)?;
             let stmt = pool
                 .prepare(AssertSqlSafe(statement.clone()).into_sql_str())
@@ -153,44 +155,26 @@ pub(crate) fn plan(columns: &[Column], key_indices: &[usize]) -> Result<DialectP
     })
 }
 
-/// Runs one statement with `values` bound in order; decodes each row by `hints`.
-pub(crate) async fn fetch(
-    pool: &SqlitePool,
-    entity: &str,
-    columns: &[Column],
-    hints: &[Hint],
-    sql: &str,
-    values: &[&SqlValue],
-) -> Result<Vec<Row>, SourceError> {
-    let mut query = sqlx::query::<Sqlite>(AssertSqlSafe(sql));
-    for &v in values {
-        query = match v {
+impl Driver for Sqlite {
+    type Decoder = Hint;
+
+    fn bind<'q>(query: BoundQuery<'q, Self>, value: &SqlValue) -> Option<BoundQuery<'q, Self>> {
+        Some(match value {
             SqlValue::Int(i) => query.bind(*i),
             SqlValue::Bool(b) => query.bind(*b),
             SqlValue::Float(f) => query.bind(*f),
             SqlValue::Decimal(s) | SqlValue::Text(s) => query.bind(s.clone()),
             SqlValue::Bytes(b) => query.bind(b.clone()),
-            other => return Err(crate::cursor_error(entity, other)),
-        };
-    }
-    let rows = query
-        .fetch_all(pool)
-        .await
-        .map_err(|e| SourceError::query(format!("read {entity}"), e))?;
-    rows.iter()
-        .map(|row| {
-            hints
-                .iter()
-                .enumerate()
-                .map(|(i, hint)| {
-                    decode(row, i, *hint).map_err(|e| SourceError::decode(&columns[i].name, e))
-                })
-                .collect()
+            _ => return None,
         })
-        .collect()
+    }
+
+    fn decode(row: &SqliteRow, i: usize, hint: Hint) -> Result<SqlValue, BoxError> {
+        Ok(decode_column(row, i, hint)?)
+    }
 }
 
-fn decode(row: &SqliteRow, i: usize, hint: Hint) -> Result<SqlValue, sqlx::Error> {
+fn decode_column(row: &SqliteRow, i: usize, hint: Hint) -> Result<SqlValue, sqlx::Error> {
     let raw = row.try_get_raw(i)?;
     if raw.is_null() {
         return Ok(SqlValue::Null);

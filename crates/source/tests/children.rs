@@ -6,7 +6,7 @@ mod common;
 
 use common::{unique, Cleanup, MY_URL, PG_URL};
 use sql2ddb_core::{Row, SqlValue};
-use sql2ddb_source::{From, Source, SourceErrorKind};
+use sql2ddb_source::{Relation, Source, SourceErrorKind};
 use sqlx::Connection;
 
 /// Lines 1..=5 and discounts, inserted out of order; parent 2 has no lines,
@@ -30,7 +30,7 @@ fn skus(rows: &[Row], col: usize) -> Vec<String> {
 /// The same checks for every dialect; `prefix` qualifies the table names.
 async fn check(source: &Source, prefix: &str) {
     let lines_table = format!("{prefix}order_lines");
-    let lines = From::Table(&lines_table);
+    let lines = Relation::Table(&lines_table);
     let shape = source.describe(&lines).await.unwrap();
     let q = source
         .child_query(&lines, &shape, &["order_id".into()], &["line_no".into()])
@@ -55,7 +55,7 @@ async fn check(source: &Source, prefix: &str) {
 
     // A composite parent key: discounts of lines (order_id, line_no), by code.
     let discounts_table = format!("{prefix}line_discounts");
-    let discounts = From::Table(&discounts_table);
+    let discounts = Relation::Table(&discounts_table);
     let shape = source.describe(&discounts).await.unwrap();
     let q = source
         .child_query(
@@ -126,7 +126,7 @@ async fn postgres_children_of_a_page() {
     // page is read in a few statements, and every child finds its parent
     // (numeric children of integer parents included).
     let many = format!("{schema}.many");
-    let from = From::Table(&many);
+    let from = Relation::Table(&many);
     let shape = source.describe(&from).await.unwrap();
     let q = source
         .child_query(&from, &shape, &["parent".into()], &[])
@@ -192,7 +192,7 @@ async fn sqlite_children_of_a_page() {
     let source = Source::connect(&format!("sqlite://{}", path.display()), 2)
         .await
         .unwrap();
-    let from = From::Table("line_discounts");
+    let from = Relation::Table("line_discounts");
     let shape = source.describe(&from).await.unwrap();
     let q = source
         .child_query(&from, &shape, &["order_id".into(), "line_no".into()], &[])

@@ -6,7 +6,7 @@ mod common;
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 use common::{read_all, unique, Cleanup, MY_URL};
 use sql2ddb_core::SqlValue;
-use sql2ddb_source::{Dialect, From, Source, SourceErrorKind};
+use sql2ddb_source::{Dialect, Relation, Source, SourceErrorKind};
 use sqlx::Connection;
 
 /// A fresh database, filled by `setup` (`{d}` stands for its name), dropped at the end.
@@ -58,7 +58,7 @@ async fn decodes_every_type_exactly() {
     let source = Source::connect(MY_URL, 2).await.unwrap();
     assert_eq!(source.dialect(), Dialect::MySql);
     let table = format!("{d}.all_types");
-    let from = From::Table(&table);
+    let from = Relation::Table(&table);
     let shape = source.describe(&from).await.unwrap();
     assert_eq!(shape.primary_key, vec!["id"]);
     let ty = |name: &str| {
@@ -173,7 +173,7 @@ async fn latin1_text_arrives_as_utf8() {
     .await;
     let source = Source::connect(MY_URL, 1).await.unwrap();
     let table = format!("{d}.latin");
-    let from = From::Table(&table);
+    let from = Relation::Table(&table);
     let shape = source.describe(&from).await.unwrap();
     let q = source.page_query(&from, &shape, &[], 10).unwrap();
     let rows = read_all(&source, &q).await;
@@ -212,7 +212,7 @@ async fn pages_composite_decimal_and_query_entities() {
         .await
         .unwrap();
     let table = format!("{d}.comp");
-    let from = From::Table(&table);
+    let from = Relation::Table(&table);
     assert_eq!(source.count(&from).await.unwrap(), 500);
     let shape = source.describe(&from).await.unwrap();
     assert_eq!(shape.primary_key, vec!["g", "n"]);
@@ -233,7 +233,7 @@ async fn pages_composite_decimal_and_query_entities() {
 
     // DECIMAL(65,30) key: the cursor travels as text and is cast back exactly.
     let table = format!("{d}.prices");
-    let from = From::Table(&table);
+    let from = Relation::Table(&table);
     let shape = source.describe(&from).await.unwrap();
     let q = source.page_query(&from, &shape, &[], 9).unwrap();
     let rows = read_all(&source, &q).await;
@@ -253,7 +253,7 @@ async fn pages_composite_decimal_and_query_entities() {
 
     // A query entity with an explicit composite key.
     let sql = format!("SELECT v, g, n FROM {d}.comp WHERE n % 2 = 0");
-    let from = From::Query(&sql);
+    let from = Relation::Query(&sql);
     let shape = source.describe(&from).await.unwrap();
     assert_eq!(
         shape
@@ -293,7 +293,7 @@ async fn errors_never_show_the_password() {
 
     let source = Source::connect(MY_URL, 1).await.unwrap();
     let err = source
-        .describe(&From::Table("test.no_such_table"))
+        .describe(&Relation::Table("test.no_such_table"))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), SourceErrorKind::NotFound);

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{unique, Cleanup, MY_URL, PG_URL};
-use sql2ddb_source::{From, KeyProof, Source, SourceErrorKind};
+use sql2ddb_source::{KeyProof, Relation, Source, SourceErrorKind};
 use sqlx::Connection;
 
 /// A fresh PostgreSQL schema (`{s}` in `setup`), dropped at the end.
@@ -66,7 +66,7 @@ fn keys(k: &[&str]) -> Vec<String> {
     k.iter().map(|s| s.to_string()).collect()
 }
 
-async fn proof(source: &Source, from: From<'_>, key: &[&str]) -> KeyProof {
+async fn proof(source: &Source, from: Relation<'_>, key: &[&str]) -> KeyProof {
     let shape = source.describe(&from).await.unwrap();
     source
         .prove_unique_key(&from, &shape, &keys(key))
@@ -94,52 +94,54 @@ const ROWS: &str = "INSERT INTO {t}dup VALUES (1, 'a'), (1, 'b'), (1, 'c'), (2, 
 async fn assert_table_proofs(source: &Source, prefix: &str) {
     let t = |name: &str| format!("{prefix}{name}");
     let dup = t("dup");
-    let p = proof(source, From::Table(&dup), &["k"]).await;
+    let p = proof(source, Relation::Table(&dup), &["k"]).await;
     let r = reason(&p);
     assert!(r.contains("k") && r.contains("NULL"), "{r}");
     assert!(r.contains("no primary key or unique index"), "{r}");
 
     let pk = t("pk");
     assert_eq!(
-        proof(source, From::Table(&pk), &[]).await,
+        proof(source, Relation::Table(&pk), &[]).await,
         KeyProof::PrimaryKey
     );
     assert_eq!(
-        proof(source, From::Table(&pk), &["k"]).await,
+        proof(source, Relation::Table(&pk), &["k"]).await,
         KeyProof::PrimaryKey
     );
 
     let uniq_null = t("uniq_null");
-    let p = proof(source, From::Table(&uniq_null), &["k"]).await;
+    let p = proof(source, Relation::Table(&uniq_null), &["k"]).await;
     let r = reason(&p);
     assert!(r.contains("can hold NULL"), "{r}");
     assert!(!r.contains("no primary key or unique index"), "{r}");
 
     let uniq = t("uniq");
     assert_eq!(
-        proof(source, From::Table(&uniq), &["k"]).await,
+        proof(source, Relation::Table(&uniq), &["k"]).await,
         KeyProof::UniqueIndex {
             name: "uniq_k".into()
         }
     );
     // A key over other columns than the index is not proven.
-    let p = proof(source, From::Table(&uniq), &["v"]).await;
+    let p = proof(source, Relation::Table(&uniq), &["v"]).await;
     assert!(reason(&p).contains("no primary key or unique index"));
 
     let comp = t("comp");
     assert_eq!(
-        proof(source, From::Table(&comp), &["a", "b"]).await,
+        proof(source, Relation::Table(&comp), &["a", "b"]).await,
         KeyProof::UniqueIndex {
             name: "comp_a".into()
         }
     );
     // The index (a) is not within the key (b).
-    assert!(!proof(source, From::Table(&comp), &["b"]).await.is_proven());
+    assert!(!proof(source, Relation::Table(&comp), &["b"])
+        .await
+        .is_proven());
 }
 
 async fn assert_query_proofs(source: &Source, prefix: &str) {
     let q = format!("SELECT k, v FROM {prefix}dup WHERE k IS NOT NULL");
-    let p = proof(source, From::Query(&q), &["k"]).await;
+    let p = proof(source, Relation::Query(&q), &["k"]).await;
     let r = reason(&p);
     // An example duplicate is quoted with how often it appears.
     assert!(
@@ -148,15 +150,15 @@ async fn assert_query_proofs(source: &Source, prefix: &str) {
     );
 
     let q = format!("SELECT k, v FROM {prefix}dup");
-    let p = proof(source, From::Query(&q), &["v"]).await;
+    let p = proof(source, Relation::Query(&q), &["v"]).await;
     assert_eq!(p, KeyProof::Checked { rows: 8 });
-    let p = proof(source, From::Query(&q), &["k", "v"]).await;
+    let p = proof(source, Relation::Query(&q), &["k", "v"]).await;
     let r = reason(&p);
     assert!(r.contains("2 row(s)") && r.contains("NULL"), "{r}");
 
     let q = format!("SELECT k, v FROM {prefix}dup WHERE k = 3");
     assert_eq!(
-        proof(source, From::Query(&q), &["k"]).await,
+        proof(source, Relation::Query(&q), &["k"]).await,
         KeyProof::Checked { rows: 1 }
     );
 }
@@ -184,7 +186,7 @@ async fn nothing_lost_01_key_uniqueness_postgres() {
     assert_table_proofs(&source, &prefix).await;
     // A partial or expression unique index proves nothing.
     let uniq = format!("{s}.uniq");
-    let p = proof(&source, From::Table(&uniq), &["v"]).await;
+    let p = proof(&source, Relation::Table(&uniq), &["v"]).await;
     assert!(reason(&p).contains("no primary key or unique index"));
     assert_query_proofs(&source, &format!("\"{s}\".")).await;
 }
@@ -232,17 +234,17 @@ async fn nothing_lost_01_key_uniqueness_sqlite() {
     let source = Source::connect(&url, 2).await.unwrap();
     assert_table_proofs(&source, "").await;
     assert_table_proofs(&source, "main.").await;
-    let p = proof(&source, From::Table("text_pk"), &["k"]).await;
+    let p = proof(&source, Relation::Table("text_pk"), &["k"]).await;
     assert!(reason(&p).contains("can hold NULL"), "{p:?}");
     assert_eq!(
-        proof(&source, From::Table("text_pk_nn"), &[]).await,
+        proof(&source, Relation::Table("text_pk_nn"), &[]).await,
         KeyProof::PrimaryKey
     );
     assert_eq!(
-        proof(&source, From::Table("wr"), &[]).await,
+        proof(&source, Relation::Table("wr"), &[]).await,
         KeyProof::PrimaryKey
     );
-    let p = proof(&source, From::Table("uniq"), &["v"]).await;
+    let p = proof(&source, Relation::Table("uniq"), &["v"]).await;
     assert!(reason(&p).contains("no primary key or unique index"));
     assert_query_proofs(&source, "").await;
 }
@@ -255,7 +257,7 @@ async fn nothing_lost_12_query_syntax_error_names_entity() {
     let query = "SELECT id, name\n  FORM customers\n WHERE id > 0";
     let caret = format!("\n      FORM customers\n    {}^", " ".repeat(7));
     let err = source
-        .describe_named("customers_q", &From::Query(query))
+        .describe_named("customers_q", &Relation::Query(query))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), SourceErrorKind::Query);
@@ -268,7 +270,7 @@ async fn nothing_lost_12_query_syntax_error_names_entity() {
     // MariaDB names the line and the text where it stopped.
     let source = Source::connect(MY_URL, 1).await.unwrap();
     let err = source
-        .describe_named("customers_q", &From::Query(query))
+        .describe_named("customers_q", &Relation::Query(query))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), SourceErrorKind::Query);

@@ -6,7 +6,7 @@ mod common;
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
 use common::{read_all, unique, Cleanup, PG_URL};
 use sql2ddb_core::SqlValue;
-use sql2ddb_source::{Dialect, From, Source, SourceErrorKind};
+use sql2ddb_source::{Dialect, Relation, Source, SourceErrorKind};
 use sqlx::Connection;
 
 /// A fresh schema, created with `setup` (`{s}` stands for its name), dropped at the end.
@@ -65,7 +65,7 @@ async fn decodes_every_type_exactly() {
     let source = Source::connect(PG_URL, 2).await.unwrap();
     assert_eq!(source.dialect(), Dialect::Postgres);
     let table = format!("{s}.all_types");
-    let from = From::Table(&table);
+    let from = Relation::Table(&table);
     let shape = source.describe(&from).await.unwrap();
     assert_eq!(shape.primary_key, vec!["id"]);
     let types: Vec<&str> = shape.columns.iter().map(|c| c.sql_type.as_str()).collect();
@@ -187,7 +187,7 @@ async fn pages_a_large_table_with_gaps_exactly_once() {
     .await;
     let source = Source::connect(PG_URL, 4).await.unwrap();
     let table = format!("{s}.big");
-    let from = From::Table(&table);
+    let from = Relation::Table(&table);
     assert_eq!(source.count(&from).await.unwrap(), 10_000);
     let shape = source.describe(&from).await.unwrap();
     let q = source
@@ -220,7 +220,7 @@ async fn pages_composite_text_int_and_numeric_keys() {
     .await;
     let source = Source::connect(PG_URL, 2).await.unwrap();
     let table = format!("{s}.comp");
-    let from = From::Table(&table);
+    let from = Relation::Table(&table);
     let shape = source.describe(&from).await.unwrap();
     assert_eq!(shape.primary_key, vec!["Group", "n"]);
     let q = source
@@ -241,7 +241,7 @@ async fn pages_composite_text_int_and_numeric_keys() {
 
     // A numeric key travels as text and is cast back; a uuid key likewise.
     let table = format!("{s}.money");
-    let from = From::Table(&table);
+    let from = Relation::Table(&table);
     let shape = source.describe(&from).await.unwrap();
     let q = source.page_query(&from, &shape, &[], 3).unwrap();
     let rows = read_all(&source, &q).await;
@@ -268,7 +268,7 @@ async fn pages_a_text_key_and_a_query_entity() {
     .await;
     let source = Source::connect(PG_URL, 2).await.unwrap();
     let table = format!("{s}.words");
-    let from = From::Table(&table);
+    let from = Relation::Table(&table);
     let shape = source.describe(&from).await.unwrap();
     let q = source.page_query(&from, &shape, &[], 100).unwrap();
     let rows = read_all(&source, &q).await;
@@ -277,7 +277,7 @@ async fn pages_a_text_key_and_a_query_entity() {
     assert_eq!(rows[999], vec![text("k1000"), SqlValue::Int(1000)]);
 
     let sql = format!("SELECT n AS id, w, n * 2.5 AS half FROM \"{s}\".words WHERE n % 3 = 0;");
-    let from = From::Query(&sql);
+    let from = Relation::Query(&sql);
     let shape = source.describe(&from).await.unwrap();
     assert!(shape.primary_key.is_empty());
     let names: Vec<&str> = shape.columns.iter().map(|c| c.name.as_str()).collect();
@@ -301,13 +301,16 @@ async fn clear_errors() {
     let (s, _guard) = schema("CREATE TABLE {s}.t (id int PRIMARY KEY);").await;
     let source = Source::connect(PG_URL, 1).await.unwrap();
     let missing = format!("{s}.nope");
-    let err = source.describe(&From::Table(&missing)).await.unwrap_err();
+    let err = source
+        .describe(&Relation::Table(&missing))
+        .await
+        .unwrap_err();
     assert_eq!(err.kind(), SourceErrorKind::NotFound);
     assert!(err.to_string().contains(&missing), "{err}");
     let table = format!("{s}.t");
-    let shape = source.describe(&From::Table(&table)).await.unwrap();
+    let shape = source.describe(&Relation::Table(&table)).await.unwrap();
     let err = source
-        .page_query(&From::Table(&table), &shape, &["nope".to_string()], 10)
+        .page_query(&Relation::Table(&table), &shape, &["nope".to_string()], 10)
         .unwrap_err();
     assert!(err.to_string().contains("key column nope"), "{err}");
 

@@ -5,7 +5,7 @@ mod common;
 
 use common::{read_all, unique, Cleanup, MY_URL, PG_URL};
 use sql2ddb_core::{Row, SqlValue};
-use sql2ddb_source::{From, Source, MAX_PARENTS_PER_QUERY};
+use sql2ddb_source::{Relation, Source, MAX_PARENTS_PER_QUERY};
 use sqlx::Connection;
 
 /// A temp SQLite file filled by `setup`, and its URL.
@@ -35,7 +35,7 @@ fn sorted(mut rows: Vec<Row>) -> Vec<Row> {
 /// Reads `table` by `key`, asks for every third row's key plus a key that
 /// is not there, and expects exactly those rows, each once.
 async fn assert_reads_keys(source: &Source, table: &str, key: &[&str], missing: Vec<SqlValue>) {
-    let from = From::Table(table);
+    let from = Relation::Table(table);
     let shape = source.describe(&from).await.unwrap();
     let key: Vec<String> = key.iter().map(|s| s.to_string()).collect();
     let q = source.page_query(&from, &shape, &key, 1000).unwrap();

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 
 use common::{unique, Cleanup, MY_URL, PG_URL};
 use sql2ddb_core::{Row, SqlValue};
-use sql2ddb_source::{default_read_parallelism, From, PageQuery, Segment, Source};
+use sql2ddb_source::{default_read_parallelism, PageQuery, Relation, Segment, Source};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::Connection;
 
@@ -56,7 +56,7 @@ async fn split_and_compare(
     n: u32,
     expected: usize,
 ) -> Vec<(Segment, usize)> {
-    let from = From::Table(table);
+    let from = Relation::Table(table);
     let shape = source.describe(&from).await.unwrap();
     let q = source.page_query(&from, &shape, &[], PAGE).unwrap();
     assert_eq!(source.count(&from).await.unwrap(), expected as u64);
@@ -120,7 +120,7 @@ async fn same_rows_split(source: &Source, table: &str, n: u32, expected: usize) 
 /// Splits of small and empty tables: fewer segments than asked.
 async fn small_splits(source: &Source, empty: &str, three_text: &str, three_ints: &str) {
     for (table, want) in [(empty, 1), (three_text, 3), (three_ints, 3)] {
-        let from = From::Table(table);
+        let from = Relation::Table(table);
         let shape = source.describe(&from).await.unwrap();
         let q = source.page_query(&from, &shape, &[], PAGE).unwrap();
         let segments = source.split(&q, 8).await.unwrap();

@@ -4,7 +4,7 @@ mod common;
 
 use common::read_all;
 use sql2ddb_core::SqlValue;
-use sql2ddb_source::{Dialect, From, Source, SourceErrorKind};
+use sql2ddb_source::{Dialect, Relation, Source, SourceErrorKind};
 use sqlx::sqlite::SqliteConnectOptions;
 use sqlx::Connection;
 
@@ -42,7 +42,7 @@ async fn decodes_storage_classes_with_hints() {
     .await;
     let source = Source::connect(&url, 2).await.unwrap();
     assert_eq!(source.dialect(), Dialect::Sqlite);
-    let from = From::Table("things");
+    let from = Relation::Table("things");
     let shape = source.describe(&from).await.unwrap();
     assert_eq!(shape.primary_key, vec!["id"]);
     assert_eq!(shape.columns[6].sql_type, "DECIMAL(10,2)");
@@ -125,7 +125,7 @@ async fn pages_integer_composite_text_keys_and_queries() {
     )
     .await;
     let source = Source::connect(&url, 2).await.unwrap();
-    let from = From::Table("main.big");
+    let from = Relation::Table("main.big");
     let shape = source.describe(&from).await.unwrap();
     let q = source.page_query(&from, &shape, &[], 333).unwrap();
     let rows = read_all(&source, &q).await;
@@ -133,7 +133,7 @@ async fn pages_integer_composite_text_keys_and_queries() {
     let expected: Vec<SqlValue> = (1..=10000).map(|i| SqlValue::Int(i * 3 + i % 2)).collect();
     assert!(ids == expected, "ids out of order or duplicated");
 
-    let from = From::Table("comp");
+    let from = Relation::Table("comp");
     let shape = source.describe(&from).await.unwrap();
     assert_eq!(shape.primary_key, vec!["g", "n"]);
     let q = source.page_query(&from, &shape, &[], 7).unwrap();
@@ -150,7 +150,7 @@ async fn pages_integer_composite_text_keys_and_queries() {
 
     // A text key and a query entity.
     let sql = "SELECT v, id FROM big WHERE id < 100";
-    let from = From::Query(sql);
+    let from = Relation::Query(sql);
     let shape = source.describe(&from).await.unwrap();
     assert_eq!(
         shape
@@ -183,11 +183,11 @@ async fn missing_files_and_tables_are_clear_errors() {
 
     let (_dir, url) = database("CREATE TABLE t (id INTEGER PRIMARY KEY);").await;
     let source = Source::connect(&url, 1).await.unwrap();
-    let err = source.describe(&From::Table("nope")).await.unwrap_err();
+    let err = source.describe(&Relation::Table("nope")).await.unwrap_err();
     assert_eq!(err.kind(), SourceErrorKind::NotFound);
     assert!(err.to_string().contains("nope"), "{err}");
     // Read-only: writes fail.
     let path = url.trim_start_matches("sqlite://").to_string();
     let source2 = Source::connect(&format!("sqlite:{path}"), 1).await.unwrap();
-    assert_eq!(source2.count(&From::Table("t")).await.unwrap(), 0);
+    assert_eq!(source2.count(&Relation::Table("t")).await.unwrap(), 0);
 }

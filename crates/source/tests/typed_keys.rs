@@ -5,7 +5,7 @@ mod common;
 
 use common::{read_all, unique, Cleanup, MY_URL, PG_URL};
 use sql2ddb_core::{Row, SqlValue};
-use sql2ddb_source::{From, PageQuery, Source};
+use sql2ddb_source::{PageQuery, Relation, Source};
 use sqlx::Connection;
 
 /// A temp SQLite file filled by `setup`, and its URL.
@@ -60,7 +60,7 @@ fn ids(rows: &[Row]) -> Vec<i64> {
 }
 
 /// Pages of 3 and 1 rows, and 3 segments, each read every row once.
-async fn assert_reads_all(source: &Source, from: From<'_>, key: &str, expected: &[i64]) {
+async fn assert_reads_all(source: &Source, from: Relation<'_>, key: &str, expected: &[i64]) {
     let shape = source.describe(&from).await.unwrap();
     let key = vec![key.to_string()];
     for page_size in [3, 1] {
@@ -98,18 +98,18 @@ async fn sqlite_date_datetime_and_json_keys_page_past_the_first_page() {
     .await;
     let source = Source::connect(&url, 2).await.unwrap();
     let all: Vec<i64> = (1..=9).collect();
-    assert_reads_all(&source, From::Table("events"), "at", &all).await;
-    assert_reads_all(&source, From::Table("events"), "day", &all).await;
-    assert_reads_all(&source, From::Table("events"), "doc", &all).await;
+    assert_reads_all(&source, Relation::Table("events"), "at", &all).await;
+    assert_reads_all(&source, Relation::Table("events"), "day", &all).await;
+    assert_reads_all(&source, Relation::Table("events"), "doc", &all).await;
     assert_reads_all(
         &source,
-        From::Table("plain"),
+        Relation::Table("plain"),
         "at",
         &(1..=7).collect::<Vec<_>>(),
     )
     .await;
     let q = "SELECT id, at FROM events";
-    assert_reads_all(&source, From::Query(q), "at", &all).await;
+    assert_reads_all(&source, Relation::Query(q), "at", &all).await;
 
     // One instant written twice, two ways: the cursor cannot tell the rows
     // apart, so paging stops with an error instead of skipping one.
@@ -119,7 +119,7 @@ async fn sqlite_date_datetime_and_json_keys_page_past_the_first_page() {
     )
     .await;
     let twice = Source::connect(&url2, 1).await.unwrap();
-    let from = From::Table("twice");
+    let from = Relation::Table("twice");
     let shape = twice.describe(&from).await.unwrap();
     let q = twice.page_query(&from, &shape, &[], 1).unwrap();
     let first = twice.read_page(&q, None).await.unwrap();
@@ -130,7 +130,7 @@ async fn sqlite_date_datetime_and_json_keys_page_past_the_first_page() {
     assert!(err.to_string().contains("as two texts"), "{err}");
 
     // The key values are decoded, not text.
-    let from = From::Table("plain");
+    let from = Relation::Table("plain");
     let shape = source.describe(&from).await.unwrap();
     let q = source.page_query(&from, &shape, &[], 3).unwrap();
     let page = source.read_page(&q, None).await.unwrap();
@@ -163,7 +163,7 @@ async fn postgres_timestamptz_date_and_uuid_keys() {
     let table = format!("{name}.ev");
     let all: Vec<i64> = (1..=8).collect();
     for key in ["at", "day", "u", "ts"] {
-        assert_reads_all(&source, From::Table(&table), key, &all).await;
+        assert_reads_all(&source, Relation::Table(&table), key, &all).await;
     }
 }
 
@@ -196,6 +196,6 @@ async fn mysql_datetime_and_binary_keys() {
     let table = format!("{name}.ev");
     let all: Vec<i64> = (1..=7).collect();
     for key in ["at", "day", "b", "at0", "tz"] {
-        assert_reads_all(&source, From::Table(&table), key, &all).await;
+        assert_reads_all(&source, Relation::Table(&table), key, &all).await;
     }
 }

@@ -7,7 +7,7 @@ use std::pin::Pin;
 
 use sql2ddb_core::SqlValue;
 use sql2ddb_mapping::{ChildRow, ChildRows, ChildShape, Embed, EntitySource};
-use sql2ddb_source::{ChildQuery, From, Source};
+use sql2ddb_source::{ChildQuery, Relation, Source};
 
 use crate::error::EngineError;
 
@@ -33,8 +33,8 @@ pub(super) fn prepare<'a>(
         let mut plans = Vec::with_capacity(embeds.len());
         for e in embeds {
             let from = match &e.from {
-                EntitySource::Table(t) => From::Table(t),
-                EntitySource::Query(q) => From::Query(q),
+                EntitySource::Table(t) => Relation::Table(t),
+                EntitySource::Query(q) => Relation::Query(q),
             };
             let shape = source.describe(&from).await?;
             let key = e.key.clone().unwrap_or_else(|| shape.primary_key.clone());

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 
 use sql2ddb_core::{KeyAttr, MappedItem};
 use sql2ddb_mapping::Entity;
-use sql2ddb_source::{From, KeyProof, Shape, Source};
+use sql2ddb_source::{KeyProof, Relation, Shape, Source};
 
 use crate::error::EngineError;
 
@@ -48,7 +48,7 @@ pub(super) fn settle(
 pub(super) async fn prove_unique(
     source: &Source,
     entity: &Entity,
-    from: &From<'_>,
+    from: &Relation<'_>,
     shape: &Shape,
     key: &[String],
 ) -> Result<KeyProof, EngineError> {
@@ -127,8 +127,8 @@ pub(super) async fn check_counts(
             continue;
         }
         let from = match &p.from {
-            sql2ddb_mapping::EntitySource::Table(t) => From::Table(t),
-            sql2ddb_mapping::EntitySource::Query(q) => From::Query(q),
+            sql2ddb_mapping::EntitySource::Table(t) => Relation::Table(t),
+            sql2ddb_mapping::EntitySource::Query(q) => Relation::Query(q),
         };
         match source.count(&from).await {
             Ok(now) if now != p.counted => report.warnings.push(format!(
@@ -158,7 +158,7 @@ mod tests {
     use std::sync::Arc;
 
     use sql2ddb_mapping::{EntitySource, Plan};
-    use sql2ddb_source::{From, Source};
+    use sql2ddb_source::{Relation, Source};
 
     use super::super::{Prepared, WriteStats};
     use super::check_counts;
@@ -179,7 +179,7 @@ pk = "CUSTOMER#{customer_id}"
 
     async fn prepared(source: &Source, plan: &Plan, counted: u64) -> Arc<Prepared> {
         let entity = &plan.entities[0];
-        let from = From::Table("customers");
+        let from = Relation::Table("customers");
         let shape = source.describe(&from).await.unwrap();
         let key = shape.primary_key.clone();
         let bound = entity.bind(plan, &shape.columns, &key).unwrap();
@@ -231,7 +231,7 @@ pk = "CUSTOMER#{customer_id}"
         let source = Source::connect("sqlite://../../examples/shop.db", 1)
             .await
             .unwrap();
-        let n = source.count(&From::Table("customers")).await.unwrap();
+        let n = source.count(&Relation::Table("customers")).await.unwrap();
         assert!(n > 2);
 
         // Every row read: nothing to say.

@@ -1,0 +1,124 @@
+//! The one fetch loop: bind the cursor values, run the statement, decode every
+//! row column by column. Written once, generic over the sqlx database; each
+//! dialect contributes only how it binds a value and how it decodes a column
+//! (its [`Driver`] impl).
+
+use sql2ddb_core::{Column, Row, SqlValue};
+use sqlx::query::Query;
+use sqlx::{
+    AssertSqlSafe, ColumnIndex, Database, Decode, Executor, IntoArguments, Pool, Row as _, Type,
+};
+
+use crate::SourceError;
+
+/// A decoding failure, as the drivers report it.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A statement of database `DB` that takes bound values.
+pub(crate) type BoundQuery<'q, DB> = Query<'q, DB, <DB as Database>::Arguments>;
+
+/// What one dialect adds to the fetch loop.
+pub(crate) trait Driver: Database {
+    /// How one column is decoded (chosen once per column from its type).
+    type Decoder: Copy;
+
+    /// `query` with `value` bound as the next placeholder; `None` for a value
+    /// that cannot be a cursor in this dialect.
+    fn bind<'q>(query: BoundQuery<'q, Self>, value: &SqlValue) -> Option<BoundQuery<'q, Self>>;
+
+    /// Column `i` of `row`, decoded as `decoder` says.
+    fn decode(row: &Self::Row, i: usize, decoder: Self::Decoder) -> Result<SqlValue, BoxError>;
+}
+
+/// Runs `sql` with `values` bound in order and decodes each row with
+/// `decoders`, one per column; `columns` name the values in decoding errors.
+pub(crate) async fn fetch<DB: Driver>(
+    pool: &Pool<DB>,
+    entity: &str,
+    columns: &[Column],
+    decoders: &[DB::Decoder],
+    sql: &str,
+    values: &[&SqlValue],
+) -> Result<Vec<Row>, SourceError>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+{
+    let mut query = sqlx::query::<DB>(AssertSqlSafe(sql));
+    for &v in values {
+        query = DB::bind(query, v).ok_or_else(|| cursor_error(entity, v))?;
+    }
+    let rows = query
+        .fetch_all(pool)
+        .await
+        .map_err(|e| SourceError::query(format!("read {entity}"), e))?;
+    rows.iter()
+        .map(|row| {
+            decoders
+                .iter()
+                .enumerate()
+                .map(|(i, decoder)| {
+                    DB::decode(row, i, *decoder)
+                        .map_err(|e| SourceError::decode(&columns[i].name, e))
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The one `i64` a statement such as `SELECT count(*) …` returns.
+pub(crate) async fn fetch_i64<DB>(
+    pool: &Pool<DB>,
+    context: &str,
+    sql: String,
+) -> Result<i64, SourceError>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    i64: Type<DB> + for<'r> Decode<'r, DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    sqlx::query_scalar::<DB, i64>(AssertSqlSafe(sql))
+        .fetch_one(pool)
+        .await
+        .map_err(|e| SourceError::query(context, e))
+}
+
+/// The first row of a statement that returns `n` optional texts and then an
+/// `i64`, if it returns any row.
+pub(crate) async fn fetch_texts_and_i64<DB>(
+    pool: &Pool<DB>,
+    context: &str,
+    sql: String,
+    n: usize,
+) -> Result<Option<(Vec<Option<String>>, i64)>, SourceError>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    i64: Type<DB> + for<'r> Decode<'r, DB>,
+    Option<String>: Type<DB> + for<'r> Decode<'r, DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let row = sqlx::query::<DB>(AssertSqlSafe(sql))
+        .fetch_optional(pool)
+        .await
+        .map_err(|e| SourceError::query(context, e))?;
+    let Some(row) = row else { return Ok(None) };
+    let texts = (0..n)
+        .map(|i| row.try_get::<Option<String>, _>(i))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| SourceError::query(context, e))?;
+    let count = row
+        .try_get::<i64, _>(n)
+        .map_err(|e| SourceError::query(context, e))?;
+    Ok(Some((texts, count)))
+}
+
+/// A cursor value that cannot be bound (NULL, invalid, nested).
+pub(crate) fn cursor_error(entity: &str, v: &SqlValue) -> SourceError {
+    SourceError::config(format!(
+        "cannot page {entity} after a key value {v:?}: key columns must hold plain, non-NULL values"
+    ))
+}
