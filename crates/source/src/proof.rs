@@ -23,6 +23,13 @@ pub enum KeyProof {
         /// The index's name.
         name: String,
     },
+    /// A unique index lies within the key, but some of its columns may hold
+    /// NULL (not declared `NOT NULL`; a SQLite primary key over non-INTEGER
+    /// columns, for one): none did when the rows were checked.
+    UniqueWithoutNulls {
+        /// The index's name.
+        name: String,
+    },
     /// A query entity: its rows were counted and hold no NULL and no
     /// duplicate key (true when checked; the query may return other rows later).
     Checked {
@@ -127,7 +134,34 @@ impl Source {
         match from {
             Relation::Table(name) => {
                 let catalog = self.catalog(name).await?;
-                Ok(judge(name, &key, &catalog))
+                let nullable: Vec<String> = key
+                    .iter()
+                    .filter(|k| catalog.nullable.contains(k))
+                    .cloned()
+                    .collect();
+                let covering = catalog
+                    .indexes
+                    .iter()
+                    .find(|i| !i.columns.is_empty() && i.columns.iter().all(|c| key.contains(c)));
+                match covering {
+                    // Unique, but NULL is allowed: the rows say whether one is there
+                    // (SQLite's primary keys over non-INTEGER columns, for one).
+                    Some(index) if !nullable.is_empty() => {
+                        let nulls = self.null_keys(from, &nullable).await?;
+                        Ok(match nulls {
+                            0 => KeyProof::UniqueWithoutNulls {
+                                name: index.name.clone(),
+                            },
+                            n => KeyProof::NotProven {
+                                reason: format!(
+                                    "key column(s) {} of {name} can hold NULL (not declared NOT NULL) and {n} row(s) do; keyset paging never reads rows whose key is NULL",
+                                    nullable.join(", ")
+                                ),
+                            },
+                        })
+                    }
+                    _ => Ok(judge(name, &key, &catalog)),
+                }
             }
             Relation::Query(_) => self.check_query_key(from, &key).await,
         }
@@ -204,13 +238,8 @@ impl Source {
         let d = self.dialect();
         let relation = sql::relation(d, from)?;
         let refs: Vec<String> = key.iter().map(|k| column_ref(d, k)).collect();
-        let any_null: Vec<String> = refs.iter().map(|r| format!("{r} IS NULL")).collect();
-        let null_sql = format!(
-            "SELECT count(*) FROM {relation} WHERE {}",
-            any_null.join(" OR ")
-        );
         let context = format!("check that the key of {} is unique", from.display_name());
-        let nulls = self.fetch_i64(&context, null_sql).await?;
+        let nulls = self.null_keys(from, key).await?;
         let columns = key.join(", ");
         if nulls > 0 {
             return Ok(KeyProof::NotProven {
@@ -256,6 +285,24 @@ impl Source {
         }
         let rows = self.count(from).await?;
         Ok(KeyProof::Checked { rows })
+    }
+}
+
+impl Source {
+    /// Rows of the entity with a NULL in any of `columns`.
+    async fn null_keys(&self, from: &Relation<'_>, columns: &[String]) -> Result<i64, SourceError> {
+        let d = self.dialect();
+        let relation = sql::relation(d, from)?;
+        let any_null: Vec<String> = columns
+            .iter()
+            .map(|k| format!("{} IS NULL", column_ref(d, k)))
+            .collect();
+        let sql = format!(
+            "SELECT count(*) FROM {relation} WHERE {}",
+            any_null.join(" OR ")
+        );
+        let context = format!("look for NULL keys in {}", from.display_name());
+        self.fetch_i64(&context, sql).await
     }
 }
 

@@ -57,7 +57,7 @@ pub(super) async fn prove_unique(
         return Err(EngineError::Entity {
             entity: entity.name.clone(),
             message: format!(
-                "its key ({}) is not proven unique and non-NULL: {reason}. Keyset paging by such a key skips rows that share a key with the last row of a page and never reads rows whose key is NULL. Give the table a primary key or a unique index over NOT NULL columns and use those columns as `key`, or set `key = [...]` to columns that already have one",
+                "its key ({}) is not proven unique and non-NULL, so paging by it could skip rows: {reason}. Give the table a primary key or a unique index over NOT NULL columns and use those columns as `key`, or set `key = [...]` to columns that already have one",
                 key.join(", ")
             ),
         });
