@@ -3,13 +3,15 @@
 //! dialect contributes only how it binds a value and how it decodes a column
 //! (its [`Driver`] impl).
 
-use sql2ddb_core::{Column, Row, SqlValue};
+use sql2ddb_core::{Column as SqlColumn, Row, SqlValue};
 use sqlx::query::Query;
 use sqlx::{
-    AssertSqlSafe, ColumnIndex, Database, Decode, Executor, IntoArguments, Pool, Row as _, Type,
+    AssertSqlSafe, Column as _, ColumnIndex, Database, Decode, Encode, Executor, IntoArguments,
+    Pool, Row as _, SqlSafeStr, Statement, Type, TypeInfo,
 };
 
-use crate::SourceError;
+use crate::sql;
+use crate::{Dialect, Relation, SourceError};
 
 /// A decoding failure, as the drivers report it.
 pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -35,7 +37,7 @@ pub(crate) trait Driver: Database {
 pub(crate) async fn fetch<DB: Driver>(
     pool: &Pool<DB>,
     entity: &str,
-    columns: &[Column],
+    columns: &[SqlColumn],
     decoders: &[DB::Decoder],
     sql: &str,
     values: &[&SqlValue],
@@ -114,6 +116,60 @@ where
         .try_get::<i64, _>(n)
         .map_err(|e| SourceError::query(context, e))?;
     Ok(Some((texts, count)))
+}
+
+/// The result columns of a query entity, from its prepared `SELECT * …
+/// LIMIT 0`; an error points into the query.
+pub(crate) async fn prepare_query<DB>(
+    pool: &Pool<DB>,
+    dialect: Dialect,
+    from: &Relation<'_>,
+    query: &str,
+) -> Result<DB::Statement, SourceError>
+where
+    DB: Database,
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+{
+    let context = format!("describe {}", from.display_name());
+    let statement = sql::describe_sql(dialect, from)?;
+    pool.prepare(AssertSqlSafe(statement.clone()).into_sql_str())
+        .await
+        .map_err(|e| SourceError::query_in(&context, e, &statement, query))
+}
+
+/// The columns of a prepared statement, typed by the driver's type names.
+pub(crate) fn statement_columns<S: Statement>(stmt: &S) -> Vec<SqlColumn> {
+    stmt.columns()
+        .iter()
+        .map(|c| SqlColumn {
+            name: c.name().to_string(),
+            sql_type: c.type_info().name().to_string(),
+        })
+        .collect()
+}
+
+/// `query` with `value` bound, for the values every dialect binds alike
+/// (integers, booleans, floats, text, bytes); `Err(query)` for the others.
+pub(crate) fn bind_plain<'q, DB>(
+    query: BoundQuery<'q, DB>,
+    value: &SqlValue,
+) -> Result<BoundQuery<'q, DB>, BoundQuery<'q, DB>>
+where
+    DB: Database,
+    i64: for<'e> Encode<'e, DB> + Type<DB>,
+    bool: for<'e> Encode<'e, DB> + Type<DB>,
+    f64: for<'e> Encode<'e, DB> + Type<DB>,
+    String: for<'e> Encode<'e, DB> + Type<DB>,
+    Vec<u8>: for<'e> Encode<'e, DB> + Type<DB>,
+{
+    Ok(match value {
+        SqlValue::Int(i) => query.bind(*i),
+        SqlValue::Bool(b) => query.bind(*b),
+        SqlValue::Float(f) => query.bind(*f),
+        SqlValue::Decimal(s) | SqlValue::Text(s) => query.bind(s.clone()),
+        SqlValue::Bytes(b) => query.bind(b.clone()),
+        _ => return Err(query),
+    })
 }
 
 /// A cursor value that cannot be bound (NULL, invalid, nested).

@@ -6,12 +6,9 @@
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
 use sql2ddb_core::{Column, SqlValue};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow};
-use sqlx::{
-    AssertSqlSafe, Column as _, Connection, Executor, MySql, Row as _, SqlSafeStr, Statement,
-    TypeInfo, ValueRef,
-};
+use sqlx::{Connection, MySql, Row as _, ValueRef};
 
-use crate::fetch::{BoundQuery, BoxError, Driver};
+use crate::fetch::{bind_plain, prepare_query, statement_columns, BoundQuery, BoxError, Driver};
 use crate::page::{Decoders, DialectPlan};
 use crate::sql::{self, column_ref};
 use crate::{Dialect, Relation, Shape, SourceError};
@@ -170,20 +167,9 @@ pub(crate) async fn describe(pool: &MySqlPool, from: &Relation<'_>) -> Result<Sh
             })
         }
         Relation::Query(query) => {
-            let statement = sql::describe_sql(Dialect::MySql, from)?;
-            let stmt = pool
-                .prepare(AssertSqlSafe(statement.clone()).into_sql_str())
-                .await
-                .map_err(|e| SourceError::query_in(&context, e, &statement, query))?;
+            let stmt = prepare_query(pool, Dialect::MySql, from, query).await?;
             Ok(Shape {
-                columns: stmt
-                    .columns()
-                    .iter()
-                    .map(|c| Column {
-                        name: c.name().to_string(),
-                        sql_type: c.type_info().name().to_string(),
-                    })
-                    .collect(),
+                columns: statement_columns(&stmt),
                 primary_key: Vec::new(),
             })
         }
@@ -244,13 +230,12 @@ impl Driver for MySql {
     type Decoder = Kind;
 
     fn bind<'q>(query: BoundQuery<'q, Self>, value: &SqlValue) -> Option<BoundQuery<'q, Self>> {
+        let query = match bind_plain(query, value) {
+            Ok(bound) => return Some(bound),
+            Err(query) => query,
+        };
         Some(match value {
-            SqlValue::Int(i) => query.bind(*i),
             SqlValue::UInt(u) => query.bind(*u),
-            SqlValue::Bool(b) => query.bind(*b),
-            SqlValue::Float(f) => query.bind(*f),
-            SqlValue::Decimal(s) | SqlValue::Text(s) => query.bind(s.clone()),
-            SqlValue::Bytes(b) => query.bind(b.clone()),
             SqlValue::Date(d) => query.bind(*d),
             SqlValue::Time(t) => query.bind(*t),
             SqlValue::Timestamp(ts) => query.bind(*ts),

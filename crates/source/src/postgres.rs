@@ -4,8 +4,9 @@ mod decode;
 
 use sql2ddb_core::Column;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
-use sqlx::{AssertSqlSafe, Column as _, Connection, Executor, SqlSafeStr, Statement};
+use sqlx::{Column as _, Connection, Statement};
 
+use crate::fetch::prepare_query;
 use crate::page::{Decoders, DialectPlan};
 use crate::sql::{self, column_ref};
 use crate::{Dialect, Relation, Shape, SourceError};
@@ -165,11 +166,7 @@ pub(crate) async fn describe(pool: &PgPool, from: &Relation<'_>) -> Result<Shape
             })
         }
         Relation::Query(query) => {
-            let statement = sql::describe_sql(Dialect::Postgres, from)?;
-            let stmt = pool
-                .prepare(AssertSqlSafe(statement.clone()).into_sql_str())
-                .await
-                .map_err(|e| SourceError::query_in(&context, e, &statement, query))?;
+            let stmt = prepare_query(pool, Dialect::Postgres, from, query).await?;
             let oids: Vec<i64> = stmt
                 .columns()
                 .iter()

@@ -7,12 +7,9 @@ use std::path::Path;
 
 use sql2ddb_core::{Column, SqlValue};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteRow};
-use sqlx::{
-    AssertSqlSafe, Column as _, Executor, Row as _, SqlSafeStr, Sqlite, Statement, TypeInfo,
-    ValueRef,
-};
+use sqlx::{Row as _, Sqlite, TypeInfo, ValueRef};
 
-use crate::fetch::{BoundQuery, BoxError, Driver};
+use crate::fetch::{bind_plain, prepare_query, statement_columns, BoundQuery, BoxError, Driver};
 use crate::page::{Decoders, DialectPlan};
 use crate::sql::{self, column_ref};
 use crate::{Dialect, Relation, Shape, SourceError};
@@ -121,20 +118,9 @@ pub(crate) async fn describe(pool: &SqlitePool, from: &Relation<'_>) -> Result<S
             })
         }
         Relation::Query(query) => {
-            let statement = sql::describe_sql(Dialect::Sqlite, from)?;
-            let stmt = pool
-                .prepare(AssertSqlSafe(statement.clone()).into_sql_str())
-                .await
-                .map_err(|e| SourceError::query_in(&context, e, &statement, query))?;
+            let stmt = prepare_query(pool, Dialect::Sqlite, from, query).await?;
             Ok(Shape {
-                columns: stmt
-                    .columns()
-                    .iter()
-                    .map(|c| Column {
-                        name: c.name().to_string(),
-                        sql_type: c.type_info().name().to_string(),
-                    })
-                    .collect(),
+                columns: statement_columns(&stmt),
                 primary_key: Vec::new(),
             })
         }
@@ -159,14 +145,7 @@ impl Driver for Sqlite {
     type Decoder = Hint;
 
     fn bind<'q>(query: BoundQuery<'q, Self>, value: &SqlValue) -> Option<BoundQuery<'q, Self>> {
-        Some(match value {
-            SqlValue::Int(i) => query.bind(*i),
-            SqlValue::Bool(b) => query.bind(*b),
-            SqlValue::Float(f) => query.bind(*f),
-            SqlValue::Decimal(s) | SqlValue::Text(s) => query.bind(s.clone()),
-            SqlValue::Bytes(b) => query.bind(b.clone()),
-            _ => return None,
-        })
+        bind_plain(query, value).ok()
     }
 
     fn decode(row: &SqliteRow, i: usize, hint: Hint) -> Result<SqlValue, BoxError> {

@@ -4,37 +4,15 @@
 mod common;
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
-use common::{read_all, unique, Cleanup, MY_URL};
+use common::{my_database, read_all, text, MY_URL};
 use sql2ddb_core::SqlValue;
 use sql2ddb_source::{Dialect, Relation, Source, SourceErrorKind};
-use sqlx::Connection;
 
-/// A fresh database, filled by `setup` (`{d}` stands for its name), dropped at the end.
-async fn database(setup: &str) -> (String, Cleanup) {
-    let name = unique("src_my");
-    let guard = Cleanup {
-        url: MY_URL.to_string(),
-        sql: format!("DROP DATABASE IF EXISTS `{name}`"),
-    };
-    let mut conn = sqlx::MySqlConnection::connect(MY_URL).await.unwrap();
-    let sql = format!(
-        "CREATE DATABASE `{name}`; {}",
-        setup.replace("{d}", &format!("`{name}`"))
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    (name, guard)
-}
-
-fn text(s: &str) -> SqlValue {
-    SqlValue::Text(s.to_string())
-}
-
+// Long by design: one row of every MariaDB type, checked value by value.
 #[tokio::test]
 async fn decodes_every_type_exactly() {
-    let (d, _guard) = database(
+    let (d, _guard) = my_database(
+        "src_my",
         r#"CREATE TABLE {d}.all_types (
              id INT PRIMARY KEY, flag TINYINT(1), flag2 BOOLEAN, ti TINYINT, si SMALLINT, mi MEDIUMINT,
              i INT, bi BIGINT, ubi BIGINT UNSIGNED, dm DECIMAL(65,30), f FLOAT, db DOUBLE,
@@ -166,7 +144,8 @@ async fn decodes_every_type_exactly() {
 
 #[tokio::test]
 async fn latin1_text_arrives_as_utf8() {
-    let (d, _guard) = database(
+    let (d, _guard) = my_database(
+        "src_my",
         "CREATE TABLE {d}.latin (id INT PRIMARY KEY, name VARCHAR(20), note TEXT) CHARACTER SET latin1;
          INSERT INTO {d}.latin VALUES (1, 'café', 'Ünïcödé'), (2, 'naïve', NULL);",
     )
@@ -193,9 +172,11 @@ async fn latin1_text_arrives_as_utf8() {
     assert_eq!(rows[0][1], text("café"));
 }
 
+// Long by design: one fixture paged three ways (composite, decimal, query entity).
 #[tokio::test]
 async fn pages_composite_decimal_and_query_entities() {
-    let (d, _guard) = database(
+    let (d, _guard) = my_database(
+        "src_my",
         "CREATE TABLE {d}.comp (g VARCHAR(5), n INT, v INT, PRIMARY KEY (g, n));
          INSERT INTO {d}.comp
            SELECT CHAR(97 + a.i), b.i * 10 + c.i, a.i * 1000 + b.i * 10 + c.i

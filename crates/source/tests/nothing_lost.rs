@@ -4,63 +4,8 @@
 
 mod common;
 
-use common::{unique, Cleanup, MY_URL, PG_URL};
+use common::{my_database, pg_schema, sqlite_file, MY_URL, PG_URL};
 use sql2ddb_source::{KeyProof, Relation, Source, SourceErrorKind};
-use sqlx::Connection;
-
-/// A fresh PostgreSQL schema (`{s}` in `setup`), dropped at the end.
-async fn pg_schema(setup: &str) -> (String, Cleanup) {
-    let name = unique("nl_pg");
-    let guard = Cleanup {
-        url: PG_URL.to_string(),
-        sql: format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"),
-    };
-    let mut conn = sqlx::PgConnection::connect(PG_URL).await.unwrap();
-    let sql = format!(
-        "CREATE SCHEMA \"{name}\"; {}",
-        setup.replace("{s}", &format!("\"{name}\""))
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    (name, guard)
-}
-
-/// A fresh MariaDB database (`{d}` in `setup`), dropped at the end.
-async fn my_database(setup: &str) -> (String, Cleanup) {
-    let name = unique("nl_my");
-    let guard = Cleanup {
-        url: MY_URL.to_string(),
-        sql: format!("DROP DATABASE IF EXISTS `{name}`"),
-    };
-    let mut conn = sqlx::MySqlConnection::connect(MY_URL).await.unwrap();
-    let sql = format!(
-        "CREATE DATABASE `{name}`; {}",
-        setup.replace("{d}", &format!("`{name}`"))
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    (name, guard)
-}
-
-/// A temp SQLite file filled by `setup`, and its URL.
-async fn sqlite_file(setup: &str) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("source.db");
-    let opts = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&path)
-        .create_if_missing(true);
-    let mut conn = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(setup.to_string()))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.unwrap();
-    (dir, format!("sqlite://{}", path.display()))
-}
 
 fn keys(k: &[&str]) -> Vec<String> {
     k.iter().map(|s| s.to_string()).collect()
@@ -166,6 +111,7 @@ async fn assert_query_proofs(source: &Source, prefix: &str) {
 #[tokio::test]
 async fn nothing_lost_01_key_uniqueness_postgres() {
     let (s, _guard) = pg_schema(
+        "nl_pg",
         &("CREATE TABLE {s}.dup (k int, v text);
            CREATE TABLE {s}.pk (k int PRIMARY KEY, v text);
            CREATE TABLE {s}.uniq_null (k int, v text);
@@ -194,6 +140,7 @@ async fn nothing_lost_01_key_uniqueness_postgres() {
 #[tokio::test]
 async fn nothing_lost_01_key_uniqueness_mariadb() {
     let (d, _guard) = my_database(
+        "nl_my",
         &("CREATE TABLE {d}.dup (k INT, v VARCHAR(10));
            CREATE TABLE {d}.pk (k INT PRIMARY KEY, v VARCHAR(10));
            CREATE TABLE {d}.uniq_null (k INT, v VARCHAR(10), UNIQUE KEY uniq_null_k (k));

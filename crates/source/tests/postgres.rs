@@ -4,33 +4,9 @@
 mod common;
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
-use common::{read_all, unique, Cleanup, PG_URL};
+use common::{pg_schema, read_all, text, PG_URL};
 use sql2ddb_core::SqlValue;
 use sql2ddb_source::{Dialect, Relation, Source, SourceErrorKind};
-use sqlx::Connection;
-
-/// A fresh schema, created with `setup` (`{s}` stands for its name), dropped at the end.
-async fn schema(setup: &str) -> (String, Cleanup) {
-    let name = unique("src_pg");
-    let guard = Cleanup {
-        url: PG_URL.to_string(),
-        sql: format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"),
-    };
-    let mut conn = sqlx::PgConnection::connect(PG_URL).await.unwrap();
-    let sql = format!(
-        "CREATE SCHEMA \"{name}\"; {}",
-        setup.replace("{s}", &format!("\"{name}\""))
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    (name, guard)
-}
-
-fn text(s: &str) -> SqlValue {
-    SqlValue::Text(s.to_string())
-}
 
 fn dec(s: &str) -> SqlValue {
     SqlValue::Decimal(s.to_string())
@@ -40,9 +16,11 @@ fn ts(s: &str) -> NaiveDateTime {
     NaiveDateTime::parse_from_str(s, "%Y-%m-%d %H:%M:%S%.f").unwrap()
 }
 
+// Long by design: one row of every PostgreSQL type, checked value by value.
 #[tokio::test]
 async fn decodes_every_type_exactly() {
-    let (s, _guard) = schema(
+    let (s, _guard) = pg_schema(
+        "src_pg",
         "CREATE TYPE {s}.mood AS ENUM ('sad', 'happy');
          CREATE TABLE {s}.all_types (
            id int PRIMARY KEY, i2 smallint, i8 bigint, n6020 numeric(60,20), nbig numeric, nnan numeric,
@@ -180,7 +158,8 @@ async fn decodes_every_type_exactly() {
 
 #[tokio::test]
 async fn pages_a_large_table_with_gaps_exactly_once() {
-    let (s, _guard) = schema(
+    let (s, _guard) = pg_schema(
+        "src_pg",
         "CREATE TABLE {s}.big (id bigint PRIMARY KEY, v text);
          INSERT INTO {s}.big SELECT i * 3 + i % 7, 'v' || i FROM generate_series(1, 10000) AS i;",
     )
@@ -211,7 +190,8 @@ async fn pages_a_large_table_with_gaps_exactly_once() {
 
 #[tokio::test]
 async fn pages_composite_text_int_and_numeric_keys() {
-    let (s, _guard) = schema(
+    let (s, _guard) = pg_schema(
+        "src_pg",
         "CREATE TABLE {s}.comp (\"Group\" text, n int, v int, PRIMARY KEY (\"Group\", n));
          INSERT INTO {s}.comp SELECT chr(97 + g), n, g * 100 + n FROM generate_series(0, 9) g, generate_series(1, 50) n;
          CREATE TABLE {s}.money (amount numeric(10,2) PRIMARY KEY, u uuid);
@@ -261,7 +241,8 @@ async fn pages_composite_text_int_and_numeric_keys() {
 
 #[tokio::test]
 async fn pages_a_text_key_and_a_query_entity() {
-    let (s, _guard) = schema(
+    let (s, _guard) = pg_schema(
+        "src_pg",
         "CREATE TABLE {s}.words (w varchar(20) PRIMARY KEY, n int);
          INSERT INTO {s}.words SELECT 'k' || lpad(i::text, 4, '0'), i FROM generate_series(1, 1000) i;",
     )
@@ -298,7 +279,7 @@ async fn pages_a_text_key_and_a_query_entity() {
 
 #[tokio::test]
 async fn clear_errors() {
-    let (s, _guard) = schema("CREATE TABLE {s}.t (id int PRIMARY KEY);").await;
+    let (s, _guard) = pg_schema("src_pg", "CREATE TABLE {s}.t (id int PRIMARY KEY);").await;
     let source = Source::connect(PG_URL, 1).await.unwrap();
     let missing = format!("{s}.nope");
     let err = source

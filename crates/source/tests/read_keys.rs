@@ -3,26 +3,10 @@
 
 mod common;
 
-use common::{read_all, unique, Cleanup, MY_URL, PG_URL};
+use common::{read_all, sqlite_file, unique, Cleanup, MY_URL, PG_URL};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{Relation, Source, MAX_PARENTS_PER_QUERY};
 use sqlx::Connection;
-
-/// A temp SQLite file filled by `setup`, and its URL.
-async fn sqlite_file(setup: &str) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("source.db");
-    let opts = sqlx::sqlite::SqliteConnectOptions::new()
-        .filename(&path)
-        .create_if_missing(true);
-    let mut conn = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(setup.to_string()))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.unwrap();
-    (dir, format!("sqlite://{}", path.display()))
-}
 
 fn sorted(mut rows: Vec<Row>) -> Vec<Row> {
     rows.sort_by_key(|r| match r[0] {

@@ -2,36 +2,14 @@
 
 mod common;
 
-use common::read_all;
+use common::{read_all, sqlite_file, text};
 use sql2ddb_core::SqlValue;
 use sql2ddb_source::{Dialect, Relation, Source, SourceErrorKind};
-use sqlx::sqlite::SqliteConnectOptions;
-use sqlx::Connection;
 
-/// A temp SQLite file filled by `setup`, and its `sqlite://` URL.
-async fn database(setup: &str) -> (tempfile::TempDir, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("source.db");
-    let opts = SqliteConnectOptions::new()
-        .filename(&path)
-        .create_if_missing(true);
-    let mut conn = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(setup.to_string()))
-        .execute(&mut conn)
-        .await
-        .unwrap();
-    conn.close().await.unwrap();
-    let url = format!("sqlite://{}", path.display());
-    (dir, url)
-}
-
-fn text(s: &str) -> SqlValue {
-    SqlValue::Text(s.to_string())
-}
-
+// Long by design: one table of every storage class and hint, checked value by value.
 #[tokio::test]
 async fn decodes_storage_classes_with_hints() {
-    let (_dir, url) = database(
+    let (_dir, url) = sqlite_file(
         r#"CREATE TABLE things (id INTEGER PRIMARY KEY, n INTEGER, r REAL, t TEXT, b BLOB,
              flag BOOLEAN, price DECIMAL(10,2), doc JSON, loose, created DATETIME);
            INSERT INTO things VALUES (1, 9223372036854775807, 0.1, 'héllo', x'00ff', 1, 'NaN',
@@ -115,7 +93,7 @@ async fn decodes_storage_classes_with_hints() {
 
 #[tokio::test]
 async fn pages_integer_composite_text_keys_and_queries() {
-    let (_dir, url) = database(
+    let (_dir, url) = sqlite_file(
         "CREATE TABLE big (id INTEGER PRIMARY KEY, v TEXT);
          WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 10000)
            INSERT INTO big SELECT i * 3 + i % 2, 'v' || i FROM s;
@@ -181,7 +159,7 @@ async fn missing_files_and_tables_are_clear_errors() {
     assert_eq!(err.kind(), SourceErrorKind::NotFound);
     assert!(err.to_string().contains("/nonexistent/dir/x.db"), "{err}");
 
-    let (_dir, url) = database("CREATE TABLE t (id INTEGER PRIMARY KEY);").await;
+    let (_dir, url) = sqlite_file("CREATE TABLE t (id INTEGER PRIMARY KEY);").await;
     let source = Source::connect(&url, 1).await.unwrap();
     let err = source.describe(&Relation::Table("nope")).await.unwrap_err();
     assert_eq!(err.kind(), SourceErrorKind::NotFound);

@@ -8,19 +8,18 @@ use sqlx::postgres::{PgRow, PgValueFormat, Postgres};
 use sqlx::{Row as _, ValueRef};
 
 use super::{Elem, Kind};
-use crate::fetch::{BoundQuery, BoxError, Driver};
+use crate::fetch::{bind_plain, BoundQuery, BoxError, Driver};
 
 impl Driver for Postgres {
     type Decoder = Kind;
 
     fn bind<'q>(query: BoundQuery<'q, Self>, value: &SqlValue) -> Option<BoundQuery<'q, Self>> {
+        let query = match bind_plain(query, value) {
+            Ok(bound) => return Some(bound),
+            Err(query) => query,
+        };
         Some(match value {
-            SqlValue::Int(i) => query.bind(*i),
             SqlValue::UInt(u) => query.bind(u.to_string()),
-            SqlValue::Bool(b) => query.bind(*b),
-            SqlValue::Float(f) => query.bind(*f),
-            SqlValue::Decimal(s) | SqlValue::Text(s) => query.bind(s.clone()),
-            SqlValue::Bytes(b) => query.bind(b.clone()),
             SqlValue::Date(d) => query.bind(*d),
             SqlValue::Time(t) => query.bind(*t),
             SqlValue::Timestamp(ts) => query.bind(*ts),

@@ -4,6 +4,8 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use sqlx::Connection;
+
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{PageQuery, Source};
 
@@ -22,6 +24,67 @@ pub fn unique(prefix: &str) -> String {
         std::process::id(),
         COUNTER.fetch_add(1, Ordering::Relaxed)
     )
+}
+
+/// A fresh PostgreSQL schema named after `prefix`, created with `setup`
+/// (`{s}` stands for its name), dropped at the end.
+pub async fn pg_schema(prefix: &str, setup: &str) -> (String, Cleanup) {
+    let name = unique(prefix);
+    let guard = Cleanup {
+        url: PG_URL.to_string(),
+        sql: format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"),
+    };
+    let mut conn = sqlx::PgConnection::connect(PG_URL).await.unwrap();
+    let sql = format!(
+        "CREATE SCHEMA \"{name}\"; {}",
+        setup.replace("{s}", &format!("\"{name}\""))
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    (name, guard)
+}
+
+/// A fresh MariaDB database named after `prefix`, filled by `setup` (`{d}`
+/// stands for its name), dropped at the end.
+pub async fn my_database(prefix: &str, setup: &str) -> (String, Cleanup) {
+    let name = unique(prefix);
+    let guard = Cleanup {
+        url: MY_URL.to_string(),
+        sql: format!("DROP DATABASE IF EXISTS `{name}`"),
+    };
+    let mut conn = sqlx::MySqlConnection::connect(MY_URL).await.unwrap();
+    let sql = format!(
+        "CREATE DATABASE `{name}`; {}",
+        setup.replace("{d}", &format!("`{name}`"))
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    (name, guard)
+}
+
+/// A temp SQLite file filled by `setup`, and its `sqlite://` URL.
+pub async fn sqlite_file(setup: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("source.db");
+    let opts = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true);
+    let mut conn = sqlx::SqliteConnection::connect_with(&opts).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(setup.to_string()))
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    conn.close().await.unwrap();
+    (dir, format!("sqlite://{}", path.display()))
+}
+
+/// A text value.
+pub fn text(s: &str) -> SqlValue {
+    SqlValue::Text(s.to_string())
 }
 
 /// Reads every page; checks each page's size and that cursors strictly advance.
