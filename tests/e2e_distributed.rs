@@ -17,7 +17,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use common::*;
 use distributed::*;
 use sql2ddb_core::KeyAttr;
-use sql2ddb_dynamo::progress::{default_table, summarize};
+use sql2ddb_dynamo::progress::default_table;
+use sql2ddb_engine::verify::summarize;
 use sql2ddb_queue::WorkQueue;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -308,11 +309,11 @@ async fn a_batch_that_always_fails_is_dead_lettered_shown_and_not_verified_until
     let keys = [
         KeyAttr {
             name: "PK".into(),
-            kind: "S".into(),
+            kind: sql2ddb_core::KeyType::S,
         },
         KeyAttr {
             name: "SK".into(),
-            kind: "S".into(),
+            kind: sql2ddb_core::KeyType::S,
         },
     ];
     sql2ddb_dynamo::ensure_table(&f.dynamo.client, &f.table, &keys, true)

@@ -170,7 +170,9 @@ impl Fixture {
         .await;
         let dynamo = Dynamo::start().await;
         let moto = MotoServer::start();
-        let sqs = sql2ddb_queue::connect(Some(moto.url()), Some("us-east-1"), None).await;
+        let sqs = sql2ddb_queue::connect(Some(moto.url()), Some("us-east-1"), None)
+            .await
+            .unwrap();
         let urls = create_queue(
             &sqs,
             &pg.name.replace('_', "-"),

@@ -101,7 +101,9 @@ async fn run(command: QueueCommand) -> Result<(), String> {
         let (endpoint, region) = (sqs.sqs_endpoint.clone(), sqs.region.clone());
         let url = url.map(str::to_string);
         async move {
-            sql2ddb_queue::connect(endpoint.as_deref(), region.as_deref(), url.as_deref()).await
+            sql2ddb_queue::connect(endpoint.as_deref(), region.as_deref(), url.as_deref())
+                .await
+                .map_err(|e| e.to_string())
         }
     };
     match command {
@@ -111,7 +113,7 @@ async fn run(command: QueueCommand) -> Result<(), String> {
             max_receive_count,
             sqs,
         } => {
-            let c = client(&sqs, None).await;
+            let c = client(&sqs, None).await?;
             let urls = create_queue(
                 &c,
                 &name,
@@ -130,7 +132,7 @@ async fn run(command: QueueCommand) -> Result<(), String> {
             );
         }
         QueueCommand::Redrive { queue, sqs } => {
-            let c = client(&sqs, Some(&queue)).await;
+            let c = client(&sqs, Some(&queue)).await?;
             let q = SqsQueue::open(c.clone(), &queue)
                 .await
                 .map_err(|e| e.to_string())?;
@@ -145,7 +147,7 @@ async fn run(command: QueueCommand) -> Result<(), String> {
             );
         }
         QueueCommand::Depth { queue, sqs } => {
-            let c = client(&sqs, Some(&queue)).await;
+            let c = client(&sqs, Some(&queue)).await?;
             let d = SqsQueue::open(c, &queue)
                 .await
                 .map_err(|e| e.to_string())?
@@ -164,7 +166,7 @@ async fn run(command: QueueCommand) -> Result<(), String> {
             );
         }
         QueueCommand::Delete { queue, sqs } => {
-            let c = client(&sqs, Some(&queue)).await;
+            let c = client(&sqs, Some(&queue)).await?;
             let q = SqsQueue::open(c.clone(), &queue)
                 .await
                 .map_err(|e| e.to_string())?;

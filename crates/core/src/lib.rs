@@ -14,7 +14,9 @@ pub mod wire;
 
 pub use attr::{AttrValue, Item};
 pub use batch::{BatchPart, BatchPointer, MappedItem, Reject, WorkBatch};
-pub use limits::{check_item, item_size, write_units, ItemProblem, KeyAttr};
+pub use limits::{
+    check_item, item_size, write_units, ItemProblem, KeyAttr, KeyType, UnknownKeyType,
+};
 pub use number::{normalize_number, NumberError};
 pub use pointer::PointerUpdate;
 pub use redact::{redact_secrets, redact_url};

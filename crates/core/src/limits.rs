@@ -1,6 +1,10 @@
 //! DynamoDB's per-item limits, checked before any call so that one bad row is
 //! rejected alone instead of failing its whole batch.
 
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::attr::{AttrValue, Item};
@@ -76,13 +80,70 @@ pub enum ItemProblem {
     },
 }
 
-/// One key attribute of a table: its name and DynamoDB type (`S`, `N` or `B`).
+/// One key attribute of a table: its name and DynamoDB type.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyAttr {
     /// Attribute name.
     pub name: String,
+    /// Its type.
+    pub kind: KeyType,
+}
+
+impl KeyAttr {
+    /// A key attribute named `name` of type `kind`.
+    pub fn new(name: impl Into<String>, kind: KeyType) -> Self {
+        KeyAttr {
+            name: name.into(),
+            kind,
+        }
+    }
+}
+
+/// The type of a key attribute: DynamoDB allows only these three. It
+/// serialises and displays as DynamoDB writes it: `"S"`, `"N"`, `"B"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum KeyType {
+    /// String.
+    S,
+    /// Number.
+    N,
+    /// Binary.
+    B,
+}
+
+impl KeyType {
     /// `S`, `N` or `B`.
-    pub kind: String,
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyType::S => "S",
+            KeyType::N => "N",
+            KeyType::B => "B",
+        }
+    }
+}
+
+impl fmt::Display for KeyType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A text that is not `S`, `N` or `B`.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("{0:?} is not a key attribute type (S, N or B)")]
+pub struct UnknownKeyType(pub String);
+
+impl FromStr for KeyType {
+    type Err = UnknownKeyType;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "S" => Ok(KeyType::S),
+            "N" => Ok(KeyType::N),
+            "B" => Ok(KeyType::B),
+            other => Err(UnknownKeyType(other.to_string())),
+        }
+    }
 }
 
 /// Size of a value by DynamoDB's rules (without its attribute name).
@@ -141,10 +202,10 @@ pub fn check_item(item: &Item, keys: &[KeyAttr]) -> Result<usize, ItemProblem> {
             AttrValue::N(_) => 1,
             _ => 0,
         };
-        if value.type_name() != key.kind {
+        if value.type_name() != key.kind.as_str() {
             return Err(ItemProblem::KeyType {
                 attr: key.name.clone(),
-                expected: key.kind.clone(),
+                expected: key.kind.to_string(),
                 found: value.type_name().to_string(),
             });
         }
@@ -196,14 +257,8 @@ mod tests {
 
     fn keys() -> Vec<KeyAttr> {
         vec![
-            KeyAttr {
-                name: "PK".into(),
-                kind: "S".into(),
-            },
-            KeyAttr {
-                name: "SK".into(),
-                kind: "S".into(),
-            },
+            KeyAttr::new("PK", KeyType::S),
+            KeyAttr::new("SK", KeyType::S),
         ]
     }
 
@@ -283,6 +338,16 @@ mod tests {
             check_item(&deep, &keys()),
             Err(ItemProblem::TooDeep { depth: 33, .. })
         ));
+    }
+
+    #[test]
+    fn key_types_read_and_write_as_dynamodb_spells_them() {
+        for (text, kind) in [("S", KeyType::S), ("N", KeyType::N), ("B", KeyType::B)] {
+            assert_eq!(text.parse::<KeyType>(), Ok(kind));
+            assert_eq!(kind.to_string(), text);
+            assert_eq!(serde_json::to_string(&kind).unwrap(), format!("\"{text}\""));
+        }
+        assert!("s".parse::<KeyType>().is_err());
     }
 
     #[test]

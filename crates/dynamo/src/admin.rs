@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, GlobalSecondaryIndexDescription,
-    IndexStatus, KeySchemaElement, KeyType, Projection as SdkProjection, ProjectionType,
-    ProvisionedThroughput, ScalarAttributeType, TableDescription, TableStatus,
+    IndexStatus, KeySchemaElement, KeyType as SdkKeyType, Projection as SdkProjection,
+    ProjectionType, ProvisionedThroughput, ScalarAttributeType, TableDescription, TableStatus,
 };
 use aws_sdk_dynamodb::Client;
-use sql2ddb_core::KeyAttr;
+use sql2ddb_core::{KeyAttr, KeyType};
 
-use crate::error::{sdk_message, DynamoError};
+use crate::error::{call_error, local_error, DynamoError};
 
 /// How long to wait for a new table and its indexes to become ACTIVE.
 pub const CREATE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -90,17 +90,30 @@ impl Projection {
     }
 }
 
-fn scalar(kind: &str) -> ScalarAttributeType {
+fn scalar(kind: KeyType) -> ScalarAttributeType {
     match kind {
-        "N" => ScalarAttributeType::N,
-        "B" => ScalarAttributeType::B,
-        _ => ScalarAttributeType::S,
+        KeyType::S => ScalarAttributeType::S,
+        KeyType::N => ScalarAttributeType::N,
+        KeyType::B => ScalarAttributeType::B,
     }
 }
 
-fn describe_keys(keys: &[KeyAttr]) -> String {
+/// A key attribute as an existing table describes it: its type is `None`
+/// when the table's attribute definitions do not give one of S, N or B.
+type FoundKey = (String, Option<KeyType>);
+
+fn found_from(keys: &[KeyAttr]) -> Vec<FoundKey> {
     keys.iter()
-        .map(|k| format!("{} ({})", k.name, k.kind))
+        .map(|k| (k.name.clone(), Some(k.kind)))
+        .collect()
+}
+
+fn describe_keys(keys: &[FoundKey]) -> String {
+    keys.iter()
+        .map(|(name, kind)| match kind {
+            Some(kind) => format!("{name} ({kind})"),
+            None => format!("{name} (?)"),
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -157,7 +170,7 @@ async fn ensure(
                 .map(|s| s.is_resource_not_found_exception())
                 .unwrap_or(false);
             if !missing {
-                return Err(call_err("DescribeTable", table, sdk_message(&e)));
+                return Err(call_error("DescribeTable", table, &e));
             }
             if !create {
                 return Err(DynamoError::TableMissing {
@@ -171,14 +184,6 @@ async fn ensure(
     }
 }
 
-fn call_err(operation: &'static str, table: &str, message: String) -> DynamoError {
-    DynamoError::Call {
-        operation,
-        table: table.to_string(),
-        message,
-    }
-}
-
 fn key_schema(keys: &[KeyAttr]) -> Vec<KeySchemaElement> {
     keys.iter()
         .enumerate()
@@ -186,9 +191,9 @@ fn key_schema(keys: &[KeyAttr]) -> Vec<KeySchemaElement> {
             KeySchemaElement::builder()
                 .attribute_name(&k.name)
                 .key_type(if i == 0 {
-                    KeyType::Hash
+                    SdkKeyType::Hash
                 } else {
-                    KeyType::Range
+                    SdkKeyType::Range
                 })
                 .build()
                 .expect("name and type are set")
@@ -235,14 +240,14 @@ async fn create_table(client: &Client, spec: &TableSpec) -> Result<(), DynamoErr
     {
         match defined.iter().find(|d| d.name == k.name) {
             Some(d) if d.kind != k.kind => {
-                return Err(DynamoError::Call {
-                    operation: "CreateTable",
-                    table: table.to_string(),
-                    message: format!(
+                return Err(local_error(
+                    "CreateTable",
+                    table,
+                    format!(
                         "key attribute {} is declared both as {} and as {}",
                         k.name, d.kind, k.kind
                     ),
-                })
+                ))
             }
             Some(_) => {}
             None => defined.push(k),
@@ -258,7 +263,7 @@ async fn create_table(client: &Client, spec: &TableSpec) -> Result<(), DynamoErr
                 .map(|k| {
                     AttributeDefinition::builder()
                         .attribute_name(&k.name)
-                        .attribute_type(scalar(&k.kind))
+                        .attribute_type(scalar(k.kind))
                         .build()
                         .expect("name and type are set")
                 })
@@ -277,30 +282,24 @@ async fn create_table(client: &Client, spec: &TableSpec) -> Result<(), DynamoErr
             .projection(sdk_projection(&g.projection))
             .set_provisioned_throughput(throughput(spec.billing))
             .build()
-            .map_err(|e| call_err("CreateTable", table, e.to_string()))?;
+            .map_err(|e| local_error("CreateTable", table, e.to_string()))?;
         req = req.global_secondary_indexes(index);
     }
     req.send()
         .await
-        .map_err(|e| call_err("CreateTable", table, sdk_message(&e)))?;
+        .map_err(|e| call_error("CreateTable", table, &e))?;
     Ok(())
 }
 
 /// Keys of a key schema with their types from the attribute definitions, HASH first.
-fn found_keys(schema: &[KeySchemaElement], types: &HashMap<&str, &str>) -> Vec<KeyAttr> {
-    let mut keys: Vec<(bool, KeyAttr)> = schema
+fn found_keys(schema: &[KeySchemaElement], types: &HashMap<&str, &str>) -> Vec<FoundKey> {
+    let mut keys: Vec<(bool, FoundKey)> = schema
         .iter()
         .map(|k| {
+            let kind = types.get(k.attribute_name()).and_then(|t| t.parse().ok());
             (
-                k.key_type() != &KeyType::Hash,
-                KeyAttr {
-                    name: k.attribute_name().to_string(),
-                    kind: types
-                        .get(k.attribute_name())
-                        .copied()
-                        .unwrap_or("?")
-                        .to_string(),
-                },
+                k.key_type() != &SdkKeyType::Hash,
+                (k.attribute_name().to_string(), kind),
             )
         })
         .collect();
@@ -336,10 +335,11 @@ fn compare(
         .map(|d| (d.attribute_name(), d.attribute_type().as_str()))
         .collect();
     let found = found_keys(desc.key_schema(), &types);
-    if found != spec.keys {
+    let expected = found_from(&spec.keys);
+    if found != expected {
         return Err(DynamoError::KeySchemaMismatch {
             table: table.to_string(),
-            expected: describe_keys(&spec.keys),
+            expected: describe_keys(&expected),
             found: describe_keys(&found),
         });
     }
@@ -363,13 +363,14 @@ fn compare(
             ));
         };
         let keys = found_keys(have.key_schema(), &types);
-        if keys != g.keys {
+        let wanted = found_from(&g.keys);
+        if keys != wanted {
             return Err(mismatch(
                 &g.name,
                 format!(
                     "its keys are {}, the mapping declares {}",
                     describe_keys(&keys),
-                    describe_keys(&g.keys)
+                    describe_keys(&wanted)
                 ),
             ));
         }
@@ -412,7 +413,7 @@ async fn wait_active(client: &Client, table: &str, gsis: &[GsiSpec]) -> Result<(
             .table_name(table)
             .send()
             .await
-            .map_err(|e| call_err("DescribeTable", table, sdk_message(&e)))?;
+            .map_err(|e| call_error("DescribeTable", table, &e))?;
         let desc = out.table();
         let table_active = desc.and_then(|t| t.table_status()) == Some(&TableStatus::Active);
         let indexes = desc
@@ -437,7 +438,7 @@ async fn wait_active(client: &Client, table: &str, gsis: &[GsiSpec]) -> Result<(
             } else {
                 "table not ACTIVE".to_string()
             };
-            return Err(call_err(
+            return Err(local_error(
                 "CreateTable",
                 table,
                 format!("{what} after {CREATE_TIMEOUT:?}"),

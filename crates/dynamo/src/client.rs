@@ -2,11 +2,8 @@
 
 use std::time::Duration;
 
-use aws_config::retry::RetryConfig;
-use aws_config::timeout::TimeoutConfig;
-use aws_config::{BehaviorVersion, Region};
-use aws_sdk_dynamodb::config::Credentials;
 use aws_sdk_dynamodb::Client;
+use sql2ddb_aws::{ConfigOptions, SdkRetry};
 use sql2ddb_core::redact_secrets;
 
 use crate::error::DynamoError;
@@ -25,7 +22,7 @@ const ENDPOINT_FORM: &str = "http://host:port or https://host[:port], e.g. http:
 
 /// Region used to sign requests to a custom endpoint when none is set:
 /// emulators accept any. AWS itself never gets a default.
-pub const EMULATOR_REGION: &str = "us-east-1";
+pub use sql2ddb_aws::EMULATOR_REGION;
 
 impl Endpoint {
     /// Reads an endpoint URL as a user wrote it (`--endpoint`, the mapping's
@@ -105,45 +102,19 @@ pub const NO_REGION_MESSAGE: &str = "no AWS region is set for DynamoDB: give --r
 /// writing to a region nobody chose would put the data where nobody looks,
 /// so that is a [`DynamoError::Config`] before any call is made.
 pub async fn connect(endpoint: &Endpoint, region: Option<&str>) -> Result<Client, DynamoError> {
-    let mut loader = aws_config::defaults(BehaviorVersion::latest())
-        .retry_config(RetryConfig::disabled())
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(CONNECT_TIMEOUT)
-                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-                .build(),
-        );
-    let region = region.map(str::to_string).or_else(|| match endpoint {
-        // An emulator needs some region to sign with; asking the default
-        // chain would probe the instance metadata service for nothing.
-        Endpoint::Url(_) => Some(
-            std::env::var("AWS_REGION")
-                .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
-                .unwrap_or_else(|_| EMULATOR_REGION.to_string()),
-        ),
-        Endpoint::Aws => None,
-    });
-    if let Some(region) = region {
-        loader = loader.region(Region::new(region));
-    }
-    if let Endpoint::Url(url) = endpoint {
-        loader = loader.endpoint_url(url);
-        if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
-            && std::env::var_os("AWS_PROFILE").is_none()
-        {
-            loader = loader.credentials_provider(Credentials::new(
-                "local",
-                "local",
-                None,
-                None,
-                "sql2ddb-local",
-            ));
-        }
-    }
-    let config = loader.load().await;
-    if config.region().is_none() {
-        return Err(DynamoError::Config(NO_REGION_MESSAGE.to_string()));
-    }
+    let config = sql2ddb_aws::load(ConfigOptions {
+        endpoint: match endpoint {
+            Endpoint::Url(url) => Some(url),
+            Endpoint::Aws => None,
+        },
+        region,
+        region_hint: None,
+        retry: SdkRetry::Off,
+        connect_timeout: CONNECT_TIMEOUT,
+        attempt_timeout: ATTEMPT_TIMEOUT,
+    })
+    .await
+    .map_err(|_| DynamoError::Config(NO_REGION_MESSAGE.to_string()))?;
     Ok(Client::new(&config))
 }
 

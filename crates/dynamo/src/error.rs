@@ -4,6 +4,8 @@ use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use thiserror::Error;
 
+use crate::failure::Failure;
+
 /// What went wrong, for callers that match on it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
@@ -59,6 +61,8 @@ pub enum DynamoError {
         table: String,
         /// The service's message.
         message: String,
+        /// What the failure means, when DynamoDB (or the way to it) answered.
+        failure: Option<Failure>,
     },
     /// The embedded endpoint failed.
     #[error("embedded DynamoDB: {0}")]
@@ -81,108 +85,41 @@ impl DynamoError {
             DynamoError::Config(_) => ErrorKind::Config,
         }
     }
+
+    /// What a failed call means (throttled, transient, a fault of the table,
+    /// a refused request); `None` for errors that are not a call's answer.
+    pub fn failure(&self) -> Option<Failure> {
+        match self {
+            DynamoError::Call { failure, .. } => *failure,
+            _ => None,
+        }
+    }
 }
 
-/// The longest excerpt of a raw response body put into an error message.
-pub const BODY_EXCERPT_CHARS: usize = 200;
-
-/// Renders an SDK error with its code and message (the SDK's Display is terse).
-/// When the service sends no message it can parse (a proxy's HTML error page,
-/// say), the HTTP status and an excerpt of the body stand in for it.
-pub(crate) fn sdk_message<E>(err: &SdkError<E, HttpResponse>) -> String
+/// The error of a failed call to DynamoDB: its text, and what it means.
+pub(crate) fn call_error<E>(
+    operation: &'static str,
+    table: &str,
+    err: &SdkError<E, HttpResponse>,
+) -> DynamoError
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
-    match err {
-        SdkError::ServiceError(e) => {
-            let raw = e.raw();
-            let e = e.err();
-            match (e.code(), e.message()) {
-                (code, Some(message)) => format!("{}: {message}", code.unwrap_or("error")),
-                (Some(code), None) => format!("{code}: {}", http_summary(raw)),
-                (None, None) => http_summary(raw),
-            }
-        }
-        other => {
-            let mut msg = other.to_string();
-            let mut source = std::error::Error::source(other);
-            while let Some(s) = source {
-                msg.push_str(": ");
-                msg.push_str(&s.to_string());
-                source = s.source();
-            }
-            if let Some(raw) = other.raw_response() {
-                msg.push_str(": ");
-                msg.push_str(&http_summary(raw));
-            }
-            msg
-        }
+    DynamoError::Call {
+        operation,
+        table: table.to_string(),
+        message: sql2ddb_aws::sdk_message(err),
+        failure: Some(Failure::of(err)),
     }
 }
 
-/// `HTTP 500: <excerpt of the body>`, on one line.
-fn http_summary(raw: &HttpResponse) -> String {
-    let mut out = format!("HTTP {}", raw.status().as_u16());
-    let excerpt = raw.body().bytes().map(body_excerpt).unwrap_or_default();
-    if excerpt.is_empty() {
-        out.push_str(" with an empty body");
-    } else {
-        out.push_str(": ");
-        out.push_str(&excerpt);
-    }
-    out
-}
-
-/// The first [`BODY_EXCERPT_CHARS`] characters of a body's text, markup
-/// tags dropped and white space collapsed, so an HTML page reads as one line.
-fn body_excerpt(body: &[u8]) -> String {
-    let text = String::from_utf8_lossy(body);
-    let mut plain = String::new();
-    let mut in_tag = false;
-    for c in text.chars() {
-        match c {
-            '<' => {
-                in_tag = true;
-                plain.push(' ');
-            }
-            '>' if in_tag => in_tag = false,
-            _ if in_tag => {}
-            c if c.is_control() => plain.push(' '),
-            c => plain.push(c),
-        }
-    }
-    let words: Vec<&str> = plain.split_whitespace().collect();
-    let line = words.join(" ");
-    match line.char_indices().nth(BODY_EXCERPT_CHARS) {
-        Some((cut, _)) => {
-            let mut short = line[..cut].to_string();
-            short.push('…');
-            short
-        }
-        None => line,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn html_body_becomes_one_short_line() {
-        let page = format!(
-            "<html>\r\n<head><title>500 Internal Server Error</title></head>\n<body>{}</body></html>",
-            "x".repeat(1000)
-        );
-        let excerpt = body_excerpt(page.as_bytes());
-        assert!(
-            excerpt.starts_with("500 Internal Server Error x"),
-            "{excerpt}"
-        );
-        assert!(
-            !excerpt.contains('\n') && !excerpt.contains('<'),
-            "{excerpt}"
-        );
-        assert_eq!(excerpt.chars().count(), BODY_EXCERPT_CHARS + 1);
-        assert_eq!(body_excerpt(b"  \n "), "");
+/// An error of a DynamoDB operation that is not a service's answer (a
+/// timeout of our own, a request that cannot be built).
+pub(crate) fn local_error(operation: &'static str, table: &str, message: String) -> DynamoError {
+    DynamoError::Call {
+        operation,
+        table: table.to_string(),
+        message,
+        failure: None,
     }
 }

@@ -4,13 +4,18 @@
 //! Retries have one owner: the SDK's own retries are switched off
 //! ([`client::connect`]) and [`writer::BatchWriter`] retries both failed calls
 //! (classified retryable or not) and `UnprocessedItems`, with capped
-//! exponential backoff and full jitter, so attempts never multiply.
+//! exponential backoff and full jitter, so attempts never multiply. Every
+//! failed call is classified once, from its error code and HTTP status, as a
+//! [`Failure`]: throttled, transient, a fault of the table, or a refused request.
+
+#![warn(missing_docs)]
 
 pub mod admin;
 pub mod client;
 pub mod concurrency;
 pub mod convert;
 pub mod error;
+pub mod failure;
 pub mod limiter;
 pub mod local;
 pub mod pointer;
@@ -22,6 +27,7 @@ pub use aws_sdk_dynamodb::Client;
 pub use client::{connect, Endpoint};
 pub use concurrency::{AdaptiveConcurrency, ConcurrencySnapshot, Permit};
 pub use error::{DynamoError, ErrorKind};
+pub use failure::Failure;
 pub use limiter::{CapacitySnapshot, WriteCapacityLimiter};
 pub use local::LocalDynamo;
 pub use pointer::{read_pointer, write_pointer, PointerOutcome};

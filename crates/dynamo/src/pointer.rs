@@ -13,8 +13,9 @@ use aws_sdk_dynamodb::Client;
 use sql2ddb_core::{KeyAttr, PointerUpdate};
 
 use crate::convert::to_sdk;
-use crate::error::{sdk_message, DynamoError};
-use crate::writer::{is_retryable, RetryPolicy};
+use crate::error::DynamoError;
+use crate::failure::Failure;
+use crate::writer::RetryPolicy;
 
 /// What became of one pointer write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,12 +42,13 @@ pub async fn write_pointer(
     update: &PointerUpdate,
     policy: &RetryPolicy,
 ) -> Result<PointerOutcome, DynamoError> {
-    let fail = |message: String| DynamoError::Call {
+    let fail = |message: String, failure: Option<Failure>| DynamoError::Call {
         operation: "UpdateItem",
         table: table.to_string(),
         message: format!("pointer {}: {message}", update.name),
+        failure,
     };
-    let key = pointer_key(keys, update).map_err(fail)?;
+    let key = pointer_key(keys, update).map_err(|m| fail(m, None))?;
     let mut names = HashMap::from([("#v".to_string(), update.attribute.clone())]);
     let mut values = HashMap::from([(":new".to_string(), to_sdk(&update.value))]);
     let mut sets = vec!["#v = :new".to_string()];
@@ -86,14 +88,16 @@ pub async fn write_pointer(
         {
             return Ok(PointerOutcome::AlreadyNewer);
         }
-        let message = sdk_message(&err);
-        if !is_retryable(&err) {
-            return Err(fail(message));
+        let message = sql2ddb_aws::sdk_message(&err);
+        let failure = Failure::of(&err);
+        if !failure.is_retryable() {
+            return Err(fail(message, Some(failure)));
         }
         if attempt >= policy.max_attempts {
-            return Err(fail(format!(
-                "not written after {attempt} attempts: {message}"
-            )));
+            return Err(fail(
+                format!("not written after {attempt} attempts: {message}"),
+                Some(failure),
+            ));
         }
         let delay = policy.delay(attempt, &mut rand::rng());
         tracing::debug!(table, pointer = %update.name, attempt, ?delay, %message, "retrying pointer write");
@@ -141,12 +145,13 @@ pub async fn read_pointer(
     keys: &[KeyAttr],
     update: &PointerUpdate,
 ) -> Result<Option<sql2ddb_core::AttrValue>, DynamoError> {
-    let fail = |message: String| DynamoError::Call {
+    let fail = |message: String, failure: Option<Failure>| DynamoError::Call {
         operation: "GetItem",
         table: table.to_string(),
         message: format!("pointer {}: {message}", update.name),
+        failure,
     };
-    let key = pointer_key(keys, update).map_err(fail)?;
+    let key = pointer_key(keys, update).map_err(|m| fail(m, None))?;
     let out = client
         .get_item()
         .table_name(table)
@@ -154,7 +159,7 @@ pub async fn read_pointer(
         .consistent_read(true)
         .send()
         .await
-        .map_err(|e| fail(crate::error::sdk_message(&e)))?;
+        .map_err(|e| fail(sql2ddb_aws::sdk_message(&e), Some(Failure::of(&e))))?;
     Ok(out
         .item()
         .and_then(|item| item.get(&update.attribute))

@@ -10,60 +10,39 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::config::http::HttpResponse;
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 use futures::StreamExt;
-use rand::Rng;
+pub use sql2ddb_aws::RetryPolicy;
 use sql2ddb_core::limits::MAX_BATCH_ITEMS;
 use sql2ddb_core::{write_units, Item, KeyAttr, MappedItem};
 
 use crate::concurrency::AdaptiveConcurrency;
 use crate::convert::{item_from_sdk, item_to_sdk};
-use crate::error::sdk_message;
+use crate::failure::Failure;
 use crate::limiter::WriteCapacityLimiter;
 
-/// A failed call, classified.
+/// A failed call: what it means, and what the service or the transport said.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallError {
-    /// Whether trying again may succeed (throttling, 5xx, timeouts, connection errors).
-    pub retryable: bool,
+    /// What the failure means (classified once, from the error code and the
+    /// HTTP status).
+    pub failure: Failure,
     /// What the service or the transport said.
     pub message: String,
 }
 
-/// Error codes that say the table cannot be written at all (missing, no
-/// permission, bad credentials), whatever the item.
-pub const TABLE_FAULTS: &[&str] = &[
-    "ResourceNotFoundException",
-    "AccessDeniedException",
-    "UnrecognizedClientException",
-    "InvalidSignatureException",
-    "MissingAuthenticationToken",
-    "ExpiredTokenException",
-];
-
-/// Whether a failure's message (`Code: message`) is a fault of the table, not of the item.
-pub fn is_table_fault(message: &str) -> bool {
-    TABLE_FAULTS.iter().any(|code| message.starts_with(code))
-}
-
 impl CallError {
+    /// Whether trying again may succeed (throttling, 5xx, timeouts, connection errors).
+    pub fn retryable(&self) -> bool {
+        self.failure.is_retryable()
+    }
+
     /// Whether the service said to slow down (as opposed to failing): the
     /// signal that halves an adaptive concurrency.
     pub fn is_throttling(&self) -> bool {
-        THROTTLING_CODES
-            .iter()
-            .any(|code| self.message.starts_with(code))
+        self.failure == Failure::Throttled
     }
 }
-
-/// Error codes that mean "too fast" (messages start with the code, see `classify`).
-const THROTTLING_CODES: &[&str] = &[
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-];
 
 /// The one DynamoDB call the writer needs, so its retry logic can be tested
 /// against a scripted client with paused time.
@@ -76,18 +55,6 @@ pub trait BatchWriteApi: Send + Sync {
         items: &[&Item],
     ) -> impl Future<Output = Result<Vec<usize>, CallError>> + Send;
 }
-
-/// Error codes after which the same call may succeed.
-const RETRYABLE_CODES: &[&str] = &[
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "InternalServerError",
-    "InternalFailure",
-    "ServiceUnavailable",
-    "TransactionInProgressException",
-    "TransactionConflictException",
-];
 
 impl BatchWriteApi for aws_sdk_dynamodb::Client {
     async fn batch_put(&self, table: &str, items: &[&Item]) -> Result<Vec<usize>, CallError> {
@@ -106,7 +73,10 @@ impl BatchWriteApi for aws_sdk_dynamodb::Client {
             .request_items(table, requests)
             .send()
             .await
-            .map_err(classify)?;
+            .map_err(|e| CallError {
+                failure: Failure::of(&e),
+                message: sql2ddb_aws::sdk_message(&e),
+            })?;
         let unprocessed = out
             .unprocessed_items
             .and_then(|mut m| m.remove(table))
@@ -128,73 +98,6 @@ impl BatchWriteApi for aws_sdk_dynamodb::Client {
     }
 }
 
-fn classify<E>(err: SdkError<E, HttpResponse>) -> CallError
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-{
-    CallError {
-        retryable: is_retryable(&err),
-        message: sdk_message(&err),
-    }
-}
-
-/// Whether the same call may succeed when tried again: throttling and
-/// transient service errors (by code), any 5xx, timeouts and transport
-/// failures. Shared by every DynamoDB call that retries.
-pub(crate) fn is_retryable<E>(err: &SdkError<E, HttpResponse>) -> bool
-where
-    E: ProvideErrorMetadata + std::error::Error + 'static,
-{
-    match err {
-        SdkError::ServiceError(e) => {
-            let code = e.err().code().unwrap_or("");
-            RETRYABLE_CODES.contains(&code) || e.raw().status().is_server_error()
-        }
-        SdkError::TimeoutError(_) | SdkError::DispatchFailure(_) | SdkError::ResponseError(_) => {
-            true
-        }
-        _ => false,
-    }
-}
-
-/// Backoff parameters: delay before retry `n` is uniform in
-/// `[0, min(cap, base · 2^(n-1))]` (full jitter), at most `max_attempts` calls per chunk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// First retry's ceiling.
-    pub base: Duration,
-    /// Largest ceiling.
-    pub cap: Duration,
-    /// Calls per chunk before its remaining items fail.
-    pub max_attempts: u32,
-}
-
-impl Default for RetryPolicy {
-    fn default() -> Self {
-        RetryPolicy {
-            base: Duration::from_millis(50),
-            cap: Duration::from_secs(5),
-            max_attempts: 12,
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// The ceiling of the delay before retry number `retry` (1-based).
-    pub fn ceiling(&self, retry: u32) -> Duration {
-        let factor = 1u32
-            .checked_shl(retry.saturating_sub(1))
-            .unwrap_or(u32::MAX);
-        self.base.saturating_mul(factor).min(self.cap)
-    }
-
-    /// A full-jitter delay before retry number `retry`.
-    pub fn delay(&self, retry: u32, rng: &mut impl Rng) -> Duration {
-        let ceiling = self.ceiling(retry);
-        ceiling.mul_f64(rng.random::<f64>())
-    }
-}
-
 /// What became of one batch.
 #[derive(Debug, Default)]
 pub struct WriteOutcome {
@@ -212,8 +115,9 @@ pub struct WriteOutcome {
     /// Calls that were throttled or returned unprocessed items.
     pub throttled: u64,
     /// Items DynamoDB refused (a non-retryable error such as a validation
-    /// error), with the reason: bad rows, never retried.
-    pub rejected: Vec<(MappedItem, String)>,
+    /// error), each with the classified failure and its message: bad rows,
+    /// never retried. A [`Failure::TableFault`] is no fault of the item.
+    pub rejected: Vec<(MappedItem, CallError)>,
     /// Items still unwritten when their retry budget (attempts or time) ran
     /// out, with the reason. Each carries its item (so its key) and source key.
     pub failed: Vec<(MappedItem, String)>,
@@ -404,19 +308,19 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                     chunk = left;
                     "DynamoDB kept returning the items as unprocessed".to_string()
                 }
-                Err(e) if e.retryable => {
+                Err(e) if e.retryable() => {
                     out.throttled += 1;
                     e.message
                 }
                 Err(e) => {
                     // Splitting the chunk isolates a bad item; it cannot help
                     // when the table itself cannot be written.
-                    if chunk.len() > 1 && !is_table_fault(&e.message) {
+                    if chunk.len() > 1 && e.failure != Failure::TableFault {
                         tracing::debug!(table = %self.table, error = %e.message, "non-retryable error; writing the chunk item by item");
                         return (out, Some(chunk));
                     }
                     out.rejected
-                        .extend(chunk.into_iter().map(|m| (m, e.message.clone())));
+                        .extend(chunk.into_iter().map(|m| (m, e.clone())));
                     return (out, None);
                 }
             };

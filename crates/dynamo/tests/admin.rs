@@ -24,7 +24,7 @@ fn unique(prefix: &str) -> String {
 fn key(name: &str, kind: &str) -> KeyAttr {
     KeyAttr {
         name: name.into(),
-        kind: kind.into(),
+        kind: kind.parse().unwrap(),
     }
 }
 
@@ -244,7 +244,7 @@ async fn existing_table_that_differs_is_an_error() {
 
     // Other index keys, other projection.
     let mut other_gsi_keys = spec.clone();
-    other_gsi_keys.gsis[0].keys[1].kind = "S".into();
+    other_gsi_keys.gsis[0].keys[1].kind = sql2ddb_core::KeyType::S;
     let e = ensure_table_spec(&client, &other_gsi_keys, true)
         .await
         .unwrap_err();

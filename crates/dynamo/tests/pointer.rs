@@ -17,7 +17,7 @@ use sql2ddb_dynamo::{
 fn key(name: &str) -> KeyAttr {
     KeyAttr {
         name: name.into(),
-        kind: "S".into(),
+        kind: sql2ddb_core::KeyType::S,
     }
 }
 

@@ -56,7 +56,7 @@ async fn html_500_server() -> String {
 fn keys() -> Vec<KeyAttr> {
     vec![KeyAttr {
         name: "PK".into(),
-        kind: "S".into(),
+        kind: sql2ddb_core::KeyType::S,
     }]
 }
 

@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use sql2ddb_core::{AttrValue, Item, KeyAttr, MappedItem};
 use sql2ddb_dynamo::{
-    AdaptiveConcurrency, BatchWriteApi, BatchWriter, CallError, RetryPolicy, WriteCapacityLimiter,
+    AdaptiveConcurrency, BatchWriteApi, BatchWriter, CallError, Failure, RetryPolicy,
+    WriteCapacityLimiter,
 };
 use tokio::time::Instant;
 
@@ -78,7 +79,7 @@ fn pk(item: &Item) -> String {
 fn keys() -> Vec<KeyAttr> {
     vec![KeyAttr {
         name: "PK".into(),
-        kind: "S".into(),
+        kind: sql2ddb_core::KeyType::S,
     }]
 }
 
@@ -110,7 +111,7 @@ fn policy(max_attempts: u32) -> RetryPolicy {
 
 fn throttling() -> CallError {
     CallError {
-        retryable: true,
+        failure: Failure::Throttled,
         message: "ProvisionedThroughputExceededException: slow down".into(),
     }
 }
@@ -229,7 +230,7 @@ async fn a_batch_that_always_fails_stops_after_its_attempts_with_every_key() {
 async fn a_batch_that_always_fails_stops_at_its_deadline() {
     let client = Scripted::new(|_, _| {
         Err(CallError {
-            retryable: true,
+            failure: Failure::Transient,
             message: "InternalServerError: try again".into(),
         })
     });

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use rand::SeedableRng;
 use sql2ddb_core::{AttrValue, Item, KeyAttr, MappedItem};
-use sql2ddb_dynamo::{BatchWriteApi, BatchWriter, CallError, RetryPolicy};
+use sql2ddb_dynamo::{BatchWriteApi, BatchWriter, CallError, Failure, RetryPolicy};
 use tokio::time::Instant;
 
 /// What the scripted client answers to one call.
@@ -56,7 +56,7 @@ impl BatchWriteApi for &Scripted {
         self.calls.lock().unwrap().push((Instant::now(), ids));
         if items.iter().any(|i| i.contains_key("bad")) {
             return Err(CallError {
-                retryable: false,
+                failure: Failure::ItemRejected,
                 message: "ValidationException: bad item".into(),
             });
         }
@@ -68,7 +68,11 @@ impl BatchWriteApi for &Scripted {
             }
             Some(Answer::Fail { retryable }) => {
                 return Err(CallError {
-                    retryable,
+                    failure: if retryable {
+                        Failure::Throttled
+                    } else {
+                        Failure::ItemRejected
+                    },
                     message: "ThrottlingException: slow down".into(),
                 })
             }
@@ -86,7 +90,7 @@ impl BatchWriteApi for &Scripted {
 fn keys() -> Vec<KeyAttr> {
     vec![KeyAttr {
         name: "PK".into(),
-        kind: "S".into(),
+        kind: sql2ddb_core::KeyType::S,
     }]
 }
 
@@ -214,7 +218,7 @@ async fn a_validation_error_is_not_retried_and_fails_only_its_item() {
     assert!(out.failed.is_empty());
     assert_eq!(out.rejected.len(), 1);
     assert_eq!(id_of(&out.rejected[0].0.item), "K002");
-    assert!(out.rejected[0].1.contains("ValidationException"));
+    assert!(out.rejected[0].1.message.contains("ValidationException"));
     // One call for the chunk, then one per item to isolate the bad one; no sleeping.
     assert_eq!(client.calls().len(), 1 + 5);
     assert_eq!(
@@ -264,7 +268,7 @@ impl BatchWriteApi for &MissingTable {
     async fn batch_put(&self, _table: &str, _items: &[&Item]) -> Result<Vec<usize>, CallError> {
         *self.0.lock().unwrap() += 1;
         Err(CallError {
-            retryable: false,
+            failure: Failure::TableFault,
             message: "ResourceNotFoundException: Requested resource not found".into(),
         })
     }
@@ -279,7 +283,7 @@ async fn a_table_that_cannot_be_written_fails_the_chunk_without_splitting_it() {
     assert!(out
         .rejected
         .iter()
-        .all(|(_, why)| why.starts_with("ResourceNotFoundException")));
+        .all(|(_, why)| why.message.starts_with("ResourceNotFoundException")));
     assert_eq!(
         *client.0.lock().unwrap(),
         2,

@@ -7,9 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use sql2ddb_core::{AttrValue, KeyAttr, MappedItem, PointerUpdate, Reject, WorkBatch};
-use sql2ddb_dynamo::writer::is_table_fault;
 use sql2ddb_dynamo::{
-    write_pointer, AdaptiveConcurrency, BatchWriter, Client, PointerOutcome, RetryPolicy,
+    write_pointer, AdaptiveConcurrency, BatchWriter, Client, Failure, PointerOutcome, RetryPolicy,
     WriteCapacityLimiter,
 };
 use sql2ddb_mapping::Plan;
@@ -96,12 +95,16 @@ impl BatchSink {
         };
         let out = writer.write(batch.items).await;
         self.throttled.fetch_add(out.throttled, Ordering::Relaxed);
-        if let Some((_, reason)) = out.rejected.iter().find(|(_, r)| is_table_fault(r)) {
+        if let Some((_, e)) = out
+            .rejected
+            .iter()
+            .find(|(_, e)| e.failure == Failure::TableFault)
+        {
             // Not a bad row: the table cannot be written at all. The batch
             // fails whole, so it is retried or dead-lettered, never "rejected".
             return Err(EngineError::Entity {
                 entity: batch.entity,
-                message: format!("the table cannot be written: {reason}"),
+                message: format!("the table cannot be written: {}", e.message),
             });
         }
         if !batch.pointers.is_empty() {
@@ -109,8 +112,9 @@ impl BatchSink {
             let not_written: BTreeSet<Vec<AttrValue>> = out
                 .rejected
                 .iter()
-                .chain(out.failed.iter())
-                .map(|(m, _)| key_of(&keys, &m.item))
+                .map(|(m, _)| m)
+                .chain(out.failed.iter().map(|(m, _)| m))
+                .map(|m| key_of(&keys, &m.item))
                 .collect();
             let written: BTreeSet<&Vec<AttrValue>> = all_keys
                 .iter()
@@ -125,7 +129,8 @@ impl BatchSink {
         let refused: Vec<Reject> = out
             .rejected
             .iter()
-            .chain(out.failed.iter())
+            .map(|(m, e)| (m, &e.message))
+            .chain(out.failed.iter().map(|(m, reason)| (m, reason)))
             .map(|(m, reason)| write_reject(&batch.entity, m, reason))
             .collect();
         self.rejects.write(&refused)?;

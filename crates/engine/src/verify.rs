@@ -7,8 +7,10 @@
 //! not finished, and pages sent without a record. When the run went through
 //! a queue, the queue's depths (and its dead-letter queue's) are shown too.
 
+use std::collections::{BTreeMap, HashMap, HashSet};
+
 use serde::Serialize;
-use sql2ddb_dynamo::progress::{summarize, EntityCount, ProgressStore, Verification};
+use sql2ddb_dynamo::progress::{ProgressStore, RunProgress, SegmentTotal};
 use sql2ddb_queue::{QueueDepth, SqsQueue, WorkQueue};
 
 use crate::error::EngineError;
@@ -107,6 +109,179 @@ impl RunState {
     }
 }
 
+/// The counts of one entity.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EntityCount {
+    /// Entity name.
+    pub entity: String,
+    /// Segments of the entity.
+    pub segments: u32,
+    /// Segments whose reader reached the end.
+    pub segments_finished: u32,
+    /// Rows read from the source: the sum of the segment totals, `None`
+    /// while any segment is unfinished.
+    pub rows_read: Option<u64>,
+    /// Rows the batch records account for.
+    pub rows_recorded: u64,
+    /// Items written.
+    pub written: u64,
+    /// Rows rejected (mapping or DynamoDB).
+    pub rejected: u64,
+    /// Items that ran out of retries.
+    pub failed: u64,
+    /// Rows read but not yet in a batch record, once `rows_read` is known.
+    pub pending: Option<u64>,
+}
+
+/// A page that was handed on but is not (wholly) recorded as written.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct MissingPage {
+    /// Entity name.
+    pub entity: String,
+    /// Segment.
+    pub segment: u32,
+    /// Page.
+    pub page: u64,
+}
+
+/// What [`summarize`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verification {
+    /// Per entity, in the run's order.
+    pub entities: Vec<EntityCount>,
+    /// Pages sent without a record for each of their parts, in order.
+    pub missing: Vec<MissingPage>,
+    /// Every row is accounted for: the run is described, every segment is
+    /// finished, no page is missing, and for every entity the records add up
+    /// to the rows read (`written + rejected + failed`). Rejected and failed
+    /// rows count as accounted for: they are in the rejects file.
+    pub complete: bool,
+}
+
+/// Adds a run's records up and compares them with the rows read.
+pub fn summarize(progress: &RunProgress) -> Verification {
+    let missing = missing_pages(progress);
+    let mut complete = progress.meta.is_some() && missing.is_empty();
+    let mut entities = Vec::new();
+    for (entity, segments) in entity_order(progress) {
+        let count = count_entity(progress, entity, segments);
+        let accounted = count.written + count.rejected + count.failed;
+        complete &=
+            count.rows_read == Some(count.rows_recorded) && accounted == count.rows_recorded;
+        entities.push(count);
+    }
+    Verification {
+        entities,
+        missing,
+        complete,
+    }
+}
+
+/// Entities in the run's order with their segment counts, then any only
+/// seen in records (as many segments as their highest recorded one).
+fn entity_order(progress: &RunProgress) -> Vec<(String, u32)> {
+    let mut order: Vec<(String, u32)> = progress
+        .meta
+        .iter()
+        .flat_map(|m| m.entities.iter().map(|e| (e.name.clone(), e.segments)))
+        .collect();
+    let seen = progress
+        .batches
+        .iter()
+        .map(|b| (b.entity.as_str(), b.segment))
+        .chain(
+            progress
+                .cursors
+                .iter()
+                .map(|c| (c.entity.as_str(), c.segment)),
+        )
+        .chain(
+            progress
+                .totals
+                .iter()
+                .map(|t| (t.entity.as_str(), t.segment)),
+        );
+    let mut extra: BTreeMap<&str, u32> = BTreeMap::new();
+    for (entity, segment) in seen {
+        if !order.iter().any(|(name, _)| name == entity) {
+            let segments = extra.entry(entity).or_default();
+            *segments = (*segments).max(segment + 1);
+        }
+    }
+    order.extend(extra.into_iter().map(|(e, s)| (e.to_string(), s)));
+    order
+}
+
+/// Pages handed on (by a cursor or a segment total) without a record for
+/// each of their parts, in order.
+fn missing_pages(progress: &RunProgress) -> Vec<MissingPage> {
+    // Parts recorded per page, and how many parts the page has.
+    let mut recorded: HashMap<(&str, u32, u64), (u32, HashSet<u32>)> = HashMap::new();
+    for b in &progress.batches {
+        let entry = recorded
+            .entry((b.entity.as_str(), b.segment, b.page))
+            .or_default();
+        entry.0 = entry.0.max(b.parts);
+        entry.1.insert(b.part);
+    }
+    let mut sent: BTreeMap<(&str, u32), u64> = BTreeMap::new();
+    for c in &progress.cursors {
+        let pages = sent.entry((c.entity.as_str(), c.segment)).or_default();
+        *pages = (*pages).max(c.pages_sent);
+    }
+    for t in &progress.totals {
+        let pages = sent.entry((t.entity.as_str(), t.segment)).or_default();
+        *pages = (*pages).max(t.pages);
+    }
+    let mut missing = Vec::new();
+    for ((entity, segment), pages) in sent {
+        for page in 0..pages {
+            let whole = recorded
+                .get(&(entity, segment, page))
+                .is_some_and(|(count, parts)| (0..*count).all(|p| parts.contains(&p)));
+            if !whole {
+                missing.push(MissingPage {
+                    entity: entity.to_string(),
+                    segment,
+                    page,
+                });
+            }
+        }
+    }
+    missing
+}
+
+/// The counts of one entity of `segments` segments.
+fn count_entity(progress: &RunProgress, entity: String, segments: u32) -> EntityCount {
+    let totals: Vec<&SegmentTotal> = progress
+        .totals
+        .iter()
+        .filter(|t| t.entity == entity && t.segment < segments)
+        .collect();
+    let finished: HashSet<u32> = totals.iter().map(|t| t.segment).collect();
+    let segments_finished = finished.len() as u32;
+    let rows_read = (segments_finished == segments).then(|| totals.iter().map(|t| t.rows).sum());
+    let mut count = EntityCount {
+        entity,
+        segments,
+        segments_finished,
+        rows_read,
+        rows_recorded: 0,
+        written: 0,
+        rejected: 0,
+        failed: 0,
+        pending: None,
+    };
+    for b in progress.batches.iter().filter(|b| b.entity == count.entity) {
+        count.rows_recorded += b.rows;
+        count.written += b.items;
+        count.rejected += b.rejected;
+        count.failed += b.failed;
+    }
+    count.pending = rows_read.map(|r| r.saturating_sub(count.rows_recorded));
+    count
+}
+
 /// Reads a run's state: its records from `store`, and its queue's depths
 /// through `sqs_endpoint` (default AWS) when it has a queue.
 pub async fn inspect(
@@ -191,7 +366,7 @@ pub async fn inspect(
 }
 
 async fn queue_depth(endpoint: Option<&str>, url: &str) -> Result<QueueDepth, EngineError> {
-    let client = sql2ddb_queue::connect(endpoint, None, Some(url)).await;
+    let client = sql2ddb_queue::connect(endpoint, None, Some(url)).await?;
     Ok(SqsQueue::open(client, url).await?.depth().await?)
 }
 

@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
-use sql2ddb_dynamo::progress::{default_table, summarize, ProgressStore, RunMeta};
+use sql2ddb_dynamo::progress::{default_table, ProgressStore, RunMeta};
 use sql2ddb_dynamo::{connect, Endpoint};
 use sql2ddb_mapping::Plan;
 use sql2ddb_queue::{AckHandle, Received, SqsQueue, VisibilityExtender, WorkQueue};
@@ -154,7 +154,7 @@ impl Worker<SqsQueue> {
         let region = setup.region.as_deref().or(plan.target.region.as_deref());
         let client = connect(&endpoint, region).await?;
         let sqs =
-            sql2ddb_queue::connect(setup.sqs_endpoint.as_deref(), None, Some(&setup.queue)).await;
+            sql2ddb_queue::connect(setup.sqs_endpoint.as_deref(), None, Some(&setup.queue)).await?;
         let queue = Arc::new(SqsQueue::open(sqs, &setup.queue).await?);
         let visibility = queue.visibility_timeout();
         let dir = setup
@@ -248,7 +248,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
             return Ok(false);
         }
         for run in runs {
-            if !summarize(&self.store.load(run).await?).complete {
+            if !crate::verify::summarize(&self.store.load(run).await?).complete {
                 return Ok(false);
             }
         }

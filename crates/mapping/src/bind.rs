@@ -199,11 +199,7 @@ impl<'a> Binder<'a> {
         let template = self.template(t, &format!("{role} template"))?;
         Ok(BoundKey {
             attr: attr.name.clone(),
-            kind: match attr.kind.as_str() {
-                "N" => KeyType::N,
-                "B" => KeyType::B,
-                _ => KeyType::S,
-            },
+            kind: attr.kind,
             single: t.single_column().map(|c| self.index[c]),
             template,
             role,

@@ -250,7 +250,7 @@ impl Loader<'_, '_> {
                     ),
                 ));
             }
-            if attr.kind == KeyType::N.as_str() {
+            if attr.kind == KeyType::N {
                 if let Err(e) = normalize_number(&lit) {
                     return Err(self.invalid(
                         &v.span(),

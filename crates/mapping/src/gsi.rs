@@ -9,7 +9,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_spanned::Spanned;
 use sql2ddb_core::limits::{MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES};
-use sql2ddb_core::{AttrValue, Item, KeyAttr};
+use sql2ddb_core::{AttrValue, Item, KeyAttr, KeyType};
 
 use crate::error::MappingError;
 use crate::plan::Loader;
@@ -188,9 +188,9 @@ impl Loader<'_, '_> {
             ));
         }
         // Each key attribute has one type, wherever it is a key.
-        let mut types: HashMap<String, String> = std::iter::once(pk)
+        let mut types: HashMap<String, KeyType> = std::iter::once(pk)
             .chain(sk)
-            .map(|k| (k.name.clone(), k.kind.clone()))
+            .map(|k| (k.name.clone(), k.kind))
             .collect();
         let mut gsis: Vec<Gsi> = Vec::with_capacity(raw.len());
         let mut projected = 0;
@@ -213,7 +213,7 @@ impl Loader<'_, '_> {
                 let k = k.get_ref();
                 let attr = KeyAttr {
                     name: k.name.get_ref().clone(),
-                    kind: k.kind.as_str().to_string(),
+                    kind: k.kind,
                 };
                 if attr.name.is_empty() {
                     return Err(self.invalid(&k.name.span(), "key attribute name is empty".into()));
@@ -238,7 +238,7 @@ impl Loader<'_, '_> {
                         ))
                     }
                     _ => {
-                        types.insert(attr.name.clone(), attr.kind.clone());
+                        types.insert(attr.name.clone(), attr.kind);
                     }
                 }
                 keys.push(attr);
@@ -339,7 +339,7 @@ pub(crate) fn check_index_keys(item: &Item, keys: &[IndexKey]) -> Result<(), (St
             continue;
         };
         let role = if k.partition { "partition" } else { "sort" };
-        if v.type_name() != k.attr.kind {
+        if v.type_name() != k.attr.kind.as_str() {
             return Err((
                 k.attr.name.clone(),
                 format!(

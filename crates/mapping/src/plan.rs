@@ -443,7 +443,7 @@ impl Loader<'_, '_> {
             }
             Ok(KeyAttr {
                 name: k.name.get_ref().clone(),
-                kind: k.kind.as_str().to_string(),
+                kind: k.kind,
             })
         };
         let pk = key(&t.pk)?;

@@ -59,23 +59,8 @@ pub(crate) struct RawKey {
     pub kind: KeyType,
 }
 
-/// DynamoDB key attribute types.
-#[derive(Deserialize, Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum KeyType {
-    S,
-    N,
-    B,
-}
-
-impl KeyType {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            KeyType::S => "S",
-            KeyType::N => "N",
-            KeyType::B => "B",
-        }
-    }
-}
+/// DynamoDB key attribute types, read as `"S"`, `"N"` or `"B"`.
+pub(crate) use sql2ddb_core::KeyType;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields, expecting = "a [writer] table")]

@@ -20,7 +20,7 @@ fn with_target(target: &str, attributes: &str) -> String {
 fn key(name: &str, kind: &str) -> KeyAttr {
     KeyAttr {
         name: name.into(),
-        kind: kind.into(),
+        kind: kind.parse().unwrap(),
     }
 }
 

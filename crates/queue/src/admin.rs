@@ -7,9 +7,10 @@ use std::time::Duration;
 use aws_sdk_sqs::types::QueueAttributeName;
 use aws_sdk_sqs::Client;
 
-use crate::error::sdk_message;
-use crate::sqs::{queue_counts, send_bodies, EntryRetry, MAX_RECEIVE};
+use crate::error::call_err;
+use crate::sqs::{queue_counts, send_bodies, DEFAULT_ENTRY_RETRY, MAX_RECEIVE};
 use crate::{QueueDepth, QueueError};
+use sql2ddb_aws::sdk_message;
 
 /// A sensible visibility timeout for workers: long enough for a page's
 /// writes under throttling, short enough that a crashed worker's batch comes
@@ -29,14 +30,6 @@ pub struct QueueUrls {
     pub queue: String,
     /// Its dead-letter queue.
     pub dead_letter: String,
-}
-
-fn call_err(operation: &'static str, queue: &str, message: String) -> QueueError {
-    QueueError::Call {
-        operation,
-        queue: queue.to_string(),
-        message,
-    }
 }
 
 async fn attribute(
@@ -185,7 +178,7 @@ pub async fn redrive(
             return Ok(moved);
         }
         let bodies = messages.iter().map(|(_, body)| body.clone()).collect();
-        send_bodies(client, queue_url, bodies, EntryRetry::default()).await?;
+        send_bodies(client, queue_url, bodies, DEFAULT_ENTRY_RETRY).await?;
         for (handle, _) in &messages {
             client
                 .delete_message()

@@ -8,11 +8,10 @@
 
 use std::time::Duration;
 
-use aws_config::retry::RetryConfig;
-use aws_config::timeout::TimeoutConfig;
-use aws_config::{BehaviorVersion, Region};
-use aws_sdk_sqs::config::Credentials;
 use aws_sdk_sqs::Client;
+use sql2ddb_aws::{ConfigOptions, SdkRetry};
+
+use crate::QueueError;
 
 /// Attempts per SQS call, the first included (the SDK's standard retry mode).
 pub const CALL_ATTEMPTS: u32 = 3;
@@ -21,50 +20,41 @@ pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long connecting may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// What to do when AWS is the target and no region is set anywhere.
+pub const NO_REGION_MESSAGE: &str = "no AWS region is set for SQS: give --region, \
+     the AWS_REGION environment variable, a `region` in your AWS profile, \
+     or the queue's AWS URL (https://sqs.<region>.amazonaws.com/…)";
+
 /// Builds a client for AWS (`endpoint` `None`: found by the default chain) or
-/// any SQS-compatible endpoint URL. The region comes from `region`, else the
-/// environment, else the queue URL's host (`sqs.<region>.amazonaws.com`) when
-/// `queue_url` is given, else `us-east-1`. For a custom endpoint without AWS
-/// credentials in the environment, placeholder credentials are used
-/// (emulators accept any).
+/// any SQS-compatible endpoint URL, with the region rule of the DynamoDB
+/// client: `region` if given, else the environment (and, for AWS, the
+/// profile), else the queue URL's host (`sqs.<region>.amazonaws.com`) when
+/// `queue_url` is given. A custom endpoint then falls back to
+/// [`sql2ddb_aws::EMULATOR_REGION`]; AWS itself does not: that is a
+/// [`QueueError::Config`] before any call is made. For a custom endpoint
+/// without AWS credentials in the environment, placeholder credentials are
+/// used (emulators accept any).
 pub async fn connect(
     endpoint: Option<&str>,
     region: Option<&str>,
     queue_url: Option<&str>,
-) -> Client {
-    let mut loader = aws_config::defaults(BehaviorVersion::latest())
-        .retry_config(RetryConfig::standard().with_max_attempts(CALL_ATTEMPTS))
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(CONNECT_TIMEOUT)
-                .operation_attempt_timeout(ATTEMPT_TIMEOUT)
-                .build(),
-        );
-    if let Some(region) = region {
-        loader = loader.region(Region::new(region.to_string()));
-    }
-    if let Some(url) = endpoint {
-        loader = loader.endpoint_url(url);
-        if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
-            && std::env::var_os("AWS_PROFILE").is_none()
-        {
-            loader = loader.credentials_provider(Credentials::new(
-                "local",
-                "local",
-                None,
-                None,
-                "sql2ddb-local",
-            ));
-        }
-    }
-    let mut config = loader.load().await;
-    if config.region().is_none() {
-        let region = queue_url
-            .and_then(region_of_queue_url)
-            .unwrap_or_else(|| "us-east-1".to_string());
-        config = config.into_builder().region(Region::new(region)).build();
-    }
-    Client::new(&config)
+) -> Result<Client, QueueError> {
+    let config = sql2ddb_aws::load(ConfigOptions {
+        endpoint,
+        region,
+        region_hint: queue_url.and_then(region_of_queue_url),
+        retry: SdkRetry::Standard {
+            max_attempts: CALL_ATTEMPTS,
+        },
+        connect_timeout: CONNECT_TIMEOUT,
+        attempt_timeout: ATTEMPT_TIMEOUT,
+    })
+    .await
+    .map_err(|_| QueueError::Config {
+        queue: queue_url.unwrap_or("SQS").to_string(),
+        message: NO_REGION_MESSAGE.to_string(),
+    })?;
+    Ok(Client::new(&config))
 }
 
 /// The region in an AWS queue URL (`https://sqs.eu-west-1.amazonaws.com/123/q`).

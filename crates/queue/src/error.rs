@@ -64,31 +64,11 @@ impl QueueError {
     }
 }
 
-/// Renders an SDK error with its code and message (the SDK's Display is terse).
-pub(crate) fn sdk_message<E, R>(err: &aws_sdk_sqs::error::SdkError<E, R>) -> String
-where
-    E: aws_sdk_sqs::error::ProvideErrorMetadata + std::error::Error + 'static,
-    R: std::fmt::Debug,
-{
-    use aws_sdk_sqs::error::SdkError;
-    match err {
-        SdkError::ServiceError(e) => {
-            let e = e.err();
-            format!(
-                "{}: {}",
-                e.code().unwrap_or("error"),
-                e.message().unwrap_or("no message")
-            )
-        }
-        other => {
-            let mut msg = other.to_string();
-            let mut source = std::error::Error::source(other);
-            while let Some(s) = source {
-                msg.push_str(": ");
-                msg.push_str(&s.to_string());
-                source = s.source();
-            }
-            msg
-        }
+/// The error of a failed SQS call on `queue`.
+pub(crate) fn call_err(operation: &'static str, queue: &str, message: String) -> QueueError {
+    QueueError::Call {
+        operation,
+        queue: queue.to_string(),
+        message,
     }
 }

@@ -16,6 +16,8 @@
 //! Messages are encoded by [`codec`]: versioned, compressed, and split by
 //! items when a page would exceed SQS's 1 MiB, never dropped.
 
+#![warn(missing_docs)]
+
 use std::future::Future;
 use std::time::Duration;
 
@@ -36,7 +38,8 @@ pub use client::connect;
 pub use codec::{CodecError, MAX_MESSAGE_BYTES};
 pub use error::{ErrorKind, QueueError};
 pub use memory::{Consumer, MemoryQueue, Producer, QueueClosed};
-pub use sqs::{EntryRetry, SqsQueue};
+pub use sql2ddb_aws::RetryPolicy;
+pub use sqs::{SqsQueue, DEFAULT_ENTRY_RETRY};
 pub use visibility::VisibilityExtender;
 
 /// Identifies one delivery of one batch, for [`WorkQueue::ack`],

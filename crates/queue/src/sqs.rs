@@ -7,11 +7,11 @@ use aws_sdk_sqs::types::{
     MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry,
 };
 use aws_sdk_sqs::Client;
-use rand::Rng;
+use sql2ddb_aws::{sdk_message, RetryPolicy};
 use sql2ddb_core::WorkBatch;
 
 use crate::codec::{self, MAX_MESSAGE_BYTES};
-use crate::error::sdk_message;
+use crate::error::call_err;
 use crate::{AckHandle, QueueDepth, QueueError, Received, WorkQueue};
 
 /// Entries per `SendMessageBatch` call (the service's limit).
@@ -24,38 +24,14 @@ pub const MAX_WAIT: Duration = Duration::from_secs(20);
 pub const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 60 * 60);
 
 /// Re-sending the entries of a `SendMessageBatch` that failed inside a
-/// successful call: capped exponential backoff with full jitter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct EntryRetry {
-    /// Sends of an entry, the first included.
-    pub attempts: u32,
-    /// Backoff before the first re-send.
-    pub base: Duration,
-    /// Longest backoff.
-    pub cap: Duration,
-}
-
-impl Default for EntryRetry {
-    fn default() -> Self {
-        EntryRetry {
-            attempts: 8,
-            base: Duration::from_millis(100),
-            cap: Duration::from_secs(10),
-        }
-    }
-}
-
-impl EntryRetry {
-    /// A random wait in `[0, min(cap, base·2^retry)]`.
-    pub fn backoff(&self, retry: u32) -> Duration {
-        let ceiling = self
-            .base
-            .saturating_mul(1u32.checked_shl(retry).unwrap_or(u32::MAX))
-            .min(self.cap);
-        let millis = ceiling.as_millis() as u64;
-        Duration::from_millis(rand::rng().random_range(0..=millis))
-    }
-}
+/// successful call, unless replaced ([`SqsQueue::with_entry_retry`]): 8
+/// sends of an entry, the delay before re-send `n` (1-based) at most
+/// `min(10 s, 100 ms·2^(n-1))`, full jitter.
+pub const DEFAULT_ENTRY_RETRY: RetryPolicy = RetryPolicy {
+    base: Duration::from_millis(100),
+    cap: Duration::from_secs(10),
+    max_attempts: 8,
+};
 
 /// A standard SQS queue of work batches.
 #[derive(Debug, Clone)]
@@ -65,7 +41,7 @@ pub struct SqsQueue {
     max_message_bytes: usize,
     visibility: Duration,
     dead_letter_url: Option<String>,
-    retry: EntryRetry,
+    retry: RetryPolicy,
 }
 
 impl SqsQueue {
@@ -98,12 +74,12 @@ impl SqsQueue {
             max_message_bytes,
             visibility,
             dead_letter_url,
-            retry: EntryRetry::default(),
+            retry: DEFAULT_ENTRY_RETRY,
         })
     }
 
     /// Replaces the retry of failed batch entries.
-    pub fn with_entry_retry(mut self, retry: EntryRetry) -> Self {
+    pub fn with_entry_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
         self
     }
@@ -157,14 +133,6 @@ impl SqsQueue {
     }
 }
 
-fn call_err(operation: &'static str, queue: &str, message: String) -> QueueError {
-    QueueError::Call {
-        operation,
-        queue: queue.to_string(),
-        message,
-    }
-}
-
 /// Groups bodies into calls within SQS's limits (count and total size).
 fn group_bodies(bodies: Vec<String>) -> Vec<Vec<String>> {
     let mut groups: Vec<Vec<String>> = Vec::new();
@@ -187,7 +155,7 @@ pub(crate) async fn send_bodies(
     client: &Client,
     url: &str,
     bodies: Vec<String>,
-    retry: EntryRetry,
+    retry: RetryPolicy,
 ) -> Result<(), QueueError> {
     for group in group_bodies(bodies) {
         let mut pending: Vec<(String, String)> = group
@@ -235,7 +203,7 @@ pub(crate) async fn send_bodies(
                     format!("message refused, {}", describe(Some(f))),
                 ));
             }
-            if attempt >= retry.attempts {
+            if attempt >= retry.max_attempts {
                 return Err(call_err(
                     "SendMessageBatch",
                     url,
@@ -252,7 +220,8 @@ pub(crate) async fn send_bodies(
                 attempt,
                 "re-sending failed entries"
             );
-            tokio::time::sleep(retry.backoff(attempt - 1)).await;
+            let delay = retry.delay(attempt, &mut rand::rng());
+            tokio::time::sleep(delay).await;
             attempt += 1;
         }
     }
@@ -386,15 +355,16 @@ mod tests {
 
     #[test]
     fn entry_backoff_is_capped_full_jitter() {
-        let retry = EntryRetry {
-            attempts: 5,
+        let retry = RetryPolicy {
+            max_attempts: 5,
             base: Duration::from_millis(100),
             cap: Duration::from_millis(700),
         };
+        let mut rng = rand::rng();
         for _ in 0..200 {
-            assert!(retry.backoff(0) <= Duration::from_millis(100));
-            assert!(retry.backoff(2) <= Duration::from_millis(400));
-            assert!(retry.backoff(40) <= Duration::from_millis(700));
+            assert!(retry.delay(1, &mut rng) <= Duration::from_millis(100));
+            assert!(retry.delay(3, &mut rng) <= Duration::from_millis(400));
+            assert!(retry.delay(41, &mut rng) <= Duration::from_millis(700));
         }
     }
 }

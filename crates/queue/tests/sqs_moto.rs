@@ -63,7 +63,9 @@ struct Fixture {
 impl Fixture {
     async fn new(name: &str, visibility: Duration, max_receive_count: u32) -> Fixture {
         let moto = MotoServer::start();
-        let client = connect(Some(moto.url()), Some("us-east-1"), None).await;
+        let client = connect(Some(moto.url()), Some("us-east-1"), None)
+            .await
+            .unwrap();
         let name = format!("{name}-{}", std::process::id());
         let urls = create_queue(&client, &name, visibility, max_receive_count)
             .await

@@ -137,13 +137,13 @@ fn parse_keys(spec: &str) -> anyhow::Result<Vec<KeyAttr>> {
             let (name, kind) = k
                 .split_once(':')
                 .with_context(|| format!("key {k:?} must be NAME:TYPE"))?;
-            if !["S", "N", "B"].contains(&kind) || name.is_empty() {
-                bail!("key {k:?} must be NAME:S, NAME:N or NAME:B");
+            match kind.parse() {
+                Ok(kind) if !name.is_empty() => Ok(KeyAttr {
+                    name: name.to_string(),
+                    kind,
+                }),
+                _ => bail!("key {k:?} must be NAME:S, NAME:N or NAME:B"),
             }
-            Ok(KeyAttr {
-                name: name.to_string(),
-                kind: kind.to_string(),
-            })
         })
         .collect::<anyhow::Result<_>>()?;
     if keys.len() > 2 {

@@ -33,21 +33,21 @@ async fn every_fault_kind_looks_like_dynamodb_to_the_client() {
 
     let failed = |r: Result<Vec<usize>, CallError>| r.expect_err("the call failed");
     let e = failed(call(only(|c| c.provisioned_throughput_exceeded = 1.0)).await);
-    assert!(e.retryable && e.is_throttling(), "{e:?}");
+    assert!(e.retryable() && e.is_throttling(), "{e:?}");
     assert!(
         e.message
             .starts_with("ProvisionedThroughputExceededException"),
         "{e:?}"
     );
     let e = failed(call(only(|c| c.throttling = 1.0)).await);
-    assert!(e.retryable && e.is_throttling(), "{e:?}");
+    assert!(e.retryable() && e.is_throttling(), "{e:?}");
     assert!(e.message.starts_with("ThrottlingException"), "{e:?}");
     let e = failed(call(only(|c| c.internal_error = 1.0)).await);
-    assert!(e.retryable && !e.is_throttling(), "{e:?}");
+    assert!(e.retryable() && !e.is_throttling(), "{e:?}");
     let e = failed(call(only(|c| c.service_unavailable = 1.0)).await);
-    assert!(e.retryable && !e.is_throttling(), "{e:?}");
+    assert!(e.retryable() && !e.is_throttling(), "{e:?}");
     let e = failed(call(only(|c| c.dropped_connection = 1.0)).await);
-    assert!(e.retryable && !e.is_throttling(), "{e:?}");
+    assert!(e.retryable() && !e.is_throttling(), "{e:?}");
     let stats = proxy.stats();
     assert_eq!(
         (

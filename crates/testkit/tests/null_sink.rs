@@ -21,7 +21,7 @@ async fn a_writer_targets_the_sink_and_the_sink_counts_every_item() {
         .unwrap());
     let other_keys = vec![KeyAttr {
         name: "id".into(),
-        kind: "N".into(),
+        kind: sql2ddb_core::KeyType::N,
     }];
     let err = ensure_table(&client, "anything", &other_keys, false)
         .await

@@ -390,7 +390,7 @@ pub async fn run(
         match &queue_url {
             Some(url) => {
                 let sqs =
-                    sql2ddb_queue::connect(opts.sqs_endpoint.as_deref(), None, Some(url)).await;
+                    sql2ddb_queue::connect(opts.sqs_endpoint.as_deref(), None, Some(url)).await?;
                 let queue = Arc::new(SqsQueue::open(sqs, url).await?);
                 let handoff = Handoff::Sqs {
                     queue,

@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use sql2ddb_core::redact_url;
 use sql2ddb_dynamo::progress::{
-    default_table, summarize, EntityMeta, ProgressStore, RunMeta, RunProgress as Recorded,
+    default_table, EntityMeta, ProgressStore, RunMeta, RunProgress as Recorded,
     SegmentBounds,
 };
 use sql2ddb_dynamo::Client;
@@ -302,7 +302,7 @@ impl Tracking {
         in_process: bool,
     ) -> Result<(), EngineError> {
         let recorded = self.store.load(run_id).await?;
-        let summary = summarize(&recorded);
+        let summary = crate::verify::summarize(&recorded);
         for e in entities.iter_mut() {
             let Some(count) = summary.entities.iter().find(|c| c.entity == e.name) else {
                 continue;

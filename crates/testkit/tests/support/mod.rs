@@ -27,7 +27,7 @@ pub fn keys() -> Vec<KeyAttr> {
         .into_iter()
         .map(|name| KeyAttr {
             name: name.into(),
-            kind: "S".into(),
+            kind: sql2ddb_core::KeyType::S,
         })
         .collect()
 }

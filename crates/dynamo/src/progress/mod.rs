@@ -1,0 +1,35 @@
+//! The progress store: how a run proves it is complete by counting.
+//!
+//! One DynamoDB table of its own (default `<target>-sql2ddb-progress`), one
+//! partition per run (`PK = RUN#<id>`), and in it:
+//! - `RUN`: the run's description ([`RunMeta`]), written when it starts, with
+//!   the digest of the mapping's items (so a resume can refuse a changed mapping);
+//! - `BATCH#<entity>#<segment>#<page>#<part>`: one item per batch a writer
+//!   finished, with its rows, items, rejects and failures, and what writing
+//!   it cost ([`BatchCost`]);
+//! - `CURSOR#<entity>#<segment>`: a segment's keyset cursor and how many pages
+//!   it has handed on, updated as the segment advances;
+//! - `TOTAL#<entity>#<segment>`: a segment's final row count, written when the
+//!   reader reaches its end.
+//!
+//! There is no shared counter: racing writers would corrupt it. Every record
+//! has a deterministic key, so a redelivered batch rewrites its own record
+//! instead of counting twice, and the engine's verification adds the records up.
+//!
+//! Each call is one attempt (the client's retries are off): a failed record
+//! leaves its message unacknowledged, so the batch is delivered again, and a
+//! failed cursor update stops the reader, which resumes from the last cursor.
+
+mod records;
+mod store;
+
+pub use records::{
+    BatchCost, BatchRecord, EntityMeta, RunMeta, RunProgress, SegmentBounds, SegmentCursor,
+    SegmentTotal,
+};
+pub use store::ProgressStore;
+
+/// The progress table of a target table, unless the user names another.
+pub fn default_table(target: &str) -> String {
+    format!("{target}-sql2ddb-progress")
+}

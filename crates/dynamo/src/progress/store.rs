@@ -1,0 +1,361 @@
+//! The progress store's calls to DynamoDB.
+
+use std::collections::{BTreeMap, HashMap};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::Client;
+use sql2ddb_core::{redact_secrets, KeyAttr, KeyType, SqlValue};
+
+use super::{BatchCost, BatchRecord, RunMeta, RunProgress, SegmentCursor, SegmentTotal};
+use crate::error::{call_error, local_error, DynamoError};
+
+/// A store of run progress in one DynamoDB table.
+#[derive(Debug, Clone)]
+pub struct ProgressStore {
+    client: Client,
+    table: String,
+}
+
+fn pk(run: &str) -> AttributeValue {
+    AttributeValue::S(format!("RUN#{run}"))
+}
+
+fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+fn n(v: impl ToString) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// A run's description as stored: JSON, its source redacted once more, in case.
+fn meta_attr(meta: &RunMeta) -> AttributeValue {
+    let meta = RunMeta {
+        source: redact_secrets(&meta.source),
+        ..meta.clone()
+    };
+    s(serde_json::to_string(&meta).expect("run meta serialises"))
+}
+
+fn batch_attrs(record: &BatchRecord) -> Vec<(&'static str, AttributeValue)> {
+    vec![
+        ("entity", s(&record.entity)),
+        ("segment", n(record.segment)),
+        ("page", n(record.page)),
+        ("part", n(record.part)),
+        ("parts", n(record.parts)),
+        ("rows", n(record.rows)),
+        ("items", n(record.items)),
+        ("rejected", n(record.rejected)),
+        ("failed", n(record.failed)),
+    ]
+}
+
+impl ProgressStore {
+    /// A store in `table`.
+    pub fn new(client: Client, table: impl Into<String>) -> Self {
+        ProgressStore {
+            client,
+            table: table.into(),
+        }
+    }
+
+    /// The table's name.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
+    /// Creates the table (on-demand, string `PK` and `SK`) unless it exists;
+    /// returns whether it was created.
+    pub async fn ensure(&self) -> Result<bool, DynamoError> {
+        let keys = [
+            KeyAttr::new("PK", KeyType::S),
+            KeyAttr::new("SK", KeyType::S),
+        ];
+        crate::admin::ensure_table(&self.client, &self.table, &keys, true).await
+    }
+
+    fn call_err(&self, operation: &'static str, message: String) -> DynamoError {
+        local_error(operation, &self.table, message)
+    }
+
+    async fn put(
+        &self,
+        run: &str,
+        sk: String,
+        attrs: Vec<(&str, AttributeValue)>,
+    ) -> Result<(), DynamoError> {
+        let mut req = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("PK", pk(run))
+            .item("SK", s(sk));
+        for (name, value) in attrs {
+            req = req.item(name, value);
+        }
+        req.send()
+            .await
+            .map_err(|e| call_error("PutItem", &self.table, &e))?;
+        Ok(())
+    }
+
+    /// Records the run's description (its source redacted once more, in case).
+    pub async fn record_run(&self, run: &str, meta: &RunMeta) -> Result<(), DynamoError> {
+        self.put(run, "RUN".into(), vec![("meta", meta_attr(meta))])
+            .await
+    }
+
+    /// Records the run's description with the digest of its mapping's items
+    /// (part name → hash), which a resume compares with its own mapping's.
+    pub async fn record_run_with_digest(
+        &self,
+        run: &str,
+        meta: &RunMeta,
+        digest: &BTreeMap<String, String>,
+    ) -> Result<(), DynamoError> {
+        let digest = serde_json::to_string(digest).expect("a digest serialises");
+        self.put(
+            run,
+            "RUN".into(),
+            vec![("meta", meta_attr(meta)), ("digest", s(digest))],
+        )
+        .await
+    }
+
+    /// Whether the progress table exists (one `DescribeTable`).
+    pub async fn exists(&self) -> Result<bool, DynamoError> {
+        match self
+            .client
+            .describe_table()
+            .table_name(&self.table)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_resource_not_found_exception()) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(call_error("DescribeTable", &self.table, &e)),
+        }
+    }
+
+    /// Records a finished batch; a second record of the same batch replaces the first.
+    pub async fn record_batch(&self, run: &str, record: &BatchRecord) -> Result<(), DynamoError> {
+        self.put(run, record.sort_key(), batch_attrs(record)).await
+    }
+
+    /// Records a finished batch with what writing it cost; a second record
+    /// of the same batch replaces the first, so a batch written twice is
+    /// counted once.
+    pub async fn record_batch_with_cost(
+        &self,
+        run: &str,
+        record: &BatchRecord,
+        cost: &BatchCost,
+    ) -> Result<(), DynamoError> {
+        let mut attrs = batch_attrs(record);
+        attrs.extend([
+            ("bytes", n(cost.bytes)),
+            ("write_units", n(cost.write_units)),
+            ("retries", n(cost.retries)),
+        ]);
+        self.put(run, record.sort_key(), attrs).await
+    }
+
+    /// Moves a segment's cursor: `pages_sent` pages holding `rows_sent` rows
+    /// are handed on, the last ending at key `cursor`. Only forward: an update
+    /// with fewer pages than recorded (a reader that lost its place, or a
+    /// slower writer of the same run) changes nothing and is not an error.
+    pub async fn set_cursor(
+        &self,
+        run: &str,
+        entity: &str,
+        segment: u32,
+        cursor: &[SqlValue],
+        pages_sent: u64,
+        rows_sent: u64,
+    ) -> Result<(), DynamoError> {
+        let json = serde_json::to_string(cursor).expect("SQL values serialise");
+        let out = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .item("PK", pk(run))
+            .item("SK", s(format!("CURSOR#{entity}#{segment:05}")))
+            .item("entity", s(entity))
+            .item("segment", n(segment))
+            .item("cursor", s(json))
+            .item("pages_sent", n(pages_sent))
+            .item("rows_sent", n(rows_sent))
+            .condition_expression("attribute_not_exists(pages_sent) OR pages_sent <= :p")
+            .expression_attribute_values(":p", n(pages_sent))
+            .send()
+            .await;
+        match out {
+            Ok(_) => Ok(()),
+            Err(e)
+                if e.as_service_error()
+                    .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(call_error("PutItem", &self.table, &e)),
+        }
+    }
+
+    /// Records that a segment's reader reached its end after `total_rows` rows in `pages` pages.
+    pub async fn finish_segment(
+        &self,
+        run: &str,
+        entity: &str,
+        segment: u32,
+        total_rows: u64,
+        pages: u64,
+    ) -> Result<(), DynamoError> {
+        self.put(
+            run,
+            format!("TOTAL#{entity}#{segment:05}"),
+            vec![
+                ("entity", s(entity)),
+                ("segment", n(segment)),
+                ("rows", n(total_rows)),
+                ("pages", n(pages)),
+            ],
+        )
+        .await
+    }
+
+    /// The run's description alone (one strongly consistent `GetItem`);
+    /// `None` when the run is not recorded in this table.
+    pub async fn run_meta(&self, run: &str) -> Result<Option<RunMeta>, DynamoError> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("PK", pk(run))
+            .key("SK", s("RUN"))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|e| call_error("GetItem", &self.table, &e))?;
+        let Some(item) = out.item else {
+            return Ok(None);
+        };
+        let mut progress = RunProgress::default();
+        self.read_record(&item, &mut progress)?;
+        Ok(progress.meta)
+    }
+
+    /// Reads everything recorded for a run (a strongly consistent Query over
+    /// its partition, page after page).
+    pub async fn load(&self, run: &str) -> Result<RunProgress, DynamoError> {
+        let mut progress = RunProgress::default();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("PK = :pk")
+                .expression_attribute_values(":pk", pk(run))
+                .consistent_read(true)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(|e| call_error("Query", &self.table, &e))?;
+            for item in out.items() {
+                self.read_record(item, &mut progress)?;
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return Ok(progress);
+            }
+        }
+    }
+
+    fn read_record(
+        &self,
+        item: &HashMap<String, AttributeValue>,
+        progress: &mut RunProgress,
+    ) -> Result<(), DynamoError> {
+        let sk = item
+            .get("SK")
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .unwrap_or_default();
+        let bad = |what: String| self.call_err("Query", format!("progress record {sk}: {what}"));
+        let text = |name: &str| -> Result<String, DynamoError> {
+            item.get(name)
+                .and_then(|v| v.as_s().ok())
+                .cloned()
+                .ok_or_else(|| bad(format!("no string attribute {name}")))
+        };
+        let number = |name: &str| -> Result<u64, DynamoError> {
+            item.get(name)
+                .and_then(|v| v.as_n().ok())
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| bad(format!("no whole-number attribute {name}")))
+        };
+        let segment = || -> Result<u32, DynamoError> {
+            u32::try_from(number("segment")?).map_err(|_| bad("segment out of range".into()))
+        };
+        if sk == "RUN" {
+            let meta = serde_json::from_str(&text("meta")?)
+                .map_err(|e| bad(format!("meta is not a run description: {e}")))?;
+            progress.meta = Some(meta);
+            if item.contains_key("digest") {
+                let digest = serde_json::from_str(&text("digest")?)
+                    .map_err(|e| bad(format!("digest is not a map of part hashes: {e}")))?;
+                progress.digest = Some(digest);
+            }
+        } else if sk.starts_with("BATCH#") {
+            let small = |name: &str| -> Result<u32, DynamoError> {
+                u32::try_from(number(name)?).map_err(|_| bad(format!("{name} out of range")))
+            };
+            progress.batches.push(BatchRecord {
+                entity: text("entity")?,
+                segment: segment()?,
+                page: number("page")?,
+                part: small("part")?,
+                parts: small("parts")?,
+                rows: number("rows")?,
+                items: number("items")?,
+                rejected: number("rejected")?,
+                failed: number("failed")?,
+            });
+            // Absent in records of an earlier release, and of queue workers that do not record it.
+            if item.contains_key("write_units") {
+                let cost = BatchCost {
+                    bytes: number("bytes")?,
+                    write_units: number("write_units")?,
+                    retries: number("retries")?,
+                };
+                progress.costs.insert(sk.clone(), cost);
+            }
+        } else if sk.starts_with("CURSOR#") {
+            let cursor = serde_json::from_str(&text("cursor")?)
+                .map_err(|e| bad(format!("cursor is not a list of SQL values: {e}")))?;
+            progress.cursors.push(SegmentCursor {
+                entity: text("entity")?,
+                segment: segment()?,
+                cursor,
+                pages_sent: number("pages_sent")?,
+                // Absent in records of an earlier release: counted from zero.
+                rows_sent: number("rows_sent").unwrap_or(0),
+            });
+        } else if sk.starts_with("TOTAL#") {
+            progress.totals.push(SegmentTotal {
+                entity: text("entity")?,
+                segment: segment()?,
+                rows: number("rows")?,
+                pages: number("pages")?,
+            });
+        }
+        // Other kinds of record (from a newer release) are not ours to count.
+        Ok(())
+    }
+}

@@ -1,0 +1,288 @@
+//! The engine's verification adds up what the progress store recorded:
+//! against an in-process DynamoDB-compatible server.
+
+use sql2ddb_core::{AttrValue, SqlValue};
+use sql2ddb_dynamo::convert::to_sdk;
+use sql2ddb_dynamo::progress::{default_table, BatchRecord, EntityMeta, ProgressStore, RunMeta};
+use sql2ddb_dynamo::{connect, Endpoint, LocalDynamo};
+use sql2ddb_engine::verify::{summarize, MissingPage};
+
+async fn store(name: &str) -> (LocalDynamo, ProgressStore) {
+    let local = LocalDynamo::start(None).await.unwrap();
+    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1"))
+        .await
+        .unwrap();
+    let store = ProgressStore::new(client, default_table(name));
+    assert!(store.ensure().await.unwrap(), "a new table is created");
+    assert!(!store.ensure().await.unwrap(), "an existing one is kept");
+    (local, store)
+}
+
+fn meta(entities: &[(&str, u32)]) -> RunMeta {
+    RunMeta {
+        mapping: "mappings/shop.toml".into(),
+        source: "postgres://root:hunter2@db/shop".into(),
+        table: "shop".into(),
+        entities: entities
+            .iter()
+            .map(|(name, segments)| EntityMeta {
+                name: name.to_string(),
+                segments: *segments,
+                bounds: Vec::new(),
+            })
+            .collect(),
+        started: "2024-05-01T10:00:00Z".into(),
+        queue: None,
+    }
+}
+
+fn record(entity: &str, segment: u32, page: u64, rows: u64) -> BatchRecord {
+    BatchRecord {
+        entity: entity.into(),
+        segment,
+        page,
+        part: 0,
+        parts: 1,
+        rows,
+        items: rows,
+        rejected: 0,
+        failed: 0,
+    }
+}
+
+#[tokio::test]
+async fn a_redelivered_batch_is_counted_once_and_the_run_completes_when_sums_meet() {
+    let (local, store) = store("redelivered").await;
+    let run = "r1";
+    store
+        .record_run(run, &meta(&[("order", 2), ("customer", 1)]))
+        .await
+        .unwrap();
+    for segment in 0..2 {
+        for page in 0..3 {
+            store
+                .record_batch(run, &record("order", segment, page, 10))
+                .await
+                .unwrap();
+        }
+    }
+    // The same message delivered twice: its record is written twice.
+    store
+        .record_batch(run, &record("order", 1, 2, 10))
+        .await
+        .unwrap();
+    let customer = BatchRecord {
+        items: 4,
+        rejected: 1,
+        ..record("customer", 0, 0, 5)
+    };
+    store.record_batch(run, &customer).await.unwrap();
+    store.record_batch(run, &customer).await.unwrap();
+
+    let v = summarize(&store.load(run).await.unwrap());
+    assert!(!v.complete, "no segment is finished yet");
+    assert_eq!(v.entities[0].rows_read, None);
+    assert_eq!(v.entities[0].written, 60);
+
+    store.finish_segment(run, "order", 0, 30, 3).await.unwrap();
+    store.finish_segment(run, "order", 1, 30, 3).await.unwrap();
+    store
+        .finish_segment(run, "customer", 0, 5, 1)
+        .await
+        .unwrap();
+    let progress = store.load(run).await.unwrap();
+    assert_eq!(progress.batches.len(), 7);
+    let v = summarize(&progress);
+    let counts: Vec<_> = v
+        .entities
+        .iter()
+        .map(|e| {
+            (
+                e.entity.as_str(),
+                e.rows_read,
+                e.written,
+                e.rejected,
+                e.failed,
+                e.pending,
+            )
+        })
+        .collect();
+    assert_eq!(
+        counts,
+        [
+            ("order", Some(60), 60, 0, 0, Some(0)),
+            ("customer", Some(5), 4, 1, 0, Some(0)),
+        ]
+    );
+    assert!(v.missing.is_empty(), "{:?}", v.missing);
+    assert!(v.complete);
+
+    // The run's description reads back, its password redacted.
+    let meta_back = progress.meta.unwrap();
+    assert!(
+        !meta_back.source.contains("hunter2"),
+        "{}",
+        meta_back.source
+    );
+    assert_eq!(
+        meta_back.entities,
+        meta(&[("order", 2), ("customer", 1)]).entities
+    );
+    local.stop().await;
+}
+
+#[tokio::test]
+async fn pages_sent_without_a_record_are_named_and_keep_the_run_incomplete() {
+    let (local, store) = store("missing").await;
+    let run = "r2";
+    store.record_run(run, &meta(&[("order", 2)])).await.unwrap();
+    // Segment 0: pages 0..3 sent, page 1 never written.
+    store
+        .set_cursor(run, "order", 0, &[SqlValue::Int(300)], 3, 30)
+        .await
+        .unwrap();
+    store
+        .record_batch(run, &record("order", 0, 0, 10))
+        .await
+        .unwrap();
+    store
+        .record_batch(run, &record("order", 0, 2, 10))
+        .await
+        .unwrap();
+    // Segment 1: one page split in two parts, only part 0 written.
+    store.finish_segment(run, "order", 1, 8, 1).await.unwrap();
+    let part0 = BatchRecord {
+        part: 0,
+        parts: 2,
+        ..record("order", 1, 0, 5)
+    };
+    store.record_batch(run, &part0).await.unwrap();
+
+    let v = summarize(&store.load(run).await.unwrap());
+    let missing = |segment, page| MissingPage {
+        entity: "order".into(),
+        segment,
+        page,
+    };
+    assert_eq!(v.missing, [missing(0, 1), missing(1, 0)]);
+    assert_eq!(v.entities[0].segments_finished, 1);
+    assert_eq!(v.entities[0].rows_read, None);
+    assert!(!v.complete);
+
+    // The missing writes arrive, the reader finishes: complete.
+    store
+        .record_batch(run, &record("order", 0, 1, 10))
+        .await
+        .unwrap();
+    let part1 = BatchRecord {
+        part: 1,
+        rows: 3,
+        items: 3,
+        ..part0.clone()
+    };
+    store.record_batch(run, &part1).await.unwrap();
+    store.finish_segment(run, "order", 0, 30, 3).await.unwrap();
+    let v = summarize(&store.load(run).await.unwrap());
+    assert!(v.missing.is_empty(), "{:?}", v.missing);
+    assert_eq!(v.entities[0].rows_read, Some(38));
+    assert!(v.complete);
+    local.stop().await;
+}
+
+#[tokio::test]
+async fn complete_only_when_the_records_add_up_to_the_rows_read() {
+    let (local, store) = store("sums").await;
+    let run = "r3";
+    store.record_run(run, &meta(&[("order", 1)])).await.unwrap();
+    store
+        .record_batch(run, &record("order", 0, 0, 10))
+        .await
+        .unwrap();
+    // The reader read 12 rows in one page, but the record accounts for 10.
+    store.finish_segment(run, "order", 0, 12, 1).await.unwrap();
+    let v = summarize(&store.load(run).await.unwrap());
+    assert!(v.missing.is_empty());
+    assert_eq!(v.entities[0].pending, Some(2));
+    assert!(!v.complete);
+
+    // A record whose own numbers do not add up is not accounted for either.
+    let inconsistent = BatchRecord {
+        rows: 12,
+        items: 10,
+        ..record("order", 0, 0, 12)
+    };
+    store.record_batch(run, &inconsistent).await.unwrap();
+    let v = summarize(&store.load(run).await.unwrap());
+    assert_eq!(v.entities[0].pending, Some(0));
+    assert!(!v.complete);
+
+    let rejects_and_failures = BatchRecord {
+        rejected: 1,
+        failed: 1,
+        ..inconsistent
+    };
+    store
+        .record_batch(run, &rejects_and_failures)
+        .await
+        .unwrap();
+    let v = summarize(&store.load(run).await.unwrap());
+    assert_eq!((v.entities[0].rejected, v.entities[0].failed), (1, 1));
+    assert!(v.complete);
+
+    // Without its description a run is never complete.
+    let mut progress = store.load(run).await.unwrap();
+    progress.meta = None;
+    assert!(!summarize(&progress).complete);
+    local.stop().await;
+}
+
+#[tokio::test]
+async fn load_reads_every_record_of_a_run_over_many_query_pages() {
+    let (local, store) = store("pages").await;
+    let run = "r5";
+    // Long entity names make each record ~1 KB: 2,500 of them are over 2 MB,
+    // more than one Query answer (1 MB) holds.
+    let entity = format!("order_{}", "x".repeat(400));
+    store.record_run(run, &meta(&[(&entity, 1)])).await.unwrap();
+    let records: Vec<BatchRecord> = (0..2_500).map(|page| record(&entity, 0, page, 3)).collect();
+    for chunk in records.chunks(16) {
+        let mut writes = tokio::task::JoinSet::new();
+        for r in chunk.iter().cloned() {
+            let store = store.clone();
+            writes.spawn(async move { store.record_batch(run, &r).await });
+        }
+        while let Some(done) = writes.join_next().await {
+            assert!(done.unwrap().is_ok());
+        }
+    }
+    store
+        .finish_segment(run, &entity, 0, 7_500, 2_500)
+        .await
+        .unwrap();
+
+    // One Query does not return it all: the store must follow LastEvaluatedKey.
+    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1"))
+        .await
+        .unwrap();
+    let first = client
+        .query()
+        .table_name(store.table())
+        .key_condition_expression("PK = :pk")
+        .expression_attribute_values(":pk", to_sdk(&AttrValue::S(format!("RUN#{run}"))))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        first.last_evaluated_key.is_some(),
+        "{} records in one answer",
+        first.count
+    );
+
+    let progress = store.load(run).await.unwrap();
+    assert_eq!(progress.batches.len(), 2_500);
+    let v = summarize(&progress);
+    assert_eq!(v.entities[0].rows_read, Some(7_500));
+    assert_eq!(v.entities[0].written, 7_500);
+    assert!(v.complete);
+    local.stop().await;
+}
