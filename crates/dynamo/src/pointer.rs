@@ -42,12 +42,7 @@ pub async fn write_pointer(
     update: &PointerUpdate,
     policy: &RetryPolicy,
 ) -> Result<PointerOutcome, DynamoError> {
-    let fail = |message: String, failure: Option<Failure>| DynamoError::Call {
-        operation: "UpdateItem",
-        table: table.to_string(),
-        message: format!("pointer {}: {message}", update.name),
-        failure,
-    };
+    let fail = |message, failure| pointer_error("UpdateItem", table, update, message, failure);
     let key = pointer_key(keys, update).map_err(|m| fail(m, None))?;
     let mut names = HashMap::from([("#v".to_string(), update.attribute.clone())]);
     let mut values = HashMap::from([(":new".to_string(), to_sdk(&update.value))]);
@@ -105,6 +100,22 @@ pub async fn write_pointer(
     }
 }
 
+/// The error of a call on a pointer item, named after the pointer.
+fn pointer_error(
+    operation: &'static str,
+    table: &str,
+    update: &PointerUpdate,
+    message: String,
+    failure: Option<Failure>,
+) -> DynamoError {
+    DynamoError::Call {
+        operation,
+        table: table.to_string(),
+        message: format!("pointer {}: {message}", update.name),
+        failure,
+    }
+}
+
 /// The pointer item's key: its partition key value, and its sort key value
 /// exactly when the table has a sort key.
 fn pointer_key(
@@ -145,12 +156,7 @@ pub async fn read_pointer(
     keys: &[KeyAttr],
     update: &PointerUpdate,
 ) -> Result<Option<sql2ddb_core::AttrValue>, DynamoError> {
-    let fail = |message: String, failure: Option<Failure>| DynamoError::Call {
-        operation: "GetItem",
-        table: table.to_string(),
-        message: format!("pointer {}: {message}", update.name),
-        failure,
-    };
+    let fail = |message, failure| pointer_error("GetItem", table, update, message, failure);
     let key = pointer_key(keys, update).map_err(|m| fail(m, None))?;
     let out = client
         .get_item()
