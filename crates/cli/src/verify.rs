@@ -4,9 +4,8 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use sql2ddb_dynamo::progress::{default_table, ProgressStore};
-use sql2ddb_dynamo::{connect, Endpoint};
 use sql2ddb_engine::verify::{inspect, RunState};
+use sql2ddb_engine::{Job, ProgressStore, ResourceOptions, Resources};
 
 use crate::{fail, limits, load};
 
@@ -64,38 +63,23 @@ Exit codes:
 async fn store(args: &StatusArgs) -> Result<ProgressStore, String> {
     let plan = match &args.mapping {
         Some(path) => Some(load(path)?),
-        None => None,
-    };
-    let table = match (&args.progress_table, &plan) {
-        (Some(t), _) => t.clone(),
-        (None, Some(plan)) => default_table(&plan.target.table),
-        (None, None) => {
+        None if args.progress_table.is_none() => {
             return Err(
                 "name the run's progress table: give the mapping file or --progress-table".into(),
             )
         }
+        None => None,
     };
-    let endpoint = args
-        .endpoint
-        .as_deref()
-        .or(plan.as_ref().and_then(|p| p.target.endpoint.as_deref()));
-    let endpoint =
-        match endpoint {
-            Some("local") => return Err(
-                "the embedded `local` endpoint belongs to the run's own process; give --endpoint"
-                    .into(),
-            ),
-            Some(url) => Endpoint::parse(url).map_err(|e| e.to_string())?,
-            None => Endpoint::Aws,
-        };
-    let region = args
-        .region
-        .as_deref()
-        .or(plan.as_ref().and_then(|p| p.target.region.as_deref()));
-    let client = connect(&endpoint, region)
+    let options = ResourceOptions {
+        endpoint: args.endpoint.clone(),
+        region: args.region.clone(),
+        progress_table: args.progress_table.clone(),
+        sqs_endpoint: None,
+    };
+    let resources = Resources::open(plan.as_ref(), &options, Job::Status)
         .await
         .map_err(|e| e.to_string())?;
-    Ok(ProgressStore::new(client, table))
+    resources.progress_store().map_err(|e| e.to_string())
 }
 
 /// `sql2ddb status`.

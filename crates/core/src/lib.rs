@@ -2,6 +2,8 @@
 //! a source, DynamoDB attribute values and items, work batches and rejects,
 //! DynamoDB's size and number rules, and secret redaction. No IO.
 
+#![warn(missing_docs)]
+
 pub mod attr;
 pub mod batch;
 pub mod limits;

@@ -24,6 +24,8 @@ pub enum ErrorKind {
     Resume,
     /// A queue worker cannot write a batch, or cannot work as configured.
     Worker,
+    /// The job's settings do not fit together (endpoint, progress table…).
+    Config,
 }
 
 /// An error that stops a job.
@@ -69,6 +71,9 @@ pub enum EngineError {
     /// A queue worker cannot write a batch, or cannot work as configured.
     #[error("worker: {0}")]
     Worker(String),
+    /// The job's settings do not fit together (endpoint, progress table…).
+    #[error("{0}")]
+    Config(String),
 }
 
 impl EngineError {
@@ -83,6 +88,7 @@ impl EngineError {
             EngineError::Queue(_) => ErrorKind::Queue,
             EngineError::Resume { .. } => ErrorKind::Resume,
             EngineError::Worker(_) => ErrorKind::Worker,
+            EngineError::Config(_) => ErrorKind::Config,
         }
     }
 

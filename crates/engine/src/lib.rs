@@ -1,12 +1,15 @@
 //! The jobs of sql2ddb: `check` (validate a mapping, no IO) and `run`
 //! (migrate: read pages → map → queue → write → count), with the run report.
 
+#![warn(missing_docs)]
+
 pub mod check;
 pub mod checkpoint;
 pub mod error;
 pub mod progress;
 pub mod rejects;
 pub mod report;
+pub mod resources;
 pub mod run;
 pub mod sink;
 pub mod stop;
@@ -17,5 +20,8 @@ pub use check::{check, CheckSummary};
 pub use error::{EngineError, ErrorKind};
 pub use progress::{EntityProgress, RunProgress};
 pub use report::{EntityReport, PointerReport, RunReport, RunStatus, WriterReport};
+pub use resources::{Job, ResourceOptions, Resources};
 pub use run::{new_run_id, run, RunOptions};
+/// The progress table of runs, as `status` and `verify` read it.
+pub use sql2ddb_dynamo::progress::ProgressStore;
 pub use stop::StopSignal;

@@ -20,8 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
-use sql2ddb_dynamo::progress::{default_table, ProgressStore, RunMeta};
-use sql2ddb_dynamo::{connect, Endpoint};
+use sql2ddb_dynamo::progress::{ProgressStore, RunMeta};
 use sql2ddb_mapping::Plan;
 use sql2ddb_queue::{AckHandle, Received, SqsQueue, VisibilityExtender, WorkQueue};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -31,6 +30,7 @@ use tokio::time::Instant;
 use crate::checkpoint::BatchId;
 use crate::error::EngineError;
 use crate::rejects::RejectsFile;
+use crate::resources::{Job, ResourceOptions, Resources};
 use crate::run::RunOptions;
 use crate::sink::{build_sink, BatchOutcome, BatchSink};
 
@@ -138,24 +138,15 @@ pub struct WorkerSetup {
 impl Worker<SqsQueue> {
     /// Connects a worker for `plan`'s table to an SQS queue.
     pub async fn connect(plan: &Plan, setup: &WorkerSetup) -> Result<Self, EngineError> {
-        let endpoint = match setup
-            .endpoint
-            .as_deref()
-            .or(plan.target.endpoint.as_deref())
-        {
-            Some("local") => {
-                return Err(EngineError::Worker(
-                    "the embedded `local` endpoint belongs to one process; give workers the URL of a DynamoDB endpoint they share (--endpoint)".into(),
-                ))
-            }
-            Some(url) => Endpoint::parse(url)?,
-            None => Endpoint::Aws,
+        let options = ResourceOptions {
+            endpoint: setup.endpoint.clone(),
+            region: setup.region.clone(),
+            progress_table: setup.progress_table.clone(),
+            sqs_endpoint: setup.sqs_endpoint.clone(),
         };
-        let region = setup.region.as_deref().or(plan.target.region.as_deref());
-        let client = connect(&endpoint, region).await?;
-        let sqs =
-            sql2ddb_queue::connect(setup.sqs_endpoint.as_deref(), None, Some(&setup.queue)).await?;
-        let queue = Arc::new(SqsQueue::open(sqs, &setup.queue).await?);
+        let resources = Resources::open(Some(plan), &options, Job::Worker).await?;
+        let client = resources.client().clone();
+        let queue = resources.queue(&setup.queue).await?;
         let visibility = queue.visibility_timeout();
         let dir = setup
             .runs_dir
@@ -163,15 +154,11 @@ impl Worker<SqsQueue> {
         std::fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
         let rejects = Arc::new(RejectsFile::new(dir.join("rejects.jsonl")));
         let setup_sink = build_sink(plan, &setup.writer.sink_options(), &client, rejects.clone());
-        let table = setup
-            .progress_table
-            .clone()
-            .unwrap_or_else(|| default_table(&plan.target.table));
         Ok(Worker::new(
             queue,
             visibility,
             setup_sink.sink,
-            ProgressStore::new(client, table),
+            resources.progress_store()?,
             plan.target.table.clone(),
             rejects,
         ))

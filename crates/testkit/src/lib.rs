@@ -10,6 +10,8 @@
 //! Both bind to 127.0.0.1 and stop when dropped. The `sql2ddb-testkit`
 //! binary runs either as a process.
 
+#![warn(missing_docs)]
+
 pub mod fault;
 pub mod proxy;
 pub mod sink;

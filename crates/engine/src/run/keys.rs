@@ -169,7 +169,7 @@ version = 1
 [source]
 url = "sqlite://../../examples/shop.db"
 [target]
-table = "t"
+table = "shop_t"
 pk = { name = "PK", type = "S" }
 [[entity]]
 name = "customer"

@@ -37,7 +37,12 @@ impl Readers {
         let this = Arc::new(self);
         let mut tasks = tokio::task::JoinSet::new();
         for p in prepared {
-            if p.replay.is_some() {
+            // A replay reads its keys in one task; a run, each segment in its own.
+            let jobs = match p.replay {
+                Some(_) => vec![None],
+                None => p.segments.iter().cloned().map(Some).collect(),
+            };
+            for segment in jobs {
                 let (this, p) = (this.clone(), p.clone());
                 tasks.spawn(async move {
                     let _slot = this
@@ -46,20 +51,10 @@ impl Readers {
                         .acquire_owned()
                         .await
                         .expect("never closed");
-                    this.read_keys(&p).await
-                });
-                continue;
-            }
-            for segment in &p.segments {
-                let (this, p, segment) = (this.clone(), p.clone(), segment.clone());
-                tasks.spawn(async move {
-                    let _slot = this
-                        .slots
-                        .clone()
-                        .acquire_owned()
-                        .await
-                        .expect("never closed");
-                    this.read_segment(&p, &segment).await
+                    match segment {
+                        Some(segment) => this.read_segment(&p, &segment).await,
+                        None => this.read_keys(&p).await,
+                    }
                 });
             }
         }

@@ -19,10 +19,8 @@ use std::sync::Arc;
 
 use sql2ddb_core::redact_url;
 use sql2ddb_dynamo::progress::{
-    default_table, EntityMeta, ProgressStore, RunMeta, RunProgress as Recorded,
-    SegmentBounds,
+    EntityMeta, ProgressStore, RunMeta, RunProgress as Recorded, SegmentBounds,
 };
-use sql2ddb_dynamo::Client;
 use sql2ddb_mapping::{ItemDigest, Plan};
 use sql2ddb_source::Segment;
 
@@ -62,14 +60,9 @@ impl Tracking {
     pub async fn open(
         plan: &Plan,
         opts: &RunOptions,
-        client: &Client,
+        store: ProgressStore,
         run_id: &str,
     ) -> Result<Tracking, EngineError> {
-        let table = opts
-            .progress_table
-            .clone()
-            .unwrap_or_else(|| default_table(&plan.target.table));
-        let store = ProgressStore::new(client.clone(), table);
         let resumed = if opts.resume {
             Some(Self::recorded(&store, plan, run_id).await?)
         } else {

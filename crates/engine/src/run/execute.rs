@@ -1,0 +1,206 @@
+//! Stage 2 of a run: read and write. In process, segment readers feed a
+//! bounded queue that writer tasks drain through the one write path; cut at
+//! an SQS queue, the readers alone send pages on and workers write them.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use sql2ddb_dynamo::read_pointer;
+use sql2ddb_mapping::Plan;
+use sql2ddb_queue::MemoryQueue;
+use tokio::task::JoinSet;
+
+use super::handoff::{Handoff, PageOut};
+use super::{drain, read, Context, Prepared, RunOptions};
+use crate::checkpoint::Checkpoints;
+use crate::error::EngineError;
+use crate::report::{PointerReport, WriterReport};
+use crate::sink::{build_sink, BatchSink, SinkSetup};
+
+impl Context {
+    /// Reads every prepared entity and writes (or enqueues) its pages.
+    pub(super) async fn execute(
+        &mut self,
+        plan: &Plan,
+        opts: &RunOptions,
+        prepared: &[Arc<Prepared>],
+        checkpoints: Option<Arc<Checkpoints>>,
+    ) -> Result<(), EngineError> {
+        let result = match self.queue_url.clone() {
+            Some(url) => {
+                let handoff = Handoff::Sqs {
+                    queue: self.resources.queue(&url).await?,
+                    max_queued: opts.max_queued,
+                };
+                self.readers(opts, handoff, checkpoints)
+                    .read_all(prepared)
+                    .await
+            }
+            None => self.pipeline(plan, opts, prepared, checkpoints).await,
+        };
+        for p in prepared {
+            p.counters.done.store(true, Ordering::Relaxed);
+        }
+        result
+    }
+
+    /// The run's segment readers, handing pages to `handoff`.
+    fn readers(
+        &self,
+        opts: &RunOptions,
+        handoff: Handoff,
+        checkpoints: Option<Arc<Checkpoints>>,
+    ) -> read::Readers {
+        read::Readers {
+            source: self.source.clone(),
+            rejects: self.rejects.clone(),
+            run_id: self.run_id.clone(),
+            out: PageOut {
+                handoff,
+                checkpoints,
+            },
+            slots: Arc::new(tokio::sync::Semaphore::new(
+                opts.source_connections.max(1) as usize
+            )),
+            stop: opts.stop.clone(),
+        }
+    }
+
+    /// `read_parallelism` segment readers per entity, all entities at once
+    /// (at most `source_connections` reading at a time), feed a bounded
+    /// queue that a few writer tasks drain, keeping up to `concurrency`
+    /// calls in flight.
+    async fn pipeline(
+        &mut self,
+        plan: &Plan,
+        opts: &RunOptions,
+        prepared: &[Arc<Prepared>],
+        checkpoints: Option<Arc<Checkpoints>>,
+    ) -> Result<(), EngineError> {
+        let setup = build_sink(
+            plan,
+            &opts.sink_options(),
+            self.resources.client(),
+            self.rejects.clone(),
+        );
+        let queue = MemoryQueue::new(writer_tasks(prepared, setup.concurrency));
+        let entities: Arc<Vec<Arc<Prepared>>> = Arc::new(prepared.to_vec());
+        let mut writers = JoinSet::new();
+        for _ in 0..writer_tasks(prepared, setup.concurrency) {
+            writers.spawn(drain::drain(
+                queue.consumer(),
+                setup.sink.clone(),
+                entities.clone(),
+                checkpoints.clone(),
+            ));
+        }
+        let readers = self.readers(opts, Handoff::Memory(queue.producer()), checkpoints);
+        drop(queue);
+        let read_result = readers.read_all(prepared).await;
+        let write_result = join_writers(writers, opts).await;
+        self.report.writer = writer_report(&setup);
+        self.report.pointers = pointer_reports(&setup.sink).await?;
+        read_result.and(write_result)
+    }
+}
+
+/// How many writer tasks a run needs: a writer task keeps up to
+/// `concurrency` calls in flight for its page, so a page or two in the
+/// writers fill every call slot; more pages there (or waiting in the queue)
+/// would only hold memory.
+fn writer_tasks(prepared: &[Arc<Prepared>], concurrency: usize) -> usize {
+    let smallest_page = prepared
+        .iter()
+        .map(|p| p.query.page_size())
+        .min()
+        .unwrap_or(1)
+        .max(1);
+    ((concurrency * sql2ddb_core::limits::MAX_BATCH_ITEMS).div_ceil(smallest_page) + 1)
+        .min(concurrency)
+}
+
+/// Waits for the writers; once a stop is asked they get a grace period for
+/// what they hold, then are abandoned (their pages stay pending).
+async fn join_writers(
+    mut writers: JoinSet<Result<(), EngineError>>,
+    opts: &RunOptions,
+) -> Result<(), EngineError> {
+    let mut result = Ok(());
+    let grace = async {
+        match &opts.stop {
+            Some(s) => {
+                s.stopped().await;
+                tokio::time::sleep(crate::stop::STOP_GRACE).await
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(grace);
+    let mut given_up = false;
+    loop {
+        tokio::select! {
+            joined = writers.join_next() => match joined {
+                None => break,
+                Some(Ok(Ok(()))) => {}
+                Some(Ok(Err(e))) => result = Err(e),
+                Some(Err(e)) if e.is_cancelled() => {}
+                Some(Err(panic)) => std::panic::resume_unwind(panic.into_panic()),
+            },
+            _ = &mut grace, if !given_up => {
+                tracing::warn!("writers did not finish within the stop grace period; their pages stay pending");
+                given_up = true;
+                writers.abort_all();
+            }
+        }
+    }
+    result
+}
+
+/// How the writers behaved: concurrency, throttling, the capacity cap.
+fn writer_report(setup: &SinkSetup) -> WriterReport {
+    let c = setup.controller.snapshot();
+    WriterReport {
+        adaptive: c.adaptive,
+        max_concurrency: c.max,
+        final_concurrency: c.current,
+        min_concurrency: c.min_reached,
+        decreases: c.decreases,
+        increases: c.increases,
+        throttled: setup.sink.throttled.load(Ordering::Relaxed),
+        max_wcu: setup.max_wcu,
+        capacity_wait_seconds: setup
+            .limiter
+            .as_ref()
+            .map(|l| l.snapshot().waited.as_secs_f64())
+            .unwrap_or(0.0),
+    }
+}
+
+/// What each pointer did, with its value read back when it has one key.
+async fn pointer_reports(sink: &BatchSink) -> Result<Vec<PointerReport>, EngineError> {
+    let stats = sink
+        .pointer_stats
+        .lock()
+        .expect("pointer stats lock")
+        .clone();
+    let mut out = Vec::with_capacity(stats.len());
+    for (name, s) in stats {
+        let value = match (&sink.pointers, s.items.values().next()) {
+            (Some(t), Some(update)) if s.items.len() == 1 => {
+                read_pointer(&t.client, &t.table, &t.keys, update)
+                    .await?
+                    .map(|v| v.to_dynamo_json())
+                    .unwrap_or(serde_json::Value::Null)
+            }
+            _ => serde_json::Value::Null,
+        };
+        out.push(PointerReport {
+            name,
+            keys: s.items.len() as u64,
+            moved: s.moved,
+            already_newer: s.already_newer,
+            value,
+        });
+    }
+    Ok(out)
+}

@@ -1,0 +1,205 @@
+//! Stage 1 of a run: resolve every entity against its source (columns, key,
+//! bindings, key rules, counts, segments), then make sure the table exists
+//! and record the run — all before the first write, so a mapping that does
+//! not fit its source or table fails without touching DynamoDB.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use sql2ddb_dynamo::{ensure_table_spec, Billing, GsiSpec, Projection, TableSpec};
+use sql2ddb_mapping::{BoundEntity, BoundPointer, Entity, EntitySource, GsiProjection, Plan};
+use sql2ddb_source::{default_read_parallelism, Relation, Shape};
+
+use super::{embed, keys, Context, Prepared, RunOptions, WriteStats};
+use crate::checkpoint::Checkpoints;
+use crate::error::EngineError;
+use crate::progress::RunProgress;
+
+/// An entity bound to its source's columns, before its reads are planned.
+struct Bound {
+    shape: Shape,
+    key: Vec<String>,
+    bound: BoundEntity,
+    children: Vec<embed::ChildPlan>,
+    pointers: Vec<BoundPointer>,
+    overwrites: Option<keys::Overwrites>,
+}
+
+impl Context {
+    /// Prepares every entity the run reads, then the table and the run's
+    /// record; returns the entities and the checkpoints (when tracked).
+    pub(super) async fn prepare(
+        &mut self,
+        plan: &Plan,
+        opts: &RunOptions,
+        progress: &RunProgress,
+    ) -> Result<(Vec<Arc<Prepared>>, Option<Arc<Checkpoints>>), EngineError> {
+        let mut prepared = Vec::with_capacity(plan.entities.len());
+        for entity in &plan.entities {
+            if self.rejected.as_ref().is_some_and(|r| !r.has(&entity.name)) {
+                continue;
+            }
+            let bound = self.bind(plan, entity).await?;
+            prepared.push(self.plan_reads(plan, entity, opts, progress, bound).await?);
+        }
+        if !opts.dry_run {
+            self.report.table_created = ensure_table_spec(
+                self.resources.client(),
+                &table_spec(plan),
+                plan.target.create,
+            )
+            .await?;
+        }
+        let checkpoints = match &self.tracking {
+            Some(t) => Some(
+                t.start(
+                    plan,
+                    &self.run_id,
+                    &self.source_url,
+                    self.queue_url.as_deref(),
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        Ok((prepared, checkpoints))
+    }
+
+    /// Describes the entity's source, settles its key (and proves it), and
+    /// binds its templates, embeds and pointers to the source's columns.
+    async fn bind(&mut self, plan: &Plan, entity: &Entity) -> Result<Bound, EngineError> {
+        let from = relation(&entity.from);
+        let shape = self.source.describe_named(&entity.name, &from).await?;
+        let key = match &entity.key {
+            Some(k) => k.clone(),
+            None => shape.primary_key.clone(),
+        };
+        if key.is_empty() {
+            return Err(EngineError::Entity {
+                entity: entity.name.clone(),
+                message:
+                    "has no primary key to page by; set `key = [\"col\", …]` in its [[entity]]"
+                        .into(),
+            });
+        }
+        let (bound, children) = if entity.embeds().is_empty() {
+            (entity.bind(plan, &shape.columns, &key)?, Vec::new())
+        } else {
+            let (shapes, children) =
+                embed::prepare(&self.source, &entity.name, entity.embeds()).await?;
+            let bound = entity.bind_with_children(plan, &shape.columns, &key, &shapes)?;
+            (bound, children)
+        };
+        let overwrites = keys::settle(entity, &shape, &key, &mut self.report.warnings)?;
+        keys::prove_unique(&self.source, entity, &from, &shape, &key).await?;
+        let pointers = plan
+            .pointers()
+            .iter()
+            .filter(|p| p.entity == entity.name)
+            .map(|p| p.bind(plan, &shape.columns))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Bound {
+            shape,
+            key,
+            bound,
+            children,
+            pointers,
+            overwrites,
+        })
+    }
+
+    /// Counts the entity's rows and cuts its key range into segments (the
+    /// recorded ones on resume, less those finished; none for a replay).
+    async fn plan_reads(
+        &mut self,
+        plan: &Plan,
+        entity: &Entity,
+        opts: &RunOptions,
+        progress: &RunProgress,
+        b: Bound,
+    ) -> Result<Arc<Prepared>, EngineError> {
+        let from = relation(&entity.from);
+        let page_size = opts.page_size.unwrap_or_else(|| entity.page_size(plan));
+        let query = self.source.page_query(&from, &b.shape, &b.key, page_size)?;
+        let counters = progress.entity(&entity.name);
+        let replay = match &self.rejected {
+            Some(r) => Some(r.keys(&entity.name, &b.key)?),
+            None => None,
+        };
+        let total = match &replay {
+            Some(keys) => keys.len() as u64,
+            None => self.source.count(&from).await?,
+        };
+        counters.total.store(total, Ordering::Relaxed);
+        let parallelism = opts
+            .read_parallelism
+            .or_else(|| entity.read_parallelism(plan))
+            .unwrap_or_else(|| default_read_parallelism(total));
+        let recorded = self
+            .tracking
+            .as_ref()
+            .and_then(|t| t.recorded_segments(&entity.name));
+        let segments = match recorded {
+            Some(s) => s,
+            None if replay.is_some() => Vec::new(),
+            None => self.source.split(&query, parallelism).await?,
+        };
+        let segments = match &mut self.tracking {
+            Some(t) => {
+                t.describe(&entity.name, &segments);
+                t.remaining(&entity.name, segments)
+            }
+            None => segments,
+        };
+        Ok(Arc::new(Prepared {
+            bound: Arc::new(b.bound),
+            query,
+            segments,
+            children: b.children,
+            pointers: b.pointers,
+            keys: plan.key_attrs(),
+            counters,
+            stats: Arc::new(WriteStats::default()),
+            overwrites: b.overwrites,
+            from: entity.from.clone(),
+            counted: total,
+            replay,
+        }))
+    }
+}
+
+/// What an entity reads, as the source names it.
+pub(super) fn relation(from: &EntitySource) -> Relation<'_> {
+    match from {
+        EntitySource::Table(t) => Relation::Table(t),
+        EntitySource::Query(q) => Relation::Query(q),
+    }
+}
+
+/// The target table as the mapping declares it: keys, GSIs, billing.
+pub(super) fn table_spec(plan: &Plan) -> TableSpec {
+    let t = &plan.target;
+    TableSpec {
+        name: t.table.clone(),
+        keys: plan.key_attrs(),
+        gsis: t
+            .gsis
+            .iter()
+            .map(|g| GsiSpec {
+                name: g.name.clone(),
+                keys: g.keys(),
+                projection: match &g.projection {
+                    GsiProjection::All => Projection::All,
+                    GsiProjection::KeysOnly => Projection::KeysOnly,
+                    GsiProjection::Include(a) => Projection::Include(a.clone()),
+                },
+            })
+            .collect(),
+        billing: match t.billing {
+            sql2ddb_mapping::Billing::OnDemand => Billing::OnDemand,
+            sql2ddb_mapping::Billing::Provisioned { read, write } => {
+                Billing::Provisioned { read, write }
+            }
+        },
+    }
+}
