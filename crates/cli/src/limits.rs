@@ -8,8 +8,8 @@
 //! for queue settings.
 
 use clap::builder::RangedU64ValueParser;
+use sql2ddb_engine::queues::MAX_WAIT;
 use sql2ddb_mapping::{MAX_CONCURRENCY, MAX_READ_PARALLELISM, MAX_WCU};
-use sql2ddb_queue::sqs::MAX_WAIT;
 
 /// Longest visibility timeout SQS accepts, in seconds (12 hours).
 pub const MAX_VISIBILITY_SECONDS: u64 = 43_200;

@@ -513,7 +513,7 @@ mod tests {
             run.contains(&format!("1..={MAX_READ_PARALLELISM}")),
             "{run}"
         );
-        let poll = sql2ddb_queue::sqs::MAX_WAIT.as_secs();
+        let poll = sql2ddb_engine::queues::MAX_WAIT.as_secs();
         assert!(worker.contains(&format!("1..={poll}")), "{worker}");
         let create = help(&["queue", "create"]);
         for max in [limits::MAX_VISIBILITY_SECONDS, limits::MAX_RECEIVE_COUNT] {

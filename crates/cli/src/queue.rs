@@ -3,8 +3,7 @@
 
 use std::time::Duration;
 
-use sql2ddb_queue::admin::{DEFAULT_MAX_RECEIVE_COUNT, DEFAULT_VISIBILITY};
-use sql2ddb_queue::{create_queue, delete_queue, redrive, SqsQueue, WorkQueue};
+use sql2ddb_engine::queues::{QueueAdmin, DEFAULT_MAX_RECEIVE_COUNT, DEFAULT_VISIBILITY};
 
 use crate::{fail, limits};
 
@@ -97,11 +96,11 @@ fn print(json: bool, value: serde_json::Value, text: String) {
 }
 
 async fn run(command: QueueCommand) -> Result<(), String> {
-    let client = |sqs: &SqsArgs, url: Option<&str>| {
+    let admin = |sqs: &SqsArgs, url: Option<&str>| {
         let (endpoint, region) = (sqs.sqs_endpoint.clone(), sqs.region.clone());
         let url = url.map(str::to_string);
         async move {
-            sql2ddb_queue::connect(endpoint.as_deref(), region.as_deref(), url.as_deref())
+            QueueAdmin::connect(endpoint.as_deref(), region.as_deref(), url.as_deref())
                 .await
                 .map_err(|e| e.to_string())
         }
@@ -113,15 +112,15 @@ async fn run(command: QueueCommand) -> Result<(), String> {
             max_receive_count,
             sqs,
         } => {
-            let c = client(&sqs, None).await?;
-            let urls = create_queue(
-                &c,
-                &name,
-                Duration::from_secs(visibility_timeout),
-                max_receive_count,
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+            let urls = admin(&sqs, None)
+                .await?
+                .create(
+                    &name,
+                    Duration::from_secs(visibility_timeout),
+                    max_receive_count,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
             print(
                 sqs.json,
                 serde_json::json!({"queue": urls.queue, "dead_letter": urls.dead_letter}),
@@ -132,14 +131,11 @@ async fn run(command: QueueCommand) -> Result<(), String> {
             );
         }
         QueueCommand::Redrive { queue, sqs } => {
-            let c = client(&sqs, Some(&queue)).await?;
-            let q = SqsQueue::open(c.clone(), &queue)
+            let moved = admin(&sqs, Some(&queue))
+                .await?
+                .redrive(&queue)
                 .await
                 .map_err(|e| e.to_string())?;
-            let dlq = q
-                .dead_letter_url()
-                .ok_or_else(|| format!("queue {queue} has no dead-letter queue"))?;
-            let moved = redrive(&c, dlq, &queue).await.map_err(|e| e.to_string())?;
             print(
                 sqs.json,
                 serde_json::json!({"moved": moved}),
@@ -147,11 +143,9 @@ async fn run(command: QueueCommand) -> Result<(), String> {
             );
         }
         QueueCommand::Depth { queue, sqs } => {
-            let c = client(&sqs, Some(&queue)).await?;
-            let d = SqsQueue::open(c, &queue)
-                .await
-                .map_err(|e| e.to_string())?
-                .depth()
+            let d = admin(&sqs, Some(&queue))
+                .await?
+                .depth(&queue)
                 .await
                 .map_err(|e| e.to_string())?;
             print(
@@ -166,14 +160,11 @@ async fn run(command: QueueCommand) -> Result<(), String> {
             );
         }
         QueueCommand::Delete { queue, sqs } => {
-            let c = client(&sqs, Some(&queue)).await?;
-            let q = SqsQueue::open(c.clone(), &queue)
+            admin(&sqs, Some(&queue))
+                .await?
+                .delete(&queue)
                 .await
                 .map_err(|e| e.to_string())?;
-            if let Some(dlq) = q.dead_letter_url() {
-                delete_queue(&c, dlq).await.map_err(|e| e.to_string())?;
-            }
-            delete_queue(&c, &queue).await.map_err(|e| e.to_string())?;
             print(
                 sqs.json,
                 serde_json::json!({"deleted": queue}),

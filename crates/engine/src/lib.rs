@@ -7,6 +7,7 @@ pub mod check;
 pub mod checkpoint;
 pub mod error;
 pub mod progress;
+pub mod queues;
 pub mod rejects;
 pub mod report;
 pub mod resources;

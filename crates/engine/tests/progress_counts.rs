@@ -247,8 +247,8 @@ async fn load_reads_every_record_of_a_run_over_many_query_pages() {
     let records: Vec<BatchRecord> = (0..2_500).map(|page| record(&entity, 0, page, 3)).collect();
     for chunk in records.chunks(16) {
         let mut writes = tokio::task::JoinSet::new();
-        for r in chunk.iter().cloned() {
-            let store = store.clone();
+        for r in chunk {
+            let (store, r) = (store.clone(), r.clone());
             writes.spawn(async move { store.record_batch(run, &r).await });
         }
         while let Some(done) = writes.join_next().await {

@@ -373,8 +373,7 @@ mod tests {
             RunProgress::new(),
         )
         .await
-        .err()
-        .expect("the template names a column the table lacks");
+        .expect_err("the template names a column the table lacks");
         assert_eq!(err.kind(), ErrorKind::Mapping, "{err}");
         assert!(err.to_string().contains("no_such_column"), "{err}");
     }
