@@ -15,7 +15,8 @@ use sql2ddb_core::{AttrValue, Column, Item, Row};
 
 use crate::bind::{map_fields, Binder, Field};
 use crate::error::{Location, MappingError};
-use crate::plan::{AttrDef, EntitySource, Loader};
+use crate::load::Loader;
+use crate::plan::{AttrDef, EntitySource};
 use crate::spec::{Nulls, RawAttr};
 
 #[derive(Deserialize)]

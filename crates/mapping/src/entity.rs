@@ -5,8 +5,9 @@ use serde_spanned::Spanned;
 use sql2ddb_core::{normalize_number, KeyAttr};
 
 use crate::error::{Location, MappingError};
+use crate::load::Loader;
 use crate::plan::{
-    AttrDef, AttrKind, Entity, EntityDef, EntitySource, Loader, TargetSpec, MAX_READ_PARALLELISM,
+    AttrDef, AttrKind, Entity, EntityDef, EntitySource, TargetSpec, MAX_READ_PARALLELISM,
 };
 use crate::spec::{AttrType, KeyType, RawAttr, RawEntity};
 use crate::template::Template;
@@ -36,26 +37,12 @@ impl Loader<'_, '_> {
             .map(|p| self.read_parallelism(p))
             .transpose()?;
         let pk = self.key_template(&e.pk, &target.pk)?;
-        let sk = match (&e.sk, &target.sk) {
-            (Some(t), Some(attr)) => Some(self.key_template(t, attr)?),
-            (None, None) => None,
-            (None, Some(attr)) => {
-                return Err(MappingError::MissingKey {
-                    at: self.sm.at(header.start),
-                    key: "sk".into(),
-                    message: format!(
-                        "entity {name:?} has no sk, but the target table has the sort key {:?}: add sk = \"…\"",
-                        attr.name
-                    ),
-                })
-            }
-            (Some(t), None) => {
-                return Err(self.invalid(
-                    &t.span(),
-                    "sk is set, but [target] has no sk (the table has no sort key)".into(),
-                ))
-            }
-        };
+        let sk = self.sort_key_template(
+            e.sk.as_ref(),
+            target,
+            header.start,
+            &format!("entity {name:?}"),
+        )?;
         let key_names: Vec<&str> = std::iter::once(target.pk.name.as_str())
             .chain(target.sk.as_ref().map(|s| s.name.as_str()))
             .collect();
@@ -260,5 +247,33 @@ impl Loader<'_, '_> {
             }
         }
         Ok(t)
+    }
+
+    /// `sk = "…"`: required exactly when the table has a sort key; `who`
+    /// (`entity "order"`, `pointer`) names the owner in messages and `header`
+    /// is the offset of its table.
+    pub(crate) fn sort_key_template(
+        &self,
+        sk: Option<&Spanned<String>>,
+        target: &TargetSpec,
+        header: usize,
+        who: &str,
+    ) -> Result<Option<Template>, MappingError> {
+        match (sk, &target.sk) {
+            (Some(t), Some(attr)) => Ok(Some(self.key_template(t, attr)?)),
+            (None, None) => Ok(None),
+            (None, Some(attr)) => Err(MappingError::MissingKey {
+                at: self.sm.at(header),
+                key: "sk".into(),
+                message: format!(
+                    "{who} has no sk, but the target table has the sort key {:?}: add sk = \"…\"",
+                    attr.name
+                ),
+            }),
+            (Some(t), None) => Err(self.invalid(
+                &t.span(),
+                "sk is set, but [target] has no sk (the table has no sort key)".into(),
+            )),
+        }
     }
 }

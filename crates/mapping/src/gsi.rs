@@ -12,7 +12,7 @@ use sql2ddb_core::limits::{MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES};
 use sql2ddb_core::{AttrValue, Item, KeyAttr, KeyType};
 
 use crate::error::MappingError;
-use crate::plan::Loader;
+use crate::load::{is_table_or_index_name, Loader};
 use crate::spec::RawKey;
 
 /// Most global secondary indexes a DynamoDB table may have.
@@ -166,13 +166,6 @@ impl<'de> Deserialize<'de> for RawBilling {
     }
 }
 
-fn valid_index_name(name: &str) -> bool {
-    (3..=255).contains(&name.len())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
-}
-
 impl Loader<'_, '_> {
     /// `[[target.gsi]]`, checked against each other and the table's keys.
     pub(crate) fn gsis(
@@ -197,7 +190,7 @@ impl Loader<'_, '_> {
         for g in raw {
             let g = g.get_ref();
             let name = g.name.get_ref();
-            if !valid_index_name(name) {
+            if !is_table_or_index_name(name) {
                 return Err(self.invalid(
                     &g.name.span(),
                     format!(

@@ -121,6 +121,7 @@ mod error;
 mod fields;
 mod gsi;
 mod lint;
+mod load;
 mod plan;
 mod pointer;
 mod spec;

@@ -11,7 +11,8 @@ use sql2ddb_core::{normalize_number, AttrValue, Column, Item, PointerUpdate, Row
 
 use crate::bind::{map_fields, Binder, BoundKey, Field};
 use crate::error::{Location, MappingError};
-use crate::plan::{AttrDef, Entity, Loader, Plan, TargetSpec};
+use crate::load::Loader;
+use crate::plan::{AttrDef, Entity, Plan, TargetSpec};
 use crate::spec::{Nulls, RawAttr, TimeFormat};
 use crate::template::Template;
 
@@ -273,26 +274,7 @@ impl Loader<'_, '_> {
         reserved.push(&attribute);
         let attributes = self.attributes(&p.attributes, &reserved)?;
         let pk = self.key_template(&p.pk, &target.pk)?;
-        let sk = match (&p.sk, &target.sk) {
-            (Some(t), Some(attr)) => Some(self.key_template(t, attr)?),
-            (None, None) => None,
-            (None, Some(attr)) => {
-                return Err(MappingError::MissingKey {
-                    at: self.sm.at(spanned.span().start),
-                    key: "sk".into(),
-                    message: format!(
-                    "pointer has no sk, but the target table has the sort key {:?}: add sk = \"…\"",
-                    attr.name
-                ),
-                })
-            }
-            (Some(t), None) => {
-                return Err(self.invalid(
-                    &t.span(),
-                    "sk is set, but [target] has no sk (the table has no sort key)".into(),
-                ))
-            }
-        };
+        let sk = self.sort_key_template(p.sk.as_ref(), target, spanned.span().start, "pointer")?;
         let name = match &p.name {
             Some(n) if n.get_ref().trim().is_empty() => {
                 return Err(self.invalid(&n.span(), "pointer name is empty".into()))
