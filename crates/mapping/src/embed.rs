@@ -13,7 +13,8 @@ use serde_spanned::Spanned;
 use sql2ddb_core::limits::value_size;
 use sql2ddb_core::{AttrValue, Column, Item, Row};
 
-use crate::bind::{map_fields, Binder, Field};
+use crate::bind::{map_fields, Field};
+use crate::binder::Binder;
 use crate::error::{Location, MappingError};
 use crate::load::Loader;
 use crate::plan::{AttrDef, EntitySource};

@@ -5,13 +5,14 @@ use std::collections::HashSet;
 
 use sql2ddb_core::{AttrValue, Item, SqlValue};
 
-use crate::bind::{is_timestamp_type, Binder, BoundKey};
+use crate::bind::BoundKey;
+use crate::binder::{is_timestamp_type, Binder};
 use crate::convert::{convert, convert_formatted, ConvOpts};
 use crate::error::MappingError;
 use crate::gsi::IndexKey;
 use crate::plan::{AttrDef, AttrKind};
 use crate::spec::Nulls;
-use crate::template::BoundTemplate;
+use crate::template::{BoundTemplate, Template};
 
 /// One attribute of an item (or of an embedded child's map) and where its value comes from.
 #[derive(Debug, Clone)]
@@ -55,25 +56,8 @@ impl Binder<'_> {
             zone: self.zone,
             ..ConvOpts::default()
         };
-        let overridden: HashSet<&str> = attributes.iter().map(|a| a.name.as_str()).collect();
         let mut fields: Vec<Field> = if copy_columns {
-            self.columns
-                .iter()
-                .enumerate()
-                .filter(|(_, c)| {
-                    !self.excluded.contains(c.name.as_str())
-                        && !overridden.contains(c.name.as_str())
-                })
-                .map(|(idx, c)| Field {
-                    attr: c.name.clone(),
-                    column: Some(c.name.clone()),
-                    value: FieldValue::Copy {
-                        idx,
-                        opts: default_opts,
-                        formatted: false,
-                    },
-                })
-                .collect()
+            self.copied_columns(attributes, default_opts)
         } else {
             Vec::new()
         };
@@ -81,36 +65,8 @@ impl Binder<'_> {
             let used_in = format!("attribute {:?}", a.name);
             let index_key = index_keys.iter().find(|k| k.attr.name == a.name);
             let (column, value) = match &a.kind {
-                AttrKind::Template(t) if index_key.is_some() && t.single_column().is_none() => {
-                    let k = index_key.expect("checked");
-                    let role = if k.partition { "index pk" } else { "index sk" };
-                    let key = self.key(t, &k.attr, role)?;
-                    (
-                        key.template.source_column.clone(),
-                        FieldValue::RenderKey(key),
-                    )
-                }
                 AttrKind::Template(t) => {
-                    if let Some(lit) = t.literal() {
-                        (None, FieldValue::Literal(AttrValue::S(lit)))
-                    } else if let Some(col) = t.single_column() {
-                        let idx = self.column(
-                            col,
-                            &t.placeholders().next().expect("one placeholder").at,
-                            &used_in,
-                        )?;
-                        (
-                            Some(col.to_string()),
-                            FieldValue::Copy {
-                                idx,
-                                opts: default_opts,
-                                formatted: false,
-                            },
-                        )
-                    } else {
-                        let bt = self.template(t, &format!("{used_in} template"))?;
-                        (bt.source_column.clone(), FieldValue::Render(bt))
-                    }
+                    self.template_value(t, index_key, &used_in, default_opts)?
                 }
                 AttrKind::Column {
                     column,
@@ -156,6 +112,66 @@ impl Binder<'_> {
             });
         }
         Ok(fields)
+    }
+
+    /// Every usable column not overridden by `attributes`, copied under its own name.
+    fn copied_columns(&self, attributes: &[AttrDef], opts: ConvOpts) -> Vec<Field> {
+        let overridden: HashSet<&str> = attributes.iter().map(|a| a.name.as_str()).collect();
+        self.columns
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| {
+                !self.excluded.contains(c.name.as_str()) && !overridden.contains(c.name.as_str())
+            })
+            .map(|(idx, c)| Field {
+                attr: c.name.clone(),
+                column: Some(c.name.clone()),
+                value: FieldValue::Copy {
+                    idx,
+                    opts,
+                    formatted: false,
+                },
+            })
+            .collect()
+    }
+
+    /// A template attribute: a rendered index key, a literal, a copy of its
+    /// one column (exactly `{col}`), or rendered text; with its source column.
+    fn template_value(
+        &self,
+        t: &Template,
+        index_key: Option<&IndexKey>,
+        used_in: &str,
+        opts: ConvOpts,
+    ) -> Result<(Option<String>, FieldValue), MappingError> {
+        if let (Some(k), None) = (index_key, t.single_column()) {
+            let role = if k.partition { "index pk" } else { "index sk" };
+            let key = self.key(t, &k.attr, role)?;
+            return Ok((
+                key.template.source_column.clone(),
+                FieldValue::RenderKey(key),
+            ));
+        }
+        Ok(if let Some(lit) = t.literal() {
+            (None, FieldValue::Literal(AttrValue::S(lit)))
+        } else if let Some(col) = t.single_column() {
+            let idx = self.column(
+                col,
+                &t.placeholders().next().expect("one placeholder").at,
+                used_in,
+            )?;
+            (
+                Some(col.to_string()),
+                FieldValue::Copy {
+                    idx,
+                    opts,
+                    formatted: false,
+                },
+            )
+        } else {
+            let bt = self.template(t, &format!("{used_in} template"))?;
+            (bt.source_column.clone(), FieldValue::Render(bt))
+        })
     }
 }
 

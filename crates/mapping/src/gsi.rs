@@ -201,72 +201,8 @@ impl Loader<'_, '_> {
             if gsis.iter().any(|x| &x.name == name) {
                 return Err(self.invalid(&g.name.span(), format!("duplicate index name {name:?}")));
             }
-            let mut keys = Vec::with_capacity(2);
-            for k in std::iter::once(&g.pk).chain(&g.sk) {
-                let k = k.get_ref();
-                let attr = KeyAttr {
-                    name: k.name.get_ref().clone(),
-                    kind: k.kind,
-                };
-                if attr.name.is_empty() {
-                    return Err(self.invalid(&k.name.span(), "key attribute name is empty".into()));
-                }
-                if keys.iter().any(|x: &KeyAttr| x.name == attr.name) {
-                    return Err(self.invalid(
-                        &k.name.span(),
-                        format!(
-                            "index {name:?} has sort key and partition key both named {:?}",
-                            attr.name
-                        ),
-                    ));
-                }
-                match types.get(&attr.name) {
-                    Some(kind) if *kind != attr.kind => {
-                        return Err(self.invalid(
-                            &k.name.span(),
-                            format!(
-                                "key attribute {:?} is of type {kind} elsewhere in [target]; one attribute has one type",
-                                attr.name
-                            ),
-                        ))
-                    }
-                    _ => {
-                        types.insert(attr.name.clone(), attr.kind);
-                    }
-                }
-                keys.push(attr);
-            }
-            let projection = match g.projection.as_ref().map(Spanned::get_ref) {
-                None | Some(RawProjection::All) => GsiProjection::All,
-                Some(RawProjection::KeysOnly) => GsiProjection::KeysOnly,
-                Some(RawProjection::Include(list)) => {
-                    if list.get_ref().is_empty() {
-                        return Err(self.invalid(
-                            &list.span(),
-                            "include is empty: name attributes, or use projection = \"keys_only\""
-                                .into(),
-                        ));
-                    }
-                    let mut attrs: Vec<String> = Vec::with_capacity(list.get_ref().len());
-                    for a in list.get_ref() {
-                        if a.get_ref().is_empty() || attrs.contains(a.get_ref()) {
-                            return Err(self.invalid(
-                                &a.span(),
-                                format!("include lists {:?} twice or empty", a.get_ref()),
-                            ));
-                        }
-                        attrs.push(a.get_ref().clone());
-                    }
-                    projected += attrs.len();
-                    if projected > MAX_PROJECTED_ATTRIBUTES {
-                        return Err(self.invalid(
-                            &list.span(),
-                            format!("the indexes of a table may include at most {MAX_PROJECTED_ATTRIBUTES} attributes together"),
-                        ));
-                    }
-                    GsiProjection::Include(attrs)
-                }
-            };
+            let keys = self.gsi_keys(g, &mut types)?;
+            let projection = self.projection(g, &mut projected)?;
             let mut keys = keys.into_iter();
             gsis.push(Gsi {
                 name: name.clone(),
@@ -276,6 +212,88 @@ impl Loader<'_, '_> {
             });
         }
         Ok(gsis)
+    }
+
+    /// An index's key attributes (pk, then sk), each with one type across
+    /// the table (`types` holds the types seen so far).
+    fn gsi_keys(
+        &self,
+        g: &RawGsi,
+        types: &mut HashMap<String, KeyType>,
+    ) -> Result<Vec<KeyAttr>, MappingError> {
+        let name = g.name.get_ref();
+        let mut keys = Vec::with_capacity(2);
+        for k in std::iter::once(&g.pk).chain(&g.sk) {
+            let k = k.get_ref();
+            let attr = KeyAttr {
+                name: k.name.get_ref().clone(),
+                kind: k.kind,
+            };
+            if attr.name.is_empty() {
+                return Err(self.invalid(&k.name.span(), "key attribute name is empty".into()));
+            }
+            if keys.iter().any(|x: &KeyAttr| x.name == attr.name) {
+                return Err(self.invalid(
+                    &k.name.span(),
+                    format!(
+                        "index {name:?} has sort key and partition key both named {:?}",
+                        attr.name
+                    ),
+                ));
+            }
+            match types.get(&attr.name) {
+                Some(kind) if *kind != attr.kind => {
+                    return Err(self.invalid(
+                        &k.name.span(),
+                        format!(
+                            "key attribute {:?} is of type {kind} elsewhere in [target]; one attribute has one type",
+                            attr.name
+                        ),
+                    ))
+                }
+                _ => {
+                    types.insert(attr.name.clone(), attr.kind);
+                }
+            }
+            keys.push(attr);
+        }
+        Ok(keys)
+    }
+
+    /// An index's `projection`; `projected` counts the included attributes
+    /// of all indexes so far.
+    fn projection(&self, g: &RawGsi, projected: &mut usize) -> Result<GsiProjection, MappingError> {
+        Ok(match g.projection.as_ref().map(Spanned::get_ref) {
+            None | Some(RawProjection::All) => GsiProjection::All,
+            Some(RawProjection::KeysOnly) => GsiProjection::KeysOnly,
+            Some(RawProjection::Include(list)) => {
+                if list.get_ref().is_empty() {
+                    return Err(self.invalid(
+                        &list.span(),
+                        "include is empty: name attributes, or use projection = \"keys_only\""
+                            .into(),
+                    ));
+                }
+                let mut attrs: Vec<String> = Vec::with_capacity(list.get_ref().len());
+                for a in list.get_ref() {
+                    if a.get_ref().is_empty() || attrs.contains(a.get_ref()) {
+                        return Err(self.invalid(
+                            &a.span(),
+                            format!("include lists {:?} twice or empty", a.get_ref()),
+                        ));
+                    }
+                    attrs.push(a.get_ref().clone());
+                }
+                *projected += attrs.len();
+                if *projected > MAX_PROJECTED_ATTRIBUTES {
+                    return Err(self.invalid(
+                        &list.span(),
+                        format!("the indexes of a table may include at most {MAX_PROJECTED_ATTRIBUTES} attributes together"),
+                    ));
+                }
+                GsiProjection::Include(attrs)
+            }
+        })
     }
 
     /// `billing = …`, on-demand when absent.

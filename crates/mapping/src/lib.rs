@@ -112,6 +112,7 @@
 #![warn(missing_docs)]
 
 mod bind;
+mod binder;
 mod convert;
 mod digest;
 mod embed;

@@ -9,7 +9,8 @@ use serde::Deserialize;
 use serde_spanned::Spanned;
 use sql2ddb_core::{normalize_number, AttrValue, Column, Item, PointerUpdate, Row, SqlValue};
 
-use crate::bind::{map_fields, Binder, BoundKey, Field};
+use crate::bind::{map_fields, BoundKey, Field};
+use crate::binder::Binder;
 use crate::error::{Location, MappingError};
 use crate::load::Loader;
 use crate::plan::{AttrDef, Entity, Plan, TargetSpec};
