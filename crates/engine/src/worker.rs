@@ -34,6 +34,35 @@ use crate::resources::{Job, ResourceOptions, Resources};
 use crate::run::RunOptions;
 use crate::sink::{build_sink, BatchOutcome, BatchSink};
 
+impl WorkerReport {
+    /// A report of nothing done yet.
+    fn empty(rejects_file: String) -> WorkerReport {
+        WorkerReport {
+            messages: 0,
+            rows: 0,
+            items_written: 0,
+            rejected: 0,
+            left: 0,
+            released: 0,
+            runs: Vec::new(),
+            stopped: StopReason::Signal,
+            rejects_file,
+        }
+    }
+}
+
+/// `first`, and as many more call slots as are free, up to one receive's worth.
+fn more_permits(first: OwnedSemaphorePermit, slots: &Arc<Semaphore>) -> Vec<OwnedSemaphorePermit> {
+    let mut permits = vec![first];
+    while permits.len() < MAX_RECEIVE {
+        match slots.clone().try_acquire_owned() {
+            Ok(p) => permits.push(p),
+            Err(_) => break,
+        }
+    }
+    permits
+}
+
 /// Most messages one receive asks for (SQS's limit).
 const MAX_RECEIVE: usize = 10;
 /// Receives failing in a row before the worker gives up.
@@ -254,17 +283,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         let slots = Arc::new(Semaphore::new(opts.concurrency.max(1)));
         let held: Arc<Mutex<HashSet<AckHandle>>> = Arc::default();
         let mut tasks: JoinSet<Done> = JoinSet::new();
-        let mut report = WorkerReport {
-            messages: 0,
-            rows: 0,
-            items_written: 0,
-            rejected: 0,
-            left: 0,
-            released: 0,
-            runs: Vec::new(),
-            stopped: StopReason::Signal,
-            rejects_file: self.rejects.path().display().to_string(),
-        };
+        let mut report = WorkerReport::empty(self.rejects.path().display().to_string());
         let mut runs: BTreeSet<String> = opts.runs.iter().cloned().collect();
         let mut last_batch = Instant::now();
         let mut failures = 0u32;
@@ -276,13 +295,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
                 _ = &mut shutdown => break StopReason::Signal,
                 p = slots.clone().acquire_owned() => p.expect("never closed"),
             };
-            let mut permits = vec![permit];
-            while permits.len() < MAX_RECEIVE {
-                match slots.clone().try_acquire_owned() {
-                    Ok(p) => permits.push(p),
-                    Err(_) => break,
-                }
-            }
+            let permits = more_permits(permit, &slots);
             let receive = self.queue.receive(permits.len(), opts.poll);
             let mut receive = std::pin::pin!(receive);
             let received = tokio::select! {
@@ -290,12 +303,8 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
                 _ = &mut shutdown => {
                     // A receive dropped midway may still have taken messages
                     // (invisible until their timeout): let it end, give them back.
-                    for r in receive.await.unwrap_or_default() {
-                        match self.queue.release(&r.handle).await {
-                            Ok(()) => report.released += 1,
-                            Err(e) => tracing::warn!(error = %e, "could not release a batch; it returns after its visibility timeout"),
-                        }
-                    }
+                    let taken = receive.await.unwrap_or_default();
+                    report.released += self.release(taken.into_iter().map(|r| r.handle)).await;
                     break StopReason::Signal;
                 }
             };
@@ -335,28 +344,47 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
             }
         };
         report.stopped = stopped;
-        // Batches being written may finish; past the grace they are released.
-        let finish = async {
-            while let Some(joined) = tasks.join_next().await {
-                tally(&mut report, joined);
-            }
-        };
-        if tokio::time::timeout(opts.grace, finish).await.is_err() {
-            tasks.abort_all();
-            while tasks.join_next().await.is_some() {}
-            let unfinished: Vec<AckHandle> = held.lock().expect("held lock").drain().collect();
-            for handle in unfinished {
-                match self.queue.release(&handle).await {
-                    Ok(()) => report.released += 1,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "could not release a batch; it returns after its visibility timeout")
-                    }
-                }
-            }
-        }
+        self.wind_down(tasks, &held, opts.grace, &mut report).await;
         self.rejects.flush()?;
         report.runs = runs.into_iter().collect();
         Ok(report)
+    }
+
+    /// Lets the batches being written finish within `grace`; past it they
+    /// are released for another worker.
+    async fn wind_down(
+        &self,
+        mut tasks: JoinSet<Done>,
+        held: &Mutex<HashSet<AckHandle>>,
+        grace: Duration,
+        report: &mut WorkerReport,
+    ) {
+        let finish = async {
+            while let Some(joined) = tasks.join_next().await {
+                tally(report, joined);
+            }
+        };
+        if tokio::time::timeout(grace, finish).await.is_err() {
+            tasks.abort_all();
+            while tasks.join_next().await.is_some() {}
+            let unfinished: Vec<AckHandle> = held.lock().expect("held lock").drain().collect();
+            report.released += self.release(unfinished).await;
+        }
+    }
+
+    /// Gives batches back to the queue at once; returns how many went back
+    /// (the others return after their visibility timeout).
+    async fn release(&self, handles: impl IntoIterator<Item = AckHandle>) -> u64 {
+        let mut released = 0;
+        for handle in handles {
+            match self.queue.release(&handle).await {
+                Ok(()) => released += 1,
+                Err(e) => {
+                    tracing::warn!(error = %e, "could not release a batch; it returns after its visibility timeout")
+                }
+            }
+        }
+        released
     }
 
     /// One batch: extend while writing, then acknowledge or leave it.

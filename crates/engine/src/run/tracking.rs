@@ -54,6 +54,62 @@ fn resume_error(run_id: &str, message: String) -> EngineError {
     }
 }
 
+/// Refuses a resume whose mapping makes other items than the run's did.
+fn same_items(
+    run_id: &str,
+    plan: &Plan,
+    recorded: &Recorded,
+    started: &str,
+) -> Result<(), EngineError> {
+    match &recorded.digest {
+            Some(parts) => {
+                let changes = plan
+                    .item_digest()
+                    .changes_since(&ItemDigest::from_parts(parts.clone()));
+                if !changes.is_empty() {
+                    return Err(resume_error(
+                        run_id,
+                        format!(
+                            "cannot be resumed: the mapping changed since the run started ({started}): {list}. \
+                             Its items would not match those already written. Resume with the run's own \
+                             mapping, or start a new run (without --resume) to write every item the new way.",
+                            started = started,
+                            list = changes.join("; ")
+                        ),
+                    ));
+                }
+            }
+            None => tracing::warn!(
+                run = run_id,
+                "the run was recorded without a mapping digest: whether its mapping changed cannot be checked"
+            ),
+        }
+    Ok(())
+}
+
+/// Refuses a resume whose mapping reads other entities than the run's did.
+fn same_entities(run_id: &str, plan: &Plan, meta: &RunMeta) -> Result<(), EngineError> {
+    let recorded_names: Vec<&str> = meta.entities.iter().map(|e| e.name.as_str()).collect();
+    let names: Vec<&str> = plan.entities.iter().map(|e| e.name.as_str()).collect();
+    if recorded_names != names {
+        return Err(resume_error(
+                run_id,
+                format!(
+                    "has entities {recorded_names:?}, but the mapping has {names:?}; resume with the run's own mapping"
+                ),
+            ));
+    }
+    for e in &meta.entities {
+        if e.bounds.len() != e.segments as usize {
+            return Err(resume_error(
+                run_id,
+                format!("entity {} was recorded without its segment bounds", e.name),
+            ));
+        }
+    }
+    Ok(())
+}
+
 impl Tracking {
     /// Opens the progress store of the run; on resume, reads what the run
     /// recorded and checks that it is a run of this mapping.
@@ -124,47 +180,8 @@ impl Tracking {
                 ),
             ));
         }
-        match &recorded.digest {
-            Some(parts) => {
-                let changes = plan
-                    .item_digest()
-                    .changes_since(&ItemDigest::from_parts(parts.clone()));
-                if !changes.is_empty() {
-                    return Err(resume_error(
-                        run_id,
-                        format!(
-                            "cannot be resumed: the mapping changed since the run started ({started}): {list}. \
-                             Its items would not match those already written. Resume with the run's own \
-                             mapping, or start a new run (without --resume) to write every item the new way.",
-                            started = meta.started,
-                            list = changes.join("; ")
-                        ),
-                    ));
-                }
-            }
-            None => tracing::warn!(
-                run = run_id,
-                "the run was recorded without a mapping digest: whether its mapping changed cannot be checked"
-            ),
-        }
-        let recorded_names: Vec<&str> = meta.entities.iter().map(|e| e.name.as_str()).collect();
-        let names: Vec<&str> = plan.entities.iter().map(|e| e.name.as_str()).collect();
-        if recorded_names != names {
-            return Err(resume_error(
-                run_id,
-                format!(
-                    "has entities {recorded_names:?}, but the mapping has {names:?}; resume with the run's own mapping"
-                ),
-            ));
-        }
-        for e in &meta.entities {
-            if e.bounds.len() != e.segments as usize {
-                return Err(resume_error(
-                    run_id,
-                    format!("entity {} was recorded without its segment bounds", e.name),
-                ));
-            }
-        }
+        same_items(run_id, plan, &recorded, &meta.started)?;
+        same_entities(run_id, plan, meta)?;
         Ok(recorded)
     }
 
