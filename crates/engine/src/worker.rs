@@ -253,7 +253,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
             )));
         }
         self.store
-            .record_batch(&id.run_id, &id.record(&out))
+            .record_batch_with_cost(&id.run_id, &id.record(&out), &id.cost(&out))
             .await?;
         Ok((id, out))
     }
