@@ -63,50 +63,13 @@ impl Template {
                     lit.push('{');
                 }
                 '{' => {
-                    let inner_start = i + 1;
-                    let close = text[inner_start..].find(['{', '}']);
-                    let Some(len) = close.filter(|&n| text.as_bytes()[inner_start + n] == b'}')
-                    else {
-                        return Err(err(
-                            i,
-                            "unclosed `{` (write `{{` for a literal brace)".into(),
-                        ));
-                    };
-                    let inner = &text[inner_start..inner_start + len];
-                    let (column, spec) = match inner.split_once(':') {
-                        Some((c, s)) => (c, Some(s)),
-                        None => (inner, None),
-                    };
-                    if inner.is_empty() {
-                        return Err(err(
-                            i,
-                            "empty placeholder `{}`: name a column, e.g. `{customer_id}`".into(),
-                        ));
-                    }
-                    if column.is_empty() {
-                        return Err(err(i, format!("placeholder `{{{inner}}}` names no column")));
-                    }
-                    let width = match spec {
-                        None => None,
-                        Some(s) => Some(parse_width(s).ok_or_else(|| {
-                            err(
-                                inner_start + column.len() + 1,
-                                format!(
-                                    "bad format spec `{s}` in `{{{inner}}}`: only zero padding is supported, e.g. `{{{column}:08}}` (width 1..={MAX_PAD_WIDTH})"
-                                ),
-                            )
-                        })?),
-                    };
+                    let (placeholder, end) = placeholder(text, i, locate)?;
                     if !lit.is_empty() {
                         parts.push(Part::Lit(std::mem::take(&mut lit)));
                     }
-                    parts.push(Part::Col(Placeholder {
-                        column: column.to_string(),
-                        width,
-                        at: locate(i),
-                    }));
+                    parts.push(Part::Col(placeholder));
                     // Skip the placeholder's characters.
-                    while rest.next_if(|&(j, _)| j <= inner_start + len).is_some() {}
+                    while rest.next_if(|&(j, _)| j <= end).is_some() {}
                 }
                 '}' if rest.peek().map(|p| p.1) == Some('}') => {
                     rest.next();
@@ -163,6 +126,55 @@ impl Template {
             _ => None,
         }
     }
+}
+
+/// The placeholder opening at byte `i` of `text` (a `{` not doubled), and the
+/// byte offset of its closing `}`.
+fn placeholder(
+    text: &str,
+    i: usize,
+    locate: &dyn Fn(usize) -> Location,
+) -> Result<(Placeholder, usize), TemplateError> {
+    let err = |offset: usize, message: String| TemplateError { offset, message };
+    let inner_start = i + 1;
+    let close = text[inner_start..].find(['{', '}']);
+    let Some(len) = close.filter(|&n| text.as_bytes()[inner_start + n] == b'}') else {
+        return Err(err(
+            i,
+            "unclosed `{` (write `{{` for a literal brace)".into(),
+        ));
+    };
+    let inner = &text[inner_start..inner_start + len];
+    let (column, spec) = match inner.split_once(':') {
+        Some((c, s)) => (c, Some(s)),
+        None => (inner, None),
+    };
+    if inner.is_empty() {
+        return Err(err(
+            i,
+            "empty placeholder `{}`: name a column, e.g. `{customer_id}`".into(),
+        ));
+    }
+    if column.is_empty() {
+        return Err(err(i, format!("placeholder `{{{inner}}}` names no column")));
+    }
+    let width = match spec {
+        None => None,
+        Some(s) => Some(parse_width(s).ok_or_else(|| {
+            err(
+                inner_start + column.len() + 1,
+                format!(
+                    "bad format spec `{s}` in `{{{inner}}}`: only zero padding is supported, e.g. `{{{column}:08}}` (width 1..={MAX_PAD_WIDTH})"
+                ),
+            )
+        })?),
+    };
+    let placeholder = Placeholder {
+        column: column.to_string(),
+        width,
+        at: locate(i),
+    };
+    Ok((placeholder, inner_start + len))
 }
 
 fn parse_width(spec: &str) -> Option<usize> {
