@@ -7,17 +7,6 @@ use sql2ddb_mapping::{ErrorKind, MappingError};
 
 use common::*;
 
-fn err(text: &str) -> MappingError {
-    match parse(text) {
-        Ok(_) => panic!("mapping should not load:\n{text}"),
-        Err(e) => e,
-    }
-}
-
-fn at(e: &MappingError) -> (usize, usize) {
-    (e.location().line, e.location().col)
-}
-
 #[test]
 fn misspelled_key_names_line_column_and_key() {
     let text = with_entity("frm = \"x\"\npk = \"A\"\nsk = \"B\"\n");

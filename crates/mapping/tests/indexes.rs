@@ -40,13 +40,6 @@ name = "by-bin"
 pk = { name = "BIN", type = "B" }
 "#;
 
-fn err(text: &str) -> MappingError {
-    match parse(text) {
-        Ok(_) => panic!("mapping should not load:\n{text}"),
-        Err(e) => e,
-    }
-}
-
 #[test]
 fn parses_indexes_and_billing() {
     let plan = parse(&with_target(GSIS, "")).unwrap();

@@ -7,7 +7,7 @@ mod common;
 use chrono::NaiveDate;
 use serde_json::json;
 use sql2ddb_core::{AttrValue, Reject, SqlValue};
-use sql2ddb_mapping::{ErrorKind, MappingError, MAX_READ_PARALLELISM};
+use sql2ddb_mapping::{ErrorKind, MAX_READ_PARALLELISM};
 
 use common::*;
 
@@ -26,17 +26,6 @@ fn head_with(extra: &str) -> String {
         "url = \"${DB_URL}\"\n",
         &format!("url = \"${{DB_URL}}\"\n{extra}"),
     )
-}
-
-fn err(text: &str) -> MappingError {
-    match parse(text) {
-        Ok(_) => panic!("mapping should not load:\n{text}"),
-        Err(e) => e,
-    }
-}
-
-fn at(e: &MappingError) -> (usize, usize) {
-    (e.location().line, e.location().col)
 }
 
 /// A mapping with `source` lines in `[source]` and `body` in entity `e`.

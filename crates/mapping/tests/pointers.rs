@@ -58,13 +58,6 @@ fn s(v: &str) -> AttrValue {
     AttrValue::S(v.into())
 }
 
-fn err(text: &str) -> MappingError {
-    match parse(text) {
-        Ok(_) => panic!("mapping should not load:\n{text}"),
-        Err(e) => e,
-    }
-}
-
 #[test]
 fn max_candidate_is_the_largest_number_with_its_row() {
     let plan = parse(&with_pointer(LAST_ORDER)).unwrap();

@@ -31,6 +31,19 @@ pub fn parse(text: &str) -> Result<Plan, MappingError> {
     Plan::parse(text, Path::new(FILE), &env)
 }
 
+/// The error of a mapping that must not load.
+pub fn err(text: &str) -> MappingError {
+    match parse(text) {
+        Ok(_) => panic!("mapping should not load:\n{text}"),
+        Err(e) => e,
+    }
+}
+
+/// An error's line and column.
+pub fn at(e: &MappingError) -> (usize, usize) {
+    (e.location().line, e.location().col)
+}
+
 /// `HEAD` plus one entity `e` reading table `t`; `body` starts on line 12.
 pub fn with_entity(body: &str) -> String {
     format!("{HEAD}\n[[entity]]\nname = \"e\"\nfrom = \"t\"\n{body}")
