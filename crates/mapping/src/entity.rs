@@ -43,9 +43,7 @@ impl Loader<'_, '_> {
             header.start,
             &format!("entity {name:?}"),
         )?;
-        let key_names: Vec<&str> = std::iter::once(target.pk.name.as_str())
-            .chain(target.sk.as_ref().map(|s| s.name.as_str()))
-            .collect();
+        let key_names: Vec<&str> = target.key_names();
         let attributes = self.attributes(&e.attributes, &key_names)?;
         let embeds = self.embeds(&e.embed, key.as_deref(), &attributes, &key_names)?;
         Ok(Entity {

@@ -217,6 +217,15 @@ impl Plan {
     }
 }
 
+impl TargetSpec {
+    /// The names of the table's key attributes: partition key, then sort key.
+    pub(crate) fn key_names(&self) -> Vec<&str> {
+        std::iter::once(self.pk.name.as_str())
+            .chain(self.sk.as_ref().map(|s| s.name.as_str()))
+            .collect()
+    }
+}
+
 impl Entity {
     /// Rows per keyset page: the entity's own, else the source's.
     pub fn page_size(&self, plan: &Plan) -> usize {

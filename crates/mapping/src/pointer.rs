@@ -263,9 +263,7 @@ impl Loader<'_, '_> {
         };
         let v = value.get_ref();
         let attribute = v.attribute.get_ref().clone();
-        let mut reserved: Vec<&str> = std::iter::once(target.pk.name.as_str())
-            .chain(target.sk.as_ref().map(|s| s.name.as_str()))
-            .collect();
+        let mut reserved: Vec<&str> = target.key_names();
         if attribute.is_empty() || reserved.contains(&attribute.as_str()) {
             return Err(self.invalid(
                 &v.attribute.span(),
