@@ -139,7 +139,6 @@ impl Readers {
             .expect("lock")
             .get_or_insert_with(Instant::now);
         let keys = p.replay.as_deref().unwrap_or(&[]);
-        let name = p.bound.name();
         let mut rows_so_far = 0;
         for (page, chunk) in keys.chunks(p.query.page_size().max(1)).enumerate() {
             if self.stop.as_ref().is_some_and(|s| s.is_stopped()) {
@@ -148,25 +147,14 @@ impl Readers {
             let rows = self.source.read_keys(&p.query, chunk).await?;
             let Some(last) = rows.last() else { continue };
             let cursor = p.query.key_of(last);
-            let (items, rejected, pointers) = self.map_page(p, &rows).await?;
-            let read = rows.len() as u64;
-            drop(rows);
-            EntityProgress::add(&p.counters.read, read);
-            EntityProgress::add(&p.counters.rejected, rejected.len() as u64);
-            p.stats.pages.fetch_add(1, Ordering::Relaxed);
-            self.rejects.write(&rejected)?;
-            rows_so_far += read;
-            let batch = WorkBatch {
-                run_id: self.run_id.clone(),
-                entity: name.to_string(),
+            rows_so_far += rows.len() as u64;
+            let at = PageAt {
                 segment: 0,
                 page: page as u64,
-                part: BatchPart::WHOLE,
-                rows_read: read,
-                items,
-                pointers,
+                cursor,
+                segment_rows: rows_so_far,
             };
-            self.out.hand_on(batch, cursor, rows_so_far).await?;
+            self.map_and_hand_on(p, rows, at).await?;
         }
         p.stats.touch();
         Ok(())
@@ -197,27 +185,14 @@ impl Readers {
             let Some(last) = rows.last() else { break };
             after = Some(p.query.key_of(last));
             let full = rows.len() >= p.query.page_size();
-            let (items, rejected, pointers) = self.map_page(p, &rows).await?;
-            let read = rows.len() as u64;
-            // Not held while waiting for room in the queue: the items are the page now.
-            drop(rows);
-            EntityProgress::add(&p.counters.read, read);
-            EntityProgress::add(&p.counters.rejected, rejected.len() as u64);
-            p.stats.pages.fetch_add(1, Ordering::Relaxed);
-            self.rejects.write(&rejected)?;
-            let batch = WorkBatch {
-                run_id: self.run_id.clone(),
-                entity: name.to_string(),
+            segment_rows += rows.len() as u64;
+            let at = PageAt {
                 segment: segment.index,
                 page,
-                part: BatchPart::WHOLE,
-                rows_read: read,
-                items,
-                pointers,
+                cursor: after.clone().expect("set from this page"),
+                segment_rows,
             };
-            segment_rows += read;
-            let cursor = after.clone().expect("set from this page");
-            self.out.hand_on(batch, cursor, segment_rows).await?;
+            self.map_and_hand_on(p, rows, at).await?;
             page += 1;
             if !full {
                 break;
@@ -229,4 +204,42 @@ impl Readers {
         p.stats.touch();
         Ok(())
     }
+
+    /// Maps a page read at `at`, records its rejects and counts, and hands
+    /// it on as one batch.
+    async fn map_and_hand_on(
+        &self,
+        p: &Prepared,
+        rows: Vec<Row>,
+        at: PageAt,
+    ) -> Result<(), EngineError> {
+        let (items, rejected, pointers) = self.map_page(p, &rows).await?;
+        let read = rows.len() as u64;
+        // Not held while waiting for room in the queue: the items are the page now.
+        drop(rows);
+        EntityProgress::add(&p.counters.read, read);
+        EntityProgress::add(&p.counters.rejected, rejected.len() as u64);
+        p.stats.pages.fetch_add(1, Ordering::Relaxed);
+        self.rejects.write(&rejected)?;
+        let batch = WorkBatch {
+            run_id: self.run_id.clone(),
+            entity: p.bound.name().to_string(),
+            segment: at.segment,
+            page: at.page,
+            part: BatchPart::WHOLE,
+            rows_read: read,
+            items,
+            pointers,
+        };
+        self.out.hand_on(batch, at.cursor, at.segment_rows).await
+    }
+}
+
+/// Where a page was read: its segment and number, the key of its last row,
+/// and the rows of its segment so far, this page included.
+struct PageAt {
+    segment: u32,
+    page: u64,
+    cursor: Vec<SqlValue>,
+    segment_rows: u64,
 }
