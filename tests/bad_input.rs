@@ -2,9 +2,7 @@
 //! by one with their key and reason (exit 2), bad mappings name file, line and
 //! column (exit 1), and passwords never appear in any output.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 
 const ITEMS_MAPPING: &str = r#"version = 1
 [source]
@@ -22,20 +20,11 @@ pk = "{name}"
 sk = "ITEM#{id}"
 "#;
 
-fn rejects(dir: &std::path::Path, report: &serde_json::Value) -> Vec<serde_json::Value> {
-    let path = dir.join(report["rejects_file"].as_str().unwrap());
-    std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Long on purpose: one scenario: four bad rows, each reject checked.
 async fn bad_rows_are_rejected_alone_with_key_and_reason() {
-    let schema = PgSchema::create("bad_rows").await;
-    schema
-        .exec(
+    let sc = Scenario::new("bad_rows")
+        .postgres(
             "CREATE TABLE {schema}.items (id int PRIMARY KEY, name text NOT NULL, amount numeric, ratio float8, body text);
              INSERT INTO {schema}.items SELECT i, 'n' || i, 1.5, 0.5, 'x' FROM generate_series(1, 20) i;
              INSERT INTO {schema}.items VALUES
@@ -44,29 +33,11 @@ async fn bad_rows_are_rejected_alone_with_key_and_reason() {
                (23, '', 1.5, 0.5, 'x'),
                (24, 'n24', 1.5, 0.5, repeat('y', 500000));",
         )
+        .start()
         .await;
-    let dynamo = Dynamo::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("bad_rows");
-    let mapping = write_mapping(
-        dir.path(),
-        &ITEMS_MAPPING
-            .replace("SCHEMA", &schema.name)
-            .replace("TABLE", &table),
-    );
+    let mapping = sc.mapping(ITEMS_MAPPING);
 
-    let run = sql2ddb(
-        dir.path(),
-        &[
-            "run",
-            &mapping,
-            "--endpoint",
-            &dynamo.url,
-            "--json",
-            "--quiet",
-        ],
-    )
-    .await;
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
     assert_eq!(
         run.code, 2,
         "exit 2 when rows were rejected; stderr:\n{}",
@@ -83,7 +54,7 @@ async fn bad_rows_are_rejected_alone_with_key_and_reason() {
         "the human report points at the rejects file"
     );
 
-    let mut rejected = rejects(dir.path(), &report);
+    let mut rejected = rejects_of(sc.path(), &report);
     rejected.sort_by_key(|r| r["key"]["id"].as_i64());
     assert_eq!(rejected.len(), 4, "{rejected:#?}");
     let ids: Vec<i64> = rejected
@@ -124,7 +95,7 @@ async fn bad_rows_are_rejected_alone_with_key_and_reason() {
         rejected[3]
     );
 
-    let items = dynamo.scan(&table).await;
+    let items = sc.items().await;
     assert_eq!(items.len(), 20);
     for i in 1..=20 {
         assert!(
@@ -132,7 +103,6 @@ async fn bad_rows_are_rejected_alone_with_key_and_reason() {
             "row {i} written"
         );
     }
-    schema.drop_schema().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -168,67 +138,40 @@ async fn a_broken_template_names_line_and_column() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unknown_column_stops_the_run_before_any_write() {
-    let schema = PgSchema::create("bad_col").await;
-    schema.exec("CREATE TABLE {schema}.items (id int PRIMARY KEY, name text NOT NULL); INSERT INTO {schema}.items VALUES (1, 'a');").await;
-    let dynamo = Dynamo::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("bad_col");
-    let text = ITEMS_MAPPING
-        .replace("SCHEMA", &schema.name)
-        .replace("TABLE", &table)
-        .replace("sk = \"ITEM#{id}\"", "sk = \"ITEM#{item_id}\"");
-    let mapping = write_mapping(dir.path(), &text);
-    let run = sql2ddb(
-        dir.path(),
-        &["run", &mapping, "--endpoint", &dynamo.url, "--quiet"],
-    )
-    .await;
+    let sc = Scenario::new("bad_col")
+        .postgres("CREATE TABLE {schema}.items (id int PRIMARY KEY, name text NOT NULL); INSERT INTO {schema}.items VALUES (1, 'a');")
+        .start()
+        .await;
+    let mapping =
+        sc.mapping(&ITEMS_MAPPING.replace("sk = \"ITEM#{id}\"", "sk = \"ITEM#{item_id}\""));
+    let run = sc.run(&mapping, &["--quiet"]).await;
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stderr.contains("mapping.toml:14:"), "{}", run.stderr);
     assert!(run.stderr.contains("item_id"), "{}", run.stderr);
-    let tables = dynamo.client.list_tables().send().await.unwrap();
+    let tables = sc.dynamo.client.list_tables().send().await.unwrap();
     assert!(
-        !tables.table_names().contains(&table),
+        !tables.table_names().contains(&sc.table),
         "no table created, nothing written"
     );
-    schema.drop_schema().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_password_in_the_source_url_never_appears() {
     const SECRET: &str = "Sup3rS3cretPw";
-    let schema = PgSchema::create("secret").await;
-    schema.exec("CREATE TABLE {schema}.items (id int PRIMARY KEY, name text NOT NULL); INSERT INTO {schema}.items VALUES (1, 'a'), (2, '');").await;
-    let dynamo = Dynamo::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("secret");
-    let mapping = write_mapping(
-        dir.path(),
-        &ITEMS_MAPPING
-            .replace("SCHEMA", &schema.name)
-            .replace("TABLE", &table),
-    );
+    let sc = Scenario::new("secret")
+        .postgres("CREATE TABLE {schema}.items (id int PRIMARY KEY, name text NOT NULL); INSERT INTO {schema}.items VALUES (1, 'a'), (2, '');")
+        .start()
+        .await;
+    let mapping = sc.mapping(ITEMS_MAPPING);
 
     // A run that succeeds (trust auth ignores the password) and rejects a row.
     let url = format!("postgres://root:{SECRET}@127.0.0.1:5432/test");
-    let run = sql2ddb(
-        dir.path(),
-        &[
-            "run",
-            &mapping,
-            "--source",
-            &url,
-            "--endpoint",
-            &dynamo.url,
-            "--json",
-        ],
-    )
-    .await;
+    let run = sc.run(&mapping, &["--source", &url, "--json"]).await;
     assert_eq!(run.code, 2, "{}", run.stderr);
     assert!(!run.stdout.contains(SECRET) && !run.stderr.contains(SECRET));
     let report = run.report();
     assert_eq!(report["source"], "postgres://root:***@127.0.0.1:5432/test");
-    let run_dir = dir.path().join(report["run_dir"].as_str().unwrap());
+    let run_dir = sc.path().join(report["run_dir"].as_str().unwrap());
     for entry in std::fs::read_dir(&run_dir).unwrap() {
         let path = entry.unwrap().path();
         if let Ok(text) = std::fs::read_to_string(&path) {
@@ -242,11 +185,7 @@ async fn a_password_in_the_source_url_never_appears() {
 
     // A run that fails to connect.
     let url = format!("postgres://root:{SECRET}@127.0.0.1:1/test");
-    let run = sql2ddb(
-        dir.path(),
-        &["run", &mapping, "--source", &url, "--endpoint", &dynamo.url],
-    )
-    .await;
+    let run = sc.run(&mapping, &["--source", &url]).await;
     assert_eq!(run.code, 1);
     assert!(
         run.stderr.contains("127.0.0.1:1"),
@@ -260,18 +199,13 @@ async fn a_password_in_the_source_url_never_appears() {
     );
 
     // The same through an environment variable in the mapping.
-    let text = ITEMS_MAPPING
-        .replace("SCHEMA", &schema.name)
-        .replace("TABLE", &table)
-        .replace("postgres://root@127.0.0.1:5432/test", "${SECRET_DB_URL}");
-    let mapping = write_mapping(dir.path(), &text);
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb"))
-        .args(["run", &mapping, "--endpoint", &dynamo.url])
+    let mapping = sc
+        .mapping(&ITEMS_MAPPING.replace("postgres://root@127.0.0.1:5432/test", "${SECRET_DB_URL}"));
+    let out = command(sc.path(), &["run", &mapping, "--endpoint", &sc.dynamo.url])
         .env(
             "SECRET_DB_URL",
             format!("mysql://root:{SECRET}@127.0.0.1:1/test"),
         )
-        .current_dir(dir.path())
         .output()
         .await
         .unwrap();
@@ -282,5 +216,4 @@ async fn a_password_in_the_source_url_never_appears() {
     );
     assert_eq!(out.status.code(), Some(1), "{all}");
     assert!(!all.contains(SECRET), "{all}");
-    schema.drop_schema().await;
 }

@@ -3,20 +3,14 @@
 //! against their documented ranges before anything runs, and `RUST_LOG`
 //! turns logging on as it does for other Rust tools.
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use sql2ddb_mapping::{MAX_CONCURRENCY, MAX_READ_PARALLELISM, MAX_WCU};
 
+use crate::common::root;
+
 /// EX_USAGE: what the binary exits with when its command line is wrong.
 const USAGE: i32 = 64;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .canonicalize()
-        .unwrap()
-}
 
 /// Runs the binary from the workspace root with neither log variable set,
 /// then `env` on top.
@@ -107,6 +101,7 @@ fn assert_refused(args: &[&str], option: &str, range: &str) {
 }
 
 #[test]
+// Long on purpose: a table of options and bounds, checked in turn.
 fn nothing_lost_12_numeric_options_validated_against_ranges() {
     let mapping = "mappings/shop.toml";
     let queue = "http://127.0.0.1:9/queue/never-used";

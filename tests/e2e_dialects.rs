@@ -5,13 +5,10 @@
 //! to the items computed here from the row number; each dialect's own types
 //! (`extras`) have their own assertions.
 
-mod common;
-
-use std::collections::BTreeMap;
-
 use chrono::{Duration, NaiveDate};
-use common::*;
 use sql2ddb_core::{AttrValue, Item};
+
+use crate::common::*;
 
 const ROWS: i64 = 2000;
 
@@ -38,23 +35,6 @@ from = "PREFIXextras"
 pk = "X#{id}"
 sk = "EXTRA"
 "#;
-
-type Items = BTreeMap<(String, String), Item>;
-
-fn item(pairs: Vec<(&str, AttrValue)>) -> Item {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-}
-
-/// `units / 100` in plain notation without trailing zeros.
-fn cents(units: i64) -> String {
-    let frac = format!("{:02}", units % 100);
-    let frac = frac.trim_end_matches('0');
-    if frac.is_empty() {
-        format!("{}", units / 100)
-    } else {
-        format!("{}.{frac}", units / 100)
-    }
-}
 
 /// The item every dialect must produce for row `i` of `matrix`.
 fn expected_matrix(i: i64) -> Item {
@@ -110,7 +90,7 @@ fn expected_matrix(i: i64) -> Item {
         ),
     ]);
     if i % 11 != 0 {
-        it.insert("price".into(), n(cents(i * 12345 % 1_000_000)));
+        it.insert("price".into(), n(decimal(i * 12345 % 1_000_000, 2)));
     }
     if i % 5 != 0 {
         it.insert("note".into(), s(format!("note {i}")));
@@ -122,27 +102,15 @@ fn expected_matrix(i: i64) -> Item {
 }
 
 /// Migrates with the binary and returns every item of the new table.
-async fn migrate(dynamo: &Dynamo, url: &str, prefix: &str, table: &str) -> Items {
-    let dir = tempfile::tempdir().unwrap();
+async fn migrate(sc: &Scenario, url: &str, prefix: &str, table: &str) -> Items {
     let mapping = write_mapping(
-        dir.path(),
+        sc.path(),
         &MAPPING
             .replace("SOURCE", url)
             .replace("PREFIX", prefix)
             .replace("TABLE", table),
     );
-    let run = sql2ddb(
-        dir.path(),
-        &[
-            "run",
-            &mapping,
-            "--endpoint",
-            &dynamo.url,
-            "--json",
-            "--quiet",
-        ],
-    )
-    .await;
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
     assert_eq!(run.code, 0, "{url}: stderr:\n{}", run.stderr);
     let matrix = run.entity("matrix");
     assert_eq!(matrix["rows_read"], ROWS, "{url}");
@@ -150,7 +118,7 @@ async fn migrate(dynamo: &Dynamo, url: &str, prefix: &str, table: &str) -> Items
     assert_eq!(matrix["rejected"], 0, "{url}");
     // `read_parallelism = 3`: the integer key range is read as three segments.
     assert_eq!(matrix["segments"], 3, "{url}");
-    dynamo.scan(table).await
+    sc.dynamo.scan(table).await
 }
 
 /// Splits a table's items into the shared matrix and the dialect's extras.
@@ -168,10 +136,11 @@ fn extras_item(id: i64, pairs: Vec<(&str, AttrValue)>) -> Item {
     it
 }
 
-fn assert_items(dialect: &str, got: &Items, want: &[Item]) {
+/// Asserts `got` holds exactly the items `want`.
+fn assert_exactly(dialect: &str, got: &Items, want: &[Item]) {
     assert_eq!(got.len(), want.len(), "{dialect}: {got:#?}");
     for w in want {
-        let key = (text(&w["PK"]), text(&w["SK"]));
+        let key = key_of(w);
         let g = got
             .get(&key)
             .unwrap_or_else(|| panic!("{dialect}: no item {key:?}"));
@@ -179,46 +148,27 @@ fn assert_items(dialect: &str, got: &Items, want: &[Item]) {
     }
 }
 
-fn text(v: &AttrValue) -> String {
-    match v {
-        AttrValue::S(s) => s.clone(),
-        other => panic!("not a string key: {other:?}"),
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Long on purpose: one scenario: each dialect's extras listed in full.
 async fn three_dialects_migrate_to_identical_items() {
-    let dynamo = Dynamo::start().await;
-
-    let schema = PgSchema::create("e2e_matrix").await;
-    schema
-        .exec(include_str!("fixtures/matrix_postgres.sql"))
+    let sc = Scenario::new("e2e_matrix")
+        .postgres(include_str!("fixtures/matrix_postgres.sql"))
+        .mariadb(include_str!("fixtures/matrix_mysql.sql"))
+        .sqlite(include_str!("fixtures/matrix_sqlite.sql"))
+        .start()
         .await;
-    let my = MyDatabase::create("e2e_matrix").await;
-    my.exec(include_str!("fixtures/matrix_mysql.sql")).await;
-    let dir = tempfile::tempdir().unwrap();
-    let lite_url = sqlite_file(
-        &dir.path().join("matrix.db"),
-        include_str!("fixtures/matrix_sqlite.sql"),
-    )
-    .await;
 
-    let pg = migrate(
-        &dynamo,
-        PG_URL,
-        &format!("{}.", schema.name),
-        &unique("matrix_pg"),
-    )
-    .await;
-    let mysql = migrate(&dynamo, &my.url, "", &unique("matrix_my")).await;
-    let sqlite = migrate(&dynamo, &lite_url, "", &unique("matrix_lite")).await;
+    let pg_prefix = format!("{}.", sc.pg().name);
+    let pg = migrate(&sc, PG_URL, &pg_prefix, &unique("matrix_pg")).await;
+    let mysql = migrate(&sc, &sc.my().url, "", &unique("matrix_my")).await;
+    let sqlite = migrate(&sc, sc.sqlite_url(), "", &unique("matrix_lite")).await;
     let (pg, pg_extras) = split(pg);
     let (mysql, my_extras) = split(mysql);
     let (sqlite, lite_extras) = split(sqlite);
 
     // The shared types: one expected item per row, the same in all three.
     let expected: Vec<Item> = (1..=ROWS).map(expected_matrix).collect();
-    assert_items("postgres", &pg, &expected);
+    assert_exactly("postgres", &pg, &expected);
     for (dialect, items) in [("mysql", &mysql), ("sqlite", &sqlite)] {
         assert_eq!(items.len(), pg.len(), "{dialect}");
         for (key, want) in &pg {
@@ -230,7 +180,7 @@ async fn three_dialects_migrate_to_identical_items() {
     }
 
     // PostgreSQL only: uuid, arrays, timestamptz, interval, enum.
-    assert_items(
+    assert_exactly(
         "postgres extras",
         &pg_extras,
         &[
@@ -259,7 +209,7 @@ async fn three_dialects_migrate_to_identical_items() {
 
     // MySQL only: ENUM, SET (an empty set is left out), YEAR, BIT, BIGINT
     // UNSIGNED, latin1 text, TIMESTAMP.
-    assert_items(
+    assert_exactly(
         "mysql extras",
         &my_extras,
         &[
@@ -290,7 +240,7 @@ async fn three_dialects_migrate_to_identical_items() {
 
     // SQLite only: a column without a type takes each value's storage class;
     // ISO text in a DATETIME column with an offset is converted to UTC.
-    assert_items(
+    assert_exactly(
         "sqlite extras",
         &lite_extras,
         &[
@@ -320,7 +270,4 @@ async fn three_dialects_migrate_to_identical_items() {
             ),
         ],
     );
-
-    schema.drop_schema().await;
-    my.drop_database().await;
 }

@@ -6,25 +6,22 @@
 //! counted twice. Every item is compared with the mapping of its row,
 //! computed here from the row number.
 
-mod common;
-mod distributed;
-#[path = "../crates/queue/tests/moto_server/mod.rs"]
-mod moto_server;
-
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use common::*;
-use distributed::*;
 use sql2ddb_core::KeyAttr;
 use sql2ddb_dynamo::progress::default_table;
 use sql2ddb_engine::verify::summarize;
 use sql2ddb_queue::WorkQueue;
 
+use crate::common::*;
+use crate::distributed::*;
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_workers_and_a_reader_migrate_every_row_verified_by_counting() {
     let _heavy = HEAVY.lock().await;
-    let f = Fixture::new("dist_all", 100_000, 30, 5).await;
+    // 16 pages for three workers: enough for each to take several.
+    let f = Fixture::new("dist_all", 40_000, 30, 5).await;
     let reader = f.reader(&[]);
     let run_id = reader.run_id().await;
     let workers: Vec<Proc> = (0..3).map(|_| f.worker(&run_id, "4")).collect();
@@ -37,7 +34,7 @@ async fn three_workers_and_a_reader_migrate_every_row_verified_by_counting() {
         (Some(run_id.as_str()), Some("enqueued"))
     );
     assert_eq!(report["queue"], f.urls.queue.as_str());
-    assert_eq!(report["totals"]["rows_read"], 100_000);
+    assert_eq!(report["totals"]["rows_read"], f.rows);
 
     let done = wait_all(workers).await;
     assert_eq!(
@@ -100,6 +97,7 @@ async fn a_killed_workers_batches_are_written_by_the_others_after_the_visibility
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Long on purpose: one scenario: kill, lose a cursor, resume, count.
 async fn a_killed_reader_resumes_from_its_cursors_and_nothing_is_counted_twice() {
     let _heavy = HEAVY.lock().await;
     let f = Fixture::new("dist_killr", 40_000, 30, 5).await;
@@ -128,7 +126,7 @@ async fn a_killed_reader_resumes_from_its_cursors_and_nothing_is_counted_twice()
         .cloned()
         .expect("an unfinished segment with pages sent");
     assert!(lost.pages_sent >= 1);
-    f.dynamo
+    f.sc.dynamo
         .client
         .delete_item()
         .table_name(default_table(&f.table))
@@ -143,7 +141,7 @@ async fn a_killed_reader_resumes_from_its_cursors_and_nothing_is_counted_twice()
 
     let workers: Vec<Proc> = (0..2).map(|_| f.worker(&run_id, "2")).collect();
     let resumed = sql2ddb(
-        f.dir.path(),
+        f.sc.path(),
         &[
             "run",
             &f.mapping,
@@ -228,6 +226,7 @@ async fn the_same_batch_delivered_twice_is_counted_once() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Long on purpose: one scenario: dead-letter, status, verify, redrive.
 async fn a_batch_that_always_fails_is_dead_lettered_shown_and_not_verified_until_redriven() {
     let f = Fixture::new("dist_dlq", 5_000, 2, 2).await;
     let reader = f.reader(&[]);
@@ -235,7 +234,7 @@ async fn a_batch_that_always_fails_is_dead_lettered_shown_and_not_verified_until
     assert_eq!(reader.wait().await.code, 0);
 
     // The table is gone: no worker can write it.
-    f.dynamo
+    f.sc.dynamo
         .client
         .delete_table()
         .table_name(&f.table)
@@ -288,7 +287,7 @@ async fn a_batch_that_always_fails_is_dead_lettered_shown_and_not_verified_until
     );
     assert!(v.stderr.contains("dead-letter"), "{}", v.stderr);
     let text = sql2ddb(
-        f.dir.path(),
+        f.sc.path(),
         &[
             "verify",
             &f.mapping,
@@ -316,11 +315,11 @@ async fn a_batch_that_always_fails_is_dead_lettered_shown_and_not_verified_until
             kind: sql2ddb_core::KeyType::S,
         },
     ];
-    sql2ddb_dynamo::ensure_table(&f.dynamo.client, &f.table, &keys, true)
+    sql2ddb_dynamo::ensure_table(&f.sc.dynamo.client, &f.table, &keys, true)
         .await
         .unwrap();
     let redriven = sql2ddb(
-        f.dir.path(),
+        f.sc.path(),
         &[
             "queue",
             "redrive",
@@ -416,7 +415,7 @@ async fn an_in_process_run_with_a_progress_table_is_verified_and_resumed_after_a
     assert_eq!(v.code, 1, "a killed run is not verified");
 
     let resumed = sql2ddb(
-        f.dir.path(),
+        f.sc.path(),
         &["run", &f.mapping, "--resume", &run_id, "--json", "--quiet"],
     )
     .await;

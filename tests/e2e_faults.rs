@@ -5,13 +5,12 @@
 //! the proxy's own count; a permanent failure exhausts its budget and is
 //! reported with its keys.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
 use sql2ddb_core::AttrValue;
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
+
+use crate::common::*;
 
 const MAPPING: &str = r#"version = 1
 [source]
@@ -33,32 +32,39 @@ pk = "EVENT#{id:08}"
 sk = "E"
 "#;
 
-async fn fixture(prefix: &str, rows: i64) -> PgSchema {
-    let schema = PgSchema::create(prefix).await;
-    schema
-        .exec(&format!(
+/// `rows` events in PostgreSQL, a server behind a proxy configured by `faults`,
+/// and the mapping with `writer` as its `[writer]` settings.
+async fn scenario(
+    prefix: &str,
+    rows: i64,
+    faults: FaultConfig,
+    writer: &str,
+) -> (Scenario, FaultProxy, String) {
+    let sc = Scenario::new(prefix)
+        .postgres(&format!(
             "CREATE TABLE {{schema}}.events (id bigint PRIMARY KEY, kind text NOT NULL, amount numeric(10,2) NOT NULL, note text);
              INSERT INTO {{schema}}.events
              SELECT i, 'kind-' || (i % 13), (i % 10000) / 100.0, CASE WHEN i % 5 = 0 THEN NULL ELSE repeat('n', (i % 40)::int) END
              FROM generate_series(1, {rows}) AS i;"
         ))
+        .start()
         .await;
-    schema
+    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let mapping = sc.mapping(&MAPPING.replace("WRITER", writer));
+    (sc, proxy, mapping)
 }
 
-fn amount(i: i64) -> String {
-    let cents = i % 10000;
-    let text = format!("{}.{:02}", cents / 100, cents % 100);
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    if text.is_empty() {
-        "0".into()
-    } else {
-        text.to_string()
-    }
+/// `sql2ddb run` through the proxy, with a JSON report.
+async fn run(sc: &Scenario, proxy: &FaultProxy, mapping: &str, extra: &[&str]) -> Run {
+    let endpoint = proxy.url();
+    let mut args = vec!["run", mapping, "--endpoint", &endpoint];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--json", "--quiet"]);
+    sc.sql2ddb(&args).await
 }
 
-async fn assert_all_written(dynamo: &Dynamo, table: &str, rows: i64) {
-    let items = dynamo.scan(table).await;
+async fn assert_all_written(sc: &Scenario, rows: i64) {
+    let items = sc.items().await;
     assert_eq!(items.len(), rows as usize);
     for i in 1..=rows {
         let key = (format!("EVENT#{i:08}"), "E".to_string());
@@ -68,7 +74,7 @@ async fn assert_all_written(dynamo: &Dynamo, table: &str, rows: i64) {
         want.insert("SK".into(), s("E"));
         want.insert("id".into(), n(i));
         want.insert("kind".into(), s(format!("kind-{}", i % 13)));
-        want.insert("amount".into(), n(amount(i)));
+        want.insert("amount".into(), n(decimal(i % 10000, 2)));
         if i % 5 != 0 {
             want.insert("note".into(), AttrValue::S("n".repeat((i % 40) as usize)));
         }
@@ -76,40 +82,14 @@ async fn assert_all_written(dynamo: &Dynamo, table: &str, rows: i64) {
     }
 }
 
-fn mapping(dir: &std::path::Path, schema: &PgSchema, table: &str, writer: &str) -> String {
-    write_mapping(
-        dir,
-        &MAPPING
-            .replace("SCHEMA", &schema.name)
-            .replace("TABLE", table)
-            .replace("WRITER", writer),
-    )
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_percent_of_calls_faulted_and_every_row_arrives() {
-    const ROWS: i64 = 100_000;
-    let schema = fixture("faults30", ROWS).await;
-    let dynamo = Dynamo::start().await;
-    let proxy = FaultProxy::start(&dynamo.url, FaultConfig::mix(0.30, 42))
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("faults30");
-    let mapping = mapping(dir.path(), &schema, &table, "");
+    // 20,000 rows are 800 calls: hundreds of faults of every kind, a
+    // fifth of the time 100,000 rows took.
+    const ROWS: i64 = 20_000;
+    let (sc, proxy, mapping) = scenario("faults30", ROWS, FaultConfig::mix(0.30, 42), "").await;
 
-    let run = sql2ddb(
-        dir.path(),
-        &[
-            "run",
-            &mapping,
-            "--endpoint",
-            &proxy.url(),
-            "--json",
-            "--quiet",
-        ],
-    )
-    .await;
+    let run = run(&sc, &proxy, &mapping, &[]).await;
     assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
     let e = run.entity("event");
     assert_eq!(e["rows_read"], ROWS);
@@ -120,37 +100,20 @@ async fn thirty_percent_of_calls_faulted_and_every_row_arrives() {
     let retries = e["retries"].as_u64().unwrap();
     assert!(retries > 0, "the report counts retries");
     assert!(run.report()["writer"]["throttled"].as_u64().unwrap() > 0);
-    assert_all_written(&dynamo, &table, ROWS).await;
-    schema.drop_schema().await;
+    assert_all_written(&sc, ROWS).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn full_throttling_lowers_concurrency_then_the_run_completes() {
     const ROWS: i64 = 20_000;
-    let schema = fixture("throttle", ROWS).await;
-    let dynamo = Dynamo::start().await;
     let config = FaultConfig {
         throttle_all_for: Some(Duration::from_secs(5)),
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&dynamo.url, config).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("throttle");
     // Enough attempts to outlast five seconds of throttling.
-    let mapping = mapping(dir.path(), &schema, &table, "max_attempts = 40");
+    let (sc, proxy, mapping) = scenario("throttle", ROWS, config, "max_attempts = 40").await;
 
-    let run = sql2ddb(
-        dir.path(),
-        &[
-            "run",
-            &mapping,
-            "--endpoint",
-            &proxy.url(),
-            "--json",
-            "--quiet",
-        ],
-    )
-    .await;
+    let run = run(&sc, &proxy, &mapping, &[]).await;
     assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
     let report = run.report();
     let w = &report["writer"];
@@ -165,38 +128,17 @@ async fn full_throttling_lowers_concurrency_then_the_run_completes() {
         "the first seconds were throttled"
     );
     assert_eq!(run.entity("event")["items_written"], ROWS);
-    assert_all_written(&dynamo, &table, ROWS).await;
-    schema.drop_schema().await;
+    assert_all_written(&sc, ROWS).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_capacity_cap_holds_by_the_proxys_count() {
     const ROWS: i64 = 6_000;
     const CAP: u64 = 500;
-    let schema = fixture("wcucap", ROWS).await;
-    let dynamo = Dynamo::start().await;
-    let proxy = FaultProxy::start(&dynamo.url, FaultConfig::default())
-        .await
-        .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("wcucap");
-    let mapping = mapping(dir.path(), &schema, &table, "");
+    let (sc, proxy, mapping) = scenario("wcucap", ROWS, FaultConfig::default(), "").await;
     let cap = CAP.to_string();
 
-    let run = sql2ddb(
-        dir.path(),
-        &[
-            "run",
-            &mapping,
-            "--endpoint",
-            &proxy.url(),
-            "--max-wcu",
-            &cap,
-            "--json",
-            "--quiet",
-        ],
-    )
-    .await;
+    let run = run(&sc, &proxy, &mapping, &["--max-wcu", &cap]).await;
     assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
     assert_eq!(run.report()["writer"]["max_wcu"], CAP);
     let stats = proxy.stats();
@@ -207,35 +149,18 @@ async fn the_capacity_cap_holds_by_the_proxys_count() {
         busiest <= CAP * 5 * 11 / 10,
         "busiest 5 s window: {busiest} units, cap {CAP}/s"
     );
-    schema.drop_schema().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_permanent_failure_exhausts_its_budget_and_lists_the_keys() {
     const ROWS: i64 = 60;
-    let schema = fixture("budget", ROWS).await;
-    let dynamo = Dynamo::start().await;
     let config = FaultConfig {
         internal_error: 1.0,
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&dynamo.url, config).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("budget");
-    let mapping = mapping(dir.path(), &schema, &table, "max_attempts = 3");
+    let (sc, proxy, mapping) = scenario("budget", ROWS, config, "max_attempts = 3").await;
 
-    let run = sql2ddb(
-        dir.path(),
-        &[
-            "run",
-            &mapping,
-            "--endpoint",
-            &proxy.url(),
-            "--json",
-            "--quiet",
-        ],
-    )
-    .await;
+    let run = run(&sc, &proxy, &mapping, &[]).await;
     assert_eq!(
         run.code, 1,
         "the exit code says rows were not written; stderr:\n{}",
@@ -248,11 +173,8 @@ async fn a_permanent_failure_exhausts_its_budget_and_lists_the_keys() {
     assert_eq!(e["items_written"], 0);
     // Three calls per 25-item chunk, no more.
     assert_eq!(proxy.stats().internal_error, 3 * (ROWS as u64).div_ceil(25));
-    let rejects =
-        std::fs::read_to_string(dir.path().join(report["rejects_file"].as_str().unwrap())).unwrap();
-    let mut ids: Vec<i64> = rejects
-        .lines()
-        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+    let mut ids: Vec<i64> = rejects_of(sc.path(), &report)
+        .into_iter()
         .inspect(|r| {
             assert!(
                 r["reason"]
@@ -266,5 +188,4 @@ async fn a_permanent_failure_exhausts_its_budget_and_lists_the_keys() {
         .collect();
     ids.sort();
     assert_eq!(ids, (1..=ROWS).collect::<Vec<_>>());
-    schema.drop_schema().await;
 }

@@ -3,18 +3,9 @@
 //! cannot be written are rejected rows with a reason (exit 2) or, as the
 //! mapping says, strings or NULLs; `timezone` and `ssl-mode` are honoured.
 
-mod common;
-
-use common::*;
 use sql2ddb_core::{AttrValue, Item};
 
-fn item(pairs: Vec<(&str, AttrValue)>) -> Item {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-}
-
-fn key(pk: &str, sk: &str) -> (String, String) {
-    (pk.to_string(), sk.to_string())
-}
+use crate::common::*;
 
 /// A mapping for one entity `e` reading `from`, written to `table`; `extra`
 /// goes into `[source]`, `body` into the entity.
@@ -39,16 +30,15 @@ from = "{from}"
     )
 }
 
-/// Runs the binary on `text`, in a temp dir kept for the rejects file.
-async fn run(dynamo: &Dynamo, text: &str) -> (tempfile::TempDir, Run) {
-    let dir = tempfile::tempdir().unwrap();
-    let path = write_mapping(dir.path(), text);
-    let run = sql2ddb(
-        dir.path(),
-        &["run", &path, "--endpoint", &dynamo.url, "--json", "--quiet"],
-    )
-    .await;
-    (dir, run)
+/// Runs the binary on mapping `text` in the scenario's directory.
+async fn run(sc: &Scenario, text: &str) -> Run {
+    let path = write_mapping(sc.path(), text);
+    sc.run(&path, &["--json", "--quiet"]).await
+}
+
+/// A MariaDB database filled by `sql`, and a server.
+async fn scenario(prefix: &str, sql: &str) -> Scenario {
+    Scenario::new(prefix).mariadb(sql).start().await
 }
 
 const TYPES: &str = r#"
@@ -80,23 +70,21 @@ INSERT INTO types VALUES
 "#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Long on purpose: the expected items, one attribute per MySQL type.
 async fn every_mysql_type_arrives_as_documented() {
-    let db = MyDatabase::create("e2e_my_types").await;
-    db.exec(TYPES).await;
-    let dynamo = Dynamo::start().await;
-    let table = unique("my_types");
+    let sc = scenario("e2e_my_types", TYPES).await;
     let text = mapping(
-        &db.url,
-        &table,
+        &sc.my().url,
+        &sc.table,
         "",
         "types",
         "pk = \"T#{id}\"\nsk = \"TYPES\"\n[entity.attributes]\nflag_num = { column = \"flag_num\", type = \"N\" }\n",
     );
-    let (_dir, run) = run(&dynamo, &text).await;
+    let run = run(&sc, &text).await;
     assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
     assert_eq!(run.entity("e")["items_written"], 3);
 
-    let items = dynamo.scan(&table).await;
+    let items = sc.items().await;
     assert_eq!(items.len(), 3);
     let b = |v: &[u8]| AttrValue::B(v.to_vec());
     let bool_ = AttrValue::Bool;
@@ -193,7 +181,6 @@ async fn every_mysql_type_arrives_as_documented() {
     // NULLs are left out.
     let third = item(vec![("PK", s("T#3")), ("SK", s("TYPES")), ("id", n(3))]);
     assert_item(&key("T#3", "TYPES"), &items[&key("T#3", "TYPES")], &third);
-    db.drop_database().await;
 }
 
 const LIMITS: &str = r#"
@@ -215,15 +202,15 @@ INSERT INTO limits VALUES
 const WIDE: &str = "12345678901234567890123456789012345.123456789012345678901234567890";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Long on purpose: one scenario: strict, then lenient, each value checked.
 async fn values_dynamodb_cannot_hold_are_rejected_or_mapped_as_configured() {
-    let db = MyDatabase::create("e2e_my_limits").await;
-    db.exec(LIMITS).await;
-    let dynamo = Dynamo::start().await;
+    let sc = scenario("e2e_my_limits", LIMITS).await;
+    let db = sc.my();
 
     // By default: each such row is rejected alone, with its column and reason.
     let table = unique("my_limits");
     let keys = "pk = \"L#{id}\"\nsk = \"LIMITS\"\n";
-    let (dir, strict) = run(&dynamo, &mapping(&db.url, &table, "", "limits", keys)).await;
+    let strict = run(&sc, &mapping(&db.url, &table, "", "limits", keys)).await;
     assert_eq!(strict.code, 2, "stderr:\n{}", strict.stderr);
     let report = strict.report();
     assert_eq!(report["status"], "rejected");
@@ -233,7 +220,7 @@ async fn values_dynamodb_cannot_hold_are_rejected_or_mapped_as_configured() {
         (Some(7), Some(1))
     );
     assert_eq!(e["rejected"], 6);
-    let mut rejected = rejects_of(dir.path(), &report);
+    let mut rejected = rejects_of(sc.path(), &report);
     rejected.sort_by_key(|r| r["key"]["id"].as_i64());
     let got: Vec<(i64, &str)> = rejected
         .iter()
@@ -279,7 +266,7 @@ async fn values_dynamodb_cannot_hold_are_rejected_or_mapped_as_configured() {
         rejected[0]["row"]["wide"],
         serde_json::json!({"$decimal": WIDE})
     );
-    assert_eq!(dynamo.scan(&table).await.len(), 1);
+    assert_eq!(sc.dynamo.scan(&table).await.len(), 1);
 
     // As configured: the wide decimal as an exact string, every other value
     // the mapping cannot write taken as NULL (omitted).
@@ -287,10 +274,10 @@ async fn values_dynamodb_cannot_hold_are_rejected_or_mapped_as_configured() {
     let body = format!(
         "{keys}invalid = \"null\"\n[entity.attributes]\nwide = {{ column = \"wide\", numeric_as = \"string\" }}\n"
     );
-    let (_dir, lenient) = run(&dynamo, &mapping(&db.url, &table, "", "limits", &body)).await;
+    let lenient = run(&sc, &mapping(&db.url, &table, "", "limits", &body)).await;
     assert_eq!(lenient.code, 0, "stderr:\n{}", lenient.stderr);
     assert_eq!(lenient.entity("e")["items_written"], 7);
-    let items = dynamo.scan(&table).await;
+    let items = sc.dynamo.scan(&table).await;
     let get = |id: i64| &items[&key(&format!("L#{id}"), "LIMITS")];
     assert_eq!(get(2)["wide"], s(WIDE));
     assert_eq!(get(1)["wide"], s("1.500000000000000000000000000000"));
@@ -299,13 +286,12 @@ async fn values_dynamodb_cannot_hold_are_rejected_or_mapped_as_configured() {
     }
     assert_eq!(get(3)["zdt"], s("2024-01-01T00:00:00Z"));
     assert_eq!(get(7)["tiny"], n(1));
-    db.drop_database().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn datetime_is_taken_in_the_mapping_timezone() {
-    let db = MyDatabase::create("e2e_my_tz").await;
-    db.exec(
+    let sc = scenario(
+        "e2e_my_tz",
         "CREATE TABLE times (id INT PRIMARY KEY, dtm DATETIME, ts TIMESTAMP NULL);
          SET time_zone = '+00:00';
          INSERT INTO times VALUES
@@ -314,14 +300,14 @@ async fn datetime_is_taken_in_the_mapping_timezone() {
            (3, '2024-03-31 02:30:00', '2024-03-31 02:30:00');",
     )
     .await;
-    let dynamo = Dynamo::start().await;
+    let db = sc.my();
     let body = "pk = \"AT#{dtm}\"\nsk = \"T#{id}\"\n[entity.attributes]\nepoch = { column = \"dtm\", format = \"epoch_seconds\" }\n";
 
     // Without `timezone`, DATETIME is UTC.
     let table = unique("my_tz_utc");
-    let (_dir, utc) = run(&dynamo, &mapping(&db.url, &table, "", "times", body)).await;
+    let utc = run(&sc, &mapping(&db.url, &table, "", "times", body)).await;
     assert_eq!(utc.code, 0, "stderr:\n{}", utc.stderr);
-    let items = dynamo.scan(&table).await;
+    let items = sc.dynamo.scan(&table).await;
     let it = &items[&key("AT#2024-01-15T12:00:00Z", "T#1")];
     assert_eq!(it["dtm"], s("2024-01-15T12:00:00Z"));
     assert_eq!(it["epoch"], n(1705320000));
@@ -336,9 +322,9 @@ async fn datetime_is_taken_in_the_mapping_timezone() {
         "times",
         body,
     );
-    let (dir, paris) = run(&dynamo, &text).await;
+    let paris = run(&sc, &text).await;
     assert_eq!(paris.code, 2, "stderr:\n{}", paris.stderr);
-    let items = dynamo.scan(&table).await;
+    let items = sc.dynamo.scan(&table).await;
     assert_eq!(items.len(), 2);
     let winter = &items[&key("AT#2024-01-15T11:00:00Z", "T#1")];
     assert_eq!(winter["dtm"], s("2024-01-15T11:00:00Z"));
@@ -347,7 +333,7 @@ async fn datetime_is_taken_in_the_mapping_timezone() {
     let summer = &items[&key("AT#2024-07-15T10:00:00Z", "T#2")];
     assert_eq!(summer["dtm"], s("2024-07-15T10:00:00Z"));
     assert_eq!(summer["ts"], s("2024-07-15T12:00:00Z"));
-    let rejected = rejects_of(dir.path(), &paris.report());
+    let rejected = rejects_of(sc.path(), &paris.report());
     assert_eq!(rejected.len(), 1);
     assert_eq!(rejected[0]["key"]["id"], 3);
     assert!(
@@ -358,26 +344,23 @@ async fn datetime_is_taken_in_the_mapping_timezone() {
         "{}",
         rejected[0]
     );
-    db.drop_database().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ssl_mode_in_the_url_is_honoured() {
-    let db = MyDatabase::create("e2e_my_ssl").await;
-    db.exec("CREATE TABLE t (id INT PRIMARY KEY); INSERT INTO t VALUES (1);")
-        .await;
-    let dynamo = Dynamo::start().await;
+    let sc = scenario(
+        "e2e_my_ssl",
+        "CREATE TABLE t (id INT PRIMARY KEY); INSERT INTO t VALUES (1);",
+    )
+    .await;
+    let db = sc.my();
     let body = "pk = \"T#{id}\"\nsk = \"T\"\n";
     // The test server has TLS off: requiring it must fail, not fall back.
     let required = format!(
         "{}?ssl-mode=REQUIRED",
         db.url.replace("root@", "root:s3cret@")
     );
-    let (_dir, run_required) = run(
-        &dynamo,
-        &mapping(&required, &unique("my_ssl"), "", "t", body),
-    )
-    .await;
+    let run_required = run(&sc, &mapping(&required, &unique("my_ssl"), "", "t", body)).await;
     assert_eq!(run_required.code, 1, "stderr:\n{}", run_required.stderr);
     let stderr = run_required.stderr.to_ascii_lowercase();
     assert!(stderr.contains("tls") || stderr.contains("ssl"), "{stderr}");
@@ -389,8 +372,7 @@ async fn ssl_mode_in_the_url_is_honoured() {
 
     let disabled = format!("{}?ssl-mode=DISABLED", db.url);
     let table = unique("my_ssl_off");
-    let (_dir, run_disabled) = run(&dynamo, &mapping(&disabled, &table, "", "t", body)).await;
+    let run_disabled = run(&sc, &mapping(&disabled, &table, "", "t", body)).await;
     assert_eq!(run_disabled.code, 0, "stderr:\n{}", run_disabled.stderr);
-    assert_eq!(dynamo.scan(&table).await.len(), 1);
-    db.drop_database().await;
+    assert_eq!(sc.dynamo.scan(&table).await.len(), 1);
 }

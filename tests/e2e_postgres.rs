@@ -3,39 +3,18 @@
 //! every item is compared, attribute by attribute, with the mapping of its
 //! row computed here independently, and the JSON report's counts are checked.
 
-mod common;
-
 use chrono::{Duration, NaiveDate, NaiveDateTime};
-use common::*;
 use sql2ddb_core::{AttrValue, Item};
 
+use crate::common::*;
+
 const ROWS: i64 = 20_000;
-
-/// `units / 10^scale` in plain notation without trailing zeros.
-fn decimal(units: i64, scale: u32) -> String {
-    let p = 10i64.pow(scale);
-    let (sign, a) = if units < 0 {
-        ("-", -units)
-    } else {
-        ("", units)
-    };
-    let frac = format!("{:0width$}", a % p, width = scale as usize);
-    let frac = frac.trim_end_matches('0');
-    if frac.is_empty() {
-        format!("{sign}{}", a / p)
-    } else {
-        format!("{sign}{}.{frac}", a / p)
-    }
-}
-
-fn item(pairs: Vec<(&str, AttrValue)>) -> Item {
-    pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
-}
 
 fn rfc3339(ts: NaiveDateTime) -> String {
     ts.format("%Y-%m-%dT%H:%M:%S%.fZ").to_string()
 }
 
+// Long on purpose: one attribute per PostgreSQL type.
 fn expected_customer(i: i64) -> Item {
     let created = NaiveDate::from_ymd_opt(2020, 1, 1)
         .unwrap()
@@ -198,30 +177,13 @@ entity = "line"
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_row_of_every_type_arrives_as_mapped() {
-    let schema = PgSchema::create("e2e_pg").await;
-    schema.exec(include_str!("fixtures/pg_shop.sql")).await;
-    let dynamo = Dynamo::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("pg_shop");
-    let mapping = write_mapping(
-        dir.path(),
-        &MAPPING
-            .replace("SCHEMA", &schema.name)
-            .replace("TABLE", &table),
-    );
+    let sc = Scenario::new("e2e_pg")
+        .postgres(include_str!("fixtures/pg_shop.sql"))
+        .start()
+        .await;
+    let mapping = sc.mapping(MAPPING);
 
-    let run = sql2ddb(
-        dir.path(),
-        &[
-            "run",
-            &mapping,
-            "--endpoint",
-            &dynamo.url,
-            "--json",
-            "--quiet",
-        ],
-    )
-    .await;
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
     assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
 
     let report = run.report();
@@ -240,11 +202,11 @@ async fn every_row_of_every_type_arrives_as_mapped() {
     assert_eq!(report["totals"]["items_written"], 3 * ROWS);
     let rejects = std::path::Path::new(report["rejects_file"].as_str().unwrap());
     assert!(
-        !dir.path().join(rejects).exists(),
+        !sc.path().join(rejects).exists(),
         "nothing rejected, no rejects file"
     );
 
-    let items = dynamo.scan(&table).await;
+    let items = sc.items().await;
     assert_eq!(items.len(), 3 * ROWS as usize);
     let mut expected = Vec::new();
     for i in 1..=ROWS {
@@ -253,5 +215,4 @@ async fn every_row_of_every_type_arrives_as_mapped() {
         expected.push(expected_line(i));
     }
     assert_items(&items, &expected);
-    schema.drop_schema().await;
 }

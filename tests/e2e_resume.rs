@@ -4,50 +4,40 @@
 //! source is PostgreSQL, the target a DynamoDB-compatible server in this
 //! process; interrupted runs are killed with SIGKILL.
 
-mod common;
-
-use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::*;
 use sql2ddb_dynamo::progress::ProgressStore;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 
-/// One test's source rows, DynamoDB server, directory and names.
+use crate::common::*;
+
+/// One test's scenario (`rows` items in PostgreSQL) and mappings over it.
 struct Fixture {
-    pg: PgSchema,
-    dynamo: Dynamo,
-    dir: tempfile::TempDir,
+    sc: Scenario,
     rows: i64,
 }
 
 impl Fixture {
     async fn new(prefix: &str, rows: i64) -> Fixture {
-        let pg = PgSchema::create(prefix).await;
-        pg.exec(&format!(
-            "CREATE TABLE {{schema}}.items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL);
-             INSERT INTO {{schema}}.items
-                 SELECT i, 'Name ' || i, i % 100 FROM generate_series(1, {rows}) AS i;"
-        ))
-        .await;
-        Fixture {
-            pg,
-            dynamo: Dynamo::start().await,
-            dir: tempfile::tempdir().unwrap(),
-            rows,
-        }
+        let sc = Scenario::new(prefix)
+            .postgres(&format!(
+                "CREATE TABLE {{schema}}.items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL);
+                 INSERT INTO {{schema}}.items
+                     SELECT i, 'Name ' || i, i % 100 FROM generate_series(1, {rows}) AS i;"
+            ))
+            .start()
+            .await;
+        Fixture { sc, rows }
     }
 
     /// A target table name of this test's own.
     fn table(&self, suffix: &str) -> String {
-        format!("{}_{suffix}", self.pg.name)
+        format!("{}_{suffix}", self.sc.pg().name)
     }
 
     /// Writes mapping file `file` copying the items to `table` with
     /// partition key template `pk` and `[writer]` settings `writer`.
     fn mapping(&self, file: &str, table: &str, pk: &str, writer: &str) -> String {
-        let path = self.dir.path().join(file);
+        let path = self.sc.path().join(file);
         std::fs::write(
             &path,
             format!(
@@ -70,7 +60,8 @@ from = "{}.items"
 pk = "{pk}"
 sk = "ITEM"
 "#,
-                self.dynamo.url, self.pg.name
+                self.sc.dynamo.url,
+                self.sc.pg().name
             ),
         )
         .unwrap();
@@ -78,15 +69,19 @@ sk = "ITEM"
     }
 
     async fn run(&self, args: &[&str]) -> Run {
-        sql2ddb(self.dir.path(), args).await
+        self.sc.sql2ddb(args).await
+    }
+
+    /// `run MAPPING --progress-table PROGRESS EXTRA… --json --quiet`.
+    async fn tracked(&self, mapping: &str, progress: &str, extra: &[&str]) -> Run {
+        let mut args = vec!["run", mapping, "--progress-table", progress];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--json", "--quiet"]);
+        self.run(&args).await
     }
 
     fn store(&self, table: &str) -> ProgressStore {
-        ProgressStore::new(self.dynamo.client.clone(), table)
-    }
-
-    async fn clean_up(self) {
-        self.pg.drop_schema().await;
+        ProgressStore::new(self.sc.dynamo.client.clone(), table)
     }
 }
 
@@ -97,7 +92,7 @@ fn run_id(run: &Run) -> String {
 
 /// Every item is there, keyed by `pk`'s format (`ITEM#` or `I#`), and no other.
 async fn assert_all_items(f: &Fixture, table: &str, prefix: &str) {
-    let items = f.dynamo.scan(table).await;
+    let items = f.sc.dynamo.scan(table).await;
     assert_eq!(items.len() as i64, f.rows, "items in {table}");
     for i in [1, f.rows / 2, f.rows] {
         let key = (format!("{prefix}{i}"), "ITEM".to_string());
@@ -119,33 +114,13 @@ async fn nothing_lost_03_resume_with_changed_mapping_is_refused() {
     let table = f.table("t");
     let progress = f.table("p");
     let first = f.mapping("first.toml", &table, "ITEM#{id}", "concurrency = 4");
-    let done = f
-        .run(&[
-            "run",
-            &first,
-            "--progress-table",
-            &progress,
-            "--json",
-            "--quiet",
-        ])
-        .await;
+    let done = f.tracked(&first, &progress, &[]).await;
     assert_eq!(done.code, 0, "{}", done.stderr);
     let run = run_id(&done);
 
     // The same run, resumed with another partition key template.
     let changed = f.mapping("changed.toml", &table, "I#{id}", "concurrency = 4");
-    let resumed = f
-        .run(&[
-            "run",
-            &changed,
-            "--resume",
-            &run,
-            "--progress-table",
-            &progress,
-            "--json",
-            "--quiet",
-        ])
-        .await;
+    let resumed = f.tracked(&changed, &progress, &["--resume", &run]).await;
     assert_eq!(resumed.code, 1, "refused:\n{}", resumed.stderr);
     assert!(
         resumed.stdout.trim().is_empty(),
@@ -162,7 +137,6 @@ async fn nothing_lost_03_resume_with_changed_mapping_is_refused() {
     assert!(!err.contains("attributes"), "only what changed:\n{err}");
     // Refused before any write: only the first format is in the table.
     assert_all_items(&f, &table, "ITEM#").await;
-    f.clean_up().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -173,16 +147,7 @@ async fn nothing_lost_03_resume_with_changed_concurrency_is_allowed() {
     let table = f.table("t");
     let progress = f.table("p");
     let first = f.mapping("first.toml", &table, "ITEM#{id}", "concurrency = 4");
-    let done = f
-        .run(&[
-            "run",
-            &first,
-            "--progress-table",
-            &progress,
-            "--json",
-            "--quiet",
-        ])
-        .await;
+    let done = f.tracked(&first, &progress, &[]).await;
     assert_eq!(done.code, 0, "{}", done.stderr);
     let run = run_id(&done);
 
@@ -193,27 +158,17 @@ async fn nothing_lost_03_resume_with_changed_concurrency_is_allowed() {
         "concurrency = 2\nmax_wcu = 5000\nadaptive = false",
     );
     let resumed = f
-        .run(&[
-            "run",
+        .tracked(
             &settings,
-            "--resume",
-            &run,
-            "--progress-table",
             &progress,
-            "--concurrency",
-            "1",
-            "--page-size",
-            "7",
-            "--json",
-            "--quiet",
-        ])
+            &["--resume", &run, "--concurrency", "1", "--page-size", "7"],
+        )
         .await;
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
     let report = resumed.report();
     assert_eq!(report["status"], "ok");
     assert_eq!(report["totals"]["items_written"], f.rows);
     assert_all_items(&f, &table, "ITEM#").await;
-    f.clean_up().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -243,30 +198,10 @@ async fn nothing_lost_08_resume_without_progress_table_is_explained() {
 
     // A progress table that exists, and a run id it does not hold.
     let progress = f.table("p");
-    let tracked = f
-        .run(&[
-            "run",
-            &mapping,
-            "--progress-table",
-            &progress,
-            "--json",
-            "--quiet",
-        ])
-        .await;
+    let tracked = f.tracked(&mapping, &progress, &[]).await;
     assert_eq!(tracked.code, 0, "{}", tracked.stderr);
     let unknown = "20000101T000000Z-000000";
-    let resumed = f
-        .run(&[
-            "run",
-            &mapping,
-            "--resume",
-            unknown,
-            "--progress-table",
-            &progress,
-            "--json",
-            "--quiet",
-        ])
-        .await;
+    let resumed = f.tracked(&mapping, &progress, &["--resume", unknown]).await;
     assert_eq!(resumed.code, 1, "{}", resumed.stderr);
     let err = &resumed.stderr;
     assert!(
@@ -276,42 +211,10 @@ async fn nothing_lost_08_resume_without_progress_table_is_explained() {
             && err.contains("run again without --resume"),
         "{err}"
     );
-    f.clean_up().await;
-}
-
-/// A running `sql2ddb run` whose stderr is read as it goes.
-struct Running {
-    child: tokio::process::Child,
-    run_id: String,
-}
-
-async fn spawn_run(dir: &Path, args: &[&str]) -> Running {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb"))
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    // The run id comes first: `run <id>`.
-    let mut first = String::new();
-    stderr.read_line(&mut first).await.unwrap();
-    let run_id = first
-        .strip_prefix("run ")
-        .unwrap_or_else(|| panic!("no run id first: {first:?}"))
-        .trim()
-        .to_string();
-    tokio::spawn(async move {
-        let mut rest = Vec::new();
-        let _ = stderr.read_to_end(&mut rest).await;
-    });
-    Running { child, run_id }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+// Long on purpose: one scenario: reference run, killed run, resume, figure by figure.
 async fn nothing_lost_10_resumed_report_shows_run_totals() {
     let f = Fixture::new("resume_totals", 2_000).await;
     let common_args = [
@@ -347,11 +250,12 @@ async fn nothing_lost_10_resumed_report_shows_run_totals() {
         "100",
     ];
     args.extend(common_args);
-    let mut running = spawn_run(f.dir.path(), &args).await;
+    let running = Proc::spawn(f.sc.path(), &args);
+    let run_id = running.run_id().await;
     let store = f.store(&progress);
     let start = Instant::now();
     loop {
-        if let Ok(p) = store.load(&running.run_id).await {
+        if let Ok(p) = store.load(&run_id).await {
             if p.batches.len() >= 4 {
                 break;
             }
@@ -362,8 +266,8 @@ async fn nothing_lost_10_resumed_report_shows_run_totals() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    running.child.kill().await.unwrap();
-    let before = store.load(&running.run_id).await.unwrap();
+    running.kill().await;
+    let before = store.load(&run_id).await.unwrap();
     let total_pages = whole["pages"].as_u64().unwrap();
     assert!(
         (before.batches.len() as u64) < total_pages,
@@ -377,7 +281,7 @@ async fn nothing_lost_10_resumed_report_shows_run_totals() {
         "--progress-table",
         progress.as_str(),
         "--resume",
-        running.run_id.as_str(),
+        run_id.as_str(),
     ];
     args.extend(common_args);
     let resumed = f.run(&args).await;
@@ -402,5 +306,4 @@ async fn nothing_lost_10_resumed_report_shows_run_totals() {
         assert_eq!(report["totals"][figure], whole[figure], "totals.{figure}");
     }
     assert_all_items(&f, &table, "ITEM#").await;
-    f.clean_up().await;
 }

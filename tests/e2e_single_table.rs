@@ -3,25 +3,25 @@
 //! concurrent writers and replays, a table whose keys differ stopping the run
 //! before any write, and `check` flagging keys that can collide.
 
-mod common;
-
 use aws_sdk_dynamodb::types::AttributeValue as Sdk;
-use common::*;
 use sql2ddb_core::{AttrValue, Item};
 
-const ORDERS: i64 = 10_000;
+use crate::common::*;
+
+/// Eight pages of 500 orders in four segments (about 100,000 line rows).
+const ORDERS: i64 = 4_000;
 /// An order whose lines push it over 400 KB.
-const BIG: i64 = 5_048;
+const BIG: i64 = 3_977;
 
 const FIXTURE: &str = "
 CREATE TABLE {schema}.orders (order_id bigint PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL);
-INSERT INTO {schema}.orders SELECT o, o % 300 + 1, (ARRAY['new','paid','sent'])[o % 3 + 1] FROM generate_series(1, 10000) o;
+INSERT INTO {schema}.orders SELECT o, o % 300 + 1, (ARRAY['new','paid','sent'])[o % 3 + 1] FROM generate_series(1, 4000) o;
 CREATE TABLE {schema}.order_lines (order_id bigint NOT NULL, line_no int NOT NULL, sku text NOT NULL, qty int NOT NULL,
   price numeric(10,2) NOT NULL, note text, PRIMARY KEY (order_id, line_no));
 INSERT INTO {schema}.order_lines
   SELECT o, l, 'SKU-' || ((o * 7 + l) % 100), (o + l) % 9 + 1, ((o * l) % 1000) / 100.0,
-         CASE WHEN o = 5048 THEN repeat('x', 9000) END
-  FROM generate_series(1, 10000) o, generate_series(1, 50) l WHERE l <= o % 51;
+         CASE WHEN o = 3977 THEN repeat('x', 9000) END
+  FROM generate_series(1, 4000) o, generate_series(1, 50) l WHERE l <= o % 51;
 CREATE TABLE {schema}.line_notes (order_id bigint NOT NULL, line_no int NOT NULL, note_no int NOT NULL, body text NOT NULL,
   PRIMARY KEY (order_id, line_no, note_no));
 INSERT INTO {schema}.line_notes
@@ -45,10 +45,8 @@ GSI2PK = "STATUS#{status}"
 GSI2SK = "{order_id}""#;
 
 /// The mapping, with or without the two GSIs.
-fn mapping(schema: &str, table: &str, gsis: bool) -> String {
+fn mapping(gsis: bool) -> String {
     MAPPING
-        .replace("SCHEMA", schema)
-        .replace("TABLE", table)
         .replace("GSIS", if gsis { GSIS } else { "" })
         .replace("GSI_ATTRIBUTES", if gsis { GSI_ATTRIBUTES } else { "" })
 }
@@ -97,13 +95,6 @@ max = { attribute = "orderId", column = "order_id" }
 attributes = { customer = "{customer_id}" }
 "#;
 
-fn price(o: i64, l: i64) -> AttrValue {
-    let cents = (o * l) % 1000;
-    let text = format!("{}.{:02}", cents / 100, cents % 100);
-    let text = text.trim_end_matches('0').trim_end_matches('.');
-    n(if text.is_empty() { "0" } else { text })
-}
-
 fn expected_order(o: i64, gsis: bool) -> Item {
     let lines = (1..=o % 51)
         .map(|l| {
@@ -123,7 +114,7 @@ fn expected_order(o: i64, gsis: bool) -> Item {
             line.insert("line_no".into(), n(l));
             line.insert("sku".into(), s(format!("SKU-{}", (o * 7 + l) % 100)));
             line.insert("qty".into(), n((o + l) % 9 + 1));
-            line.insert("price".into(), price(o, l));
+            line.insert("price".into(), n(decimal((o * l) % 1000, 2)));
             line.insert("notes".into(), AttrValue::L(notes));
             AttrValue::M(line)
         })
@@ -147,25 +138,10 @@ fn expected_order(o: i64, gsis: bool) -> Item {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nested_children_and_a_pointer_under_concurrent_writers() {
-    let schema = PgSchema::create("single").await;
-    schema.exec(FIXTURE).await;
-    let dynamo = Dynamo::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("single");
-    let mapping = write_mapping(dir.path(), &mapping(&schema.name, &table, false));
+    let sc = Scenario::new("single").postgres(FIXTURE).start().await;
+    let mapping = sc.mapping(&mapping(false));
 
-    let run = sql2ddb(
-        dir.path(),
-        &[
-            "run",
-            &mapping,
-            "--endpoint",
-            &dynamo.url,
-            "--json",
-            "--quiet",
-        ],
-    )
-    .await;
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
     assert_eq!(
         run.code, 2,
         "one order is rejected; stderr:\n{}",
@@ -180,7 +156,7 @@ async fn nested_children_and_a_pointer_under_concurrent_writers() {
     let pages = e["pages"].as_u64().unwrap();
 
     // The order over 400 KB is rejected whole, with the reason and the child count.
-    let rejects = rejects_of(dir.path(), &report);
+    let rejects = rejects_of(sc.path(), &report);
     assert_eq!(rejects.len(), 1);
     assert_eq!(rejects[0]["key"]["order_id"], BIG);
     let reason = rejects[0]["reason"].as_str().unwrap();
@@ -191,7 +167,7 @@ async fn nested_children_and_a_pointer_under_concurrent_writers() {
     );
 
     // Every other order carries exactly its lines (and their notes), in order.
-    let items = dynamo.scan(&table).await;
+    let items = sc.items().await;
     assert_eq!(
         items.len(),
         ORDERS as usize - 1 + 1,
@@ -221,67 +197,42 @@ async fn nested_children_and_a_pointer_under_concurrent_writers() {
     );
 
     // Replaying the whole run leaves the pointer where it is: no write moves it.
-    let again = sql2ddb(
-        dir.path(),
-        &[
-            "run",
-            &mapping,
-            "--endpoint",
-            &dynamo.url,
-            "--json",
-            "--quiet",
-        ],
-    )
-    .await;
+    let again = sc.run(&mapping, &["--json", "--quiet"]).await;
     assert_eq!(again.code, 2, "{}", again.stderr);
     let p = &again.report()["pointers"][0];
     assert_eq!(p["moved"], 0, "{p}");
     assert!(p["already_newer"].as_u64().unwrap() > 0);
     assert_eq!(p["value"], serde_json::json!({ "N": ORDERS.to_string() }));
-    let items = dynamo.scan(&table).await;
+    let items = sc.items().await;
     assert_eq!(
         items[&("LAST_ORDER".to_string(), "LAST_ORDER".to_string())]["orderId"],
         n(ORDERS)
     );
-    schema.drop_schema().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_table_with_two_gsis_is_created_and_queried_through_each() {
-    let schema = PgSchema::create("gsis").await;
     // The same fixture, cut to 600 orders (the GSIs are what this test is about).
-    schema
-        .exec(&FIXTURE.replace("generate_series(1, 10000) o", "generate_series(1, 600) o"))
+    let sc = Scenario::new("gsis")
+        .postgres(&FIXTURE.replace("generate_series(1, 4000) o", "generate_series(1, 600) o"))
+        .start()
         .await;
-    let dynamo = Dynamo::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("gsis");
-    let mapping = write_mapping(dir.path(), &mapping(&schema.name, &table, true));
-    let run = sql2ddb(
-        dir.path(),
-        &[
-            "run",
-            &mapping,
-            "--endpoint",
-            &dynamo.url,
-            "--json",
-            "--quiet",
-        ],
-    )
-    .await;
+    let mapping = sc.mapping(&mapping(true));
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     assert_eq!(run.report()["table_created"], true);
     const ORDERS: i64 = 600;
-    let items = dynamo.scan(&table).await;
+    let items = sc.items().await;
     for o in 1..=ORDERS {
         let key = (format!("ORDER#{o:06}"), "ORDER".to_string());
         assert_item(&key, &items[&key], &expected_order(o, true));
     }
     // Both GSIs exist and answer queries.
-    let by_customer = dynamo
+    let by_customer = sc
+        .dynamo
         .client
         .query()
-        .table_name(&table)
+        .table_name(&sc.table)
         .index_name("by_customer")
         .key_condition_expression("GSI1PK = :c")
         .expression_attribute_values(":c", Sdk::S("CUST#7".into()))
@@ -295,10 +246,11 @@ async fn a_table_with_two_gsis_is_created_and_queried_through_each() {
         .map(|i| i["order_id"].as_n().unwrap().parse().unwrap())
         .collect();
     assert_eq!(got, want, "by_customer, in GSI1SK order");
-    let by_status = dynamo
+    let by_status = sc
+        .dynamo
         .client
         .query()
-        .table_name(&table)
+        .table_name(&sc.table)
         .index_name("by_status")
         .key_condition_expression("GSI2PK = :s AND GSI2SK BETWEEN :a AND :b")
         .expression_attribute_values(":s", Sdk::S("STATUS#paid".into()))
@@ -317,21 +269,19 @@ async fn a_table_with_two_gsis_is_created_and_queried_through_each() {
         by_status.items().iter().all(|i| !i.contains_key("lines")),
         "keys_only projection"
     );
-
-    schema.drop_schema().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_existing_table_with_other_keys_stops_the_run_before_any_write() {
-    let schema = PgSchema::create("mismatch").await;
-    schema.exec("CREATE TABLE {schema}.orders (order_id bigint PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL); INSERT INTO {schema}.orders VALUES (1, 1, 'new');").await;
-    let dynamo = Dynamo::start().await;
-    let table = unique("mismatch");
+    let sc = Scenario::new("mismatch")
+        .postgres("CREATE TABLE {schema}.orders (order_id bigint PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL); INSERT INTO {schema}.orders VALUES (1, 1, 'new');")
+        .start()
+        .await;
     // The table exists with a numeric partition key and no sort key.
-    dynamo
+    sc.dynamo
         .client
         .create_table()
-        .table_name(&table)
+        .table_name(&sc.table)
         .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
         .key_schema(
             aws_sdk_dynamodb::types::KeySchemaElement::builder()
@@ -350,8 +300,8 @@ async fn an_existing_table_with_other_keys_stops_the_run_before_any_write() {
         .send()
         .await
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let mapping = r#"version = 1
+    let mapping = sc.mapping(
+        r#"version = 1
 [source]
 url = "postgres://root@127.0.0.1:5432/test"
 [target]
@@ -364,18 +314,12 @@ name = "order"
 from = "SCHEMA.orders"
 pk = "ORDER#{order_id}"
 sk = "ORDER"
-"#;
-    let mapping = write_mapping(
-        dir.path(),
-        &mapping
-            .replace("SCHEMA", &schema.name)
-            .replace("TABLE", &table),
+"#,
     );
-    let run = sql2ddb(dir.path(), &["run", &mapping, "--endpoint", &dynamo.url]).await;
+    let run = sc.run(&mapping, &[]).await;
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stderr.contains("key schema"), "{}", run.stderr);
-    assert!(dynamo.scan(&table).await.is_empty(), "nothing written");
-    schema.drop_schema().await;
+    assert!(sc.items().await.is_empty(), "nothing written");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

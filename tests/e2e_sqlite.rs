@@ -2,12 +2,11 @@
 //! (examples/shop.db) migrated with mappings/shop.toml. Every item is compared
 //! with the mapping of its row, computed here from the database itself.
 
-mod common;
-
 use chrono::NaiveDateTime;
-use common::*;
 use sql2ddb_core::{AttrValue, Item};
 use sqlx::Row;
+
+use crate::common::*;
 
 fn json_to_attr(v: &serde_json::Value) -> AttrValue {
     match v {
@@ -41,6 +40,7 @@ fn put(item: &mut Item, k: &str, v: AttrValue) {
     item.insert(k.to_string(), v);
 }
 
+// Long on purpose: the expected items of four tables, read back from the file.
 async fn expected(db: &sqlx::SqlitePool) -> Vec<Item> {
     let mut all = Vec::new();
     for r in sqlx::query(
@@ -177,15 +177,13 @@ async fn the_bundled_example_migrates_exactly() {
     db.close().await;
     assert_eq!(want.len(), 500 + 50 + 2000 + 1);
 
-    let dynamo = Dynamo::start().await;
-    let runs = tempfile::tempdir().unwrap();
-    let table = unique("shop");
+    let sc = Scenario::new("shop").start().await;
     // The mapping names table "shop" on the embedded endpoint; the test points
     // the same file at its own server and table through a copy.
     let text = std::fs::read_to_string(root.join("mappings/shop.toml"))
         .unwrap()
-        .replace("table = \"shop\"", &format!("table = \"{table}\""));
-    let mapping = runs.path().join("shop.toml");
+        .replace("table = \"shop\"", &format!("table = \"{}\"", sc.table));
+    let mapping = sc.path().join("shop.toml");
     std::fs::write(&mapping, text).unwrap();
 
     let run = sql2ddb(
@@ -194,9 +192,9 @@ async fn the_bundled_example_migrates_exactly() {
             "run",
             mapping.to_str().unwrap(),
             "--endpoint",
-            &dynamo.url,
+            &sc.dynamo.url,
             "--runs-dir",
-            runs.path().to_str().unwrap(),
+            sc.path().to_str().unwrap(),
             "--json",
         ],
     )
@@ -216,7 +214,7 @@ async fn the_bundled_example_migrates_exactly() {
     assert_eq!(pointer["name"], "LAST_ORDER");
     assert_eq!(pointer["value"], serde_json::json!({ "N": "2000" }));
 
-    let items = dynamo.scan(&table).await;
+    let items = sc.items().await;
     assert_eq!(items.len(), want.len());
     assert_items(&items, &want);
 }

@@ -2,47 +2,41 @@
 //! saying `status ok` are refused, counted or explained, and an interrupted
 //! or rejected run can be finished. Each test is named after its case.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
-/// A SQLite source in `dir` and a mapping over it writing to `table` at `url`.
-async fn sqlite_case(dir: &Path, sql: &str, table: &str, entity: &str) -> String {
-    let db = sqlite_file(&dir.join("src.db"), sql).await;
-    write_mapping(
-        dir,
-        &format!(
-            "version = 1\n[source]\nurl = \"{db}\"\npage_size = 2\n[target]\ntable = \"{table}\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\nsk = {{ name = \"SK\", type = \"S\" }}\n{entity}"
-        ),
-    )
+/// A SQLite source made by `sql` and a mapping over it (`entity`, the
+/// entity's table) writing to the scenario's table.
+async fn sqlite_case(prefix: &str, sql: &str, entity: &str) -> (Scenario, String) {
+    let sc = Scenario::new(prefix).sqlite(sql).start().await;
+    let mapping = sc.mapping(&format!(
+        "version = 1\n[source]\nurl = \"{}\"\npage_size = 2\n[target]\ntable = \"TABLE\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\nsk = {{ name = \"SK\", type = \"S\" }}\n{entity}",
+        sc.sqlite_url()
+    ));
+    (sc, mapping)
 }
 
-async fn run(dir: &Path, mapping: &str, dynamo: &Dynamo, extra: &[&str]) -> Run {
-    let runs = dir.join("runs");
+/// The run arguments every case uses, then `extra`.
+fn args<'a>(sc: &'a Scenario, mapping: &'a str, runs: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
     let mut args = vec![
         "run",
         mapping,
         "--endpoint",
-        &dynamo.url,
+        &sc.dynamo.url,
         "--runs-dir",
-        runs.to_str().unwrap(),
+        runs,
         "--json",
         "--quiet",
     ];
     args.extend_from_slice(extra);
-    sql2ddb(dir, &args).await
+    args
 }
 
-async fn table_exists(dynamo: &Dynamo, table: &str) -> bool {
-    dynamo
-        .client
-        .describe_table()
-        .table_name(table)
-        .send()
+async fn run(sc: &Scenario, mapping: &str, extra: &[&str]) -> Run {
+    let runs = sc.path().join("runs");
+    sc.sql2ddb(&args(sc, mapping, runs.to_str().unwrap(), extra))
         .await
-        .is_ok()
 }
 
 const DUPLICATE_KEYS: &str = "CREATE TABLE t (k INTEGER, v TEXT);
@@ -50,12 +44,9 @@ INSERT INTO t VALUES (1,'a'),(1,'b'),(1,'c'),(2,'d'),(2,'e'),(NULL,'f'),(NULL,'g
 
 #[tokio::test]
 async fn nothing_lost_01_non_unique_key_is_refused() {
-    let dynamo = Dynamo::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("dup");
     let entity = "[[entity]]\nname = \"thing\"\nfrom = \"t\"\nkey = [\"k\"]\npk = \"T#{k}\"\nsk = \"V#{v}\"\noverwrite = true\n";
-    let mapping = sqlite_case(dir.path(), DUPLICATE_KEYS, &table, entity).await;
-    let out = run(dir.path(), &mapping, &dynamo, &[]).await;
+    let (sc, mapping) = sqlite_case("dup", DUPLICATE_KEYS, entity).await;
+    let out = run(&sc, &mapping, &[]).await;
     // 8 rows, keyset paging by k would read 5 of them: refused before writing.
     assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("entity thing"), "{}", out.stderr);
@@ -64,34 +55,27 @@ async fn nothing_lost_01_non_unique_key_is_refused() {
         "{}",
         out.stderr
     );
-    assert!(!table_exists(&dynamo, &table).await, "nothing is written");
+    assert!(!sc.table_exists(&sc.table).await, "nothing is written");
 }
 
 #[tokio::test]
 async fn nothing_lost_01_non_unique_key_is_refused_postgres() {
-    let dynamo = Dynamo::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let pg = PgSchema::create("dup").await;
-    pg.exec(
-        "CREATE TABLE {schema}.t (k int, v text);
-         INSERT INTO {schema}.t VALUES (1,'a'),(1,'b'),(1,'c'),(2,'d'),(2,'e'),(NULL,'f'),(NULL,'g'),(3,'h');",
-    )
-    .await;
-    let table = unique("dup");
-    let mapping = write_mapping(
-        dir.path(),
-        &format!(
-            "version = 1\n[source]\nurl = \"{PG_URL}\"\npage_size = 2\n[target]\ntable = \"{table}\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\n[[entity]]\nname = \"thing\"\nfrom = \"{}.t\"\nkey = [\"k\"]\npk = \"T#{{k}}\"\n",
-            pg.name
-        ),
-    );
-    let out = run(dir.path(), &mapping, &dynamo, &[]).await;
+    let sc = Scenario::new("dup")
+        .postgres(
+            "CREATE TABLE {schema}.t (k int, v text);
+             INSERT INTO {schema}.t VALUES (1,'a'),(1,'b'),(1,'c'),(2,'d'),(2,'e'),(NULL,'f'),(NULL,'g'),(3,'h');",
+        )
+        .start()
+        .await;
+    let mapping = sc.mapping(&format!(
+        "version = 1\n[source]\nurl = \"{PG_URL}\"\npage_size = 2\n[target]\ntable = \"TABLE\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\n[[entity]]\nname = \"thing\"\nfrom = \"SCHEMA.t\"\nkey = [\"k\"]\npk = \"T#{{k}}\"\n"
+    ));
+    let out = run(&sc, &mapping, &[]).await;
     let ok_after_pk = {
-        pg.exec("DELETE FROM {schema}.t WHERE k IS NULL OR v IN ('b','c','e'); ALTER TABLE {schema}.t ADD PRIMARY KEY (k);")
+        sc.pg().exec("DELETE FROM {schema}.t WHERE k IS NULL OR v IN ('b','c','e'); ALTER TABLE {schema}.t ADD PRIMARY KEY (k);")
             .await;
-        run(dir.path(), &mapping, &dynamo, &[]).await
+        run(&sc, &mapping, &[]).await
     };
-    pg.drop_schema().await;
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(
         out.stderr.contains("entity thing") && out.stderr.contains("not proven unique"),
@@ -101,7 +85,7 @@ async fn nothing_lost_01_non_unique_key_is_refused_postgres() {
     // With a primary key, every row is read and written.
     assert_eq!(ok_after_pk.code, 0, "{}", ok_after_pk.stderr);
     assert_eq!(ok_after_pk.entity("thing")["rows_read"], 3);
-    assert_eq!(dynamo.scan(&table).await.len(), 3);
+    assert_eq!(sc.items().await.len(), 3);
 }
 
 const PAIRS: &str =
@@ -110,14 +94,11 @@ INSERT INTO c VALUES ('1','23',1),('12','3',2),('7','7',3);";
 
 #[tokio::test]
 async fn nothing_lost_02_collapsing_templates_are_refused_unless_overwrite() {
-    let dynamo = Dynamo::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("pairs");
     let entity = "[[entity]]\nname = \"pair\"\nfrom = \"c\"\npk = \"C#{a}{b}\"\nsk = \"X\"\n";
-    let mapping = sqlite_case(dir.path(), PAIRS, &table, entity).await;
+    let (sc, mapping) = sqlite_case("pairs", PAIRS, entity).await;
 
     // `check` flags it without a source.
-    let check = sql2ddb(dir.path(), &["check", &mapping]).await;
+    let check = sc.sql2ddb(&["check", &mapping]).await;
     assert_eq!(check.code, 2, "{}", check.stderr);
     assert!(
         check.stderr.contains("touch with no separator"),
@@ -126,18 +107,18 @@ async fn nothing_lost_02_collapsing_templates_are_refused_unless_overwrite() {
     );
 
     // `run` stops before writing.
-    let out = run(dir.path(), &mapping, &dynamo, &[]).await;
+    let out = run(&sc, &mapping, &[]).await;
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(out.stderr.contains("entity pair"), "{}", out.stderr);
     assert!(out.stderr.contains("overwrite = true"), "{}", out.stderr);
-    assert!(!table_exists(&dynamo, &table).await);
+    assert!(!sc.table_exists(&sc.table).await);
 
     // A separator that text can contain is refused too, once the types are known.
     let hashed = std::fs::read_to_string(&mapping)
         .unwrap()
         .replace("C#{a}{b}", "C#{a}#{b}");
     std::fs::write(&mapping, &hashed).unwrap();
-    let out = run(dir.path(), &mapping, &dynamo, &[]).await;
+    let out = run(&sc, &mapping, &[]).await;
     assert_eq!(out.code, 1, "{}", out.stderr);
     assert!(
         out.stderr.contains("can contain the separator \"#\""),
@@ -151,13 +132,13 @@ async fn nothing_lost_02_collapsing_templates_are_refused_unless_overwrite() {
         .replace("C#{a}#{b}", "C#{a}{b}")
         .replace("sk = \"X\"\n", "sk = \"X\"\noverwrite = true\n");
     std::fs::write(&mapping, text).unwrap();
-    let out = run(dir.path(), &mapping, &dynamo, &[]).await;
+    let out = run(&sc, &mapping, &[]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let e = out.entity("pair");
     assert_eq!(e["rows_read"], 3);
     assert_eq!(e["overwritten"], 1);
     assert_eq!(e["items_written"], 2);
-    assert_eq!(dynamo.scan(&table).await.len(), 2);
+    assert_eq!(sc.items().await.len(), 2);
     let warnings = out.report()["warnings"].to_string();
     assert!(
         warnings.contains("which row wins is not defined"),
@@ -167,18 +148,15 @@ async fn nothing_lost_02_collapsing_templates_are_refused_unless_overwrite() {
 
 #[tokio::test]
 async fn nothing_lost_04_items_written_counts_distinct_items() {
-    let dynamo = Dynamo::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("distinct");
     // Five rows, three distinct partition keys; the user accepts overwrites.
     let sql = "CREATE TABLE o (c INTEGER NOT NULL, id INTEGER NOT NULL, PRIMARY KEY (c, id));
 INSERT INTO o VALUES (1,1),(1,2),(2,3),(3,4),(3,5);";
     let entity = "[[entity]]\nname = \"last\"\nfrom = \"o\"\npk = \"C#{c}\"\nsk = \"LAST\"\noverwrite = true\n";
-    let mapping = sqlite_case(dir.path(), sql, &table, entity).await;
-    let out = run(dir.path(), &mapping, &dynamo, &["--read-parallelism", "1"]).await;
+    let (sc, mapping) = sqlite_case("distinct", sql, entity).await;
+    let out = run(&sc, &mapping, &["--read-parallelism", "1"]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let e = out.entity("last");
-    let items = dynamo.scan(&table).await.len() as u64;
+    let items = sc.items().await.len() as u64;
     assert_eq!(items, 3);
     assert_eq!(e["items_written"], items);
     assert_eq!(e["overwritten"], 2);
@@ -189,14 +167,14 @@ INSERT INTO o VALUES (1,1),(1,2),(2,3),(3,4),(3,5);";
     let table2 = unique("distinct");
     let text = std::fs::read_to_string(&mapping)
         .unwrap()
-        .replace(&table, &table2)
+        .replace(&sc.table, &table2)
         .replace("sk = \"LAST\"\noverwrite = true", "sk = \"O#{id}\"");
     std::fs::write(&mapping, text).unwrap();
-    let out = run(dir.path(), &mapping, &dynamo, &[]).await;
+    let out = run(&sc, &mapping, &[]).await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     assert_eq!(out.entity("last")["items_written"], 5);
     assert_eq!(out.entity("last")["overwritten"], 0);
-    assert_eq!(dynamo.scan(&table2).await.len(), 5);
+    assert_eq!(sc.dynamo.scan(&table2).await.len(), 5);
 }
 
 /// 30,000 rows: long enough on the in-process server to interrupt.
@@ -204,24 +182,11 @@ const MANY: &str = "CREATE TABLE m (id INTEGER PRIMARY KEY, v TEXT NOT NULL);
 WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 30000)
 INSERT INTO m SELECT i, 'row ' || i FROM s;";
 
-/// Starts a run, waits until items arrive, sends SIGINT, and returns what it did.
-async fn interrupted_run(
-    dir: &Path,
-    mapping: &str,
-    dynamo: &Dynamo,
-    table: &str,
-    extra: &[&str],
-) -> Run {
-    let runs = dir.join("runs");
-    let mut args = vec![
-        "run",
-        mapping,
-        "--endpoint",
-        &dynamo.url,
-        "--runs-dir",
-        runs.to_str().unwrap(),
-        "--json",
-        "--quiet",
+/// Starts a run, waits until items arrive in `table`, sends SIGINT, and
+/// returns what it did.
+async fn interrupted_run(sc: &Scenario, mapping: &str, table: &str, extra: &[&str]) -> Run {
+    let runs = sc.path().join("runs");
+    let mut slow = vec![
         "--page-size",
         "100",
         "--concurrency",
@@ -229,19 +194,12 @@ async fn interrupted_run(
         "--read-parallelism",
         "1",
     ];
-    args.extend_from_slice(extra);
-    let child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb"))
-        .args(&args)
-        .current_dir(dir)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let pid = child.id().unwrap();
+    slow.extend_from_slice(extra);
+    let child = Proc::spawn(sc.path(), &args(sc, mapping, runs.to_str().unwrap(), &slow));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let written = match dynamo
+        let written = match sc
+            .dynamo
             .client
             .scan()
             .table_name(table)
@@ -261,29 +219,18 @@ async fn interrupted_run(
         );
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
-    let kill = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let out = child.wait_with_output().await.unwrap();
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    child.interrupt();
+    child.wait().await
 }
 
 #[tokio::test]
 async fn nothing_lost_07_interrupt_reports_exact_counts_and_how_to_continue() {
-    let dynamo = Dynamo::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("intr");
     let entity = "[[entity]]\nname = \"m\"\nfrom = \"m\"\npk = \"M#{id}\"\nsk = \"M\"\n";
-    let mapping = sqlite_case(dir.path(), MANY, &table, entity).await;
+    let (sc, mapping) = sqlite_case("intr", MANY, entity).await;
+    let table = sc.table.clone();
 
     // Without a progress table: a rerun rewrites the same items.
-    let out = interrupted_run(dir.path(), &mapping, &dynamo, &table, &[]).await;
+    let out = interrupted_run(&sc, &mapping, &table, &[]).await;
     assert_eq!(out.code, 130, "{}", out.stderr);
     let report = out.report();
     assert_eq!(report["status"], "interrupted");
@@ -293,7 +240,7 @@ async fn nothing_lost_07_interrupt_reports_exact_counts_and_how_to_continue() {
     assert!(read < 30_000, "stopped before the end: {read}");
     assert_eq!(written + e["pending"].as_u64().unwrap(), read);
     assert_eq!(
-        dynamo.scan(&table).await.len() as u64,
+        sc.dynamo.scan(&table).await.len() as u64,
         written,
         "exact counts"
     );
@@ -310,14 +257,7 @@ async fn nothing_lost_07_interrupt_reports_exact_counts_and_how_to_continue() {
         .unwrap()
         .replace(&table, &table2);
     std::fs::write(&mapping, text).unwrap();
-    let out = interrupted_run(
-        dir.path(),
-        &mapping,
-        &dynamo,
-        &table2,
-        &["--progress-table"],
-    )
-    .await;
+    let out = interrupted_run(&sc, &mapping, &table2, &["--progress-table"]).await;
     assert_eq!(out.code, 130, "{}", out.stderr);
     let run_id = out.report()["run_id"].as_str().unwrap().to_string();
     assert!(
@@ -325,32 +265,31 @@ async fn nothing_lost_07_interrupt_reports_exact_counts_and_how_to_continue() {
         "{}",
         out.stderr
     );
-    let resumed = run(dir.path(), &mapping, &dynamo, &["--resume", &run_id]).await;
+    // Pages of 100 rows, as the interrupted run read them (the mapping's 2
+    // would make the rest of the 30,000 rows 15,000 pages).
+    let resumed = run(&sc, &mapping, &["--resume", &run_id, "--page-size", "100"]).await;
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
-    assert_eq!(dynamo.scan(&table2).await.len(), 30_000);
+    assert_eq!(sc.dynamo.scan(&table2).await.len(), 30_000);
 }
 
 #[tokio::test]
 async fn nothing_lost_09_only_rejects_replays_exactly_those_rows() {
-    let dynamo = Dynamo::start().await;
-    let dir = tempfile::tempdir().unwrap();
-    let table = unique("replay");
     // Keyed by (day, n); two rows carry a price that is no number.
     let sql = "CREATE TABLE p (day DATE NOT NULL, n INTEGER NOT NULL, price DECIMAL, PRIMARY KEY (day, n));
 INSERT INTO p VALUES ('2024-01-01',1,'1.50'),('2024-01-01',2,'abc'),('2024-01-02',1,'2.25'),('2024-01-03',7,'n/a'),('2024-01-04',1,'3');";
     let entity = "[[entity]]\nname = \"price\"\nfrom = \"p\"\npk = \"DAY#{day}\"\nsk = \"N#{n}\"\n";
-    let mapping = sqlite_case(dir.path(), sql, &table, entity).await;
-    let first = run(dir.path(), &mapping, &dynamo, &[]).await;
+    let (sc, mapping) = sqlite_case("replay", sql, entity).await;
+    let first = run(&sc, &mapping, &[]).await;
     assert_eq!(first.code, 2, "{}", first.stderr);
     assert_eq!(first.entity("price")["rejected"], 2);
     let report = first.report();
-    let rejects = rejects_of(dir.path(), &report);
+    let rejects = rejects_of(sc.path(), &report);
     // The key keeps its type: a date stays a date.
     assert_eq!(
         rejects[0]["key"]["day"],
         serde_json::json!({"$date": "2024-01-01"})
     );
-    assert_eq!(dynamo.scan(&table).await.len(), 3);
+    assert_eq!(sc.items().await.len(), 3);
 
     // Fix the mapping (the price as text), replay only the rejects.
     let text = std::fs::read_to_string(&mapping).unwrap().replace(
@@ -358,11 +297,10 @@ INSERT INTO p VALUES ('2024-01-01',1,'1.50'),('2024-01-01',2,'abc'),('2024-01-02
         "sk = \"N#{n}\"\n[entity.attributes]\nprice = { column = \"price\", type = \"S\" }\n",
     );
     std::fs::write(&mapping, text).unwrap();
-    let rejects_file = dir.path().join(report["rejects_file"].as_str().unwrap());
+    let rejects_file = sc.path().join(report["rejects_file"].as_str().unwrap());
     let replay = run(
-        dir.path(),
+        &sc,
         &mapping,
-        &dynamo,
         &["--only-rejects", rejects_file.to_str().unwrap()],
     )
     .await;
@@ -375,7 +313,7 @@ INSERT INTO p VALUES ('2024-01-01',1,'1.50'),('2024-01-01',2,'abc'),('2024-01-02
         report["run_id"],
         "a report of its own"
     );
-    let items = dynamo.scan(&table).await;
+    let items = sc.items().await;
     assert_eq!(items.len(), 5);
     assert_eq!(
         items[&("DAY#2024-01-03".to_string(), "N#7".to_string())]["price"],

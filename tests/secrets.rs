@@ -2,11 +2,9 @@
 //! endpoint or region that cannot be right is refused with a clear message
 //! before any call.
 
-mod common;
-
 use std::path::Path;
 
-use common::*;
+use crate::common::*;
 
 const MAPPING: &str = r#"version = 1
 [source]
@@ -128,13 +126,9 @@ impl Seen {
 /// Runs check, run (PostgreSQL that accepts it, PostgreSQL that refuses the
 /// connection, MariaDB that refuses the password), status and verify with
 /// `password` written as `in_url` in the source URLs.
-async fn exercise(
-    seen: &mut Seen,
-    schema: &PgSchema,
-    dynamo: &Dynamo,
-    in_url: &str,
-    through_mapping: bool,
-) {
+// Long on purpose: every command that could print a password, in turn.
+async fn exercise(seen: &mut Seen, sc: &Scenario, in_url: &str, through_mapping: bool) {
+    let dynamo = &sc.dynamo;
     let dir = tempfile::tempdir().unwrap();
     let table = unique("secrets");
     let pg = format!("postgres://root:{in_url}@127.0.0.1:5432/test");
@@ -147,7 +141,7 @@ async fn exercise(
         &MAPPING
             .replace("SOURCE", &mapping_source)
             .replace("TABLE", &table)
-            .replace("FROM", &format!("{}.items", schema.name)),
+            .replace("FROM", &format!("{}.items", sc.pg().name)),
     );
     let check = sql2ddb(dir.path(), &["check", &mapping]).await;
     seen.add("check", &check);
@@ -221,14 +215,13 @@ async fn exercise(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_lost_05_password_never_printed() {
-    let schema = PgSchema::create("secrets").await;
-    schema
-        .exec(
+    let sc = Scenario::new("secrets")
+        .postgres(
             "CREATE TABLE {schema}.items (id int PRIMARY KEY, name text NOT NULL);
              INSERT INTO {schema}.items VALUES (1, 'a'), (2, '');",
         )
+        .start()
         .await;
-    let dynamo = Dynamo::start().await;
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
@@ -245,7 +238,7 @@ async fn nothing_lost_05_password_never_printed() {
         let fixed = i < TRICKY.len();
         for in_url in [password.as_str(), encoded.as_str()] {
             let mut seen = Seen { texts: Vec::new() };
-            exercise(&mut seen, &schema, &dynamo, in_url, fixed).await;
+            exercise(&mut seen, &sc, in_url, fixed).await;
             let secrets: Vec<&str> = if in_url == password {
                 vec![password.as_str()]
             } else {
@@ -254,45 +247,41 @@ async fn nothing_lost_05_password_never_printed() {
             seen.assert_hidden(&secrets, &format!("random seed {seed}"));
         }
     }
-    schema.drop_schema().await;
 }
 
-/// A mapping over a small SQLite file, with no endpoint and no region.
-async fn sqlite_mapping(dir: &Path) -> String {
-    let url = sqlite_file(
-        &dir.join("shop.db"),
-        "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
-         INSERT INTO items VALUES (1, 'a');",
-    )
-    .await;
-    write_mapping(
-        dir,
+/// A small SQLite file and a mapping over it, with no endpoint and no region.
+async fn sqlite_scenario() -> (Scenario, String) {
+    let sc = Scenario::new("no_region")
+        .sqlite(
+            "CREATE TABLE items (id INTEGER PRIMARY KEY, name TEXT NOT NULL);
+             INSERT INTO items VALUES (1, 'a');",
+        )
+        .start()
+        .await;
+    let mapping = sc.mapping(
         &MAPPING
-            .replace("SOURCE", &toml_escape(&url))
-            .replace("TABLE", &unique("no_region"))
+            .replace("SOURCE", &toml_escape(sc.sqlite_url()))
             .replace("FROM", "items"),
-    )
+    );
+    (sc, mapping)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_lost_06_aws_without_region_is_an_error() {
-    let dir = tempfile::tempdir().unwrap();
-    let mapping = sqlite_mapping(dir.path()).await;
+    let (sc, mapping) = sqlite_scenario().await;
+    let dir = sc.path();
     // No region anywhere: empty AWS profile files, no AWS variables, and no
     // instance metadata service to ask.
-    let config = dir.path().join("aws-config");
-    let credentials = dir.path().join("aws-credentials");
+    let config = dir.join("aws-config");
+    let credentials = dir.join("aws-credentials");
     std::fs::write(&config, "").unwrap();
     std::fs::write(&credentials, "").unwrap();
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb"))
-        .args(["run", &mapping, "--json"])
-        .current_dir(dir.path())
+    let out = command(dir, &["run", &mapping, "--json"])
         .env_clear()
-        .env("HOME", dir.path())
+        .env("HOME", dir)
         .env("AWS_CONFIG_FILE", &config)
         .env("AWS_SHARED_CREDENTIALS_FILE", &credentials)
         .env("AWS_EC2_METADATA_DISABLED", "true")
-        .kill_on_drop(true)
         .output()
         .await
         .unwrap();
@@ -312,30 +301,25 @@ async fn nothing_lost_06_aws_without_region_is_an_error() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nothing_lost_12_endpoint_without_scheme_is_refused() {
-    let dir = tempfile::tempdir().unwrap();
-    let mapping = sqlite_mapping(dir.path()).await;
+    let (sc, mapping) = sqlite_scenario().await;
     for (endpoint, says) in [
         ("127.0.0.1:8000", "http://127.0.0.1:8000"),
         ("localhost:8000", "http://localhost:8000"),
         ("Local", "`local`"),
     ] {
-        let run = sql2ddb(
-            dir.path(),
-            &[
+        let run = sc
+            .sql2ddb(&[
                 "run",
                 &mapping,
                 "--endpoint",
                 endpoint,
                 "--region",
                 "eu-west-1",
-            ],
-        )
-        .await;
-        let status = sql2ddb(
-            dir.path(),
-            &["status", &mapping, "--run", "r", "--endpoint", endpoint],
-        )
-        .await;
+            ])
+            .await;
+        let status = sc
+            .sql2ddb(&["status", &mapping, "--run", "r", "--endpoint", endpoint])
+            .await;
         for out in [&run, &status] {
             assert_eq!(out.code, 1, "{endpoint}: {}", out.stderr);
             assert!(out.stderr.contains(says), "{endpoint}: {}", out.stderr);

@@ -1,157 +1,40 @@
-//! The harness of the distributed end-to-end tests: child processes of the
-//! binary with their output collected, and one test's world (a PostgreSQL
-//! table, a DynamoDB server, an SQS server with a queue, a mapping).
-#![allow(dead_code)]
+//! The harness of the distributed end-to-end tests: one test's world (a
+//! scenario with a PostgreSQL table, an SQS server with a queue, a mapping)
+//! and the reader, worker and verify processes run against it.
 
-use std::path::Path;
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::common::*;
-use super::moto_server::MotoServer;
+use crate::common::*;
+use crate::moto_server::MotoServer;
 use sql2ddb_core::Item;
 use sql2ddb_dynamo::progress::{default_table, ProgressStore};
 use sql2ddb_queue::{create_queue, QueueUrls, SqsQueue};
-use tokio::io::AsyncReadExt;
-use tokio::process::{Child, Command};
 
-/// Gives up on a condition that never comes (generous: nothing here measures speed).
-pub const PATIENCE: Duration = Duration::from_secs(240);
 pub const PAGE: i64 = 2_500;
 
 /// The large runs one at a time: each already keeps several processes busy.
 pub static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
-/// `units / 10^2` in plain notation without trailing zeros.
-pub fn cents(units: i64) -> String {
-    let frac = format!("{:02}", units % 100);
-    let frac = frac.trim_end_matches('0');
-    match frac.is_empty() {
-        true => format!("{}", units / 100),
-        false => format!("{}.{frac}", units / 100),
-    }
-}
-
 pub fn expected(i: i64) -> Item {
-    [
+    item(vec![
         ("PK", s(format!("ITEM#{i}"))),
         ("SK", s("ITEM")),
         ("entity", s("item")),
         ("id", n(i)),
         ("name", s(format!("Name {i}"))),
         ("qty", n(i % 100)),
-        ("price", n(cents(i * 7 % 100_000))),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect()
+        ("price", n(decimal(i * 7 % 100_000, 2))),
+    ])
 }
 
-/// A child process of the binary, its output collected as it comes.
-pub struct Proc {
-    pub child: Child,
-    pub stdout: Arc<Mutex<String>>,
-    pub stderr: Arc<Mutex<String>>,
-}
-
-pub fn collect(mut from: impl tokio::io::AsyncRead + Unpin + Send + 'static) -> Arc<Mutex<String>> {
-    let text = Arc::new(Mutex::new(String::new()));
-    let into = text.clone();
-    tokio::spawn(async move {
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = from.read(&mut buf).await {
-            if n == 0 {
-                break;
-            }
-            into.lock()
-                .unwrap()
-                .push_str(&String::from_utf8_lossy(&buf[..n]));
-        }
-    });
-    text
-}
-
-impl Proc {
-    pub fn spawn(dir: &Path, args: &[&str]) -> Proc {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_sql2ddb"))
-            .args(args)
-            .current_dir(dir)
-            .env_remove("SQL2DDB_SQS_ENDPOINT")
-            .env_remove("SQL2DDB_PROGRESS_TABLE")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let stdout = collect(child.stdout.take().unwrap());
-        let stderr = collect(child.stderr.take().unwrap());
-        Proc {
-            child,
-            stdout,
-            stderr,
-        }
-    }
-
-    /// The run id a `run` prints first.
-    pub async fn run_id(&self) -> String {
-        let start = Instant::now();
-        loop {
-            let text = self.stderr.lock().unwrap().clone();
-            if let Some(line) = text.lines().find(|l| l.starts_with("run ")) {
-                let id = line[4..].split(':').next().unwrap().trim();
-                return id.to_string();
-            }
-            assert!(start.elapsed() < PATIENCE, "no run id printed:\n{text}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    pub async fn wait(mut self) -> Run {
-        let status = tokio::time::timeout(PATIENCE, self.child.wait())
-            .await
-            .unwrap_or_else(|_| {
-                panic!(
-                    "process still running after {PATIENCE:?}:\n{}",
-                    self.stderr.lock().unwrap()
-                )
-            })
-            .unwrap();
-        // The readers see the end of the pipes just after the exit.
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        Run {
-            code: status.code().unwrap_or(-1),
-            stdout: self.stdout.lock().unwrap().clone(),
-            stderr: self.stderr.lock().unwrap().clone(),
-        }
-    }
-
-    /// SIGTERM, as a scheduler stopping the process would.
-    pub fn terminate(&self) {
-        let pid = self.child.id().expect("still running").to_string();
-        let status = std::process::Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap();
-        assert!(status.success());
-    }
-
-    /// SIGKILL, as a crash would.
-    pub async fn kill(mut self) {
-        self.child.kill().await.unwrap();
-    }
-}
-
-/// One test's world: a PostgreSQL table of `rows` rows, a DynamoDB server,
-/// an SQS server with a queue and its dead-letter queue, a mapping.
+/// One test's world: a scenario (a PostgreSQL table of `rows` rows, a
+/// DynamoDB server, a directory), an SQS server with a queue and its
+/// dead-letter queue, a mapping.
 pub struct Fixture {
-    pub pg: PgSchema,
-    pub dynamo: Dynamo,
+    pub sc: Scenario,
     pub moto: MotoServer,
     pub urls: QueueUrls,
     pub queue: SqsQueue,
-    pub dir: tempfile::TempDir,
     pub table: String,
     pub mapping: String,
     pub rows: i64,
@@ -159,41 +42,38 @@ pub struct Fixture {
 
 impl Fixture {
     pub async fn new(prefix: &str, rows: i64, visibility: u64, max_receive_count: u32) -> Fixture {
-        let pg = PgSchema::create(prefix).await;
-        pg.exec(&format!(
-            "CREATE TABLE {{schema}}.items (id bigint PRIMARY KEY, name text NOT NULL,
-                 qty int NOT NULL, price numeric(10,2) NOT NULL);
-             INSERT INTO {{schema}}.items
-                 SELECT i, 'Name ' || i, i % 100, ((i * 7) % 100000) / 100.0
-                 FROM generate_series(1, {rows}) AS i;"
-        ))
-        .await;
-        let dynamo = Dynamo::start().await;
+        let sc = Scenario::new(prefix)
+            .postgres(&format!(
+                "CREATE TABLE {{schema}}.items (id bigint PRIMARY KEY, name text NOT NULL,
+                     qty int NOT NULL, price numeric(10,2) NOT NULL);
+                 INSERT INTO {{schema}}.items
+                     SELECT i, 'Name ' || i, i % 100, ((i * 7) % 100000) / 100.0
+                     FROM generate_series(1, {rows}) AS i;"
+            ))
+            .start()
+            .await;
         let moto = MotoServer::start();
         let sqs = sql2ddb_queue::connect(Some(moto.url()), Some("us-east-1"), None)
             .await
             .unwrap();
         let urls = create_queue(
             &sqs,
-            &pg.name.replace('_', "-"),
+            &sc.table.replace('_', "-"),
             Duration::from_secs(visibility),
             max_receive_count,
         )
         .await
         .unwrap();
         let queue = SqsQueue::open(sqs, &urls.queue).await.unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let table = pg.name.clone();
-        let mapping = write_mapping(
-            dir.path(),
-            &format!(
-                r#"
+        let table = sc.table.clone();
+        let mapping = sc.mapping(&format!(
+            r#"
 version = 1
 [source]
 url = "{PG_URL}"
 page_size = {PAGE}
 [target]
-table = "{table}"
+table = "TABLE"
 endpoint = "{}"
 region = "us-east-1"
 create = true
@@ -204,22 +84,19 @@ concurrency = 4
 
 [[entity]]
 name = "item"
-from = "{}.items"
+from = "SCHEMA.items"
 pk = "ITEM#{{id}}"
 sk = "ITEM"
 [entity.attributes]
 entity = "item"
 "#,
-                dynamo.url, pg.name
-            ),
-        );
+            sc.dynamo.url
+        ));
         Fixture {
-            pg,
-            dynamo,
+            sc,
             moto,
             urls,
             queue,
-            dir,
             table,
             mapping,
             rows,
@@ -231,7 +108,7 @@ entity = "item"
     }
 
     pub fn spawn(&self, args: &[&str]) -> Proc {
-        Proc::spawn(self.dir.path(), args)
+        Proc::spawn(self.sc.path(), args)
     }
 
     /// `run --queue` reading in two segments.
@@ -273,9 +150,8 @@ entity = "item"
     }
 
     pub async fn command(&self, command: &str, run_id: &str) -> Run {
-        sql2ddb(
-            self.dir.path(),
-            &[
+        self.sc
+            .sql2ddb(&[
                 command,
                 &self.mapping,
                 "--run",
@@ -283,13 +159,12 @@ entity = "item"
                 "--sqs-endpoint",
                 self.moto.url(),
                 "--json",
-            ],
-        )
-        .await
+            ])
+            .await
     }
 
     pub fn store(&self) -> ProgressStore {
-        ProgressStore::new(self.dynamo.client.clone(), default_table(&self.table))
+        ProgressStore::new(self.sc.dynamo.client.clone(), default_table(&self.table))
     }
 
     /// Waits until `done` holds for the run's records.
@@ -329,7 +204,7 @@ entity = "item"
         );
         assert!(state["missing"].as_array().unwrap().is_empty());
 
-        let items = self.dynamo.scan(&self.table).await;
+        let items = self.sc.items().await;
         assert_eq!(items.len(), self.rows as usize);
         for i in 1..=self.rows {
             let key = (format!("ITEM#{i}"), "ITEM".to_string());
@@ -348,7 +223,6 @@ entity = "item"
         sql2ddb_queue::delete_queue(&sqs, &self.urls.dead_letter)
             .await
             .unwrap();
-        self.pg.drop_schema().await;
     }
 }
 
@@ -359,12 +233,4 @@ pub fn worker_messages(runs: &[Run]) -> u64 {
             r.report()["messages"].as_u64().unwrap()
         })
         .sum()
-}
-
-pub async fn wait_all(procs: Vec<Proc>) -> Vec<Run> {
-    let mut runs = Vec::new();
-    for p in procs {
-        runs.push(p.wait().await);
-    }
-    runs
 }

@@ -19,23 +19,33 @@ fn policy(max_attempts: u32) -> RetryPolicy {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hundred_thousand_items_arrive_exactly_through_thirty_percent_faults() {
+/// A server with a table named after `prefix`, a proxy in front of it
+/// configured by `faults`, and a writer through the proxy with `policy`.
+async fn through_proxy(
+    prefix: &str,
+    faults: FaultConfig,
+    policy: RetryPolicy,
+) -> (
+    Upstream,
+    String,
+    FaultProxy,
+    BatchWriter<sql2ddb_dynamo::Client>,
+) {
     let upstream = Upstream::start().await;
-    let table = upstream.table("faults").await;
-    let proxy = FaultProxy::start(upstream.local.url(), FaultConfig::mix(0.3, 7))
+    let table = upstream.table(prefix).await;
+    let proxy = FaultProxy::start(upstream.local.url(), faults)
         .await
         .unwrap();
+    let writer = BatchWriter::new(client(&proxy.url()).await, &table, support::keys(), policy);
+    (upstream, table, proxy, writer)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hundred_thousand_items_arrive_exactly_through_thirty_percent_faults() {
+    let (upstream, table, proxy, writer) =
+        through_proxy("faults", FaultConfig::mix(0.3, 7), policy(40)).await;
     let control = Arc::new(AdaptiveConcurrency::new(16));
-    let writer = Arc::new(
-        BatchWriter::new(
-            client(&proxy.url()).await,
-            &table,
-            support::keys(),
-            policy(40),
-        )
-        .with_concurrency(control.clone()),
-    );
+    let writer = Arc::new(writer.with_concurrency(control.clone()));
     let expected = items(0, 100_000, 20);
     let out = write_all(writer, expected.clone(), 1000, 4).await;
 
@@ -84,25 +94,16 @@ async fn a_hundred_thousand_items_arrive_exactly_through_thirty_percent_faults()
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_start_lowers_concurrency_and_the_run_completes() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("throttled").await;
     let config = FaultConfig {
         throttle_all_for: Some(Duration::from_secs(5)),
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(upstream.local.url(), config)
-        .await
-        .unwrap();
+    let (upstream, table, proxy, writer) = through_proxy("throttled", config, policy(1000)).await;
     let control = Arc::new(AdaptiveConcurrency::new(16));
     let writer = Arc::new(
-        BatchWriter::new(
-            client(&proxy.url()).await,
-            &table,
-            support::keys(),
-            policy(1000),
-        )
-        .with_concurrency(control.clone())
-        .with_retry_deadline(Duration::from_secs(120)),
+        writer
+            .with_concurrency(control.clone())
+            .with_retry_deadline(Duration::from_secs(120)),
     );
     let expected = items(0, 20_000, 20);
     let out = write_all(writer, expected.clone(), 1000, 4).await;
@@ -129,20 +130,12 @@ async fn a_throttled_start_lowers_concurrency_and_the_run_completes() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_capacity_cap_holds_in_every_five_second_window_at_the_server() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("capped").await;
-    let proxy = FaultProxy::start(upstream.local.url(), FaultConfig::default())
-        .await
-        .unwrap();
+    let (upstream, table, proxy, writer) =
+        through_proxy("capped", FaultConfig::default(), policy(10)).await;
     let writer = Arc::new(
-        BatchWriter::new(
-            client(&proxy.url()).await,
-            &table,
-            support::keys(),
-            policy(10),
-        )
-        .with_concurrency(Arc::new(AdaptiveConcurrency::new(8)))
-        .with_capacity_limit(Arc::new(WriteCapacityLimiter::new(500)), 1),
+        writer
+            .with_concurrency(Arc::new(AdaptiveConcurrency::new(8)))
+            .with_capacity_limit(Arc::new(WriteCapacityLimiter::new(500)), 1),
     );
     // About 1.5 KB each: 2 units. 3750 items, 7500 units: 15 s at 500 per second.
     let expected = items(0, 3750, 1500);
@@ -165,22 +158,12 @@ async fn a_capacity_cap_holds_in_every_five_second_window_at_the_server() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_that_always_fails_is_reported_with_its_keys_after_its_attempts() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("failing").await;
     let config = FaultConfig {
         internal_error: 1.0,
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(upstream.local.url(), config)
-        .await
-        .unwrap();
-    let writer = BatchWriter::new(
-        client(&proxy.url()).await,
-        &table,
-        support::keys(),
-        policy(4),
-    )
-    .with_concurrency(Arc::new(AdaptiveConcurrency::new(4)));
+    let (upstream, table, proxy, writer) = through_proxy("failing", config, policy(4)).await;
+    let writer = writer.with_concurrency(Arc::new(AdaptiveConcurrency::new(4)));
     let batch = items(0, 60, 10);
     let out = writer.write(batch.clone()).await;
 
@@ -200,22 +183,13 @@ async fn a_batch_that_always_fails_is_reported_with_its_keys_after_its_attempts(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_that_stays_throttled_is_reported_at_its_deadline() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("deadline").await;
     let config = FaultConfig {
         throttling: 1.0,
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(upstream.local.url(), config)
-        .await
-        .unwrap();
-    let writer = BatchWriter::new(
-        client(&proxy.url()).await,
-        &table,
-        support::keys(),
-        policy(u32::MAX),
-    )
-    .with_retry_deadline(Duration::from_secs(2));
+    let (upstream, table, proxy, writer) =
+        through_proxy("deadline", config, policy(u32::MAX)).await;
+    let writer = writer.with_retry_deadline(Duration::from_secs(2));
     let batch = items(0, 30, 10);
     let out = writer.write(batch.clone()).await;
 

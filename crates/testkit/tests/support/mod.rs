@@ -209,26 +209,24 @@ pub async fn write_all(
             loop {
                 let next = queue.lock().unwrap().pop();
                 let Some(batch) = next else { break };
-                let out = writer.write(batch).await;
-                total.written += out.written;
-                total.retries += out.retries;
-                total.throttled += out.throttled;
-                total.write_units += out.write_units;
-                total.rejected.extend(out.rejected);
-                total.failed.extend(out.failed);
+                add(&mut total, writer.write(batch).await);
             }
             total
         });
     }
     let mut total = WriteOutcome::default();
     while let Some(joined) = set.join_next().await {
-        let out = joined.unwrap();
-        total.written += out.written;
-        total.retries += out.retries;
-        total.throttled += out.throttled;
-        total.write_units += out.write_units;
-        total.rejected.extend(out.rejected);
-        total.failed.extend(out.failed);
+        add(&mut total, joined.unwrap());
     }
     total
+}
+
+/// Adds `out` to `total`.
+fn add(total: &mut WriteOutcome, out: WriteOutcome) {
+    total.written += out.written;
+    total.retries += out.retries;
+    total.throttled += out.throttled;
+    total.write_units += out.write_units;
+    total.rejected.extend(out.rejected);
+    total.failed.extend(out.failed);
 }

@@ -1,0 +1,24 @@
+//! The end-to-end tests: the built binary against real PostgreSQL, MariaDB
+//! and SQLite sources, a DynamoDB-compatible server and SQS (moto's server).
+//!
+//! One test binary with a module per topic, so the dependency tree is linked
+//! once rather than once per topic. Run one topic with its module path, e.g.
+//! `cargo test -p sql2ddb --test e2e e2e_mysql::`.
+
+mod common;
+mod distributed;
+#[path = "../crates/queue/tests/moto_server/mod.rs"]
+mod moto_server;
+
+mod bad_input;
+mod cli_usage;
+mod e2e_dialects;
+mod e2e_distributed;
+mod e2e_faults;
+mod e2e_mysql;
+mod e2e_postgres;
+mod e2e_resume;
+mod e2e_single_table;
+mod e2e_sqlite;
+mod nothing_lost;
+mod secrets;
