@@ -46,11 +46,7 @@ where
     for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
     DB::Arguments: IntoArguments<DB>,
 {
-    let mut query = sqlx::query::<DB>(AssertSqlSafe(sql));
-    for &v in values {
-        query = DB::bind(query, v).ok_or_else(|| cursor_error(entity, v))?;
-    }
-    let rows = query
+    let rows = bind_all::<DB>(entity, sql, values)?
         .fetch_all(pool)
         .await
         .map_err(|e| SourceError::query(format!("read {entity}"), e))?;
@@ -66,6 +62,42 @@ where
                 .collect()
         })
         .collect()
+}
+
+/// The count that `sql` (a `SELECT count(*) …`) returns with `values` bound
+/// in order, as [`fetch`] binds them.
+pub(crate) async fn fetch_count<DB: Driver>(
+    pool: &Pool<DB>,
+    entity: &str,
+    sql: &str,
+    values: &[&SqlValue],
+) -> Result<i64, SourceError>
+where
+    for<'c> &'c mut DB::Connection: Executor<'c, Database = DB>,
+    DB::Arguments: IntoArguments<DB>,
+    i64: Type<DB> + for<'r> Decode<'r, DB>,
+    usize: ColumnIndex<DB::Row>,
+{
+    let context = format!("count rows of {entity}");
+    bind_all::<DB>(entity, sql, values)?
+        .fetch_one(pool)
+        .await
+        .and_then(|row| row.try_get::<i64, _>(0))
+        .map_err(|e| SourceError::query(context, e))
+}
+
+/// `sql` with the cursor `values` bound in order: the one bind loop of every
+/// statement that takes key values.
+fn bind_all<'q, DB: Driver>(
+    entity: &str,
+    sql: &'q str,
+    values: &[&SqlValue],
+) -> Result<BoundQuery<'q, DB>, SourceError> {
+    let mut query = sqlx::query::<DB>(AssertSqlSafe(sql));
+    for &v in values {
+        query = DB::bind(query, v).ok_or_else(|| cursor_error(entity, v))?;
+    }
+    Ok(query)
 }
 
 /// The one `i64` a statement such as `SELECT count(*) …` returns.

@@ -12,7 +12,8 @@
 //! For parallel reads, [`Source::split`] cuts an entity's key range into
 //! [`Segment`]s (`after < key <= until`): a single integer key by `MIN`/`MAX`
 //! into ranges of equal width, any other key by `NTILE(n)` boundaries; each
-//! segment is read with its own keyset cursor by [`Source::read_range`].
+//! segment is read with its own keyset cursor by [`Source::read_range`], and
+//! its rows are counted by [`Source::count_range`].
 //! [`default_read_parallelism`] chooses `n` from the table's size.
 //!
 //! Values are decoded by the column's declared type, never by guessing from
@@ -179,6 +180,20 @@ impl Source {
             Pool::Postgres(p) => fetch::fetch_i64(p, context, sql).await,
             Pool::MySql(p) => fetch::fetch_i64(p, context, sql).await,
             Pool::Sqlite(p) => fetch::fetch_i64(p, context, sql).await,
+        }
+    }
+
+    /// The count that `sql` returns with `values` bound in order.
+    pub(crate) async fn fetch_count(
+        &self,
+        entity: &str,
+        sql: &str,
+        values: &[&SqlValue],
+    ) -> Result<i64, SourceError> {
+        match &self.pool {
+            Pool::Postgres(p) => fetch::fetch_count(p, entity, sql, values).await,
+            Pool::MySql(p) => fetch::fetch_count(p, entity, sql, values).await,
+            Pool::Sqlite(p) => fetch::fetch_count(p, entity, sql, values).await,
         }
     }
 

@@ -3,7 +3,7 @@
 
 use sql2ddb_core::{Column, Row, SqlValue};
 
-use crate::sql::{self, Bind, PageSql};
+use crate::sql::{self, Bind, RangeSql, Statement};
 use crate::{mysql, postgres, sqlite, Dialect, Relation, Shape, Source, SourceError};
 
 /// Prebuilt statements for reading one entity page by page.
@@ -22,7 +22,9 @@ pub struct PageQuery {
     pub(crate) key_refs: Vec<String>,
     /// Per key column: text before and after a placeholder (a cast).
     pub(crate) params: Vec<(String, String)>,
-    statements: PageSql,
+    statements: RangeSql,
+    /// The statements that count the rows of a key range.
+    counts: RangeSql,
     pub(crate) decoders: Decoders,
 }
 
@@ -124,22 +126,42 @@ impl PageQuery {
         after: Option<&'q [SqlValue]>,
         until: Option<&'q [SqlValue]>,
     ) -> (&'q str, Vec<&'q SqlValue>) {
-        let st = match (after.is_some(), until.is_some()) {
-            (false, false) => &self.statements.first,
-            (true, false) => &self.statements.after,
-            (false, true) => &self.statements.until,
-            (true, true) => &self.statements.between,
-        };
-        let values = st
-            .binds
-            .iter()
-            .filter_map(|b| match *b {
-                Bind::After(i) => after.map(|a| &a[i]),
-                Bind::Until(i) => until.map(|u| &u[i]),
-            })
-            .collect();
-        (&st.sql, values)
+        bound_statement(&self.statements, after, until)
     }
+
+    /// The statement and cursor values that count the rows a page read over
+    /// the same range would return: after `after`, up to `until`.
+    pub(crate) fn count_statement<'q>(
+        &'q self,
+        after: Option<&'q [SqlValue]>,
+        until: Option<&'q [SqlValue]>,
+    ) -> (&'q str, Vec<&'q SqlValue>) {
+        bound_statement(&self.counts, after, until)
+    }
+}
+
+/// The statement of `range` for the bounds given, and its values in
+/// placeholder order.
+fn bound_statement<'q>(
+    range: &'q RangeSql,
+    after: Option<&'q [SqlValue]>,
+    until: Option<&'q [SqlValue]>,
+) -> (&'q str, Vec<&'q SqlValue>) {
+    let st: &Statement = match (after.is_some(), until.is_some()) {
+        (false, false) => &range.first,
+        (true, false) => &range.after,
+        (false, true) => &range.until,
+        (true, true) => &range.between,
+    };
+    let values = st
+        .binds
+        .iter()
+        .filter_map(|b| match *b {
+            Bind::After(i) => after.map(|a| &a[i]),
+            Bind::Until(i) => until.map(|u| &u[i]),
+        })
+        .collect();
+    (&st.sql, values)
 }
 
 impl Source {
@@ -179,14 +201,18 @@ impl Source {
         let plan = DialectPlan::new(dialect, &shape.columns, &key_indices)?;
         let key_refs: Vec<String> = key.iter().map(|k| sql::column_ref(dialect, k)).collect();
         let relation = sql::relation(dialect, from)?;
+        let param = |i: usize, placeholder: &str| {
+            format!("{}{placeholder}{}", plan.params[i].0, plan.params[i].1)
+        };
         let statements = sql::page_sql(
             dialect,
             &relation,
             &plan.select,
             &key_refs,
-            |i, placeholder| format!("{}{placeholder}{}", plan.params[i].0, plan.params[i].1),
+            param,
             page_size,
         );
+        let counts = sql::count_range_sql(dialect, &relation, &key_refs, param);
         Ok(PageQuery {
             dialect,
             entity,
@@ -198,6 +224,7 @@ impl Source {
             key_refs,
             params: plan.params,
             statements,
+            counts,
             decoders: plan.decoders,
         })
     }

@@ -55,6 +55,9 @@ pub fn default_read_parallelism(rows: u64) -> u32 {
     segments.clamp(1, u64::from(MAX_DEFAULT_READ_PARALLELISM)) as u32
 }
 
+/// Key values of one bound, borrowed or rewritten.
+type Bound<'b> = Cow<'b, [SqlValue]>;
+
 /// Column name of the tile number in the `NTILE` statement.
 const TILE: &str = "sql2ddb_tile";
 /// Column name of the position within a tile, from its last row.
@@ -90,6 +93,36 @@ impl Source {
         after: Option<&[SqlValue]>,
         until: Option<&[SqlValue]>,
     ) -> Result<Vec<Row>, SourceError> {
+        let (after, until) = self.bound_values(q, after, until).await?;
+        let (sql, values) = q.statement(after.as_deref(), until.as_deref());
+        self.fetch(&q.entity, &q.columns, &q.decoders, sql, &values)
+            .await
+    }
+
+    /// The number of rows with keys after `after` (exclusive) and up to
+    /// `until` (inclusive), `None` leaving that side open: the rows
+    /// [`Source::read_range`] returns page after page over that range (for a
+    /// [`Segment`], its share of [`Source::count`]).
+    pub async fn count_range(
+        &self,
+        q: &PageQuery,
+        after: Option<&[SqlValue]>,
+        until: Option<&[SqlValue]>,
+    ) -> Result<u64, SourceError> {
+        let (after, until) = self.bound_values(q, after, until).await?;
+        let (sql, values) = q.count_statement(after.as_deref(), until.as_deref());
+        let n = self.fetch_count(&q.entity, sql, &values).await?;
+        Ok(n.max(0) as u64)
+    }
+
+    /// The bounds of a range read as they are bound: checked against the key,
+    /// and (SQLite) rewritten to the text the table stores.
+    async fn bound_values<'b>(
+        &self,
+        q: &PageQuery,
+        after: Option<&'b [SqlValue]>,
+        until: Option<&'b [SqlValue]>,
+    ) -> Result<(Option<Bound<'b>>, Option<Bound<'b>>), SourceError> {
         self.check_dialect(q.dialect, "page query")?;
         for (what, bound) in [("cursor", after), ("upper bound", until)] {
             if let Some(values) = bound {
@@ -104,32 +137,27 @@ impl Source {
             }
         }
         // SQLite orders dates and JSON by their stored text: bind that text.
-        let (after, until) = match (&self.pool, &q.decoders) {
-            (Pool::Sqlite(p), Decoders::Sqlite(h)) => {
-                let hints: Vec<sqlite::Hint> = q.key_indices.iter().map(|&i| h[i]).collect();
-                let mut bounds = [None, None];
-                for (slot, bound) in bounds.iter_mut().zip([after, until]) {
-                    if let Some(values) = bound {
-                        *slot = Some(Cow::Owned(
-                            crate::sqlite_keys::stored_key_values(
-                                p,
-                                &q.relation,
-                                &q.key_refs,
-                                &hints,
-                                values,
-                            )
-                            .await?,
-                        ));
-                    }
-                }
-                let [after, until] = bounds;
-                (after, until)
-            }
-            _ => (after.map(Cow::Borrowed), until.map(Cow::Borrowed)),
+        let (Pool::Sqlite(p), Decoders::Sqlite(h)) = (&self.pool, &q.decoders) else {
+            return Ok((after.map(Cow::Borrowed), until.map(Cow::Borrowed)));
         };
-        let (sql, values) = q.statement(after.as_deref(), until.as_deref());
-        self.fetch(&q.entity, &q.columns, &q.decoders, sql, &values)
-            .await
+        let hints: Vec<sqlite::Hint> = q.key_indices.iter().map(|&i| h[i]).collect();
+        let mut bounds = [None, None];
+        for (slot, bound) in bounds.iter_mut().zip([after, until]) {
+            if let Some(values) = bound {
+                *slot = Some(Cow::Owned(
+                    crate::sqlite_keys::stored_key_values(
+                        p,
+                        &q.relation,
+                        &q.key_refs,
+                        &hints,
+                        values,
+                    )
+                    .await?,
+                ));
+            }
+        }
+        let [after, until] = bounds;
+        Ok((after, until))
     }
 
     /// `MIN` and `MAX` of a single integer key; `None` when the key is of

@@ -131,11 +131,12 @@ pub(crate) struct Statement {
     pub binds: Vec<Bind>,
 }
 
-/// The four statements of a keyset page: with or without a lower bound
-/// (the cursor) and with or without an upper bound (a segment's end).
+/// The four statements of one read over a key range (a keyset page, or the
+/// count of the rows a range holds): with or without a lower bound (the
+/// cursor) and with or without an upper bound (a segment's end).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct PageSql {
-    /// No bound: the first page of the whole entity.
+pub(crate) struct RangeSql {
+    /// No bound: the whole entity (its first page).
     pub first: Statement,
     /// Rows strictly after the cursor.
     pub after: Statement,
@@ -206,9 +207,33 @@ pub(crate) fn page_sql(
     keys: &[String],
     param: impl Fn(usize, &str) -> String,
     page_size: usize,
-) -> PageSql {
+) -> RangeSql {
     let head = format!("SELECT {} FROM {relation}", select.join(", "));
     let tail = format!(" ORDER BY {} LIMIT {page_size}", keys.join(", "));
+    range_sql(dialect, &head, &tail, keys, param)
+}
+
+/// Builds the statements that count the rows of a key range: the same
+/// conditions and placeholders as [`page_sql`]'s, so a count binds its bounds
+/// exactly as the pages over that range bind theirs.
+pub(crate) fn count_range_sql(
+    dialect: Dialect,
+    relation: &str,
+    keys: &[String],
+    param: impl Fn(usize, &str) -> String,
+) -> RangeSql {
+    let head = format!("SELECT count(*) FROM {relation}");
+    range_sql(dialect, &head, "", keys, param)
+}
+
+/// `head`, the range conditions, then `tail`, for each of the four ranges.
+fn range_sql(
+    dialect: Dialect,
+    head: &str,
+    tail: &str,
+    keys: &[String],
+    param: impl Fn(usize, &str) -> String,
+) -> RangeSql {
     let build = |bounds: &[Cmp]| {
         let mut binds = Vec::new();
         let mut conditions = Vec::with_capacity(bounds.len());
@@ -233,7 +258,7 @@ pub(crate) fn page_sql(
         };
         Statement { sql, binds }
     };
-    PageSql {
+    RangeSql {
         first: build(&[]),
         after: build(&[Cmp::Greater]),
         until: build(&[Cmp::AtMost]),
@@ -323,6 +348,40 @@ mod tests {
             ]
         );
         assert_eq!(sql.until.binds, vec![Bind::Until(0), Bind::Until(1)]);
+    }
+
+    #[test]
+    fn range_counts_bind_as_pages_do() {
+        let keys = vec!["t.`a`".to_string(), "t.`b`".to_string()];
+        let cast = |i: usize, p: &str| {
+            if i == 1 {
+                format!("CAST({p} AS DATE)")
+            } else {
+                p.to_string()
+            }
+        };
+        let pages = page_sql(
+            Dialect::MySql,
+            "`x` AS t",
+            &["t.`a`".into()],
+            &keys,
+            cast,
+            5,
+        );
+        let counts = count_range_sql(Dialect::MySql, "`x` AS t", &keys, cast);
+        assert_eq!(counts.first.sql, "SELECT count(*) FROM `x` AS t");
+        assert_eq!(
+            counts.between.sql,
+            "SELECT count(*) FROM `x` AS t WHERE ((t.`a` > ?) OR (t.`a` = ? AND t.`b` > CAST(? AS DATE))) AND ((t.`a` < ?) OR (t.`a` = ? AND t.`b` <= CAST(? AS DATE)))"
+        );
+        for (count, page) in [
+            (&counts.first, &pages.first),
+            (&counts.after, &pages.after),
+            (&counts.until, &pages.until),
+            (&counts.between, &pages.between),
+        ] {
+            assert_eq!(count.binds, page.binds);
+        }
     }
 
     #[test]

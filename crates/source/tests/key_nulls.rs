@@ -30,7 +30,10 @@ async fn nothing_lost_01_nullable_unique_key_is_proven_by_its_rows() {
     ));
     match proof("holes").await {
         KeyProof::NotProven { reason } => {
-            assert!(reason.contains("can hold NULL") && reason.contains("2 row(s)"), "{reason}")
+            assert!(
+                reason.contains("can hold NULL") && reason.contains("2 row(s)"),
+                "{reason}"
+            )
         }
         other => panic!("NULL keys must not be proven: {other:?}"),
     }
