@@ -113,6 +113,10 @@ pub(super) async fn check_counts(
     report: &mut crate::report::RunReport,
 ) {
     let mut failures = Vec::new();
+    for p in prepared {
+        let notes = p.segment_mismatches.lock().expect("mismatch lock").clone();
+        report.warnings.extend(notes);
+    }
     for (p, e) in prepared.iter().zip(report.entities.iter_mut()) {
         if e.rows_read == p.counted {
             continue;
@@ -196,6 +200,7 @@ pk = "CUSTOMER#{customer_id}"
             from: EntitySource::Table("customers".into()),
             counted,
             replay: None,
+            segment_mismatches: Default::default(),
         })
     }
 
@@ -239,9 +244,16 @@ pk = "CUSTOMER#{customer_id}"
         check_counts(&source, &[prepared(&source, &plan, n).await], &mut r).await;
         assert_eq!((r.error.as_deref(), r.warnings.len()), (None, 0));
 
-        // Two rows short and the source unchanged: rows were skipped, the run fails.
+        // Two rows short and the source unchanged: rows were skipped, the run fails,
+        // and the segment that fell short is named.
         let mut r = report(n - 2);
-        check_counts(&source, &[prepared(&source, &plan, n).await], &mut r).await;
+        let p = prepared(&source, &plan, n).await;
+        p.segment_mismatches
+            .lock()
+            .unwrap()
+            .push("entity \"customer\" segment 3: read 8 rows, its key range holds 10".into());
+        check_counts(&source, &[p], &mut r).await;
+        assert!(r.warnings[0].contains("segment 3"), "{:?}", r.warnings);
         let error = r.error.clone().expect("a shortfall is an error");
         assert!(
             error.contains(&format!("read {} rows but the source holds {n}", n - 2)),

@@ -181,6 +181,9 @@ struct Prepared {
     /// With `--only-rejects`: the keys of the rows to read again, instead of
     /// the segments.
     replay: Option<Vec<Vec<sql2ddb_core::SqlValue>>>,
+    /// Segments whose rows read differ from the rows their range held when
+    /// they finished, described for the report.
+    segment_mismatches: Mutex<Vec<String>>,
 }
 
 /// A new run id: UTC time and a short random suffix (`20240501T100000Z-3f9a1c`).

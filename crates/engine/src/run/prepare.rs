@@ -164,6 +164,7 @@ impl Context {
             from: entity.from.clone(),
             counted: total,
             replay,
+            segment_mismatches: Default::default(),
         }))
     }
 }

@@ -198,6 +198,21 @@ impl Readers {
                 break;
             }
         }
+        // Rows this attempt read must be the rows the segment's range holds.
+        let held = self
+            .source
+            .count_range(&p.query, segment.after.as_deref(), segment.until.as_deref())
+            .await?;
+        let read_now = segment_rows - start.rows;
+        if held != read_now {
+            p.segment_mismatches
+                .lock()
+                .expect("mismatch lock")
+                .push(format!(
+                    "entity {:?} segment {}: read {read_now} rows, its key range holds {held} (the source changed under the run, or rows were skipped)",
+                    name, segment.index
+                ));
+        }
         self.out
             .segment_done(name, segment.index, page, segment_rows)
             .await?;
