@@ -95,23 +95,7 @@ pub fn render(r: &RunReport) -> String {
     out.push('\n');
     out.push_str(&fmt(&total));
     out.push('\n');
-    for e in &r.entities {
-        if e.overwritten > 0 {
-            out.push_str(&format!(
-                "{}: {} rows overwrote the item of an earlier row (overwrite = true); {} distinct items\n",
-                e.name,
-                thousands(e.overwritten),
-                thousands(e.items_written)
-            ));
-        }
-        if e.pending > 0 {
-            out.push_str(&format!(
-                "{}: {} rows read but not confirmed written when the run stopped\n",
-                e.name,
-                thousands(e.pending)
-            ));
-        }
-    }
+    out.push_str(&entity_notes(r));
     let status = serde_json::to_value(r.status).expect("status serialises");
     out.push_str(&format!(
         "\nrun {}  status {}\n",
@@ -123,6 +107,23 @@ pub fn render(r: &RunReport) -> String {
         out.push_str(" (created)");
     }
     out.push('\n');
+    out.push_str(&writers_and_pointers(r));
+    for w in &r.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    if let Some(f) = &r.local_data_file {
+        out.push_str(&format!("local DynamoDB data: {f}\n"));
+    }
+    if r.totals.rejected + r.totals.failed > 0 {
+        out.push_str(&format!("rejects: {}\n", r.rejects_file));
+    }
+    out.push_str(&format!("report: {}/report.json", r.run_dir));
+    out
+}
+
+/// The writers' behaviour and each pointer's final value.
+fn writers_and_pointers(r: &RunReport) -> String {
+    let mut out = String::new();
     let w = &r.writer;
     if w.max_concurrency > 0 {
         out.push_str(&format!(
@@ -151,16 +152,29 @@ pub fn render(r: &RunReport) -> String {
             p.name, p.moved, p.already_newer
         ));
     }
-    for w in &r.warnings {
-        out.push_str(&format!("warning: {w}\n"));
+    out
+}
+
+/// A line for each entity with overwritten or pending rows.
+fn entity_notes(r: &RunReport) -> String {
+    let mut out = String::new();
+    for e in &r.entities {
+        if e.overwritten > 0 {
+            out.push_str(&format!(
+                "{}: {} rows overwrote the item of an earlier row (overwrite = true); {} distinct items\n",
+                e.name,
+                thousands(e.overwritten),
+                thousands(e.items_written)
+            ));
+        }
+        if e.pending > 0 {
+            out.push_str(&format!(
+                "{}: {} rows read but not confirmed written when the run stopped\n",
+                e.name,
+                thousands(e.pending)
+            ));
+        }
     }
-    if let Some(f) = &r.local_data_file {
-        out.push_str(&format!("local DynamoDB data: {f}\n"));
-    }
-    if r.totals.rejected + r.totals.failed > 0 {
-        out.push_str(&format!("rejects: {}\n", r.rejects_file));
-    }
-    out.push_str(&format!("report: {}/report.json", r.run_dir));
     out
 }
 
