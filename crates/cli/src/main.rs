@@ -157,7 +157,7 @@ struct RunArgs {
     /// Replay the rows of a rejects file (e.g. `sql2ddb-runs/RUN/rejects.jsonl`):
     /// read exactly those rows again from the source, by key, through the
     /// current (fixed) mapping, as a new run with its own report.
-    #[arg(long, value_name = "REJECTS_FILE", conflicts_with_all = ["dry_run"])]
+    #[arg(long, value_name = "REJECTS_FILE", conflicts_with_all = ["dry_run", "queue", "resume", "progress_table"])]
     only_rejects: Option<PathBuf>,
     /// No progress bars.
     #[arg(long, short)]
