@@ -1,6 +1,8 @@
-//! `sql2ddb-testkit proxy …` / `sql2ddb-testkit null-sink …`: the fault proxy
-//! and the null sink as processes. Each prints its URL on the first line of
-//! stdout, runs until SIGINT or SIGTERM, then prints its counts as JSON.
+//! `sql2ddb-testkit proxy …` / `sql2ddb-testkit null-sink …` /
+//! `sql2ddb-testkit dynamodb …`: the fault proxy, the null sink and an
+//! in-memory DynamoDB-compatible server (dynoxide) as processes. Each prints
+//! its URL on the first line of stdout and runs until SIGINT or SIGTERM; the
+//! proxy and the sink then print their counts as JSON.
 
 use std::io::Write;
 use std::time::Duration;
@@ -14,7 +16,7 @@ use sql2ddb_testkit::{FaultConfig, FaultProxy, NullSink};
 #[command(
     name = "sql2ddb-testkit",
     version,
-    about = "Fault-injecting DynamoDB proxy and null sink, for testing sql2ddb"
+    about = "Fault-injecting DynamoDB proxy, null sink and in-memory DynamoDB server, for testing sql2ddb"
 )]
 struct Cli {
     #[command(subcommand)]
@@ -33,6 +35,12 @@ enum Command {
         /// Key schema of every table, partition key first: `PK:S,SK:S`.
         #[arg(long)]
         keys: String,
+    },
+    /// Serve an empty in-memory DynamoDB-compatible database (dynoxide).
+    Dynamodb {
+        /// Port on 127.0.0.1 (0: any free port).
+        #[arg(long, default_value_t = 0)]
+        port: u16,
     },
 }
 
@@ -172,6 +180,25 @@ fn announce(url: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Serves dynoxide in memory on 127.0.0.1:`port` until SIGINT or SIGTERM.
+async fn serve_dynamodb(port: u16) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+        .await
+        .with_context(|| format!("cannot bind 127.0.0.1:{port}"))?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let db = dynoxide::Database::memory().map_err(|e| anyhow::anyhow!("dynoxide: {e}"))?;
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(dynoxide::server::serve_with_shutdown(listener, db, async {
+        let _ = rx.await;
+    }));
+    announce(&url)?;
+    stopped().await?;
+    let _ = tx.send(());
+    // A stuck connection must not keep the process alive after a stop signal.
+    let _ = tokio::time::timeout(Duration::from_secs(5), server).await;
+    Ok(())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -188,6 +215,7 @@ async fn main() -> anyhow::Result<()> {
             stopped().await?;
             serde_json::to_string_pretty(&sink.stats())?
         }
+        Command::Dynamodb { port } => return serve_dynamodb(port).await,
     };
     println!("{stats}");
     Ok(())

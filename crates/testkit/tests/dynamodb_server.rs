@@ -1,0 +1,76 @@
+//! `sql2ddb-testkit dynamodb`: the in-memory DynamoDB-compatible server as a
+//! process, reached through the AWS SDK the way the suite reaches an external
+//! endpoint, and stopped by a signal.
+
+mod support;
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use sql2ddb_dynamo::ensure_table;
+use support::{client, keys};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_serves_dynamodb_until_sigterm() {
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb-testkit"))
+        .args(["dynamodb", "--port", "0"])
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut url = String::new();
+    stdout.read_line(&mut url).await.unwrap();
+    let url = url.trim();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+
+    let client = client(url).await;
+    assert!(ensure_table(&client, "served", &keys(), true)
+        .await
+        .unwrap());
+    client
+        .put_item()
+        .table_name("served")
+        .item("PK", AttributeValue::S("a".into()))
+        .item("SK", AttributeValue::S("b".into()))
+        .item("n", AttributeValue::N("42".into()))
+        .send()
+        .await
+        .unwrap();
+    let got = client
+        .get_item()
+        .table_name("served")
+        .key("PK", AttributeValue::S("a".into()))
+        .key("SK", AttributeValue::S("b".into()))
+        .send()
+        .await
+        .unwrap();
+    let item = got.item().expect("the item is there");
+    assert_eq!(item.get("n"), Some(&AttributeValue::N("42".into())));
+
+    let pid = child.id().unwrap().to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+        .await
+        .expect("the server exits after SIGTERM")
+        .unwrap();
+    assert!(status.success(), "{status:?}");
+}
+
+#[tokio::test]
+async fn the_binary_refuses_a_port_in_use() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb-testkit"))
+        .args(["dynamodb", "--port", &port])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot bind"));
+}
