@@ -22,3 +22,4 @@ mod e2e_single_table;
 mod e2e_sqlite;
 mod nothing_lost;
 mod secrets;
+mod snapshot;

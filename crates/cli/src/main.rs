@@ -20,7 +20,9 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sql2ddb_core::redact_secrets;
-use sql2ddb_engine::{EntityProgress, RunOptions, RunProgress, RunReport, RunStatus, StopSignal};
+use sql2ddb_engine::{
+    EntityProgress, RunOptions, RunProgress, RunReport, RunStatus, SnapshotMode, StopSignal,
+};
 use sql2ddb_mapping::Plan;
 
 /// The exit code of a command line that could not be parsed (an unknown
@@ -159,11 +161,24 @@ struct RunArgs {
     /// current (fixed) mapping, as a new run with its own report.
     #[arg(long, value_name = "REJECTS_FILE", conflicts_with_all = ["dry_run", "queue", "resume", "progress_table"])]
     only_rejects: Option<PathBuf>,
+    /// `consistent`: every read of the run sees the source as it was at one
+    /// moment (PostgreSQL: an exported snapshot, its id and WAL position in
+    /// the report; it holds one source connection for the run); `none`: each
+    /// read sees the source as it is then.
+    #[arg(long, value_enum, default_value = "consistent")]
+    snapshot: SnapshotArg,
     /// No progress bars.
     #[arg(long, short)]
     quiet: bool,
     #[command(flatten)]
     distributed: distributed::DistributedArgs,
+}
+
+/// `--snapshot`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum SnapshotArg {
+    Consistent,
+    None,
 }
 
 fn main() -> ExitCode {
@@ -296,6 +311,10 @@ async fn run(args: RunArgs) -> u8 {
         max_wcu: args.max_wcu,
         fixed_concurrency: args.fixed_concurrency,
         only_rejects: args.only_rejects.clone(),
+        snapshot: match args.snapshot {
+            SnapshotArg::Consistent => SnapshotMode::Consistent,
+            SnapshotArg::None => SnapshotMode::None,
+        },
         ..RunOptions::default()
     };
     args.distributed.apply(&mut opts);
@@ -324,9 +343,11 @@ async fn run(args: RunArgs) -> u8 {
     opts.stop = Some(stop.clone());
     let signals = tokio::spawn(stop_on_signals(stop));
     let progress = RunProgress::new();
+    let notes = tokio::spawn(print_notes(progress.clone()));
     let bars = (!args.quiet).then(|| tokio::spawn(draw_progress(progress.clone())));
     let result = sql2ddb_engine::run(&plan, &opts, progress.clone()).await;
     signals.abort();
+    notes.abort();
     if let Some(b) = bars {
         b.abort();
         let _ = b.await;
@@ -349,6 +370,17 @@ async fn run(args: RunArgs) -> u8 {
             report.status.exit_code() as u8
         }
         Err(e) => fail(&e.to_string()),
+    }
+}
+
+/// Prints the lines the run announces (its snapshot) on stderr.
+async fn print_notes(progress: Arc<RunProgress>) {
+    let mut seen = 0;
+    loop {
+        for line in progress.notes_after(seen).await {
+            eprintln!("{line}");
+            seen += 1;
+        }
     }
 }
 

@@ -20,9 +20,9 @@ pub mod worker;
 pub use check::{check, CheckSummary};
 pub use error::{EngineError, ErrorKind};
 pub use progress::{EntityProgress, RunProgress};
-pub use report::{EntityReport, PointerReport, RunReport, RunStatus, WriterReport};
+pub use report::{EntityReport, PointerReport, RunReport, RunStatus, SnapshotReport, WriterReport};
 pub use resources::{Job, ResourceOptions, Resources};
-pub use run::{new_run_id, run, RunOptions};
+pub use run::{new_run_id, run, RunOptions, SnapshotMode};
 /// The progress table of runs, as `status` and `verify` read it.
 pub use sql2ddb_dynamo::progress::ProgressStore;
 pub use stop::StopSignal;

@@ -39,10 +39,12 @@ impl EntityProgress {
     }
 }
 
-/// Counters of a whole run.
+/// Counters of a whole run, and the lines it announces while it runs.
 #[derive(Debug, Default)]
 pub struct RunProgress {
     entities: Mutex<Vec<Arc<EntityProgress>>>,
+    notes: Mutex<Vec<String>>,
+    noted: tokio::sync::Notify,
 }
 
 impl RunProgress {
@@ -63,6 +65,32 @@ impl RunProgress {
         });
         all.push(e.clone());
         e
+    }
+
+    /// Announces a line (e.g. the snapshot the run reads) to whoever shows
+    /// progress.
+    pub fn note(&self, line: impl Into<String>) {
+        self.notes.lock().expect("notes lock").push(line.into());
+        self.noted.notify_waiters();
+    }
+
+    /// The announced lines from the `seen`-th on, waiting for one when there
+    /// is none yet.
+    pub async fn notes_after(&self, seen: usize) -> Vec<String> {
+        loop {
+            let notified = self.noted.notified();
+            let new: Vec<String> = self
+                .notes
+                .lock()
+                .expect("notes lock")
+                .get(seen..)
+                .map(<[String]>::to_vec)
+                .unwrap_or_default();
+            if !new.is_empty() {
+                return new;
+            }
+            notified.await;
+        }
     }
 
     /// Every entity registered so far, in order.

@@ -177,6 +177,27 @@ pub struct RunReport {
     /// The error that stopped the run, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The moment of the source the copy is consistent with, if any.
+    pub snapshot: SnapshotReport,
+}
+
+/// The point-in-time snapshot a run read, for the report and for handing
+/// over to change data capture.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct SnapshotReport {
+    /// `postgres` (an exported snapshot) or `none`.
+    pub kind: String,
+    /// The snapshot's id.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// PostgreSQL: the WAL position of the snapshot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lsn: Option<String>,
+    /// When it was taken (the server's clock, UTC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub taken_at: Option<String>,
+    /// What the copy is consistent with, in words.
+    pub note: String,
 }
 
 impl RunReport {

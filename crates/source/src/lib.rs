@@ -32,6 +32,8 @@
 #![doc = include_str!("types.md")]
 #![warn(missing_docs)]
 
+use std::sync::Arc;
+
 mod children;
 mod error;
 mod fetch;
@@ -41,6 +43,7 @@ mod page;
 mod postgres;
 mod proof;
 mod segment;
+mod snapshot;
 mod sql;
 mod sqlite;
 mod sqlite_keys;
@@ -54,6 +57,7 @@ pub use proof::KeyProof;
 pub use segment::{
     default_read_parallelism, Segment, MAX_DEFAULT_READ_PARALLELISM, ROWS_PER_SEGMENT,
 };
+pub use snapshot::Snapshot;
 
 use page::Decoders;
 
@@ -101,6 +105,8 @@ pub struct Shape {
 #[derive(Debug, Clone)]
 pub struct Source {
     pool: Pool,
+    /// PostgreSQL: the run's snapshot, once taken.
+    snapshot: Option<Arc<snapshot::SharedSnapshot>>,
 }
 
 #[derive(Debug, Clone)]
@@ -122,8 +128,14 @@ impl Source {
             .split_once(':')
             .map(|(s, _)| s.to_ascii_lowercase())
             .unwrap_or_default();
+        let mut snapshot = None;
         let pool = match scheme.as_str() {
-            "postgres" | "postgresql" => Pool::Postgres(postgres::connect(url, max).await?),
+            "postgres" | "postgresql" => {
+                let shared = Arc::new(snapshot::SharedSnapshot::default());
+                let pool = postgres::connect(url, snapshot::pool_options(max, &shared)).await?;
+                snapshot = Some(shared);
+                Pool::Postgres(pool)
+            }
             "mysql" | "mariadb" => Pool::MySql(mysql::connect(url, max).await?),
             "sqlite" => Pool::Sqlite(sqlite::connect(url, max).await?),
             _ => {
@@ -132,7 +144,7 @@ impl Source {
                 )))
             }
         };
-        Ok(Source { pool })
+        Ok(Source { pool, snapshot })
     }
 
     /// The dialect of this source.
@@ -233,6 +245,7 @@ impl Source {
 
     /// Closes the pool, waiting for connections in use to be returned.
     pub async fn close(&self) {
+        self.release_snapshot().await;
         match &self.pool {
             Pool::Postgres(p) => p.close().await,
             Pool::MySql(p) => p.close().await,

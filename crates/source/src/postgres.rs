@@ -102,7 +102,7 @@ pub(crate) fn kind_of(sql_type: &str) -> Kind {
     }
 }
 
-pub(crate) async fn connect(url: &str, max: u32) -> Result<PgPool, SourceError> {
+pub(crate) async fn connect(url: &str, pool: PgPoolOptions) -> Result<PgPool, SourceError> {
     let opts: PgConnectOptions = url
         .parse()
         .map_err(|e| SourceError::config(format!("invalid PostgreSQL URL {url}: {e}")))?;
@@ -112,9 +112,7 @@ pub(crate) async fn connect(url: &str, max: u32) -> Result<PgPool, SourceError> 
         .await
         .map_err(|e| SourceError::connect(url, e))?;
     let _ = conn.close().await;
-    PgPoolOptions::new()
-        .max_connections(max)
-        .connect_with(opts)
+    pool.connect_with(opts)
         .await
         .map_err(|e| SourceError::connect(url, e))
 }

@@ -227,6 +227,7 @@ pk = "CUSTOMER#{customer_id}"
             pointers: Vec::new(),
             warnings: Vec::new(),
             error: None,
+            snapshot: Default::default(),
         }
     }
 

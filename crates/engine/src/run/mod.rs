@@ -30,7 +30,7 @@ mod tracking;
 use crate::error::EngineError;
 use crate::progress::{EntityProgress, RunProgress};
 use crate::rejects::RejectsFile;
-use crate::report::{EntityReport, RunReport, RunStatus, WriterReport};
+use crate::report::{EntityReport, RunReport, RunStatus, SnapshotReport, WriterReport};
 use crate::resources::{Job, ResourceOptions, Resources};
 
 /// Default number of source connections per run (keeps the source healthy).
@@ -87,6 +87,21 @@ pub struct RunOptions {
     /// Replay the rows of this rejects file (read again by key through the
     /// current mapping) instead of reading every row.
     pub only_rejects: Option<PathBuf>,
+    /// Read one point-in-time snapshot of the source (PostgreSQL), or not.
+    pub snapshot: SnapshotMode,
+}
+
+/// Whether a run reads one consistent snapshot of its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SnapshotMode {
+    /// Every read of the run sees the source as it was at one moment
+    /// (PostgreSQL: an exported snapshot; other sources: not yet, and the
+    /// report says so).
+    #[default]
+    Consistent,
+    /// Each read sees the source as it is then: rows written during the run
+    /// may or may not be in the copy.
+    None,
 }
 
 impl RunOptions {
@@ -137,6 +152,7 @@ impl Default for RunOptions {
             max_queued: None,
             stop: None,
             only_rejects: None,
+            snapshot: SnapshotMode::default(),
         }
     }
 }
@@ -211,6 +227,13 @@ pub async fn run(
 ) -> Result<RunReport, EngineError> {
     let started = Instant::now();
     let mut ctx = Context::open(plan, opts).await?;
+    let s = &ctx.report.snapshot;
+    match (&s.id, &s.lsn, &s.taken_at) {
+        (Some(id), Some(lsn), Some(at)) => {
+            progress.note(format!("snapshot {id} at {at}, WAL position {lsn}: every read of this run sees the source as it was then"))
+        }
+        _ => progress.note(format!("snapshot none: {}", s.note)),
+    }
     let prepared = match ctx.prepare(plan, opts, &progress).await {
         Ok((prepared, checkpoints)) => {
             if let Err(e) = ctx.execute(plan, opts, &prepared, checkpoints).await {
@@ -238,6 +261,37 @@ fn is_reported(e: &EngineError) -> bool {
         e,
         EngineError::Source(_) | EngineError::Dynamo(_) | EngineError::Queue(_)
     )
+}
+
+/// Takes the run's snapshot of its source, as asked, and says what the copy
+/// is consistent with.
+async fn take_snapshot(source: &Source, opts: &RunOptions) -> Result<SnapshotReport, EngineError> {
+    let taken = match opts.snapshot {
+        SnapshotMode::Consistent => source.take_snapshot().await?,
+        SnapshotMode::None => None,
+    };
+    Ok(match taken {
+        Some(s) => {
+            tracing::info!(id = %s.id, lsn = %s.lsn, "reading one snapshot of the source");
+            SnapshotReport {
+                kind: "postgres".into(),
+                id: Some(s.id),
+                lsn: Some(s.lsn),
+                taken_at: Some(s.taken_at),
+                note: "every read of this run saw the source as it was at taken_at; change data capture can start at lsn".into(),
+            }
+        }
+        None => SnapshotReport {
+            kind: "none".into(),
+            id: None,
+            lsn: None,
+            taken_at: None,
+            note: match opts.snapshot {
+                SnapshotMode::None => "not point-in-time (--snapshot none): rows written during the run may or may not be in the copy".into(),
+                SnapshotMode::Consistent => "not point-in-time: snapshots are taken for PostgreSQL sources only so far; rows written during the run may or may not be in the copy".into(),
+            },
+        },
+    })
 }
 
 /// What a run holds from its start to its report.
@@ -286,6 +340,7 @@ impl Context {
             .clone()
             .unwrap_or_else(|| plan.source.url.clone());
         let source = Arc::new(Source::connect(&source_url, opts.source_connections).await?);
+        let snapshot = take_snapshot(&source, opts).await?;
         let job = Job::Run {
             run_dir: &run_dir,
             dry_run: opts.dry_run,
@@ -320,6 +375,7 @@ impl Context {
             pointers: Vec::new(),
             warnings: Vec::new(),
             error: None,
+            snapshot,
         };
         Ok(Context {
             run_id,

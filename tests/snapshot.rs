@@ -1,0 +1,117 @@
+//! Point-in-time reads (PostgreSQL): a run reads one snapshot of a live
+//! source; rows written, updated and deleted after it was announced are not
+//! in the copy, and the report names the snapshot and its WAL position.
+
+use crate::common::*;
+
+const ROWS: i64 = 20_000;
+
+fn mapping(sc: &Scenario) -> String {
+    sc.mapping(&format!(
+        "version = 1\n[source]\nurl = \"{}\"\npage_size = 100\n[target]\ntable = \"TABLE\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\n[[entity]]\nname = \"acct\"\nfrom = \"SCHEMA.acct\"\npk = \"A#{{id}}\"\n",
+        pg_url()
+    ))
+}
+
+async fn scenario() -> Scenario {
+    Scenario::new("snap")
+        .postgres(&format!(
+            "CREATE TABLE {{schema}}.acct (id int PRIMARY KEY, v text NOT NULL);
+             INSERT INTO {{schema}}.acct SELECT i, 'v' || i FROM generate_series(1, {ROWS}) i;"
+        ))
+        .start()
+        .await
+}
+
+#[tokio::test]
+async fn a_run_reads_one_snapshot_of_a_live_source() {
+    let sc = scenario().await;
+    let mapping = mapping(&sc);
+    let args = [
+        "run",
+        mapping.as_str(),
+        "--endpoint",
+        sc.dynamo.url.as_str(),
+        "--json",
+        "--quiet",
+        "--read-parallelism",
+        "4",
+        "--concurrency",
+        "2",
+    ];
+    let run = Proc::spawn(sc.path(), &args);
+    // Once the snapshot is announced, the application writes: new rows in
+    // ranges read and not yet read, updates and deletes.
+    let start = std::time::Instant::now();
+    while !run.stderr.lock().unwrap().contains("snapshot ") {
+        assert!(start.elapsed() < PATIENCE, "no snapshot announced");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    sc.pg()
+        .exec(&format!(
+            "INSERT INTO {{schema}}.acct VALUES (-1, 'new'), ({}, 'new'), (5000, 'x') ON CONFLICT DO NOTHING;
+             BEGIN;
+             UPDATE {{schema}}.acct SET v = 'changed' WHERE id IN (3, {});
+             DELETE FROM {{schema}}.acct WHERE id IN (2, {});
+             COMMIT;",
+            ROWS + 1,
+            ROWS - 2,
+            ROWS - 1
+        ))
+        .await;
+    let out = run.wait().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let report = out.report();
+    let snapshot = &report["snapshot"];
+    assert_eq!(snapshot["kind"], "postgres", "{snapshot}");
+    let lsn = snapshot["lsn"].as_str().expect("an LSN").to_string();
+    assert!(snapshot["id"].as_str().is_some_and(|id| !id.is_empty()));
+    let e = out.entity("acct");
+    assert_eq!(e["rows_read"], ROWS);
+    assert_eq!(e["rows_counted"], ROWS);
+    assert_eq!(e["items_written"], ROWS);
+    // The table holds the source exactly as it was at the snapshot.
+    let items = sc.items().await;
+    assert_eq!(items.len() as i64, ROWS);
+    let v = |id: i64| items[&(format!("A#{id}"), String::new())]["v"].clone();
+    assert_eq!(v(2), s("v2"), "deleted after the snapshot: still copied");
+    assert_eq!(v(3), s("v3"), "updated after the snapshot: copied as it was");
+    assert_eq!(v(ROWS - 2), s(format!("v{}", ROWS - 2)));
+    assert!(!items.contains_key(&("A#-1".to_string(), String::new())));
+    assert!(!items.contains_key(&(format!("A#{}", ROWS + 1), String::new())));
+    // The reported position is a real WAL position, at or before now.
+    let (behind,): (bool,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT pg_lsn('{lsn}') <= pg_current_wal_lsn()"
+    )))
+    .fetch_one(&sc.pg().pool)
+    .await
+    .unwrap();
+    assert!(behind, "{lsn}");
+}
+
+#[tokio::test]
+async fn without_a_snapshot_the_report_says_the_copy_is_not_point_in_time() {
+    let sc = scenario().await;
+    let mapping = mapping(&sc);
+    let out = sc
+        .run(&mapping, &["--json", "--quiet", "--snapshot", "none"])
+        .await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let snapshot = &out.report()["snapshot"];
+    assert_eq!(snapshot["kind"], "none");
+    assert!(
+        snapshot["note"].as_str().unwrap().contains("not point-in-time"),
+        "{snapshot}"
+    );
+    assert!(out.stderr.contains("snapshot none"), "{}", out.stderr);
+    // A snapshot holds a connection: one connection is not enough for it.
+    let one = sc
+        .run(&mapping, &["--json", "--quiet", "--source-connections", "1"])
+        .await;
+    assert_eq!(one.code, 1, "{}", one.stderr);
+    assert!(
+        one.stderr.contains("--source-connections 2 or more"),
+        "{}",
+        one.stderr
+    );
+}
