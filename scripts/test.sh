@@ -21,3 +21,32 @@ rustup component add rustfmt clippy >/dev/null 2>&1 || true
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --all-targets --locked
+
+# The end-to-end group a second time against a DynamoDB endpoint in another
+# process (the path SQL2DDB_TEST_DYNAMODB_URL takes for DynamoDB Local), so
+# that path runs on every CI run. The testkit binary was built above.
+dynamo_log="$(mktemp)"
+dynamo_pid=""
+stop_dynamo() {
+  if [ -n "$dynamo_pid" ]; then
+    kill "$dynamo_pid" 2>/dev/null || true
+    wait "$dynamo_pid" 2>/dev/null || true
+  fi
+  rm -f "$dynamo_log"
+}
+trap stop_dynamo EXIT
+"${CARGO_TARGET_DIR:-target}/debug/sql2ddb-testkit" dynamodb --port 0 >"$dynamo_log" &
+dynamo_pid=$!
+dynamo_url=""
+for _ in $(seq 1 100); do
+  dynamo_url="$(head -n 1 "$dynamo_log")"
+  [ -n "$dynamo_url" ] && break
+  kill -0 "$dynamo_pid" 2>/dev/null || break
+  sleep 0.1
+done
+if [ -z "$dynamo_url" ]; then
+  echo "test.sh: sql2ddb-testkit dynamodb did not print its URL" >&2
+  exit 1
+fi
+echo "test.sh: end-to-end tests again against $dynamo_url"
+SQL2DDB_TEST_DYNAMODB_URL="$dynamo_url" cargo test -p sql2ddb --test e2e --locked

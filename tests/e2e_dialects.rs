@@ -159,7 +159,7 @@ async fn three_dialects_migrate_to_identical_items() {
         .await;
 
     let pg_prefix = format!("{}.", sc.pg().name);
-    let pg = migrate(&sc, PG_URL, &pg_prefix, &unique("matrix_pg")).await;
+    let pg = migrate(&sc, pg_url(), &pg_prefix, &unique("matrix_pg")).await;
     let mysql = migrate(&sc, &sc.my().url, "", &unique("matrix_my")).await;
     let sqlite = migrate(&sc, sc.sqlite_url(), "", &unique("matrix_lite")).await;
     let (pg, pg_extras) = split(pg);

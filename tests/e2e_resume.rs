@@ -43,7 +43,7 @@ impl Fixture {
             format!(
                 r#"version = 1
 [source]
-url = "{PG_URL}"
+url = "{pg_url}"
 [target]
 table = "{table}"
 endpoint = "{}"
@@ -61,7 +61,8 @@ pk = "{pk}"
 sk = "ITEM"
 "#,
                 self.sc.dynamo.url,
-                self.sc.pg().name
+                self.sc.pg().name,
+                pg_url = pg_url(),
             ),
         )
         .unwrap();

@@ -68,7 +68,8 @@ async fn nothing_lost_01_non_unique_key_is_refused_postgres() {
         .start()
         .await;
     let mapping = sc.mapping(&format!(
-        "version = 1\n[source]\nurl = \"{PG_URL}\"\npage_size = 2\n[target]\ntable = \"TABLE\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\n[[entity]]\nname = \"thing\"\nfrom = \"SCHEMA.t\"\nkey = [\"k\"]\npk = \"T#{{k}}\"\n"
+        "version = 1\n[source]\nurl = \"{}\"\npage_size = 2\n[target]\ntable = \"TABLE\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\n[[entity]]\nname = \"thing\"\nfrom = \"SCHEMA.t\"\nkey = [\"k\"]\npk = \"T#{{k}}\"\n",
+        pg_url()
     ));
     let out = run(&sc, &mapping, &[]).await;
     let ok_after_pk = {

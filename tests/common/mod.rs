@@ -15,12 +15,14 @@ use sql2ddb_dynamo::{connect, Client, Endpoint};
 
 pub use process::{command, sql2ddb, wait_all, Proc, Run, PATIENCE};
 pub use scenario::Scenario;
-pub use sources::{sqlite_file, MyDatabase, PgSchema, PG_URL};
+pub use sources::{pg_url, sqlite_file, MyDatabase, PgSchema};
 
 /// A table's items, keyed by (PK, SK) rendered as text.
 pub type Items = BTreeMap<(String, String), Item>;
 
-/// A DynamoDB-compatible server in this process; stops when dropped.
+/// A DynamoDB-compatible server: in this process (stopped when dropped), or
+/// the one `SQL2DDB_TEST_DYNAMODB_URL` names (tests use table names of their
+/// own, so they can share it).
 pub struct Dynamo {
     /// Its `http://127.0.0.1:PORT` endpoint.
     pub url: String,
@@ -30,8 +32,20 @@ pub struct Dynamo {
 }
 
 impl Dynamo {
-    /// Starts a server with an empty in-memory database.
+    /// Connects to `SQL2DDB_TEST_DYNAMODB_URL` if it is set, else starts a
+    /// server with an empty in-memory database.
     pub async fn start() -> Dynamo {
+        let external = sources::from_env("SQL2DDB_TEST_DYNAMODB_URL", "");
+        if !external.is_empty() {
+            let client = connect(&Endpoint::Url(external.clone()), Some("us-east-1"))
+                .await
+                .unwrap();
+            return Dynamo {
+                url: external,
+                client,
+                shutdown: None,
+            };
+        }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let db = dynoxide::Database::memory().unwrap();

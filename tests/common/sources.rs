@@ -4,17 +4,35 @@
 
 use std::future::Future;
 use std::path::Path;
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use sqlx::Connection;
 
 use super::unique;
 
-/// PostgreSQL as the tests reach it.
-pub const PG_URL: &str = "postgres://root@127.0.0.1:5432/test";
+/// PostgreSQL as the tests reach it: `SQL2DDB_TEST_PG_URL`, else the local server.
+pub fn pg_url() -> &'static str {
+    static URL: LazyLock<String> =
+        LazyLock::new(|| from_env("SQL2DDB_TEST_PG_URL", "postgres://root@127.0.0.1:5432/test"));
+    &URL
+}
 
-/// MariaDB as the tests reach it (a database every test may use to create its own).
-pub const MY_URL: &str = "mysql://root@127.0.0.1:3306/test";
+/// MariaDB as the tests reach it (a database every test may use to create its
+/// own): `SQL2DDB_TEST_MYSQL_URL`, else the local server.
+pub fn my_url() -> &'static str {
+    static URL: LazyLock<String> =
+        LazyLock::new(|| from_env("SQL2DDB_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"));
+    &URL
+}
+
+/// `var` if it is set and not empty, else `default`.
+pub(crate) fn from_env(var: &str, default: &str) -> String {
+    match std::env::var(var) {
+        Ok(v) if !v.trim().is_empty() => v.trim().to_string(),
+        _ => default.to_string(),
+    }
+}
 
 /// How long a clean-up may take before it is given up (and said so).
 const CLEAN_UP_PATIENCE: Duration = Duration::from_secs(20);
@@ -50,13 +68,13 @@ fn clean_up_sql(postgres: bool, what: String, sql: String) {
     clean_up(what, async move {
         let sql = sqlx::raw_sql(sqlx::AssertSqlSafe(sql));
         let done = if postgres {
-            let mut conn = sqlx::PgConnection::connect(PG_URL).await;
+            let mut conn = sqlx::PgConnection::connect(pg_url()).await;
             match &mut conn {
                 Ok(conn) => sql.execute(conn).await.map(drop),
                 Err(_) => conn.map(drop),
             }
         } else {
-            let mut conn = sqlx::MySqlConnection::connect(MY_URL).await;
+            let mut conn = sqlx::MySqlConnection::connect(my_url()).await;
             match &mut conn {
                 Ok(conn) => sql.execute(conn).await.map(drop),
                 Err(_) => conn.map(drop),
@@ -88,9 +106,14 @@ impl PgSchema {
     pub async fn create(prefix: &str) -> PgSchema {
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(2)
-            .connect(PG_URL)
+            .connect(pg_url())
             .await
-            .expect("PostgreSQL on 127.0.0.1:5432 (scripts/services.sh starts it)");
+            .unwrap_or_else(|e| {
+                panic!(
+                    "PostgreSQL at {} ({e}); scripts/services.sh starts it",
+                    pg_url()
+                )
+            });
         let name = unique(prefix);
         exec(&pool, &format!("CREATE SCHEMA {name}")).await;
         PgSchema { pool, name }
@@ -126,16 +149,21 @@ impl MyDatabase {
     /// Creates a database named after `prefix`.
     pub async fn create(prefix: &str) -> MyDatabase {
         let name = unique(prefix);
-        let mut admin = sqlx::MySqlConnection::connect(MY_URL)
+        let mut admin = sqlx::MySqlConnection::connect(my_url())
             .await
-            .expect("MariaDB on 127.0.0.1:3306 (scripts/services.sh starts it)");
+            .unwrap_or_else(|e| {
+                panic!(
+                    "MariaDB at {} ({e}); scripts/services.sh starts it",
+                    my_url()
+                )
+            });
         exec(
             &mut admin,
             &format!("CREATE DATABASE `{name}` CHARACTER SET utf8mb4"),
         )
         .await;
         let _ = admin.close().await;
-        let url = format!("mysql://root@127.0.0.1:3306/{name}");
+        let url = with_database(my_url(), &name);
         let pool = sqlx::mysql::MySqlPoolOptions::new()
             .max_connections(2)
             .connect(&url)
@@ -169,4 +197,20 @@ pub async fn sqlite_file(path: &Path, sql: &str) -> String {
     exec(&mut conn, sql).await;
     conn.close().await.unwrap();
     format!("sqlite://{}", path.display())
+}
+
+/// `url` with its database (the last path segment) replaced by `name`.
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let server = match base.rsplit_once('/') {
+        Some((server, _)) if server.contains("//") && !server.ends_with('/') => server,
+        _ => base.trim_end_matches('/'),
+    };
+    match query {
+        Some(q) => format!("{server}/{name}?{q}"),
+        None => format!("{server}/{name}"),
+    }
 }

@@ -70,7 +70,7 @@ impl Fixture {
             r#"
 version = 1
 [source]
-url = "{PG_URL}"
+url = "{pg_url}"
 page_size = {PAGE}
 [target]
 table = "TABLE"
@@ -90,7 +90,8 @@ sk = "ITEM"
 [entity.attributes]
 entity = "item"
 "#,
-            sc.dynamo.url
+            sc.dynamo.url,
+            pg_url = pg_url(),
         ));
         Fixture {
             sc,

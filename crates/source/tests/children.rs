@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{unique, Cleanup, MY_URL, PG_URL};
+use common::{my_url, pg_url, unique, Cleanup};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{Relation, Source, SourceErrorKind};
 use sqlx::Connection;
@@ -101,7 +101,7 @@ async fn check(source: &Source, prefix: &str) {
 async fn postgres_children_of_a_page() {
     let schema = unique("children_pg");
     let _guard = Cleanup {
-        url: PG_URL.to_string(),
+        url: pg_url().to_string(),
         sql: format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"),
     };
     let p = format!("\"{schema}\".");
@@ -114,12 +114,12 @@ async fn postgres_children_of_a_page() {
          {}",
         ROWS.replace("{p}", &p)
     );
-    let mut conn = sqlx::PgConnection::connect(PG_URL).await.unwrap();
+    let mut conn = sqlx::PgConnection::connect(pg_url()).await.unwrap();
     sqlx::raw_sql(sqlx::AssertSqlSafe(setup))
         .execute(&mut conn)
         .await
         .unwrap();
-    let source = Source::connect(PG_URL, 2).await.unwrap();
+    let source = Source::connect(pg_url(), 2).await.unwrap();
     check(&source, &format!("{schema}.")).await;
 
     // 40,000 parents: more bound values than one statement may carry, so the
@@ -149,7 +149,7 @@ async fn postgres_children_of_a_page() {
 async fn mariadb_children_of_a_page() {
     let db = unique("children_my");
     let _guard = Cleanup {
-        url: MY_URL.to_string(),
+        url: my_url().to_string(),
         sql: format!("DROP DATABASE IF EXISTS `{db}`"),
     };
     let p = format!("`{db}`.");
@@ -160,12 +160,12 @@ async fn mariadb_children_of_a_page() {
          {}",
         ROWS.replace("{p}", &p)
     );
-    let mut conn = sqlx::MySqlConnection::connect(MY_URL).await.unwrap();
+    let mut conn = sqlx::MySqlConnection::connect(my_url()).await.unwrap();
     sqlx::raw_sql(sqlx::AssertSqlSafe(setup))
         .execute(&mut conn)
         .await
         .unwrap();
-    let source = Source::connect(MY_URL, 2).await.unwrap();
+    let source = Source::connect(my_url(), 2).await.unwrap();
     check(&source, &format!("{db}.")).await;
     source.close().await;
 }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{my_database, pg_schema, sqlite_file, MY_URL, PG_URL};
+use common::{my_database, my_url, pg_schema, pg_url, sqlite_file};
 use sql2ddb_core::SqlValue;
 use sql2ddb_source::{PageQuery, Relation, Segment, Source};
 
@@ -97,7 +97,7 @@ async fn assert_table_counts(source: &Source, prefix: &str) {
 #[tokio::test]
 async fn postgres_segment_counts_match_their_pages() {
     let (schema, _guard) = pg_schema("count_pg", &tables("{s}.")).await;
-    let source = Source::connect(PG_URL, 2).await.unwrap();
+    let source = Source::connect(pg_url(), 2).await.unwrap();
     assert_table_counts(&source, &format!("{schema}.")).await;
     let query = format!("SELECT a, b, n FROM \"{schema}\".pairs");
     assert_counts(&source, Relation::Query(&query), &["a", "b"], 150).await;
@@ -107,7 +107,7 @@ async fn postgres_segment_counts_match_their_pages() {
 #[tokio::test]
 async fn mariadb_segment_counts_match_their_pages() {
     let (db, _guard) = my_database("count_my", &tables("{d}.")).await;
-    let source = Source::connect(MY_URL, 2).await.unwrap();
+    let source = Source::connect(my_url(), 2).await.unwrap();
     assert_table_counts(&source, &format!("{db}.")).await;
     source.close().await;
 }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{my_database, pg_schema, sqlite_file, MY_URL, PG_URL};
+use common::{my_database, my_url, pg_schema, pg_url, sqlite_file};
 use sql2ddb_source::{KeyProof, Relation, Source, SourceErrorKind};
 
 fn keys(k: &[&str]) -> Vec<String> {
@@ -127,7 +127,7 @@ async fn nothing_lost_01_key_uniqueness_postgres() {
             + &ROWS.replace("{t}", "{s}.")),
     )
     .await;
-    let source = Source::connect(PG_URL, 2).await.unwrap();
+    let source = Source::connect(pg_url(), 2).await.unwrap();
     let prefix = format!("{s}.");
     assert_table_proofs(&source, &prefix).await;
     // A partial or expression unique index proves nothing.
@@ -151,7 +151,7 @@ async fn nothing_lost_01_key_uniqueness_mariadb() {
             + &ROWS.replace("{t}", "{d}.")),
     )
     .await;
-    let source = Source::connect(MY_URL, 2).await.unwrap();
+    let source = Source::connect(my_url(), 2).await.unwrap();
     assert_table_proofs(&source, &format!("{d}.")).await;
     assert_query_proofs(&source, &format!("`{d}`.")).await;
 }
@@ -199,7 +199,7 @@ async fn nothing_lost_01_key_uniqueness_sqlite() {
 #[tokio::test]
 async fn nothing_lost_12_query_syntax_error_names_entity() {
     // PostgreSQL gives a position: line 2, column of the misspelt FROM.
-    let source = Source::connect(PG_URL, 1).await.unwrap();
+    let source = Source::connect(pg_url(), 1).await.unwrap();
     // `name FORM` reads as a column alias: the error is at `customers`.
     let query = "SELECT id, name\n  FORM customers\n WHERE id > 0";
     let caret = format!("\n      FORM customers\n    {}^", " ".repeat(7));
@@ -215,7 +215,7 @@ async fn nothing_lost_12_query_syntax_error_names_entity() {
     assert!(msg.contains(&caret), "{msg}");
 
     // MariaDB names the line and the text where it stopped.
-    let source = Source::connect(MY_URL, 1).await.unwrap();
+    let source = Source::connect(my_url(), 1).await.unwrap();
     let err = source
         .describe_named("customers_q", &Relation::Query(query))
         .await

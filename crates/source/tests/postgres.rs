@@ -4,7 +4,7 @@
 mod common;
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime, TimeZone, Utc};
-use common::{pg_schema, read_all, text, PG_URL};
+use common::{pg_schema, pg_url, read_all, text};
 use sql2ddb_core::SqlValue;
 use sql2ddb_source::{Dialect, Relation, Source, SourceErrorKind};
 
@@ -40,7 +40,7 @@ async fn decodes_every_type_exactly() {
          INSERT INTO {s}.all_types (id, dt, tsp, tz) VALUES (2, 'infinity', '-infinity', 'infinity');",
     )
     .await;
-    let source = Source::connect(PG_URL, 2).await.unwrap();
+    let source = Source::connect(pg_url(), 2).await.unwrap();
     assert_eq!(source.dialect(), Dialect::Postgres);
     let table = format!("{s}.all_types");
     let from = Relation::Table(&table);
@@ -164,7 +164,7 @@ async fn pages_a_large_table_with_gaps_exactly_once() {
          INSERT INTO {s}.big SELECT i * 3 + i % 7, 'v' || i FROM generate_series(1, 10000) AS i;",
     )
     .await;
-    let source = Source::connect(PG_URL, 4).await.unwrap();
+    let source = Source::connect(pg_url(), 4).await.unwrap();
     let table = format!("{s}.big");
     let from = Relation::Table(&table);
     assert_eq!(source.count(&from).await.unwrap(), 10_000);
@@ -198,7 +198,7 @@ async fn pages_composite_text_int_and_numeric_keys() {
          INSERT INTO {s}.money SELECT i / 4.0, md5(i::text)::uuid FROM generate_series(1, 40) i;",
     )
     .await;
-    let source = Source::connect(PG_URL, 2).await.unwrap();
+    let source = Source::connect(pg_url(), 2).await.unwrap();
     let table = format!("{s}.comp");
     let from = Relation::Table(&table);
     let shape = source.describe(&from).await.unwrap();
@@ -247,7 +247,7 @@ async fn pages_a_text_key_and_a_query_entity() {
          INSERT INTO {s}.words SELECT 'k' || lpad(i::text, 4, '0'), i FROM generate_series(1, 1000) i;",
     )
     .await;
-    let source = Source::connect(PG_URL, 2).await.unwrap();
+    let source = Source::connect(pg_url(), 2).await.unwrap();
     let table = format!("{s}.words");
     let from = Relation::Table(&table);
     let shape = source.describe(&from).await.unwrap();
@@ -280,7 +280,7 @@ async fn pages_a_text_key_and_a_query_entity() {
 #[tokio::test]
 async fn clear_errors() {
     let (s, _guard) = pg_schema("src_pg", "CREATE TABLE {s}.t (id int PRIMARY KEY);").await;
-    let source = Source::connect(PG_URL, 1).await.unwrap();
+    let source = Source::connect(pg_url(), 1).await.unwrap();
     let missing = format!("{s}.nope");
     let err = source
         .describe(&Relation::Table(&missing))

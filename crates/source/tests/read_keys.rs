@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{read_all, sqlite_file, unique, Cleanup, MY_URL, PG_URL};
+use common::{my_url, pg_url, read_all, sqlite_file, unique, Cleanup};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{Relation, Source, MAX_PARENTS_PER_QUERY};
 use sqlx::Connection;
@@ -43,10 +43,10 @@ fn date(s: &str) -> SqlValue {
 async fn postgres_reads_rows_by_key() {
     let name = unique("rk_pg");
     let _guard = Cleanup {
-        url: PG_URL.to_string(),
+        url: pg_url().to_string(),
         sql: format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"),
     };
-    let mut conn = sqlx::PgConnection::connect(PG_URL).await.unwrap();
+    let mut conn = sqlx::PgConnection::connect(pg_url()).await.unwrap();
     // Every third row: more keys than one statement takes.
     let n = MAX_PARENTS_PER_QUERY * 6 + 7;
     let sql = format!(
@@ -62,7 +62,7 @@ async fn postgres_reads_rows_by_key() {
         .execute(&mut conn)
         .await
         .unwrap();
-    let source = Source::connect(PG_URL, 2).await.unwrap();
+    let source = Source::connect(pg_url(), 2).await.unwrap();
     let table = format!("{name}.t");
     assert_reads_keys(
         &source,
@@ -92,10 +92,10 @@ async fn postgres_reads_rows_by_key() {
 async fn mysql_reads_rows_by_key() {
     let name = unique("rk_my");
     let _guard = Cleanup {
-        url: MY_URL.to_string(),
+        url: my_url().to_string(),
         sql: format!("DROP DATABASE IF EXISTS `{name}`"),
     };
-    let mut conn = sqlx::MySqlConnection::connect(MY_URL).await.unwrap();
+    let mut conn = sqlx::MySqlConnection::connect(my_url()).await.unwrap();
     let sql = format!(
         "CREATE DATABASE `{name}`;
          CREATE TABLE `{name}`.t (id INT, g VARCHAR(5) NOT NULL, d DATE NOT NULL,
@@ -110,7 +110,7 @@ async fn mysql_reads_rows_by_key() {
         .execute(&mut conn)
         .await
         .unwrap();
-    let source = Source::connect(MY_URL, 2).await.unwrap();
+    let source = Source::connect(my_url(), 2).await.unwrap();
     let table = format!("{name}.t");
     assert_reads_keys(
         &source,

@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::{unique, Cleanup, MY_URL, PG_URL};
+use common::{my_url, pg_url, unique, Cleanup};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{default_read_parallelism, PageQuery, Relation, Segment, Source};
 use sqlx::sqlite::SqliteConnectOptions;
@@ -152,10 +152,10 @@ fn assert_int_bounds(segments: &[Segment]) {
 async fn postgres_segments_cover_every_row_once() {
     let name = unique("seg_pg");
     let _guard = Cleanup {
-        url: PG_URL.to_string(),
+        url: pg_url().to_string(),
         sql: format!("DROP SCHEMA IF EXISTS {name} CASCADE"),
     };
-    let mut conn = sqlx::PgConnection::connect(PG_URL).await.unwrap();
+    let mut conn = sqlx::PgConnection::connect(pg_url()).await.unwrap();
     let setup = r#"
         CREATE SCHEMA S;
         CREATE TABLE S.ints (id bigint PRIMARY KEY, v text);
@@ -178,7 +178,7 @@ async fn postgres_segments_cover_every_row_once() {
         .execute(&mut conn)
         .await
         .unwrap();
-    let source = Source::connect(PG_URL, 8).await.unwrap();
+    let source = Source::connect(pg_url(), 8).await.unwrap();
     let t = |x: &str| format!("{name}.{x}");
 
     let ints = same_rows_split(&source, &t("ints"), 8, INT_ROWS).await;
@@ -197,10 +197,10 @@ async fn postgres_segments_cover_every_row_once() {
 async fn mariadb_segments_cover_every_row_once() {
     let name = unique("seg_my");
     let _guard = Cleanup {
-        url: MY_URL.to_string(),
+        url: my_url().to_string(),
         sql: format!("DROP DATABASE IF EXISTS `{name}`"),
     };
-    let mut conn = sqlx::MySqlConnection::connect(MY_URL).await.unwrap();
+    let mut conn = sqlx::MySqlConnection::connect(my_url()).await.unwrap();
     let setup = r#"
         CREATE DATABASE D;
         CREATE TABLE D.ints (id BIGINT PRIMARY KEY, v VARCHAR(20));
@@ -228,7 +228,7 @@ async fn mariadb_segments_cover_every_row_once() {
         .execute(&mut conn)
         .await
         .unwrap();
-    let source = Source::connect(MY_URL, 8).await.unwrap();
+    let source = Source::connect(my_url(), 8).await.unwrap();
     let t = |x: &str| format!("{name}.{x}");
 
     let ints = same_rows_split(&source, &t("ints"), 8, INT_ROWS).await;

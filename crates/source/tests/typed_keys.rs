@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{read_all, sqlite_file, unique, Cleanup, MY_URL, PG_URL};
+use common::{my_url, pg_url, read_all, sqlite_file, unique, Cleanup};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{PageQuery, Relation, Source};
 use sqlx::Connection;
@@ -125,10 +125,10 @@ async fn sqlite_date_datetime_and_json_keys_page_past_the_first_page() {
 async fn postgres_timestamptz_date_and_uuid_keys() {
     let name = unique("tk_pg");
     let _guard = Cleanup {
-        url: PG_URL.to_string(),
+        url: pg_url().to_string(),
         sql: format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"),
     };
-    let mut conn = sqlx::PgConnection::connect(PG_URL).await.unwrap();
+    let mut conn = sqlx::PgConnection::connect(pg_url()).await.unwrap();
     let sql = format!(
         "CREATE SCHEMA \"{name}\";
          CREATE TABLE \"{name}\".ev (id int, at timestamptz PRIMARY KEY, day date UNIQUE NOT NULL,
@@ -143,7 +143,7 @@ async fn postgres_timestamptz_date_and_uuid_keys() {
         .execute(&mut conn)
         .await
         .unwrap();
-    let source = Source::connect(PG_URL, 2).await.unwrap();
+    let source = Source::connect(pg_url(), 2).await.unwrap();
     let table = format!("{name}.ev");
     let all: Vec<i64> = (1..=8).collect();
     for key in ["at", "day", "u", "ts"] {
@@ -155,10 +155,10 @@ async fn postgres_timestamptz_date_and_uuid_keys() {
 async fn mysql_datetime_and_binary_keys() {
     let name = unique("tk_my");
     let _guard = Cleanup {
-        url: MY_URL.to_string(),
+        url: my_url().to_string(),
         sql: format!("DROP DATABASE IF EXISTS `{name}`"),
     };
-    let mut conn = sqlx::MySqlConnection::connect(MY_URL).await.unwrap();
+    let mut conn = sqlx::MySqlConnection::connect(my_url()).await.unwrap();
     let sql = format!(
         "CREATE DATABASE `{name}`;
          CREATE TABLE `{name}`.ev (id INT, at DATETIME(6) PRIMARY KEY, day DATE NOT NULL UNIQUE,
@@ -176,7 +176,7 @@ async fn mysql_datetime_and_binary_keys() {
         .execute(&mut conn)
         .await
         .unwrap();
-    let source = Source::connect(MY_URL, 2).await.unwrap();
+    let source = Source::connect(my_url(), 2).await.unwrap();
     let table = format!("{name}.ev");
     let all: Vec<i64> = (1..=7).collect();
     for key in ["at", "day", "b", "at0", "tz"] {

@@ -1,6 +1,8 @@
 //! moto's SQS server as a child process on a free loopback port, one per test,
 //! stopped when dropped. `scripts/test.sh` installs moto; nothing is
-//! installed here.
+//! installed here. With `SQL2DDB_TEST_SQS_URL` set, that SQS-compatible
+//! server is used instead and nothing is started (tests name their queues
+//! uniquely, so they can share it).
 #![allow(dead_code)]
 
 use std::net::{TcpListener, TcpStream};
@@ -10,15 +12,25 @@ use std::time::{Duration, Instant};
 /// How long moto may take to start answering.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A running `moto_server`.
+/// A running `moto_server`, or the external server the environment names.
 pub struct MotoServer {
-    child: Child,
+    /// `None` for an external server, which is not ours to stop.
+    child: Option<Child>,
     url: String,
 }
 
 impl MotoServer {
-    /// Starts a server and waits until it accepts connections.
+    /// Uses `SQL2DDB_TEST_SQS_URL` if it is set, else starts a server and
+    /// waits until it accepts connections.
     pub fn start() -> MotoServer {
+        if let Ok(url) = std::env::var("SQL2DDB_TEST_SQS_URL") {
+            if !url.trim().is_empty() {
+                return MotoServer {
+                    child: None,
+                    url: url.trim().to_string(),
+                };
+            }
+        }
         // A port freed just now can be taken by another test before moto binds
         // it; moto then exits, and another port is tried.
         for _ in 0..5 {
@@ -36,7 +48,7 @@ impl MotoServer {
                     panic!("cannot run moto_server ({e}); scripts/test.sh installs it (pip install 'moto[server]')")
                 });
             let mut server = MotoServer {
-                child,
+                child: Some(child),
                 url: format!("http://127.0.0.1:{port}"),
             };
             if server.wait_ready(port) {
@@ -49,8 +61,10 @@ impl MotoServer {
     fn wait_ready(&mut self, port: u16) -> bool {
         let start = Instant::now();
         while start.elapsed() < START_TIMEOUT {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return false;
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return false;
+                }
             }
             if TcpStream::connect(("127.0.0.1", port)).is_ok() {
                 return true;
@@ -68,7 +82,9 @@ impl MotoServer {
 
 impl Drop for MotoServer {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
     }
 }

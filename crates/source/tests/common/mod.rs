@@ -9,8 +9,23 @@ use sqlx::Connection;
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{PageQuery, Source};
 
-pub const PG_URL: &str = "postgres://root@127.0.0.1:5432/test";
-pub const MY_URL: &str = "mysql://root@127.0.0.1:3306/test";
+/// PostgreSQL as the tests reach it: `SQL2DDB_TEST_PG_URL`, else the local server.
+pub fn pg_url() -> &'static str {
+    static URL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        std::env::var("SQL2DDB_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://root@127.0.0.1:5432/test".into())
+    });
+    &URL
+}
+
+/// MariaDB as the tests reach it: `SQL2DDB_TEST_MYSQL_URL`, else the local server.
+pub fn my_url() -> &'static str {
+    static URL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        std::env::var("SQL2DDB_TEST_MYSQL_URL")
+            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into())
+    });
+    &URL
+}
 
 /// A name no other test (or test run) uses.
 pub fn unique(prefix: &str) -> String {
@@ -31,10 +46,10 @@ pub fn unique(prefix: &str) -> String {
 pub async fn pg_schema(prefix: &str, setup: &str) -> (String, Cleanup) {
     let name = unique(prefix);
     let guard = Cleanup {
-        url: PG_URL.to_string(),
+        url: pg_url().to_string(),
         sql: format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"),
     };
-    let mut conn = sqlx::PgConnection::connect(PG_URL).await.unwrap();
+    let mut conn = sqlx::PgConnection::connect(pg_url()).await.unwrap();
     let sql = format!(
         "CREATE SCHEMA \"{name}\"; {}",
         setup.replace("{s}", &format!("\"{name}\""))
@@ -51,10 +66,10 @@ pub async fn pg_schema(prefix: &str, setup: &str) -> (String, Cleanup) {
 pub async fn my_database(prefix: &str, setup: &str) -> (String, Cleanup) {
     let name = unique(prefix);
     let guard = Cleanup {
-        url: MY_URL.to_string(),
+        url: my_url().to_string(),
         sql: format!("DROP DATABASE IF EXISTS `{name}`"),
     };
-    let mut conn = sqlx::MySqlConnection::connect(MY_URL).await.unwrap();
+    let mut conn = sqlx::MySqlConnection::connect(my_url()).await.unwrap();
     let sql = format!(
         "CREATE DATABASE `{name}`; {}",
         setup.replace("{d}", &format!("`{name}`"))
