@@ -75,7 +75,11 @@ async fn a_run_reads_one_snapshot_of_a_live_source() {
     assert_eq!(items.len() as i64, ROWS);
     let v = |id: i64| items[&(format!("A#{id}"), String::new())]["v"].clone();
     assert_eq!(v(2), s("v2"), "deleted after the snapshot: still copied");
-    assert_eq!(v(3), s("v3"), "updated after the snapshot: copied as it was");
+    assert_eq!(
+        v(3),
+        s("v3"),
+        "updated after the snapshot: copied as it was"
+    );
     assert_eq!(v(ROWS - 2), s(format!("v{}", ROWS - 2)));
     assert!(!items.contains_key(&("A#-1".to_string(), String::new())));
     assert!(!items.contains_key(&(format!("A#{}", ROWS + 1), String::new())));
@@ -100,13 +104,19 @@ async fn without_a_snapshot_the_report_says_the_copy_is_not_point_in_time() {
     let snapshot = &out.report()["snapshot"];
     assert_eq!(snapshot["kind"], "none");
     assert!(
-        snapshot["note"].as_str().unwrap().contains("not point-in-time"),
+        snapshot["note"]
+            .as_str()
+            .unwrap()
+            .contains("not point-in-time"),
         "{snapshot}"
     );
     assert!(out.stderr.contains("snapshot none"), "{}", out.stderr);
     // A snapshot holds a connection: one connection is not enough for it.
     let one = sc
-        .run(&mapping, &["--json", "--quiet", "--source-connections", "1"])
+        .run(
+            &mapping,
+            &["--json", "--quiet", "--source-connections", "1"],
+        )
         .await;
     assert_eq!(one.code, 1, "{}", one.stderr);
     assert!(
@@ -114,4 +124,102 @@ async fn without_a_snapshot_the_report_says_the_copy_is_not_point_in_time() {
         "{}",
         one.stderr
     );
+}
+
+const MY_ROWS: i64 = 10_000;
+
+#[tokio::test]
+async fn a_mysql_run_reads_one_consistent_snapshot() {
+    let sc = Scenario::new("snapmy")
+        .mariadb(&format!(
+            "CREATE TABLE acct (id INT PRIMARY KEY, v VARCHAR(20) NOT NULL) ENGINE=InnoDB;
+             SET SESSION max_recursive_iterations = 100000;
+             INSERT INTO acct WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {MY_ROWS}) SELECT i, CONCAT('v', i) FROM s;"
+        ))
+        .start()
+        .await;
+    let mapping = sc.mapping(&format!(
+        "version = 1\n[source]\nurl = \"{}\"\npage_size = 100\n[target]\ntable = \"TABLE\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\n[[entity]]\nname = \"acct\"\nfrom = \"acct\"\npk = \"A#{{id}}\"\n",
+        sc.my().url
+    ));
+    let args = [
+        "run",
+        mapping.as_str(),
+        "--endpoint",
+        sc.dynamo.url.as_str(),
+        "--json",
+        "--quiet",
+        "--read-parallelism",
+        "4",
+        "--source-connections",
+        "3",
+    ];
+    let run = Proc::spawn(sc.path(), &args);
+    let start = std::time::Instant::now();
+    while !run.stderr.lock().unwrap().contains("snapshot ") {
+        assert!(start.elapsed() < PATIENCE, "no snapshot announced");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    sc.my()
+        .exec(&format!(
+            "INSERT INTO acct VALUES (-1, 'new'), ({}, 'new');
+             START TRANSACTION;
+             UPDATE acct SET v = 'changed' WHERE id IN (3, {});
+             DELETE FROM acct WHERE id IN (2, {});
+             COMMIT;",
+            MY_ROWS + 1,
+            MY_ROWS - 2,
+            MY_ROWS - 1
+        ))
+        .await;
+    let out = run.wait().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let report = out.report();
+    assert_eq!(
+        report["snapshot"]["kind"], "mysql",
+        "{}",
+        report["snapshot"]
+    );
+    assert_eq!(out.entity("acct")["rows_read"], MY_ROWS);
+    let items = sc.items().await;
+    assert_eq!(items.len() as i64, MY_ROWS);
+    let v = |id: i64| items[&(format!("A#{id}"), String::new())]["v"].clone();
+    assert_eq!(v(2), s("v2"));
+    assert_eq!(v(3), s("v3"));
+    assert_eq!(v(MY_ROWS - 2), s(format!("v{}", MY_ROWS - 2)));
+    assert!(!items.contains_key(&("A#-1".to_string(), String::new())));
+
+    // A user without the RELOAD privilege cannot take the lock: said, with the way out.
+    let user = format!("u{}", &sc.my().name[sc.my().name.len() - 8..]);
+    sc.my()
+        .exec(&format!(
+            "CREATE USER '{user}'@'%' IDENTIFIED BY 'pw'; GRANT SELECT ON `{}`.* TO '{user}'@'%';",
+            sc.my().name
+        ))
+        .await;
+    let limited = format!("mysql://{user}:pw@127.0.0.1:3306/{}", sc.my().name);
+    let out = sc
+        .run(&mapping, &["--json", "--quiet", "--source", &limited])
+        .await;
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("RELOAD") && out.stderr.contains("--snapshot none"),
+        "{}",
+        out.stderr
+    );
+    let none = sc
+        .run(
+            &mapping,
+            &[
+                "--json",
+                "--quiet",
+                "--source",
+                &limited,
+                "--snapshot",
+                "none",
+            ],
+        )
+        .await;
+    sc.my().exec(&format!("DROP USER '{user}'@'%'")).await;
+    assert_eq!(none.code, 0, "{}", none.stderr);
 }

@@ -185,7 +185,8 @@ pub struct RunReport {
 /// over to change data capture.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct SnapshotReport {
-    /// `postgres` (an exported snapshot) or `none`.
+    /// `postgres` (an exported snapshot), `mysql` (a consistent snapshot per
+    /// connection, started under one global read lock) or `none`.
     pub kind: String,
     /// The snapshot's id.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -193,6 +194,12 @@ pub struct SnapshotReport {
     /// PostgreSQL: the WAL position of the snapshot.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lsn: Option<String>,
+    /// MySQL/MariaDB: the binary log's `file:position` at the snapshot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub binlog: Option<String>,
+    /// MySQL/MariaDB: the executed GTID set at the snapshot.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gtid: Option<String>,
     /// When it was taken (the server's clock, UTC).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub taken_at: Option<String>,

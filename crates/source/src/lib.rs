@@ -136,7 +136,12 @@ impl Source {
                 snapshot = Some(shared);
                 Pool::Postgres(pool)
             }
-            "mysql" | "mariadb" => Pool::MySql(mysql::connect(url, max).await?),
+            "mysql" | "mariadb" => {
+                let shared = Arc::new(snapshot::SharedSnapshot::default());
+                let pool = mysql::connect(url, snapshot::mysql_pool_options(max, &shared)).await?;
+                snapshot = Some(shared);
+                Pool::MySql(pool)
+            }
             "sqlite" => Pool::Sqlite(sqlite::connect(url, max).await?),
             _ => {
                 return Err(SourceError::config(format!(

@@ -71,7 +71,7 @@ pub(crate) fn kind_of(sql_type: &str) -> Kind {
     }
 }
 
-pub(crate) async fn connect(url: &str, max: u32) -> Result<MySqlPool, SourceError> {
+pub(crate) async fn connect(url: &str, pool: MySqlPoolOptions) -> Result<MySqlPool, SourceError> {
     let normalized = match url.split_once("://") {
         Some((scheme, rest)) if scheme.eq_ignore_ascii_case("mariadb") => format!("mysql://{rest}"),
         _ => url.to_string(),
@@ -85,9 +85,7 @@ pub(crate) async fn connect(url: &str, max: u32) -> Result<MySqlPool, SourceErro
         .await
         .map_err(|e| SourceError::connect(url, e))?;
     let _ = conn.close().await;
-    MySqlPoolOptions::new()
-        .max_connections(max)
-        .connect_with(opts)
+    pool.connect_with(opts)
         .await
         .map_err(|e| SourceError::connect(url, e))
 }

@@ -228,9 +228,14 @@ pub async fn run(
     let started = Instant::now();
     let mut ctx = Context::open(plan, opts).await?;
     let s = &ctx.report.snapshot;
-    match (&s.id, &s.lsn, &s.taken_at) {
-        (Some(id), Some(lsn), Some(at)) => {
-            progress.note(format!("snapshot {id} at {at}, WAL position {lsn}: every read of this run sees the source as it was then"))
+    match (&s.id, &s.taken_at) {
+        (Some(id), Some(at)) => {
+            let position = match (&s.lsn, &s.binlog) {
+                (Some(lsn), _) => format!(", WAL position {lsn}"),
+                (None, Some(b)) => format!(", binary log {b}"),
+                (None, None) => String::new(),
+            };
+            progress.note(format!("snapshot {id} at {at}{position}: every read of this run sees the source as it was then"))
         }
         _ => progress.note(format!("snapshot none: {}", s.note)),
     }
@@ -272,23 +277,31 @@ async fn take_snapshot(source: &Source, opts: &RunOptions) -> Result<SnapshotRep
     };
     Ok(match taken {
         Some(s) => {
-            tracing::info!(id = %s.id, lsn = %s.lsn, "reading one snapshot of the source");
+            tracing::info!(id = %s.id, "reading one snapshot of the source");
+            let (lsn, binlog) = match s.kind {
+                "postgres" => (s.position, None),
+                _ => (None, s.position),
+            };
             SnapshotReport {
-                kind: "postgres".into(),
+                kind: s.kind.into(),
                 id: Some(s.id),
-                lsn: Some(s.lsn),
+                lsn,
+                binlog,
+                gtid: s.gtid,
                 taken_at: Some(s.taken_at),
-                note: "every read of this run saw the source as it was at taken_at; change data capture can start at lsn".into(),
+                note: "every read of this run saw the source as it was at taken_at; change data capture can start at its position".into(),
             }
         }
         None => SnapshotReport {
             kind: "none".into(),
             id: None,
             lsn: None,
+            binlog: None,
+            gtid: None,
             taken_at: None,
             note: match opts.snapshot {
                 SnapshotMode::None => "not point-in-time (--snapshot none): rows written during the run may or may not be in the copy".into(),
-                SnapshotMode::Consistent => "not point-in-time: snapshots are taken for PostgreSQL sources only so far; rows written during the run may or may not be in the copy".into(),
+                SnapshotMode::Consistent => "not point-in-time: SQLite sources are read without a snapshot; rows written during the run may or may not be in the copy".into(),
             },
         },
     })
