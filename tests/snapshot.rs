@@ -223,3 +223,46 @@ async fn a_mysql_run_reads_one_consistent_snapshot() {
     sc.my().exec(&format!("DROP USER '{user}'@'%'")).await;
     assert_eq!(none.code, 0, "{}", none.stderr);
 }
+
+#[tokio::test]
+async fn a_snapshot_with_two_connections_and_eight_segments_neither_blocks_nor_opens_more() {
+    let sc = scenario().await;
+    let app = format!("sql2ddb_{}", &sc.pg().name);
+    let source = format!("{}?application_name={app}", pg_url());
+    let mapping = mapping(&sc);
+    let args = [
+        "run",
+        mapping.as_str(),
+        "--endpoint",
+        sc.dynamo.url.as_str(),
+        "--json",
+        "--quiet",
+        "--source",
+        source.as_str(),
+        "--source-connections",
+        "2",
+        "--read-parallelism",
+        "8",
+    ];
+    let run = Proc::spawn(sc.path(), &args);
+    let mut most = 0i64;
+    let start = std::time::Instant::now();
+    while !run.stdout.lock().unwrap().contains("\"status\"") {
+        let (n,): (i64,) =
+            sqlx::query_as("SELECT count(*) FROM pg_stat_activity WHERE application_name = $1")
+                .bind(&app)
+                .fetch_one(&sc.pg().pool)
+                .await
+                .unwrap();
+        most = most.max(n);
+        assert!(start.elapsed() < PATIENCE, "the run did not finish");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let out = run.wait().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.report()["snapshot"]["kind"], "postgres");
+    assert_eq!(out.entity("acct")["segments"], 8);
+    assert_eq!(out.entity("acct")["rows_read"], ROWS);
+    assert!(most >= 1, "the run's connections were seen");
+    assert!(most <= 2, "{most} connections open, 2 asked");
+}
