@@ -23,30 +23,53 @@ async fn scenario() -> Scenario {
         .await
 }
 
-#[tokio::test]
-async fn a_run_reads_one_snapshot_of_a_live_source() {
-    let sc = scenario().await;
-    let mapping = mapping(&sc);
-    let args = [
+/// Starts `run MAPPING` on the scenario's server with `extra` options and
+/// returns once the run has announced its snapshot (the test writes then).
+async fn start_run(sc: &Scenario, mapping: &str, extra: &[&str]) -> Proc {
+    let mut args = vec![
         "run",
-        mapping.as_str(),
+        mapping,
         "--endpoint",
         sc.dynamo.url.as_str(),
         "--json",
         "--quiet",
         "--read-parallelism",
         "4",
-        "--concurrency",
-        "2",
     ];
+    args.extend_from_slice(extra);
     let run = Proc::spawn(sc.path(), &args);
-    // Once the snapshot is announced, the application writes: new rows in
-    // ranges read and not yet read, updates and deletes.
     let start = std::time::Instant::now();
     while !run.stderr.lock().unwrap().contains("snapshot ") {
         assert!(start.elapsed() < PATIENCE, "no snapshot announced");
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+    run
+}
+
+/// Asserts the table holds `rows` items `A#1..=rows` as they were before
+/// the test's writes: 2 (deleted), 3 and `rows - 2` (updated) as they were,
+/// -1 (inserted) absent.
+async fn assert_copied_as_before(sc: &Scenario, rows: i64) {
+    let items = sc.items().await;
+    assert_eq!(items.len() as i64, rows);
+    let v = |id: i64| items[&(format!("A#{id}"), String::new())]["v"].clone();
+    assert_eq!(v(2), s("v2"), "deleted after the snapshot: still copied");
+    assert_eq!(
+        v(3),
+        s("v3"),
+        "updated after the snapshot: copied as it was"
+    );
+    assert_eq!(v(rows - 2), s(format!("v{}", rows - 2)));
+    assert!(!items.contains_key(&("A#-1".to_string(), String::new())));
+}
+
+#[tokio::test]
+async fn a_run_reads_one_snapshot_of_a_live_source() {
+    let sc = scenario().await;
+    let mapping = mapping(&sc);
+    // Once the snapshot is announced, the application writes: new rows in
+    // ranges read and not yet read, updates and deletes.
+    let run = start_run(&sc, &mapping, &["--concurrency", "2"]).await;
     sc.pg()
         .exec(&format!(
             "INSERT INTO {{schema}}.acct VALUES (-1, 'new'), ({}, 'new'), (5000, 'x') ON CONFLICT DO NOTHING;
@@ -71,17 +94,8 @@ async fn a_run_reads_one_snapshot_of_a_live_source() {
     assert_eq!(e["rows_counted"], ROWS);
     assert_eq!(e["items_written"], ROWS);
     // The table holds the source exactly as it was at the snapshot.
+    assert_copied_as_before(&sc, ROWS).await;
     let items = sc.items().await;
-    assert_eq!(items.len() as i64, ROWS);
-    let v = |id: i64| items[&(format!("A#{id}"), String::new())]["v"].clone();
-    assert_eq!(v(2), s("v2"), "deleted after the snapshot: still copied");
-    assert_eq!(
-        v(3),
-        s("v3"),
-        "updated after the snapshot: copied as it was"
-    );
-    assert_eq!(v(ROWS - 2), s(format!("v{}", ROWS - 2)));
-    assert!(!items.contains_key(&("A#-1".to_string(), String::new())));
     assert!(!items.contains_key(&(format!("A#{}", ROWS + 1), String::new())));
     // The reported position is a real WAL position, at or before now.
     let (behind,): (bool,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
@@ -142,24 +156,7 @@ async fn a_mysql_run_reads_one_consistent_snapshot() {
         "version = 1\n[source]\nurl = \"{}\"\npage_size = 100\n[target]\ntable = \"TABLE\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\n[[entity]]\nname = \"acct\"\nfrom = \"acct\"\npk = \"A#{{id}}\"\n",
         sc.my().url
     ));
-    let args = [
-        "run",
-        mapping.as_str(),
-        "--endpoint",
-        sc.dynamo.url.as_str(),
-        "--json",
-        "--quiet",
-        "--read-parallelism",
-        "4",
-        "--source-connections",
-        "3",
-    ];
-    let run = Proc::spawn(sc.path(), &args);
-    let start = std::time::Instant::now();
-    while !run.stderr.lock().unwrap().contains("snapshot ") {
-        assert!(start.elapsed() < PATIENCE, "no snapshot announced");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    let run = start_run(&sc, &mapping, &["--source-connections", "3"]).await;
     sc.my()
         .exec(&format!(
             "INSERT INTO acct VALUES (-1, 'new'), ({}, 'new');
@@ -181,13 +178,7 @@ async fn a_mysql_run_reads_one_consistent_snapshot() {
         report["snapshot"]
     );
     assert_eq!(out.entity("acct")["rows_read"], MY_ROWS);
-    let items = sc.items().await;
-    assert_eq!(items.len() as i64, MY_ROWS);
-    let v = |id: i64| items[&(format!("A#{id}"), String::new())]["v"].clone();
-    assert_eq!(v(2), s("v2"));
-    assert_eq!(v(3), s("v3"));
-    assert_eq!(v(MY_ROWS - 2), s(format!("v{}", MY_ROWS - 2)));
-    assert!(!items.contains_key(&("A#-1".to_string(), String::new())));
+    assert_copied_as_before(&sc, MY_ROWS).await;
 
     // A user without the RELOAD privilege cannot take the lock: said, with the way out.
     let user = format!("u{}", &sc.my().name[sc.my().name.len() - 8..]);
