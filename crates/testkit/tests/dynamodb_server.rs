@@ -4,27 +4,16 @@
 
 mod support;
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use sql2ddb_dynamo::ensure_table;
-use support::{client, keys};
-use tokio::io::{AsyncBufReadExt, BufReader};
+use support::{client, keys, TestkitProcess};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_serves_dynamodb_until_sigterm() {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb-testkit"))
-        .args(["dynamodb", "--port", "0"])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut url = String::new();
-    stdout.read_line(&mut url).await.unwrap();
-    let url = url.trim();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let mut server = TestkitProcess::start(&["dynamodb", "--port", "0"]).await;
+    let url = server.url.as_str();
 
     let client = client(url).await;
     assert!(ensure_table(&client, "served", &keys(), true)
@@ -50,13 +39,8 @@ async fn the_binary_serves_dynamodb_until_sigterm() {
     let item = got.item().expect("the item is there");
     assert_eq!(item.get("n"), Some(&AttributeValue::N("42".into())));
 
-    let pid = child.id().unwrap().to_string();
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let status = tokio::time::timeout(Duration::from_secs(20), child.wait())
+    server.terminate();
+    let status = tokio::time::timeout(Duration::from_secs(20), server.child.wait())
         .await
         .expect("the server exits after SIGTERM")
         .unwrap();

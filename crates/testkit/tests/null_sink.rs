@@ -3,14 +3,13 @@
 
 mod support;
 
-use std::process::Stdio;
 use std::sync::Arc;
 
 use sql2ddb_core::{write_units, KeyAttr};
 use sql2ddb_dynamo::{ensure_table, AdaptiveConcurrency, BatchWriter, ErrorKind, RetryPolicy};
 use sql2ddb_testkit::NullSink;
-use support::{client, items, keys, write_all};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use support::{client, items, keys, write_all, TestkitProcess};
+use tokio::io::AsyncReadExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_writer_targets_the_sink_and_the_sink_counts_every_item() {
@@ -58,30 +57,17 @@ async fn a_writer_targets_the_sink_and_the_sink_counts_every_item() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_prints_its_url_then_its_counts_on_sigterm() {
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb-testkit"))
-        .args(["null-sink", "--port", "0", "--keys", "PK:S,SK:S"])
-        .stdout(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut url = String::new();
-    stdout.read_line(&mut url).await.unwrap();
-    let url = url.trim();
-    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    let mut sink =
+        TestkitProcess::start(&["null-sink", "--port", "0", "--keys", "PK:S,SK:S"]).await;
+    let url = sink.url.as_str();
 
     let writer = BatchWriter::new(client(url).await, "t", keys(), RetryPolicy::default());
     assert_eq!(writer.write(items(0, 60, 10)).await.written, 60);
 
-    let pid = child.id().unwrap().to_string();
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap();
-    assert!(kill.success());
+    sink.terminate();
     let mut rest = String::new();
-    stdout.read_to_string(&mut rest).await.unwrap();
-    assert!(child.wait().await.unwrap().success());
+    sink.stdout.read_to_string(&mut rest).await.unwrap();
+    assert!(sink.child.wait().await.unwrap().success());
     let stats: serde_json::Value = serde_json::from_str(&rest).unwrap();
     assert_eq!(stats["items"], 60);
     assert_eq!(stats["batch_write_calls"], 3);

@@ -230,3 +230,40 @@ fn add(total: &mut WriteOutcome, out: WriteOutcome) {
     total.rejected.extend(out.rejected);
     total.failed.extend(out.failed);
 }
+
+/// The `sql2ddb-testkit` binary started with `args`, with its stdout past the
+/// URL it printed first.
+pub struct TestkitProcess {
+    pub child: tokio::process::Child,
+    pub stdout: tokio::io::BufReader<tokio::process::ChildStdout>,
+    pub url: String,
+}
+
+impl TestkitProcess {
+    /// Starts the binary and reads the URL it prints on its first line.
+    pub async fn start(args: &[&str]) -> TestkitProcess {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb-testkit"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap());
+        let mut url = String::new();
+        stdout.read_line(&mut url).await.unwrap();
+        let url = url.trim().to_string();
+        assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+        TestkitProcess { child, stdout, url }
+    }
+
+    /// Sends SIGTERM.
+    pub fn terminate(&self) {
+        let pid = self.child.id().unwrap().to_string();
+        let kill = std::process::Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+    }
+}
