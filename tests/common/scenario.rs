@@ -10,8 +10,9 @@
 
 use std::path::Path;
 
+use super::sources::DEFAULT_PG_URL;
 use super::{
-    sql2ddb, sqlite_file, unique, write_mapping, Dynamo, Items, MyDatabase, PgSchema, Run,
+    pg_url, sql2ddb, sqlite_file, unique, write_mapping, Dynamo, Items, MyDatabase, PgSchema, Run,
 };
 
 /// What a scenario is made of, before anything starts.
@@ -120,9 +121,13 @@ impl Scenario {
     }
 
     /// Writes `mapping.toml` from `text` with `TABLE` replaced by the
-    /// scenario's table and `SCHEMA` by its PostgreSQL schema; returns its path.
+    /// scenario's table, `SCHEMA` by its PostgreSQL schema and the local
+    /// PostgreSQL's URL by [`pg_url`] (mappings written out literally follow
+    /// `SQL2DDB_TEST_PG_URL` too); returns its path.
     pub fn mapping(&self, text: &str) -> String {
-        let mut text = text.replace("TABLE", &self.table);
+        let mut text = text
+            .replace("TABLE", &self.table)
+            .replace(DEFAULT_PG_URL, pg_url());
         if let Some(pg) = &self.pg {
             text = text.replace("SCHEMA", &pg.name);
         }

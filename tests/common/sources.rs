@@ -11,10 +11,13 @@ use sqlx::Connection;
 
 use super::unique;
 
+/// The local PostgreSQL, where the tests look unless told otherwise.
+pub const DEFAULT_PG_URL: &str = "postgres://root@127.0.0.1:5432/test";
+
 /// PostgreSQL as the tests reach it: `SQL2DDB_TEST_PG_URL`, else the local server.
 pub fn pg_url() -> &'static str {
     static URL: LazyLock<String> =
-        LazyLock::new(|| from_env("SQL2DDB_TEST_PG_URL", "postgres://root@127.0.0.1:5432/test"));
+        LazyLock::new(|| from_env("SQL2DDB_TEST_PG_URL", DEFAULT_PG_URL));
     &URL
 }
 
