@@ -250,7 +250,7 @@ impl Source {
 
     /// Closes the pool, waiting for connections in use to be returned.
     pub async fn close(&self) {
-        self.release_snapshot().await;
+        self.release_snapshot();
         match &self.pool {
             Pool::Postgres(p) => p.close().await,
             Pool::MySql(p) => p.close().await,

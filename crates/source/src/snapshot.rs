@@ -58,28 +58,24 @@ enum Holder {
 }
 
 /// MySQL pool options: connections live for the run (a snapshot lives in
-/// its connection), and once the snapshot is taken a connection that is not
-/// in it is refused rather than read from.
+/// its connection), and once the snapshot is taken a new connection — which
+/// could not be in it — is refused rather than read from. Checked when a
+/// connection is opened, so reads pay nothing for it.
 pub(crate) fn mysql_pool_options(max: u32, shared: &Arc<SharedSnapshot>) -> MySqlPoolOptions {
-    let on_acquire = shared.clone();
+    let on_connect = shared.clone();
     MySqlPoolOptions::new()
         .max_connections(max)
         .idle_timeout(None)
         .max_lifetime(None)
-        .before_acquire(move |conn, _| {
-            let taken = on_acquire.id.read().expect("snapshot lock").is_some();
+        .after_connect(move |_, _| {
+            let taken = on_connect.id.read().expect("snapshot lock").is_some();
             Box::pin(async move {
                 if taken {
-                    let marked: Option<i64> = sqlx::query_scalar("SELECT @sql2ddb_snapshot")
-                        .fetch_one(&mut *conn)
-                        .await?;
-                    if marked != Some(1) {
-                        return Err(sqlx::Error::Protocol(
-                            "a source connection outside the run's snapshot (its transaction ended); run again".into(),
-                        ));
-                    }
+                    return Err(sqlx::Error::Protocol(
+                        "a source connection was lost after the run's snapshot was taken, and a new one cannot see the snapshot: run again".into(),
+                    ));
                 }
-                Ok(true)
+                Ok(())
             })
         })
 }
@@ -139,7 +135,7 @@ impl Source {
     }
 
     /// Ends the snapshot's transaction, if one was taken.
-    pub(crate) async fn release_snapshot(&self) {
+    pub(crate) fn release_snapshot(&self) {
         if let Some(shared) = &self.snapshot {
             let holder = shared.holder.lock().expect("snapshot lock").take();
             drop(holder);
@@ -206,7 +202,7 @@ async fn mysql_snapshot(
     for r in &mut readers {
         r.execute(
             "SET SESSION TRANSACTION ISOLATION LEVEL REPEATABLE READ; \
-             START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY; SET @sql2ddb_snapshot = 1",
+             START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY",
         )
         .await
         .map_err(err)?;

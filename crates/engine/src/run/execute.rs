@@ -83,10 +83,11 @@ impl Context {
             self.resources.client(),
             self.rejects.clone(),
         );
-        let queue = MemoryQueue::new(writer_tasks(prepared, setup.concurrency));
+        let tasks = writer_tasks(prepared, setup.concurrency);
+        let queue = MemoryQueue::new(tasks);
         let entities: Arc<Vec<Arc<Prepared>>> = Arc::new(prepared.to_vec());
         let mut writers = JoinSet::new();
-        for _ in 0..writer_tasks(prepared, setup.concurrency) {
+        for _ in 0..tasks {
             writers.spawn(drain::drain(
                 queue.consumer(),
                 setup.sink.clone(),
