@@ -307,4 +307,24 @@ async fn nothing_lost_10_resumed_report_shows_run_totals() {
         assert_eq!(report["totals"][figure], whole[figure], "totals.{figure}");
     }
     assert_all_items(&f, &table, "ITEM#").await;
+    // Each attempt read its own snapshot: the report shows both positions,
+    // and the WAL only moves forward.
+    let snapshot = &report["snapshot"];
+    let lsn = snapshot["lsn"].as_str().expect("the resumed attempt's LSN");
+    let earlier = snapshot["earlier"].as_array().expect("earlier snapshots");
+    assert_eq!(earlier.len(), 1, "{snapshot}");
+    let first = earlier[0]["lsn"].as_str().expect("the killed attempt's LSN");
+    assert!(earlier[0]["taken_at"].as_str().is_some(), "{snapshot}");
+    let (forward,): (bool,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT pg_lsn('{first}') <= pg_lsn('{lsn}')"
+    )))
+    .fetch_one(&f.sc.pg().pool)
+    .await
+    .unwrap();
+    assert!(forward, "{first} then {lsn}");
+    assert!(
+        resumed.stderr.contains("resumed: the run's earlier attempt read another snapshot"),
+        "{}",
+        resumed.stderr
+    );
 }

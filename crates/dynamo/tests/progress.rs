@@ -32,6 +32,7 @@ fn meta(entities: &[(&str, u32)]) -> RunMeta {
             .collect(),
         started: "2024-05-01T10:00:00Z".into(),
         queue: None,
+        snapshots: Vec::new(),
     }
 }
 

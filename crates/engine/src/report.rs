@@ -3,6 +3,7 @@
 //! failed`.
 
 use serde::Serialize;
+use sql2ddb_dynamo::progress::SnapshotMark;
 
 /// The exit code of a run stopped by Ctrl-C or SIGTERM.
 pub const EXIT_INTERRUPTED: i32 = 130;
@@ -205,6 +206,24 @@ pub struct SnapshotReport {
     pub taken_at: Option<String>,
     /// What the copy is consistent with, in words.
     pub note: String,
+    /// A resumed run: the snapshots its earlier attempts read, oldest
+    /// first. Each attempt's rows are consistent with its own snapshot.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub earlier: Vec<SnapshotMark>,
+}
+
+impl SnapshotReport {
+    /// Where this snapshot stood, as the progress store records it.
+    pub fn mark(&self) -> SnapshotMark {
+        SnapshotMark {
+            kind: self.kind.clone(),
+            id: self.id.clone(),
+            lsn: self.lsn.clone(),
+            binlog: self.binlog.clone(),
+            gtid: self.gtid.clone(),
+            taken_at: self.taken_at.clone(),
+        }
+    }
 }
 
 impl RunReport {

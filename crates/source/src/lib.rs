@@ -49,6 +49,7 @@ mod sqlite;
 mod sqlite_keys;
 
 use sql2ddb_core::{Column, Row, SqlValue};
+use sqlx::sqlite::SqlitePoolOptions;
 
 pub use children::{ChildQuery, MAX_BIND_VALUES, MAX_PARENTS_PER_QUERY};
 pub use error::{SourceError, SourceErrorKind};
@@ -105,7 +106,8 @@ pub struct Shape {
 #[derive(Debug, Clone)]
 pub struct Source {
     pool: Pool,
-    /// PostgreSQL: the run's snapshot, once taken.
+    /// The run's snapshot, once taken (`None`: a SQLite source not opened
+    /// with [`Source::connect_for_snapshot`]).
     snapshot: Option<Arc<snapshot::SharedSnapshot>>,
 }
 
@@ -123,31 +125,46 @@ impl Source {
     /// exist). One connection is opened right away so a wrong address or
     /// password fails now, with a redacted message.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Source, SourceError> {
+        Source::open(url, max_connections, false).await
+    }
+
+    /// As [`Source::connect`], ready for [`Source::take_snapshot`]: a SQLite
+    /// source gets one connection, because its read transaction — the
+    /// snapshot — lives in one connection, which all reads then share.
+    pub async fn connect_for_snapshot(
+        url: &str,
+        max_connections: u32,
+    ) -> Result<Source, SourceError> {
+        Source::open(url, max_connections, true).await
+    }
+
+    async fn open(url: &str, max_connections: u32, snapshot: bool) -> Result<Source, SourceError> {
         let max = max_connections.max(1);
         let scheme = url
             .split_once(':')
             .map(|(s, _)| s.to_ascii_lowercase())
             .unwrap_or_default();
-        let mut snapshot = None;
+        let shared = Arc::new(snapshot::SharedSnapshot::default());
         let pool = match scheme.as_str() {
             "postgres" | "postgresql" => {
-                let shared = Arc::new(snapshot::SharedSnapshot::default());
-                let pool = postgres::connect(url, snapshot::pool_options(max, &shared)).await?;
-                snapshot = Some(shared);
-                Pool::Postgres(pool)
+                Pool::Postgres(postgres::connect(url, snapshot::pool_options(max, &shared)).await?)
             }
             "mysql" | "mariadb" => {
-                let shared = Arc::new(snapshot::SharedSnapshot::default());
-                let pool = mysql::connect(url, snapshot::mysql_pool_options(max, &shared)).await?;
-                snapshot = Some(shared);
-                Pool::MySql(pool)
+                Pool::MySql(mysql::connect(url, snapshot::mysql_pool_options(max, &shared)).await?)
             }
-            "sqlite" => Pool::Sqlite(sqlite::connect(url, max).await?),
+            "sqlite" if snapshot => {
+                Pool::Sqlite(sqlite::connect(url, snapshot::sqlite_pool_options(&shared)).await?)
+            }
+            "sqlite" => Pool::Sqlite(sqlite::connect(url, SqlitePoolOptions::new().max_connections(max)).await?),
             _ => {
                 return Err(SourceError::config(format!(
                     "unsupported source URL {url}: expected postgres://, mysql://, mariadb:// or sqlite:"
                 )))
             }
+        };
+        let snapshot = match &pool {
+            Pool::Sqlite(_) if !snapshot => None,
+            _ => Some(shared),
         };
         Ok(Source { pool, snapshot })
     }

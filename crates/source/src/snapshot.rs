@@ -11,12 +11,16 @@
 //! read lock (`FLUSH TABLES WITH READ LOCK`), every other connection of the
 //! pool starts `START TRANSACTION WITH CONSISTENT SNAPSHOT` and keeps it for
 //! the run, the binary-log position is read, and the lock is released.
+//!
+//! SQLite: the pool has one connection, which opens a read transaction that
+//! stays open for the run; every read shares that connection.
 
 use std::sync::{Arc, Mutex, RwLock};
 
 use sqlx::mysql::{MySql, MySqlPoolOptions};
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::{PgPoolOptions, Postgres};
+use sqlx::sqlite::SqlitePoolOptions;
 use sqlx::{AssertSqlSafe, Executor};
 
 use crate::{Pool, Source, SourceError};
@@ -24,10 +28,11 @@ use crate::{Pool, Source, SourceError};
 /// A snapshot a run reads from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Snapshot {
-    /// `postgres` or `mysql`.
+    /// `postgres`, `mysql` or `sqlite`.
     pub kind: &'static str,
     /// PostgreSQL's snapshot id (`pg_export_snapshot()`); MySQL: the
-    /// binary-log position, or `consistent` when the binary log is off.
+    /// binary-log position, or `consistent` when the binary log is off;
+    /// SQLite: `read-transaction`.
     pub id: String,
     /// Where change data capture starts to follow on from the copy:
     /// PostgreSQL's WAL position (`pg_current_wal_lsn()` inside the
@@ -67,35 +72,51 @@ pub(crate) fn mysql_pool_options(max: u32, shared: &Arc<SharedSnapshot>) -> MySq
         .max_connections(max)
         .idle_timeout(None)
         .max_lifetime(None)
-        .after_connect(move |_, _| {
-            let taken = on_connect.id.read().expect("snapshot lock").is_some();
-            Box::pin(async move {
-                if taken {
-                    return Err(sqlx::Error::Protocol(
-                        "a source connection was lost after the run's snapshot was taken, and a new one cannot see the snapshot: run again".into(),
-                    ));
-                }
-                Ok(())
-            })
-        })
+        .after_connect(move |_, _| refuse_after_snapshot(&on_connect))
 }
 
-/// Pool options whose connections import the shared snapshot once there is one.
+/// SQLite pool options for a snapshot: one connection, kept for the run
+/// (its open read transaction is the snapshot); a new connection, which
+/// could not see it, is refused.
+pub(crate) fn sqlite_pool_options(shared: &Arc<SharedSnapshot>) -> SqlitePoolOptions {
+    let on_connect = shared.clone();
+    SqlitePoolOptions::new()
+        .max_connections(1)
+        .idle_timeout(None)
+        .max_lifetime(None)
+        .after_connect(move |_, _| refuse_after_snapshot(&on_connect))
+}
+
+/// An `after_connect` hook's answer: an error once the snapshot is taken.
+fn refuse_after_snapshot(
+    shared: &SharedSnapshot,
+) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), sqlx::Error>> + Send>> {
+    let taken = shared.id.read().expect("snapshot lock").is_some();
+    Box::pin(async move {
+        if taken {
+            return Err(sqlx::Error::Protocol(
+                "a source connection was lost after the run's snapshot was taken, and a new one cannot see the snapshot: run again".into(),
+            ));
+        }
+        Ok(())
+    })
+}
+
+/// Pool options whose connections import the shared snapshot once there is
+/// one: an idle connection when it is handed out, and a connection opened
+/// after the snapshot was taken when it connects (the pool hands a new
+/// connection out without `before_acquire`).
 pub(crate) fn pool_options(max: u32, shared: &Arc<SharedSnapshot>) -> PgPoolOptions {
-    let (on_acquire, on_release) = (shared.clone(), shared.clone());
+    let (on_connect, on_acquire, on_release) = (shared.clone(), shared.clone(), shared.clone());
     PgPoolOptions::new()
         .max_connections(max)
+        .after_connect(move |conn, _| {
+            let id = on_connect.id.read().expect("snapshot lock").clone();
+            Box::pin(async move { import_snapshot(conn, id).await })
+        })
         .before_acquire(move |conn, _| {
             let id = on_acquire.id.read().expect("snapshot lock").clone();
-            Box::pin(async move {
-                if let Some(id) = id {
-                    conn.execute(AssertSqlSafe(format!(
-                        "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '{id}'"
-                    )))
-                    .await?;
-                }
-                Ok(true)
-            })
+            Box::pin(async move { import_snapshot(conn, id).await.map(|()| true) })
         })
         .after_release(move |conn, _| {
             let in_snapshot = on_release.id.read().expect("snapshot lock").is_some();
@@ -108,11 +129,25 @@ pub(crate) fn pool_options(max: u32, shared: &Arc<SharedSnapshot>) -> PgPoolOpti
         })
 }
 
+/// Starts a read-only transaction on `conn` that sees snapshot `id`, if any.
+async fn import_snapshot(
+    conn: &mut sqlx::PgConnection,
+    id: Option<String>,
+) -> Result<(), sqlx::Error> {
+    if let Some(id) = id {
+        conn.execute(AssertSqlSafe(format!(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT '{id}'"
+        )))
+        .await?;
+    }
+    Ok(())
+}
+
 impl Source {
     /// Takes a point-in-time snapshot that every later read of this source
-    /// sees (PostgreSQL; `None` for other sources). It holds one of the
-    /// pool's connections until [`Source::close`], so a pool of one
-    /// connection cannot take one.
+    /// sees. PostgreSQL and MySQL: it holds one of the pool's connections
+    /// until [`Source::close`], so a pool of one connection cannot take one.
+    /// SQLite: `None` unless opened with [`Source::connect_for_snapshot`].
     pub async fn take_snapshot(&self) -> Result<Option<Snapshot>, SourceError> {
         let Some(shared) = &self.snapshot else {
             return Ok(None);
@@ -130,7 +165,11 @@ impl Source {
                 *shared.holder.lock().expect("snapshot lock") = Some(Holder::MySql(conn));
                 Ok(Some(snapshot))
             }
-            Pool::Sqlite(_) => Ok(None),
+            Pool::Sqlite(pool) => {
+                let snapshot = sqlite_snapshot(pool).await?;
+                *shared.id.write().expect("snapshot lock") = Some(snapshot.id.clone());
+                Ok(Some(snapshot))
+            }
         }
     }
 
@@ -235,6 +274,29 @@ async fn mysql_snapshot(
         taken_at,
     };
     Ok((lock, snapshot))
+}
+
+/// SQLite: the pool's one connection starts a read transaction, left open
+/// when the connection goes back to the pool.
+async fn sqlite_snapshot(pool: &sqlx::SqlitePool) -> Result<Snapshot, SourceError> {
+    let context = "take a snapshot of the source";
+    let err = |e| SourceError::query(context, e);
+    let mut conn = pool.acquire().await.map_err(err)?;
+    conn.execute("BEGIN").await.map_err(err)?;
+    // The read transaction starts at its first read.
+    let taken_at: String = sqlx::query_scalar(
+        "SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now') FROM (SELECT count(*) FROM sqlite_schema)",
+    )
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(err)?;
+    Ok(Snapshot {
+        kind: "sqlite",
+        id: "read-transaction".into(),
+        position: None,
+        gtid: None,
+        taken_at,
+    })
 }
 
 /// `SHOW MASTER STATUS`: the binary log's file and position, when it is on.

@@ -49,7 +49,7 @@ pub(crate) fn hint_of(declared: &str) -> Hint {
     }
 }
 
-pub(crate) async fn connect(url: &str, max: u32) -> Result<SqlitePool, SourceError> {
+pub(crate) async fn connect(url: &str, pool: SqlitePoolOptions) -> Result<SqlitePool, SourceError> {
     let rest = url
         .get("sqlite:".len()..)
         .map(|r| r.strip_prefix("//").unwrap_or(r))
@@ -69,9 +69,7 @@ pub(crate) async fn connect(url: &str, max: u32) -> Result<SqlitePool, SourceErr
         .filename(path)
         .read_only(true)
         .create_if_missing(false);
-    SqlitePoolOptions::new()
-        .max_connections(max)
-        .connect_with(opts)
+    pool.connect_with(opts)
         .await
         .map_err(|e| SourceError::connect(url, e))
 }

@@ -25,7 +25,7 @@ mod store;
 
 pub use records::{
     BatchCost, BatchRecord, EntityMeta, RunMeta, RunProgress, SegmentBounds, SegmentCursor,
-    SegmentTotal,
+    SegmentTotal, SnapshotMark,
 };
 pub use store::ProgressStore;
 

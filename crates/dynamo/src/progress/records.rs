@@ -22,6 +22,32 @@ pub struct RunMeta {
     /// in one process. A resumed run sends to the same queue.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue: Option<String>,
+    /// The source snapshot each attempt of the run read, oldest first (a
+    /// resumed run reads a new one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub snapshots: Vec<SnapshotMark>,
+}
+
+/// Where one attempt's source snapshot stood, as a report shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotMark {
+    /// `postgres`, `mysql`, `sqlite` or `none`.
+    pub kind: String,
+    /// The snapshot's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// PostgreSQL: the WAL position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lsn: Option<String>,
+    /// MySQL/MariaDB: the binary log's `file:position`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binlog: Option<String>,
+    /// MySQL/MariaDB: the executed GTID set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gtid: Option<String>,
+    /// When it was taken (the server's clock, UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_at: Option<String>,
 }
 
 /// One entity of a run.

@@ -235,7 +235,17 @@ pub async fn run(
                 (None, Some(b)) => format!(", binary log {b}"),
                 (None, None) => String::new(),
             };
-            progress.note(format!("snapshot {id} at {at}{position}: every read of this run sees the source as it was then"))
+            progress.note(format!("snapshot {id} at {at}{position}: every read of this run sees the source as it was then"));
+            if let Some(e) = s.earlier.last() {
+                let at = e.taken_at.as_deref().unwrap_or("an unknown time");
+                let position = e
+                    .lsn
+                    .as_ref()
+                    .or(e.binlog.as_ref())
+                    .map(|p| format!(" ({p})"))
+                    .unwrap_or_default();
+                progress.note(format!("resumed: the run's earlier attempt read another snapshot, taken at {at}{position}; rows it wrote are as they were then"));
+            }
         }
         _ => progress.note(format!("snapshot none: {}", s.note)),
     }
@@ -289,6 +299,7 @@ async fn take_snapshot(source: &Source, opts: &RunOptions) -> Result<SnapshotRep
                 binlog,
                 gtid: s.gtid,
                 taken_at: Some(s.taken_at),
+                earlier: Vec::new(),
                 note: "every read of this run saw the source as it was at taken_at; change data capture can start at its position".into(),
             }
         }
@@ -301,8 +312,9 @@ async fn take_snapshot(source: &Source, opts: &RunOptions) -> Result<SnapshotRep
             taken_at: None,
             note: match opts.snapshot {
                 SnapshotMode::None => "not point-in-time (--snapshot none): rows written during the run may or may not be in the copy".into(),
-                SnapshotMode::Consistent => "not point-in-time: SQLite sources are read without a snapshot; rows written during the run may or may not be in the copy".into(),
+                SnapshotMode::Consistent => "not point-in-time: the source gave no snapshot; rows written during the run may or may not be in the copy".into(),
             },
+            earlier: Vec::new(),
         },
     })
 }
@@ -352,8 +364,13 @@ impl Context {
             .source
             .clone()
             .unwrap_or_else(|| plan.source.url.clone());
-        let source = Arc::new(Source::connect(&source_url, opts.source_connections).await?);
-        let snapshot = take_snapshot(&source, opts).await?;
+        let source = Arc::new(match opts.snapshot {
+            SnapshotMode::Consistent => {
+                Source::connect_for_snapshot(&source_url, opts.source_connections).await?
+            }
+            SnapshotMode::None => Source::connect(&source_url, opts.source_connections).await?,
+        });
+        let mut snapshot = take_snapshot(&source, opts).await?;
         let job = Job::Run {
             run_dir: &run_dir,
             dry_run: opts.dry_run,
@@ -365,6 +382,9 @@ impl Context {
             ),
             false => None,
         };
+        if let Some(t) = &tracking {
+            snapshot.earlier = t.recorded_snapshots();
+        }
         // A resumed run sends to the queue it sent to before, unless told otherwise.
         let queue_url = opts
             .queue

@@ -57,6 +57,7 @@ impl Context {
                     &self.run_id,
                     &self.source_url,
                     self.queue_url.as_deref(),
+                    &self.report.snapshot,
                 )
                 .await?,
             ),

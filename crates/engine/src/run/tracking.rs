@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use sql2ddb_core::redact_url;
 use sql2ddb_dynamo::progress::{
-    EntityMeta, ProgressStore, RunMeta, RunProgress as Recorded, SegmentBounds,
+    EntityMeta, ProgressStore, RunMeta, RunProgress as Recorded, SegmentBounds, SnapshotMark,
 };
 use sql2ddb_mapping::{ItemDigest, Plan};
 use sql2ddb_source::Segment;
@@ -27,7 +27,7 @@ use sql2ddb_source::Segment;
 use super::RunOptions;
 use crate::checkpoint::{Checkpoints, SegmentStart};
 use crate::error::EngineError;
-use crate::report::EntityReport;
+use crate::report::{EntityReport, SnapshotReport};
 
 /// A run that keeps its progress in a progress store.
 pub(super) struct Tracking {
@@ -254,6 +254,15 @@ impl Tracking {
             .collect()
     }
 
+    /// The snapshots the run's earlier attempts read (a resumed run's).
+    pub fn recorded_snapshots(&self) -> Vec<SnapshotMark> {
+        self.resumed
+            .as_ref()
+            .and_then(|r| r.meta.as_ref())
+            .map(|m| m.snapshots.clone())
+            .unwrap_or_default()
+    }
+
     /// Records the run's description (a new run's, or a resumed one's with
     /// its queue now) and returns its checkpoints.
     pub async fn start(
@@ -262,11 +271,15 @@ impl Tracking {
         run_id: &str,
         source_url: &str,
         queue: Option<&str>,
+        snapshot: &SnapshotReport,
     ) -> Result<Arc<Checkpoints>, EngineError> {
         self.store.ensure().await?;
+        let mut snapshots = snapshot.earlier.clone();
+        snapshots.push(snapshot.mark());
         let meta = match self.resumed.as_ref().and_then(|r| r.meta.clone()) {
             Some(meta) => RunMeta {
                 queue: queue.map(str::to_string),
+                snapshots,
                 ..meta
             },
             None => RunMeta {
@@ -276,6 +289,7 @@ impl Tracking {
                 entities: self.entities.clone(),
                 started: chrono::Utc::now().to_rfc3339(),
                 queue: queue.map(str::to_string),
+                snapshots,
             },
         };
         self.store
