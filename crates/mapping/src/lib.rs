@@ -127,6 +127,7 @@ mod plan;
 mod pointer;
 mod spec;
 mod template;
+mod update;
 
 pub use bind::BoundEntity;
 pub use digest::ItemDigest;
@@ -142,3 +143,7 @@ pub use plan::{
 };
 pub use pointer::{BoundPointer, Pointer};
 pub use template::MAX_PAD_WIDTH;
+pub use update::{
+    IndexShape, JobAction, JobRead, JobTarget, TableShape, UpdateJob, DEFAULT_SEGMENTS,
+    JOB_VERSION, MAX_PAGE_SIZE, MAX_SEGMENTS, RUN_MARKER,
+};

@@ -35,7 +35,7 @@ impl Loader<'_, '_> {
         }
     }
 
-    fn expand(&self, v: &Spanned<String>) -> Result<String, MappingError> {
+    pub(crate) fn expand(&self, v: &Spanned<String>) -> Result<String, MappingError> {
         expand(v.get_ref(), self.env).map_err(|e| match e {
             ExpandError::Missing { offset, var } => MappingError::Env {
                 at: self.sm.at_in_string(&v.span(), v.get_ref(), offset),

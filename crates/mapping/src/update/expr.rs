@@ -1,0 +1,253 @@
+//! Just enough of DynamoDB's expression grammar to check an update job before
+//! any call: the placeholders an expression uses, the top-level attributes an
+//! update expression writes, and whether applying it twice differs from
+//! applying it once. DynamoDB itself still parses every expression.
+
+/// A token of a DynamoDB expression, with its byte offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tok<'a> {
+    /// `#name`: an attribute-name placeholder.
+    Name(&'a str),
+    /// `:value`: an attribute-value placeholder.
+    Value(&'a str),
+    /// A bare word: an attribute name, a function, a keyword.
+    Word(&'a str),
+    /// Digits (a list index).
+    Number(&'a str),
+    /// Punctuation and operators: `( ) , . [ ] = <> < <= > >= + -`.
+    Punct(&'a str),
+}
+
+/// A mistake at a byte offset of the expression.
+pub(crate) type ExprError = (usize, String);
+
+fn is_word_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '_'
+}
+
+/// Splits an expression into tokens.
+pub(crate) fn tokens(text: &str) -> Result<Vec<(Tok<'_>, usize)>, ExprError> {
+    let mut out = Vec::new();
+    let mut chars = text.char_indices().peekable();
+    while let Some((at, c)) = chars.next() {
+        let word_end = |from: usize| {
+            text[from..]
+                .find(|c: char| !is_word_char(c))
+                .map_or(text.len(), |n| from + n)
+        };
+        let tok = match c {
+            c if c.is_whitespace() => continue,
+            '#' | ':' => {
+                let end = word_end(at + 1);
+                if end == at + 1 {
+                    return Err((
+                        at,
+                        format!(
+                            "`{c}` must be followed by a placeholder name (letters, digits, _)"
+                        ),
+                    ));
+                }
+                let word = &text[at..end];
+                if c == '#' {
+                    Tok::Name(word)
+                } else {
+                    Tok::Value(word)
+                }
+            }
+            c if c.is_ascii_digit() => Tok::Number(&text[at..word_end(at)]),
+            c if is_word_char(c) => Tok::Word(&text[at..word_end(at)]),
+            '<' | '>' => {
+                let two = text.get(at..at + 2).unwrap_or("");
+                match two {
+                    "<>" | "<=" | ">=" => Tok::Punct(two),
+                    _ => Tok::Punct(&text[at..at + 1]),
+                }
+            }
+            '(' | ')' | ',' | '.' | '[' | ']' | '=' | '+' | '-' => Tok::Punct(&text[at..at + 1]),
+            other => return Err((at, format!("unexpected character {other:?}"))),
+        };
+        let len = match tok {
+            Tok::Name(s) | Tok::Value(s) | Tok::Word(s) | Tok::Number(s) | Tok::Punct(s) => s.len(),
+        };
+        while chars.peek().is_some_and(|(i, _)| *i < at + len) {
+            chars.next();
+        }
+        out.push((tok, at));
+    }
+    Ok(out)
+}
+
+/// The placeholders an expression uses, each with the offset of its first use.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Uses {
+    /// `#name` placeholders.
+    pub names: Vec<(String, usize)>,
+    /// `:value` placeholders.
+    pub values: Vec<(String, usize)>,
+}
+
+impl Uses {
+    pub(crate) fn of(tokens: &[(Tok<'_>, usize)]) -> Uses {
+        let mut uses = Uses::default();
+        for (tok, at) in tokens {
+            let (list, name) = match tok {
+                Tok::Name(n) => (&mut uses.names, n),
+                Tok::Value(v) => (&mut uses.values, v),
+                _ => continue,
+            };
+            if !list.iter().any(|(seen, _)| seen == name) {
+                list.push((name.to_string(), *at));
+            }
+        }
+        uses
+    }
+}
+
+/// What an update expression writes.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct UpdateShape {
+    /// The top-level attribute of each action's path, as written (`#st`,
+    /// `retry_count`), with its offset.
+    pub targets: Vec<(String, usize)>,
+    /// Why applying it twice differs from once (`ADD`, `+`, `list_append`),
+    /// with the offset; `None` for an idempotent expression.
+    pub not_idempotent: Option<(String, usize)>,
+}
+
+const CLAUSES: [&str; 4] = ["SET", "REMOVE", "ADD", "DELETE"];
+
+/// Reads the clauses and actions of an update expression
+/// (`SET a = :x, b = b + :y REMOVE c ADD d :n DELETE e :s`).
+pub(crate) fn update_shape(tokens: &[(Tok<'_>, usize)]) -> Result<UpdateShape, ExprError> {
+    let mut shape = UpdateShape::default();
+    let mut clause: Option<&str> = None;
+    let mut seen: Vec<&str> = Vec::new();
+    let mut depth = 0i32;
+    let mut expect_path = false;
+    let mut prev: Option<Tok<'_>> = None;
+    for &(tok, at) in tokens {
+        let clause_word = match tok {
+            Tok::Word(w) if depth == 0 && prev != Some(Tok::Punct(".")) => {
+                CLAUSES.iter().find(|c| c.eq_ignore_ascii_case(w)).copied()
+            }
+            _ => None,
+        };
+        if let Some(c) = clause_word {
+            if expect_path {
+                return Err((at, format!("expected an attribute name before {c}")));
+            }
+            if seen.contains(&c) {
+                return Err((at, format!("the {c} clause may appear only once")));
+            }
+            seen.push(c);
+            clause = Some(c);
+            expect_path = true;
+            if c == "ADD" && shape.not_idempotent.is_none() {
+                shape.not_idempotent = Some(("ADD".into(), at));
+            }
+        } else if clause.is_none() {
+            return Err((
+                at,
+                "an update expression starts with SET, REMOVE, ADD or DELETE".into(),
+            ));
+        } else if expect_path {
+            match tok {
+                Tok::Name(n) | Tok::Word(n) => shape.targets.push((n.to_string(), at)),
+                _ => return Err((at, "expected an attribute name or #placeholder".into())),
+            }
+            expect_path = false;
+        } else {
+            match tok {
+                Tok::Punct("(") | Tok::Punct("[") => depth += 1,
+                Tok::Punct(")") | Tok::Punct("]") => depth -= 1,
+                Tok::Punct(",") if depth == 0 => expect_path = true,
+                Tok::Punct(op @ ("+" | "-")) if clause == Some("SET") => {
+                    shape
+                        .not_idempotent
+                        .get_or_insert((format!("`{op}` in SET"), at));
+                }
+                Tok::Word(w) if w.eq_ignore_ascii_case("list_append") => {
+                    shape
+                        .not_idempotent
+                        .get_or_insert(("list_append".into(), at));
+                }
+                _ => {}
+            }
+        }
+        prev = Some(tok);
+    }
+    if expect_path {
+        let end = tokens.last().map_or(0, |(_, at)| *at);
+        return Err((
+            end,
+            "the expression ends where an attribute name was expected".into(),
+        ));
+    }
+    if clause.is_none() {
+        return Err((0, "the update expression is empty".into()));
+    }
+    Ok(shape)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shape(text: &str) -> Result<UpdateShape, ExprError> {
+        update_shape(&tokens(text)?)
+    }
+
+    #[test]
+    fn tokens_and_placeholders() {
+        let t = tokens("begins_with(SK, :o) AND #st <> :new AND a.b[2] >= :n").unwrap();
+        let uses = Uses::of(&t);
+        assert_eq!(uses.names, vec![("#st".to_string(), 24)]);
+        let values: Vec<&str> = uses.values.iter().map(|(v, _)| v.as_str()).collect();
+        assert_eq!(values, [":o", ":new", ":n"]);
+        assert!(t.contains(&(Tok::Punct("<>"), 28)));
+        assert_eq!(tokens("a = ;").unwrap_err().0, 4);
+        assert!(tokens("a = :").unwrap_err().1.contains("placeholder name"));
+    }
+
+    #[test]
+    fn targets_of_each_clause() {
+        let s = shape("SET #st = :closed, closed_at = :now REMOVE retry_count, x.y DELETE tags :t")
+            .unwrap();
+        let targets: Vec<&str> = s.targets.iter().map(|(t, _)| t.as_str()).collect();
+        assert_eq!(targets, ["#st", "closed_at", "retry_count", "x", "tags"]);
+        assert_eq!(s.not_idempotent, None);
+        let s = shape("set a = if_not_exists(a, :z), b = list_append(b, :l)").unwrap();
+        assert_eq!(s.not_idempotent.unwrap().0, "list_append");
+    }
+
+    #[test]
+    fn what_is_not_idempotent() {
+        assert_eq!(
+            shape("ADD visits :one").unwrap().not_idempotent.unwrap().0,
+            "ADD"
+        );
+        assert_eq!(
+            shape("SET n = n + :x").unwrap().not_idempotent.unwrap(),
+            ("`+` in SET".to_string(), 10)
+        );
+        assert!(shape("SET a = :x REMOVE b")
+            .unwrap()
+            .not_idempotent
+            .is_none());
+    }
+
+    #[test]
+    fn malformed_update_expressions() {
+        assert!(shape("a = :x").unwrap_err().1.contains("starts with SET"));
+        assert!(shape("SET a = :x SET b = :y")
+            .unwrap_err()
+            .1
+            .contains("only once"));
+        assert!(shape("SET").unwrap_err().1.contains("attribute name"));
+        assert!(shape("SET a = :x,")
+            .unwrap_err()
+            .1
+            .contains("attribute name"));
+        assert!(shape("").unwrap_err().1.contains("empty"));
+    }
+}
