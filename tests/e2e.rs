@@ -23,3 +23,4 @@ mod e2e_sqlite;
 mod nothing_lost;
 mod secrets;
 mod snapshot;
+mod verify_deep;

@@ -5,6 +5,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod deep;
 mod distributed;
 mod limits;
 mod queue;
@@ -91,12 +92,13 @@ enum Command {
     Worker(worker::WorkerArgs),
     /// Show a run's counts from its progress table: rows read, written,
     /// rejected, pending; its queue and dead-letter queue.
-    #[command(after_help = footer(verify::STATUS_EXIT_CODES))]
+    #[command(after_help = footer(verify::STATUS_EXIT_CODES), mut_arg("run", |a| a.required(true)))]
     Status(verify::StatusArgs),
     /// Check that every row of a run is accounted for, by counting its
-    /// batch records; names the segments and pages missing.
-    #[command(after_help = footer(verify::VERIFY_EXIT_CODES))]
-    Verify(verify::StatusArgs),
+    /// batch records; names the segments and pages missing. With --deep,
+    /// compare every item of the table with the source, as mapped now.
+    #[command(after_help = footer(verify::VERIFY_EXIT_CODES), mut_arg("run", |a| a.required_unless_present("deep")))]
+    Verify(verify::VerifyArgs),
     /// Create, redrive, inspect or delete work queues.
     #[command(subcommand, after_help = footer(queue::EXIT_CODES))]
     Queue(queue::QueueCommand),

@@ -12,9 +12,10 @@ use crate::{fail, limits, load};
 /// Which run, and where its progress table is.
 #[derive(clap::Args)]
 pub struct StatusArgs {
-    /// The run id (`run` prints it).
+    /// The run id (`run` prints it). With --deep: the run whose directory
+    /// gets `diff.jsonl` (and holds its `--endpoint local` data).
     #[arg(long)]
-    pub run: String,
+    pub run: Option<String>,
     /// The run's mapping, for its table, endpoint and region (not needed
     /// with --progress-table and --endpoint).
     pub mapping: Option<PathBuf>,
@@ -44,6 +45,15 @@ pub struct StatusArgs {
     pub json: bool,
 }
 
+/// `verify`'s arguments: a run's counts, or with --deep its items.
+#[derive(clap::Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    status: StatusArgs,
+    #[command(flatten)]
+    deep: crate::deep::DeepArgs,
+}
+
 /// The exit codes of `sql2ddb status`, for its --help.
 pub const STATUS_EXIT_CODES: &str = "\
 Exit codes: 0 the run's state was read (whatever it is), 1 it could not be,
@@ -57,7 +67,10 @@ Exit codes:
   1  rows are missing or pending, some failed, the run cannot move on
      (--watch: its only unwritten messages are in the dead-letter queue),
      --timeout passed, or the run could not be read
-  64 usage error: unknown option, missing argument, value out of range";
+  64 usage error: unknown option, missing argument, value out of range
+With --deep: 0 every item is exactly what the mapping makes of the source,
+  1 an item is missing, extra, different or collapsed, a pointer is wrong,
+  or the comparison could not be made.";
 
 /// The progress store these arguments name.
 async fn store(args: &StatusArgs) -> Result<ProgressStore, String> {
@@ -88,8 +101,11 @@ pub async fn status(args: StatusArgs) -> u8 {
 }
 
 /// `sql2ddb verify`.
-pub async fn verify(args: StatusArgs) -> u8 {
-    follow(args, true).await
+pub async fn verify(args: VerifyArgs) -> u8 {
+    match args.deep.deep {
+        true => crate::deep::verify(&args.status, &args.deep).await,
+        false => follow(args.status, true).await,
+    }
 }
 
 async fn follow(args: StatusArgs, verifying: bool) -> u8 {
@@ -97,10 +113,14 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
         Ok(s) => s,
         Err(e) => return fail(&e),
     };
+    // Required at the command line unless --deep.
+    let Some(run) = args.run.clone() else {
+        return fail("give the run id with --run");
+    };
     let started = Instant::now();
     let mut stalled_before = false;
     loop {
-        let state = match inspect(&store, args.sqs_endpoint.as_deref(), &args.run).await {
+        let state = match inspect(&store, args.sqs_endpoint.as_deref(), &run).await {
             Ok(s) => s,
             Err(e) => return fail(&e.to_string()),
         };

@@ -20,6 +20,7 @@ pub mod limiter;
 pub mod local;
 pub mod pointer;
 pub mod progress;
+pub mod read;
 pub mod writer;
 
 pub use admin::{ensure_table, ensure_table_spec, Billing, GsiSpec, Projection, TableSpec};
@@ -31,4 +32,5 @@ pub use failure::Failure;
 pub use limiter::{CapacitySnapshot, WriteCapacityLimiter};
 pub use local::LocalDynamo;
 pub use pointer::{read_pointer, write_pointer, PointerOutcome};
+pub use read::{batch_get, scan_segment, ScanSegment, MAX_BATCH_GET_KEYS};
 pub use writer::{BatchWriteApi, BatchWriter, CallError, RetryPolicy, WriteOutcome};

@@ -5,6 +5,7 @@
 
 pub mod check;
 pub mod checkpoint;
+pub mod deep;
 pub mod error;
 pub mod progress;
 pub mod queues;

@@ -19,6 +19,7 @@ use sql2ddb_source::{PageQuery, Segment, Source};
 mod drain;
 mod embed;
 mod execute;
+mod expected;
 mod handoff;
 mod keys;
 mod prepare;
@@ -26,6 +27,8 @@ mod read;
 mod replay;
 mod settle;
 mod tracking;
+
+pub(crate) use expected::SourceItems;
 
 use crate::error::EngineError;
 use crate::progress::{EntityProgress, RunProgress};

@@ -1,0 +1,272 @@
+//! `sql2ddb verify MAPPING --deep`: the flags, the progress bars, and the
+//! summary on the terminal (long values shortened; `diff.jsonl` has them whole).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sql2ddb_engine::deep::{
+    verify_deep, DeepOptions, DeepProgress, DeepReport, Difference, DEFAULT_MEMORY_BUDGET,
+    DEFAULT_SCAN_SEGMENTS,
+};
+use sql2ddb_engine::{new_run_id, EntityProgress, RunOptions, RunProgress};
+
+use crate::verify::StatusArgs;
+use crate::{fail, limits, load};
+
+/// Longest value shown on the terminal.
+const SHOWN_VALUE: usize = 60;
+
+/// The flags of `verify --deep`.
+#[derive(clap::Args)]
+pub struct DeepArgs {
+    /// Compare the source, as the mapping maps it now, with the table as it
+    /// is now, item by item (needs the mapping; --run names the run
+    /// directory, for `--endpoint local` data).
+    #[arg(long, requires = "mapping", conflicts_with_all = ["watch", "timeout", "progress_table"])]
+    pub deep: bool,
+    /// With --deep: check only a deterministic fraction of the keys
+    /// (0 < F ≤ 1), fetched by key with BatchGetItem; finds missing and
+    /// different items, not extra ones.
+    #[arg(long, value_name = "FRACTION", requires = "deep", value_parser = fraction)]
+    pub sample: Option<f64>,
+    /// With --deep: only this entity.
+    #[arg(long, value_name = "NAME", requires = "deep")]
+    pub entity: Option<String>,
+    /// With --deep: read units per second the table side may spend.
+    #[arg(long, value_name = "N", requires = "deep", value_parser = limits::positive::<u64>)]
+    pub max_rcu: Option<u64>,
+    /// With --deep: segments of the table's parallel Scan, 1..=1024.
+    #[arg(long, value_name = "N", requires = "deep",
+          value_parser = clap::value_parser!(u32).range(1..=1024),
+          default_value_t = DEFAULT_SCAN_SEGMENTS)]
+    pub segments: u32,
+    /// With --deep: source URL, overriding the mapping's.
+    #[arg(long, value_name = "URL", requires = "deep")]
+    pub source: Option<String>,
+    /// With --deep: where run directories are (`diff.jsonl` goes into the
+    /// run's directory, or a new one without --run).
+    #[arg(long, value_name = "DIR", default_value = "sql2ddb-runs")]
+    pub runs_dir: PathBuf,
+    /// Bytes of items held in memory before spilling to files.
+    #[arg(long, hide = true, env = "SQL2DDB_VERIFY_MEMORY", value_name = "BYTES",
+          value_parser = limits::positive::<usize>)]
+    pub memory_budget: Option<usize>,
+}
+
+/// A fraction in (0, 1].
+fn fraction(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(f) if f > 0.0 && f <= 1.0 => Ok(f),
+        _ => Err(format!(
+            "{text:?} is not a fraction greater than 0 and at most 1"
+        )),
+    }
+}
+
+/// Runs `verify --deep`; 0 when nothing differs.
+pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> u8 {
+    let Some(path) = &args.mapping else {
+        return fail("--deep needs the mapping file");
+    };
+    let plan = match load(path) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let opts = DeepOptions {
+        run: RunOptions {
+            source: deep.source.clone(),
+            endpoint: args.endpoint.clone(),
+            region: args.region.clone(),
+            runs_dir: deep.runs_dir.clone(),
+            run_id: Some(args.run.clone().unwrap_or_else(new_run_id)),
+            ..RunOptions::default()
+        },
+        entity: deep.entity.clone(),
+        sample: deep.sample,
+        max_rcu: deep.max_rcu,
+        segments: deep.segments,
+        memory_budget: deep.memory_budget.unwrap_or(DEFAULT_MEMORY_BUDGET),
+    };
+    let progress = RunProgress::new();
+    let counters = Arc::new(DeepProgress::default());
+    let bars = tokio::spawn(draw(progress.clone(), counters.clone(), args.json));
+    let result = verify_deep(&plan, &opts, &progress, counters).await;
+    bars.abort();
+    let _ = bars.await;
+    match result {
+        Ok(report) => {
+            show(&report, args.json);
+            u8::from(!report.clean())
+        }
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+fn show(report: &DeepReport, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(report).expect("a report serialises")
+        );
+    } else {
+        eprint!("{}", render(report));
+    }
+    let verdict = match report.differences {
+        0 => "verified: every item is exactly what the mapping makes of the source".to_string(),
+        n => format!(
+            "not verified: {n} differences (every one in {})",
+            report.diff_file
+        ),
+    };
+    eprintln!("{verdict}");
+}
+
+/// The report as a table for the terminal.
+pub fn render(r: &DeepReport) -> String {
+    let mut out = format!(
+        "table {}  endpoint {}  {}\n",
+        r.table,
+        r.endpoint,
+        match r.sample {
+            Some(f) => format!("sample {f} of the keys (extra items are not looked for)"),
+            None => "full scan".to_string(),
+        }
+    );
+    out.push_str(&format!(
+        "{:<16} {:>9} {:>9} {:>9} {:>8} {:>6} {:>9} {:>9}\n",
+        "entity", "expected", "found", "identical", "missing", "extra", "different", "collapsed"
+    ));
+    for e in &r.entities {
+        out.push_str(&format!(
+            "{:<16} {:>9} {:>9} {:>9} {:>8} {:>6} {:>9} {:>9}\n",
+            e.entity,
+            e.expected,
+            e.found,
+            e.identical,
+            e.missing,
+            e.extra,
+            e.different,
+            e.collapsed
+        ));
+    }
+    for p in &r.pointers {
+        let actual = p
+            .actual
+            .as_ref()
+            .map_or("none".to_string(), |a| a.to_string());
+        out.push_str(&format!(
+            "pointer {} {}: {} (expected {}, found {actual})\n",
+            p.name,
+            p.key,
+            if p.ok { "ok" } else { "WRONG" },
+            p.expected
+        ));
+    }
+    if r.outside > 0 {
+        out.push_str(&format!(
+            "{} items outside the mapping's key space were not compared\n",
+            r.outside
+        ));
+    }
+    for d in &r.first_differences {
+        out.push_str(&line(d));
+        out.push('\n');
+    }
+    if r.differences > r.first_differences.len() as u64 {
+        out.push_str(&format!(
+            "… and {} more in {}\n",
+            r.differences - r.first_differences.len() as u64,
+            r.diff_file
+        ));
+    }
+    out
+}
+
+/// One difference on one line, values shortened.
+fn line(d: &Difference) -> String {
+    let kind = serde_json::to_value(d.kind).expect("a kind serialises");
+    let mut text = format!(
+        "{} {} {}",
+        kind.as_str().unwrap_or_default(),
+        d.entity,
+        d.key
+    );
+    if !d.source_keys.is_empty() {
+        let keys: Vec<String> = d.source_keys.iter().map(|k| k.to_string()).collect();
+        text.push_str(&format!(" from {}", keys.join(", ")));
+    }
+    for a in &d.attributes {
+        let v = |v: &Option<serde_json::Value>| {
+            v.as_ref()
+                .map_or("absent".into(), |v| shorten(&v.to_string()))
+        };
+        text.push_str(&format!(
+            "\n    {}: expected {}, found {}",
+            a.name,
+            v(&a.expected),
+            v(&a.actual)
+        ));
+    }
+    text
+}
+
+fn shorten(text: &str) -> String {
+    match text.char_indices().nth(SHOWN_VALUE) {
+        Some((at, _)) => format!("{}… ({} chars)", &text[..at], text.chars().count()),
+        None => text.to_string(),
+    }
+}
+
+/// Two bars: source rows read, and items compared (after reading: buckets).
+async fn draw(progress: Arc<RunProgress>, deep: Arc<DeepProgress>, json: bool) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let multi = MultiProgress::with_draw_target(match json {
+        true => ProgressDrawTarget::hidden(),
+        false => ProgressDrawTarget::stderr(),
+    });
+    let rows = multi.add(
+        ProgressBar::new(0).with_style(
+            ProgressStyle::with_template("{prefix:>14} [{bar:30}] {pos}/{len} rows  {msg}")
+                .expect("template")
+                .progress_chars("=> "),
+        ),
+    );
+    rows.set_prefix("source");
+    let items = multi.add(
+        ProgressBar::new(0).with_style(
+            ProgressStyle::with_template("{prefix:>14} [{bar:30}] {pos}/{len} buckets  {msg}")
+                .expect("template")
+                .progress_chars("=> "),
+        ),
+    );
+    items.set_prefix("compared");
+    let _clear = Clear(multi);
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tick.tick().await;
+        let entities = progress.entities();
+        let sum = |f: fn(&EntityProgress) -> u64| entities.iter().map(|e| f(e)).sum::<u64>();
+        let read = sum(|e| EntityProgress::get(&e.read));
+        rows.set_length(sum(|e| EntityProgress::get(&e.total)).max(read));
+        rows.set_position(read);
+        rows.set_message(format!(
+            "{} items mapped, {} read from the table",
+            deep.expected.load(Relaxed),
+            deep.scanned.load(Relaxed)
+        ));
+        items.set_length(deep.buckets.load(Relaxed));
+        items.set_position(deep.buckets_done.load(Relaxed));
+        items.set_message(format!("{} items compared", deep.compared.load(Relaxed)));
+    }
+}
+
+/// Clears the bars when drawing stops.
+struct Clear(MultiProgress);
+
+impl Drop for Clear {
+    fn drop(&mut self) {
+        let _ = self.0.clear();
+    }
+}

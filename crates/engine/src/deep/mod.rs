@@ -1,0 +1,294 @@
+//! `sql2ddb verify MAPPING --deep`: the source, as the mapping maps it now,
+//! compared item by item with the table as it is now.
+//!
+//! The expected side is the run's own read path ([`crate::run::SourceItems`]:
+//! the same segments, keyset pages, embeds and mapping code); the actual side
+//! a parallel Scan of the table, its items attributed to entities by key
+//! shape ([`shape`]). Both sides are partitioned by a stable hash of the
+//! item's key into buckets, held in memory up to a budget and spilled to
+//! files in the run directory past it ([`spill`]); then each bucket of one
+//! side is compared with the same bucket of the other ([`compare`]), so
+//! memory holds the budget and one bucket, whatever the table's size. With
+//! `--sample F` only the keys in a deterministic fraction F (by key hash)
+//! are kept and fetched with BatchGetItem instead of the scan: missing and
+//! different items are found, extra ones are not.
+
+pub mod canon;
+mod compare;
+mod pointers;
+mod shape;
+mod spill;
+mod table;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde::Serialize;
+use sql2ddb_core::WorkBatch;
+use sql2ddb_dynamo::{RetryPolicy, WriteCapacityLimiter};
+use sql2ddb_mapping::Plan;
+
+pub use canon::AttrDiff;
+pub use compare::{DiffKind, Difference, EntityDiff};
+pub use pointers::PointerCheck;
+
+use crate::error::EngineError;
+use crate::progress::RunProgress;
+use crate::run::{RunOptions, SourceItems};
+use canon::{in_sample, key_text, stable_hash};
+use compare::Findings;
+use pointers::PointerMax;
+use spill::{Buckets, Record};
+use table::TableSide;
+
+/// Bytes of records both sides hold in memory before spilling to files.
+pub const DEFAULT_MEMORY_BUDGET: usize = 256 << 20;
+/// Segments of the table's parallel Scan.
+pub const DEFAULT_SCAN_SEGMENTS: u32 = 4;
+/// Source rows per bucket aimed at: one bucket of each side is in memory
+/// while compared.
+const ROWS_PER_BUCKET: u64 = 20_000;
+/// Fewest and most buckets per side.
+const BUCKETS: (u64, u64) = (16, 4096);
+/// The name of the differences file in the run directory.
+pub const DIFF_FILE: &str = "diff.jsonl";
+
+/// What `verify --deep` takes besides the mapping.
+#[derive(Debug, Clone)]
+pub struct DeepOptions {
+    /// Source, endpoint, region, run directory (`runs_dir` and `run_id`),
+    /// source connections, segments per entity, page size, snapshot.
+    pub run: RunOptions,
+    /// Only this entity.
+    pub entity: Option<String>,
+    /// Only a deterministic fraction (0..=1] of the keys, fetched by key.
+    pub sample: Option<f64>,
+    /// Read units per second the table side may spend.
+    pub max_rcu: Option<u64>,
+    /// Segments of the table's Scan.
+    pub segments: u32,
+    /// Bytes of records held in memory before spilling.
+    pub memory_budget: usize,
+}
+
+/// Counters for progress bars, updated while the verification runs.
+#[derive(Debug, Default)]
+pub struct DeepProgress {
+    /// Items mapped from the source (kept: in the sample, if any).
+    pub expected: AtomicU64,
+    /// Items read from the table.
+    pub scanned: AtomicU64,
+    /// Items compared (expected keys and table items).
+    pub compared: AtomicU64,
+    /// Buckets to compare, once reading is over.
+    pub buckets: AtomicU64,
+    /// Buckets compared.
+    pub buckets_done: AtomicU64,
+}
+
+/// What `verify --deep` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct DeepReport {
+    /// The table.
+    pub table: String,
+    /// The endpoint, as reports show it.
+    pub endpoint: String,
+    /// `full` or `sample`.
+    pub mode: &'static str,
+    /// The sampled fraction of keys.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample: Option<f64>,
+    /// The run directory.
+    pub run_dir: String,
+    /// Every difference, one JSON object a line.
+    pub diff_file: String,
+    /// Per entity, in the mapping's order.
+    pub entities: Vec<EntityDiff>,
+    /// Pointer items.
+    pub pointers: Vec<PointerCheck>,
+    /// Items of the table outside the mapping's key space (not compared).
+    pub outside: u64,
+    /// Items read from the table.
+    pub items_read: u64,
+    /// Differences written to the file (pointers included).
+    pub differences: u64,
+    /// The first differences, for the terminal.
+    pub first_differences: Vec<Difference>,
+    /// Bytes spilled to files because memory held the budget.
+    pub spilled_bytes: u64,
+}
+
+impl DeepReport {
+    /// Nothing differs.
+    pub fn clean(&self) -> bool {
+        self.differences == 0
+    }
+}
+
+/// Compares the source, mapped by `plan`, with the table.
+pub async fn verify_deep(
+    plan: &Plan,
+    opts: &DeepOptions,
+    progress: &RunProgress,
+    deep: Arc<DeepProgress>,
+) -> Result<DeepReport, EngineError> {
+    if let Some(f) = opts.sample.filter(|f| !(*f > 0.0 && *f <= 1.0)) {
+        return Err(EngineError::Config(format!(
+            "--sample {f}: give a fraction of the keys greater than 0 and at most 1"
+        )));
+    }
+    let read = restrict(plan, opts.entity.as_deref())?;
+    let source = SourceItems::open(&read, &opts.run, progress).await?;
+    let result = compare_all(plan, &read, opts, &source, deep).await;
+    source.close().await;
+    result
+}
+
+/// The plan with only the entity asked for.
+fn restrict(plan: &Plan, entity: Option<&str>) -> Result<Plan, EngineError> {
+    let Some(name) = entity else {
+        return Ok(plan.clone());
+    };
+    if plan.entity(name).is_none() {
+        let names: Vec<&str> = plan.entities.iter().map(|e| e.name.as_str()).collect();
+        return Err(EngineError::Config(format!(
+            "--entity {name:?}: the mapping has no such entity (it has {})",
+            names.join(", ")
+        )));
+    }
+    let mut only = plan.clone();
+    only.entities.retain(|e| e.name == name);
+    Ok(only)
+}
+
+/// Reads both sides into buckets, compares them bucket by bucket, checks
+/// the pointers, and writes `diff.jsonl`.
+async fn compare_all(
+    plan: &Plan,
+    read: &Plan,
+    opts: &DeepOptions,
+    source: &SourceItems,
+    deep: Arc<DeepProgress>,
+) -> Result<DeepReport, EngineError> {
+    let dir = source.run_dir().to_path_buf();
+    let spill_dir = dir.join("verify-spill");
+    // Left by an interrupted verification.
+    let _ = std::fs::remove_dir_all(&spill_dir);
+    let count = (source.rows() / ROWS_PER_BUCKET).clamp(BUCKETS.0, BUCKETS.1) as usize;
+    let half = (opts.memory_budget / 2).max(1);
+    let expected = Arc::new(Mutex::new(Buckets::new(
+        &spill_dir, "expected", count, half,
+    )));
+    let actual = Arc::new(Mutex::new(Buckets::new(&spill_dir, "actual", count, half)));
+    let side = Arc::new(TableSide {
+        client: source.client().clone(),
+        table: plan.target.table.clone(),
+        keys: plan.key_attrs(),
+        space: shape::KeySpace::of(plan),
+        names: plan.entities.iter().map(|e| e.name.clone()).collect(),
+        wanted: opts.entity.clone(),
+        limiter: opts.max_rcu.map(WriteCapacityLimiter::new),
+        retry: RetryPolicy::default(),
+        outside: AtomicU64::new(0),
+        progress: deep.clone(),
+    });
+    let mut pointers = PointerMax::default();
+    let take = |batch: WorkBatch| take_batch(batch, &side, opts.sample, &expected, &mut pointers);
+    match opts.sample {
+        None => {
+            let (r, s) = tokio::join!(source.read(take), side.scan(opts.segments, &actual));
+            r.and(s)?;
+        }
+        Some(_) => source.read(take).await?,
+    }
+    let path = dir.join(DIFF_FILE);
+    let names: Vec<String> = read.entities.iter().map(|e| e.name.clone()).collect();
+    let mut findings = Findings::create(&path, side.keys.clone(), &names)?;
+    deep.buckets.store(count as u64, Ordering::Relaxed);
+    for bucket in 0..count {
+        let exp = expected.lock().expect("buckets lock").take(bucket)?;
+        let act = match opts.sample {
+            None => actual.lock().expect("buckets lock").take(bucket)?,
+            Some(_) => side.fetch(&exp).await?,
+        };
+        let n = findings.compare(exp, act)?;
+        deep.compared.fetch_add(n, Ordering::Relaxed);
+        deep.buckets_done.fetch_add(1, Ordering::Relaxed);
+    }
+    let pointers = pointers
+        .check(&side.client, &side.table, &side.keys)
+        .await?;
+    for p in pointers.iter().filter(|p| !p.ok) {
+        findings.add(pointer_difference(p))?;
+    }
+    findings.finish()?;
+    let spilled_bytes = expected.lock().expect("lock").spilled_bytes()
+        + actual.lock().expect("lock").spilled_bytes();
+    let _ = std::fs::remove_dir_all(&spill_dir);
+    Ok(DeepReport {
+        table: side.table.clone(),
+        endpoint: source.endpoint().to_string(),
+        mode: if opts.sample.is_some() {
+            "sample"
+        } else {
+            "full"
+        },
+        sample: opts.sample,
+        run_dir: dir.display().to_string(),
+        diff_file: path.display().to_string(),
+        entities: findings.entities.clone(),
+        pointers,
+        outside: side.outside.load(Ordering::Relaxed),
+        items_read: deep.scanned.load(Ordering::Relaxed),
+        differences: findings.written,
+        first_differences: findings.first.clone(),
+        spilled_bytes,
+    })
+}
+
+/// Puts a mapped page's items in their buckets (those in the sample, with
+/// one) and offers its pointer candidates.
+fn take_batch(
+    batch: WorkBatch,
+    side: &TableSide,
+    sample: Option<f64>,
+    expected: &Mutex<Buckets>,
+    pointers: &mut PointerMax,
+) -> Result<(), EngineError> {
+    let mut buckets = expected.lock().expect("buckets lock");
+    for m in batch.items {
+        let Some(key) = key_text(&m.item, &side.keys) else {
+            continue;
+        };
+        let hash = stable_hash(&key);
+        if sample.is_some_and(|f| !in_sample(hash, f)) {
+            continue;
+        }
+        let record = Record {
+            key,
+            entity: batch.entity.clone(),
+            item: m.item,
+            source_key: Some(m.source_key),
+        };
+        buckets.push(hash, &record)?;
+        side.progress.expected.fetch_add(1, Ordering::Relaxed);
+    }
+    for p in batch.pointers {
+        pointers.offer(p.update);
+    }
+    Ok(())
+}
+
+fn pointer_difference(p: &PointerCheck) -> Difference {
+    Difference {
+        kind: DiffKind::Pointer,
+        entity: p.name.clone(),
+        key: p.key.clone(),
+        source_keys: Vec::new(),
+        attributes: vec![AttrDiff {
+            name: p.attribute.clone(),
+            expected: Some(p.expected.clone()),
+            actual: p.actual.clone(),
+        }],
+    }
+}

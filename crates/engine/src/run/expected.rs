@@ -1,0 +1,139 @@
+//! The source side of `verify --deep`: every entity prepared, read and
+//! mapped by the run's own stages (the same bindings, key rules, segments,
+//! keyset pages, embeds and pointer candidates), its pages handed to the
+//! verifier instead of the writers. Nothing is written to DynamoDB.
+
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use sql2ddb_core::WorkBatch;
+use sql2ddb_dynamo::Client;
+use sql2ddb_mapping::Plan;
+use sql2ddb_queue::MemoryQueue;
+
+use super::handoff::{Handoff, PageOut};
+use super::{read, Context, Prepared, RunOptions};
+use crate::error::EngineError;
+use crate::progress::RunProgress;
+use crate::rejects::RejectsFile;
+use crate::stop::StopSignal;
+
+/// Pages waiting between the readers and the verifier.
+const PAGES_WAITING: usize = 4;
+
+/// A source opened and every entity prepared, ready to be read as a run
+/// would read it.
+pub struct SourceItems {
+    ctx: Context,
+    prepared: Vec<Arc<Prepared>>,
+    opts: RunOptions,
+}
+
+impl SourceItems {
+    /// Opens the source (one snapshot, as a run does), the DynamoDB endpoint
+    /// (`local` included, whose data file is in the run directory named by
+    /// `opts.run_id`) and prepares every entity of `plan`. The table is
+    /// neither created nor checked here. Rows the mapping rejects go to
+    /// `verify-rejects.jsonl` in the run directory, not to the run's file.
+    pub async fn open(
+        plan: &Plan,
+        opts: &RunOptions,
+        progress: &RunProgress,
+    ) -> Result<SourceItems, EngineError> {
+        let mut ctx = Context::open(plan, opts).await?;
+        ctx.rejects = Arc::new(RejectsFile::new(ctx.run_dir.join("verify-rejects.jsonl")));
+        // Prepared like a dry run: no table creation.
+        let reading = RunOptions {
+            dry_run: true,
+            ..opts.clone()
+        };
+        match ctx.prepare(plan, &reading, progress).await {
+            Ok((prepared, _)) => Ok(SourceItems {
+                ctx,
+                prepared,
+                opts: opts.clone(),
+            }),
+            Err(e) => {
+                ctx.source.close().await;
+                ctx.resources.close().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// The DynamoDB client of the job.
+    pub fn client(&self) -> &Client {
+        self.ctx.resources.client()
+    }
+
+    /// The endpoint as reports show it.
+    pub fn endpoint(&self) -> &str {
+        self.ctx.resources.endpoint()
+    }
+
+    /// The run directory.
+    pub fn run_dir(&self) -> &Path {
+        &self.ctx.run_dir
+    }
+
+    /// Rows the source held when the entities were prepared.
+    pub fn rows(&self) -> u64 {
+        self.prepared.iter().map(|p| p.counted).sum()
+    }
+
+    /// Reads every segment of every entity and hands each mapped page to
+    /// `take`, one at a time, as the pages come. When `take` fails, the
+    /// readers stop after their page and its error is returned.
+    pub async fn read(
+        &self,
+        mut take: impl FnMut(WorkBatch) -> Result<(), EngineError>,
+    ) -> Result<(), EngineError> {
+        let stop = StopSignal::new();
+        let outer = self.opts.stop.clone();
+        let queue = MemoryQueue::new(PAGES_WAITING);
+        let consumer = queue.consumer();
+        let readers = read::Readers {
+            source: self.ctx.source.clone(),
+            rejects: self.ctx.rejects.clone(),
+            run_id: self.ctx.run_id.clone(),
+            out: PageOut {
+                handoff: Handoff::Memory(queue.producer()),
+                checkpoints: None,
+            },
+            slots: Arc::new(tokio::sync::Semaphore::new(
+                self.opts.source_connections.max(1) as usize,
+            )),
+            stop: Some(stop.clone()),
+        };
+        drop(queue);
+        let taking = async {
+            let mut result = Ok(());
+            while let Some(batch) = consumer.pop().await {
+                if outer.as_ref().is_some_and(|s| s.is_stopped()) {
+                    stop.stop();
+                }
+                // After a failure, pages are drained (not taken) until the readers stop.
+                if result.is_ok() {
+                    result = take(batch);
+                    if result.is_err() {
+                        stop.stop();
+                    }
+                }
+            }
+            result
+        };
+        let (read, taken) = tokio::join!(readers.read_all(&self.prepared), taking);
+        for p in &self.prepared {
+            p.counters.done.store(true, Ordering::Relaxed);
+        }
+        self.ctx.rejects.flush()?;
+        read.and(taken)
+    }
+
+    /// Closes the source and the endpoint.
+    pub async fn close(self) {
+        self.ctx.source.close().await;
+        self.ctx.resources.close().await;
+    }
+}

@@ -1,0 +1,393 @@
+//! `sql2ddb verify MAPPING --deep`: after a clean run every item is
+//! identical; after the table is tampered with through the SDK (and a row
+//! added to the source) exactly each difference is found and written to
+//! `diff.jsonl`, also when a tiny memory budget forces both sides to spill;
+//! `--sample` finds the missing and different items of its sample and no
+//! extra ones; rows that collapse onto one key are named with both source
+//! keys; data of `--endpoint local` is verified from its run directory.
+
+use std::collections::BTreeSet;
+
+use aws_sdk_dynamodb::types::AttributeValue as Sdk;
+use serde_json::{json, Value as Json};
+use sql2ddb_core::limits::KeyType;
+use sql2ddb_core::{Item, KeyAttr};
+use sql2ddb_engine::deep::canon::{in_sample, key_text, stable_hash};
+
+use crate::common::*;
+
+const FIXTURE: &str = "
+CREATE TABLE {schema}.customers (customer_id int PRIMARY KEY, name text NOT NULL, credit numeric(10,2) NOT NULL);
+INSERT INTO {schema}.customers SELECT c, 'customer ' || c, c * 1.25 FROM generate_series(1, 20) c;
+CREATE TABLE {schema}.orders (order_id int PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL, total numeric(10,2) NOT NULL);
+INSERT INTO {schema}.orders SELECT o, o % 20 + 1, (ARRAY['new','paid'])[o % 2 + 1], o * 10 FROM generate_series(1, 30) o;
+CREATE TABLE {schema}.order_lines (order_id int NOT NULL, line_no int NOT NULL, sku text NOT NULL, PRIMARY KEY (order_id, line_no));
+INSERT INTO {schema}.order_lines SELECT o, l, 'SKU-' || (o + l) FROM generate_series(1, 30) o, generate_series(1, 3) l;
+CREATE TABLE {schema}.products (sku text PRIMARY KEY, title text NOT NULL);
+INSERT INTO {schema}.products SELECT 'SKU-' || p, 'product ' || p FROM generate_series(1, 10) p;
+";
+
+const MAPPING: &str = r#"version = 1
+[source]
+url = "postgres://root@127.0.0.1:5432/test"
+page_size = 7
+read_parallelism = 2
+[target]
+table = "TABLE"
+create = true
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+[[target.gsi]]
+name = "by_status"
+pk = { name = "GSI1PK", type = "S" }
+sk = { name = "GSI1SK", type = "S" }
+
+[[entity]]
+name = "customer"
+from = "SCHEMA.customers"
+pk = "CUST#{customer_id:04}"
+sk = "PROFILE"
+
+[[entity]]
+name = "order"
+from = "SCHEMA.orders"
+pk = "CUST#{customer_id:04}"
+sk = "ORDER#{order_id:04}"
+[entity.attributes]
+GSI1PK = "STATUS#{status}"
+GSI1SK = "{order_id:04}"
+
+[[entity.embed]]
+name = "lines"
+from = "SCHEMA.order_lines"
+parent_key = ["order_id"]
+order_by = ["line_no"]
+exclude = ["order_id"]
+
+[[entity]]
+name = "product"
+from = "SCHEMA.products"
+pk = "PRODUCT#{sku}"
+sk = "PRODUCT"
+
+[[pointer]]
+entity = "order"
+pk = "LAST_ORDER"
+sk = "LAST_ORDER"
+max = { attribute = "orderId", column = "order_id" }
+"#;
+
+/// `verify MAPPING --deep --json EXTRA…` against the scenario's server.
+async fn deep(sc: &Scenario, mapping: &str, extra: &[&str]) -> (Run, Json) {
+    let mut args = vec!["verify", mapping, "--deep", "--json", "--endpoint"];
+    args.push(&sc.dynamo.url);
+    args.extend_from_slice(extra);
+    let run = sc.sql2ddb(&args).await;
+    let report = run.report();
+    (run, report)
+}
+
+/// An entity's counts: expected, found, identical, missing, extra, different, collapsed.
+fn counts(report: &Json, entity: &str) -> [u64; 7] {
+    let e = report["entities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["entity"] == entity)
+        .unwrap_or_else(|| panic!("no entity {entity} in {report}"));
+    [
+        "expected",
+        "found",
+        "identical",
+        "missing",
+        "extra",
+        "different",
+        "collapsed",
+    ]
+    .map(|k| e[k].as_u64().unwrap())
+}
+
+/// The lines of the report's `diff.jsonl`.
+fn diff_lines(sc: &Scenario, report: &Json) -> Vec<Json> {
+    let path = sc.path().join(report["diff_file"].as_str().unwrap());
+    std::fs::read_to_string(&path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Each line as (kind, entity, PK, SK, differing attribute names).
+fn summary(lines: &[Json]) -> BTreeSet<(String, String, String, String, Vec<String>)> {
+    lines
+        .iter()
+        .map(|l| {
+            let attrs = l["attributes"]
+                .as_array()
+                .map(|a| {
+                    a.iter()
+                        .map(|a| a["name"].as_str().unwrap().to_string())
+                        .collect()
+                })
+                .unwrap_or_default();
+            (
+                l["kind"].as_str().unwrap().to_string(),
+                l["entity"].as_str().unwrap().to_string(),
+                l["key"]["PK"]["S"].as_str().unwrap().to_string(),
+                l["key"]["SK"]["S"].as_str().unwrap().to_string(),
+                attrs,
+            )
+        })
+        .collect()
+}
+
+fn line(
+    kind: &str,
+    entity: &str,
+    pk: &str,
+    sk: &str,
+    attrs: &[&str],
+) -> (String, String, String, String, Vec<String>) {
+    let attrs = attrs.iter().map(|a| a.to_string()).collect();
+    (kind.into(), entity.into(), pk.into(), sk.into(), attrs)
+}
+
+async fn put(sc: &Scenario, item: &Item) {
+    sc.dynamo
+        .client
+        .put_item()
+        .table_name(&sc.table)
+        .set_item(Some(sql2ddb_dynamo::convert::item_to_sdk(item)))
+        .send()
+        .await
+        .unwrap();
+}
+
+/// Deletes 1 item, changes 4 (a number, a string, a type, a dropped
+/// attribute), rewrites a number as equal text, adds an item in the
+/// mapping's key space and one outside it, moves the pointer back.
+async fn tamper(sc: &Scenario) {
+    let items = sc.items().await;
+    sc.dynamo
+        .client
+        .delete_item()
+        .table_name(&sc.table)
+        .key("PK", Sdk::S("CUST#0003".into()))
+        .key("SK", Sdk::S("PROFILE".into()))
+        .send()
+        .await
+        .unwrap();
+    let edit = |pk: &str, sk: &str, f: &dyn Fn(&mut Item)| {
+        let mut item = items[&key(pk, sk)].clone();
+        f(&mut item);
+        item
+    };
+    let changed = [
+        edit("CUST#0004", "PROFILE", &|i| {
+            i.insert("name".into(), s("someone else"));
+        }),
+        // Equal as DynamoDB compares numbers: not a difference.
+        edit("CUST#0001", "PROFILE", &|i| {
+            i.insert("credit".into(), n("1.250"));
+        }),
+        edit("CUST#0002", "ORDER#0001", &|i| {
+            i.insert("total".into(), n("10.5"));
+        }),
+        edit("CUST#0003", "ORDER#0002", &|i| {
+            i.insert("total".into(), s("20"));
+        }),
+        edit("CUST#0004", "ORDER#0003", &|i| {
+            i.remove("status");
+        }),
+        edit("LAST_ORDER", "LAST_ORDER", &|i| {
+            i.insert("orderId".into(), n(5));
+        }),
+        item(vec![
+            ("PK", s("CUST#0999")),
+            ("SK", s("PROFILE")),
+            ("name", s("x")),
+        ]),
+        item(vec![("PK", s("SESSION#1")), ("SK", s("X"))]),
+    ];
+    for i in &changed {
+        put(sc, i).await;
+    }
+}
+
+/// The differences after [`tamper`] and a customer row added to the source.
+fn tampered() -> BTreeSet<(String, String, String, String, Vec<String>)> {
+    [
+        line("missing", "customer", "CUST#0003", "PROFILE", &[]),
+        line("missing", "customer", "CUST#0021", "PROFILE", &[]),
+        line("different", "customer", "CUST#0004", "PROFILE", &["name"]),
+        line("different", "order", "CUST#0002", "ORDER#0001", &["total"]),
+        line("different", "order", "CUST#0003", "ORDER#0002", &["total"]),
+        line("different", "order", "CUST#0004", "ORDER#0003", &["status"]),
+        line("extra", "customer", "CUST#0999", "PROFILE", &[]),
+        line(
+            "pointer",
+            "LAST_ORDER",
+            "LAST_ORDER",
+            "LAST_ORDER",
+            &["orderId"],
+        ),
+    ]
+    .into_iter()
+    .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deep_verify_finds_exactly_each_difference() {
+    let sc = Scenario::new("deep").postgres(FIXTURE).start().await;
+    let mapping = sc.mapping(MAPPING);
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    let (clean, report) = deep(&sc, &mapping, &[]).await;
+    assert_eq!(clean.code, 0, "{}\n{}", clean.stdout, clean.stderr);
+    assert_eq!(counts(&report, "customer"), [20, 20, 20, 0, 0, 0, 0]);
+    assert_eq!(counts(&report, "order"), [30, 30, 30, 0, 0, 0, 0]);
+    assert_eq!(counts(&report, "product"), [10, 10, 10, 0, 0, 0, 0]);
+    assert_eq!(report["pointers"][0]["ok"], true, "{report}");
+    assert!(diff_lines(&sc, &report).is_empty());
+
+    tamper(&sc).await;
+    sc.pg()
+        .exec("INSERT INTO {schema}.customers VALUES (21, 'customer 21', 26.25)")
+        .await;
+    let (dirty, report) = deep(&sc, &mapping, &["--segments", "3"]).await;
+    assert_eq!(dirty.code, 1, "{}", dirty.stderr);
+    assert_eq!(counts(&report, "customer"), [21, 19, 18, 2, 1, 1, 0]);
+    assert_eq!(counts(&report, "order"), [30, 30, 27, 0, 0, 3, 0]);
+    assert_eq!(counts(&report, "product"), [10, 10, 10, 0, 0, 0, 0]);
+    assert_eq!(
+        report["outside"], 1,
+        "the other application's item is ignored"
+    );
+    let lines = diff_lines(&sc, &report);
+    assert_eq!(summary(&lines), tampered());
+    assert_eq!(lines.len(), 8);
+    let total = lines
+        .iter()
+        .find(|l| l["key"]["SK"] == json!({"S": "ORDER#0001"}))
+        .unwrap();
+    assert_eq!(total["attributes"][0]["expected"], json!({"N": "10"}));
+    assert_eq!(total["attributes"][0]["actual"], json!({"N": "10.5"}));
+    let missing = lines
+        .iter()
+        .find(|l| l["key"]["PK"] == json!({"S": "CUST#0021"}))
+        .unwrap();
+    assert_eq!(missing["source_keys"], json!([{"customer_id": 21}]));
+
+    // Both sides spilled to files at every item: the same findings.
+    let (spilled, tiny) = deep(&sc, &mapping, &["--memory-budget", "1"]).await;
+    assert_eq!(spilled.code, 1, "{}", spilled.stderr);
+    assert!(tiny["spilled_bytes"].as_u64().unwrap() > 0, "{tiny}");
+    assert_eq!(tiny["entities"], report["entities"]);
+    assert_eq!(summary(&diff_lines(&sc, &tiny)), tampered());
+
+    // The whole sample: the same missing and different, no extra.
+    let (all, sample) = deep(&sc, &mapping, &["--sample", "1.0"]).await;
+    assert_eq!(all.code, 1, "{}", all.stderr);
+    let without_extra: BTreeSet<_> = tampered().into_iter().filter(|l| l.0 != "extra").collect();
+    assert_eq!(summary(&diff_lines(&sc, &sample)), without_extra);
+
+    // Half: exactly those whose key hash falls in the sample.
+    let (half, report) = deep(&sc, &mapping, &["--sample", "0.5"]).await;
+    let keys = [
+        KeyAttr::new("PK", KeyType::S),
+        KeyAttr::new("SK", KeyType::S),
+    ];
+    let sampled = |pk: &str, sk: &str| {
+        let item = item(vec![("PK", s(pk)), ("SK", s(sk))]);
+        in_sample(stable_hash(&key_text(&item, &keys).unwrap()), 0.5)
+    };
+    let want: BTreeSet<_> = without_extra
+        .into_iter()
+        .filter(|l| l.0 == "pointer" || sampled(&l.2, &l.3))
+        .collect();
+    assert_eq!(
+        half.code, 1,
+        "the pointer is always checked: {}",
+        half.stderr
+    );
+    assert_eq!(summary(&diff_lines(&sc, &report)), want);
+    assert!(counts(&report, "customer")[0] < 21);
+}
+
+const PEOPLE: &str = "
+CREATE TABLE {schema}.people (person_id int PRIMARY KEY, email text NOT NULL, name text NOT NULL);
+INSERT INTO {schema}.people VALUES (1, 'a@example.com', 'Ann'), (2, 'b@example.com', 'Bob'), (3, 'a@example.com', 'Ann again');
+";
+
+const BY_EMAIL: &str = r#"version = 1
+[source]
+url = "postgres://root@127.0.0.1:5432/test"
+[target]
+table = "TABLE"
+create = true
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+
+[[entity]]
+name = "person"
+from = "SCHEMA.people"
+pk = "EMAIL#{email}"
+sk = "PERSON"
+overwrite = true
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn rows_collapsed_onto_one_key_are_named_with_both_source_keys() {
+    let sc = Scenario::new("deep_collapse")
+        .postgres(PEOPLE)
+        .start()
+        .await;
+    let mapping = sc.mapping(BY_EMAIL);
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (verify, report) = deep(&sc, &mapping, &[]).await;
+    assert_eq!(verify.code, 1, "{}", verify.stderr);
+    // The table holds one of the two rows' items: identical, and collapsed.
+    assert_eq!(counts(&report, "person"), [2, 2, 2, 0, 0, 0, 1]);
+    let lines = diff_lines(&sc, &report);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["kind"], "collapsed");
+    assert_eq!(lines[0]["key"]["PK"], json!({"S": "EMAIL#a@example.com"}));
+    let mut sources: Vec<i64> = lines[0]["source_keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|k| k["person_id"].as_i64().unwrap())
+        .collect();
+    sources.sort();
+    assert_eq!(sources, [1, 3]);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn local_endpoint_data_is_verified_from_its_run_directory() {
+    let sc = Scenario::new("deep_local").postgres(FIXTURE).start().await;
+    let mapping = sc.mapping(MAPPING);
+    let run = sc
+        .sql2ddb(&["run", &mapping, "--endpoint", "local", "--json", "--quiet"])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let id = run.report()["run_id"].as_str().unwrap().to_string();
+    let args = [
+        "verify",
+        &mapping,
+        "--deep",
+        "--json",
+        "--endpoint",
+        "local",
+        "--run",
+        &id,
+    ];
+    let verify = sc.sql2ddb(&args).await;
+    assert_eq!(verify.code, 0, "{}\n{}", verify.stdout, verify.stderr);
+    let report = verify.report();
+    assert_eq!(counts(&report, "order"), [30, 30, 30, 0, 0, 0, 0]);
+    let dir = sc.path().join("sql2ddb-runs").join(&id);
+    assert!(dir.join("diff.jsonl").exists());
+    assert!(dir.join("dynamodb.sqlite").exists());
+}
