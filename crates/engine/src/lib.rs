@@ -7,6 +7,7 @@ pub mod check;
 pub mod checkpoint;
 pub mod deep;
 pub mod error;
+pub mod export;
 pub mod progress;
 pub mod queues;
 pub mod rejects;

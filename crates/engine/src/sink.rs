@@ -47,6 +47,8 @@ pub struct BatchSink {
     pub pointers: Option<PointerTarget>,
     /// What each pointer did, by name.
     pub pointer_stats: Mutex<BTreeMap<String, PointerStats>>,
+    /// Files the items go to instead (`sql2ddb export`).
+    pub files: Option<Arc<crate::export::ItemFiles>>,
 }
 
 /// The table pointer items are written to.
@@ -75,6 +77,9 @@ pub struct PointerStats {
 impl BatchSink {
     /// Writes one batch and records what was refused.
     pub async fn write_batch(&self, batch: WorkBatch) -> Result<BatchOutcome, EngineError> {
+        if let Some(files) = &self.files {
+            return files.write_batch(batch).await;
+        }
         let Some(writer) = &self.writer else {
             return Ok(BatchOutcome {
                 written: batch.items.len() as u64,
@@ -146,7 +151,7 @@ impl BatchSink {
 }
 
 /// What a process's writer takes besides the mapping's `[writer]` section.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct SinkOptions {
     /// Overrides the mapping's writer concurrency.
     pub concurrency: Option<usize>,
@@ -158,6 +163,8 @@ pub struct SinkOptions {
     pub retry: RetryPolicy,
     /// Write nothing: every item counts as written.
     pub dry_run: bool,
+    /// Write the items to files instead (`sql2ddb export`).
+    pub export: Option<Arc<crate::export::ItemFiles>>,
 }
 
 /// A sink and the shared limits its writer obeys.
@@ -218,6 +225,7 @@ pub(crate) fn build_sink(
             retry: opts.retry,
         }),
         pointer_stats: Default::default(),
+        files: opts.export.clone(),
     });
     SinkSetup {
         sink,

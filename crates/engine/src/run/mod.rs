@@ -92,6 +92,9 @@ pub struct RunOptions {
     pub only_rejects: Option<PathBuf>,
     /// Read one point-in-time snapshot of the source (PostgreSQL), or not.
     pub snapshot: SnapshotMode,
+    /// Write the items to these files (`sql2ddb export`) instead of
+    /// DynamoDB; given with `dry_run`, so no DynamoDB call is made.
+    pub export: Option<Arc<crate::export::ItemFiles>>,
 }
 
 /// Whether a run reads one consistent snapshot of its source.
@@ -127,6 +130,7 @@ impl RunOptions {
             max_wcu: self.max_wcu,
             retry: self.retry,
             dry_run: self.dry_run,
+            export: self.export.clone(),
         }
     }
 }
@@ -156,6 +160,7 @@ impl Default for RunOptions {
             stop: None,
             only_rejects: None,
             snapshot: SnapshotMode::default(),
+            export: None,
         }
     }
 }

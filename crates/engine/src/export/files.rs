@@ -1,0 +1,417 @@
+//! The export's item files: each item becomes one `{"Item": {…}}` line of
+//! DynamoDB JSON, appended to one of a few open files chosen by a hash of its
+//! partition key (key-sorted input is a slow case for an import), each file
+//! compressed as it grows and closed once it holds its share of items.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+use sql2ddb_core::{AttrValue, Item, MappedItem, PointerUpdate, WorkBatch};
+
+use super::output::{Destination, FileOut};
+use super::Compression;
+use crate::error::EngineError;
+use crate::progress::{EntityProgress, RunProgress};
+use crate::sink::BatchOutcome;
+
+/// Most files open at once (each holds a compressor and, for S3, one part).
+pub const MAX_OPEN_FILES: usize = 8;
+
+/// The default bound of a file: about 1 GB of uncompressed lines.
+pub const DEFAULT_FILE_BYTES: u64 = 1 << 30;
+
+/// One finished data file, as the manifest lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileEntry {
+    /// Path under the destination (`data/part-03-00001.json.gz`).
+    pub name: String,
+    /// Items (lines) in the file.
+    pub items: u64,
+    /// Bytes of the lines before compression.
+    pub uncompressed_bytes: u64,
+    /// Bytes of the file.
+    pub compressed_bytes: u64,
+    /// SHA-256 of the file's bytes, in hex.
+    pub sha256: String,
+}
+
+/// A pointer item's key: partition key value, sort key value.
+type PointerKey = (AttrValue, Option<AttrValue>);
+
+/// Items writes go to instead of DynamoDB (`sql2ddb export`); the run's
+/// sink hands it every batch.
+pub struct ItemFiles {
+    dest: Arc<Destination>,
+    compression: Compression,
+    /// Most items per file, when given.
+    max_items: Option<u64>,
+    /// Most uncompressed bytes per file.
+    max_bytes: u64,
+    /// The table's partition key attribute, then its sort key.
+    keys: Vec<String>,
+    progress: Arc<RunProgress>,
+    buckets: OnceLock<Vec<tokio::sync::Mutex<Bucket>>>,
+    /// The furthest update of each pointer, by item key then pointer name.
+    pointers: Mutex<BTreeMap<PointerKey, BTreeMap<String, PointerUpdate>>>,
+    finished: Mutex<Vec<FileEntry>>,
+}
+
+impl std::fmt::Debug for ItemFiles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ItemFiles")
+            .field("out", &self.dest.describe())
+            .field("compression", &self.compression)
+            .finish()
+    }
+}
+
+/// A file slot: the items whose key hashes to it, in files of its own.
+struct Bucket {
+    index: usize,
+    /// Files this slot has opened so far.
+    opened: u32,
+    open: Option<OpenFile>,
+}
+
+struct OpenFile {
+    name: String,
+    encoder: Encoder,
+    out: FileOut,
+    items: u64,
+    uncompressed: u64,
+    compressed: u64,
+    sha: Sha256,
+}
+
+impl ItemFiles {
+    /// Item files into `dest`; `keys` are the table's key attribute names
+    /// (partition key first); `progress` gives the rows to expect, to size
+    /// the number of open files.
+    pub fn new(
+        dest: Arc<Destination>,
+        compression: Compression,
+        items_per_file: Option<u64>,
+        keys: Vec<String>,
+        progress: Arc<RunProgress>,
+    ) -> ItemFiles {
+        ItemFiles {
+            dest,
+            compression,
+            max_items: items_per_file.filter(|n| *n > 0),
+            max_bytes: DEFAULT_FILE_BYTES,
+            keys,
+            progress,
+            buckets: OnceLock::new(),
+            pointers: Mutex::default(),
+            finished: Mutex::default(),
+        }
+    }
+
+    /// Writes a batch's items into the files and keeps its pointer updates
+    /// (each pointer's furthest value becomes an item at the end).
+    pub async fn write_batch(&self, batch: WorkBatch) -> Result<BatchOutcome, EngineError> {
+        let outcome = BatchOutcome {
+            written: batch.items.len() as u64,
+            bytes: batch.items.iter().map(|m| m.size as u64).sum(),
+            ..BatchOutcome::default()
+        };
+        self.keep_pointers(batch.pointers.into_iter().map(|p| p.update));
+        let items: Vec<&Item> = batch.items.iter().map(|m| &m.item).collect();
+        self.write_items(&batch.items, &items).await?;
+        Ok(outcome)
+    }
+
+    /// Writes the pointer items, closes every open file, and returns every
+    /// file written, by name.
+    pub async fn finish(&self) -> Result<Vec<FileEntry>, EngineError> {
+        let pointer_items = self.pointer_items();
+        let items: Vec<&Item> = pointer_items.iter().collect();
+        self.write_items(&[], &items).await?;
+        for bucket in self.buckets.get().into_iter().flatten() {
+            let mut b = bucket.lock().await;
+            if let Some(file) = b.open.take() {
+                let entry = file.finish().await?;
+                self.finished.lock().expect("files lock").push(entry);
+            }
+        }
+        let mut files = self.finished.lock().expect("files lock").clone();
+        files.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(files)
+    }
+
+    /// Gives up the open files (a failed or interrupted export): removed or
+    /// aborted, so no partial file is left to import.
+    pub async fn abort(&self) {
+        for bucket in self.buckets.get().into_iter().flatten() {
+            if let Some(file) = bucket.lock().await.open.take() {
+                file.out.abort().await;
+            }
+        }
+    }
+
+    /// How many pointer items each pointer keeps, by pointer name.
+    pub fn pointer_summary(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for updates in self.pointers.lock().expect("pointers lock").values() {
+            for name in updates.keys() {
+                *out.entry(name.clone()).or_insert(0) += 1;
+            }
+        }
+        out
+    }
+
+    fn keep_pointers(&self, updates: impl Iterator<Item = PointerUpdate>) {
+        let mut all = self.pointers.lock().expect("pointers lock");
+        for u in updates {
+            let slot = all.entry((u.pk.clone(), u.sk.clone())).or_default();
+            match slot.get(&u.name) {
+                Some(kept) if !u.supersedes(kept) => {}
+                _ => {
+                    slot.insert(u.name.clone(), u);
+                }
+            }
+        }
+    }
+
+    /// Each pointer item as the conditional updates leave it in the table:
+    /// its key, the compared value and the other attributes.
+    fn pointer_items(&self) -> Vec<Item> {
+        let all = self.pointers.lock().expect("pointers lock");
+        all.iter()
+            .map(|((pk, sk), updates)| {
+                let mut item = Item::new();
+                for u in updates.values() {
+                    item.extend(u.attributes.clone());
+                    item.insert(u.attribute.clone(), u.value.clone());
+                }
+                item.insert(self.keys[0].clone(), pk.clone());
+                if let (Some(name), Some(sk)) = (self.keys.get(1), sk) {
+                    item.insert(name.clone(), sk.clone());
+                }
+                item
+            })
+            .collect()
+    }
+
+    /// Encodes `items`, spreads them over the file slots by partition key
+    /// and appends each slot's lines. `sized` (the batch's items with their
+    /// sizes) sizes the slots on the first call.
+    async fn write_items(&self, sized: &[MappedItem], items: &[&Item]) -> Result<(), EngineError> {
+        if items.is_empty() {
+            return Ok(());
+        }
+        let buckets = self.buckets.get_or_init(|| {
+            (0..self.slots(sized))
+                .map(|index| {
+                    tokio::sync::Mutex::new(Bucket {
+                        index,
+                        opened: 0,
+                        open: None,
+                    })
+                })
+                .collect()
+        });
+        let mut lines: Vec<Vec<Vec<u8>>> = vec![Vec::new(); buckets.len()];
+        for item in items {
+            let slot = match item.get(&self.keys[0]) {
+                Some(pk) => (key_hash(pk) % buckets.len() as u64) as usize,
+                None => 0,
+            };
+            lines[slot].push(encode_line(item));
+        }
+        for (slot, lines) in lines.into_iter().enumerate() {
+            if lines.is_empty() {
+                continue;
+            }
+            let mut bucket = buckets[slot].lock().await;
+            self.append(&mut bucket, lines).await?;
+        }
+        Ok(())
+    }
+
+    /// How many files to keep open: enough for the expected rows to fill
+    /// each about once, at most [`MAX_OPEN_FILES`].
+    fn slots(&self, sample: &[MappedItem]) -> usize {
+        let rows: u64 = self
+            .progress
+            .entities()
+            .iter()
+            .map(|e| EntityProgress::get(&e.total))
+            .sum();
+        let per_file = self.max_items.unwrap_or_else(|| {
+            // DynamoDB JSON spells out every type: about twice the item's size.
+            let bytes: u64 = sample.iter().map(|m| 2 * m.size as u64 + 16).sum();
+            let average = (bytes / sample.len().max(1) as u64).max(1);
+            (self.max_bytes / average).max(1)
+        });
+        rows.div_ceil(per_file).clamp(1, MAX_OPEN_FILES as u64) as usize
+    }
+
+    async fn append(&self, bucket: &mut Bucket, lines: Vec<Vec<u8>>) -> Result<(), EngineError> {
+        for line in lines {
+            let full = bucket.open.as_ref().is_some_and(|f| {
+                self.max_items.is_some_and(|n| f.items >= n)
+                    || (f.items > 0 && f.uncompressed + line.len() as u64 > self.max_bytes)
+            });
+            if full {
+                let file = bucket.open.take().expect("an open file");
+                let entry = file.finish().await?;
+                self.finished.lock().expect("files lock").push(entry);
+            }
+            if bucket.open.is_none() {
+                bucket.opened += 1;
+                let name = format!(
+                    "part-{:02}-{:05}.json{}",
+                    bucket.index,
+                    bucket.opened,
+                    self.compression.extension()
+                );
+                let out = self.dest.create(&name).await?;
+                let encoder = Encoder::new(self.compression)
+                    .map_err(|e| EngineError::io(out.location(), e))?;
+                bucket.open = Some(OpenFile {
+                    name: format!("{}/{name}", super::output::DATA_DIR),
+                    encoder,
+                    out,
+                    items: 0,
+                    uncompressed: 0,
+                    compressed: 0,
+                    sha: Sha256::new(),
+                });
+            }
+            let file = bucket.open.as_mut().expect("an open file");
+            file.encoder
+                .write(&line)
+                .map_err(|e| EngineError::io(file.out.location(), e))?;
+            file.items += 1;
+            file.uncompressed += line.len() as u64;
+        }
+        if let Some(file) = bucket.open.as_mut() {
+            let bytes = file.encoder.take();
+            file.emit(&bytes).await?;
+        }
+        Ok(())
+    }
+}
+
+impl OpenFile {
+    async fn emit(&mut self, bytes: &[u8]) -> Result<(), EngineError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        self.sha.update(bytes);
+        self.compressed += bytes.len() as u64;
+        self.out.write(bytes).await
+    }
+
+    async fn finish(mut self) -> Result<FileEntry, EngineError> {
+        let tail = std::mem::replace(&mut self.encoder, Encoder::Plain(Vec::new()))
+            .finish()
+            .map_err(|e| EngineError::io(self.out.location(), e))?;
+        self.emit(&tail).await?;
+        let sha256 = self
+            .sha
+            .finalize()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        self.out.finish().await?;
+        Ok(FileEntry {
+            name: self.name,
+            items: self.items,
+            uncompressed_bytes: self.uncompressed,
+            compressed_bytes: self.compressed,
+            sha256,
+        })
+    }
+}
+
+/// One item as an import line: `{"Item":{…}}` and a newline, values in
+/// DynamoDB JSON exactly as the writer sends them (numbers as text, binary
+/// as base64).
+pub fn encode_line(item: &Item) -> Vec<u8> {
+    #[derive(Serialize)]
+    struct Line<'a> {
+        #[serde(rename = "Item")]
+        item: &'a Item,
+    }
+    let mut out = serde_json::to_vec(&Line { item }).expect("an item serialises");
+    out.push(b'\n');
+    out
+}
+
+/// A stable hash of a key value (FNV-1a over its type and bytes): the same
+/// key lands in the same file slot on every export.
+fn key_hash(value: &AttrValue) -> u64 {
+    let bytes: &[u8] = match value {
+        AttrValue::S(s) | AttrValue::N(s) => s.as_bytes(),
+        AttrValue::B(b) => b,
+        _ => &[],
+    };
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in value.type_name().as_bytes().iter().chain(bytes) {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+/// A file's compressor, writing into memory that is drained after each
+/// batch of lines.
+enum Encoder {
+    Gzip(flate2::write::GzEncoder<Vec<u8>>),
+    Zstd(zstd::stream::write::Encoder<'static, Vec<u8>>),
+    Plain(Vec<u8>),
+}
+
+/// zstd's level: its default, fast and close to gzip's ratio.
+const ZSTD_LEVEL: i32 = 3;
+
+impl Encoder {
+    fn new(c: Compression) -> std::io::Result<Encoder> {
+        Ok(match c {
+            // Level 1: the import bills uncompressed bytes, so a higher
+            // level buys only transfer, at a large cost in CPU.
+            Compression::Gzip => Encoder::Gzip(flate2::write::GzEncoder::new(
+                Vec::new(),
+                flate2::Compression::fast(),
+            )),
+            Compression::Zstd => {
+                Encoder::Zstd(zstd::stream::write::Encoder::new(Vec::new(), ZSTD_LEVEL)?)
+            }
+            Compression::None => Encoder::Plain(Vec::new()),
+        })
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        match self {
+            Encoder::Gzip(e) => e.write_all(bytes),
+            Encoder::Zstd(e) => e.write_all(bytes),
+            Encoder::Plain(v) => {
+                v.extend_from_slice(bytes);
+                Ok(())
+            }
+        }
+    }
+
+    /// The output produced so far.
+    fn take(&mut self) -> Vec<u8> {
+        match self {
+            Encoder::Gzip(e) => std::mem::take(e.get_mut()),
+            Encoder::Zstd(e) => std::mem::take(e.get_mut()),
+            Encoder::Plain(v) => std::mem::take(v),
+        }
+    }
+
+    /// Ends the stream and returns its last bytes.
+    fn finish(self) -> std::io::Result<Vec<u8>> {
+        match self {
+            Encoder::Gzip(e) => e.finish(),
+            Encoder::Zstd(e) => e.finish(),
+            Encoder::Plain(v) => Ok(v),
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! What an export writes beside its data files: `manifest.json` (the files,
+//! their sizes and hashes, the counts) and `table-creation.json` (the
+//! `--table-creation-parameters` of `aws dynamodb import-table`), and the
+//! import command itself.
+
+use serde::Serialize;
+use serde_json::{json, Value as Json};
+use sql2ddb_core::KeyAttr;
+use sql2ddb_mapping::{Billing, GsiProjection, Plan};
+
+use super::files::FileEntry;
+use super::Compression;
+use crate::report::RunReport;
+
+/// `manifest.json`: what the export wrote and how the rows add up.
+#[derive(Debug, Clone, Serialize)]
+pub struct Manifest {
+    /// The run id (its run directory holds the rejects file and the report).
+    pub run_id: String,
+    /// The digest of everything in the mapping that decides the items.
+    pub mapping_digest: String,
+    /// The table the mapping describes.
+    pub table: String,
+    /// `DYNAMODB_JSON`: one `{"Item": {…}}` object per line.
+    pub format: &'static str,
+    /// `gzip`, `zstd` or `none`.
+    pub compression: &'static str,
+    /// Items in all files (entity items and pointer items).
+    pub items: u64,
+    /// The data files, by name.
+    pub files: Vec<FileEntry>,
+    /// Per entity: `rows_read = exported + rejected`.
+    pub entities: Vec<EntityCounts>,
+    /// Pointer items written, per pointer.
+    pub pointers: Vec<PointerCount>,
+    /// The run's rejects file (present when a row was rejected).
+    pub rejects_file: String,
+}
+
+/// How one entity's rows add up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EntityCounts {
+    /// Entity name.
+    pub name: String,
+    /// Rows read from the source.
+    pub rows_read: u64,
+    /// Rows written to the files as items.
+    pub exported: u64,
+    /// Rows rejected, each in the rejects file with its reason.
+    pub rejected: u64,
+}
+
+/// The pointer items of one pointer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PointerCount {
+    /// The pointer's label.
+    pub name: String,
+    /// Distinct pointer items, each with its final value.
+    pub items: u64,
+}
+
+impl Manifest {
+    /// The manifest of a finished export.
+    pub fn new(
+        plan: &Plan,
+        report: &RunReport,
+        compression: Compression,
+        files: Vec<FileEntry>,
+        pointers: Vec<PointerCount>,
+    ) -> Manifest {
+        Manifest {
+            run_id: report.run_id.clone(),
+            mapping_digest: plan.item_digest().hash(),
+            table: plan.target.table.clone(),
+            format: "DYNAMODB_JSON",
+            compression: compression.name(),
+            items: files.iter().map(|f| f.items).sum(),
+            files,
+            entities: report
+                .entities
+                .iter()
+                .map(|e| EntityCounts {
+                    name: e.name.clone(),
+                    rows_read: e.rows_read,
+                    exported: e.items_written + e.overwritten,
+                    rejected: e.rejected,
+                })
+                .collect(),
+            pointers,
+            rejects_file: report.rejects_file.clone(),
+        }
+    }
+}
+
+/// The `--table-creation-parameters` of `aws dynamodb import-table` for the
+/// table `plan` describes: key schema, attribute definitions, billing and
+/// every GSI.
+pub fn table_creation(plan: &Plan) -> Json {
+    let t = &plan.target;
+    let keys = plan.key_attrs();
+    let mut defined: Vec<&KeyAttr> = Vec::new();
+    for k in keys.iter().chain(
+        t.gsis
+            .iter()
+            .flat_map(|g| [Some(&g.pk), g.sk.as_ref()].into_iter().flatten()),
+    ) {
+        if !defined.iter().any(|d| d.name == k.name) {
+            defined.push(k);
+        }
+    }
+    let throughput = match t.billing {
+        Billing::OnDemand => None,
+        Billing::Provisioned { read, write } => Some(json!({
+            "ReadCapacityUnits": read,
+            "WriteCapacityUnits": write,
+        })),
+    };
+    let mut params = json!({
+        "TableName": t.table,
+        "AttributeDefinitions": defined
+            .iter()
+            .map(|k| json!({"AttributeName": k.name, "AttributeType": k.kind.as_str()}))
+            .collect::<Vec<_>>(),
+        "KeySchema": key_schema(&keys),
+        "BillingMode": if throughput.is_some() { "PROVISIONED" } else { "PAY_PER_REQUEST" },
+    });
+    if let Some(p) = &throughput {
+        params["ProvisionedThroughput"] = p.clone();
+    }
+    if !t.gsis.is_empty() {
+        params["GlobalSecondaryIndexes"] = t
+            .gsis
+            .iter()
+            .map(|g| {
+                let mut gsi = json!({
+                    "IndexName": g.name,
+                    "KeySchema": key_schema(&g.keys()),
+                    "Projection": match &g.projection {
+                        GsiProjection::All => json!({"ProjectionType": "ALL"}),
+                        GsiProjection::KeysOnly => json!({"ProjectionType": "KEYS_ONLY"}),
+                        GsiProjection::Include(a) => json!({"ProjectionType": "INCLUDE", "NonKeyAttributes": a}),
+                    },
+                });
+                if let Some(p) = &throughput {
+                    gsi["ProvisionedThroughput"] = p.clone();
+                }
+                gsi
+            })
+            .collect();
+    }
+    params
+}
+
+fn key_schema(keys: &[KeyAttr]) -> Json {
+    keys.iter()
+        .zip(["HASH", "RANGE"])
+        .map(|(k, kind)| json!({"AttributeName": k.name, "KeyType": kind}))
+        .collect()
+}
+
+/// The `aws dynamodb import-table` command that creates the table from the
+/// files. `source` is the bucket and the data files' key prefix (`None`
+/// for a local export: placeholders to fill once the files are uploaded);
+/// `parameters` is the local path of `table-creation.json`.
+pub fn import_command(
+    compression: Compression,
+    source: Option<(String, String)>,
+    parameters: &str,
+    region: Option<&str>,
+) -> String {
+    let (bucket, prefix) = source.unwrap_or_else(|| ("BUCKET".into(), "PREFIX/data/".into()));
+    let region = region.map(|r| format!(" --region {r}")).unwrap_or_default();
+    format!(
+        "aws dynamodb import-table{region} --input-format DYNAMODB_JSON --input-compression-type {} --s3-bucket-source S3Bucket={bucket},S3KeyPrefix={prefix} --table-creation-parameters file://{parameters}",
+        compression.import_name()
+    )
+}

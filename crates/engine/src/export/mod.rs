@@ -1,0 +1,214 @@
+//! `sql2ddb export`: the items of a run written as files for DynamoDB's
+//! import from S3 instead of into a table.
+//!
+//! An export is a run whose sink writes files: the same reads, segments,
+//! embeds, rejects, counts and report (see [`crate::run`]), with no DynamoDB
+//! call at all. Each item is one `{"Item": {…}}` line of DynamoDB JSON in
+//! one of a few compressed files chosen by a hash of its partition key
+//! ([`files`]); pointer items are added at the end with their final values.
+//! Beside the files: `manifest.json` (files, sizes, SHA-256, counts) and
+//! `table-creation.json` (the parameters of `aws dynamodb import-table`).
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use sql2ddb_mapping::Plan;
+
+pub mod files;
+pub mod manifest;
+pub mod output;
+
+pub use files::{FileEntry, ItemFiles};
+pub use manifest::{EntityCounts, Manifest, PointerCount};
+pub use output::{Destination, S3Options};
+
+use crate::error::EngineError;
+use crate::progress::RunProgress;
+use crate::report::{RunReport, RunStatus};
+use crate::run::RunOptions;
+
+/// How the data files are compressed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Compression {
+    /// gzip (`.json.gz`).
+    #[default]
+    Gzip,
+    /// Zstandard (`.json.zst`).
+    Zstd,
+    /// None (`.json`).
+    None,
+}
+
+impl Compression {
+    /// The name in the manifest: `gzip`, `zstd`, `none`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Compression::Gzip => "gzip",
+            Compression::Zstd => "zstd",
+            Compression::None => "none",
+        }
+    }
+
+    /// The name `import-table --input-compression-type` takes.
+    pub fn import_name(self) -> &'static str {
+        match self {
+            Compression::Gzip => "GZIP",
+            Compression::Zstd => "ZSTD",
+            Compression::None => "NONE",
+        }
+    }
+
+    /// The data files' extension after `.json`.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Compression::Gzip => ".gz",
+            Compression::Zstd => ".zst",
+            Compression::None => "",
+        }
+    }
+}
+
+/// Everything an export takes besides the mapping.
+#[derive(Debug, Clone)]
+pub struct ExportOptions {
+    /// The run's options: source, run directory, page size, parallelism,
+    /// stop signal. Its DynamoDB settings are unused (nothing is written
+    /// there), and it is neither queued nor resumed.
+    pub run: RunOptions,
+    /// A directory, or `s3://bucket/prefix`.
+    pub out: String,
+    /// How the files are compressed.
+    pub compression: Compression,
+    /// Most items per file; default: about 1 GB of lines per file.
+    pub items_per_file: Option<u64>,
+    /// Where the S3 client connects.
+    pub s3: S3Options,
+}
+
+/// What an export did: the run's report, the manifest, and how to import.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExportReport {
+    /// The run's report (its `items_written` are the items exported),
+    /// its fields at the top level of the JSON as in `run`'s report.
+    #[serde(flatten)]
+    pub run: RunReport,
+    /// Where the files are.
+    pub out: String,
+    /// The manifest (absent when the export did not finish).
+    pub manifest: Option<Manifest>,
+    /// Where `manifest.json` was written.
+    pub manifest_file: Option<String>,
+    /// `table-creation.json`, as written.
+    pub table_creation: serde_json::Value,
+    /// The local copy of `table-creation.json` the import command reads.
+    pub table_creation_file: Option<String>,
+    /// The `aws dynamodb import-table` command for the files.
+    pub import_command: Option<String>,
+}
+
+/// Exports the items `plan` maps from its source into files at `opts.out`.
+///
+/// Errors as [`crate::run::run`]: a job that cannot start (a bad `--out`,
+/// an S3 prefix that already holds data, a mapping that does not fit its
+/// source) returns `Err`; a failure once it runs ends in the report, with
+/// the unfinished files removed and no manifest.
+pub async fn export(
+    plan: &Plan,
+    opts: &ExportOptions,
+    progress: Arc<RunProgress>,
+) -> Result<ExportReport, EngineError> {
+    if opts.run.queue.is_some() || opts.run.resume || opts.run.only_rejects.is_some() {
+        return Err(EngineError::Config(
+            "export reads the whole source in this process: --queue, --resume and --only-rejects do not apply".into(),
+        ));
+    }
+    let dest = Arc::new(Destination::open(&opts.out, &opts.s3).await?);
+    let keys = plan.key_attrs().into_iter().map(|k| k.name).collect();
+    let files = Arc::new(ItemFiles::new(
+        dest.clone(),
+        opts.compression,
+        opts.items_per_file,
+        keys,
+        progress.clone(),
+    ));
+    let run_opts = RunOptions {
+        dry_run: true,
+        export: Some(files.clone()),
+        track_progress: false,
+        progress_table: None,
+        ..opts.run.clone()
+    };
+    let mut run = crate::run::run(plan, &run_opts, progress).await?;
+    run.endpoint = format!("none (export to {})", dest.describe());
+    let table_creation = manifest::table_creation(plan);
+    let mut report = ExportReport {
+        out: dest.describe(),
+        manifest: None,
+        manifest_file: None,
+        table_creation: table_creation.clone(),
+        table_creation_file: None,
+        import_command: None,
+        run,
+    };
+    if !matches!(report.run.status, RunStatus::Ok | RunStatus::Rejected) {
+        files.abort().await;
+        return Ok(report);
+    }
+    if let Err(e) = settle(plan, opts, &dest, &files, &mut report).await {
+        files.abort().await;
+        report.run.status = RunStatus::Failed;
+        report
+            .run
+            .error
+            .get_or_insert_with(|| sql2ddb_core::redact_secrets(&e.to_string()));
+    }
+    Ok(report)
+}
+
+/// Closes the files, writes the manifest and the table-creation
+/// parameters, and says how to import.
+async fn settle(
+    plan: &Plan,
+    opts: &ExportOptions,
+    dest: &Destination,
+    files: &ItemFiles,
+    report: &mut ExportReport,
+) -> Result<(), EngineError> {
+    let written = files.finish().await?;
+    let pointers = files
+        .pointer_summary()
+        .into_iter()
+        .map(|(name, items)| PointerCount { name, items })
+        .collect();
+    let manifest = Manifest::new(plan, &report.run, opts.compression, written, pointers);
+    let creation = pretty(&report.table_creation);
+    dest.put("table-creation.json", creation.clone()).await?;
+    // The import command reads the parameters from a local file: for an S3
+    // export, the copy in the run directory.
+    let local = match dest {
+        Destination::Dir(dir) => dir.join("table-creation.json"),
+        Destination::S3(_) => {
+            let path = std::path::Path::new(&report.run.run_dir).join("table-creation.json");
+            std::fs::write(&path, &creation).map_err(|e| EngineError::io(&path, e))?;
+            path
+        }
+    };
+    report.manifest_file = Some(dest.put("manifest.json", pretty(&manifest)).await?);
+    let region = opts.s3.region.as_deref().or(plan.target.region.as_deref());
+    report.import_command = Some(manifest::import_command(
+        opts.compression,
+        dest.s3_source(),
+        &local.display().to_string(),
+        region,
+    ));
+    report.table_creation_file = Some(local.display().to_string());
+    report.manifest = Some(manifest);
+    Ok(())
+}
+
+/// Pretty JSON and a newline, for the files beside the data.
+fn pretty<T: Serialize>(value: &T) -> Vec<u8> {
+    let mut out = serde_json::to_vec_pretty(value).expect("serialises");
+    out.push(b'\n');
+    out
+}
