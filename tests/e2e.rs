@@ -20,6 +20,7 @@ mod e2e_postgres;
 mod e2e_resume;
 mod e2e_single_table;
 mod e2e_sqlite;
+mod export;
 mod nothing_lost;
 mod secrets;
 mod snapshot;

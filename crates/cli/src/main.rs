@@ -7,6 +7,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod deep;
 mod distributed;
+mod export;
 mod limits;
 mod queue;
 mod table;
@@ -86,6 +87,10 @@ enum Command {
     /// Migrate: read the source page by page, write the items, print a report.
     #[command(after_help = footer(EXIT_CODES))]
     Run(RunArgs),
+    /// Write the items as DynamoDB-JSON files for DynamoDB's import from S3
+    /// (a directory or s3://), with a manifest and the import command.
+    #[command(after_help = footer(export::EXIT_CODES))]
+    Export(export::ExportArgs),
     /// Write the batches a `run --queue` sends, from the queue (run as many
     /// as you like, anywhere).
     #[command(after_help = footer(worker::EXIT_CODES))]
@@ -209,6 +214,7 @@ fn main() -> ExitCode {
                 .expect("tokio runtime");
             rt.block_on(run(args))
         }
+        Command::Export(args) => block_on(export::export(args)),
         Command::Worker(args) => block_on(worker::work(args)),
         Command::Status(args) => block_on(verify::status(args)),
         Command::Verify(args) => block_on(verify::verify(args)),
@@ -503,10 +509,11 @@ mod tests {
         cmd.render_long_help().to_string()
     }
 
-    const COMMANDS: [&[&str]; 7] = [
+    const COMMANDS: [&[&str]; 8] = [
         &[],
         &["check"],
         &["run"],
+        &["export"],
         &["worker"],
         &["status"],
         &["verify"],

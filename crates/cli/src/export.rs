@@ -1,0 +1,195 @@
+//! `sql2ddb export`: the run's items as files for DynamoDB's import from S3.
+
+use std::path::PathBuf;
+
+use sql2ddb_core::redact_secrets;
+use sql2ddb_engine::export::{Compression, ExportOptions, ExportReport, S3Options};
+use sql2ddb_engine::{RunOptions, RunProgress, RunStatus, SnapshotMode, StopSignal};
+
+use crate::{fail, limits, load, table, SnapshotArg};
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0   every row was exported; the manifest and the import command are written
+  1   the export failed (bad mapping, unreachable source or bucket); no
+      manifest is written and unfinished files are removed
+  2   the export finished, but some rows were rejected (see the rejects file)
+  64  usage error: unknown option, missing argument, value out of range;
+      nothing was done
+  130 interrupted (Ctrl-C, SIGTERM): no manifest is written; run it again
+      into an empty directory or prefix";
+
+/// Arguments of `sql2ddb export`.
+#[derive(clap::Args)]
+pub struct ExportArgs {
+    /// The mapping spec (TOML).
+    pub mapping: PathBuf,
+    /// Where the files go: a directory, or `s3://BUCKET/PREFIX` (uploaded
+    /// as they are written). Data files go under `data/`, which must be
+    /// empty; `manifest.json` and `table-creation.json` beside it.
+    #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
+    pub out: String,
+    /// How the data files are compressed.
+    #[arg(long, value_enum, default_value = "gzip")]
+    pub compression: CompressionArg,
+    /// Most items per file (at least 1). Default: files of about 1 GB of
+    /// uncompressed lines. An item is never split across files.
+    #[arg(long, value_name = "N", value_parser = limits::positive::<u64>)]
+    pub items_per_file: Option<u64>,
+    /// Source URL, overriding the mapping's (postgres://, mysql://, sqlite://).
+    #[arg(long)]
+    pub source: Option<String>,
+    /// S3 endpoint URL, for any S3-compatible server (path-style addressing);
+    /// default: AWS_ENDPOINT_URL_S3, else AWS.
+    #[arg(long, value_name = "URL")]
+    pub s3_endpoint: Option<String>,
+    /// AWS region of the bucket, overriding the mapping's and the environment's.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Print the final report as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// Where run directories (rejects file, report) are created.
+    #[arg(long, default_value = "sql2ddb-runs")]
+    pub runs_dir: PathBuf,
+    /// Rows per source page, for every entity (at least 1).
+    #[arg(long, value_parser = limits::positive::<usize>)]
+    pub page_size: Option<usize>,
+    /// Segments each entity's key range is cut into and read concurrently,
+    /// 1..=64 (default: the mapping's `read_parallelism`, else one per
+    /// 100,000 rows, at most 8).
+    #[arg(long, value_parser = limits::read_parallelism())]
+    pub read_parallelism: Option<u32>,
+    /// Source connections, which is also how many segments are read at once.
+    #[arg(
+        long,
+        value_parser = limits::positive::<u32>,
+        default_value_t = sql2ddb_engine::run::DEFAULT_SOURCE_CONNECTIONS
+    )]
+    pub source_connections: u32,
+    /// `consistent`: every read sees the source as it was at one moment;
+    /// `none`: each read sees the source as it is then.
+    #[arg(long, value_enum, default_value = "consistent")]
+    pub snapshot: SnapshotArg,
+    /// No progress bars.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+/// `--compression`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum CompressionArg {
+    Gzip,
+    Zstd,
+    None,
+}
+
+pub async fn export(args: ExportArgs) -> u8 {
+    let plan = match load(&args.mapping) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let stop = StopSignal::new();
+    let opts = ExportOptions {
+        run: RunOptions {
+            source: args.source.clone(),
+            region: args.region.clone(),
+            runs_dir: args.runs_dir.clone(),
+            page_size: args.page_size,
+            read_parallelism: args.read_parallelism,
+            source_connections: args.source_connections,
+            snapshot: match args.snapshot {
+                SnapshotArg::Consistent => SnapshotMode::Consistent,
+                SnapshotArg::None => SnapshotMode::None,
+            },
+            stop: Some(stop.clone()),
+            ..RunOptions::default()
+        },
+        out: args.out.clone(),
+        compression: match args.compression {
+            CompressionArg::Gzip => Compression::Gzip,
+            CompressionArg::Zstd => Compression::Zstd,
+            CompressionArg::None => Compression::None,
+        },
+        items_per_file: args.items_per_file,
+        s3: S3Options {
+            endpoint: args.s3_endpoint.clone(),
+            region: args.region.clone(),
+        },
+    };
+    eprintln!("export to {}", redact_secrets(&args.out));
+    let signals = tokio::spawn(crate::stop_on_signals(stop));
+    let progress = RunProgress::new();
+    let notes = tokio::spawn(crate::print_notes(progress.clone()));
+    let bars = (!args.quiet).then(|| tokio::spawn(crate::draw_progress(progress.clone())));
+    let result = sql2ddb_engine::export::export(&plan, &opts, progress).await;
+    signals.abort();
+    notes.abort();
+    if let Some(b) = bars {
+        b.abort();
+        let _ = b.await;
+    }
+    match result {
+        Ok(report) => {
+            eprintln!("{}", render(&report));
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).expect("report serialises")
+                );
+            }
+            report.run.status.exit_code() as u8
+        }
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+/// The run's table, then the files and how to import them.
+fn render(r: &ExportReport) -> String {
+    let mut out = table::render(&r.run);
+    if let Some(err) = &r.run.error {
+        out.push_str(&format!("\nerror: {}", redact_secrets(err)));
+    }
+    match (&r.manifest, &r.import_command) {
+        (Some(m), Some(command)) => {
+            let bytes: u64 = m.files.iter().map(|f| f.uncompressed_bytes).sum();
+            let compressed: u64 = m.files.iter().map(|f| f.compressed_bytes).sum();
+            out.push_str(&format!(
+                "\nexported {} items ({} bytes, {} compressed {}) in {} files to {}/data/",
+                m.items,
+                bytes,
+                compressed,
+                m.compression,
+                m.files.len(),
+                r.out
+            ));
+            if let Some(f) = &r.manifest_file {
+                out.push_str(&format!("\nmanifest: {f}"));
+            }
+            if r.run.status == RunStatus::Rejected {
+                out.push_str(&format!(
+                    "\nrows rejected: see {} (they are not in the files)",
+                    r.run.rejects_file
+                ));
+            }
+            if r.out.starts_with("s3://") {
+                out.push_str("\nto create the table from the files:");
+            } else {
+                out.push_str(&format!(
+                    "\nto create the table, upload {}/data/ to s3://BUCKET/PREFIX/data/, then:",
+                    r.out
+                ));
+            }
+            out.push_str(&format!("\n  {command}"));
+        }
+        _ => out.push_str(&format!(
+            "\nno manifest written: the export did not finish; export again into an empty {}",
+            if r.out.starts_with("s3://") {
+                "prefix"
+            } else {
+                "directory"
+            }
+        )),
+    }
+    out
+}

@@ -1,0 +1,484 @@
+//! `sql2ddb export`: the example shop exported to a directory and to an S3
+//! bucket (moto's server) holds exactly the items `run` writes to the table
+//! (pointer item included), in files within their bound, listed by a
+//! manifest whose counts and hashes are right, with the table-creation
+//! parameters of the table `run` creates; rejected rows are the same as
+//! `run`'s.
+
+use std::collections::BTreeMap;
+use std::io::Read;
+
+use sha2::{Digest, Sha256};
+use sql2ddb_core::Item;
+
+use crate::common::*;
+use crate::moto_server::MotoServer;
+
+/// The example shop's mapping, into the scenario's table on its server.
+fn shop_mapping(sc: &Scenario) -> String {
+    let text = std::fs::read_to_string(root().join("mappings/shop.toml")).unwrap();
+    let db = root().join("examples/shop.db");
+    let text = text
+        .replace("table = \"shop\"", "table = \"TABLE\"")
+        .replace("endpoint = \"local\"", "")
+        .replace(
+            "${SHOP_DATABASE_URL:-sqlite://examples/shop.db}",
+            &format!("sqlite://{}", db.display()),
+        );
+    sc.mapping(&text)
+}
+
+/// The item digest of the mapping file at `path`.
+fn digest(path: &str) -> String {
+    let text = std::fs::read_to_string(path).unwrap();
+    let plan = sql2ddb_mapping::Plan::parse(&text, path.as_ref(), &|_| None).unwrap();
+    plan.item_digest().hash()
+}
+
+/// One data file's bytes, uncompressed.
+fn decompress(name: &str, bytes: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    if name.ends_with(".gz") {
+        flate2::read::GzDecoder::new(bytes)
+            .read_to_end(&mut out)
+            .unwrap();
+    } else if name.ends_with(".zst") {
+        out = zstd::decode_all(bytes).unwrap();
+    } else {
+        out = bytes.to_vec();
+    }
+    out
+}
+
+/// Checks every file the manifest lists against its bytes (size, SHA-256,
+/// items, the bound) and returns the items, keyed as [`Items`].
+fn check_files(manifest: &serde_json::Value, read: impl Fn(&str) -> Vec<u8>, bound: u64) -> Items {
+    let mut items = Items::new();
+    for f in manifest["files"].as_array().unwrap() {
+        let name = f["name"].as_str().unwrap();
+        assert!(name.starts_with("data/"), "{name}");
+        let bytes = read(name);
+        assert_eq!(f["compressed_bytes"], bytes.len() as u64, "{name}");
+        let sha: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(f["sha256"], sha, "{name}");
+        let text = decompress(name, &bytes);
+        assert_eq!(f["uncompressed_bytes"], text.len() as u64, "{name}");
+        let lines: Vec<&[u8]> = text
+            .split(|b| *b == b'\n')
+            .filter(|l| !l.is_empty())
+            .collect();
+        assert_eq!(f["items"], lines.len() as u64, "{name}");
+        assert!(lines.len() as u64 <= bound, "{name}: {} items", lines.len());
+        for line in lines {
+            let mut object: BTreeMap<String, Item> = serde_json::from_slice(line).unwrap();
+            assert_eq!(object.len(), 1, "one `Item` per line");
+            let item = object.remove("Item").expect("an `Item` object");
+            let key = key_of(&item);
+            assert!(items.insert(key.clone(), item).is_none(), "{key:?} twice");
+        }
+    }
+    assert_eq!(manifest["items"], items.len() as u64);
+    items
+}
+
+/// The exported items equal the table's, as canonical JSON (sorted
+/// attributes, DynamoDB JSON values).
+fn assert_same_items(exported: &Items, table: &Items) {
+    let canonical = |items: &Items| -> Vec<String> {
+        items
+            .values()
+            .map(|i| serde_json::to_string(i).unwrap())
+            .collect()
+    };
+    assert_eq!(exported.len(), table.len());
+    assert_eq!(canonical(exported), canonical(table));
+}
+
+/// The manifest's per-entity counts add up and equal `run`'s report.
+fn assert_counts(manifest: &serde_json::Value, run: &Run) {
+    for e in manifest["entities"].as_array().unwrap() {
+        let r = run.entity(e["name"].as_str().unwrap());
+        let (read, exported, rejected) = (&e["rows_read"], &e["exported"], &e["rejected"]);
+        assert_eq!(*read, r["rows_read"], "{e}");
+        assert_eq!(*rejected, r["rejected"], "{e}");
+        assert_eq!(*exported, r["items_written"], "{e}");
+        assert_eq!(
+            read.as_u64().unwrap(),
+            exported.as_u64().unwrap() + rejected.as_u64().unwrap()
+        );
+    }
+}
+
+/// `table-creation.json` describes the table `run` created: keys, attribute
+/// types, every GSI with its keys and projection.
+async fn assert_table_creation(sc: &Scenario, params: &serde_json::Value) {
+    let table = sc
+        .dynamo
+        .client
+        .describe_table()
+        .table_name(&sc.table)
+        .send()
+        .await
+        .unwrap()
+        .table
+        .unwrap();
+    assert_eq!(params["TableName"], sc.table);
+    assert_eq!(params["BillingMode"], "PAY_PER_REQUEST");
+    let schema = |keys: &[aws_sdk_dynamodb::types::KeySchemaElement]| -> serde_json::Value {
+        keys.iter()
+            .map(|k| serde_json::json!({"AttributeName": k.attribute_name(), "KeyType": k.key_type().as_str()}))
+            .collect()
+    };
+    assert_eq!(params["KeySchema"], schema(table.key_schema()));
+    let mut defined: Vec<(String, String)> = table
+        .attribute_definitions()
+        .iter()
+        .map(|a| {
+            (
+                a.attribute_name().to_string(),
+                a.attribute_type().as_str().to_string(),
+            )
+        })
+        .collect();
+    let mut written: Vec<(String, String)> = params["AttributeDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["AttributeName"].as_str().unwrap().into(),
+                a["AttributeType"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    defined.sort();
+    written.sort();
+    assert_eq!(written, defined);
+    let gsis = table.global_secondary_indexes();
+    assert_eq!(
+        params["GlobalSecondaryIndexes"].as_array().unwrap().len(),
+        gsis.len()
+    );
+    assert!(!gsis.is_empty(), "the shop has a GSI");
+    for g in gsis {
+        let name = g.index_name().unwrap();
+        let p = params["GlobalSecondaryIndexes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["IndexName"] == name)
+            .unwrap_or_else(|| panic!("GSI {name} in {params}"));
+        assert_eq!(p["KeySchema"], schema(g.key_schema()), "{name}");
+        let projection = g.projection().unwrap().projection_type().unwrap().as_str();
+        assert_eq!(p["Projection"]["ProjectionType"], projection, "{name}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shop_exported_to_a_directory_holds_the_items_run_writes() {
+    let sc = Scenario::new("export_dir").start().await;
+    let mapping = shop_mapping(&sc);
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let table = sc.items().await;
+
+    for (compression, bound) in [("gzip", 97), ("zstd", 1_000_000)] {
+        let out = format!("out-{compression}");
+        let mut args = vec![
+            "export",
+            &mapping,
+            "--out",
+            &out,
+            "--compression",
+            compression,
+        ];
+        let bound_text = bound.to_string();
+        if bound < 1_000_000 {
+            args.extend(["--items-per-file", &bound_text]);
+        }
+        args.extend(["--json", "--quiet"]);
+        let export = sc.sql2ddb(&args).await;
+        assert_eq!(export.code, 0, "{}", export.stderr);
+        assert_eq!(export.report()["status"], "ok");
+        let dir = sc.path().join(&out);
+        let manifest: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+        assert_eq!(manifest["compression"], compression);
+        assert_eq!(manifest["run_id"], export.report()["run_id"]);
+        assert_eq!(manifest["mapping_digest"], digest(&mapping), "{manifest}");
+        let exported = check_files(
+            &manifest,
+            |name| std::fs::read(dir.join(name)).unwrap(),
+            bound,
+        );
+        assert_same_items(&exported, &table);
+        assert_counts(&manifest, &export);
+        let files = manifest["files"].as_array().unwrap();
+        if bound < 1_000_000 {
+            let slots: std::collections::BTreeSet<&str> = files
+                .iter()
+                .map(|f| f["name"].as_str().unwrap().split('-').nth(1).unwrap())
+                .collect();
+            assert!(
+                slots.len() > 1,
+                "items spread over several files by key: {slots:?}"
+            );
+        }
+
+        let params: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.join("table-creation.json")).unwrap())
+                .unwrap();
+        assert_table_creation(&sc, &params).await;
+        let command = export.report()["import_command"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(export.stderr.contains(&command), "{}", export.stderr);
+        assert!(
+            command.starts_with("aws dynamodb import-table"),
+            "{command}"
+        );
+        for part in [
+            "--input-format DYNAMODB_JSON".to_string(),
+            format!("--input-compression-type {}", compression.to_uppercase()),
+            format!("--table-creation-parameters file://{out}/table-creation.json"),
+        ] {
+            assert!(command.contains(&part), "{part} in {command}");
+        }
+    }
+
+    let again = sc
+        .sql2ddb(&["export", &mapping, "--out", "out-gzip", "--quiet"])
+        .await;
+    assert_eq!(again.code, 1, "an export into a used directory is refused");
+    assert!(
+        again.stderr.contains("already holds files"),
+        "{}",
+        again.stderr
+    );
+}
+
+/// An S3-compatible server with S3: moto's, unless the environment points
+/// the tests at another SQS server (which may lack S3): then
+/// `SQL2DDB_TEST_S3_URL`, or `None`.
+fn s3_server() -> Option<(Option<MotoServer>, String)> {
+    let sqs = std::env::var("SQL2DDB_TEST_SQS_URL").unwrap_or_default();
+    if sqs.trim().is_empty() {
+        let moto = MotoServer::start();
+        let url = moto.url().to_string();
+        return Some((Some(moto), url));
+    }
+    match std::env::var("SQL2DDB_TEST_S3_URL") {
+        Ok(url) if !url.trim().is_empty() => Some((None, url.trim().to_string())),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
+    let Some((_moto, url)) = s3_server() else {
+        eprintln!("skipped: SQL2DDB_TEST_SQS_URL names an SQS server that may lack S3; set SQL2DDB_TEST_S3_URL to an S3-compatible endpoint to run this test");
+        return;
+    };
+    let sc = Scenario::new("export_s3").start().await;
+    let mapping = shop_mapping(&sc);
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let table = sc.items().await;
+
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .endpoint_url(&url)
+        .force_path_style(true)
+        .credentials_provider(aws_sdk_s3::config::Credentials::new(
+            "t", "t", None, None, "test",
+        ))
+        .build();
+    let s3 = aws_sdk_s3::Client::from_conf(config);
+    let bucket = unique("export").replace('_', "-");
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    let get = |key: String| {
+        let s3 = s3.clone();
+        let bucket = bucket.clone();
+        async move {
+            let out = s3
+                .get_object()
+                .bucket(&bucket)
+                .key(&key)
+                .send()
+                .await
+                .unwrap();
+            out.body.collect().await.unwrap().into_bytes().to_vec()
+        }
+    };
+
+    let out = format!("s3://{bucket}/shop/2024");
+    let export = sc
+        .sql2ddb(&[
+            "export",
+            &mapping,
+            "--out",
+            &out,
+            "--s3-endpoint",
+            &url,
+            "--items-per-file",
+            "150",
+            "--json",
+            "--quiet",
+        ])
+        .await;
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&get("shop/2024/manifest.json".into()).await).unwrap();
+    let mut files = BTreeMap::new();
+    for f in manifest["files"].as_array().unwrap() {
+        let name = f["name"].as_str().unwrap().to_string();
+        let bytes = get(format!("shop/2024/{name}")).await;
+        files.insert(name, bytes);
+    }
+    let listed = s3
+        .list_objects_v2()
+        .bucket(&bucket)
+        .prefix("shop/2024/data/")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        listed.contents().len(),
+        files.len(),
+        "the data prefix holds the files and nothing else"
+    );
+    let exported = check_files(&manifest, |name| files[name].clone(), 150);
+    assert_same_items(&exported, &table);
+    assert_counts(&manifest, &export);
+    let params: serde_json::Value =
+        serde_json::from_slice(&get("shop/2024/table-creation.json".into()).await).unwrap();
+    assert_table_creation(&sc, &params).await;
+    let command = export.report()["import_command"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        command.contains(&format!(
+            "--s3-bucket-source S3Bucket={bucket},S3KeyPrefix=shop/2024/data/"
+        )),
+        "{command}"
+    );
+    assert!(
+        command.contains("--input-compression-type GZIP"),
+        "{command}"
+    );
+    let local = export.report()["table_creation_file"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(command.contains(&format!("file://{local}")), "{command}");
+    let copy: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(sc.path().join(&local)).unwrap()).unwrap();
+    assert_eq!(
+        copy, params,
+        "the command's local copy is the uploaded file"
+    );
+
+    let again = sc
+        .sql2ddb(&[
+            "export",
+            &mapping,
+            "--out",
+            &out,
+            "--s3-endpoint",
+            &url,
+            "--quiet",
+        ])
+        .await;
+    assert_eq!(again.code, 1, "an export into a used prefix is refused");
+    assert!(
+        again.stderr.contains("already holds objects"),
+        "{}",
+        again.stderr
+    );
+}
+
+const ITEMS_MAPPING: &str = r#"version = 1
+[source]
+url = "postgres://root@127.0.0.1:5432/test"
+[target]
+table = "TABLE"
+create = true
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+
+[[entity]]
+name = "item"
+from = "SCHEMA.items"
+pk = "{name}"
+sk = "ITEM#{id}"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_rejects_the_rows_run_rejects() {
+    let sc = Scenario::new("export_rejects")
+        .postgres(
+            "CREATE TABLE {schema}.items (id int PRIMARY KEY, name text NOT NULL, amount numeric, body text);
+             INSERT INTO {schema}.items SELECT i, 'n' || i, 1.5, 'x' FROM generate_series(1, 30) i;
+             INSERT INTO {schema}.items VALUES
+               (31, 'n31', 12345678901234567890123456789012345678901, 'x'),
+               (32, '', 1.5, 'x'),
+               (33, 'n33', 1.5, repeat('y', 500000));",
+        )
+        .start()
+        .await;
+    let mapping = sc.mapping(ITEMS_MAPPING);
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    let export = sc
+        .sql2ddb(&[
+            "export",
+            &mapping,
+            "--out",
+            "out",
+            "--compression",
+            "none",
+            "--json",
+            "--quiet",
+        ])
+        .await;
+    assert_eq!(
+        export.code, 2,
+        "exit 2 when rows were rejected: {}",
+        export.stderr
+    );
+    assert_eq!(export.report()["status"], "rejected");
+
+    let rejects = |r: &Run| -> Vec<String> {
+        let mut lines: Vec<String> = rejects_of(sc.path(), &r.report())
+            .iter()
+            .map(|r| serde_json::to_string(r).unwrap())
+            .collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(rejects(&export).len(), 3);
+    assert_eq!(
+        rejects(&export),
+        rejects(&run),
+        "the same rows, keys and reasons"
+    );
+
+    let dir = sc.path().join("out");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_counts(&manifest, &export);
+    assert_eq!(manifest["entities"][0]["exported"], 30);
+    assert_eq!(manifest["entities"][0]["rejected"], 3);
+    let exported = check_files(
+        &manifest,
+        |name| std::fs::read(dir.join(name)).unwrap(),
+        u64::MAX,
+    );
+    assert_same_items(&exported, &sc.items().await);
+}
