@@ -24,4 +24,5 @@ mod export;
 mod nothing_lost;
 mod secrets;
 mod snapshot;
+mod update;
 mod verify_deep;

@@ -11,6 +11,7 @@ mod export;
 mod limits;
 mod queue;
 mod table;
+mod update;
 mod verify;
 mod worker;
 
@@ -107,6 +108,10 @@ enum Command {
     /// Create, redrive, inspect or delete work queues.
     #[command(subcommand, after_help = footer(queue::EXIT_CODES))]
     Queue(queue::QueueCommand),
+    /// Change (or delete) every item of a table that meets a condition, from
+    /// an update job file: the mass UPDATE … WHERE (or DELETE … WHERE).
+    #[command(after_help = footer(update::EXIT_CODES))]
+    Update(update::UpdateArgs),
 }
 
 #[derive(clap::Args)]
@@ -219,6 +224,7 @@ fn main() -> ExitCode {
         Command::Status(args) => block_on(verify::status(args)),
         Command::Verify(args) => block_on(verify::verify(args)),
         Command::Queue(command) => block_on(queue::queue(command)),
+        Command::Update(args) => block_on(update::update(args)),
     };
     ExitCode::from(code)
 }

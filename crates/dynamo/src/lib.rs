@@ -21,6 +21,7 @@ pub mod local;
 pub mod pointer;
 pub mod progress;
 pub mod read;
+pub mod update;
 pub mod writer;
 
 pub use admin::{ensure_table, ensure_table_spec, Billing, GsiSpec, Projection, TableSpec};

@@ -16,6 +16,7 @@ pub mod resources;
 pub mod run;
 pub mod sink;
 pub mod stop;
+pub mod update;
 pub mod verify;
 pub mod worker;
 

@@ -49,6 +49,10 @@ pub const MAX_SEGMENTS: u32 = 1000;
 pub const MAX_PAGE_SIZE: usize = 100_000;
 /// The attribute a non-idempotent job marks each item it changed with (the run id).
 pub const RUN_MARKER: &str = "sql2ddb_run";
+/// The attribute-name placeholder of [`RUN_MARKER`] in the expressions sql2ddb adds.
+pub const MARKER_NAME: &str = "#sql2ddb_run";
+/// The value placeholder of the run id in the expressions sql2ddb adds.
+pub const MARKER_VALUE: &str = ":sql2ddb_run";
 /// Placeholders starting with this are sql2ddb's own.
 const RESERVED_PREFIX: &str = "sql2ddb";
 
@@ -80,6 +84,8 @@ pub struct UpdateJob {
     targets: Vec<(String, Location)>,
     /// Where the query's index is named.
     index_at: Option<Location>,
+    /// Byte offset just after the `SET` keyword of `set`, if it has one.
+    set_end: Option<usize>,
 }
 
 /// `[target]` of an update job.
@@ -214,6 +220,20 @@ impl UpdateJob {
             JobAction::Update { not_idempotent, .. } => not_idempotent.as_deref(),
             JobAction::Delete => None,
         }
+    }
+
+    /// The update expression that also marks the item with the run:
+    /// `#sql2ddb_run = :sql2ddb_run` added to its SET clause (or as a SET
+    /// clause of its own). `None` for a delete.
+    pub fn marked_expression(&self) -> Option<String> {
+        let JobAction::Update { expression, .. } = &self.action else {
+            return None;
+        };
+        let mark = format!("{MARKER_NAME} = {MARKER_VALUE}");
+        Some(match self.set_end {
+            Some(end) => format!("{} {mark},{}", &expression[..end], &expression[end..]),
+            None => format!("{expression} SET {mark}"),
+        })
     }
 
     /// The names and values the read (Scan/Query) uses: `where` and `query.key`.

@@ -112,6 +112,8 @@ pub(crate) struct UpdateShape {
     /// Why applying it twice differs from once (`ADD`, `+`, `list_append`),
     /// with the offset; `None` for an idempotent expression.
     pub not_idempotent: Option<(String, usize)>,
+    /// Byte offset just after the `SET` keyword, when there is a SET clause.
+    pub set_end: Option<usize>,
 }
 
 const CLAUSES: [&str; 4] = ["SET", "REMOVE", "ADD", "DELETE"];
@@ -142,6 +144,9 @@ pub(crate) fn update_shape(tokens: &[(Tok<'_>, usize)]) -> Result<UpdateShape, E
             seen.push(c);
             clause = Some(c);
             expect_path = true;
+            if c == "SET" {
+                shape.set_end = Some(at + 3);
+            }
             if c == "ADD" && shape.not_idempotent.is_none() {
                 shape.not_idempotent = Some(("ADD".into(), at));
             }

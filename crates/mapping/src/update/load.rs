@@ -126,6 +126,7 @@ pub(super) fn parse(
         set_uses: Used::default(),
         targets: Vec::new(),
         index_at: None,
+        set_end: None,
     };
     job.read(&l, u)?;
     job.action(&l, u)?;
@@ -212,6 +213,7 @@ impl UpdateJob {
                     expression: set.get_ref().clone(),
                     not_idempotent: shape.not_idempotent.map(|(why, _)| why),
                 };
+                self.set_end = shape.set_end;
                 Ok(())
             }
         }

@@ -269,3 +269,17 @@ fn typed_and_nested_values() {
     );
     assert_eq!(job.values[":f"], AttrValue::Null);
 }
+
+#[test]
+fn the_run_marker_joins_the_set_clause_or_makes_one() {
+    let add = "version = 1\n[target]\ntable = \"shop\"\n[update]\nname = \"n\"\nset = \"ADD visits :one\"\nvalues = { \":one\" = 1 }\n";
+    assert_eq!(
+        parse(add).unwrap().marked_expression().unwrap(),
+        "ADD visits :one SET #sql2ddb_run = :sql2ddb_run"
+    );
+    let set = add.replace("ADD visits :one", "REMOVE x set visits = visits + :one");
+    assert_eq!(
+        parse(&set).unwrap().marked_expression().unwrap(),
+        "REMOVE x set #sql2ddb_run = :sql2ddb_run, visits = visits + :one"
+    );
+}

@@ -1,0 +1,280 @@
+//! `sql2ddb update JOB.toml`: the mass UPDATE/DELETE … WHERE of an update
+//! job on an existing table, with a progress bar, a final table, `--json`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sql2ddb_core::redact_secrets;
+use sql2ddb_engine::report::RunStatus;
+use sql2ddb_engine::update::{UpdateOptions, UpdateProgress, UpdateReport};
+use sql2ddb_engine::StopSignal;
+use sql2ddb_mapping::UpdateJob;
+
+use crate::limits;
+
+pub(crate) const EXIT_CODES: &str = "\
+Exit codes:
+  0   every matching item was updated or skipped (it no longer matched when
+      written); --dry-run: counted and estimated
+  1   the job failed (bad job file, unreachable table, items not written:
+      see failed.jsonl in the run directory)
+  64  usage error: unknown option, missing argument, value out of range;
+      nothing was done
+  130 interrupted (Ctrl-C, SIGTERM): the pages in flight were written";
+
+#[derive(clap::Args)]
+pub(crate) struct UpdateArgs {
+    /// The update job (TOML): [target] and [update] with where, set or delete.
+    job: PathBuf,
+    /// Read and count the matching items and print what the job would cost
+    /// (read units, write units per table and index, time at --max-wcu);
+    /// write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Print the final report as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+    /// No progress bar.
+    #[arg(long, short)]
+    quiet: bool,
+    /// DynamoDB endpoint URL, overriding the job's. Default: AWS.
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// AWS region, overriding the job's and the environment's.
+    #[arg(long)]
+    region: Option<String>,
+    /// Cap on write units per second, counted as DynamoDB bills them (1 KB
+    /// rounding per item, each index written counted); 1..=1000000000.
+    #[arg(long, value_parser = limits::max_wcu())]
+    max_wcu: Option<u64>,
+    /// Cap on read units per second of the Scan or Query; 1..=1000000000.
+    #[arg(long, value_parser = limits::max_wcu())]
+    max_rcu: Option<u64>,
+    /// Most conditional writes in flight, 1..=256 (default 32); adapts to
+    /// throttling within [1, N].
+    #[arg(long, value_parser = limits::concurrency())]
+    concurrency: Option<usize>,
+    /// Where run directories (report, failed.jsonl) are created.
+    #[arg(long, default_value = "sql2ddb-runs")]
+    runs_dir: PathBuf,
+    /// Use this run id instead of a new one. A job that is not idempotent
+    /// (ADD, `SET a = a + :x`, list_append) marks each item it changed with
+    /// its run id: running it again with the same id finishes an interrupted
+    /// run without changing any item twice.
+    #[arg(long)]
+    run_id: Option<String>,
+}
+
+pub(crate) async fn update(args: UpdateArgs) -> u8 {
+    let text = match std::fs::read_to_string(&args.job) {
+        Ok(t) => t,
+        Err(e) => return crate::fail(&format!("{}: {e}", args.job.display())),
+    };
+    let job = match UpdateJob::parse(&text, &args.job, &crate::env) {
+        Ok(job) => job,
+        Err(e) => return crate::fail(&e.to_string()),
+    };
+    let stop = StopSignal::new();
+    let opts = UpdateOptions {
+        endpoint: args.endpoint.clone(),
+        region: args.region.clone(),
+        runs_dir: args.runs_dir.clone(),
+        run_id: Some(
+            args.run_id
+                .clone()
+                .unwrap_or_else(sql2ddb_engine::new_run_id),
+        ),
+        dry_run: args.dry_run,
+        concurrency: args.concurrency,
+        max_wcu: args.max_wcu,
+        max_rcu: args.max_rcu,
+        stop: Some(stop.clone()),
+        ..UpdateOptions::default()
+    };
+    eprintln!(
+        "update {} on {}, run {}{}",
+        job.name,
+        job.target.table,
+        opts.run_id.as_deref().unwrap_or("?"),
+        if args.dry_run {
+            " (dry run: nothing is written)"
+        } else {
+            ""
+        }
+    );
+    let signals = tokio::spawn(crate::stop_on_signals(stop));
+    let progress = Arc::new(UpdateProgress::default());
+    let bar = (!args.quiet).then(|| tokio::spawn(draw(progress.clone())));
+    let result = sql2ddb_engine::update::update(&job, &opts, progress).await;
+    signals.abort();
+    if let Some(b) = bar {
+        b.abort();
+        let _ = b.await;
+    }
+    match result {
+        Ok(report) => {
+            eprintln!("{}", render(&report));
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&report).expect("report serialises")
+                );
+            }
+            report.status.exit_code() as u8
+        }
+        Err(e) => crate::fail(&e.to_string()),
+    }
+}
+
+/// One bar: matching items handled out of those found so far.
+async fn draw(progress: Arc<UpdateProgress>) {
+    let bar = ProgressBar::with_draw_target(Some(0), ProgressDrawTarget::stderr()).with_style(
+        ProgressStyle::with_template("[{bar:30}] {pos}/{len} matched items written  {msg}")
+            .expect("template")
+            .progress_chars("=> "),
+    );
+    let _guard = ClearOnDrop(bar.clone());
+    let mut tick = tokio::time::interval(Duration::from_millis(200));
+    loop {
+        tick.tick().await;
+        let get = UpdateProgress::get;
+        bar.set_length(get(&progress.matched));
+        bar.set_position(get(&progress.updated) + get(&progress.skipped) + get(&progress.failed));
+        bar.set_message(format!(
+            "{} scanned, {} skipped, {} failed",
+            get(&progress.scanned),
+            get(&progress.skipped),
+            get(&progress.failed)
+        ));
+    }
+}
+
+struct ClearOnDrop(ProgressBar);
+
+impl Drop for ClearOnDrop {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
+    }
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The final report as a small table, then the estimate, notes and error.
+fn render(r: &UpdateReport) -> String {
+    let status = match r.status {
+        RunStatus::Ok => "ok",
+        RunStatus::Failed => "failed",
+        RunStatus::Interrupted => "interrupted",
+        _ => "done",
+    };
+    let mut out = format!(
+        "{} {} on {} ({}): {status}\n",
+        r.action, r.job, r.table, r.read
+    );
+    let rows = [
+        ("scanned", r.scanned),
+        ("not matched", r.not_matched),
+        ("matched", r.matched),
+        (
+            if r.action == "delete" {
+                "deleted"
+            } else {
+                "updated"
+            },
+            r.updated,
+        ),
+        ("skipped", r.skipped),
+        ("failed", r.failed),
+        ("pending", r.pending),
+        ("retries", r.retries),
+    ];
+    for (name, n) in rows {
+        out.push_str(&format!("  {name:<12} {:>14}\n", thousands(n)));
+    }
+    out.push_str(&format!(
+        "  {:<12} {:>14.1}\n  {:<12} {:>14.1}\n  {:<12} {:>14.2}\n",
+        "read units", r.read_units, "write units", r.write_units, "seconds", r.seconds
+    ));
+    if let Some(e) = &r.estimate {
+        out.push_str(&format!(
+            "dry run, nothing written. The job would write {} items: {} write units on the table",
+            thousands(r.matched),
+            thousands(e.write_units)
+        ));
+        for i in e.index_write_units.iter().filter(|i| i.write_units > 0) {
+            out.push_str(&format!(
+                ", {} on {} ({} items)",
+                thousands(i.write_units),
+                i.index,
+                thousands(i.items)
+            ));
+        }
+        out.push_str(&format!(
+            "; {} in all (1 KB rounding per item), after reading {:.1} read units",
+            thousands(e.total_write_units),
+            e.read_units
+        ));
+        match e.seconds_at_max_wcu {
+            Some(s) => out.push_str(&format!("; {s:.0} s of writes at --max-wcu\n")),
+            None => out.push_str("; give --max-wcu to see how long the writes take\n"),
+        }
+    }
+    for note in &r.notes {
+        out.push_str(&format!("note: {note}\n"));
+    }
+    if r.failed > 0 {
+        out.push_str(&format!("failed items: {}\n", r.failures_file));
+    }
+    out.push_str(&format!("report: {}/report.json", r.run_dir));
+    if let Some(e) = &r.error {
+        out.push_str(&format!("\nerror: {}", redact_secrets(e)));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn help_lists_the_exit_codes_ranges_and_logging() {
+        let mut cmd = crate::Cli::command();
+        cmd.build();
+        let text = cmd
+            .find_subcommand("update")
+            .expect("update")
+            .clone()
+            .render_long_help()
+            .to_string();
+        for says in [
+            "64  usage error",
+            "SQL2DDB_LOG",
+            "RUST_LOG",
+            "--dry-run",
+            "1..=1000000000",
+            "1..=256",
+        ] {
+            assert!(text.contains(says), "{says}:\n{text}");
+        }
+    }
+
+    #[test]
+    fn numbers_get_thousands_separators() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(1234567), "1,234,567");
+    }
+}

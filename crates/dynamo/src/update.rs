@@ -1,0 +1,479 @@
+//! The calls of an update job (`sql2ddb update`): the table's description,
+//! pages of a (parallel) Scan or a Query with a filter, and one conditional
+//! `UpdateItem` or `DeleteItem` per matching item.
+//!
+//! Every call is retried here, as the batch writer retries its own: throttling,
+//! 5xx, timeouts and dropped connections with `RetryPolicy`'s capped
+//! exponential backoff and full jitter, each attempt taking a permit of the
+//! shared [`AdaptiveConcurrency`] (so throttling halves it). A conditional
+//! check failure is no error: the item no longer matched when it was
+//! written, [`ItemOutcome::Skipped`].
+
+use std::collections::HashMap;
+use std::future::Future;
+
+use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity, ReturnConsumedCapacity};
+use aws_sdk_dynamodb::Client;
+use sql2ddb_core::{AttrValue, Item, KeyAttr};
+
+use crate::concurrency::AdaptiveConcurrency;
+use crate::convert::{item_from_sdk, to_sdk};
+use crate::error::DynamoError;
+use crate::failure::Failure;
+use crate::writer::RetryPolicy;
+
+/// Expression placeholders of a call: `#name` → attribute, `:value` → value.
+#[derive(Debug, Clone, Default)]
+pub struct Placeholders {
+    /// `ExpressionAttributeNames`.
+    pub names: HashMap<String, String>,
+    /// `ExpressionAttributeValues`.
+    pub values: HashMap<String, AttrValue>,
+}
+
+impl Placeholders {
+    fn sdk_names(&self) -> Option<HashMap<String, String>> {
+        (!self.names.is_empty()).then(|| self.names.clone())
+    }
+
+    fn sdk_values(&self) -> Option<HashMap<String, AttributeValue>> {
+        (!self.values.is_empty()).then(|| {
+            self.values
+                .iter()
+                .map(|(k, v)| (k.clone(), to_sdk(v)))
+                .collect()
+        })
+    }
+}
+
+/// One Scan or Query call, without its start key.
+#[derive(Debug, Clone)]
+pub struct PageRequest {
+    /// The table.
+    pub table: String,
+    /// Query this index (with `key_condition`); `None` scans the table.
+    pub index: Option<String>,
+    /// `KeyConditionExpression` of a Query.
+    pub key_condition: Option<String>,
+    /// `(Segment, TotalSegments)` of a parallel Scan.
+    pub segment: Option<(u32, u32)>,
+    /// `FilterExpression`.
+    pub filter: Option<String>,
+    /// Placeholders of `key_condition` and `filter`.
+    pub placeholders: Placeholders,
+    /// `Limit`: most items evaluated per call.
+    pub limit: Option<usize>,
+}
+
+/// A page's start or end: DynamoDB's `LastEvaluatedKey`.
+pub type PageKey = HashMap<String, AttributeValue>;
+
+/// One page of a Scan or Query.
+#[derive(Debug, Default)]
+pub struct Page {
+    /// Items that passed the filter.
+    pub items: Vec<Item>,
+    /// Items evaluated (`ScannedCount`), matched or not.
+    pub scanned: u64,
+    /// Where the next page starts; `None` at the end.
+    pub next: Option<PageKey>,
+    /// Read units the call consumed, as DynamoDB reported them (0 when it did not).
+    pub read_units: f64,
+    /// Attempts beyond the first.
+    pub retries: u64,
+    /// Attempts that were throttled.
+    pub throttled: u64,
+}
+
+/// What became of one item's conditional write.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ItemOutcome {
+    /// Written (updated or deleted); write units as DynamoDB reported them.
+    Written {
+        /// Consumed write units, the table's and its indexes' (0 when not reported).
+        write_units: f64,
+    },
+    /// The condition failed: the item changed (or went) since it was read.
+    Skipped,
+}
+
+/// A conditional write's outcome and the attempts it took.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ItemWrite {
+    /// Written or skipped.
+    pub outcome: ItemOutcome,
+    /// Attempts beyond the first.
+    pub retries: u64,
+    /// Attempts that were throttled.
+    pub throttled: u64,
+}
+
+/// A conditional `UpdateItem` (with an expression) or `DeleteItem`.
+#[derive(Debug, Clone)]
+pub struct ConditionalWrite {
+    /// The table.
+    pub table: String,
+    /// `UpdateExpression`; `None` deletes the item.
+    pub update: Option<String>,
+    /// `ConditionExpression`.
+    pub condition: String,
+    /// Placeholders of `update` and `condition`.
+    pub placeholders: Placeholders,
+}
+
+/// The key attributes of a table and its indexes, from DescribeTable.
+#[derive(Debug, Clone, Default)]
+pub struct TableDescription {
+    /// Key attributes, partition key first (types from the attribute definitions).
+    pub keys: Vec<KeyAttr>,
+    /// Secondary indexes (global and local).
+    pub indexes: Vec<IndexDescription>,
+    /// Items, as DynamoDB last computed it (about every six hours on AWS).
+    pub item_count: u64,
+    /// Bytes, likewise.
+    pub size_bytes: u64,
+}
+
+/// One secondary index.
+#[derive(Debug, Clone)]
+pub struct IndexDescription {
+    /// Name.
+    pub name: String,
+    /// Key attribute names, partition key first.
+    pub keys: Vec<String>,
+    /// `None`: every attribute; `Some(list)`: the keys and these only.
+    pub projected: Option<Vec<String>>,
+}
+
+/// Describes `table`: keys, indexes, size.
+pub async fn describe(client: &Client, table: &str) -> Result<TableDescription, DynamoError> {
+    let out = client
+        .describe_table()
+        .table_name(table)
+        .send()
+        .await
+        .map_err(|e| match e.as_service_error() {
+            Some(s) if s.is_resource_not_found_exception() => DynamoError::Call {
+                operation: "DescribeTable",
+                table: table.to_string(),
+                message: "the table does not exist".into(),
+                failure: Some(Failure::TableFault),
+            },
+            _ => crate::error::call_error("DescribeTable", table, &e),
+        })?;
+    let Some(desc) = out.table else {
+        return Ok(TableDescription::default());
+    };
+    let types: HashMap<&str, &str> = desc
+        .attribute_definitions()
+        .iter()
+        .map(|d| (d.attribute_name(), d.attribute_type().as_str()))
+        .collect();
+    let key_names = |schema: &[aws_sdk_dynamodb::types::KeySchemaElement]| {
+        let mut keys: Vec<(bool, String)> = schema
+            .iter()
+            .map(|k| {
+                (
+                    k.key_type().as_str() != "HASH",
+                    k.attribute_name().to_string(),
+                )
+            })
+            .collect();
+        keys.sort_by_key(|(range, _)| *range);
+        keys.into_iter().map(|(_, k)| k).collect::<Vec<_>>()
+    };
+    let keys = key_names(desc.key_schema())
+        .into_iter()
+        .filter_map(|name| {
+            let kind = types.get(name.as_str())?.parse().ok()?;
+            Some(KeyAttr { name, kind })
+        })
+        .collect();
+    let projected = |p: Option<&aws_sdk_dynamodb::types::Projection>| match p
+        .and_then(|p| p.projection_type())
+        .map(|t| t.as_str())
+    {
+        Some("KEYS_ONLY") => Some(Vec::new()),
+        Some("INCLUDE") => p.map(|p| p.non_key_attributes().to_vec()),
+        _ => None,
+    };
+    let mut indexes: Vec<IndexDescription> = desc
+        .global_secondary_indexes()
+        .iter()
+        .map(|g| IndexDescription {
+            name: g.index_name().unwrap_or_default().to_string(),
+            keys: key_names(g.key_schema()),
+            projected: projected(g.projection()),
+        })
+        .collect();
+    indexes.extend(
+        desc.local_secondary_indexes()
+            .iter()
+            .map(|l| IndexDescription {
+                name: l.index_name().unwrap_or_default().to_string(),
+                keys: key_names(l.key_schema()),
+                projected: projected(l.projection()),
+            }),
+    );
+    Ok(TableDescription {
+        keys,
+        indexes,
+        item_count: desc.item_count().unwrap_or(0).max(0) as u64,
+        size_bytes: desc.table_size_bytes().unwrap_or(0).max(0) as u64,
+    })
+}
+
+/// Reads one page from `start`, retrying as the module says.
+pub async fn read_page(
+    client: &Client,
+    req: &PageRequest,
+    start: Option<PageKey>,
+    policy: &RetryPolicy,
+) -> Result<Page, DynamoError> {
+    let limit = req.limit.map(|l| l.min(i32::MAX as usize) as i32);
+    let (op, mut page) = if req.index.is_some() {
+        ("Query", Page::default())
+    } else {
+        ("Scan", Page::default())
+    };
+    let out = retrying(
+        policy,
+        None,
+        &req.table,
+        op,
+        &mut page.retries,
+        &mut page.throttled,
+        || {
+            let start = start.clone();
+            async move {
+                let out = match &req.index {
+                    Some(index) => client
+                        .query()
+                        .table_name(&req.table)
+                        .index_name(index)
+                        .set_key_condition_expression(req.key_condition.clone())
+                        .set_filter_expression(req.filter.clone())
+                        .set_expression_attribute_names(req.placeholders.sdk_names())
+                        .set_expression_attribute_values(req.placeholders.sdk_values())
+                        .set_limit(limit)
+                        .set_exclusive_start_key(start)
+                        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                        .send()
+                        .await
+                        .map(|o| {
+                            (
+                                o.items,
+                                o.scanned_count,
+                                o.last_evaluated_key,
+                                o.consumed_capacity,
+                            )
+                        })
+                        .map_err(Attempt::of)?,
+                    None => client
+                        .scan()
+                        .table_name(&req.table)
+                        .set_segment(req.segment.map(|(s, _)| s as i32))
+                        .set_total_segments(req.segment.map(|(_, t)| t as i32))
+                        .set_filter_expression(req.filter.clone())
+                        .set_expression_attribute_names(req.placeholders.sdk_names())
+                        .set_expression_attribute_values(req.placeholders.sdk_values())
+                        .set_limit(limit)
+                        .set_exclusive_start_key(start)
+                        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                        .send()
+                        .await
+                        .map(|o| {
+                            (
+                                o.items,
+                                o.scanned_count,
+                                o.last_evaluated_key,
+                                o.consumed_capacity,
+                            )
+                        })
+                        .map_err(Attempt::of)?,
+                };
+                Ok(out)
+            }
+        },
+    )
+    .await?;
+    let (items, scanned, next, consumed) = out;
+    page.items = items
+        .unwrap_or_default()
+        .iter()
+        .map(item_from_sdk)
+        .collect();
+    page.scanned = scanned.max(0) as u64;
+    page.next = next.filter(|k| !k.is_empty());
+    page.read_units = units(consumed.as_ref());
+    Ok(page)
+}
+
+/// Writes one item conditionally: its key is taken from `item` by `keys`.
+pub async fn write_item(
+    client: &Client,
+    write: &ConditionalWrite,
+    keys: &[KeyAttr],
+    item: &Item,
+    policy: &RetryPolicy,
+    concurrency: Option<&AdaptiveConcurrency>,
+) -> Result<ItemWrite, DynamoError> {
+    let key: HashMap<String, AttributeValue> = keys
+        .iter()
+        .filter_map(|k| Some((k.name.clone(), to_sdk(item.get(&k.name)?))))
+        .collect();
+    if key.len() != keys.len() {
+        return Err(DynamoError::Call {
+            operation: "UpdateItem",
+            table: write.table.clone(),
+            message: "an item read lacks a key attribute of the table".into(),
+            failure: Some(Failure::ItemRejected),
+        });
+    }
+    let op = if write.update.is_some() {
+        "UpdateItem"
+    } else {
+        "DeleteItem"
+    };
+    let (mut retries, mut throttled) = (0, 0);
+    let outcome = retrying(
+        policy,
+        concurrency,
+        &write.table,
+        op,
+        &mut retries,
+        &mut throttled,
+        || {
+            let key = key.clone();
+            async move {
+                let consumed = match &write.update {
+                    Some(expression) => client
+                        .update_item()
+                        .table_name(&write.table)
+                        .set_key(Some(key))
+                        .update_expression(expression)
+                        .condition_expression(&write.condition)
+                        .set_expression_attribute_names(write.placeholders.sdk_names())
+                        .set_expression_attribute_values(write.placeholders.sdk_values())
+                        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                        .send()
+                        .await
+                        .map(|o| o.consumed_capacity)
+                        .map_err(Attempt::of),
+                    None => client
+                        .delete_item()
+                        .table_name(&write.table)
+                        .set_key(Some(key))
+                        .condition_expression(&write.condition)
+                        .set_expression_attribute_names(write.placeholders.sdk_names())
+                        .set_expression_attribute_values(write.placeholders.sdk_values())
+                        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                        .send()
+                        .await
+                        .map(|o| o.consumed_capacity)
+                        .map_err(Attempt::of),
+                };
+                match consumed {
+                    Ok(c) => Ok(ItemOutcome::Written {
+                        write_units: units(c.as_ref()),
+                    }),
+                    Err(Attempt::ConditionFailed) => Ok(ItemOutcome::Skipped),
+                    Err(e) => Err(e),
+                }
+            }
+        },
+    )
+    .await?;
+    Ok(ItemWrite {
+        outcome,
+        retries,
+        throttled,
+    })
+}
+
+fn units(c: Option<&ConsumedCapacity>) -> f64 {
+    c.and_then(|c| c.capacity_units()).unwrap_or(0.0)
+}
+
+/// A failed attempt, classified once.
+enum Attempt {
+    ConditionFailed,
+    Failed(Failure, String),
+}
+
+impl Attempt {
+    fn of<E>(e: SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>) -> Attempt
+    where
+        E: ProvideErrorMetadata + std::error::Error + 'static,
+    {
+        if e.code() == Some("ConditionalCheckFailedException") {
+            return Attempt::ConditionFailed;
+        }
+        Attempt::Failed(Failure::of(&e), sql2ddb_aws::sdk_message(&e))
+    }
+}
+
+/// Calls `call` until it succeeds, fails for good, or runs out of attempts.
+async fn retrying<T, F, Fut>(
+    policy: &RetryPolicy,
+    concurrency: Option<&AdaptiveConcurrency>,
+    table: &str,
+    operation: &'static str,
+    retries: &mut u64,
+    throttled: &mut u64,
+    mut call: F,
+) -> Result<T, DynamoError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, Attempt>>,
+{
+    let mut attempt = 0u32;
+    loop {
+        attempt += 1;
+        let permit = match concurrency {
+            Some(c) => Some(c.acquire().await),
+            None => None,
+        };
+        let (failure, message) = match call().await {
+            Ok(v) => {
+                if let Some(p) = permit {
+                    p.success();
+                }
+                return Ok(v);
+            }
+            Err(Attempt::ConditionFailed) => {
+                (Failure::ItemRejected, "the condition failed".to_string())
+            }
+            Err(Attempt::Failed(f, m)) => (f, m),
+        };
+        // The permit is released before any backoff sleep.
+        match (failure == Failure::Throttled, permit) {
+            (true, permit) => {
+                *throttled += 1;
+                if let Some(p) = permit {
+                    p.throttled();
+                }
+            }
+            (false, permit) => drop(permit),
+        }
+        let fail = |message: String| DynamoError::Call {
+            operation,
+            table: table.to_string(),
+            message,
+            failure: Some(failure),
+        };
+        if !failure.is_retryable() {
+            return Err(fail(message));
+        }
+        if attempt >= policy.max_attempts {
+            return Err(fail(format!(
+                "still failing after {attempt} attempts: {message}"
+            )));
+        }
+        *retries += 1;
+        let delay = policy.delay(attempt, &mut rand::rng());
+        tracing::debug!(table, operation, attempt, ?delay, %message, "retrying");
+        tokio::time::sleep(delay).await;
+    }
+}

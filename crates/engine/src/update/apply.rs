@@ -1,0 +1,269 @@
+//! One read segment of an update job: read a page (the filter = `where`),
+//! write its matching items one conditional call each, then the next page.
+//! A segment waits for its page's writes before reading on, so memory holds
+//! at most a page per segment, whatever the table's size.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::io::Write;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use sql2ddb_core::{item_size, Item, KeyAttr};
+use sql2ddb_dynamo::update::{
+    read_page, write_item, ConditionalWrite, ItemOutcome, Page, PageRequest,
+};
+use sql2ddb_dynamo::{AdaptiveConcurrency, Client, Failure, RetryPolicy, WriteCapacityLimiter};
+use tokio::task::JoinSet;
+
+use super::cost::CostCounter;
+use super::report::UpdateProgress;
+use crate::stop::StopSignal;
+
+/// Called with each page's matching items before they are written: lets a
+/// caller watch the job or, in tests, change items between read and write.
+pub type PageHook =
+    Arc<dyn Fn(Vec<Item>) -> Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// Read-only read units of an eventually consistent read: 4 KB each, halved.
+const READ_UNIT_BYTES: f64 = 4096.0 * 2.0;
+
+/// What every segment of a job shares.
+pub(crate) struct Shared {
+    pub client: Client,
+    pub read: PageRequest,
+    /// `None` in a dry run: nothing is written.
+    pub write: Option<ConditionalWrite>,
+    pub keys: Vec<KeyAttr>,
+    pub policy: RetryPolicy,
+    pub concurrency: Arc<AdaptiveConcurrency>,
+    pub wcu: Option<Arc<WriteCapacityLimiter>>,
+    pub rcu: Option<Arc<WriteCapacityLimiter>>,
+    pub progress: Arc<UpdateProgress>,
+    pub cost: Mutex<CostCounter>,
+    pub failures: FailuresFile,
+    pub stop: Option<Arc<StopSignal>>,
+    pub on_page: Option<PageHook>,
+    /// The table's average item size, for read units an endpoint does not report.
+    pub average_item_bytes: f64,
+    halted: AtomicBool,
+    error: Mutex<Option<String>>,
+}
+
+impl Shared {
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn new(
+        client: Client,
+        read: PageRequest,
+        write: Option<ConditionalWrite>,
+        keys: Vec<KeyAttr>,
+        policy: RetryPolicy,
+        concurrency: Arc<AdaptiveConcurrency>,
+        progress: Arc<UpdateProgress>,
+        cost: CostCounter,
+        failures: FailuresFile,
+    ) -> Shared {
+        Shared {
+            client,
+            read,
+            write,
+            keys,
+            policy,
+            concurrency,
+            wcu: None,
+            rcu: None,
+            progress,
+            cost: Mutex::new(cost),
+            failures,
+            stop: None,
+            on_page: None,
+            average_item_bytes: 1024.0,
+            halted: AtomicBool::new(false),
+            error: Mutex::new(None),
+        }
+    }
+
+    /// Ends the job on an error (the first one is kept).
+    fn halt(&self, message: String) {
+        self.error
+            .lock()
+            .expect("error lock")
+            .get_or_insert(message);
+        self.halted.store(true, Ordering::SeqCst);
+    }
+
+    /// The error that ended the job, if one did.
+    pub(crate) fn error(&self) -> Option<String> {
+        self.error.lock().expect("error lock").clone()
+    }
+
+    fn stopping(&self) -> bool {
+        self.halted.load(Ordering::SeqCst) || self.stop.as_ref().is_some_and(|s| s.is_stopped())
+    }
+
+    /// The read units of a page: as reported, else from the items evaluated.
+    fn read_units(&self, page: &Page) -> f64 {
+        if page.read_units > 0.0 {
+            return page.read_units;
+        }
+        (page.scanned as f64 * self.average_item_bytes / READ_UNIT_BYTES)
+            .ceil()
+            .max(0.5)
+    }
+}
+
+/// Reads segment `segment` (`None`: the whole query) to its end, or until
+/// the job stops; the page being written is finished first.
+pub(crate) async fn run_segment(shared: Arc<Shared>, segment: Option<(u32, u32)>) {
+    let mut req = shared.read.clone();
+    req.segment = segment;
+    let mut start = None;
+    let p = &shared.progress;
+    while !shared.stopping() {
+        let page = match read_page(&shared.client, &req, start.take(), &shared.policy).await {
+            Ok(page) => page,
+            Err(e) => return shared.halt(e.to_string()),
+        };
+        let units = shared.read_units(&page);
+        UpdateProgress::add(&p.scanned, page.scanned);
+        UpdateProgress::add(&p.matched, page.items.len() as u64);
+        UpdateProgress::add(&p.pages, 1);
+        UpdateProgress::add(&p.retries, page.retries);
+        UpdateProgress::add(&p.throttled, page.throttled);
+        UpdateProgress::add_units(&p.read_milli_units, units);
+        if let Some(rcu) = &shared.rcu {
+            rcu.acquire(units.ceil() as u64).await;
+        }
+        match shared.write {
+            None => {
+                let mut cost = shared.cost.lock().expect("cost lock");
+                page.items.iter().for_each(|item| cost.add(item));
+            }
+            Some(_) => {
+                if let Some(hook) = &shared.on_page {
+                    hook(page.items.clone()).await;
+                }
+                write_page(&shared, page.items).await;
+            }
+        }
+        match page.next {
+            Some(next) => start = Some(next),
+            None => {
+                UpdateProgress::add(&p.segments_done, 1);
+                return;
+            }
+        }
+    }
+}
+
+/// Writes a page's items, as many at once as the shared concurrency allows.
+async fn write_page(shared: &Arc<Shared>, items: Vec<Item>) {
+    let mut writes = JoinSet::new();
+    for item in items {
+        let shared = shared.clone();
+        writes.spawn(async move { write_one(&shared, item).await });
+    }
+    while let Some(done) = writes.join_next().await {
+        if let Err(e) = done {
+            shared.halt(format!("a write task failed: {e}"));
+        }
+    }
+}
+
+async fn write_one(shared: &Shared, item: Item) {
+    let Some(write) = &shared.write else { return };
+    let p = &shared.progress;
+    if let Some(wcu) = &shared.wcu {
+        let (units, per_index) = shared.cost.lock().expect("cost lock").item_units(&item);
+        wcu.acquire(units + per_index.iter().sum::<u64>()).await;
+    }
+    let result = write_item(
+        &shared.client,
+        write,
+        &shared.keys,
+        &item,
+        &shared.policy,
+        Some(&shared.concurrency),
+    )
+    .await;
+    match result {
+        Ok(w) => {
+            UpdateProgress::add(&p.retries, w.retries);
+            UpdateProgress::add(&p.throttled, w.throttled);
+            match w.outcome {
+                ItemOutcome::Written { write_units } => {
+                    UpdateProgress::add(&p.updated, 1);
+                    // An endpoint that does not report units: the estimate.
+                    let units = match write_units > 0.0 {
+                        true => write_units,
+                        false => sql2ddb_core::write_units(item_size(&item)) as f64,
+                    };
+                    UpdateProgress::add_units(&p.write_milli_units, units);
+                }
+                ItemOutcome::Skipped => UpdateProgress::add(&p.skipped, 1),
+            }
+        }
+        Err(e) => {
+            UpdateProgress::add(&p.failed, 1);
+            let reason = sql2ddb_core::redact_secrets(&e.to_string());
+            if let Err(io) = shared.failures.write(&shared.keys, &item, &reason) {
+                shared.halt(io);
+            }
+            // A table that cannot be written fails every item alike: stop.
+            if e.failure() == Some(Failure::TableFault) {
+                shared.halt(reason);
+            }
+        }
+    }
+}
+
+/// `failed.jsonl`: one line per item not written, its key and the reason;
+/// created on the first failure only.
+pub(crate) struct FailuresFile {
+    path: PathBuf,
+    file: Mutex<Option<std::io::BufWriter<std::fs::File>>>,
+}
+
+impl FailuresFile {
+    pub(crate) fn new(path: PathBuf) -> Self {
+        FailuresFile {
+            path,
+            file: Mutex::new(None),
+        }
+    }
+
+    pub(crate) fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    fn write(&self, keys: &[KeyAttr], item: &Item, reason: &str) -> Result<(), String> {
+        let io = |e: std::io::Error| format!("{}: {e}", self.path.display());
+        let key: HashMap<&str, serde_json::Value> = keys
+            .iter()
+            .filter_map(|k| Some((k.name.as_str(), item.get(&k.name)?.to_dynamo_json())))
+            .collect();
+        let line = serde_json::json!({ "key": key, "reason": reason });
+        let mut guard = self.file.lock().expect("failures lock");
+        if guard.is_none() {
+            let f = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&self.path)
+                .map_err(io)?;
+            *guard = Some(std::io::BufWriter::new(f));
+        }
+        let w = guard.as_mut().expect("opened above");
+        writeln!(w, "{line}").map_err(io)
+    }
+
+    pub(crate) fn flush(&self) -> Result<(), String> {
+        match self.file.lock().expect("failures lock").as_mut() {
+            Some(w) => w
+                .flush()
+                .map_err(|e| format!("{}: {e}", self.path.display())),
+            None => Ok(()),
+        }
+    }
+}

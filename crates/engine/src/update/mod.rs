@@ -1,0 +1,363 @@
+//! `sql2ddb update`: the mass `UPDATE x WHERE y` (or `DELETE … WHERE y`) on
+//! an existing DynamoDB table, from an [`UpdateJob`].
+//!
+//! The table is read with a parallel Scan (`TotalSegments`) or a Query on an
+//! index, `where` as the `FilterExpression`, so items that do not match never
+//! travel. Each matching item is then written with its own conditional
+//! `UpdateItem` (or `DeleteItem`) whose `ConditionExpression` is `where`
+//! again, and the item's existence: an item changed or deleted since it was
+//! read is left alone and counted `skipped`, never overwritten by a stale
+//! judgement.
+//!
+//! An update that is not idempotent (`ADD`, `SET a = a + :x`,
+//! `list_append`) also writes the run id into the item's
+//! [`RUN_MARKER`] attribute, and both its read filter and its condition
+//! require that attribute to differ from the run id: a retried call, or the
+//! same job run again with the same `--run-id`, changes each item once. The
+//! marker stays on the items (remove it with a later job if it matters).
+
+mod apply;
+mod cost;
+mod report;
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use sql2ddb_core::AttrValue;
+use sql2ddb_dynamo::update::{
+    describe, ConditionalWrite, PageRequest, Placeholders, TableDescription,
+};
+use sql2ddb_dynamo::{AdaptiveConcurrency, RetryPolicy, WriteCapacityLimiter};
+use sql2ddb_mapping::{
+    GsiProjection, IndexShape, JobAction, JobRead, TableShape, UpdateJob, MARKER_NAME,
+    MARKER_VALUE, RUN_MARKER,
+};
+
+pub use apply::PageHook;
+pub use report::{CostEstimate, IndexUnits, UpdateProgress, UpdateReport};
+
+use crate::error::EngineError;
+use crate::report::RunStatus;
+use crate::resources::{Job, ResourceOptions, Resources};
+use crate::run::new_run_id;
+use crate::stop::StopSignal;
+use apply::{run_segment, FailuresFile, Shared};
+use cost::CostCounter;
+
+/// Conditional writes in flight when `--concurrency` does not say.
+pub const DEFAULT_UPDATE_CONCURRENCY: usize = 32;
+/// The placeholder of the table's partition key in the existence condition.
+const KEY_NAME: &str = "#sql2ddb_key";
+
+/// Everything an update job takes besides the job file.
+#[derive(Clone, Default)]
+pub struct UpdateOptions {
+    /// DynamoDB endpoint (`local` or a URL), over the job's.
+    pub endpoint: Option<String>,
+    /// AWS region, over the job's.
+    pub region: Option<String>,
+    /// Where run directories go (`<runs_dir>/<run id>/`).
+    pub runs_dir: PathBuf,
+    /// The run id; a new one when `None`. A non-idempotent job run again
+    /// with the same id changes each item once.
+    pub run_id: Option<String>,
+    /// Read and count, estimate the cost, write nothing.
+    pub dry_run: bool,
+    /// Most conditional writes in flight (adapts to throttling within [1, N]).
+    pub concurrency: Option<usize>,
+    /// Cap on write units per second.
+    pub max_wcu: Option<u64>,
+    /// Cap on read units per second.
+    pub max_rcu: Option<u64>,
+    /// Retry parameters of every call.
+    pub retry: RetryPolicy,
+    /// Raised to stop cleanly: segments stop after the page they are writing.
+    pub stop: Option<Arc<StopSignal>>,
+    /// Called with each page's matching items before they are written.
+    pub on_page: Option<PageHook>,
+}
+
+/// Runs an update job.
+///
+/// Returned as `Err`, with nothing written: a table that cannot be
+/// described, a job that does not fit the table (a key attribute written, an
+/// index it lacks, keys other than the job declares). Once the job runs,
+/// every failure ends in the report (status `failed`, the error in it).
+pub async fn update(
+    job: &UpdateJob,
+    opts: &UpdateOptions,
+    progress: Arc<UpdateProgress>,
+) -> Result<UpdateReport, EngineError> {
+    let started = Instant::now();
+    let run_id = opts.run_id.clone().unwrap_or_else(new_run_id);
+    let run_dir = opts.runs_dir.join(&run_id);
+    std::fs::create_dir_all(&run_dir).map_err(|e| EngineError::io(&run_dir, e))?;
+    let resource_opts = ResourceOptions {
+        endpoint: opts.endpoint.clone().or(job.target.endpoint.clone()),
+        region: opts.region.clone().or(job.target.region.clone()),
+        ..ResourceOptions::default()
+    };
+    // `local` is refused: the embedded server's data belongs to the run that started it.
+    let resources = Resources::open(None, &resource_opts, Job::Status).await?;
+    let result = prepare(job, opts, &resources, &run_dir, &run_id, progress.clone()).await;
+    let shared = match result {
+        Ok(shared) => Arc::new(shared),
+        Err(e) => {
+            resources.close().await;
+            return Err(e);
+        }
+    };
+    let mut report = new_report(job, opts, &run_id, &run_dir, &resources, &shared);
+    let mut segments = tokio::task::JoinSet::new();
+    match &job.read {
+        JobRead::Scan { segments: total } => {
+            for s in 0..*total {
+                let segment = (*total > 1).then_some((s, *total));
+                segments.spawn(run_segment(shared.clone(), segment));
+            }
+        }
+        JobRead::Query { .. } => {
+            segments.spawn(run_segment(shared.clone(), None));
+        }
+    }
+    while let Some(done) = segments.join_next().await {
+        if let Err(e) = done {
+            report
+                .error
+                .get_or_insert(format!("a read segment failed: {e}"));
+        }
+    }
+    if let Err(e) = shared.failures.flush() {
+        report.error.get_or_insert(e);
+    }
+    if let Some(e) = shared.error() {
+        report.error.get_or_insert(sql2ddb_core::redact_secrets(&e));
+    }
+    let interrupted = opts.stop.as_ref().is_some_and(|s| s.is_stopped());
+    report.finish(&progress, interrupted, started.elapsed().as_secs_f64());
+    if opts.dry_run {
+        let cost = shared.cost.lock().expect("cost lock");
+        report.estimate = Some(cost.estimate(report.read_units, opts.max_wcu, opts.max_rcu));
+    }
+    resources.close().await;
+    let path = run_dir.join("report.json");
+    let json = serde_json::to_vec_pretty(&report).expect("report serialises");
+    std::fs::write(&path, json).map_err(|e| EngineError::io(&path, e))?;
+    Ok(report)
+}
+
+/// Describes the table, checks the job against it, and builds the calls.
+async fn prepare(
+    job: &UpdateJob,
+    opts: &UpdateOptions,
+    resources: &Resources,
+    run_dir: &std::path::Path,
+    run_id: &str,
+    progress: Arc<UpdateProgress>,
+) -> Result<Shared, EngineError> {
+    let client = resources.client().clone();
+    let table = describe(&client, &job.target.table).await?;
+    check_declared_keys(job, &table)?;
+    job.check_table(&shape(&table))?;
+    let marker = job.not_idempotent().is_some();
+    let run_clause =
+        format!("(attribute_not_exists({MARKER_NAME}) OR {MARKER_NAME} <> {MARKER_VALUE})");
+    let (names, values) = job.read_placeholders();
+    let mut read_ph = placeholders(names, values);
+    let mut filter = job.filter.clone().map(|w| format!("({w})"));
+    if marker {
+        add_marker(&mut read_ph, run_id);
+        filter = Some(match filter {
+            Some(w) => format!("{w} AND {run_clause}"),
+            None => run_clause.clone(),
+        });
+    }
+    let (index, key_condition) = match &job.read {
+        JobRead::Query { index, key } => (Some(index.clone()), Some(key.clone())),
+        JobRead::Scan { .. } => (None, None),
+    };
+    let read = PageRequest {
+        table: job.target.table.clone(),
+        index,
+        key_condition,
+        segment: None,
+        filter,
+        placeholders: read_ph,
+        limit: job.page_size,
+    };
+    let write = (!opts.dry_run).then(|| write_request(job, &table, run_id, marker, &run_clause));
+    let written: Option<BTreeSet<String>> = match job.action {
+        JobAction::Update { .. } => Some(job.written_attributes().map(str::to_string).collect()),
+        JobAction::Delete => None,
+    };
+    let max = opts
+        .concurrency
+        .unwrap_or(DEFAULT_UPDATE_CONCURRENCY)
+        .max(1);
+    let failures = FailuresFile::new(run_dir.join("failed.jsonl"));
+    let mut shared = Shared::new(
+        client,
+        read,
+        write,
+        table.keys.clone(),
+        opts.retry,
+        Arc::new(AdaptiveConcurrency::new(max)),
+        progress,
+        CostCounter::new(&table.indexes, written),
+        failures,
+    );
+    shared.wcu = opts.max_wcu.map(|w| Arc::new(WriteCapacityLimiter::new(w)));
+    shared.rcu = opts.max_rcu.map(|r| Arc::new(WriteCapacityLimiter::new(r)));
+    shared.stop = opts.stop.clone();
+    shared.on_page = opts.on_page.clone();
+    if table.item_count > 0 {
+        shared.average_item_bytes = table.size_bytes as f64 / table.item_count as f64;
+    }
+    Ok(shared)
+}
+
+/// The conditional write of each matching item.
+fn write_request(
+    job: &UpdateJob,
+    table: &TableDescription,
+    run_id: &str,
+    marker: bool,
+    run_clause: &str,
+) -> ConditionalWrite {
+    let (names, values) = job.write_placeholders();
+    let mut ph = placeholders(names, values);
+    let mut condition = format!("attribute_exists({KEY_NAME})");
+    if let Some(pk) = table.keys.first() {
+        ph.names.insert(KEY_NAME.into(), pk.name.clone());
+    }
+    if let Some(w) = &job.filter {
+        condition = format!("{condition} AND ({w})");
+    }
+    if marker {
+        add_marker(&mut ph, run_id);
+        condition = format!("{condition} AND {run_clause}");
+    }
+    let update = match &job.action {
+        JobAction::Update { expression, .. } => Some(match marker {
+            true => job
+                .marked_expression()
+                .unwrap_or_else(|| expression.clone()),
+            false => expression.clone(),
+        }),
+        JobAction::Delete => None,
+    };
+    ConditionalWrite {
+        table: job.target.table.clone(),
+        update,
+        condition,
+        placeholders: ph,
+    }
+}
+
+fn placeholders(
+    names: std::collections::BTreeMap<String, String>,
+    values: std::collections::BTreeMap<String, AttrValue>,
+) -> Placeholders {
+    Placeholders {
+        names: names.into_iter().collect::<HashMap<_, _>>(),
+        values: values.into_iter().collect::<HashMap<_, _>>(),
+    }
+}
+
+fn add_marker(ph: &mut Placeholders, run_id: &str) {
+    ph.names.insert(MARKER_NAME.into(), RUN_MARKER.into());
+    ph.values
+        .insert(MARKER_VALUE.into(), AttrValue::S(run_id.to_string()));
+}
+
+/// The table's keys and indexes, as the job's checks want them.
+fn shape(table: &TableDescription) -> TableShape {
+    TableShape {
+        keys: table.keys.iter().map(|k| k.name.clone()).collect(),
+        indexes: table
+            .indexes
+            .iter()
+            .map(|i| IndexShape {
+                name: i.name.clone(),
+                keys: i.keys.clone(),
+                projection: match &i.projected {
+                    None => GsiProjection::All,
+                    Some(list) if list.is_empty() => GsiProjection::KeysOnly,
+                    Some(list) => GsiProjection::Include(list.clone()),
+                },
+            })
+            .collect(),
+    }
+}
+
+/// Keys the job declares under `[target]` must be the table's.
+fn check_declared_keys(job: &UpdateJob, table: &TableDescription) -> Result<(), EngineError> {
+    if job.target.keys.is_empty() || job.target.keys == table.keys {
+        return Ok(());
+    }
+    let show = |keys: &[sql2ddb_core::KeyAttr]| {
+        keys.iter()
+            .map(|k| format!("{} ({})", k.name, k.kind.as_str()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    Err(EngineError::Config(format!(
+        "{}: [target] declares the keys {}, but table {} has {}",
+        job.file(),
+        show(&job.target.keys),
+        job.target.table,
+        show(&table.keys)
+    )))
+}
+
+fn new_report(
+    job: &UpdateJob,
+    opts: &UpdateOptions,
+    run_id: &str,
+    run_dir: &std::path::Path,
+    resources: &Resources,
+    shared: &Shared,
+) -> UpdateReport {
+    let mut notes = Vec::new();
+    if let Some(why) = job.not_idempotent() {
+        notes.push(format!(
+            "the update is not idempotent ({why}): each changed item is marked {RUN_MARKER} = {run_id}; run the job again with --run-id {run_id} to finish it without changing any item twice"
+        ));
+    }
+    UpdateReport {
+        run_id: run_id.to_string(),
+        job: job.name.clone(),
+        status: RunStatus::Ok,
+        action: match job.action {
+            JobAction::Update { .. } => "update".into(),
+            JobAction::Delete => "delete".into(),
+        },
+        dry_run: opts.dry_run,
+        table: job.target.table.clone(),
+        endpoint: resources.endpoint().to_string(),
+        read: match &job.read {
+            JobRead::Scan { segments } => format!("scan, {segments} segments"),
+            JobRead::Query { index, .. } => format!("query on {index}"),
+        },
+        run_dir: run_dir.display().to_string(),
+        failures_file: shared.failures.path().display().to_string(),
+        scanned: 0,
+        not_matched: 0,
+        matched: 0,
+        updated: 0,
+        skipped: 0,
+        failed: 0,
+        pending: 0,
+        pages: 0,
+        retries: 0,
+        throttled: 0,
+        read_units: 0.0,
+        write_units: 0.0,
+        seconds: 0.0,
+        estimate: None,
+        notes,
+        error: None,
+    }
+}

@@ -1,0 +1,174 @@
+//! The live counters and the report of an update job. The numbers add up:
+//! `scanned = not_matched + matched` and, once the job finished,
+//! `matched = updated + skipped + failed` (`+ pending` when interrupted; a
+//! dry run writes nothing and counts every match as `pending`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde::Serialize;
+
+use crate::report::RunStatus;
+
+/// Counters of a running update job, read by whoever shows progress.
+#[derive(Debug, Default)]
+pub struct UpdateProgress {
+    /// Items the reads evaluated (`ScannedCount`).
+    pub scanned: AtomicU64,
+    /// Items that met `where`, as read.
+    pub matched: AtomicU64,
+    /// Items changed (or deleted).
+    pub updated: AtomicU64,
+    /// Items that no longer met `where` (or were gone) when written.
+    pub skipped: AtomicU64,
+    /// Items not written: refused, or out of retries (in `failed.jsonl`).
+    pub failed: AtomicU64,
+    /// Pages read.
+    pub pages: AtomicU64,
+    /// Calls retried (throttling, 5xx, timeouts, dropped connections).
+    pub retries: AtomicU64,
+    /// Calls throttled.
+    pub throttled: AtomicU64,
+    /// Read units consumed, in thousandths.
+    pub read_milli_units: AtomicU64,
+    /// Write units consumed, in thousandths.
+    pub write_milli_units: AtomicU64,
+    /// Segments whose reads reached the end.
+    pub segments_done: AtomicU64,
+}
+
+impl UpdateProgress {
+    /// Reads a counter.
+    pub fn get(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_units(counter: &AtomicU64, units: f64) {
+        counter.fetch_add((units * 1000.0).round() as u64, Ordering::Relaxed);
+    }
+}
+
+/// What a dry run says the job would cost.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct CostEstimate {
+    /// Read units of the reads (as DynamoDB reported them consumed; from
+    /// the table's size when it did not).
+    pub read_units: f64,
+    /// Write units of the table's writes: each matching item rounded up to 1 KB.
+    pub write_units: u64,
+    /// Write units of each secondary index the changes touch, by index.
+    pub index_write_units: Vec<IndexUnits>,
+    /// Table and index write units together.
+    pub total_write_units: u64,
+    /// Seconds the writes take at `--max-wcu` (when given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds_at_max_wcu: Option<f64>,
+    /// Seconds the reads take at `--max-rcu` (when given).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seconds_at_max_rcu: Option<f64>,
+}
+
+/// Write units of one index.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct IndexUnits {
+    /// Index name.
+    pub index: String,
+    /// Items whose change writes the index.
+    pub items: u64,
+    /// Its write units (a changed index key costs a delete and a put).
+    pub write_units: u64,
+}
+
+/// The report of one update job, printed as a table or as one JSON object
+/// (and saved as `report.json` in the run directory).
+#[derive(Debug, Clone, Serialize)]
+pub struct UpdateReport {
+    /// Run id (also the marker value of a non-idempotent job).
+    pub run_id: String,
+    /// The job's `name`.
+    pub job: String,
+    /// How it ended (`ok`, `failed`, `interrupted`).
+    pub status: RunStatus,
+    /// `update` or `delete`.
+    pub action: String,
+    /// Whether it was a dry run (nothing written).
+    pub dry_run: bool,
+    /// The table.
+    pub table: String,
+    /// DynamoDB endpoint as shown (`aws`, a URL with any password masked).
+    pub endpoint: String,
+    /// `scan` (with its segments) or `query` (with its index).
+    pub read: String,
+    /// The run directory.
+    pub run_dir: String,
+    /// The file listing each failed item's key and reason (exists only when one failed).
+    pub failures_file: String,
+    /// Items evaluated.
+    pub scanned: u64,
+    /// Items evaluated that did not meet `where`.
+    pub not_matched: u64,
+    /// Items that met `where` when read.
+    pub matched: u64,
+    /// Items changed (deleted, for a delete job).
+    pub updated: u64,
+    /// Items that no longer met `where` when written: left as they were.
+    pub skipped: u64,
+    /// Items not written (see the failures file).
+    pub failed: u64,
+    /// Items matched but not written: a dry run's matches, or those in
+    /// flight when an interrupted job stopped (a rerun handles them).
+    pub pending: u64,
+    /// Pages read.
+    pub pages: u64,
+    /// Calls retried.
+    pub retries: u64,
+    /// Calls throttled.
+    pub throttled: u64,
+    /// Read units consumed.
+    pub read_units: f64,
+    /// Write units consumed (table and indexes), as DynamoDB reported them.
+    pub write_units: f64,
+    /// Wall-clock seconds.
+    pub seconds: f64,
+    /// What the job would cost (dry run only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<CostEstimate>,
+    /// Things worth knowing (e.g. the run marker a non-idempotent job writes).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+    /// The error that stopped the job, if one did.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl UpdateReport {
+    /// Takes the counters' final values and sets the status.
+    pub(crate) fn finish(&mut self, p: &UpdateProgress, interrupted: bool, seconds: f64) {
+        let get = UpdateProgress::get;
+        self.scanned = get(&p.scanned);
+        self.matched = get(&p.matched);
+        self.not_matched = self.scanned.saturating_sub(self.matched);
+        self.updated = get(&p.updated);
+        self.skipped = get(&p.skipped);
+        self.failed = get(&p.failed);
+        self.pending = self
+            .matched
+            .saturating_sub(self.updated + self.skipped + self.failed);
+        self.pages = get(&p.pages);
+        self.retries = get(&p.retries);
+        self.throttled = get(&p.throttled);
+        self.read_units = get(&p.read_milli_units) as f64 / 1000.0;
+        self.write_units = get(&p.write_milli_units) as f64 / 1000.0;
+        self.seconds = seconds;
+        self.status = if self.error.is_some() || self.failed > 0 {
+            RunStatus::Failed
+        } else if interrupted {
+            RunStatus::Interrupted
+        } else {
+            RunStatus::Ok
+        };
+    }
+}

@@ -1,0 +1,447 @@
+//! `sql2ddb update`: the mass UPDATE/DELETE … WHERE on an existing table,
+//! against a real DynamoDB-compatible server. The table holds three entity
+//! types (customers, orders, products); the jobs match a known set of them,
+//! and every other item must come out byte for byte as it went in.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+use sql2ddb_core::{AttrValue, Item, KeyAttr, KeyType};
+use sql2ddb_dynamo::{ensure_table_spec, GsiSpec, Projection, TableSpec};
+use sql2ddb_engine::update::{update, UpdateOptions, UpdateProgress};
+use sql2ddb_mapping::UpdateJob;
+
+use crate::common::{item, key, n, s, Items, Run, Scenario};
+
+/// Items per entity type: customers, orders and products, a third each.
+const PER_TYPE: usize = 1000;
+
+/// The customer, order and product of number `i`. Orders are `new`, in GSI1
+/// under `STATUS#new`, half of them in region `eu`; customers have a
+/// `status` too, so `where` must look at the sort key to pick orders.
+fn entities(i: usize) -> [Item; 3] {
+    let customer = item(vec![
+        ("PK", s(format!("CUSTOMER#{i}"))),
+        ("SK", s("PROFILE")),
+        ("entity", s("customer")),
+        ("status", s("new")),
+        ("name", s(format!("Customer {i}"))),
+    ]);
+    let order = item(vec![
+        ("PK", s(format!("CUSTOMER#{i}"))),
+        ("SK", s(format!("ORDER#{i:06}"))),
+        ("entity", s("order")),
+        ("status", s("new")),
+        ("total", n(i * 3 + 1)),
+        ("retry_count", n(2)),
+        ("region", s(if i.is_multiple_of(2) { "eu" } else { "us" })),
+        ("GSI1PK", s("STATUS#new")),
+        ("GSI1SK", s(format!("{i:06}"))),
+    ]);
+    let product = item(vec![
+        ("PK", s(format!("PRODUCT#{i}"))),
+        ("SK", s("PRODUCT")),
+        ("entity", s("product")),
+        ("price", n(i + 10)),
+        ("status", s("new")),
+    ]);
+    [customer, order, product]
+}
+
+/// A scenario whose table holds `PER_TYPE` items of each entity type.
+async fn shop() -> Scenario {
+    let sc = Scenario::new("upd").start().await;
+    let spec = TableSpec {
+        gsis: vec![GsiSpec {
+            name: "GSI1".into(),
+            keys: vec![
+                KeyAttr::new("GSI1PK", KeyType::S),
+                KeyAttr::new("GSI1SK", KeyType::S),
+            ],
+            projection: Projection::All,
+        }],
+        ..TableSpec::new(
+            sc.table.clone(),
+            vec![
+                KeyAttr::new("PK", KeyType::S),
+                KeyAttr::new("SK", KeyType::S),
+            ],
+        )
+    };
+    ensure_table_spec(&sc.dynamo.client, &spec, true)
+        .await
+        .unwrap();
+    let all: Vec<Item> = (0..PER_TYPE).flat_map(entities).collect();
+    for chunk in all.chunks(25) {
+        let requests: Vec<WriteRequest> = chunk
+            .iter()
+            .map(|it| {
+                let put = PutRequest::builder()
+                    .set_item(Some(sql2ddb_dynamo::convert::item_to_sdk(it)))
+                    .build()
+                    .unwrap();
+                WriteRequest::builder().put_request(put).build()
+            })
+            .collect();
+        let out = sc
+            .dynamo
+            .client
+            .batch_write_item()
+            .request_items(&sc.table, requests)
+            .send()
+            .await
+            .unwrap();
+        assert!(out.unprocessed_items().is_none_or(|u| u.is_empty()));
+    }
+    sc
+}
+
+/// Writes `job.toml` (`TABLE` replaced by the scenario's table); returns its path.
+fn job(sc: &Scenario, text: &str) -> String {
+    let path = sc.path().join("job.toml");
+    std::fs::write(&path, text.replace("TABLE", &sc.table)).unwrap();
+    path.display().to_string()
+}
+
+async fn sql2ddb_update(sc: &Scenario, job: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["update", job, "--endpoint", &sc.dynamo.url, "--quiet"];
+    args.extend_from_slice(extra);
+    sc.sql2ddb(&args).await
+}
+
+fn count(report: &serde_json::Value, field: &str) -> u64 {
+    report[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {field} in {report}"))
+}
+
+/// scanned = not matched + matched; matched = updated + skipped + failed + pending.
+fn assert_counts_add_up(report: &serde_json::Value) {
+    let c = |f| count(report, f);
+    assert_eq!(c("scanned"), c("not_matched") + c("matched"), "{report}");
+    assert_eq!(
+        c("matched"),
+        c("updated") + c("skipped") + c("failed") + c("pending"),
+        "{report}"
+    );
+}
+
+fn is_order(k: &(String, String)) -> bool {
+    k.1.starts_with("ORDER#")
+}
+
+const CLOSE_ORDERS: &str = r##"version = 1
+[target]
+table = "TABLE"
+[update]
+name = "close-new-orders"
+scan = { segments = 4 }
+page_size = 300
+where = "begins_with(SK, :o) AND #st = :new"
+set = "SET #st = :closed, closed_at = :now REMOVE retry_count"
+names = { "#st" = "status" }
+values = { ":o" = "ORDER#", ":new" = "new", ":closed" = "closed", ":now" = "${CLOSED_AT:-2024-06-01}" }
+"##;
+
+/// What closing an order makes of it.
+fn closed(mut order: Item) -> Item {
+    order.insert("status".into(), s("closed"));
+    order.insert("closed_at".into(), s("2024-06-01"));
+    order.remove("retry_count");
+    order
+}
+
+#[tokio::test]
+async fn update_changes_exactly_the_matching_items_and_dry_run_changes_nothing() {
+    let sc = shop().await;
+    let before = sc.items().await;
+    assert_eq!(before.len(), 3 * PER_TYPE);
+    let path = job(&sc, CLOSE_ORDERS);
+
+    let dry = sql2ddb_update(&sc, &path, &["--dry-run", "--json", "--max-wcu", "100"]).await;
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    let r = dry.report();
+    assert_eq!(count(&r, "scanned"), 3 * PER_TYPE as u64, "{r}");
+    assert_eq!(count(&r, "matched"), PER_TYPE as u64, "{r}");
+    assert_eq!(count(&r, "updated"), 0, "{r}");
+    assert_counts_add_up(&r);
+    let e = &r["estimate"];
+    assert_eq!(e["write_units"], PER_TYPE, "one unit per small item: {e}");
+    assert_eq!(e["index_write_units"][0]["index"], "GSI1", "{e}");
+    assert_eq!(e["index_write_units"][0]["items"], PER_TYPE, "{e}");
+    assert_eq!(e["total_write_units"], 2 * PER_TYPE, "{e}");
+    assert_eq!(e["seconds_at_max_wcu"], 20.0, "{e}");
+    assert!(
+        dry.stderr.contains("dry run, nothing written"),
+        "{}",
+        dry.stderr
+    );
+    assert_eq!(sc.items().await, before, "a dry run writes nothing");
+
+    let run = sql2ddb_update(&sc, &path, &["--json"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = run.report();
+    assert_eq!(r["status"], "ok", "{r}");
+    assert_eq!(count(&r, "matched"), count(&dry.report(), "matched"));
+    assert_eq!(count(&r, "updated"), PER_TYPE as u64, "{r}");
+    assert_eq!(count(&r, "skipped") + count(&r, "failed"), 0, "{r}");
+    assert_counts_add_up(&r);
+    let saved = sc
+        .path()
+        .join(r["run_dir"].as_str().unwrap())
+        .join("report.json");
+    assert!(saved.exists(), "{}", saved.display());
+
+    let after = sc.items().await;
+    assert_eq!(after.len(), before.len());
+    for (k, was) in &before {
+        let want = if is_order(k) {
+            closed(was.clone())
+        } else {
+            was.clone()
+        };
+        assert_eq!(after[k], want, "{k:?}");
+    }
+    // Run again: nothing matches any more, nothing changes.
+    let again = sql2ddb_update(&sc, &path, &["--json"]).await;
+    assert_eq!(count(&again.report(), "matched"), 0, "{}", again.stdout);
+    assert_eq!(sc.items().await, after);
+}
+
+#[tokio::test]
+async fn items_changed_between_read_and_write_are_skipped_not_overwritten() {
+    let sc = shop().await;
+    let before = sc.items().await;
+    let text = CLOSE_ORDERS.replace("TABLE", &sc.table);
+    let job = UpdateJob::parse(&text, Path::new("job.toml"), &|_| None).unwrap();
+    // A concurrent writer: before each page is written, it marks 200
+    // matching items in all `paid`, so they no longer match.
+    let changed = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let budget = Arc::new(AtomicUsize::new(200));
+    let client = sc.dynamo.client.clone();
+    let table = sc.table.clone();
+    let (seen, left) = (changed.clone(), budget.clone());
+    let hook: sql2ddb_engine::update::PageHook = Arc::new(move |items: Vec<Item>| {
+        let (client, table, seen, left) =
+            (client.clone(), table.clone(), seen.clone(), left.clone());
+        Box::pin(async move {
+            for it in items {
+                let take =
+                    left.fetch_update(Ordering::SeqCst, Ordering::SeqCst, |l| l.checked_sub(1));
+                if take.is_err() {
+                    return;
+                }
+                let mut paid = it.clone();
+                paid.insert("status".into(), s("paid"));
+                client
+                    .put_item()
+                    .table_name(&table)
+                    .set_item(Some(sql2ddb_dynamo::convert::item_to_sdk(&paid)))
+                    .send()
+                    .await
+                    .unwrap();
+                seen.lock().unwrap().push(crate::common::key_of(&it));
+            }
+        })
+    });
+    let opts = UpdateOptions {
+        endpoint: Some(sc.dynamo.url.clone()),
+        runs_dir: sc.path().join("runs"),
+        on_page: Some(hook),
+        ..UpdateOptions::default()
+    };
+    let report = update(&job, &opts, Arc::new(UpdateProgress::default()))
+        .await
+        .unwrap();
+    let changed = changed.lock().unwrap().clone();
+    assert_eq!(changed.len(), 200);
+    assert_eq!(report.matched, PER_TYPE as u64);
+    assert_eq!(report.skipped, 200, "{report:?}");
+    assert_eq!(report.updated, PER_TYPE as u64 - 200, "{report:?}");
+    assert_eq!(report.failed, 0);
+    let after = sc.items().await;
+    for (k, was) in &before {
+        let want = match (is_order(k), changed.contains(k)) {
+            (true, true) => {
+                let mut paid = was.clone();
+                paid.insert("status".into(), s("paid"));
+                paid
+            }
+            (true, false) => closed(was.clone()),
+            (false, _) => was.clone(),
+        };
+        assert_eq!(after[k], want, "{k:?}");
+    }
+}
+
+#[tokio::test]
+async fn delete_removes_exactly_the_matching_items() {
+    let sc = shop().await;
+    let before = sc.items().await;
+    let path = job(
+        &sc,
+        r##"version = 1
+[target]
+table = "TABLE"
+[update]
+name = "drop-cheap-products"
+where = "#e = :p AND price < :limit"
+delete = true
+names = { "#e" = "entity" }
+values = { ":p" = "product", ":limit" = 510 }
+"##,
+    );
+    let run = sql2ddb_update(&sc, &path, &["--json"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = run.report();
+    assert_eq!(r["action"], "delete");
+    assert_eq!(count(&r, "updated"), 500, "{r}");
+    assert_counts_add_up(&r);
+    let after = sc.items().await;
+    let cheap = |it: &Item| {
+        it["entity"] == s("product")
+            && matches!(&it["price"], AttrValue::N(p) if p.parse::<u64>().unwrap() < 510)
+    };
+    let expected: Items = before
+        .iter()
+        .filter(|(_, it)| !cheap(it))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    assert_eq!(after.len(), 3 * PER_TYPE - 500);
+    assert_eq!(after, expected);
+}
+
+#[tokio::test]
+async fn a_query_on_an_index_reads_one_partition() {
+    let sc = shop().await;
+    let before = sc.items().await;
+    let path = job(
+        &sc,
+        r##"version = 1
+[target]
+table = "TABLE"
+[update]
+name = "flag-eu-orders"
+query = { index = "GSI1", key = "GSI1PK = :s", values = { ":s" = "STATUS#new" } }
+where = "#r = :eu"
+set = "SET flagged = :t"
+names = { "#r" = "region" }
+values = { ":eu" = "eu", ":t" = true }
+"##,
+    );
+    let run = sql2ddb_update(&sc, &path, &["--json"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = run.report();
+    assert_eq!(
+        count(&r, "scanned"),
+        PER_TYPE as u64,
+        "only the partition is read: {r}"
+    );
+    assert_eq!(count(&r, "matched"), PER_TYPE as u64 / 2, "{r}");
+    assert_eq!(count(&r, "updated"), PER_TYPE as u64 / 2, "{r}");
+    let after = sc.items().await;
+    for (k, was) in &before {
+        let mut want = was.clone();
+        if is_order(k) && was["region"] == s("eu") {
+            want.insert("flagged".into(), AttrValue::Bool(true));
+        }
+        assert_eq!(after[k], want, "{k:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_non_idempotent_job_run_again_with_its_run_id_changes_each_item_once() {
+    let sc = shop().await;
+    let path = job(
+        &sc,
+        r#"version = 1
+[target]
+table = "TABLE"
+[update]
+name = "count-visits"
+scan = { segments = 3 }
+where = "begins_with(SK, :o)"
+set = "ADD visits :one"
+values = { ":o" = "ORDER#", ":one" = 1 }
+"#,
+    );
+    let first = sql2ddb_update(&sc, &path, &["--json", "--run-id", "visits-1"]).await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    assert_eq!(count(&first.report(), "updated"), PER_TYPE as u64);
+    assert!(
+        first.stderr.contains("not idempotent (ADD)"),
+        "{}",
+        first.stderr
+    );
+    // Redelivered or resumed: the same run again changes nothing.
+    let again = sql2ddb_update(&sc, &path, &["--json", "--run-id", "visits-1"]).await;
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert_eq!(count(&again.report(), "matched"), 0, "{}", again.stdout);
+    let after = sc.items().await;
+    for (k, it) in &after {
+        if is_order(k) {
+            assert_eq!(it["visits"], n(1), "{k:?}");
+            assert_eq!(it["sql2ddb_run"], s("visits-1"), "{k:?}");
+        } else {
+            assert!(!it.contains_key("visits"), "{k:?}");
+        }
+    }
+    // A new run is a new increment.
+    let second = sql2ddb_update(&sc, &path, &["--json", "--run-id", "visits-2"]).await;
+    assert_eq!(count(&second.report(), "updated"), PER_TYPE as u64);
+    let order = &sc.items().await[&key("CUSTOMER#7", "ORDER#000007")];
+    assert_eq!(order["visits"], n(2));
+}
+
+#[tokio::test]
+async fn each_static_mistake_is_a_clear_error_and_nothing_is_written() {
+    let sc = shop().await;
+    let before = sc.items().await;
+    let cases: [(&str, &str, &str); 6] = [
+        (
+            r#"":new" = "new", "#,
+            "",
+            "job.toml:8:40: where uses :new, which values does not define",
+        ),
+        (
+            r##"names = { "#st" = "status" }"##,
+            "",
+            "where uses #st, which names does not define",
+        ),
+        (
+            r#"":o" = "ORDER#","#,
+            r#"":o" = "ORDER#", ":x" = 1,"#,
+            "job.toml:11:",
+        ),
+        (
+            "closed_at = :now",
+            "SK = :now",
+            "set writes SK, a key attribute of table",
+        ),
+        (
+            "REMOVE retry_count\"\n",
+            "REMOVE retry_count\"\ndelete = true\n",
+            "either set (UPDATE) or delete = true",
+        ),
+        (
+            "scan = { segments = 4 }",
+            "query = { index = \"GSI7\", key = \"GSI1PK = :o\" }",
+            "query.index GSI7 is not an index of table",
+        ),
+    ];
+    for (from, to, says) in cases {
+        assert!(CLOSE_ORDERS.contains(from), "{from}");
+        let path = job(&sc, &CLOSE_ORDERS.replace(from, to));
+        let run = sql2ddb_update(&sc, &path, &[]).await;
+        assert_eq!(run.code, 1, "{says}: {}", run.stderr);
+        assert!(
+            run.stderr.contains(says),
+            "wanted {says:?} in:\n{}",
+            run.stderr
+        );
+        assert!(run.stderr.contains("job.toml:"), "{}", run.stderr);
+    }
+    assert_eq!(sc.items().await, before, "nothing written");
+}
