@@ -6,8 +6,11 @@
 #                 BatchWriteItem and answers {"UnprocessedItems":{}}
 #   dynoxide      into the embedded DynamoDB-compatible server (`--endpoint
 #                 local`, in the sql2ddb process, data in a SQLite file)
+#   export        `sql2ddb export` to a directory, gzip and zstd (import-from-S3
+#                 files; its target: at least the null sink's rate)
 # and prints, per run: rows, wall seconds, items per second, CPU seconds per
-# million items, peak RSS, and the share of the read ceiling's rate.
+# million items, peak RSS, the share of the read ceiling's rate, and for
+# exports the file bytes per item.
 #
 #   scripts/bench.sh [--rows N] [--clean] [--skip-build] [--only SCENARIOS] [-- RUN ARGS…]
 #
@@ -15,8 +18,9 @@
 #                   bench_<N> and is reused by later runs
 #   --clean         drop the bench_<N> schema afterwards
 #   --skip-build    use the release binaries already built
-#   --only LIST     comma-separated subset of: ceiling,null,dynoxide
-#   -- RUN ARGS     passed to every `sql2ddb run` (e.g. -- --concurrency 16)
+#   --only LIST     comma-separated subset of: ceiling,null,dynoxide,export
+#   -- RUN ARGS     passed to every `sql2ddb run` (e.g. -- --concurrency 16),
+#                   not to `sql2ddb export`
 #
 # BENCH_DATABASE_URL overrides the PostgreSQL URL
 # (default postgres://root@127.0.0.1:5432/test). Everything binds to 127.0.0.1.
@@ -26,7 +30,7 @@ cd "$(dirname "$0")/.."
 rows=1000000
 clean=false
 build=true
-only="ceiling,null,dynoxide"
+only="ceiling,null,dynoxide,export"
 run_args=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -35,7 +39,7 @@ while [ $# -gt 0 ]; do
     --skip-build) build=false; shift ;;
     --only) only=${2:?--only needs a list}; shift 2 ;;
     --) shift; run_args=("$@"); break ;;
-    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument $1 (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -149,18 +153,21 @@ results="$work/results.tsv"
 # Busy and total jiffies of the whole host, from /proc/stat.
 host_cpu() { awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $2 + $3 + $4 + $5 + $6 + $7 + $8 + $9 }' /proc/stat; }
 
-# measure NAME ARGS…: one `sql2ddb run` under /usr/bin/time -v; appends
-# name, rows, wall s, user+sys s, peak RSS KB, host CPU busy % to the results.
+# measure NAME ARGS…: one `sql2ddb run` (`sql2ddb export` when NAME starts
+# with "export") under /usr/bin/time -v; appends name, rows, wall s, user+sys
+# s, peak RSS KB, host CPU busy %, file bytes per item (exports) to the results.
 measure() {
   local name=$1; shift
   local file="$work/${name//[^a-z]/_}"
   local out="$file.json" timing="$file.time"
+  local command=(run "$work/orders.toml") extra=(${run_args[@]+"${run_args[@]}"})
+  if [[ $name == export* ]]; then command=(export "$work/orders.toml"); extra=(); fi
   log "running: $name"
   local before after
   before=$(host_cpu)
   set +e
-  /usr/bin/time -v -o "$timing" "$bin_dir/sql2ddb" run "$work/orders.toml" \
-    --runs-dir "$work/runs" --json --quiet "$@" ${run_args[@]+"${run_args[@]}"} \
+  /usr/bin/time -v -o "$timing" "$bin_dir/sql2ddb" "${command[@]}" \
+    --runs-dir "$work/runs" --json --quiet "$@" ${extra[@]+"${extra[@]}"} \
     >"$out" 2>"$file.err"
   local code=$?
   set -e
@@ -173,9 +180,12 @@ measure() {
   if [ "$written" != "$rows" ]; then
     log "$name: $written items written, expected $rows"; jq . "$out" >&2; exit 1
   fi
-  local busy
+  local busy per_item=-
   busy=$(echo "$before $after" | awk '{ d = $4 - $2; print (d > 0) ? 100 * ($3 - $1) / d : 0 }')
-  awk -v name="$name" -v rows="$rows" -v busy="$busy" -F': ' '
+  if [[ $name == export* ]]; then
+    per_item=$(jq -r '([.manifest.files[].compressed_bytes] | add) / .manifest.items | floor' "$out")
+  fi
+  awk -v name="$name" -v rows="$rows" -v busy="$busy" -v per_item="$per_item" -F': ' '
     /User time/ { user = $2 }
     /System time/ { sys = $2 }
     /Maximum resident set size/ { rss = $2 }
@@ -183,9 +193,9 @@ measure() {
       n = split($2, p, ":"); wall = 0
       for (i = 1; i <= n; i++) wall = wall * 60 + p[i]
     }
-    END { printf "%s\t%s\t%.2f\t%.2f\t%d\t%.0f\n", name, rows, wall, user + sys, rss, busy }
+    END { printf "%s\t%s\t%.2f\t%.2f\t%d\t%.0f\t%s\n", name, rows, wall, user + sys, rss, busy, per_item }
   ' "$timing" >>"$results"
-  rm -rf "$work/runs"
+  rm -rf "$work/runs" "$work/export"
 }
 
 has() { [[ ,$only, == *,$1,* ]]; }
@@ -218,18 +228,24 @@ if has dynoxide; then
   measure "dynoxide (embedded)" --endpoint local
 fi
 
+if has export; then
+  for compression in gzip zstd; do
+    measure "export ($compression)" --out "$work/export" --compression "$compression"
+  done
+fi
+
 # --- the table
 ceiling_rate=$(awk -F'\t' '$1 ~ /^read ceiling/ { if ($3 > 0) print $2 / $3 }' "$results")
 echo
 echo "sql2ddb bench: ${rows} rows of ${schema}.orders (~${row_bytes} bytes per row), $(nproc) CPUs"
 awk -F'\t' -v ceiling="${ceiling_rate:-0}" '
   BEGIN {
-    printf "%-26s %10s %8s %10s %14s %12s %10s %11s\n", "scenario", "rows", "wall s", "items/s", "CPU s/M items", "peak RSS MB", "% ceiling", "host CPU %"
+    printf "%-26s %10s %8s %10s %14s %12s %10s %11s %11s\n", "scenario", "rows", "wall s", "items/s", "CPU s/M items", "peak RSS MB", "% ceiling", "host CPU %", "bytes/item"
   }
   {
     rate = ($3 > 0) ? $2 / $3 : 0
     share = (ceiling > 0) ? sprintf("%.0f%%", 100 * rate / ceiling) : "-"
-    printf "%-26s %10d %8.2f %10.0f %14.2f %12.1f %10s %11s\n", $1, $2, $3, rate, $4 / ($2 / 1e6), $5 / 1024, share, $6 "%"
+    printf "%-26s %10d %8.2f %10.0f %14.2f %12.1f %10s %11s %11s\n", $1, $2, $3, rate, $4 / ($2 / 1e6), $5 / 1024, share, $6 "%", $7
   }
 ' "$results"
 
