@@ -279,6 +279,17 @@ async fn deep_verify_finds_exactly_each_difference() {
         .unwrap();
     assert_eq!(missing["source_keys"], json!([{"customer_id": 21}]));
 
+    // One entity (read units capped): its differences and its pointer only.
+    let (one, only) = deep(&sc, &mapping, &["--entity", "order", "--max-rcu", "1000"]).await;
+    assert_eq!(one.code, 1, "{}", one.stderr);
+    assert_eq!(only["entities"].as_array().unwrap().len(), 1, "{only}");
+    assert_eq!(counts(&only, "order"), [30, 30, 27, 0, 0, 3, 0]);
+    let orders: BTreeSet<_> = tampered()
+        .into_iter()
+        .filter(|l| l.1 == "order" || l.0 == "pointer")
+        .collect();
+    assert_eq!(summary(&diff_lines(&sc, &only)), orders);
+
     // Both sides spilled to files at every item: the same findings.
     let (spilled, tiny) = deep(&sc, &mapping, &["--memory-budget", "1"]).await;
     assert_eq!(spilled.code, 1, "{}", spilled.stderr);

@@ -74,6 +74,12 @@ pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return fail(&e),
     };
+    let endpoint = args.endpoint.as_deref().or(plan.target.endpoint.as_deref());
+    if endpoint == Some("local") && args.run.is_none() {
+        return fail(
+            "the embedded `local` endpoint keeps its data in the run's directory: give the run's id with --run",
+        );
+    }
     let opts = DeepOptions {
         run: RunOptions {
             source: deep.source.clone(),

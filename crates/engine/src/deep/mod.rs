@@ -180,18 +180,7 @@ async fn compare_all(
         &spill_dir, "expected", count, half,
     )));
     let actual = Arc::new(Mutex::new(Buckets::new(&spill_dir, "actual", count, half)));
-    let side = Arc::new(TableSide {
-        client: source.client().clone(),
-        table: plan.target.table.clone(),
-        keys: plan.key_attrs(),
-        space: shape::KeySpace::of(plan),
-        names: plan.entities.iter().map(|e| e.name.clone()).collect(),
-        wanted: opts.entity.clone(),
-        limiter: opts.max_rcu.map(WriteCapacityLimiter::new),
-        retry: RetryPolicy::default(),
-        outside: AtomicU64::new(0),
-        progress: deep.clone(),
-    });
+    let side = table_side(plan, opts, source, &deep);
     let mut pointers = PointerMax::default();
     let take = |batch: WorkBatch| take_batch(batch, &side, opts.sample, &expected, &mut pointers);
     match opts.sample {
@@ -204,17 +193,16 @@ async fn compare_all(
     let path = dir.join(DIFF_FILE);
     let names: Vec<String> = read.entities.iter().map(|e| e.name.clone()).collect();
     let mut findings = Findings::create(&path, side.keys.clone(), &names)?;
-    deep.buckets.store(count as u64, Ordering::Relaxed);
-    for bucket in 0..count {
-        let exp = expected.lock().expect("buckets lock").take(bucket)?;
-        let act = match opts.sample {
-            None => actual.lock().expect("buckets lock").take(bucket)?,
-            Some(_) => side.fetch(&exp).await?,
-        };
-        let n = findings.compare(exp, act)?;
-        deep.compared.fetch_add(n, Ordering::Relaxed);
-        deep.buckets_done.fetch_add(1, Ordering::Relaxed);
-    }
+    let sides = (&*expected, &*actual);
+    compare_buckets(
+        &mut findings,
+        sides,
+        count,
+        &side,
+        opts.sample.is_some(),
+        &deep,
+    )
+    .await?;
     let pointers = pointers
         .check(&side.client, &side.table, &side.keys)
         .await?;
@@ -244,6 +232,51 @@ async fn compare_all(
         first_differences: findings.first.clone(),
         spilled_bytes,
     })
+}
+
+/// The table side of the comparison.
+fn table_side(
+    plan: &Plan,
+    opts: &DeepOptions,
+    source: &SourceItems,
+    deep: &Arc<DeepProgress>,
+) -> Arc<TableSide> {
+    Arc::new(TableSide {
+        client: source.client().clone(),
+        table: plan.target.table.clone(),
+        keys: plan.key_attrs(),
+        space: shape::KeySpace::of(plan),
+        names: plan.entities.iter().map(|e| e.name.clone()).collect(),
+        wanted: opts.entity.clone(),
+        limiter: opts.max_rcu.map(WriteCapacityLimiter::new),
+        retry: RetryPolicy::default(),
+        outside: AtomicU64::new(0),
+        progress: deep.clone(),
+    })
+}
+
+/// Compares each bucket of the expected side with the same bucket of the
+/// table (spilled or held), or with the items fetched at its keys (sample).
+async fn compare_buckets(
+    findings: &mut Findings,
+    (expected, actual): (&Mutex<Buckets>, &Mutex<Buckets>),
+    count: usize,
+    side: &TableSide,
+    sample: bool,
+    deep: &DeepProgress,
+) -> Result<(), EngineError> {
+    deep.buckets.store(count as u64, Ordering::Relaxed);
+    for bucket in 0..count {
+        let exp = expected.lock().expect("buckets lock").take(bucket)?;
+        let act = match sample {
+            false => actual.lock().expect("buckets lock").take(bucket)?,
+            true => side.fetch(&exp).await?,
+        };
+        let n = findings.compare(exp, act)?;
+        deep.compared.fetch_add(n, Ordering::Relaxed);
+        deep.buckets_done.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
 }
 
 /// Puts a mapped page's items in their buckets (those in the sample, with
