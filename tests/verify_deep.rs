@@ -402,3 +402,55 @@ async fn local_endpoint_data_is_verified_from_its_run_directory() {
     assert!(dir.join("diff.jsonl").exists());
     assert!(dir.join("dynamodb.sqlite").exists());
 }
+
+/// The same data as [`FIXTURE`], for MariaDB.
+fn mariadb_fixture() -> String {
+    let values =
+        |n: i64, row: &dyn Fn(i64) -> String| (1..=n).map(row).collect::<Vec<_>>().join(", ");
+    format!(
+        "CREATE TABLE customers (customer_id INT PRIMARY KEY, name VARCHAR(50) NOT NULL, credit DECIMAL(10,2) NOT NULL);
+INSERT INTO customers VALUES {};
+CREATE TABLE orders (order_id INT PRIMARY KEY, customer_id INT NOT NULL, status VARCHAR(10) NOT NULL, total DECIMAL(10,2) NOT NULL);
+INSERT INTO orders VALUES {};
+CREATE TABLE order_lines (order_id INT NOT NULL, line_no INT NOT NULL, sku VARCHAR(20) NOT NULL, PRIMARY KEY (order_id, line_no));
+INSERT INTO order_lines VALUES {};
+CREATE TABLE products (sku VARCHAR(20) PRIMARY KEY, title VARCHAR(50) NOT NULL);
+INSERT INTO products VALUES {};",
+        values(20, &|c| format!("({c}, 'customer {c}', {c} * 1.25)")),
+        values(30, &|o| {
+            let status = if o % 2 == 0 { "new" } else { "paid" };
+            format!("({o}, {}, '{status}', {})", o % 20 + 1, o * 10)
+        }),
+        values(90, &|i| {
+            let (o, l) = ((i - 1) / 3 + 1, (i - 1) % 3 + 1);
+            format!("({o}, {l}, 'SKU-{}')", o + l)
+        }),
+        values(10, &|p| format!("('SKU-{p}', 'product {p}')")),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deep_verify_on_mariadb_finds_the_same_differences() {
+    let sc = Scenario::new("deep_my")
+        .mariadb(&mariadb_fixture())
+        .start()
+        .await;
+    let text = MAPPING
+        .replace("postgres://root@127.0.0.1:5432/test", &sc.my().url)
+        .replace("SCHEMA.", "");
+    let mapping = sc.mapping(&text);
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (clean, report) = deep(&sc, &mapping, &[]).await;
+    assert_eq!(clean.code, 0, "{}\n{}", clean.stdout, clean.stderr);
+    assert_eq!(counts(&report, "order"), [30, 30, 30, 0, 0, 0, 0]);
+
+    tamper(&sc).await;
+    sc.my()
+        .exec("INSERT INTO customers VALUES (21, 'customer 21', 26.25)")
+        .await;
+    let (dirty, report) = deep(&sc, &mapping, &[]).await;
+    assert_eq!(dirty.code, 1, "{}", dirty.stderr);
+    assert_eq!(counts(&report, "customer"), [21, 19, 18, 2, 1, 1, 0]);
+    assert_eq!(summary(&diff_lines(&sc, &report)), tampered());
+}

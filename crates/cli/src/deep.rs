@@ -141,12 +141,20 @@ pub fn render(r: &DeepReport) -> String {
         }
     );
     out.push_str(&format!(
-        "{:<16} {:>9} {:>9} {:>9} {:>8} {:>6} {:>9} {:>9}\n",
-        "entity", "expected", "found", "identical", "missing", "extra", "different", "collapsed"
+        "{:<16} {:>9} {:>9} {:>9} {:>8} {:>6} {:>9} {:>9} {:>8}\n",
+        "entity",
+        "expected",
+        "found",
+        "identical",
+        "missing",
+        "extra",
+        "different",
+        "collapsed",
+        "rejected"
     ));
     for e in &r.entities {
         out.push_str(&format!(
-            "{:<16} {:>9} {:>9} {:>9} {:>8} {:>6} {:>9} {:>9}\n",
+            "{:<16} {:>9} {:>9} {:>9} {:>8} {:>6} {:>9} {:>9} {:>8}\n",
             e.entity,
             e.expected,
             e.found,
@@ -154,7 +162,8 @@ pub fn render(r: &DeepReport) -> String {
             e.missing,
             e.extra,
             e.different,
-            e.collapsed
+            e.collapsed,
+            e.rejected
         ));
     }
     for p in &r.pointers {

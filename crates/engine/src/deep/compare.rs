@@ -69,6 +69,9 @@ pub struct EntityDiff {
     pub different: u64,
     /// Source rows that landed on a key another row maps to.
     pub collapsed: u64,
+    /// Source rows the mapping rejects (listed in `verify-rejects.jsonl`):
+    /// no item is expected for them.
+    pub rejected: u64,
 }
 
 /// The differences found so far: written to the file, counted per entity,
@@ -228,5 +231,67 @@ impl Findings {
             })?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sql2ddb_core::limits::KeyType;
+    use sql2ddb_core::{AttrValue, Item};
+
+    use super::*;
+    use crate::deep::canon::key_text;
+
+    fn record(entity: &str, pk: &str, v: &str, source: i64) -> Record {
+        let mut item = Item::new();
+        item.insert("PK".into(), AttrValue::S(pk.into()));
+        item.insert("v".into(), AttrValue::N(v.into()));
+        let keys = [KeyAttr::new("PK", KeyType::S)];
+        Record {
+            key: key_text(&item, &keys).unwrap(),
+            entity: entity.into(),
+            item,
+            source_key: Some(serde_json::json!({ "id": source })),
+        }
+    }
+
+    #[test]
+    fn each_key_is_identical_different_missing_extra_or_collapsed() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = vec![KeyAttr::new("PK", KeyType::S)];
+        let path = dir.path().join("diff.jsonl");
+        let mut f = Findings::create(&path, keys, &["e".to_string()]).unwrap();
+        let expected = vec![
+            record("e", "A", "1.50", 1),
+            record("e", "B", "2", 2),
+            record("e", "C", "3", 3),
+            record("e", "C", "4", 4),
+            record("e", "D", "5", 5),
+        ];
+        let actual = vec![
+            record("e", "A", "1.5", 0),
+            record("e", "B", "7", 0),
+            record("e", "C", "3", 0),
+            record("e", "X", "1", 0),
+        ];
+        assert_eq!(f.compare(expected, actual).unwrap(), 8);
+        f.finish().unwrap();
+        let e = &f.entities[0];
+        let got = [
+            e.expected,
+            e.found,
+            e.identical,
+            e.missing,
+            e.extra,
+            e.different,
+            e.collapsed,
+        ];
+        assert_eq!(got, [4, 3, 2, 1, 1, 1, 1]);
+        let kinds: Vec<DiffKind> = f.first.iter().map(|d| d.kind).collect();
+        use DiffKind::*;
+        assert_eq!(kinds, [Different, Collapsed, Missing, Extra]);
+        assert_eq!(f.first[1].source_keys.len(), 2);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 4);
     }
 }

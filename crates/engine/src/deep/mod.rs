@@ -139,7 +139,7 @@ pub async fn verify_deep(
     }
     let read = restrict(plan, opts.entity.as_deref())?;
     let source = SourceItems::open(&read, &opts.run, progress).await?;
-    let result = compare_all(plan, &read, opts, &source, deep).await;
+    let result = compare_all(plan, &read, opts, &source, (progress, deep)).await;
     source.close().await;
     result
 }
@@ -168,7 +168,7 @@ async fn compare_all(
     read: &Plan,
     opts: &DeepOptions,
     source: &SourceItems,
-    deep: Arc<DeepProgress>,
+    (progress, deep): (&RunProgress, Arc<DeepProgress>),
 ) -> Result<DeepReport, EngineError> {
     let dir = source.run_dir().to_path_buf();
     let spill_dir = dir.join("verify-spill");
@@ -210,6 +210,9 @@ async fn compare_all(
         findings.add(pointer_difference(p))?;
     }
     findings.finish()?;
+    for e in &mut findings.entities {
+        e.rejected = progress.entity(&e.entity).rejected.load(Ordering::Relaxed);
+    }
     let spilled_bytes = expected.lock().expect("lock").spilled_bytes()
         + actual.lock().expect("lock").spilled_bytes();
     let _ = std::fs::remove_dir_all(&spill_dir);

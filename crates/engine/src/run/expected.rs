@@ -42,7 +42,10 @@ impl SourceItems {
         progress: &RunProgress,
     ) -> Result<SourceItems, EngineError> {
         let mut ctx = Context::open(plan, opts).await?;
-        ctx.rejects = Arc::new(RejectsFile::new(ctx.run_dir.join("verify-rejects.jsonl")));
+        let rejects = ctx.run_dir.join("verify-rejects.jsonl");
+        // The rows this verification rejects, not an earlier one's too.
+        let _ = std::fs::remove_file(&rejects);
+        ctx.rejects = Arc::new(RejectsFile::new(rejects));
         // Prepared like a dry run: no table creation.
         let reading = RunOptions {
             dry_run: true,
