@@ -445,3 +445,50 @@ async fn each_static_mistake_is_a_clear_error_and_nothing_is_written() {
     }
     assert_eq!(sc.items().await, before, "nothing written");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn thirty_percent_of_calls_faulted_and_the_table_ends_as_without_faults() {
+    use sql2ddb_testkit::{FaultConfig, FaultProxy};
+    let sc = shop().await;
+    let before = sc.items().await;
+    let faults = FaultConfig {
+        operations: vec!["Scan".into(), "UpdateItem".into()],
+        ..FaultConfig::mix(0.30, 11)
+    };
+    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let path = job(&sc, CLOSE_ORDERS);
+    let endpoint = proxy.url();
+    let args = [
+        "update",
+        &path,
+        "--endpoint",
+        &endpoint,
+        "--json",
+        "--quiet",
+    ];
+    let run = sc.sql2ddb(&args).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = run.report();
+    assert_counts_add_up(&r);
+    assert_eq!(count(&r, "scanned"), 3 * PER_TYPE as u64, "{r}");
+    assert_eq!(count(&r, "matched"), PER_TYPE as u64, "{r}");
+    assert_eq!(count(&r, "failed"), 0, "{r}");
+    // A write whose answer was lost after it landed is tried again and
+    // then no longer matches: `skipped`, with the item as wanted.
+    assert_eq!(
+        count(&r, "updated") + count(&r, "skipped"),
+        PER_TYPE as u64,
+        "{r}"
+    );
+    assert!(count(&r, "retries") > 0, "{r}");
+    assert!(proxy.stats().faults() > 0, "{:?}", proxy.stats());
+    let after = sc.items().await;
+    for (k, was) in &before {
+        let want = if is_order(k) {
+            closed(was.clone())
+        } else {
+            was.clone()
+        };
+        assert_eq!(after[k], want, "{k:?}");
+    }
+}
