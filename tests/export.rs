@@ -277,6 +277,20 @@ fn s3_server() -> Option<(Option<MotoServer>, String)> {
     }
 }
 
+/// A client of the S3 server at `url`, to create buckets and read objects.
+fn s3_client(url: &str) -> aws_sdk_s3::Client {
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .endpoint_url(url)
+        .force_path_style(true)
+        .credentials_provider(aws_sdk_s3::config::Credentials::new(
+            "test", "test", None, None, "test",
+        ))
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
     let Some((_moto, url)) = s3_server() else {
@@ -289,16 +303,7 @@ async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let table = sc.items().await;
 
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-        .region(aws_sdk_s3::config::Region::new("us-east-1"))
-        .endpoint_url(&url)
-        .force_path_style(true)
-        .credentials_provider(aws_sdk_s3::config::Credentials::new(
-            "t", "t", None, None, "test",
-        ))
-        .build();
-    let s3 = aws_sdk_s3::Client::from_conf(config);
+    let s3 = s3_client(&url);
     let bucket = unique("export").replace('_', "-");
     s3.create_bucket().bucket(&bucket).send().await.unwrap();
     let get = |key: String| {
@@ -481,4 +486,77 @@ async fn export_rejects_the_rows_run_rejects() {
         u64::MAX,
     );
     assert_same_items(&exported, &sc.items().await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_larger_than_a_part_is_uploaded_in_several_parts() {
+    let Some((_moto, url)) = s3_server() else {
+        eprintln!("skipped: SQL2DDB_TEST_SQS_URL names an SQS server that may lack S3; set SQL2DDB_TEST_S3_URL to an S3-compatible endpoint to run this test");
+        return;
+    };
+    // About 13 MB of lines in one file: two 8 MiB parts at most.
+    let sc = Scenario::new("export_parts")
+        .postgres(
+            "CREATE TABLE {schema}.items (id int PRIMARY KEY, name text NOT NULL, body text);
+             INSERT INTO {schema}.items
+             SELECT i, 'n' || i, repeat(md5(i::text), 32) FROM generate_series(1, 12000) i;",
+        )
+        .start()
+        .await;
+    let mapping = sc.mapping(ITEMS_MAPPING);
+    let s3 = s3_client(&url);
+    let bucket = unique("parts").replace('_', "-");
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    let out = format!("s3://{bucket}/big");
+    let export = sc
+        .sql2ddb(&[
+            "export",
+            &mapping,
+            "--out",
+            &out,
+            "--s3-endpoint",
+            &url,
+            "--compression",
+            "none",
+            "--json",
+            "--quiet",
+        ])
+        .await;
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    let get = |key: String| {
+        let (s3, bucket) = (s3.clone(), bucket.clone());
+        async move {
+            let out = s3
+                .get_object()
+                .bucket(&bucket)
+                .key(&key)
+                .send()
+                .await
+                .unwrap();
+            out.body.collect().await.unwrap().into_bytes().to_vec()
+        }
+    };
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&get("big/manifest.json".into()).await).unwrap();
+    let files = manifest["files"].as_array().unwrap();
+    assert_eq!(files.len(), 1, "12,000 rows fit one file: {manifest}");
+    let name = files[0]["name"].as_str().unwrap().to_string();
+    let bytes = get(format!("big/{name}")).await;
+    assert!(bytes.len() > 8 * 1024 * 1024, "{} bytes", bytes.len());
+    let head = s3
+        .head_object()
+        .bucket(&bucket)
+        .key(format!("big/{name}"))
+        .send()
+        .await
+        .unwrap();
+    let etag = head
+        .e_tag()
+        .unwrap_or_default()
+        .trim_matches('"')
+        .to_string();
+    assert!(etag.ends_with("-2"), "uploaded in two parts: ETag {etag}");
+    let exported = check_files(&manifest, |_| bytes.clone(), u64::MAX);
+    assert_eq!(exported.len(), 12000);
+    assert_counts(&manifest, &export);
 }

@@ -11,13 +11,14 @@ use crate::{fail, limits, load, table, SnapshotArg};
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0   every row was exported; the manifest and the import command are written
-  1   the export failed (bad mapping, unreachable source or bucket); no
-      manifest is written and unfinished files are removed
+  1   the export failed (bad mapping, unreachable source or bucket, a
+      destination that already holds data files); no manifest is written
+      and the files it wrote are removed
   2   the export finished, but some rows were rejected (see the rejects file)
   64  usage error: unknown option, missing argument, value out of range;
       nothing was done
-  130 interrupted (Ctrl-C, SIGTERM): no manifest is written; run it again
-      into an empty directory or prefix";
+  130 interrupted (Ctrl-C, SIGTERM): no manifest is written and the files
+      it wrote are removed; run it again";
 
 /// Arguments of `sql2ddb export`.
 #[derive(clap::Args)]
@@ -182,14 +183,9 @@ fn render(r: &ExportReport) -> String {
             }
             out.push_str(&format!("\n  {command}"));
         }
-        _ => out.push_str(&format!(
-            "\nno manifest written: the export did not finish; export again into an empty {}",
-            if r.out.starts_with("s3://") {
-                "prefix"
-            } else {
-                "directory"
-            }
-        )),
+        _ => out.push_str(
+            "\nno manifest written: the export did not finish, and the files it wrote were removed; export again",
+        ),
     }
     out
 }

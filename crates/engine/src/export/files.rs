@@ -142,13 +142,18 @@ impl ItemFiles {
         Ok(files)
     }
 
-    /// Gives up the open files (a failed or interrupted export): removed or
-    /// aborted, so no partial file is left to import.
+    /// Gives up the export (failed or interrupted): open files are removed
+    /// or their uploads aborted, finished ones deleted, so nothing is left
+    /// for an import to read and the destination can be used again.
     pub async fn abort(&self) {
         for bucket in self.buckets.get().into_iter().flatten() {
             if let Some(file) = bucket.lock().await.open.take() {
                 file.out.abort().await;
             }
+        }
+        let finished = std::mem::take(&mut *self.finished.lock().expect("files lock"));
+        for f in finished {
+            self.dest.remove(&f.name).await;
         }
     }
 
@@ -163,7 +168,7 @@ impl ItemFiles {
         out
     }
 
-    fn keep_pointers(&self, updates: impl Iterator<Item = PointerUpdate>) {
+    pub(super) fn keep_pointers(&self, updates: impl Iterator<Item = PointerUpdate>) {
         let mut all = self.pointers.lock().expect("pointers lock");
         for u in updates {
             let slot = all.entry((u.pk.clone(), u.sk.clone())).or_default();
@@ -178,7 +183,7 @@ impl ItemFiles {
 
     /// Each pointer item as the conditional updates leave it in the table:
     /// its key, the compared value and the other attributes.
-    fn pointer_items(&self) -> Vec<Item> {
+    pub(super) fn pointer_items(&self) -> Vec<Item> {
         let all = self.pointers.lock().expect("pointers lock");
         all.iter()
             .map(|((pk, sk), updates)| {

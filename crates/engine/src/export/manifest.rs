@@ -175,3 +175,70 @@ pub fn import_command(
         compression.import_name()
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(target: &str) -> Plan {
+        let text = format!(
+            "version = 1\n[source]\nurl = \"sqlite://x.db\"\n[target]\ntable = \"tbl\"\n{target}\n[[entity]]\nname = \"e\"\nfrom = \"e\"\npk = \"E#{{id}}\"\n"
+        );
+        Plan::parse(&text, "m.toml".as_ref(), &|_| None).unwrap()
+    }
+
+    #[test]
+    fn provisioned_billing_and_every_projection_are_carried_over() {
+        let p = plan(
+            "pk = { name = \"PK\", type = \"S\" }\nbilling = { read = 5, write = 7 }\n\
+             [[target.gsi]]\nname = \"GSI1\"\npk = { name = \"G1PK\", type = \"N\" }\nprojection = { include = [\"a\", \"b\"] }\n\
+             [[target.gsi]]\nname = \"GSI2\"\npk = { name = \"PK\", type = \"S\" }\nsk = { name = \"G2SK\", type = \"B\" }\nprojection = \"keys_only\"",
+        );
+        let t = table_creation(&p);
+        let units = json!({"ReadCapacityUnits": 5, "WriteCapacityUnits": 7});
+        assert_eq!(t["BillingMode"], "PROVISIONED");
+        assert_eq!(t["ProvisionedThroughput"], units);
+        assert_eq!(
+            t["KeySchema"],
+            json!([{"AttributeName": "PK", "KeyType": "HASH"}])
+        );
+        assert_eq!(
+            t["AttributeDefinitions"],
+            json!([
+                {"AttributeName": "PK", "AttributeType": "S"},
+                {"AttributeName": "G1PK", "AttributeType": "N"},
+                {"AttributeName": "G2SK", "AttributeType": "B"},
+            ]),
+            "each key attribute once, the table's and the indexes'"
+        );
+        let g = &t["GlobalSecondaryIndexes"];
+        assert_eq!(
+            g[0]["Projection"],
+            json!({"ProjectionType": "INCLUDE", "NonKeyAttributes": ["a", "b"]})
+        );
+        assert_eq!(g[0]["ProvisionedThroughput"], units);
+        assert_eq!(g[1]["Projection"], json!({"ProjectionType": "KEYS_ONLY"}));
+        assert_eq!(
+            g[1]["KeySchema"],
+            json!([
+                {"AttributeName": "PK", "KeyType": "HASH"},
+                {"AttributeName": "G2SK", "KeyType": "RANGE"},
+            ])
+        );
+    }
+
+    #[test]
+    fn on_demand_tables_have_no_throughput_and_a_local_export_has_placeholders() {
+        let t = table_creation(&plan("pk = { name = \"PK\", type = \"S\" }"));
+        assert_eq!(t["BillingMode"], "PAY_PER_REQUEST");
+        assert!(t.get("ProvisionedThroughput").is_none());
+        assert!(t.get("GlobalSecondaryIndexes").is_none());
+        let command = import_command(Compression::Zstd, None, "out/table-creation.json", None);
+        assert_eq!(
+            command,
+            "aws dynamodb import-table --input-format DYNAMODB_JSON --input-compression-type ZSTD \
+             --s3-bucket-source S3Bucket=BUCKET,S3KeyPrefix=PREFIX/data/ \
+             --table-creation-parameters file://out/table-creation.json"
+        );
+    }
+}

@@ -17,6 +17,8 @@ use sql2ddb_mapping::Plan;
 pub mod files;
 pub mod manifest;
 pub mod output;
+#[cfg(test)]
+mod tests;
 
 pub use files::{FileEntry, ItemFiles};
 pub use manifest::{EntityCounts, Manifest, PointerCount};

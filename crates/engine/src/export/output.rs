@@ -142,6 +142,29 @@ impl Destination {
         }
     }
 
+    /// Removes `name` (a data file, `data/…`), as far as it can: a failed
+    /// export leaves no file behind that an import would read.
+    pub async fn remove(&self, name: &str) {
+        match self {
+            Destination::Dir(dir) => {
+                let _ = std::fs::remove_file(dir.join(name));
+            }
+            Destination::S3(place) => {
+                let key = place.key(name);
+                let deleted = place
+                    .client
+                    .delete_object()
+                    .bucket(&place.bucket)
+                    .key(&key)
+                    .send()
+                    .await;
+                if let Err(e) = deleted {
+                    tracing::warn!(%key, error = %sql2ddb_aws::sdk_message(&e), "could not delete a file of a failed export");
+                }
+            }
+        }
+    }
+
     /// Writes `name` beside the `data/` folder in one piece (the manifest,
     /// the table-creation parameters).
     pub async fn put(&self, name: &str, bytes: Vec<u8>) -> Result<String, EngineError> {
