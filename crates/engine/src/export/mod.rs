@@ -124,7 +124,15 @@ pub async fn export(
             "export reads the whole source in this process: --queue, --resume and --only-rejects do not apply".into(),
         ));
     }
-    let dest = Arc::new(Destination::open(&opts.out, &opts.s3).await?);
+    let s3 = S3Options {
+        region: opts
+            .s3
+            .region
+            .clone()
+            .or_else(|| plan.target.region.clone()),
+        ..opts.s3.clone()
+    };
+    let dest = Arc::new(Destination::open(&opts.out, &s3).await?);
     let keys = plan.key_attrs().into_iter().map(|k| k.name).collect();
     let files = Arc::new(ItemFiles::new(
         dest.clone(),
