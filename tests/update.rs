@@ -492,3 +492,124 @@ async fn thirty_percent_of_calls_faulted_and_the_table_ends_as_without_faults() 
         assert_eq!(after[k], want, "{k:?}");
     }
 }
+
+const ADD_VISITS: &str = r#"version = 1
+[target]
+table = "TABLE"
+[update]
+name = "count-visits"
+scan = { segments = 3 }
+page_size = 200
+where = "begins_with(SK, :o)"
+set = "ADD visits :one"
+values = { ":o" = "ORDER#", ":one" = 1 }
+"#;
+
+/// Every order has visits = 1 and nothing else changed.
+async fn assert_visited_once(sc: &Scenario, before: &Items) {
+    let after = sc.items().await;
+    assert_eq!(after.len(), before.len());
+    for (k, was) in before {
+        let got = &after[k];
+        if is_order(k) {
+            assert_eq!(got["visits"], n(1), "{k:?}");
+        } else {
+            assert_eq!(got, was, "{k:?}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_interrupted_job_resumes_from_its_checkpoint_and_changes_each_item_once() {
+    let sc = shop().await;
+    let before = sc.items().await;
+    let path = job(&sc, ADD_VISITS);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let job = UpdateJob::parse(&text, Path::new(&path), &|_| None).unwrap();
+    // Ctrl-C as the first page arrives: each segment finishes the page it
+    // holds, records where it stands, and stops.
+    let stop = sql2ddb_engine::StopSignal::new();
+    let raise = stop.clone();
+    let hook: sql2ddb_engine::update::PageHook = Arc::new(move |_items: Vec<Item>| {
+        raise.stop();
+        Box::pin(async {})
+    });
+    let runs = sc.path().join("runs");
+    let opts = UpdateOptions {
+        endpoint: Some(sc.dynamo.url.clone()),
+        runs_dir: runs.clone(),
+        run_id: Some("visits-r".into()),
+        stop: Some(stop),
+        on_page: Some(hook),
+        ..UpdateOptions::default()
+    };
+    let first = update(&job, &opts, Arc::new(UpdateProgress::default()))
+        .await
+        .unwrap();
+    assert_eq!(
+        first.status,
+        sql2ddb_engine::update::UpdateStatus::Interrupted
+    );
+    assert!(
+        first.updated > 0 && first.updated < PER_TYPE as u64,
+        "{first:?}"
+    );
+    assert_eq!(first.pending, 0, "the pages read were written: {first:?}");
+
+    let runs_dir = runs.display().to_string();
+    let resumed = sql2ddb_update(
+        &sc,
+        &path,
+        &["--json", "--resume", "visits-r", "--runs-dir", &runs_dir],
+    )
+    .await;
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let r = resumed.report();
+    assert_eq!(r["resumed"], true);
+    assert_eq!(
+        count(&r, "scanned"),
+        3 * PER_TYPE as u64,
+        "every attempt: {r}"
+    );
+    assert_eq!(count(&r, "matched"), PER_TYPE as u64, "{r}");
+    assert_eq!(count(&r, "updated"), PER_TYPE as u64, "{r}");
+    assert_counts_add_up(&r);
+    assert_visited_once(&sc, &before).await;
+}
+
+#[tokio::test]
+async fn max_seconds_stops_cleanly_and_resume_finishes_the_job() {
+    let sc = shop().await;
+    let before = sc.items().await;
+    let path = job(&sc, ADD_VISITS);
+    // At 2 read units a second the reads alone take far more than a second
+    // (each page of 200 items is a few units), so the limit is reached.
+    let args = ["--json", "--max-seconds", "1", "--max-rcu", "2"];
+    let boxed = sql2ddb_update(&sc, &path, &args).await;
+    assert_eq!(boxed.code, 75, "{}", boxed.stderr);
+    let r = boxed.report();
+    assert_eq!(r["status"], "time_up", "{r}");
+    assert!(count(&r, "scanned") < 3 * PER_TYPE as u64, "{r}");
+    assert_counts_add_up(&r);
+    let run_id = r["run_id"].as_str().unwrap().to_string();
+    assert!(
+        boxed.stderr.contains(&format!("--resume {run_id}")),
+        "{}",
+        boxed.stderr
+    );
+    let resumed = sql2ddb_update(&sc, &path, &["--json", "--resume", &run_id]).await;
+    assert_eq!(resumed.code, 0, "{}", resumed.stderr);
+    let r = resumed.report();
+    assert_eq!(count(&r, "updated"), PER_TYPE as u64, "{r}");
+    assert_counts_add_up(&r);
+    assert_visited_once(&sc, &before).await;
+    // A resume of another job is refused.
+    let other = job(&sc, &ADD_VISITS.replace("segments = 3", "segments = 2"));
+    let refused = sql2ddb_update(&sc, &other, &["--resume", &run_id]).await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("resume it with its own job file"),
+        "{}",
+        refused.stderr
+    );
+}

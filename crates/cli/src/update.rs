@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sql2ddb_core::redact_secrets;
-use sql2ddb_engine::report::RunStatus;
-use sql2ddb_engine::update::{UpdateOptions, UpdateProgress, UpdateReport};
+use sql2ddb_engine::update::{UpdateOptions, UpdateProgress, UpdateReport, UpdateStatus};
 use sql2ddb_engine::StopSignal;
 use sql2ddb_mapping::UpdateJob;
 
@@ -22,7 +21,11 @@ Exit codes:
       see failed.jsonl in the run directory)
   64  usage error: unknown option, missing argument, value out of range;
       nothing was done
-  130 interrupted (Ctrl-C, SIGTERM): the pages in flight were written";
+  75  stopped at its --max-seconds limit: continue with --resume RUN_ID
+  130 interrupted (Ctrl-C, SIGTERM): the pages in flight were written;
+      continue with --resume RUN_ID";
+
+const DEFAULT_RUNS_DIR: &str = "sql2ddb-runs";
 
 #[derive(clap::Args)]
 pub(crate) struct UpdateArgs {
@@ -57,14 +60,25 @@ pub(crate) struct UpdateArgs {
     #[arg(long, value_parser = limits::concurrency())]
     concurrency: Option<usize>,
     /// Where run directories (report, failed.jsonl) are created.
-    #[arg(long, default_value = "sql2ddb-runs")]
+    #[arg(long, default_value = DEFAULT_RUNS_DIR)]
     runs_dir: PathBuf,
     /// Use this run id instead of a new one. A job that is not idempotent
     /// (ADD, `SET a = a + :x`, list_append) marks each item it changed with
     /// its run id: running it again with the same id finishes an interrupted
     /// run without changing any item twice.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "resume")]
     run_id: Option<String>,
+    /// Continue run RUN_ID (interrupted, stopped at --max-seconds, or
+    /// crashed) from its checkpoint in its run directory: each read segment
+    /// from the page after the last one it finished. The counts are every
+    /// attempt's together.
+    #[arg(long, value_name = "RUN_ID", conflicts_with = "dry_run")]
+    resume: Option<String>,
+    /// Stop cleanly once the next page would likely end after N seconds
+    /// from the start (each segment reads at least one page): the report
+    /// says `time_up`, the exit code is 75, and --resume continues.
+    #[arg(long, value_name = "N", value_parser = limits::positive::<u64>)]
+    max_seconds: Option<u64>,
 }
 
 pub(crate) async fn update(args: UpdateArgs) -> u8 {
@@ -82,10 +96,13 @@ pub(crate) async fn update(args: UpdateArgs) -> u8 {
         region: args.region.clone(),
         runs_dir: args.runs_dir.clone(),
         run_id: Some(
-            args.run_id
+            args.resume
                 .clone()
+                .or(args.run_id.clone())
                 .unwrap_or_else(sql2ddb_engine::new_run_id),
         ),
+        resume: args.resume.is_some(),
+        max_seconds: args.max_seconds,
         dry_run: args.dry_run,
         concurrency: args.concurrency,
         max_wcu: args.max_wcu,
@@ -116,6 +133,15 @@ pub(crate) async fn update(args: UpdateArgs) -> u8 {
     match result {
         Ok(report) => {
             eprintln!("{}", render(&report));
+            if matches!(
+                report.status,
+                UpdateStatus::Interrupted | UpdateStatus::TimeUp
+            ) {
+                eprintln!(
+                    "to continue where it stopped, run\n  {}",
+                    resume_command(&args, &report)
+                );
+            }
             if args.json {
                 println!(
                     "{}",
@@ -171,17 +197,41 @@ fn thousands(n: u64) -> String {
     out
 }
 
+/// The command that continues an interrupted or time-boxed run.
+fn resume_command(args: &UpdateArgs, r: &UpdateReport) -> String {
+    let mut cmd = format!(
+        "sql2ddb update {} --resume {}",
+        args.job.display(),
+        r.run_id
+    );
+    if args.runs_dir != std::path::Path::new(DEFAULT_RUNS_DIR) {
+        cmd.push_str(&format!(" --runs-dir {}", args.runs_dir.display()));
+    }
+    if let Some(e) = &args.endpoint {
+        cmd.push_str(&format!(" --endpoint {}", redact_secrets(e)));
+    }
+    cmd
+}
+
 /// The final report as a small table, then the estimate, notes and error.
 fn render(r: &UpdateReport) -> String {
     let status = match r.status {
-        RunStatus::Ok => "ok",
-        RunStatus::Failed => "failed",
-        RunStatus::Interrupted => "interrupted",
-        _ => "done",
+        UpdateStatus::Ok => "ok",
+        UpdateStatus::Failed => "failed",
+        UpdateStatus::Interrupted => "interrupted",
+        UpdateStatus::TimeUp => "stopped at --max-seconds",
     };
     let mut out = format!(
-        "{} {} on {} ({}): {status}\n",
-        r.action, r.job, r.table, r.read
+        "{} {} on {} ({}): {status}{}\n",
+        r.action,
+        r.job,
+        r.table,
+        r.read,
+        if r.resumed {
+            " (resumed: counts of every attempt)"
+        } else {
+            ""
+        }
     );
     let rows = [
         ("scanned", r.scanned),

@@ -10,14 +10,17 @@ use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use sql2ddb_core::{item_size, Item, KeyAttr};
+use sql2ddb_dynamo::convert::{item_from_sdk, to_sdk};
 use sql2ddb_dynamo::update::{
     read_page, write_item, ConditionalWrite, ItemOutcome, Page, PageRequest,
 };
 use sql2ddb_dynamo::{AdaptiveConcurrency, Client, Failure, RetryPolicy, WriteCapacityLimiter};
 use tokio::task::JoinSet;
 
+use super::checkpoint::{CheckpointFile, Counts, SegmentState};
 use super::cost::CostCounter;
 use super::report::UpdateProgress;
 use crate::stop::StopSignal;
@@ -46,6 +49,12 @@ pub(crate) struct Shared {
     pub failures: FailuresFile,
     pub stop: Option<Arc<StopSignal>>,
     pub on_page: Option<PageHook>,
+    /// Where each segment stands (`None` in a dry run: nothing to resume).
+    pub checkpoint: Option<CheckpointFile>,
+    /// `--max-seconds`: no page is started that would likely end after this.
+    pub deadline: Option<tokio::time::Instant>,
+    /// Set when a segment stopped at the deadline.
+    pub time_up: AtomicBool,
     /// The table's average item size, for read units an endpoint does not report.
     pub average_item_bytes: f64,
     halted: AtomicBool,
@@ -79,6 +88,9 @@ impl Shared {
             failures,
             stop: None,
             on_page: None,
+            checkpoint: None,
+            deadline: None,
+            time_up: AtomicBool::new(false),
             average_item_bytes: 1024.0,
             halted: AtomicBool::new(false),
             error: Mutex::new(None),
@@ -99,6 +111,12 @@ impl Shared {
         self.error.lock().expect("error lock").clone()
     }
 
+    /// Whether a page as long as `longest` would end past the deadline.
+    fn out_of_time(&self, longest: Duration) -> bool {
+        self.deadline
+            .is_some_and(|d| tokio::time::Instant::now() + longest >= d)
+    }
+
     fn stopping(&self) -> bool {
         self.halted.load(Ordering::SeqCst) || self.stop.as_ref().is_some_and(|s| s.is_stopped())
     }
@@ -114,25 +132,46 @@ impl Shared {
     }
 }
 
-/// Reads segment `segment` (`None`: the whole query) to its end, or until
-/// the job stops; the page being written is finished first.
-pub(crate) async fn run_segment(shared: Arc<Shared>, segment: Option<(u32, u32)>) {
+/// Reads segment `index` (`segment`: its part of a parallel Scan; `None`
+/// for a query) from where the checkpoint says to its end, or until the job
+/// stops; the page being written is finished and recorded first.
+pub(crate) async fn run_segment(shared: Arc<Shared>, index: usize, segment: Option<(u32, u32)>) {
     let mut req = shared.read.clone();
     req.segment = segment;
-    let mut start = None;
-    let p = &shared.progress;
+    let mut state = match &shared.checkpoint {
+        Some(c) => c.segment(index),
+        None => SegmentState::default(),
+    };
+    if state.done {
+        return;
+    }
+    let mut longest = Duration::ZERO;
+    let mut pages = 0u64;
     while !shared.stopping() {
-        let page = match read_page(&shared.client, &req, start.take(), &shared.policy).await {
+        if pages > 0 && shared.out_of_time(longest) {
+            shared.time_up.store(true, Ordering::SeqCst);
+            return;
+        }
+        let began = tokio::time::Instant::now();
+        let start = state
+            .next
+            .as_ref()
+            .map(|k| k.iter().map(|(n, v)| (n.clone(), to_sdk(v))).collect());
+        let page = match read_page(&shared.client, &req, start, &shared.policy).await {
             Ok(page) => page,
             Err(e) => return shared.halt(e.to_string()),
         };
         let units = shared.read_units(&page);
-        UpdateProgress::add(&p.scanned, page.scanned);
-        UpdateProgress::add(&p.matched, page.items.len() as u64);
-        UpdateProgress::add(&p.pages, 1);
-        UpdateProgress::add(&p.retries, page.retries);
-        UpdateProgress::add(&p.throttled, page.throttled);
-        UpdateProgress::add_units(&p.read_milli_units, units);
+        let mut tally = Counts {
+            scanned: page.scanned,
+            matched: page.items.len() as u64,
+            pages: 1,
+            retries: page.retries,
+            throttled: page.throttled,
+            read_milli_units: (units * 1000.0).round() as u64,
+            ..Counts::default()
+        };
+        tally.publish(&shared.progress);
         if let Some(rcu) = &shared.rcu {
             rcu.acquire(units.ceil() as u64).await;
         }
@@ -145,36 +184,52 @@ pub(crate) async fn run_segment(shared: Arc<Shared>, segment: Option<(u32, u32)>
                 if let Some(hook) = &shared.on_page {
                     hook(page.items.clone()).await;
                 }
-                write_page(&shared, page.items).await;
+                tally.add(&write_page(&shared, page.items).await);
             }
         }
-        match page.next {
-            Some(next) => start = Some(next),
-            None => {
-                UpdateProgress::add(&p.segments_done, 1);
-                return;
+        state.counts.add(&tally);
+        state.next = page.next.as_ref().map(item_from_sdk);
+        state.done = page.next.is_none();
+        if let Some(c) = &shared.checkpoint {
+            if let Err(e) = c.record(index, state.clone()) {
+                return shared.halt(e);
             }
+        }
+        pages += 1;
+        longest = longest.max(began.elapsed());
+        if state.done {
+            UpdateProgress::add(&shared.progress.segments_done, 1);
+            return;
         }
     }
 }
 
-/// Writes a page's items, as many at once as the shared concurrency allows.
-async fn write_page(shared: &Arc<Shared>, items: Vec<Item>) {
+/// Writes a page's items, as many at once as the shared concurrency allows;
+/// returns what became of them.
+async fn write_page(shared: &Arc<Shared>, items: Vec<Item>) -> Counts {
     let mut writes = JoinSet::new();
     for item in items {
         let shared = shared.clone();
         writes.spawn(async move { write_one(&shared, item).await });
     }
+    let mut tally = Counts::default();
     while let Some(done) = writes.join_next().await {
-        if let Err(e) = done {
-            shared.halt(format!("a write task failed: {e}"));
+        match done {
+            Ok(counts) => {
+                counts.publish(&shared.progress);
+                tally.add(&counts);
+            }
+            Err(e) => shared.halt(format!("a write task failed: {e}")),
         }
     }
+    tally
 }
 
-async fn write_one(shared: &Shared, item: Item) {
-    let Some(write) = &shared.write else { return };
-    let p = &shared.progress;
+async fn write_one(shared: &Shared, item: Item) -> Counts {
+    let mut counts = Counts::default();
+    let Some(write) = &shared.write else {
+        return counts;
+    };
     if let Some(wcu) = &shared.wcu {
         let (units, per_index) = shared.cost.lock().expect("cost lock").item_units(&item);
         wcu.acquire(units + per_index.iter().sum::<u64>()).await;
@@ -190,23 +245,23 @@ async fn write_one(shared: &Shared, item: Item) {
     .await;
     match result {
         Ok(w) => {
-            UpdateProgress::add(&p.retries, w.retries);
-            UpdateProgress::add(&p.throttled, w.throttled);
+            counts.retries = w.retries;
+            counts.throttled = w.throttled;
             match w.outcome {
                 ItemOutcome::Written { write_units } => {
-                    UpdateProgress::add(&p.updated, 1);
+                    counts.updated = 1;
                     // An endpoint that does not report units: the estimate.
                     let units = match write_units > 0.0 {
                         true => write_units,
                         false => sql2ddb_core::write_units(item_size(&item)) as f64,
                     };
-                    UpdateProgress::add_units(&p.write_milli_units, units);
+                    counts.write_milli_units = (units * 1000.0).round() as u64;
                 }
-                ItemOutcome::Skipped => UpdateProgress::add(&p.skipped, 1),
+                ItemOutcome::Skipped => counts.skipped = 1,
             }
         }
         Err(e) => {
-            UpdateProgress::add(&p.failed, 1);
+            counts.failed = 1;
             let reason = sql2ddb_core::redact_secrets(&e.to_string());
             if let Err(io) = shared.failures.write(&shared.keys, &item, &reason) {
                 shared.halt(io);
@@ -217,6 +272,7 @@ async fn write_one(shared: &Shared, item: Item) {
             }
         }
     }
+    counts
 }
 
 /// `failed.jsonl`: one line per item not written, its key and the reason;

@@ -17,6 +17,7 @@
 //! marker stays on the items (remove it with a later job if it matters).
 
 mod apply;
+mod checkpoint;
 mod cost;
 mod report;
 
@@ -36,14 +37,16 @@ use sql2ddb_mapping::{
 };
 
 pub use apply::PageHook;
-pub use report::{CostEstimate, IndexUnits, UpdateProgress, UpdateReport};
+pub use report::{
+    CostEstimate, IndexUnits, UpdateProgress, UpdateReport, UpdateStatus, EXIT_TIME_UP,
+};
 
 use crate::error::EngineError;
-use crate::report::RunStatus;
 use crate::resources::{Job, ResourceOptions, Resources};
 use crate::run::new_run_id;
 use crate::stop::StopSignal;
 use apply::{run_segment, FailuresFile, Shared};
+use checkpoint::{Checkpoint, CheckpointFile};
 use cost::CostCounter;
 
 /// Conditional writes in flight when `--concurrency` does not say.
@@ -63,6 +66,12 @@ pub struct UpdateOptions {
     /// The run id; a new one when `None`. A non-idempotent job run again
     /// with the same id changes each item once.
     pub run_id: Option<String>,
+    /// Continue run `run_id` from its checkpoint (in its run directory).
+    pub resume: bool,
+    /// Start no page that would likely end after this many seconds from
+    /// the start (each segment reads at least one page), then stop with
+    /// status `time_up`; `--resume` continues.
+    pub max_seconds: Option<u64>,
     /// Read and count, estimate the cost, write nothing.
     pub dry_run: bool,
     /// Most conditional writes in flight (adapts to throttling within [1, N]).
@@ -91,6 +100,11 @@ pub async fn update(
     progress: Arc<UpdateProgress>,
 ) -> Result<UpdateReport, EngineError> {
     let started = Instant::now();
+    if opts.resume && (opts.run_id.is_none() || opts.dry_run) {
+        return Err(EngineError::Config(
+            "to resume an update, give its run id (and no --dry-run)".into(),
+        ));
+    }
     let run_id = opts.run_id.clone().unwrap_or_else(new_run_id);
     let run_dir = opts.runs_dir.join(&run_id);
     std::fs::create_dir_all(&run_dir).map_err(|e| EngineError::io(&run_dir, e))?;
@@ -111,16 +125,8 @@ pub async fn update(
     };
     let mut report = new_report(job, opts, &run_id, &run_dir, &resources, &shared);
     let mut segments = tokio::task::JoinSet::new();
-    match &job.read {
-        JobRead::Scan { segments: total } => {
-            for s in 0..*total {
-                let segment = (*total > 1).then_some((s, *total));
-                segments.spawn(run_segment(shared.clone(), segment));
-            }
-        }
-        JobRead::Query { .. } => {
-            segments.spawn(run_segment(shared.clone(), None));
-        }
+    for (index, segment) in read_segments(job).into_iter().enumerate() {
+        segments.spawn(run_segment(shared.clone(), index, segment));
     }
     while let Some(done) = segments.join_next().await {
         if let Err(e) = done {
@@ -136,7 +142,13 @@ pub async fn update(
         report.error.get_or_insert(sql2ddb_core::redact_secrets(&e));
     }
     let interrupted = opts.stop.as_ref().is_some_and(|s| s.is_stopped());
-    report.finish(&progress, interrupted, started.elapsed().as_secs_f64());
+    let time_up = shared.time_up.load(std::sync::atomic::Ordering::SeqCst);
+    report.finish(
+        &progress,
+        interrupted,
+        time_up,
+        started.elapsed().as_secs_f64(),
+    );
     if opts.dry_run {
         let cost = shared.cost.lock().expect("cost lock");
         report.estimate = Some(cost.estimate(report.read_units, opts.max_wcu, opts.max_rcu));
@@ -212,6 +224,23 @@ async fn prepare(
     shared.rcu = opts.max_rcu.map(|r| Arc::new(WriteCapacityLimiter::new(r)));
     shared.stop = opts.stop.clone();
     shared.on_page = opts.on_page.clone();
+    shared.deadline = opts
+        .max_seconds
+        .map(|s| tokio::time::Instant::now() + std::time::Duration::from_secs(s));
+    if !opts.dry_run {
+        let fresh = Checkpoint::new(
+            &job.name,
+            &job.target.table,
+            &read_description(job),
+            read_segments(job).len(),
+        );
+        let checkpoint = match opts.resume {
+            true => Checkpoint::load(run_dir, run_id, &fresh)?,
+            false => fresh,
+        };
+        checkpoint.totals().publish(&shared.progress);
+        shared.checkpoint = Some(CheckpointFile::new(run_dir, checkpoint));
+    }
     if table.item_count > 0 {
         shared.average_item_bytes = table.size_bytes as f64 / table.item_count as f64;
     }
@@ -328,8 +357,9 @@ fn new_report(
     }
     UpdateReport {
         run_id: run_id.to_string(),
+        resumed: opts.resume,
         job: job.name.clone(),
-        status: RunStatus::Ok,
+        status: UpdateStatus::Ok,
         action: match job.action {
             JobAction::Update { .. } => "update".into(),
             JobAction::Delete => "delete".into(),
@@ -337,10 +367,7 @@ fn new_report(
         dry_run: opts.dry_run,
         table: job.target.table.clone(),
         endpoint: resources.endpoint().to_string(),
-        read: match &job.read {
-            JobRead::Scan { segments } => format!("scan, {segments} segments"),
-            JobRead::Query { index, .. } => format!("query on {index}"),
-        },
+        read: read_description(job),
         run_dir: run_dir.display().to_string(),
         failures_file: shared.failures.path().display().to_string(),
         scanned: 0,
@@ -359,5 +386,20 @@ fn new_report(
         estimate: None,
         notes,
         error: None,
+    }
+}
+
+/// The read segments: each part of a parallel Scan, or the one query.
+fn read_segments(job: &UpdateJob) -> Vec<Option<(u32, u32)>> {
+    match &job.read {
+        JobRead::Scan { segments: 1 } | JobRead::Query { .. } => vec![None],
+        JobRead::Scan { segments } => (0..*segments).map(|s| Some((s, *segments))).collect(),
+    }
+}
+
+fn read_description(job: &UpdateJob) -> String {
+    match &job.read {
+        JobRead::Scan { segments } => format!("scan, {segments} segments"),
+        JobRead::Query { index, .. } => format!("query on {index}"),
     }
 }

@@ -7,7 +7,37 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
-use crate::report::RunStatus;
+use crate::report::EXIT_INTERRUPTED;
+
+/// The exit code of a job stopped by its `--max-seconds` limit, to be
+/// continued with `--resume`: EX_TEMPFAIL of sysexits.h, "try again later".
+pub const EXIT_TIME_UP: i32 = 75;
+
+/// How an update job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpdateStatus {
+    /// Every matching item updated or skipped (dry run: counted).
+    Ok,
+    /// Items not written, or the job stopped on an error.
+    Failed,
+    /// Stopped on request (Ctrl-C, SIGTERM): `--resume` continues it.
+    Interrupted,
+    /// Stopped at its `--max-seconds` limit: `--resume` continues it.
+    TimeUp,
+}
+
+impl UpdateStatus {
+    /// The process exit code: 0, 1, 130, or 75 for [`UpdateStatus::TimeUp`].
+    pub fn exit_code(self) -> i32 {
+        match self {
+            UpdateStatus::Ok => 0,
+            UpdateStatus::Failed => 1,
+            UpdateStatus::Interrupted => EXIT_INTERRUPTED,
+            UpdateStatus::TimeUp => EXIT_TIME_UP,
+        }
+    }
+}
 
 /// Counters of a running update job, read by whoever shows progress.
 #[derive(Debug, Default)]
@@ -44,10 +74,6 @@ impl UpdateProgress {
 
     pub(crate) fn add(counter: &AtomicU64, n: u64) {
         counter.fetch_add(n, Ordering::Relaxed);
-    }
-
-    pub(crate) fn add_units(counter: &AtomicU64, units: f64) {
-        counter.fetch_add((units * 1000.0).round() as u64, Ordering::Relaxed);
     }
 }
 
@@ -88,10 +114,12 @@ pub struct IndexUnits {
 pub struct UpdateReport {
     /// Run id (also the marker value of a non-idempotent job).
     pub run_id: String,
+    /// Whether this was a resumed run (the counts are every attempt's together).
+    pub resumed: bool,
     /// The job's `name`.
     pub job: String,
-    /// How it ended (`ok`, `failed`, `interrupted`).
-    pub status: RunStatus,
+    /// How it ended (`ok`, `failed`, `interrupted`, `time_up`).
+    pub status: UpdateStatus,
     /// `update` or `delete`.
     pub action: String,
     /// Whether it was a dry run (nothing written).
@@ -131,7 +159,7 @@ pub struct UpdateReport {
     pub read_units: f64,
     /// Write units consumed (table and indexes), as DynamoDB reported them.
     pub write_units: f64,
-    /// Wall-clock seconds.
+    /// Wall-clock seconds of this attempt.
     pub seconds: f64,
     /// What the job would cost (dry run only).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -146,7 +174,13 @@ pub struct UpdateReport {
 
 impl UpdateReport {
     /// Takes the counters' final values and sets the status.
-    pub(crate) fn finish(&mut self, p: &UpdateProgress, interrupted: bool, seconds: f64) {
+    pub(crate) fn finish(
+        &mut self,
+        p: &UpdateProgress,
+        interrupted: bool,
+        time_up: bool,
+        seconds: f64,
+    ) {
         let get = UpdateProgress::get;
         self.scanned = get(&p.scanned);
         self.matched = get(&p.matched);
@@ -164,11 +198,13 @@ impl UpdateReport {
         self.write_units = get(&p.write_milli_units) as f64 / 1000.0;
         self.seconds = seconds;
         self.status = if self.error.is_some() || self.failed > 0 {
-            RunStatus::Failed
+            UpdateStatus::Failed
         } else if interrupted {
-            RunStatus::Interrupted
+            UpdateStatus::Interrupted
+        } else if time_up {
+            UpdateStatus::TimeUp
         } else {
-            RunStatus::Ok
+            UpdateStatus::Ok
         };
     }
 }
