@@ -399,7 +399,7 @@ values = { ":o" = "ORDER#", ":one" = 1 }
 async fn each_static_mistake_is_a_clear_error_and_nothing_is_written() {
     let sc = shop().await;
     let before = sc.items().await;
-    let cases: [(&str, &str, &str); 6] = [
+    let cases: [(&str, &str, &str); 7] = [
         (
             r#"":new" = "new", "#,
             "",
@@ -424,6 +424,11 @@ async fn each_static_mistake_is_a_clear_error_and_nothing_is_written() {
             "REMOVE retry_count\"\n",
             "REMOVE retry_count\"\ndelete = true\n",
             "either set (UPDATE) or delete = true",
+        ),
+        (
+            "AND #st = :new",
+            "AND status = :new AND #st = :new",
+            "job.toml:8:34: where: status is a reserved word of DynamoDB",
         ),
         (
             "scan = { segments = 4 }",

@@ -20,6 +20,7 @@
 
 mod expr;
 mod load;
+mod reserved;
 #[cfg(test)]
 mod tests;
 mod values;

@@ -103,6 +103,22 @@ impl Uses {
     }
 }
 
+/// Words of the expression grammar that are reserved words too.
+const SYNTAX: [&str; 9] = [
+    "AND", "OR", "NOT", "BETWEEN", "IN", "SET", "REMOVE", "ADD", "DELETE",
+];
+
+/// The first bare word used as an attribute name that DynamoDB reserves
+/// (a word before `(` is a function, not a name), with its offset.
+pub(crate) fn reserved_name<'a>(tokens: &[(Tok<'a>, usize)]) -> Option<(&'a str, usize)> {
+    tokens.iter().enumerate().find_map(|(i, (tok, at))| {
+        let Tok::Word(w) = tok else { return None };
+        let call = matches!(tokens.get(i + 1), Some((Tok::Punct("("), _)));
+        let syntax = SYNTAX.iter().any(|k| k.eq_ignore_ascii_case(w));
+        (!call && !syntax && super::reserved::is_reserved(w)).then_some((*w, *at))
+    })
+}
+
 /// What an update expression writes.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct UpdateShape {
@@ -239,6 +255,17 @@ mod tests {
             .unwrap()
             .not_idempotent
             .is_none());
+    }
+
+    #[test]
+    fn reserved_words_as_names() {
+        let first = |text| reserved_name(&tokens(text).unwrap());
+        assert_eq!(
+            first("size(tags) > :n AND Status = :s"),
+            Some(("Status", 20))
+        );
+        assert_eq!(first("SET #s = :s REMOVE a.b"), None);
+        assert_eq!(first("a BETWEEN :x AND :y OR NOT contains(b, :c)"), None);
     }
 
     #[test]

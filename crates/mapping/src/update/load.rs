@@ -131,7 +131,9 @@ pub(super) fn parse(
     job.read(&l, u)?;
     job.action(&l, u)?;
     if let Some(w) = &u.filter {
-        job.filter_uses = expression(&l, w, "where")?.0;
+        let (uses, toks) = expression(&l, w, "where")?;
+        check_reserved(&l, w, "where", &toks)?;
+        job.filter_uses = uses;
         job.filter = Some(w.get_ref().clone());
     }
     let mut names: Vec<&RawNames> = vec![&u.names];
@@ -170,7 +172,9 @@ impl UpdateJob {
                         format!("query.index {index:?} is not an index name (3 to 255 of a-z, A-Z, 0-9, _ . -)"),
                     ));
                 }
-                self.key_uses = expression(l, &q.key, "query.key")?.0;
+                let (uses, toks) = expression(l, &q.key, "query.key")?;
+                check_reserved(l, &q.key, "query.key", &toks)?;
+                self.key_uses = uses;
                 self.index_at = Some(l.sm.at(q.index.span().start));
                 self.read = JobRead::Query {
                     index,
@@ -203,6 +207,7 @@ impl UpdateJob {
                 let (uses, toks) = expression(l, set, "set")?;
                 let shape = update_shape(&toks)
                     .map_err(|(at, m)| invalid_in(l, set, at, format!("set: {m}")))?;
+                check_reserved(l, set, "set", &toks)?;
                 self.set_uses = uses;
                 self.targets = shape
                     .targets
@@ -356,6 +361,20 @@ fn expression<'t>(
         values: locate(uses.values),
     };
     Ok((used, toks))
+}
+
+/// A reserved word used as a bare attribute name is refused, with the fix.
+fn check_reserved(
+    l: &Loader,
+    v: &Spanned<String>,
+    field: &str,
+    toks: &[(expr::Tok<'_>, usize)],
+) -> Result<(), MappingError> {
+    if let Some((word, at)) = expr::reserved_name(toks) {
+        let ph = format!("#{}", word.to_ascii_lowercase());
+        return Err(invalid_in(l, v, at, format!("{field}: {word} is a reserved word of DynamoDB and cannot name an attribute in an expression: write {ph} instead and add \"{ph}\" = \"{word}\" to names")));
+    }
+    Ok(())
 }
 
 /// A mistake at byte `at` of an expression string.

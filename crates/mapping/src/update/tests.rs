@@ -283,3 +283,25 @@ fn the_run_marker_joins_the_set_clause_or_makes_one() {
         "REMOVE x set #sql2ddb_run = :sql2ddb_run, visits = visits + :one"
     );
 }
+
+#[test]
+fn a_reserved_word_as_a_bare_attribute_name() {
+    let e = error(&edited(
+        "AND #st = :new",
+        "AND status = :new AND #st = :new",
+    ));
+    let text = e.to_string();
+    assert!(
+        text.starts_with("job.toml:7:34: where: status is a reserved word"),
+        "{text}"
+    );
+    assert!(
+        text.contains("write #status instead and add \"#status\" = \"status\" to names"),
+        "{text}"
+    );
+    let e = error(&edited("closed_at = :now", "comment = :now"));
+    assert!(
+        e.to_string().contains("set: comment is a reserved word"),
+        "{e}"
+    );
+}
