@@ -181,6 +181,7 @@ async fn compare_all(
     )));
     let actual = Arc::new(Mutex::new(Buckets::new(&spill_dir, "actual", count, half)));
     let side = table_side(plan, opts, source, &deep);
+    let started = std::time::Instant::now();
     let mut pointers = PointerMax::default();
     let take = |batch: WorkBatch| take_batch(batch, &side, opts.sample, &expected, &mut pointers);
     match opts.sample {
@@ -190,6 +191,7 @@ async fn compare_all(
         }
         Some(_) => source.read(take).await?,
     }
+    tracing::info!(seconds = started.elapsed().as_secs_f64(), "both sides read");
     let path = dir.join(DIFF_FILE);
     let names: Vec<String> = read.entities.iter().map(|e| e.name.clone()).collect();
     let mut findings = Findings::create(&path, side.keys.clone(), &names)?;
@@ -203,6 +205,10 @@ async fn compare_all(
         &deep,
     )
     .await?;
+    tracing::info!(
+        seconds = started.elapsed().as_secs_f64(),
+        "buckets compared"
+    );
     let pointers = pointers
         .check(&side.client, &side.table, &side.keys)
         .await?;
