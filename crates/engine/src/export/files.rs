@@ -20,6 +20,9 @@ use crate::sink::BatchOutcome;
 /// Most files open at once (each holds a compressor and, for S3, one part).
 pub const MAX_OPEN_FILES: usize = 8;
 
+/// Rows that justify one more open file, below the files' bound.
+pub const ROWS_PER_SLOT: u64 = 250_000;
+
 /// The default bound of a file: about 1 GB of uncompressed lines.
 pub const DEFAULT_FILE_BYTES: u64 = 1 << 30;
 
@@ -238,7 +241,9 @@ impl ItemFiles {
     }
 
     /// How many files to keep open: enough for the expected rows to fill
-    /// each about once, at most [`MAX_OPEN_FILES`].
+    /// each about once, and one per [`ROWS_PER_SLOT`] rows even when one
+    /// file would hold them all (an import reads files in parallel, and
+    /// the slots compress in parallel); at most [`MAX_OPEN_FILES`].
     fn slots(&self, sample: &[MappedItem]) -> usize {
         let rows: u64 = self
             .progress
@@ -252,7 +257,9 @@ impl ItemFiles {
             let average = (bytes / sample.len().max(1) as u64).max(1);
             (self.max_bytes / average).max(1)
         });
-        rows.div_ceil(per_file).clamp(1, MAX_OPEN_FILES as u64) as usize
+        rows.div_ceil(per_file)
+            .max(rows.div_ceil(ROWS_PER_SLOT))
+            .clamp(1, MAX_OPEN_FILES as u64) as usize
     }
 
     async fn append(&self, bucket: &mut Bucket, lines: Vec<Vec<u8>>) -> Result<(), EngineError> {
