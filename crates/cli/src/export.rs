@@ -156,12 +156,13 @@ fn render(r: &ExportReport) -> String {
             let bytes: u64 = m.files.iter().map(|f| f.uncompressed_bytes).sum();
             let compressed: u64 = m.files.iter().map(|f| f.compressed_bytes).sum();
             out.push_str(&format!(
-                "\nexported {} items ({} bytes, {} compressed {}) in {} files to {}/data/",
+                "\nexported {} items ({} bytes, {} compressed {}) in {} file{} to {}/data/",
                 m.items,
                 bytes,
                 compressed,
                 m.compression,
                 m.files.len(),
+                if m.files.len() == 1 { "" } else { "s" },
                 r.out
             ));
             if let Some(f) = &r.manifest_file {
