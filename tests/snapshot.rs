@@ -1,16 +1,34 @@
 //! Point-in-time reads (PostgreSQL): a run reads one snapshot of a live
 //! source; rows written, updated and deleted after it was announced are not
 //! in the copy, and the report names the snapshot and its WAL position.
+//! MySQL/MariaDB and SQLite alike. `SQL2DDB_TEST_SNAPSHOT_ROWS=200000`
+//! runs the live-source test at full size (default 20,000 rows).
+
+use sql2ddb_core::AttrValue;
 
 use crate::common::*;
 
 const ROWS: i64 = 20_000;
 
-fn mapping(sc: &Scenario) -> String {
-    sc.mapping(&format!(
+/// Rows of the live-source test: `SQL2DDB_TEST_SNAPSHOT_ROWS` (e.g.
+/// 200000 for a long run), else [`ROWS`].
+fn live_rows() -> i64 {
+    std::env::var("SQL2DDB_TEST_SNAPSHOT_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &i64| n >= 100)
+        .unwrap_or(ROWS)
+}
+
+fn mapping_text() -> String {
+    format!(
         "version = 1\n[source]\nurl = \"{}\"\npage_size = 100\n[target]\ntable = \"TABLE\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\n[[entity]]\nname = \"acct\"\nfrom = \"SCHEMA.acct\"\npk = \"A#{{id}}\"\n",
         pg_url()
-    ))
+    )
+}
+
+fn mapping(sc: &Scenario) -> String {
+    sc.mapping(&mapping_text())
 }
 
 async fn scenario() -> Scenario {
@@ -33,14 +51,17 @@ async fn start_run(sc: &Scenario, mapping: &str, extra: &[&str]) -> Proc {
         sc.dynamo.url.as_str(),
         "--json",
         "--quiet",
-        "--read-parallelism",
-        "4",
     ];
     args.extend_from_slice(extra);
     let run = Proc::spawn(sc.path(), &args);
     let start = std::time::Instant::now();
     while !run.stderr.lock().unwrap().contains("snapshot ") {
-        assert!(start.elapsed() < PATIENCE, "no snapshot announced");
+        let failed = run.stderr.lock().unwrap().contains("error");
+        assert!(
+            start.elapsed() < PATIENCE && !failed,
+            "no snapshot announced:\n{}",
+            run.stderr.lock().unwrap()
+        );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     run
@@ -63,25 +84,90 @@ async fn assert_copied_as_before(sc: &Scenario, rows: i64) {
     assert!(!items.contains_key(&("A#-1".to_string(), String::new())));
 }
 
+/// The same rows with one embedded child each (`line`, `qty` = id).
+fn mapping_with_lines(sc: &Scenario) -> String {
+    sc.mapping(&format!(
+        "{}[[entity.embed]]\nname = \"lines\"\nfrom = \"SCHEMA.line\"\nparent_key = [\"acct_id\"]\norder_by = [\"n\"]\nexclude = [\"acct_id\"]\n",
+        mapping_text()
+    ))
+}
+
+/// Asserts the run has not finished yet (the test's writes came while it read).
+fn assert_still_running(run: &Proc) {
+    assert!(
+        !run.stdout.lock().unwrap().contains("\"status\""),
+        "the run finished before the test wrote: the writes did not race it"
+    );
+}
+
+/// The server's current WAL position.
+async fn wal_now(sc: &Scenario) -> String {
+    let (lsn,): (String,) = sqlx::query_as("SELECT pg_current_wal_lsn()::text")
+        .fetch_one(&sc.pg().pool)
+        .await
+        .unwrap();
+    lsn
+}
+
+/// Whether WAL position `a` is at or before `b`.
+async fn wal_le(sc: &Scenario, a: &str, b: &str) -> bool {
+    let (le,): (bool,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT pg_lsn('{a}') <= pg_lsn('{b}')"
+    )))
+    .fetch_one(&sc.pg().pool)
+    .await
+    .unwrap();
+    le
+}
+
 #[tokio::test]
 async fn a_run_reads_one_snapshot_of_a_live_source() {
-    let sc = scenario().await;
-    let mapping = mapping(&sc);
+    let rows = live_rows();
+    let sc = Scenario::new("snap")
+        .postgres(&format!(
+            "CREATE TABLE {{schema}}.acct (id int PRIMARY KEY, v text NOT NULL);
+             INSERT INTO {{schema}}.acct SELECT i, 'v' || i FROM generate_series(1, {rows}) i;
+             CREATE TABLE {{schema}}.line (acct_id int NOT NULL, n int NOT NULL, qty int NOT NULL, PRIMARY KEY (acct_id, n));
+             INSERT INTO {{schema}}.line SELECT i, 1, i FROM generate_series(1, {rows}) i;"
+        ))
+        .start()
+        .await;
+    let mapping = mapping_with_lines(&sc);
+    let before = wal_now(&sc).await;
     // Once the snapshot is announced, the application writes: new rows in
-    // ranges read and not yet read, updates and deletes.
-    let run = start_run(&sc, &mapping, &["--concurrency", "2"]).await;
+    // ranges read and not yet read, a parent and its child updated together,
+    // deletes.
+    let run = start_run(
+        &sc,
+        &mapping,
+        &[
+            "--concurrency",
+            "2",
+            "--read-parallelism",
+            "8",
+            "--max-wcu",
+            "5000",
+        ],
+    )
+    .await;
+    let announced = wal_now(&sc).await;
+    let (mid, last) = (rows / 2, rows - 2);
     sc.pg()
         .exec(&format!(
             "INSERT INTO {{schema}}.acct VALUES (-1, 'new'), ({}, 'new'), (5000, 'x') ON CONFLICT DO NOTHING;
              BEGIN;
-             UPDATE {{schema}}.acct SET v = 'changed' WHERE id IN (3, {});
+             UPDATE {{schema}}.acct SET v = 'changed' WHERE id IN (3, {mid}, {last});
+             UPDATE {{schema}}.line SET qty = -1 WHERE acct_id IN (3, {mid}, {last});
+             INSERT INTO {{schema}}.line VALUES (3, 2, 7), ({last}, 2, 7);
+             DELETE FROM {{schema}}.line WHERE acct_id IN (2, {});
              DELETE FROM {{schema}}.acct WHERE id IN (2, {});
              COMMIT;",
-            ROWS + 1,
-            ROWS - 2,
-            ROWS - 1
+            rows + 1,
+            rows - 1,
+            rows - 1
         ))
         .await;
+    assert_still_running(&run);
     let out = run.wait().await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let report = out.report();
@@ -90,21 +176,30 @@ async fn a_run_reads_one_snapshot_of_a_live_source() {
     let lsn = snapshot["lsn"].as_str().expect("an LSN").to_string();
     assert!(snapshot["id"].as_str().is_some_and(|id| !id.is_empty()));
     let e = out.entity("acct");
-    assert_eq!(e["rows_read"], ROWS);
-    assert_eq!(e["rows_counted"], ROWS);
-    assert_eq!(e["items_written"], ROWS);
-    // The table holds the source exactly as it was at the snapshot.
-    assert_copied_as_before(&sc, ROWS).await;
+    assert_eq!(e["segments"], 8);
+    assert_eq!(e["rows_read"], rows);
+    assert_eq!(e["rows_counted"], rows);
+    assert_eq!(e["items_written"], rows);
+    // The table holds the source exactly as it was at the snapshot, parents
+    // and their children alike.
+    assert_copied_as_before(&sc, rows).await;
     let items = sc.items().await;
-    assert!(!items.contains_key(&(format!("A#{}", ROWS + 1), String::new())));
-    // The reported position is a real WAL position, at or before now.
-    let (behind,): (bool,) = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-        "SELECT pg_lsn('{lsn}') <= pg_current_wal_lsn()"
-    )))
-    .fetch_one(&sc.pg().pool)
-    .await
-    .unwrap();
-    assert!(behind, "{lsn}");
+    assert!(!items.contains_key(&(format!("A#{}", rows + 1), String::new())));
+    for id in [2, 3, mid, last, rows - 1] {
+        let got = &items[&(format!("A#{id}"), String::new())];
+        assert_eq!(
+            got["lines"],
+            AttrValue::L(vec![AttrValue::M(item(vec![("n", n(1)), ("qty", n(id))]))]),
+            "A#{id}: its children as they were at the snapshot"
+        );
+    }
+    // The reported position is the server's at the moment of the snapshot:
+    // after the run started, at or before its announcement.
+    assert!(wal_le(&sc, &before, &lsn).await, "{before} then {lsn}");
+    assert!(
+        wal_le(&sc, &lsn, &announced).await,
+        "{lsn} then {announced}"
+    );
 }
 
 #[tokio::test]
@@ -156,7 +251,19 @@ async fn a_mysql_run_reads_one_consistent_snapshot() {
         "version = 1\n[source]\nurl = \"{}\"\npage_size = 100\n[target]\ntable = \"TABLE\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\n[[entity]]\nname = \"acct\"\nfrom = \"acct\"\npk = \"A#{{id}}\"\n",
         sc.my().url
     ));
-    let run = start_run(&sc, &mapping, &["--source-connections", "3"]).await;
+    let run = start_run(
+        &sc,
+        &mapping,
+        &[
+            "--source-connections",
+            "3",
+            "--read-parallelism",
+            "4",
+            "--max-wcu",
+            "4000",
+        ],
+    )
+    .await;
     sc.my()
         .exec(&format!(
             "INSERT INTO acct VALUES (-1, 'new'), ({}, 'new');
@@ -169,6 +276,7 @@ async fn a_mysql_run_reads_one_consistent_snapshot() {
             MY_ROWS - 1
         ))
         .await;
+    assert_still_running(&run);
     let out = run.wait().await;
     assert_eq!(out.code, 0, "{}", out.stderr);
     let report = out.report();
@@ -256,4 +364,50 @@ async fn a_snapshot_with_two_connections_and_eight_segments_neither_blocks_nor_o
     assert_eq!(out.entity("acct")["rows_read"], ROWS);
     assert!(most >= 1, "the run's connections were seen");
     assert!(most <= 2, "{most} connections open, 2 asked");
+}
+
+#[tokio::test]
+async fn a_sqlite_run_reads_one_read_transaction() {
+    let sc = Scenario::new("snaplite")
+        .sqlite(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE acct (id INTEGER PRIMARY KEY, v TEXT NOT NULL);
+             WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 5000)
+             INSERT INTO acct SELECT i, 'v' || i FROM s;",
+        )
+        .start()
+        .await;
+    let mapping = sc.mapping(&format!(
+        "version = 1\n[source]\nurl = \"{}\"\npage_size = 50\n[target]\ntable = \"TABLE\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\n[[entity]]\nname = \"acct\"\nfrom = \"acct\"\npk = \"A#{{id}}\"\n",
+        sc.sqlite_url()
+    ));
+    // Paced (at least 2.5 s of writes), so the application writes below
+    // land while the run is still reading.
+    let run = start_run(
+        &sc,
+        &mapping,
+        &["--read-parallelism", "4", "--max-wcu", "2000"],
+    )
+    .await;
+    // The application writes to the file while the run reads (WAL mode).
+    let path = sc.sqlite_url().trim_start_matches("sqlite://").to_string();
+    let mut app =
+        <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!("sqlite://{path}"))
+            .await
+            .unwrap();
+    sqlx::raw_sql(
+        "INSERT INTO acct VALUES (-1, 'new'), (5001, 'new');
+         BEGIN; UPDATE acct SET v = 'changed' WHERE id IN (3, 4998); DELETE FROM acct WHERE id IN (2, 4999); COMMIT;",
+    )
+    .execute(&mut app)
+    .await
+    .unwrap();
+    assert_still_running(&run);
+    let out = run.wait().await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let snapshot = &out.report()["snapshot"];
+    assert_eq!(snapshot["kind"], "sqlite", "{snapshot}");
+    assert!(snapshot["taken_at"].as_str().is_some(), "{snapshot}");
+    assert_eq!(out.entity("acct")["rows_read"], 5000);
+    assert_copied_as_before(&sc, 5000).await;
 }

@@ -14,6 +14,8 @@ use sql2ddb_core::limits::KeyType;
 use sql2ddb_core::{Item, KeyAttr};
 use sql2ddb_engine::deep::canon::{in_sample, key_text, stable_hash};
 
+use sql2ddb_testkit::{FaultConfig, FaultProxy};
+
 use crate::common::*;
 
 const FIXTURE: &str = "
@@ -79,8 +81,19 @@ max = { attribute = "orderId", column = "order_id" }
 
 /// `verify MAPPING --deep --json EXTRA…` against the scenario's server.
 async fn deep(sc: &Scenario, mapping: &str, extra: &[&str]) -> (Run, Json) {
-    let mut args = vec!["verify", mapping, "--deep", "--json", "--endpoint"];
-    args.push(&sc.dynamo.url);
+    deep_at(sc, &sc.dynamo.url, mapping, extra).await
+}
+
+/// `verify MAPPING --deep --json EXTRA…` against `endpoint`.
+async fn deep_at(sc: &Scenario, endpoint: &str, mapping: &str, extra: &[&str]) -> (Run, Json) {
+    let mut args = vec![
+        "verify",
+        mapping,
+        "--deep",
+        "--json",
+        "--endpoint",
+        endpoint,
+    ];
     args.extend_from_slice(extra);
     let run = sc.sql2ddb(&args).await;
     let report = run.report();
@@ -453,4 +466,36 @@ async fn deep_verify_on_mariadb_finds_the_same_differences() {
     assert_eq!(dirty.code, 1, "{}", dirty.stderr);
     assert_eq!(counts(&report, "customer"), [21, 19, 18, 2, 1, 1, 0]);
     assert_eq!(summary(&diff_lines(&sc, &report)), tampered());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn throttled_failing_and_dropped_reads_are_retried() {
+    let sc = Scenario::new("deep_faults").postgres(FIXTURE).start().await;
+    let mapping = sc.mapping(MAPPING);
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    tamper(&sc).await;
+    sc.pg()
+        .exec("INSERT INTO {schema}.customers VALUES (21, 'customer 21', 26.25)")
+        .await;
+    let faults = FaultConfig {
+        seed: 13,
+        provisioned_throughput_exceeded: 0.1,
+        throttling: 0.1,
+        internal_error: 0.1,
+        service_unavailable: 0.1,
+        dropped_connection: 0.05,
+        operations: vec!["Scan".into(), "BatchGetItem".into()],
+        ..FaultConfig::default()
+    };
+    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let endpoint = proxy.url();
+    let (full, report) = deep_at(&sc, &endpoint, &mapping, &["--segments", "4"]).await;
+    assert_eq!(full.code, 1, "{}", full.stderr);
+    assert_eq!(summary(&diff_lines(&sc, &report)), tampered());
+    let (all, sample) = deep_at(&sc, &endpoint, &mapping, &["--sample", "1"]).await;
+    assert_eq!(all.code, 1, "{}", all.stderr);
+    let without_extra: BTreeSet<_> = tampered().into_iter().filter(|l| l.0 != "extra").collect();
+    assert_eq!(summary(&diff_lines(&sc, &sample)), without_extra);
+    assert!(proxy.stats().faults() > 0, "faults were injected");
 }

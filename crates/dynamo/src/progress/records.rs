@@ -29,7 +29,7 @@ pub struct RunMeta {
 }
 
 /// Where one attempt's source snapshot stood, as a report shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotMark {
     /// `postgres`, `mysql`, `sqlite` or `none`.
     pub kind: String,
