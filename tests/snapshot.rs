@@ -1,4 +1,4 @@
-//! Point-in-time reads (PostgreSQL): a run reads one snapshot of a live
+//! Point-in-time reads: a run reads one snapshot of a live
 //! source; rows written, updated and deleted after it was announced are not
 //! in the copy, and the report names the snapshot and its WAL position.
 //! MySQL/MariaDB and SQLite alike. `SQL2DDB_TEST_SNAPSHOT_ROWS=200000`
