@@ -618,3 +618,41 @@ async fn max_seconds_stops_cleanly_and_resume_finishes_the_job() {
         refused.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_add_whose_answers_are_lost_is_applied_once_and_counted_updated() {
+    use sql2ddb_testkit::{FaultConfig, FaultProxy};
+    let sc = shop().await;
+    let before = sc.items().await;
+    // Connections closed without an answer, half of them after DynamoDB
+    // had the request: the retried ADD must not add again.
+    let faults = FaultConfig {
+        seed: 5,
+        dropped_connection: 0.3,
+        operations: vec!["UpdateItem".into()],
+        ..FaultConfig::default()
+    };
+    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let path = job(&sc, ADD_VISITS);
+    let endpoint = proxy.url();
+    let args = [
+        "update",
+        &path,
+        "--endpoint",
+        &endpoint,
+        "--json",
+        "--quiet",
+    ];
+    let run = sc.sql2ddb(&args).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert!(
+        proxy.stats().dropped_after_forward > 0,
+        "{:?}",
+        proxy.stats()
+    );
+    let r = run.report();
+    assert_eq!(count(&r, "updated"), PER_TYPE as u64, "{r}");
+    assert_eq!(count(&r, "skipped"), 0, "a landed write is no skip: {r}");
+    assert_counts_add_up(&r);
+    assert_visited_once(&sc, &before).await;
+}

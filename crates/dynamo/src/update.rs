@@ -13,7 +13,10 @@ use std::collections::HashMap;
 use std::future::Future;
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_dynamodb::types::{AttributeValue, ConsumedCapacity, ReturnConsumedCapacity};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::{
+    AttributeValue, ConsumedCapacity, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
+};
 use aws_sdk_dynamodb::Client;
 use sql2ddb_core::{AttrValue, Item, KeyAttr};
 
@@ -123,6 +126,11 @@ pub struct ConditionalWrite {
     pub condition: String,
     /// Placeholders of `update` and `condition`.
     pub placeholders: Placeholders,
+    /// `(attribute, run id)` of an update that marks each item with its run:
+    /// a condition that fails on an item already carrying this run's mark
+    /// means an earlier attempt of the same call did land (its answer was
+    /// lost), so the item counts as written, not skipped.
+    pub own_mark: Option<(String, String)>,
 }
 
 /// Reads one page from `start`, retrying as the module says.
@@ -258,10 +266,19 @@ pub async fn write_item(
                         .set_expression_attribute_names(write.placeholders.sdk_names())
                         .set_expression_attribute_values(write.placeholders.sdk_values())
                         .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                        .set_return_values_on_condition_check_failure(
+                            write
+                                .own_mark
+                                .as_ref()
+                                .map(|_| ReturnValuesOnConditionCheckFailure::AllOld),
+                        )
                         .send()
                         .await
                         .map(|o| o.consumed_capacity)
-                        .map_err(Attempt::of),
+                        .map_err(|e| match marked_by(&e, write.own_mark.as_ref()) {
+                            true => Attempt::OwnWrite,
+                            false => Attempt::of(e),
+                        }),
                     None => client
                         .delete_item()
                         .table_name(&write.table)
@@ -280,6 +297,7 @@ pub async fn write_item(
                         write_units: units(c.as_ref()),
                     }),
                     Err(Attempt::ConditionFailed) => Ok(ItemOutcome::Skipped),
+                    Err(Attempt::OwnWrite) => Ok(ItemOutcome::Written { write_units: 0.0 }),
                     Err(e) => Err(e),
                 }
             }
@@ -297,9 +315,28 @@ fn units(c: Option<&ConsumedCapacity>) -> f64 {
     c.and_then(|c| c.capacity_units()).unwrap_or(0.0)
 }
 
+/// Whether an `UpdateItem` failed its condition on an item that carries
+/// `mark` (attribute, value): the mark of this very run.
+fn marked_by(
+    e: &SdkError<UpdateItemError, aws_sdk_dynamodb::config::http::HttpResponse>,
+    mark: Option<&(String, String)>,
+) -> bool {
+    let (Some((attr, run)), Some(UpdateItemError::ConditionalCheckFailedException(c))) =
+        (mark, e.as_service_error())
+    else {
+        return false;
+    };
+    c.item()
+        .and_then(|item| item.get(attr))
+        .and_then(|v| v.as_s().ok())
+        .is_some_and(|v| v == run)
+}
+
 /// A failed attempt, classified once.
 enum Attempt {
     ConditionFailed,
+    /// The condition failed on an item this run's earlier attempt changed.
+    OwnWrite,
     Failed(Failure, String),
 }
 
@@ -343,7 +380,7 @@ where
                 }
                 return Ok(v);
             }
-            Err(Attempt::ConditionFailed) => {
+            Err(Attempt::ConditionFailed | Attempt::OwnWrite) => {
                 (Failure::ItemRejected, "the condition failed".to_string())
             }
             Err(Attempt::Failed(f, m)) => (f, m),

@@ -282,6 +282,7 @@ fn write_request(
         update,
         condition,
         placeholders: ph,
+        own_mark: marker.then(|| (RUN_MARKER.to_string(), run_id.to_string())),
     }
 }
 
