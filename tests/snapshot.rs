@@ -237,6 +237,16 @@ async fn without_a_snapshot_the_report_says_the_copy_is_not_point_in_time() {
 
 const MY_ROWS: i64 = 10_000;
 
+/// `SHOW MASTER STATUS`: the binary log's file and position, if it is on.
+async fn binlog_now(sc: &Scenario) -> Option<(String, u64)> {
+    use sqlx::Row;
+    let row = sqlx::query("SHOW MASTER STATUS")
+        .fetch_optional(&sc.my().pool)
+        .await
+        .unwrap()?;
+    Some((row.get::<String, _>(0), row.get::<u64, _>(1)))
+}
+
 #[tokio::test]
 async fn a_mysql_run_reads_one_consistent_snapshot() {
     let sc = Scenario::new("snapmy")
@@ -251,6 +261,7 @@ async fn a_mysql_run_reads_one_consistent_snapshot() {
         "version = 1\n[source]\nurl = \"{}\"\npage_size = 100\n[target]\ntable = \"TABLE\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\n[[entity]]\nname = \"acct\"\nfrom = \"acct\"\npk = \"A#{{id}}\"\n",
         sc.my().url
     ));
+    let before = binlog_now(&sc).await;
     let run = start_run(
         &sc,
         &mapping,
@@ -264,6 +275,7 @@ async fn a_mysql_run_reads_one_consistent_snapshot() {
         ],
     )
     .await;
+    let announced = binlog_now(&sc).await;
     sc.my()
         .exec(&format!(
             "INSERT INTO acct VALUES (-1, 'new'), ({}, 'new');
@@ -287,6 +299,26 @@ async fn a_mysql_run_reads_one_consistent_snapshot() {
     );
     assert_eq!(out.entity("acct")["rows_read"], MY_ROWS);
     assert_copied_as_before(&sc, MY_ROWS).await;
+    // The binary-log position is the server's at the snapshot: after the run
+    // started, at or before its announcement; none when the log is off.
+    let binlog = &report["snapshot"]["binlog"];
+    match (before, announced) {
+        (Some(before), Some(announced)) => {
+            let (file, pos) = binlog
+                .as_str()
+                .and_then(|b| b.rsplit_once(':'))
+                .expect("file:position");
+            let at = (file.to_string(), pos.parse::<u64>().unwrap());
+            assert!(
+                before <= at && at <= announced,
+                "{before:?} {at:?} {announced:?}"
+            );
+        }
+        _ => {
+            assert!(binlog.is_null(), "{binlog}");
+            assert_eq!(report["snapshot"]["id"], "consistent");
+        }
+    }
 
     // A user without the RELOAD privilege cannot take the lock: said, with the way out.
     let user = format!("u{}", &sc.my().name[sc.my().name.len() - 8..]);
