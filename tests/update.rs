@@ -656,3 +656,63 @@ async fn an_add_whose_answers_are_lost_is_applied_once_and_counted_updated() {
     assert_counts_add_up(&r);
     assert_visited_once(&sc, &before).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_job_cancels_the_stale_orders_of_the_example_shop() {
+    let root = crate::common::root();
+    let sc = Scenario::new("updshop").start().await;
+    let own_table = format!("table = \"{}\"", sc.table);
+    let copy = |from: &str, to: &str| {
+        let text = std::fs::read_to_string(root.join(from)).unwrap();
+        let path = sc.path().join(to);
+        std::fs::write(&path, text.replace("table = \"shop\"", &own_table)).unwrap();
+        path.display().to_string()
+    };
+    let mapping = copy("mappings/shop.toml", "shop.toml");
+    let job = copy("examples/cancel-stale-orders.toml", "job.toml");
+    let runs = sc.path().display().to_string();
+    let base = [
+        "--endpoint",
+        &sc.dynamo.url,
+        "--runs-dir",
+        &runs,
+        "--json",
+        "--quiet",
+    ];
+    let mut run = vec!["run", &mapping];
+    run.extend_from_slice(&base);
+    assert_eq!(crate::common::sql2ddb(&root, &run).await.code, 0);
+    let before = sc.items().await;
+    let stale = |it: &Item| {
+        it.get("status") == Some(&s("placed"))
+            && matches!(it.get("created_at"), Some(AttrValue::S(t)) if t.as_str() < "2024-07-01")
+    };
+    let expected = before.values().filter(|it| stale(it)).count() as u64;
+    assert!(expected > 0);
+
+    let mut dry = vec!["update", &job, "--dry-run", "--max-wcu", "50"];
+    dry.extend_from_slice(&base);
+    let dry = crate::common::sql2ddb(&root, &dry).await;
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    let r = dry.report();
+    assert_eq!(count(&r, "matched"), expected, "{r}");
+    // One unit on the table, two on GSI1 (its key changes) per small order.
+    assert_eq!(r["estimate"]["total_write_units"], 3 * expected, "{r}");
+    assert_eq!(sc.items().await, before);
+
+    let mut go = vec!["update", &job];
+    go.extend_from_slice(&base);
+    let done = crate::common::sql2ddb(&root, &go).await;
+    assert_eq!(done.code, 0, "{}", done.stderr);
+    assert_eq!(count(&done.report(), "updated"), expected);
+    let after = sc.items().await;
+    for (k, was) in &before {
+        let mut want = was.clone();
+        if stale(was) {
+            want.insert("status".into(), s("cancelled"));
+            want.insert("GSI1PK".into(), s("STATUS#cancelled"));
+            want.insert("cancelled_at".into(), s("2024-09-01T00:00:00Z"));
+        }
+        assert_eq!(after[k], want, "{k:?}");
+    }
+}
