@@ -11,6 +11,7 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+pub mod body;
 pub mod client;
 pub mod concurrency;
 pub mod convert;

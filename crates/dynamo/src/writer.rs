@@ -6,18 +6,18 @@
 //! the unprocessed items); or give up (validation errors: the chunk is split
 //! so the bad item fails alone and the others are written).
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 use futures::StreamExt;
 pub use sql2ddb_aws::RetryPolicy;
 use sql2ddb_core::limits::MAX_BATCH_ITEMS;
 use sql2ddb_core::{write_units, Item, KeyAttr, MappedItem};
 
 use crate::concurrency::AdaptiveConcurrency;
-use crate::convert::{item_from_sdk, item_to_sdk};
+use crate::convert::item_from_sdk;
 use crate::failure::Failure;
 use crate::limiter::WriteCapacityLimiter;
 
@@ -58,19 +58,14 @@ pub trait BatchWriteApi: Send + Sync {
 
 impl BatchWriteApi for aws_sdk_dynamodb::Client {
     async fn batch_put(&self, table: &str, items: &[&Item]) -> Result<Vec<usize>, CallError> {
-        let requests: Vec<WriteRequest> = items
-            .iter()
-            .map(|item| {
-                let put = PutRequest::builder()
-                    .set_item(Some(item_to_sdk(item)))
-                    .build()
-                    .expect("item is set");
-                WriteRequest::builder().put_request(put).build()
-            })
-            .collect();
+        // The body is serialised once, from our items, and replaces the
+        // (empty) one the SDK serialised, before signing: see `body`.
+        let body = crate::body::batch_put_body(table, items);
         let out = self
             .batch_write_item()
-            .request_items(table, requests)
+            .set_request_items(Some(HashMap::new()))
+            .customize()
+            .mutate_request(crate::body::with_body(body))
             .send()
             .await
             .map_err(|e| CallError {
