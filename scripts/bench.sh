@@ -8,6 +8,11 @@
 #                 local`, in the sql2ddb process, data in a SQLite file)
 #   export        `sql2ddb export` to a directory, gzip and zstd (import-from-S3
 #                 files; its target: at least the null sink's rate)
+#   sdk           the yardstick: a bare aws-sdk-dynamodb loop
+#                 (`sql2ddb-testkit sdk-load`) sending the same items, prebuilt
+#                 in memory before its clock starts (from an untimed export),
+#                 into a null sink with the same concurrency; with `null` in
+#                 the same run, the last lines compare the two
 # and prints, per run: rows, wall seconds, items per second, CPU seconds per
 # million items, peak RSS, the share of the read ceiling's rate, and for
 # exports the file bytes per item.
@@ -18,7 +23,7 @@
 #                   bench_<N> and is reused by later runs
 #   --clean         drop the bench_<N> schema afterwards
 #   --skip-build    use the release binaries already built
-#   --only LIST     comma-separated subset of: ceiling,null,dynoxide,export
+#   --only LIST     comma-separated subset of: ceiling,null,dynoxide,export,sdk
 #   -- RUN ARGS     passed to every `sql2ddb run` (e.g. -- --concurrency 16),
 #                   not to `sql2ddb export`
 #
@@ -204,7 +209,8 @@ if has ceiling; then
   measure "read ceiling (--dry-run)" --dry-run
 fi
 
-if has null; then
+# start_sink: a null sink in the background; sets sink_pid and sink_url.
+start_sink() {
   "$bin_dir/sql2ddb-testkit" null-sink --port 0 --keys PK:S,SK:S >"$work/sink.out" &
   sink_pid=$!
   for _ in $(seq 1 100); do
@@ -213,6 +219,10 @@ if has null; then
   done
   sink_url=$(head -n 1 "$work/sink.out")
   [ -n "$sink_url" ] || { log "the null sink did not start"; exit 1; }
+}
+
+if has null; then
+  start_sink
   measure "null sink" --endpoint "$sink_url"
   # The sink's own CPU time (utime + stime, in clock ticks) shares the host.
   sink_cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.1f", ($14 + $15) / hz }' "/proc/$sink_pid/stat")
@@ -222,6 +232,35 @@ if has null; then
     log "the null sink received $sink_items items, expected at least $rows"; exit 1
   fi
   log "the null sink process used ${sink_cpu} CPU seconds"
+fi
+
+if has sdk; then
+  # The same items, from an untimed export, sent by the bare SDK loop with
+  # the concurrency `run` used (`-- --concurrency N`, else the default 8).
+  concurrency=8
+  for ((i = 0; i < ${#run_args[@]}; i++)); do
+    if [ "${run_args[$i]}" = --concurrency ]; then concurrency=${run_args[$((i + 1))]}; fi
+  done
+  log "exporting the items for the sdk scenario (untimed)"
+  "$bin_dir/sql2ddb" export "$work/orders.toml" --out "$work/sdk-items" --compression none \
+    --runs-dir "$work/runs" --json --quiet >/dev/null 2>"$work/sdk-export.err" \
+    || { log "the export for the sdk scenario failed"; cat "$work/sdk-export.err" >&2; exit 1; }
+  start_sink
+  log "running: sdk (bare loop)"
+  before=$(host_cpu)
+  /usr/bin/time -v -o "$work/sdk.time" "$bin_dir/sql2ddb-testkit" sdk-load --endpoint "$sink_url" \
+    --table bench_orders --items "$work/sdk-items/data" --concurrency "$concurrency" >"$work/sdk.json"
+  after=$(host_cpu)
+  kill -TERM "$sink_pid"; wait "$sink_pid" || true; sink_pid=""
+  sent=$(jq -r '.items' "$work/sdk.json")
+  if [ "$sent" != "$rows" ]; then log "sdk: $sent items sent, expected $rows"; exit 1; fi
+  busy=$(echo "$before $after" | awk '{ d = $4 - $2; printf "%.0f", (d > 0) ? 100 * ($3 - $1) / d : 0 }')
+  rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$work/sdk.time")
+  # Wall and CPU seconds of the sending only, as the load measured them.
+  jq -r --arg rows "$rows" --arg rss "$rss" --arg busy "$busy" \
+    '["sdk (bare loop)", $rows, (.seconds * 100 | round / 100), (.cpu_seconds * 100 | round / 100), $rss, $busy, "-"] | @tsv' \
+    "$work/sdk.json" >>"$results"
+  rm -rf "$work/sdk-items" "$work/runs"
 fi
 
 if has dynoxide; then
@@ -246,6 +285,16 @@ awk -F'\t' -v ceiling="${ceiling_rate:-0}" '
     rate = ($3 > 0) ? $2 / $3 : 0
     share = (ceiling > 0) ? sprintf("%.0f%%", 100 * rate / ceiling) : "-"
     printf "%-26s %10d %8.2f %10.0f %14.2f %12.1f %10s %11s %11s\n", $1, $2, $3, rate, $4 / ($2 / 1e6), $5 / 1024, share, $6 "%", $7
+  }
+' "$results"
+
+# sql2ddb against the bare SDK loop, both into a null sink, in this run.
+awk -F'\t' '
+  $1 == "null sink" { r = $2 / $3; c = 1e6 * $4 / $2 }
+  $1 == "sdk (bare loop)" { sr = $2 / $3; sc = 1e6 * $4 / $2 }
+  END {
+    if (r > 0 && sr > 0)
+      printf "\nsql2ddb run / bare SDK loop: %.2fx the items/s; CPU per item: sql2ddb %.2f us (read, map, check and send), SDK %.2f us (send only)\n", r / sr, c, sc
   }
 ' "$results"
 

@@ -7,6 +7,9 @@
 //! - [`NullSink`] accepts every `BatchWriteItem` and keeps nothing, to measure
 //!   sql2ddb's own ceiling.
 //!
+//! - [`sdk_load`] sends prebuilt items through the bare SDK: the benchmark's
+//!   yardstick.
+//!
 //! Both bind to 127.0.0.1 and stop when dropped. The `sql2ddb-testkit`
 //! binary runs either as a process.
 
@@ -14,6 +17,7 @@
 
 pub mod fault;
 pub mod proxy;
+pub mod sdk_load;
 pub mod sink;
 mod wire;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use sql2ddb_core::KeyAttr;
-use sql2ddb_testkit::{FaultConfig, FaultProxy, NullSink};
+use sql2ddb_testkit::{sdk_load, FaultConfig, FaultProxy, NullSink};
 
 #[derive(Parser)]
 #[command(
@@ -41,6 +41,22 @@ enum Command {
         /// Port on 127.0.0.1 (0: any free port).
         #[arg(long, default_value_t = 0)]
         port: u16,
+    },
+    /// Send the items of an export (`--compression none`) through the bare
+    /// SDK, prebuilt before the clock starts; print the figures as JSON.
+    SdkLoad {
+        /// The DynamoDB-compatible endpoint (`http://127.0.0.1:PORT`).
+        #[arg(long)]
+        endpoint: String,
+        /// The table to write to.
+        #[arg(long)]
+        table: String,
+        /// The export's data directory (`OUT/data`).
+        #[arg(long)]
+        items: std::path::PathBuf,
+        /// Calls in flight.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
     },
 }
 
@@ -216,6 +232,17 @@ async fn main() -> anyhow::Result<()> {
             serde_json::to_string_pretty(&sink.stats())?
         }
         Command::Dynamodb { port } => return serve_dynamodb(port).await,
+        Command::SdkLoad {
+            endpoint,
+            table,
+            items,
+            concurrency,
+        } => {
+            let batches = sdk_load::batches(sdk_load::read_items(&items)?);
+            let endpoint = sql2ddb_dynamo::Endpoint::Url(endpoint);
+            let client = sql2ddb_dynamo::connect(&endpoint, Some("us-east-1")).await?;
+            serde_json::to_string(&sdk_load::send(&client, &table, batches, concurrency).await?)?
+        }
     };
     println!("{stats}");
     Ok(())
