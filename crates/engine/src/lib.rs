@@ -14,6 +14,7 @@ pub mod rejects;
 pub mod report;
 pub mod resources;
 pub mod run;
+pub mod serverless;
 pub mod sink;
 pub mod stop;
 pub mod update;

@@ -1,0 +1,80 @@
+//! `bootstrap`: the Lambda function binary; `SQL2DDB_HANDLER` chooses the
+//! handler (reader, worker or finisher).
+
+use std::sync::Arc;
+
+use lambda_runtime::{service_fn, LambdaEvent};
+use sql2ddb_engine::serverless::{load_mapping, Finisher, MessageWriter};
+use sql2ddb_engine::worker::WorkerSetup;
+use sql2ddb_lambda::finisher::FinisherHandler;
+use sql2ddb_lambda::reader::{LambdaInvoker, Reader};
+use sql2ddb_lambda::settings::HANDLER;
+use sql2ddb_lambda::{Error, HandlerKind, Settings};
+
+#[tokio::main]
+async fn main() -> Result<(), Error> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .without_time()
+        .with_ansi(false)
+        .init();
+    let kind = HandlerKind::parse(&std::env::var(HANDLER).unwrap_or_default())?;
+    let mut settings = Settings::from_env()?;
+    let aws = aws_config::load_from_env().await;
+    if let Some(name) = Settings::source_parameter() {
+        settings.source = Some(sql2ddb_lambda::settings::read_parameter(&aws, &name).await?);
+    }
+    match kind {
+        HandlerKind::Reader => {
+            let function = std::env::var("AWS_LAMBDA_FUNCTION_NAME")
+                .map_err(|_| "AWS_LAMBDA_FUNCTION_NAME is not set: not running on Lambda?")?;
+            let reader = Arc::new(Reader {
+                settings,
+                invoker: Arc::new(LambdaInvoker::new(
+                    aws_sdk_lambda::Client::new(&aws),
+                    function,
+                )),
+            });
+            lambda_runtime::run(service_fn(move |e: LambdaEvent<_>| {
+                let reader = reader.clone();
+                async move { reader.handle(e).await }
+            }))
+            .await
+        }
+        HandlerKind::Worker => {
+            let plan = load_mapping(settings.mapping_or(None)?, &|n| std::env::var(n).ok())?;
+            let setup = WorkerSetup {
+                endpoint: settings.endpoint.clone(),
+                progress_table: settings.progress_table.clone(),
+                sqs_endpoint: settings.sqs_endpoint.clone(),
+                runs_dir: settings.runs_dir.clone(),
+                ..WorkerSetup::default()
+            };
+            let writer = Arc::new(MessageWriter::connect(&plan, &setup).await?);
+            lambda_runtime::run(service_fn(move |e: LambdaEvent<_>| {
+                let writer = writer.clone();
+                async move { sql2ddb_lambda::worker::handle(&writer, e).await }
+            }))
+            .await
+        }
+        HandlerKind::Finisher => {
+            let table = settings
+                .progress_table
+                .clone()
+                .ok_or("the finisher needs SQL2DDB_PROGRESS_TABLE")?;
+            let finisher = Finisher::connect(settings.endpoint.as_deref(), None, &table).await?;
+            let topic = settings
+                .topic_arn
+                .clone()
+                .map(|arn| (aws_sdk_sns::Client::new(&aws), arn));
+            let handler = Arc::new(FinisherHandler { finisher, topic });
+            lambda_runtime::run(service_fn(move |e: LambdaEvent<_>| {
+                let handler = handler.clone();
+                async move { handler.handle(e).await }
+            }))
+            .await
+        }
+    }
+}

@@ -1,0 +1,165 @@
+//! The reader function: a run cut at the queue, in invocations of at most
+//! 15 minutes chained by the function itself.
+//!
+//! Each invocation reads and enqueues pages until the time left is under
+//! its margin ([`sql2ddb_engine::serverless::read_until`]), then asks the
+//! Lambda service, through an [`Invoker`], to invoke the function again
+//! with `{run_id, resume: true}`. The chain ends when every segment is read;
+//! an invocation for a run already read does nothing and says so.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sql2ddb_engine::serverless::{load_mapping, read_until, ReaderOutcome};
+
+use crate::{deadline_of, Error, Settings};
+
+/// The reader's event.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReaderEvent {
+    /// The mapping: inline TOML or a file path; default the function's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mapping: Option<String>,
+    /// The run's id; a new run gets a new one when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// Continue run `run_id` from its cursors.
+    #[serde(default)]
+    pub resume: bool,
+}
+
+/// What an invocation answers.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct ReaderResponse {
+    /// The run.
+    pub run_id: String,
+    /// `finished`, `time_up`, `already_finished` or `failed`.
+    pub outcome: String,
+    /// Whether the next invocation was requested.
+    pub reinvoked: bool,
+    /// Rows this invocation read.
+    pub rows_read: u64,
+    /// A line for people.
+    pub message: String,
+}
+
+/// The future an [`Invoker`] returns.
+pub type InvokeFuture<'a> = Pin<Box<dyn Future<Output = Result<(), Error>> + Send + 'a>>;
+
+/// How the reader asks for its next invocation: in production the Lambda
+/// service's asynchronous `Invoke` of its own function.
+pub trait Invoker: Send + Sync {
+    /// Invokes the function asynchronously with `event`.
+    fn invoke(&self, event: &ReaderEvent) -> InvokeFuture<'_>;
+}
+
+/// [`Invoker`] through the Lambda API (`InvocationType::Event`).
+pub struct LambdaInvoker {
+    client: aws_sdk_lambda::Client,
+    function: String,
+}
+
+impl LambdaInvoker {
+    /// Invokes `function` (name or ARN) with `client`.
+    pub fn new(client: aws_sdk_lambda::Client, function: impl Into<String>) -> Self {
+        LambdaInvoker {
+            client,
+            function: function.into(),
+        }
+    }
+}
+
+impl Invoker for LambdaInvoker {
+    fn invoke(&self, event: &ReaderEvent) -> InvokeFuture<'_> {
+        let payload = serde_json::to_vec(event);
+        Box::pin(async move {
+            self.client
+                .invoke()
+                .function_name(&self.function)
+                .invocation_type(aws_sdk_lambda::types::InvocationType::Event)
+                .payload(aws_sdk_lambda::primitives::Blob::new(payload?))
+                .send()
+                .await
+                .map_err(|e| {
+                    format!(
+                        "cannot invoke {} for the next part of the run: {}",
+                        self.function,
+                        aws_sdk_lambda::error::DisplayErrorContext(&e)
+                    )
+                })?;
+            Ok(())
+        })
+    }
+}
+
+/// The reader's state across invocations.
+pub struct Reader {
+    /// The function's settings.
+    pub settings: Settings,
+    /// How it invokes itself.
+    pub invoker: Arc<dyn Invoker>,
+}
+
+impl Reader {
+    /// Handles one invocation.
+    pub async fn handle(
+        &self,
+        event: lambda_runtime::LambdaEvent<ReaderEvent>,
+    ) -> Result<ReaderResponse, Error> {
+        let deadline = deadline_of(&event.context);
+        let ev = event.payload;
+        let mapping = self.settings.mapping_or(ev.mapping.as_deref())?;
+        let plan = load_mapping(mapping, &|name| std::env::var(name).ok())?;
+        if ev.resume && ev.run_id.is_none() {
+            return Err("to resume, the event gives the run_id".into());
+        }
+        let opts = sql2ddb_engine::RunOptions {
+            run_id: ev.run_id.clone(),
+            resume: ev.resume,
+            ..self.settings.run_options()
+        };
+        let step = read_until(&plan, &opts, deadline, self.settings.reader_margin).await?;
+        let rows_read = step.report.as_ref().map_or(0, |r| r.totals.rows_read);
+        let error = step.report.as_ref().and_then(|r| r.error.clone());
+        let (outcome, message) = match step.outcome {
+            ReaderOutcome::Finished => {
+                ("finished", "every segment is read and enqueued".to_string())
+            }
+            ReaderOutcome::TimeUp => (
+                "time_up",
+                format!(
+                    "stopped {} ms before the deadline; the run continues in the next invocation",
+                    step.margin_ms
+                ),
+            ),
+            ReaderOutcome::AlreadyFinished => (
+                "already_finished",
+                "the run was read to its end already: nothing to do".to_string(),
+            ),
+            ReaderOutcome::Failed => ("failed", error.unwrap_or_else(|| "the run failed".into())),
+        };
+        if step.outcome == ReaderOutcome::Failed {
+            // An error makes Lambda retry the event (a resume from the cursors).
+            return Err(format!("run {}: {message}", step.run_id).into());
+        }
+        let reinvoked = step.outcome == ReaderOutcome::TimeUp;
+        if reinvoked {
+            let next = ReaderEvent {
+                mapping: ev.mapping,
+                run_id: Some(step.run_id.clone()),
+                resume: true,
+            };
+            self.invoker.invoke(&next).await?;
+        }
+        tracing::info!(run = %step.run_id, outcome, rows_read, "{message}");
+        Ok(ReaderResponse {
+            run_id: step.run_id,
+            outcome: outcome.to_string(),
+            reinvoked,
+            rows_read,
+            message,
+        })
+    }
+}

@@ -1,0 +1,184 @@
+//! What a function is told by its environment (the SAM template sets it).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sql2ddb_engine::serverless::MIN_MARGIN;
+
+/// Which handler serves the function (`SQL2DDB_HANDLER`).
+pub const HANDLER: &str = "SQL2DDB_HANDLER";
+/// The mapping: inline TOML or a file path; an event's `mapping` overrides it.
+pub const MAPPING: &str = "SQL2DDB_MAPPING";
+/// The work queue's URL (reader).
+pub const QUEUE_URL: &str = "SQL2DDB_QUEUE_URL";
+/// The progress table's name.
+pub const PROGRESS_TABLE: &str = "SQL2DDB_PROGRESS_TABLE";
+/// The name of the SSM parameter (SecureString) holding the source URL.
+pub const SOURCE_PARAMETER: &str = "SQL2DDB_SOURCE_PARAMETER";
+/// The SNS topic the finisher announces completed runs on (optional).
+pub const TOPIC_ARN: &str = "SQL2DDB_TOPIC_ARN";
+/// The reader's smallest margin before its deadline, in seconds (at least 10).
+pub const READER_MARGIN: &str = "SQL2DDB_READER_MARGIN_SECONDS";
+/// A DynamoDB endpoint URL other than AWS's (optional).
+pub const ENDPOINT: &str = "SQL2DDB_ENDPOINT";
+/// An SQS endpoint URL other than AWS's (optional).
+pub const SQS_ENDPOINT: &str = "SQL2DDB_SQS_ENDPOINT";
+
+/// The three handlers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandlerKind {
+    /// Reads and enqueues, time-boxed.
+    Reader,
+    /// Writes queue messages' batches.
+    Worker,
+    /// Announces completed runs.
+    Finisher,
+}
+
+impl HandlerKind {
+    /// Parses `reader`, `worker` or `finisher`.
+    pub fn parse(text: &str) -> Result<HandlerKind, String> {
+        match text.trim() {
+            "reader" => Ok(HandlerKind::Reader),
+            "worker" => Ok(HandlerKind::Worker),
+            "finisher" => Ok(HandlerKind::Finisher),
+            other => Err(format!(
+                "{HANDLER}={other:?}: expected reader, worker or finisher"
+            )),
+        }
+    }
+}
+
+/// A function's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// The default mapping (inline TOML or a path).
+    pub mapping: Option<String>,
+    /// The work queue's URL.
+    pub queue_url: Option<String>,
+    /// The progress table.
+    pub progress_table: Option<String>,
+    /// The source URL (already read from its parameter); overrides the mapping's.
+    pub source: Option<String>,
+    /// The SNS topic of the finisher.
+    pub topic_arn: Option<String>,
+    /// The reader's smallest margin before its deadline.
+    pub reader_margin: Duration,
+    /// DynamoDB endpoint URL; default AWS.
+    pub endpoint: Option<String>,
+    /// SQS endpoint URL; default AWS.
+    pub sqs_endpoint: Option<String>,
+    /// Where run directories (rejects files) go: Lambda's `/tmp`.
+    pub runs_dir: PathBuf,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            mapping: None,
+            queue_url: None,
+            progress_table: None,
+            source: None,
+            topic_arn: None,
+            reader_margin: MIN_MARGIN,
+            endpoint: None,
+            sqs_endpoint: None,
+            runs_dir: std::env::temp_dir().join("sql2ddb-runs"),
+        }
+    }
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl Settings {
+    /// Reads the settings from the environment (the source URL is read
+    /// separately, from its parameter: [`Settings::source_parameter`]).
+    /// A margin under 10 seconds is raised to 10.
+    pub fn from_env() -> Result<Settings, String> {
+        let reader_margin = match var(READER_MARGIN) {
+            Some(text) => {
+                let secs: u64 = text.trim().parse().map_err(|_| {
+                    format!("{READER_MARGIN}={text:?}: expected a whole number of seconds")
+                })?;
+                MIN_MARGIN.max(Duration::from_secs(secs))
+            }
+            None => MIN_MARGIN,
+        };
+        Ok(Settings {
+            mapping: var(MAPPING),
+            queue_url: var(QUEUE_URL),
+            progress_table: var(PROGRESS_TABLE),
+            source: None,
+            topic_arn: var(TOPIC_ARN),
+            reader_margin,
+            endpoint: var(ENDPOINT),
+            sqs_endpoint: var(SQS_ENDPOINT),
+            ..Settings::default()
+        })
+    }
+
+    /// The name of the SSM parameter holding the source URL, if set.
+    pub fn source_parameter() -> Option<String> {
+        var(SOURCE_PARAMETER)
+    }
+
+    /// The mapping to use: the event's, else the function's.
+    pub fn mapping_or<'a>(&'a self, event: Option<&'a str>) -> Result<&'a str, String> {
+        event
+            .or(self.mapping.as_deref())
+            .ok_or_else(|| format!("no mapping: give one in the event or set {MAPPING}"))
+    }
+
+    /// The run options of a function: endpoints, progress table, source.
+    pub fn run_options(&self) -> sql2ddb_engine::RunOptions {
+        sql2ddb_engine::RunOptions {
+            source: self.source.clone(),
+            endpoint: self.endpoint.clone(),
+            progress_table: self.progress_table.clone(),
+            queue: self.queue_url.clone(),
+            sqs_endpoint: self.sqs_endpoint.clone(),
+            runs_dir: self.runs_dir.clone(),
+            track_progress: true,
+            ..sql2ddb_engine::RunOptions::default()
+        }
+    }
+}
+
+/// Reads the SSM parameter `name` (a SecureString, decrypted): the source
+/// URL. The value is never logged; errors name the parameter only.
+pub async fn read_parameter(aws: &aws_config::SdkConfig, name: &str) -> Result<String, String> {
+    let ssm = aws_sdk_ssm::Client::new(aws);
+    let out = ssm
+        .get_parameter()
+        .name(name)
+        .with_decryption(true)
+        .send()
+        .await
+        .map_err(|e| {
+            format!(
+                "cannot read the SSM parameter {name} ({SOURCE_PARAMETER}): {}",
+                sql2ddb_engine::serverless::redact_secrets(
+                    &aws_sdk_ssm::error::DisplayErrorContext(&e).to_string()
+                )
+            )
+        })?;
+    out.parameter
+        .and_then(|p| p.value)
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| format!("the SSM parameter {name} ({SOURCE_PARAMETER}) is empty"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn handler_names() {
+        assert_eq!(HandlerKind::parse("reader"), Ok(HandlerKind::Reader));
+        assert_eq!(HandlerKind::parse("finisher"), Ok(HandlerKind::Finisher));
+        let e = HandlerKind::parse("writer").unwrap_err();
+        assert!(e.contains("reader, worker or finisher"), "{e}");
+    }
+}
