@@ -26,6 +26,7 @@ mod prepare;
 mod read;
 mod replay;
 mod settle;
+mod snapshot;
 mod tracking;
 
 pub(crate) use expected::SourceItems;
@@ -33,7 +34,7 @@ pub(crate) use expected::SourceItems;
 use crate::error::EngineError;
 use crate::progress::{EntityProgress, RunProgress};
 use crate::rejects::RejectsFile;
-use crate::report::{EntityReport, RunReport, RunStatus, SnapshotReport, WriterReport};
+use crate::report::{EntityReport, RunReport, RunStatus, WriterReport};
 use crate::resources::{Job, ResourceOptions, Resources};
 
 /// Default number of source connections per run (keeps the source healthy).
@@ -235,28 +236,7 @@ pub async fn run(
 ) -> Result<RunReport, EngineError> {
     let started = Instant::now();
     let mut ctx = Context::open(plan, opts).await?;
-    let s = &ctx.report.snapshot;
-    match (&s.id, &s.taken_at) {
-        (Some(id), Some(at)) => {
-            let position = match (&s.lsn, &s.binlog) {
-                (Some(lsn), _) => format!(", WAL position {lsn}"),
-                (None, Some(b)) => format!(", binary log {b}"),
-                (None, None) => String::new(),
-            };
-            progress.note(format!("snapshot {id} at {at}{position}: every read of this run sees the source as it was then"));
-            if let Some(e) = s.earlier.last() {
-                let at = e.taken_at.as_deref().unwrap_or("an unknown time");
-                let position = e
-                    .lsn
-                    .as_ref()
-                    .or(e.binlog.as_ref())
-                    .map(|p| format!(" ({p})"))
-                    .unwrap_or_default();
-                progress.note(format!("resumed: the run's earlier attempt read another snapshot, taken at {at}{position}; rows it wrote are as they were then"));
-            }
-        }
-        _ => progress.note(format!("snapshot none: {}", s.note)),
-    }
+    snapshot::announce(&ctx.report.snapshot, &progress);
     let prepared = match ctx.prepare(plan, opts, &progress).await {
         Ok((prepared, checkpoints)) => {
             if let Err(e) = ctx.execute(plan, opts, &prepared, checkpoints).await {
@@ -284,47 +264,6 @@ fn is_reported(e: &EngineError) -> bool {
         e,
         EngineError::Source(_) | EngineError::Dynamo(_) | EngineError::Queue(_)
     )
-}
-
-/// Takes the run's snapshot of its source, as asked, and says what the copy
-/// is consistent with.
-async fn take_snapshot(source: &Source, opts: &RunOptions) -> Result<SnapshotReport, EngineError> {
-    let taken = match opts.snapshot {
-        SnapshotMode::Consistent => source.take_snapshot().await?,
-        SnapshotMode::None => None,
-    };
-    Ok(match taken {
-        Some(s) => {
-            tracing::info!(id = %s.id, "reading one snapshot of the source");
-            let (lsn, binlog) = match s.kind {
-                "postgres" => (s.position, None),
-                _ => (None, s.position),
-            };
-            SnapshotReport {
-                kind: s.kind.into(),
-                id: Some(s.id),
-                lsn,
-                binlog,
-                gtid: s.gtid,
-                taken_at: Some(s.taken_at),
-                earlier: Vec::new(),
-                note: "every read of this run saw the source as it was at taken_at; change data capture can start at its position".into(),
-            }
-        }
-        None => SnapshotReport {
-            kind: "none".into(),
-            id: None,
-            lsn: None,
-            binlog: None,
-            gtid: None,
-            taken_at: None,
-            note: match opts.snapshot {
-                SnapshotMode::None => "not point-in-time (--snapshot none): rows written during the run may or may not be in the copy".into(),
-                SnapshotMode::Consistent => "not point-in-time: the source gave no snapshot; rows written during the run may or may not be in the copy".into(),
-            },
-            earlier: Vec::new(),
-        },
-    })
 }
 
 /// What a run holds from its start to its report.
@@ -372,13 +311,7 @@ impl Context {
             .source
             .clone()
             .unwrap_or_else(|| plan.source.url.clone());
-        let source = Arc::new(match opts.snapshot {
-            SnapshotMode::Consistent => {
-                Source::connect_for_snapshot(&source_url, opts.source_connections).await?
-            }
-            SnapshotMode::None => Source::connect(&source_url, opts.source_connections).await?,
-        });
-        let mut snapshot = take_snapshot(&source, opts).await?;
+        let (source, mut snapshot) = snapshot::connect(&source_url, opts).await?;
         let job = Job::Run {
             run_dir: &run_dir,
             dry_run: opts.dry_run,
