@@ -716,3 +716,33 @@ async fn the_example_job_cancels_the_stale_orders_of_the_example_shop() {
         assert_eq!(after[k], want, "{k:?}");
     }
 }
+
+#[tokio::test]
+async fn batch_put_mode_rewrites_the_matching_items_and_says_what_it_risks() {
+    let sc = shop().await;
+    let before = sc.items().await;
+    let text = CLOSE_ORDERS.replace("[update]\n", "[update]\nmode = \"batch-put\"\n");
+    let path = job(&sc, &text);
+    let dry = sql2ddb_update(&sc, &path, &["--json", "--dry-run"]).await;
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    assert!(dry.stderr.contains("is LOST"), "{}", dry.stderr);
+    assert_eq!(count(&dry.report(), "matched"), PER_TYPE as u64);
+    assert_eq!(sc.items().await, before);
+
+    let run = sql2ddb_update(&sc, &path, &["--json"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let r = run.report();
+    assert_eq!(r["mode"], "batch-put", "{r}");
+    assert_eq!(count(&r, "updated"), PER_TYPE as u64, "{r}");
+    assert_eq!(count(&r, "skipped") + count(&r, "failed"), 0, "{r}");
+    assert_counts_add_up(&r);
+    let after = sc.items().await;
+    for (k, was) in &before {
+        let want = if is_order(k) {
+            closed(was.clone())
+        } else {
+            was.clone()
+        };
+        assert_eq!(after[k], want, "{k:?}");
+    }
+}

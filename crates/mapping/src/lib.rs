@@ -144,6 +144,7 @@ pub use plan::{
 pub use pointer::{BoundPointer, Pointer};
 pub use template::MAX_PAD_WIDTH;
 pub use update::{
-    IndexShape, JobAction, JobRead, JobTarget, TableShape, UpdateJob, DEFAULT_SEGMENTS,
-    JOB_VERSION, MARKER_NAME, MARKER_VALUE, MAX_PAGE_SIZE, MAX_SEGMENTS, RUN_MARKER,
+    IndexShape, JobAction, JobMode, JobRead, JobTarget, PutChange, TableShape, UpdateJob,
+    DEFAULT_SEGMENTS, JOB_VERSION, MARKER_NAME, MARKER_VALUE, MAX_PAGE_SIZE, MAX_SEGMENTS,
+    RUN_MARKER,
 };

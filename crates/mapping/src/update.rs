@@ -18,6 +18,7 @@
 //! values = { ":o" = "ORDER#", ":new" = "new", ":closed" = "closed" }
 //! ```
 
+mod batch_put;
 mod expr;
 mod load;
 mod reserved;
@@ -73,6 +74,8 @@ pub struct UpdateJob {
     pub filter: Option<String>,
     /// What happens to each matching item.
     pub action: JobAction,
+    /// `mode`: how the matching items are written.
+    pub mode: JobMode,
     /// `names` (with the query's): `#placeholder` → attribute name.
     pub names: BTreeMap<String, String>,
     /// `values` (with the query's): `:placeholder` → value.
@@ -87,6 +90,41 @@ pub struct UpdateJob {
     index_at: Option<Location>,
     /// Byte offset just after the `SET` keyword of `set`, if it has one.
     set_end: Option<usize>,
+    /// `mode = "batch-put"`: the changes sql2ddb applies to each item read.
+    puts: Vec<PutChange>,
+}
+
+/// `mode`: how an update job writes the matching items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum JobMode {
+    /// `"update-item"` (the default): one conditional `UpdateItem` or
+    /// `DeleteItem` per item, `where` judged again at the write; safe while
+    /// the application writes.
+    #[default]
+    UpdateItem,
+    /// `"batch-put"`: sql2ddb applies `set` to each item read and rewrites
+    /// whole items with `BatchWriteItem`, 25 a call, without a condition:
+    /// fewer calls, but an application's write to an item between the read
+    /// and the rewrite is lost. `set` may only SET top-level attributes to
+    /// values and REMOVE top-level attributes.
+    BatchPut,
+}
+
+/// One change of a `mode = "batch-put"` job.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutChange {
+    /// `SET attribute = :value`.
+    Set {
+        /// The attribute (placeholder resolved).
+        attribute: String,
+        /// Its new value.
+        value: AttrValue,
+    },
+    /// `REMOVE attribute`.
+    Remove {
+        /// The attribute (placeholder resolved).
+        attribute: String,
+    },
 }
 
 /// `[target]` of an update job.
@@ -235,6 +273,20 @@ impl UpdateJob {
             Some(end) => format!("{} {mark},{}", &expression[..end], &expression[end..]),
             None => format!("{expression} SET {mark}"),
         })
+    }
+
+    /// `mode = "batch-put"`: applies the job's changes to an item as read.
+    pub fn apply_changes(&self, item: &mut sql2ddb_core::Item) {
+        for change in &self.puts {
+            match change {
+                PutChange::Set { attribute, value } => {
+                    item.insert(attribute.clone(), value.clone());
+                }
+                PutChange::Remove { attribute } => {
+                    item.remove(attribute);
+                }
+            }
+        }
     }
 
     /// The names and values the read (Scan/Query) uses: `where` and `query.key`.

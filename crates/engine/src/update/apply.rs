@@ -12,12 +12,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sql2ddb_core::{item_size, Item, KeyAttr};
+use sql2ddb_core::{item_size, Item, KeyAttr, MappedItem};
 use sql2ddb_dynamo::convert::{item_from_sdk, to_sdk};
 use sql2ddb_dynamo::update::{
     read_page, write_item, ConditionalWrite, ItemOutcome, Page, PageRequest,
 };
-use sql2ddb_dynamo::{AdaptiveConcurrency, Client, Failure, RetryPolicy, WriteCapacityLimiter};
+use sql2ddb_dynamo::{
+    AdaptiveConcurrency, BatchWriter, Client, Failure, RetryPolicy, WriteCapacityLimiter,
+};
+use sql2ddb_mapping::UpdateJob;
 use tokio::task::JoinSet;
 
 use super::checkpoint::{CheckpointFile, Counts, SegmentState};
@@ -55,6 +58,8 @@ pub(crate) struct Shared {
     pub deadline: Option<tokio::time::Instant>,
     /// Set when a segment stopped at the deadline.
     pub time_up: AtomicBool,
+    /// `mode = "batch-put"`: the job (its changes) and the batch writer.
+    pub batch_put: Option<BatchPut>,
     /// The table's average item size, for read units an endpoint does not report.
     pub average_item_bytes: f64,
     halted: AtomicBool,
@@ -91,6 +96,7 @@ impl Shared {
             checkpoint: None,
             deadline: None,
             time_up: AtomicBool::new(false),
+            batch_put: None,
             average_item_bytes: 1024.0,
             halted: AtomicBool::new(false),
             error: Mutex::new(None),
@@ -184,7 +190,11 @@ pub(crate) async fn run_segment(shared: Arc<Shared>, index: usize, segment: Opti
                 if let Some(hook) = &shared.on_page {
                     hook(page.items.clone()).await;
                 }
-                tally.add(&write_page(&shared, page.items).await);
+                let written = match &shared.batch_put {
+                    Some(batch) => put_page(&shared, batch, page.items).await,
+                    None => write_page(&shared, page.items).await,
+                };
+                tally.add(&written);
             }
         }
         state.counts.add(&tally);
@@ -275,6 +285,65 @@ async fn write_one(shared: &Shared, item: Item) -> Counts {
     counts
 }
 
+/// How a `mode = "batch-put"` job rewrites items.
+pub(crate) struct BatchPut {
+    pub job: Arc<UpdateJob>,
+    pub writer: BatchWriter<Client>,
+}
+
+/// Applies the job's changes to a page's items and rewrites them whole,
+/// 25 a call, with the batch writer's retries; returns what became of them.
+async fn put_page(shared: &Shared, batch: &BatchPut, items: Vec<Item>) -> Counts {
+    let mapped: Vec<MappedItem> = items
+        .into_iter()
+        .map(|mut item| {
+            batch.job.apply_changes(&mut item);
+            let size = item_size(&item);
+            let key = key_json(&shared.keys, &item);
+            MappedItem {
+                item,
+                source_key: serde_json::Value::Object(
+                    key.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+                ),
+                size,
+            }
+        })
+        .collect();
+    let out = batch.writer.write(mapped).await;
+    let mut counts = Counts {
+        updated: out.written,
+        retries: out.retries,
+        throttled: out.throttled,
+        write_milli_units: out.write_units * 1000,
+        ..Counts::default()
+    };
+    let refused = out
+        .rejected
+        .iter()
+        .map(|(m, e)| (m, e.message.clone(), e.failure));
+    let failed = out
+        .failed
+        .iter()
+        .map(|(m, reason)| (m, reason.clone(), Failure::Transient));
+    for (m, reason, failure) in refused.chain(failed) {
+        counts.failed += 1;
+        if let Err(io) = shared.failures.write(&shared.keys, &m.item, &reason) {
+            shared.halt(io);
+        }
+        if failure == Failure::TableFault {
+            shared.halt(reason);
+        }
+    }
+    counts.publish(&shared.progress);
+    counts
+}
+
+fn key_json<'a>(keys: &'a [KeyAttr], item: &Item) -> Vec<(&'a str, serde_json::Value)> {
+    keys.iter()
+        .filter_map(|k| Some((k.name.as_str(), item.get(&k.name)?.to_dynamo_json())))
+        .collect()
+}
+
 /// `failed.jsonl`: one line per item not written, its key and the reason;
 /// created on the first failure only.
 pub(crate) struct FailuresFile {
@@ -296,10 +365,7 @@ impl FailuresFile {
 
     fn write(&self, keys: &[KeyAttr], item: &Item, reason: &str) -> Result<(), String> {
         let io = |e: std::io::Error| format!("{}: {e}", self.path.display());
-        let key: HashMap<&str, serde_json::Value> = keys
-            .iter()
-            .filter_map(|k| Some((k.name.as_str(), item.get(&k.name)?.to_dynamo_json())))
-            .collect();
+        let key: HashMap<&str, serde_json::Value> = key_json(keys, item).into_iter().collect();
         let line = serde_json::json!({ "key": key, "reason": reason });
         let mut guard = self.file.lock().expect("failures lock");
         if guard.is_none() {

@@ -30,9 +30,9 @@ use sql2ddb_core::AttrValue;
 use sql2ddb_dynamo::update::{
     describe, ConditionalWrite, PageRequest, Placeholders, TableDescription,
 };
-use sql2ddb_dynamo::{AdaptiveConcurrency, RetryPolicy, WriteCapacityLimiter};
+use sql2ddb_dynamo::{AdaptiveConcurrency, BatchWriter, RetryPolicy, WriteCapacityLimiter};
 use sql2ddb_mapping::{
-    GsiProjection, IndexShape, JobAction, JobRead, TableShape, UpdateJob, MARKER_NAME,
+    GsiProjection, IndexShape, JobAction, JobMode, JobRead, TableShape, UpdateJob, MARKER_NAME,
     MARKER_VALUE, RUN_MARKER,
 };
 
@@ -45,7 +45,7 @@ use crate::error::EngineError;
 use crate::resources::{Job, ResourceOptions, Resources};
 use crate::run::new_run_id;
 use crate::stop::StopSignal;
-use apply::{run_segment, FailuresFile, Shared};
+use apply::{run_segment, BatchPut, FailuresFile, Shared};
 use checkpoint::{Checkpoint, CheckpointFile};
 use cost::CostCounter;
 
@@ -221,6 +221,22 @@ async fn prepare(
         failures,
     );
     shared.wcu = opts.max_wcu.map(|w| Arc::new(WriteCapacityLimiter::new(w)));
+    if job.mode == JobMode::BatchPut && !opts.dry_run {
+        let mut writer = BatchWriter::new(
+            shared.client.clone(),
+            job.target.table.clone(),
+            table.keys.clone(),
+            opts.retry,
+        )
+        .with_concurrency(shared.concurrency.clone());
+        if let Some(wcu) = &shared.wcu {
+            writer = writer.with_capacity_limit(wcu.clone(), 1 + table.indexes.len() as u64);
+        }
+        shared.batch_put = Some(BatchPut {
+            job: Arc::new(job.clone()),
+            writer,
+        });
+    }
     shared.rcu = opts.max_rcu.map(|r| Arc::new(WriteCapacityLimiter::new(r)));
     shared.stop = opts.stop.clone();
     shared.on_page = opts.on_page.clone();
@@ -351,6 +367,11 @@ fn new_report(
     shared: &Shared,
 ) -> UpdateReport {
     let mut notes = Vec::new();
+    if job.mode == JobMode::BatchPut {
+        notes.push(
+            "mode = \"batch-put\": matching items are rewritten whole with BatchWriteItem, without a condition; an application's write to one of them between its read and its rewrite is LOST (use mode = \"update-item\", the default, while the application writes)".into(),
+        );
+    }
     if let Some(why) = job.not_idempotent() {
         notes.push(format!(
             "the update is not idempotent ({why}): each changed item is marked {RUN_MARKER} = {run_id}; run the job again with --run-id {run_id} to finish it without changing any item twice"
@@ -364,6 +385,10 @@ fn new_report(
         action: match job.action {
             JobAction::Update { .. } => "update".into(),
             JobAction::Delete => "delete".into(),
+        },
+        mode: match job.mode {
+            JobMode::UpdateItem => "update-item".into(),
+            JobMode::BatchPut => "batch-put".into(),
         },
         dry_run: opts.dry_run,
         table: job.target.table.clone(),

@@ -122,6 +122,8 @@ pub struct UpdateReport {
     pub status: UpdateStatus,
     /// `update` or `delete`.
     pub action: String,
+    /// `update-item` (conditional writes) or `batch-put` (whole items rewritten).
+    pub mode: String,
     /// Whether it was a dry run (nothing written).
     pub dry_run: bool,
     /// The table.

@@ -119,6 +119,78 @@ pub(crate) fn reserved_name<'a>(tokens: &[(Tok<'a>, usize)]) -> Option<(&'a str,
     })
 }
 
+/// One action of an update expression simple enough for sql2ddb to apply
+/// itself (`mode = "batch-put"`): the attribute as written (`#st`, `note`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SimpleAction<'a> {
+    /// `SET attr = :value`.
+    Set(&'a str, &'a str),
+    /// `REMOVE attr`.
+    Remove(&'a str),
+}
+
+/// The actions of an update expression that only sets top-level attributes
+/// to values and removes top-level attributes; anything else is an error at
+/// its offset.
+pub(crate) fn simple_actions<'a>(
+    tokens: &[(Tok<'a>, usize)],
+) -> Result<Vec<SimpleAction<'a>>, ExprError> {
+    let mut out = Vec::new();
+    let mut clause = "";
+    let mut action: Vec<(Tok<'a>, usize)> = Vec::new();
+    let flush = |clause: &str,
+                 action: &mut Vec<(Tok<'a>, usize)>,
+                 out: &mut Vec<SimpleAction<'a>>| {
+        let name = |t: &Tok<'a>| match t {
+            Tok::Name(n) | Tok::Word(n) => Some(*n),
+            _ => None,
+        };
+        let found = match (clause, action.as_slice()) {
+            ("SET", [(a, _), (Tok::Punct("="), _), (Tok::Value(v), _)]) => {
+                name(a).map(|a| SimpleAction::Set(a, v))
+            }
+            ("REMOVE", [(a, _)]) => name(a).map(SimpleAction::Remove),
+            _ => None,
+        };
+        let at = action.first().map_or(0, |(_, at)| *at);
+        action.clear();
+        match found {
+            Some(a) => {
+                out.push(a);
+                Ok(())
+            }
+            None => Err((at, "with mode = \"batch-put\", set may only SET top-level attributes to :values and REMOVE top-level attributes".to_string())),
+        }
+    };
+    for &(tok, at) in tokens {
+        match tok {
+            Tok::Word(w)
+                if CLAUSES.iter().any(|c| c.eq_ignore_ascii_case(w)) && action.is_empty() =>
+            {
+                clause = CLAUSES
+                    .iter()
+                    .find(|c| c.eq_ignore_ascii_case(w))
+                    .copied()
+                    .unwrap_or("");
+            }
+            Tok::Word(w) if CLAUSES.iter().any(|c| c.eq_ignore_ascii_case(w)) => {
+                flush(clause, &mut action, &mut out)?;
+                clause = CLAUSES
+                    .iter()
+                    .find(|c| c.eq_ignore_ascii_case(w))
+                    .copied()
+                    .unwrap_or("");
+            }
+            Tok::Punct(",") => flush(clause, &mut action, &mut out)?,
+            _ => action.push((tok, at)),
+        }
+    }
+    if !action.is_empty() {
+        flush(clause, &mut action, &mut out)?;
+    }
+    Ok(out)
+}
+
 /// What an update expression writes.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct UpdateShape {
@@ -266,6 +338,29 @@ mod tests {
         );
         assert_eq!(first("SET #s = :s REMOVE a.b"), None);
         assert_eq!(first("a BETWEEN :x AND :y OR NOT contains(b, :c)"), None);
+    }
+
+    #[test]
+    fn simple_actions_for_batch_put() {
+        let simple = |text| simple_actions(&tokens(text).unwrap());
+        assert_eq!(
+            simple("SET #st = :c, note = :n REMOVE a, b").unwrap(),
+            vec![
+                SimpleAction::Set("#st", ":c"),
+                SimpleAction::Set("note", ":n"),
+                SimpleAction::Remove("a"),
+                SimpleAction::Remove("b"),
+            ]
+        );
+        for bad in [
+            "SET a = a + :x",
+            "SET a.b = :x",
+            "ADD n :one",
+            "REMOVE a[0]",
+            "SET a = b",
+        ] {
+            assert!(simple(bad).unwrap_err().1.contains("batch-put"), "{bad}");
+        }
     }
 
     #[test]

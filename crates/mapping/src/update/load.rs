@@ -11,7 +11,7 @@ use sql2ddb_core::KeyAttr;
 
 use super::expr::{self, tokens, update_shape, Uses};
 use super::{
-    values, JobAction, JobRead, JobTarget, UpdateJob, Used, DEFAULT_SEGMENTS, JOB_VERSION,
+    values, JobAction, JobMode, JobRead, JobTarget, UpdateJob, Used, DEFAULT_SEGMENTS, JOB_VERSION,
     MAX_PAGE_SIZE, MAX_SEGMENTS, RESERVED_PREFIX,
 };
 use crate::error::{MappingError, SourceMap};
@@ -53,6 +53,7 @@ struct RawUpdate {
     set: Option<Spanned<String>>,
     delete: Option<Spanned<bool>>,
     page_size: Option<Spanned<i64>>,
+    mode: Option<Spanned<String>>,
     #[serde(default)]
     names: RawNames,
     #[serde(default)]
@@ -127,6 +128,8 @@ pub(super) fn parse(
         targets: Vec::new(),
         index_at: None,
         set_end: None,
+        mode: JobMode::UpdateItem,
+        puts: Vec::new(),
     };
     job.read(&l, u)?;
     job.action(&l, u)?;
@@ -143,6 +146,9 @@ pub(super) fn parse(
         values.push(&q.get_ref().values);
     }
     job.placeholders(&l, &names, &values)?;
+    if let Some(mode) = &u.mode {
+        job.mode(&l, mode, u.set.as_ref())?;
+    }
     let keys: Vec<String> = job.target.keys.iter().map(|k| k.name.clone()).collect();
     job.check_keys(&keys)?;
     Ok(job)
@@ -378,7 +384,12 @@ fn check_reserved(
 }
 
 /// A mistake at byte `at` of an expression string.
-fn invalid_in(l: &Loader, v: &Spanned<String>, at: usize, message: String) -> MappingError {
+pub(super) fn invalid_in(
+    l: &Loader,
+    v: &Spanned<String>,
+    at: usize,
+    message: String,
+) -> MappingError {
     MappingError::Invalid {
         at: l.sm.at_in_string(&v.span(), v.get_ref(), at),
         message,

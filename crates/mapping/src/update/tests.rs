@@ -305,3 +305,34 @@ fn a_reserved_word_as_a_bare_attribute_name() {
         "{e}"
     );
 }
+
+#[test]
+fn batch_put_mode_takes_changes_sql2ddb_can_apply() {
+    let job = parse(&JOB.replace("[update]\n", "[update]\nmode = \"batch-put\"\n"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(job.mode, JobMode::BatchPut);
+    let mut item = sql2ddb_core::Item::from([
+        ("status".to_string(), s("new")),
+        ("retry_count".to_string(), AttrValue::N("2".into())),
+    ]);
+    job.apply_changes(&mut item);
+    assert_eq!(item["status"], s("closed"));
+    assert_eq!(item["closed_at"], s("2024-06-01T00:00:00Z"));
+    assert!(!item.contains_key("retry_count"));
+    let with = |set: &str| {
+        format!("version = 1\n[target]\ntable = \"shop\"\n[update]\nname = \"n\"\nmode = \"batch-put\"\n{set}\nvalues = {{ \":one\" = 1 }}\n")
+    };
+    let e = error(&with("set = \"ADD visits :one\""));
+    assert!(
+        e.to_string()
+            .contains("job.toml:7:12: set: with mode = \"batch-put\", set may only SET"),
+        "{e}"
+    );
+    let e = error(&with("delete = true\nwhere = \"v = :one\""));
+    assert!(
+        e.to_string().contains("takes set, not delete = true"),
+        "{e}"
+    );
+    let e = error(&with("set = \"SET v = :one\"").replace("batch-put", "batch"));
+    assert!(e.to_string().contains("mode \"batch\" is not"), "{e}");
+}
