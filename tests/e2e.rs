@@ -22,6 +22,7 @@ mod e2e_single_table;
 mod e2e_sqlite;
 mod export;
 mod nothing_lost;
+mod plan;
 mod secrets;
 mod snapshot;
 mod update;

@@ -9,6 +9,7 @@ mod deep;
 mod distributed;
 mod export;
 mod limits;
+mod plan;
 mod queue;
 mod table;
 mod update;
@@ -112,6 +113,10 @@ enum Command {
     /// an update job file: the mass UPDATE … WHERE (or DELETE … WHERE).
     #[command(after_help = footer(update::EXIT_CODES))]
     Update(update::UpdateArgs),
+    /// Before writing: the items, write units, cost, time, hot partitions
+    /// and key collisions of a migration, from the source alone.
+    #[command(after_help = footer(plan::EXIT_CODES))]
+    Plan(plan::PlanArgs),
 }
 
 #[derive(clap::Args)]
@@ -225,6 +230,7 @@ fn main() -> ExitCode {
         Command::Verify(args) => block_on(verify::verify(args)),
         Command::Queue(command) => block_on(queue::queue(command)),
         Command::Update(args) => block_on(update::update(args)),
+        Command::Plan(args) => block_on(plan::plan(args)),
     };
     ExitCode::from(code)
 }

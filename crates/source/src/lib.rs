@@ -47,6 +47,7 @@ mod snapshot;
 mod sql;
 mod sqlite;
 mod sqlite_keys;
+mod stats;
 
 use sql2ddb_core::{Column, Row, SqlValue};
 use sqlx::sqlite::SqlitePoolOptions;
@@ -59,6 +60,7 @@ pub use segment::{
     default_read_parallelism, Segment, MAX_DEFAULT_READ_PARALLELISM, ROWS_PER_SEGMENT,
 };
 pub use snapshot::Snapshot;
+pub use stats::{Duplicates, ValueGroup};
 
 use page::Decoders;
 

@@ -25,11 +25,13 @@ mod keys;
 mod prepare;
 mod read;
 mod replay;
+mod sample;
 mod settle;
 mod snapshot;
 mod tracking;
 
 pub(crate) use expected::SourceItems;
+pub use sample::{EntitySample, Sampler};
 
 use crate::error::EngineError;
 use crate::progress::{EntityProgress, RunProgress};

@@ -1,0 +1,346 @@
+//! `sql2ddb plan`: the items, cost, time and hot partitions of a migration,
+//! from the source alone, as a table or one JSON object.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use sql2ddb_engine::plan::{EntityPlan, PlanOptions, PlanReport, DEFAULT_SAMPLE};
+
+use crate::{fail, limits, load};
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0   planned, nothing to warn about
+  1   the plan failed (bad mapping, unreachable source, a mapping that does
+      not fit its source)
+  2   planned, with warnings (hot partitions, key collisions, rejects,
+      items near the 400 KB limit): read them before running
+  64  usage error: unknown option, missing argument, value out of range";
+
+/// Arguments of `sql2ddb plan`.
+#[derive(clap::Args)]
+pub struct PlanArgs {
+    /// The mapping spec (TOML).
+    pub mapping: PathBuf,
+    /// Rows sampled per entity, spread over its key range.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_SAMPLE, value_parser = limits::positive::<usize>)]
+    pub sample: usize,
+    /// Planned write rate, in items per second.
+    #[arg(long, value_name = "ITEMS_PER_S", value_parser = positive_f64)]
+    pub rate: Option<f64>,
+    /// Use the catalog's row estimates instead of counting (PostgreSQL,
+    /// MySQL), and find hot partitions and collisions in the sample instead
+    /// of grouping every row: for very large tables.
+    #[arg(long)]
+    pub estimate: bool,
+    /// Print the plan as one JSON object on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// US dollars per million write request units, instead of the price table's.
+    #[arg(long, value_name = "USD", value_parser = price)]
+    pub price_wru: Option<f64>,
+    /// US dollars per GB-month of storage, instead of the price table's.
+    #[arg(long, value_name = "USD", value_parser = price)]
+    pub price_gb: Option<f64>,
+    /// Source URL, overriding the mapping's (postgres://, mysql://, sqlite://).
+    #[arg(long)]
+    pub source: Option<String>,
+    /// AWS region whose prices are used, overriding the mapping's.
+    #[arg(long)]
+    pub region: Option<String>,
+    /// Write units per second the run will be capped at, overriding the
+    /// mapping's `max_wcu`.
+    #[arg(long, value_parser = limits::max_wcu())]
+    pub max_wcu: Option<u64>,
+}
+
+fn positive_f64(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("{text:?} is not a positive number")),
+    }
+}
+
+fn price(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("{text:?} is not a price (a number, zero or more)")),
+    }
+}
+
+/// Runs `sql2ddb plan`.
+pub async fn plan(args: PlanArgs) -> u8 {
+    let mapping = match load(&args.mapping) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let opts = PlanOptions {
+        source: args.source.clone(),
+        sample: args.sample,
+        rate: args.rate,
+        estimate: args.estimate,
+        price_wru: args.price_wru,
+        price_gb: args.price_gb,
+        region: args.region.clone(),
+        max_wcu: args.max_wcu,
+        ..PlanOptions::default()
+    };
+    let report = match sql2ddb_engine::plan::plan(&mapping, &opts).await {
+        Ok(r) => r,
+        Err(e) => return fail(&e.to_string()),
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&report) {
+            Ok(text) => println!("{text}"),
+            Err(e) => return fail(&format!("the plan as JSON: {e}")),
+        }
+    } else {
+        print!("{}", render(&report));
+    }
+    match report.warnings.is_empty() {
+        true => 0,
+        false => 2,
+    }
+}
+
+fn thousands(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let (mut v, mut u) = (n as f64, 0);
+    while v >= 1024.0 && u < UNITS.len() - 1 {
+        v /= 1024.0;
+        u += 1;
+    }
+    match u {
+        0 => format!("{n} B"),
+        _ => format!("{v:.1} {}", UNITS[u]),
+    }
+}
+
+/// Dollars, with cents, or four decimals under one dollar.
+fn usd(v: f64) -> String {
+    match v {
+        v if v >= 1.0 => format!("${v:.2}"),
+        v => format!("${v:.4}"),
+    }
+}
+
+fn seconds(s: f64) -> String {
+    match s {
+        s if s < 120.0 => format!("{s:.1} s"),
+        s if s < 7200.0 => format!("{:.1} min", s / 60.0),
+        s => format!("{:.1} h", s / 3600.0),
+    }
+}
+
+/// Lines of a table whose first column is left-aligned, the others right.
+fn table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let line = |cells: Vec<String>| {
+        let mut out = String::new();
+        for (i, (c, w)) in cells.iter().zip(&widths).enumerate() {
+            let _ = match i {
+                0 => write!(out, "{c:<w$}"),
+                _ => write!(out, "  {c:>w$}"),
+            };
+        }
+        out.trim_end().to_string() + "\n"
+    };
+    let mut out = line(header.iter().map(|h| h.to_string()).collect());
+    out.push_str(&line(widths.iter().map(|w| "-".repeat(*w)).collect()));
+    for r in rows {
+        out.push_str(&line(r.clone()));
+    }
+    out
+}
+
+fn entity_row(e: &EntityPlan) -> Vec<String> {
+    let rows = match e.rows_estimated {
+        true => format!("~{}", thousands(e.rows)),
+        false => thousands(e.rows),
+    };
+    vec![
+        e.name.clone(),
+        rows,
+        thousands(e.sampled_rows),
+        thousands(e.items),
+        e.item_size.p50.to_string(),
+        e.item_size.p95.to_string(),
+        e.item_size.max.to_string(),
+        thousands(e.write_units),
+        thousands(e.indexes.iter().map(|i| i.write_units).sum()),
+        bytes(e.storage_bytes + e.indexes.iter().map(|i| i.storage_bytes).sum::<u64>()),
+    ]
+}
+
+/// The plan as the terminal shows it.
+pub fn render(r: &PlanReport) -> String {
+    let mut out = format!(
+        "plan for table {} from {} (sample of up to {} rows per entity)\n\n",
+        r.table,
+        r.source,
+        thousands(r.sample_size as u64)
+    );
+    let header = [
+        "entity",
+        "rows",
+        "sampled",
+        "items",
+        "p50 B",
+        "p95 B",
+        "max B",
+        "WRU",
+        "index WRU",
+        "storage",
+    ];
+    let mut rows: Vec<Vec<String>> = r.entities.iter().map(entity_row).collect();
+    let t = &r.totals;
+    rows.push(vec![
+        "total".into(),
+        thousands(t.rows),
+        String::new(),
+        thousands(t.items),
+        String::new(),
+        String::new(),
+        String::new(),
+        thousands(t.write_units),
+        thousands(t.index_write_units),
+        bytes(t.storage_bytes),
+    ]);
+    out.push_str(&table(&header, &rows));
+    render_indexes(r, &mut out);
+    let p = &r.prices;
+    let _ = writeln!(
+        out,
+        "\ncost ({}: ${}/million WRU, ${}/GB-month, import ${}/GB)",
+        p.note, p.write_per_million, p.storage_gb_month, p.import_per_gb
+    );
+    let _ = writeln!(out, "  writes (on demand)      {}", usd(r.cost.writes_usd));
+    let _ = writeln!(
+        out,
+        "  storage, per month      {}",
+        usd(r.cost.storage_month_usd)
+    );
+    let _ = writeln!(
+        out,
+        "  or import from S3       {} for {} of DynamoDB JSON (new table only; no write units)",
+        usd(r.cost.import_from_s3_usd),
+        bytes(t.import_bytes)
+    );
+    out.push_str("\ntime to write\n");
+    for d in &r.time {
+        let _ = writeln!(out, "  at {:<40} {}", d.at, seconds(d.seconds));
+    }
+    render_partitions(r, &mut out);
+    render_details(r, &mut out);
+    if !r.warnings.is_empty() {
+        out.push_str("\nwarnings\n");
+        for w in &r.warnings {
+            let _ = writeln!(out, "  - {w}");
+        }
+    }
+    out
+}
+
+fn render_indexes(r: &PlanReport, out: &mut String) {
+    let rows: Vec<Vec<String>> = r
+        .entities
+        .iter()
+        .flat_map(|e| {
+            e.indexes.iter().filter(|i| i.items > 0).map(move |i| {
+                vec![
+                    format!("{} → {}", e.name, i.name),
+                    i.projection.clone(),
+                    thousands(i.items),
+                    i.projected_size.p50.to_string(),
+                    i.projected_size.max.to_string(),
+                    thousands(i.write_units),
+                ]
+            })
+        })
+        .collect();
+    if !rows.is_empty() {
+        out.push_str("\nindexes\n");
+        let header = [
+            "entity → index",
+            "projection",
+            "items",
+            "p50 B",
+            "max B",
+            "WRU",
+        ];
+        out.push_str(&table(&header, &rows));
+    }
+}
+
+fn render_partitions(r: &PlanReport, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "\nhot partitions (at {}: {:.0} WCU/s)",
+        r.planned_rate_from, r.planned_wcu_per_second
+    );
+    let rows: Vec<Vec<String>> = r
+        .hot_partitions
+        .iter()
+        .map(|p| {
+            vec![
+                p.key.clone(),
+                p.entities.join(","),
+                thousands(p.items),
+                bytes(p.bytes),
+                format!("{:.0}", p.wcu_per_second),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["partition key", "entities", "items", "bytes", "WCU/s"],
+        &rows,
+    ));
+}
+
+fn render_details(r: &PlanReport, out: &mut String) {
+    for e in &r.entities {
+        let _ = writeln!(out, "\nentity {}", e.name);
+        let c = &e.collisions;
+        let how = if c.exact { "exact" } else { "in the sample" };
+        let _ = writeln!(
+            out,
+            "  key collisions ({how}): {} keys, {} rows",
+            c.keys, c.rows
+        );
+        for k in &c.examples {
+            let _ = writeln!(out, "    {} ← {} rows", k.key, k.rows);
+        }
+        for j in &e.rejects {
+            let column = j
+                .column
+                .as_deref()
+                .map(|c| format!(" [{c}]"))
+                .unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "  rejected in the sample: {} rows{column}: {} (e.g. {})",
+                j.rows, j.reason, j.example_key
+            );
+        }
+        for item in &e.sample_items {
+            let _ = writeln!(out, "  sample item {item}");
+        }
+    }
+}

@@ -1,0 +1,558 @@
+//! `sql2ddb plan`: what a run would write, cost and take, from the source
+//! alone (no DynamoDB call), before anything is written.
+//!
+//! Every entity is prepared as a dry run prepares it, a sample of its rows
+//! (spread over its key range) is mapped by the run's own mapping, and the
+//! sample's sizes and write units are scaled to the entity's row count.
+//! Partition keys and key collisions are counted exactly with `GROUP BY`s on
+//! the columns the key templates read (or, with `--estimate`, in the sample).
+//! docs/planning.md explains each number.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+
+use sql2ddb_core::attr::map_to_dynamo_json;
+use sql2ddb_core::{redact_url, write_units, AttrValue, Item};
+use sql2ddb_mapping::{Entity, GsiProjection, Plan};
+
+mod prices;
+mod report;
+pub mod size;
+
+pub use prices::Prices;
+pub use report::{
+    Collisions, Cost, Duration, EntityPlan, IndexPlan, KeyCount, Partition, PlanReport,
+    RejectReason, Totals,
+};
+
+use crate::error::EngineError;
+use crate::run::{EntitySample, RunOptions, Sampler};
+use size::SizeStats;
+
+/// Rows sampled per entity unless `--sample` says.
+pub const DEFAULT_SAMPLE: usize = 10_000;
+/// Write request units per second a new on-demand table takes at first.
+pub const ON_DEMAND_NEW_TABLE_WRU: f64 = 4_000.0;
+/// The default quota of write request units per second of one table.
+pub const ON_DEMAND_TABLE_QUOTA_WRU: f64 = 40_000.0;
+/// Write units per second one partition takes.
+pub const PARTITION_WCU: f64 = 1_000.0;
+/// Bytes of one partition (and of an item collection with a local index).
+pub const PARTITION_BYTES: u64 = 10 * 1024 * 1024 * 1024;
+/// Bytes DynamoDB adds to each stored item (and index entry) for storage.
+pub const ITEM_OVERHEAD: u64 = 100;
+/// Partition keys listed, all entities together.
+const HOT_PARTITIONS: usize = 10;
+/// Collision examples per entity.
+const COLLISION_EXAMPLES: usize = 5;
+
+/// What `plan` takes besides the mapping.
+#[derive(Debug, Clone)]
+pub struct PlanOptions {
+    /// Overrides the mapping's source URL.
+    pub source: Option<String>,
+    /// Rows sampled per entity.
+    pub sample: usize,
+    /// Planned items per second (`--rate`).
+    pub rate: Option<f64>,
+    /// The catalog's row estimates instead of counts; partitions and
+    /// collisions from the sample instead of `GROUP BY`s over every row.
+    pub estimate: bool,
+    /// Overrides the price per million write request units.
+    pub price_wru: Option<f64>,
+    /// Overrides the price per GB-month.
+    pub price_gb: Option<f64>,
+    /// Overrides the mapping's region (for the prices).
+    pub region: Option<String>,
+    /// Overrides the mapping's `max_wcu`.
+    pub max_wcu: Option<u64>,
+    /// Source connections.
+    pub source_connections: u32,
+}
+
+impl Default for PlanOptions {
+    fn default() -> Self {
+        PlanOptions {
+            source: None,
+            sample: DEFAULT_SAMPLE,
+            rate: None,
+            estimate: false,
+            price_wru: None,
+            price_gb: None,
+            region: None,
+            max_wcu: None,
+            source_connections: crate::run::DEFAULT_SOURCE_CONNECTIONS,
+        }
+    }
+}
+
+/// One entity's partition keys, before they are put together.
+struct EntityPartitions {
+    keys: Vec<(String, u64)>,
+    mean_size: f64,
+    mean_units: f64,
+}
+
+/// Plans the migration of `mapping`: connects to the source only.
+pub async fn plan(mapping: &Plan, opts: &PlanOptions) -> Result<PlanReport, EngineError> {
+    if opts.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        return Err(EngineError::Config(
+            "--rate must be a positive number of items per second".into(),
+        ));
+    }
+    let region = opts.region.as_deref().or(mapping.target.region.as_deref());
+    let prices = Prices::lookup(region, opts.price_wru, opts.price_gb)?;
+    // Collisions are what the plan reports, not a reason to stop before it.
+    let mut relaxed = mapping.clone();
+    relaxed.entities.iter_mut().for_each(|e| e.overwrite = true);
+    let scratch = scratch_dir();
+    let run_opts = RunOptions {
+        source: opts.source.clone(),
+        runs_dir: scratch.clone(),
+        source_connections: opts.source_connections,
+        ..RunOptions::default()
+    };
+    let opened = Sampler::open(&relaxed, &run_opts).await;
+    let result = match opened {
+        Ok(sampler) => {
+            let r = build(mapping, &sampler, opts, prices).await;
+            sampler.close().await;
+            r
+        }
+        Err(e) => Err(e),
+    };
+    let _ = std::fs::remove_dir_all(&scratch);
+    result
+}
+
+/// A directory for the dry run's files, removed when the plan is done.
+fn scratch_dir() -> PathBuf {
+    std::env::temp_dir().join(format!("sql2ddb-plan-{}", uuid::Uuid::new_v4().simple()))
+}
+
+async fn build(
+    mapping: &Plan,
+    sampler: &Sampler,
+    opts: &PlanOptions,
+    prices: Prices,
+) -> Result<PlanReport, EngineError> {
+    let mut entities = Vec::new();
+    let mut partitions = Vec::new();
+    let mut warnings = Vec::new();
+    for (i, (name, counted)) in sampler.entities().into_iter().enumerate() {
+        let entity = mapping
+            .entity(&name)
+            .ok_or_else(|| EngineError::Config(format!("entity {name:?} is not in the mapping")))?;
+        let sample = sampler.sample(i, opts.sample).await?;
+        let (mut e, parts) =
+            plan_entity(mapping, entity, sampler, i, counted, &sample, opts).await?;
+        e.collisions = collisions(mapping, entity, sampler, i, &sample, opts.estimate).await?;
+        entity_warnings(entity, &e, &mut warnings);
+        partitions.push((name, parts));
+        entities.push(e);
+    }
+    let totals = totals(&entities);
+    let (planned, planned_from) = planned_rate(mapping, opts, &totals);
+    let hot = hot_partitions(partitions, planned, &totals);
+    for p in &hot {
+        if p.wcu_per_second > PARTITION_WCU {
+            warnings.push(format!(
+                "partition key {:?} needs about {:.0} WCU/s at {planned_from}, over DynamoDB's {PARTITION_WCU:.0} WCU/s per partition: its writes will be throttled and the run slowed; spread it (add a column or a shard suffix to the partition key) or lower the rate",
+                p.key, p.wcu_per_second
+            ));
+        }
+        if p.bytes > PARTITION_BYTES {
+            warnings.push(format!(
+                "partition key {:?} holds about {} bytes, over 10 GB: one partition key value that large cannot be spread by DynamoDB (and is refused with a local secondary index)",
+                p.key, p.bytes
+            ));
+        }
+    }
+    let gb = |b: u64| b as f64 / (1024.0 * 1024.0 * 1024.0);
+    let cost = Cost {
+        writes_usd: (totals.write_units + totals.index_write_units) as f64 / 1e6
+            * prices.write_per_million,
+        storage_month_usd: gb(totals.storage_bytes) * prices.storage_gb_month,
+        import_from_s3_usd: gb(totals.import_bytes) * prices.import_per_gb,
+    };
+    Ok(PlanReport {
+        table: mapping.target.table.clone(),
+        source: redact_url(opts.source.as_deref().unwrap_or(&mapping.source.url)),
+        sample_size: opts.sample,
+        time: durations(mapping, opts, &totals),
+        entities,
+        totals,
+        prices,
+        cost,
+        hot_partitions: hot,
+        planned_wcu_per_second: planned,
+        planned_rate_from: planned_from,
+        warnings,
+    })
+}
+
+/// Sizes, units, storage and partitions of one entity, from its sample.
+async fn plan_entity(
+    mapping: &Plan,
+    entity: &Entity,
+    sampler: &Sampler,
+    i: usize,
+    counted: u64,
+    sample: &EntitySample,
+    opts: &PlanOptions,
+) -> Result<(EntityPlan, EntityPartitions), EngineError> {
+    let estimate = match opts.estimate {
+        true => sampler.source().estimate_rows(&sampler.relation(i)).await?,
+        false => None,
+    };
+    let rows = estimate.unwrap_or(counted);
+    let scale = match sample.rows {
+        0 => 0.0,
+        n => rows as f64 / n as f64,
+    };
+    let scaled = |v: f64| (v * scale).round() as u64;
+    let keys = mapping.key_attrs();
+    let gsis = &mapping.target.gsis;
+    let sizes: Vec<usize> = sample.items.iter().map(|m| m.size).collect();
+    let units: u64 = sizes.iter().map(|&s| write_units(s)).sum();
+    let mut index_sizes: Vec<Vec<usize>> = vec![Vec::new(); gsis.len()];
+    let mut import = 0usize;
+    for m in &sample.items {
+        let (_, projected) = size::item_units(&m.item, m.size, gsis, &keys);
+        for (list, s) in index_sizes.iter_mut().zip(projected) {
+            list.extend(s);
+        }
+        import += serde_json::json!({ "Item": map_to_dynamo_json(&m.item) })
+            .to_string()
+            .len()
+            + 1;
+    }
+    let indexes = gsis
+        .iter()
+        .zip(&index_sizes)
+        .map(|(g, s)| IndexPlan {
+            name: g.name.clone(),
+            projection: match &g.projection {
+                GsiProjection::All => "all".into(),
+                GsiProjection::KeysOnly => "keys_only".into(),
+                GsiProjection::Include(_) => "include".into(),
+            },
+            items: scaled(s.len() as f64),
+            projected_size: SizeStats::of(s),
+            write_units: scaled(s.iter().map(|&s| write_units(s)).sum::<u64>() as f64),
+            storage_bytes: scaled(s.iter().map(|&s| s as u64 + ITEM_OVERHEAD).sum::<u64>() as f64),
+        })
+        .collect();
+    let item_size = SizeStats::of(&sizes);
+    let n = sample.items.len().max(1) as f64;
+    let parts = EntityPartitions {
+        keys: partition_keys(mapping, entity, sampler, i, sample, scale, opts.estimate).await?,
+        mean_size: item_size.mean,
+        mean_units: units as f64 / n,
+    };
+    let plan = EntityPlan {
+        name: entity.name.clone(),
+        rows,
+        rows_estimated: estimate.is_some(),
+        sampled_rows: sample.rows,
+        exact: estimate.is_none() && sample.rows >= rows,
+        items: scaled(sample.items.len() as f64),
+        write_units: scaled(units as f64),
+        storage_bytes: scaled(sizes.iter().map(|&s| s as u64 + ITEM_OVERHEAD).sum::<u64>() as f64),
+        import_bytes: scaled(import as f64),
+        item_size,
+        indexes,
+        partitions_exact: !opts.estimate,
+        collisions: Collisions::default(),
+        sample_items: sample
+            .items
+            .iter()
+            .take(3)
+            .map(|m| map_to_dynamo_json(&m.item))
+            .collect(),
+        rejects: reject_reasons(sample),
+    };
+    Ok((plan, parts))
+}
+
+/// The entity's most used partition keys and their items: exact by `GROUP
+/// BY` on the partition key template's columns, or counted in the sample.
+async fn partition_keys(
+    mapping: &Plan,
+    entity: &Entity,
+    sampler: &Sampler,
+    i: usize,
+    sample: &EntitySample,
+    scale: f64,
+    estimate: bool,
+) -> Result<Vec<(String, u64)>, EngineError> {
+    let template = entity.pk_template();
+    if estimate {
+        let pk_attr = &mapping.target.pk.name;
+        let mut counts: HashMap<String, u64> = HashMap::new();
+        for m in &sample.items {
+            *counts
+                .entry(key_text(&m.item, &[pk_attr.to_string()]))
+                .or_default() += 1;
+        }
+        let mut keys: Vec<(String, u64)> = counts
+            .into_iter()
+            .map(|(k, n)| (k, (n as f64 * scale).round() as u64))
+            .collect();
+        keys.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        keys.truncate(HOT_PARTITIONS);
+        return Ok(keys);
+    }
+    let columns = size::columns([template]);
+    let groups = sampler
+        .source()
+        .largest_groups(&sampler.relation(i), &columns, HOT_PARTITIONS)
+        .await?;
+    Ok(groups
+        .into_iter()
+        .map(|g| {
+            let values = values_by_column(&columns, &g.values);
+            (size::render(template, &values), g.rows)
+        })
+        .collect())
+}
+
+/// Group values by column name, for [`size::render`].
+fn values_by_column<'a>(
+    columns: &'a [String],
+    values: &'a [Option<String>],
+) -> BTreeMap<&'a str, Option<&'a str>> {
+    columns
+        .iter()
+        .zip(values)
+        .map(|(c, v)| (c.as_str(), v.as_deref()))
+        .collect()
+}
+
+/// An item's key attributes as text, `PK | SK`.
+fn key_text(item: &Item, attrs: &[String]) -> String {
+    attrs
+        .iter()
+        .map(|a| match item.get(a) {
+            Some(AttrValue::S(s)) | Some(AttrValue::N(s)) => s.clone(),
+            Some(v) => v.to_dynamo_json().to_string(),
+            None => String::new(),
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// Rows mapped to one key: exact (`GROUP BY … HAVING count(*) > 1` on the
+/// key templates' columns), or among the sampled items.
+async fn collisions(
+    mapping: &Plan,
+    entity: &Entity,
+    sampler: &Sampler,
+    i: usize,
+    sample: &EntitySample,
+    estimate: bool,
+) -> Result<Collisions, EngineError> {
+    let templates: Vec<&str> = std::iter::once(entity.pk_template())
+        .chain(entity.sk_template())
+        .collect();
+    if estimate {
+        let attrs: Vec<String> = mapping.key_attrs().into_iter().map(|k| k.name).collect();
+        let mut counts: HashMap<String, u64> = HashMap::new();
+        for m in &sample.items {
+            *counts.entry(key_text(&m.item, &attrs)).or_default() += 1;
+        }
+        let mut examples: Vec<KeyCount> = counts
+            .into_iter()
+            .filter(|(_, n)| *n > 1)
+            .map(|(key, rows)| KeyCount { key, rows })
+            .collect();
+        examples.sort_by(|a, b| b.rows.cmp(&a.rows).then_with(|| a.key.cmp(&b.key)));
+        let (keys, rows) = (examples.len() as u64, examples.iter().map(|e| e.rows).sum());
+        examples.truncate(COLLISION_EXAMPLES);
+        return Ok(Collisions {
+            exact: false,
+            keys,
+            rows,
+            examples,
+        });
+    }
+    let columns = size::columns(templates.iter().copied());
+    let found = sampler
+        .source()
+        .duplicates(&sampler.relation(i), &columns, COLLISION_EXAMPLES)
+        .await?;
+    let examples = found
+        .examples
+        .iter()
+        .map(|g| {
+            let values = values_by_column(&columns, &g.values);
+            let key = templates
+                .iter()
+                .map(|t| size::render(t, &values))
+                .collect::<Vec<_>>()
+                .join(" | ");
+            KeyCount { key, rows: g.rows }
+        })
+        .collect();
+    Ok(Collisions {
+        exact: true,
+        keys: found.groups,
+        rows: found.rows,
+        examples,
+    })
+}
+
+/// The sample's rejects, grouped by column and reason, most frequent first.
+fn reject_reasons(sample: &EntitySample) -> Vec<RejectReason> {
+    let mut out: Vec<RejectReason> = Vec::new();
+    for r in &sample.rejects {
+        match out
+            .iter_mut()
+            .find(|o| o.column == r.column && o.reason == r.reason)
+        {
+            Some(o) => o.rows += 1,
+            None => out.push(RejectReason {
+                column: r.column.clone(),
+                reason: r.reason.clone(),
+                rows: 1,
+                example_key: r.key.clone(),
+            }),
+        }
+    }
+    out.sort_by_key(|r| std::cmp::Reverse(r.rows));
+    out
+}
+
+/// Warnings of one entity: items near the limit, rejects, collisions.
+fn entity_warnings(entity: &Entity, e: &EntityPlan, warnings: &mut Vec<String>) {
+    let name = &entity.name;
+    if e.item_size.near_limit > 0.0 {
+        warnings.push(format!(
+            "entity {name:?}: {:.1}% of the sampled items are at 90% of the 400 KB item limit or more (largest {} bytes): a little more data and they are rejected",
+            e.item_size.near_limit * 100.0,
+            e.item_size.max
+        ));
+    }
+    let rejected: u64 = e.rejects.iter().map(|r| r.rows).sum();
+    if rejected > 0 {
+        warnings.push(format!(
+            "entity {name:?}: {rejected} of {} sampled rows would be rejected (first reason: {})",
+            e.sampled_rows,
+            e.rejects.first().map_or("", |r| r.reason.as_str())
+        ));
+    }
+    let c = &e.collisions;
+    if c.rows > 0 {
+        let what = match entity.overwrite {
+            true => "with overwrite = true the last write wins and the others are lost",
+            false => "`run` refuses the entity until its key templates tell them apart (or overwrite = true)",
+        };
+        warnings.push(format!(
+            "entity {name:?}: {} rows map to {} keys that another row maps to too ({what}); for example {} ({} rows)",
+            c.rows,
+            c.keys,
+            c.examples.first().map_or("", |k| k.key.as_str()),
+            c.examples.first().map_or(0, |k| k.rows)
+        ));
+    }
+}
+
+fn totals(entities: &[EntityPlan]) -> Totals {
+    let mut t = Totals::default();
+    for e in entities {
+        t.rows += e.rows;
+        t.items += e.items;
+        t.write_units += e.write_units;
+        t.index_write_units += e.indexes.iter().map(|i| i.write_units).sum::<u64>();
+        t.storage_bytes += e.storage_bytes + e.indexes.iter().map(|i| i.storage_bytes).sum::<u64>();
+        t.import_bytes += e.import_bytes;
+    }
+    t
+}
+
+/// The table write units per second the run is planned at, and whence.
+fn planned_rate(mapping: &Plan, opts: &PlanOptions, totals: &Totals) -> (f64, String) {
+    let per_item = match totals.items {
+        0 => 1.0,
+        n => totals.write_units as f64 / n as f64,
+    };
+    if let Some(rate) = opts.rate {
+        return (rate * per_item, format!("--rate {rate} items/s"));
+    }
+    if let Some(wcu) = opts.max_wcu.or(mapping.writer.max_wcu) {
+        return (wcu as f64, format!("max_wcu {wcu}"));
+    }
+    (
+        ON_DEMAND_NEW_TABLE_WRU,
+        "a new on-demand table's 4,000 WRU/s".into(),
+    )
+}
+
+/// Partition keys of every entity put together (entities that share a key
+/// share its partition), the largest first, each with its write rate.
+fn hot_partitions(
+    entities: Vec<(String, EntityPartitions)>,
+    planned: f64,
+    totals: &Totals,
+) -> Vec<Partition> {
+    let mut by_key: BTreeMap<String, Partition> = BTreeMap::new();
+    for (name, e) in entities {
+        for (key, items) in e.keys {
+            let p = by_key.entry(key.clone()).or_insert_with(|| Partition {
+                key,
+                entities: Vec::new(),
+                items: 0,
+                bytes: 0,
+                write_units: 0,
+                wcu_per_second: 0.0,
+            });
+            p.entities.push(name.clone());
+            p.items += items;
+            p.bytes += (items as f64 * e.mean_size).round() as u64;
+            p.write_units += (items as f64 * e.mean_units).round() as u64;
+        }
+    }
+    let mut hot: Vec<Partition> = by_key.into_values().collect();
+    hot.sort_by(|a, b| b.items.cmp(&a.items).then_with(|| a.key.cmp(&b.key)));
+    hot.truncate(HOT_PARTITIONS);
+    for p in &mut hot {
+        p.wcu_per_second = match totals.write_units {
+            0 => 0.0,
+            all => planned * p.write_units as f64 / all as f64,
+        };
+    }
+    hot
+}
+
+/// How long writing takes at each rate that applies.
+fn durations(mapping: &Plan, opts: &PlanOptions, t: &Totals) -> Vec<Duration> {
+    let mut out = Vec::new();
+    if let Some(rate) = opts.rate {
+        out.push(Duration {
+            at: format!("--rate {rate} items/s"),
+            seconds: t.items as f64 / rate,
+        });
+    }
+    if let Some(wcu) = opts.max_wcu.or(mapping.writer.max_wcu) {
+        out.push(Duration {
+            at: format!("max_wcu {wcu} WCU/s"),
+            seconds: t.write_units as f64 / wcu as f64,
+        });
+    }
+    for (at, wru) in [
+        (
+            "a new on-demand table (4,000 WRU/s)",
+            ON_DEMAND_NEW_TABLE_WRU,
+        ),
+        (
+            "the per-table quota (40,000 WRU/s)",
+            ON_DEMAND_TABLE_QUOTA_WRU,
+        ),
+    ] {
+        out.push(Duration {
+            at: at.into(),
+            seconds: t.write_units as f64 / wru,
+        });
+    }
+    out
+}

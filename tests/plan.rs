@@ -1,0 +1,254 @@
+//! `sql2ddb plan`: from the source alone, exact write units with the 1 KB
+//! rounding (and an index's projected size), exact row counts, the hot
+//! partition key of a skewed table and its warning, the rows that collide
+//! on one key, sample items equal to the items `run` writes, and `--json`
+//! as one valid object.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+use sql2ddb_core::Item;
+
+use crate::common::*;
+
+/// Two rows whose items are 1,023 and 1,025 bytes by DynamoDB's rules:
+/// `PK` (2 + 3 bytes), `id` (2 + 2), `GK` (2 + 1), `pad` (3 + its length).
+const SIZED: &str = r#"
+CREATE TABLE sized (id INTEGER PRIMARY KEY, pad TEXT NOT NULL);
+INSERT INTO sized VALUES (1, substr(hex(zeroblob(1008)), 1, 1008));
+INSERT INTO sized VALUES (2, substr(hex(zeroblob(1010)), 1, 1010));
+"#;
+
+fn sized_mapping(url: &str) -> String {
+    format!(
+        r#"version = 1
+[source]
+url = "{url}"
+
+[target]
+table = "TABLE"
+create = true
+pk = {{ name = "PK", type = "S" }}
+
+[[target.gsi]]
+name = "byG"
+pk = {{ name = "GK", type = "S" }}
+projection = "keys_only"
+
+[[entity]]
+name = "sized"
+from = "sized"
+pk = "I#{{id}}"
+[entity.attributes]
+GK = "G"
+"#
+    )
+}
+
+/// The `--json` plan of `mapping`, checked to be one JSON object.
+async fn plan(sc: &Scenario, mapping: &str, extra: &[&str]) -> (Run, Value) {
+    let mut args = vec!["plan", mapping, "--json"];
+    args.extend_from_slice(extra);
+    let run = sc.sql2ddb(&args).await;
+    assert!(
+        run.code == 0 || run.code == 2,
+        "{}\n{}",
+        run.stdout,
+        run.stderr
+    );
+    let report = run.report();
+    assert!(report.is_object(), "{}", run.stdout);
+    (run, report)
+}
+
+fn entity<'a>(report: &'a Value, name: &str) -> &'a Value {
+    report["entities"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no entity {name}: {report}"))
+}
+
+#[tokio::test]
+async fn write_units_round_each_item_up_to_1_kb_and_a_keys_only_index_costs_its_projection() {
+    let sc = Scenario::new("plan_sized").sqlite(SIZED).start().await;
+    let mapping = sc.mapping(&sized_mapping(sc.sqlite_url()));
+    let (_, report) = plan(&sc, &mapping, &[]).await;
+    let e = entity(&report, "sized");
+    assert_eq!(e["rows"], 2);
+    assert_eq!(e["rows_estimated"], false);
+    assert_eq!(e["exact"], true);
+    assert_eq!(e["items"], 2);
+    assert_eq!(e["item_size"]["p50"], 1023);
+    assert_eq!(e["item_size"]["max"], 1025);
+    // 1,023 bytes: 1 unit; 1,025 bytes: 2 units.
+    assert_eq!(e["write_units"], 3);
+    let index = &e["indexes"][0];
+    assert_eq!(index["name"], "byG");
+    assert_eq!(index["projection"], "keys_only");
+    // PK and GK only: 8 bytes each, 1 unit each.
+    assert_eq!(index["projected_size"]["max"], 8);
+    assert_eq!(index["write_units"], 2);
+    assert_eq!(report["totals"]["write_units"], 3);
+    assert_eq!(report["totals"]["index_write_units"], 2);
+    // Storage: each item and index entry plus 100 bytes.
+    assert_eq!(e["storage_bytes"], 1023 + 1025 + 200);
+    let prices = &report["prices"];
+    let writes = report["cost"]["writes_usd"].as_f64().unwrap();
+    let expected = 5.0 / 1e6 * prices["write_per_million"].as_f64().unwrap();
+    assert!((writes - expected).abs() < 1e-12, "{writes} vs {expected}");
+
+    // Overridden prices are the ones used.
+    let (_, priced) = plan(
+        &sc,
+        &mapping,
+        &["--price-wru", "2000000", "--price-gb", "0"],
+    )
+    .await;
+    assert_eq!(priced["cost"]["writes_usd"].as_f64().unwrap(), 10.0);
+    assert_eq!(priced["cost"]["storage_month_usd"].as_f64().unwrap(), 0.0);
+
+    // The sample items are the items `run` writes.
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    assert_sample_items_written(e, &sc.items().await);
+    // Planning wrote nothing: only `run` made the table's two items.
+    assert_eq!(sc.items().await.len(), 2);
+}
+
+/// Each sample item of the plan's entity `e` is an item of the table, equal.
+fn assert_sample_items_written(e: &Value, items: &Items) {
+    let samples = e["sample_items"].as_array().unwrap();
+    assert!(!samples.is_empty());
+    for s in samples {
+        let item: Item = serde_json::from_value(s.clone()).unwrap();
+        let key = key_of(&item);
+        let written = items
+            .get(&key)
+            .unwrap_or_else(|| panic!("{key:?} not written"));
+        assert_eq!(written, &item, "{key:?}");
+    }
+}
+
+/// 1,000 orders, 900 of them of customer 7.
+const SKEWED: &str = r#"
+CREATE TABLE {schema}.orders (id INT PRIMARY KEY, customer_id INT NOT NULL, note TEXT);
+INSERT INTO {schema}.orders
+  SELECT g, CASE WHEN g % 10 = 0 THEN g ELSE 7 END, 'n' || g FROM generate_series(1, 1000) AS g;
+ANALYZE {schema}.orders;
+"#;
+
+const SKEWED_MAPPING: &str = r#"version = 1
+[source]
+url = "postgres://root@127.0.0.1:5432/test"
+
+[target]
+table = "TABLE"
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+
+[[entity]]
+name = "order"
+from = "SCHEMA.orders"
+pk = "CUSTOMER#{customer_id}"
+sk = "ORDER#{id:08}"
+"#;
+
+#[tokio::test]
+async fn a_skewed_table_shows_its_hot_partition_key_and_warns_at_the_planned_rate() {
+    let sc = Scenario::new("plan_skew").postgres(SKEWED).start().await;
+    let mapping = sc.mapping(SKEWED_MAPPING);
+    let (run, report) = plan(&sc, &mapping, &["--rate", "2000", "--sample", "100"]).await;
+    assert_eq!(run.code, 2, "warnings give exit 2: {}", run.stdout);
+    let e = entity(&report, "order");
+    assert_eq!(e["rows"], 1000);
+    assert_eq!(e["exact"], false);
+    let sampled = e["sampled_rows"].as_u64().unwrap();
+    assert!((1..=100).contains(&sampled), "{sampled}");
+    let hot = &report["hot_partitions"][0];
+    assert_eq!(hot["key"], "CUSTOMER#7");
+    assert_eq!(hot["items"], 900);
+    // 2,000 items/s of 1 unit each, 90% of them on customer 7.
+    let wcu = hot["wcu_per_second"].as_f64().unwrap();
+    assert!((wcu - 1800.0).abs() < 1.0, "{wcu}");
+    let warnings = report["warnings"].as_array().unwrap();
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.as_str().unwrap().contains("\"CUSTOMER#7\"")
+                && w.as_str().unwrap().contains("1000 WCU/s")),
+        "{warnings:?}"
+    );
+    assert_eq!(e["collisions"]["rows"], 0);
+    let times: BTreeMap<String, f64> = report["time"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["at"].as_str().unwrap().to_string(),
+                t["seconds"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(times["--rate 2000 items/s"], 0.5);
+
+    // The human table names the hot key too, and the sample keys are spread.
+    let human = sc.sql2ddb(&["plan", &mapping, "--rate", "2000"]).await;
+    assert_eq!(human.code, 2, "{}", human.stderr);
+    assert!(human.stdout.contains("CUSTOMER#7"), "{}", human.stdout);
+    assert!(human.stdout.contains("hot partitions"), "{}", human.stdout);
+
+    // With --estimate: the catalog's count, partitions from the sample.
+    let (_, estimated) = plan(&sc, &mapping, &["--estimate", "--rate", "2000"]).await;
+    let e = entity(&estimated, "order");
+    assert_eq!(e["rows_estimated"], true);
+    assert_eq!(e["rows"], 1000);
+    assert_eq!(e["partitions_exact"], false);
+    assert_eq!(estimated["hot_partitions"][0]["key"], "CUSTOMER#7");
+}
+
+/// Users whose e-mail is the key: a@x.org three times, b@x.org twice.
+const PEOPLE: &str = r#"
+CREATE TABLE people (id INT PRIMARY KEY, email VARCHAR(50) NOT NULL, name VARCHAR(20));
+INSERT INTO people VALUES (1, 'a@x.org', 'A1'), (2, 'a@x.org', 'A2'), (3, 'b@x.org', 'B1'),
+  (4, 'c@x.org', 'C1'), (5, 'a@x.org', 'A3'), (6, 'b@x.org', 'B2');
+"#;
+
+#[tokio::test]
+async fn rows_that_collide_on_one_key_are_counted_with_examples() {
+    let sc = Scenario::new("plan_collide").mariadb(PEOPLE).start().await;
+    let text = format!(
+        r#"version = 1
+[source]
+url = "{}"
+
+[target]
+table = "TABLE"
+pk = {{ name = "PK", type = "S" }}
+sk = {{ name = "SK", type = "S" }}
+
+[[entity]]
+name = "user"
+from = "people"
+pk = "USER#{{email}}"
+sk = "PROFILE"
+"#,
+        sc.my().url
+    );
+    let mapping = sc.mapping(&text);
+    let (run, report) = plan(&sc, &mapping, &[]).await;
+    assert_eq!(run.code, 2);
+    let c = &entity(&report, "user")["collisions"];
+    assert_eq!(c["exact"], true);
+    assert_eq!(c["keys"], 2);
+    assert_eq!(c["rows"], 5);
+    assert_eq!(c["examples"][0]["key"], "USER#a@x.org | PROFILE");
+    assert_eq!(c["examples"][0]["rows"], 3);
+    assert_eq!(c["examples"][1]["key"], "USER#b@x.org | PROFILE");
+    let warnings = report["warnings"].to_string();
+    assert!(warnings.contains("5 rows map to 2 keys"), "{warnings}");
+    // The password-free URL is shown; nothing about DynamoDB was needed.
+    assert!(report["source"].as_str().unwrap().starts_with("mysql://"));
+}
