@@ -223,7 +223,16 @@ impl UpdateJob {
     pub fn check_table(&self, table: &TableShape) -> Result<(), MappingError> {
         self.check_keys(&table.keys)?;
         if let (JobRead::Query { index, .. }, Some(at)) = (&self.read, &self.index_at) {
-            if !table.indexes.iter().any(|i| &i.name == index) {
+            let found = table.indexes.iter().find(|i| &i.name == index);
+            if let Some(i) = found.filter(|i| i.projection != GsiProjection::All) {
+                if self.mode == JobMode::BatchPut {
+                    return Err(MappingError::Invalid {
+                        at: at.clone(),
+                        message: format!("mode = \"batch-put\" rewrites whole items, but index {} holds only some of their attributes ({:?}): the rewrite would drop the others; query an index that projects ALL, scan, or use mode = \"update-item\"", i.name, i.projection),
+                    });
+                }
+            }
+            if found.is_none() {
                 let known: Vec<&str> = table.indexes.iter().map(|i| i.name.as_str()).collect();
                 return Err(MappingError::Invalid {
                     at: at.clone(),

@@ -336,3 +336,30 @@ fn batch_put_mode_takes_changes_sql2ddb_can_apply() {
     let e = error(&with("set = \"SET v = :one\"").replace("batch-put", "batch"));
     assert!(e.to_string().contains("mode \"batch\" is not"), "{e}");
 }
+
+#[test]
+fn batch_put_refuses_an_index_that_does_not_hold_whole_items() {
+    let text = JOB
+        .replace("[update]\n", "[update]\nmode = \"batch-put\"\n")
+        .replace(
+            "scan = { segments = 8 }",
+            r##"query = { index = "BYSTATUS", key = "#st = :new" }"##,
+        );
+    let job = parse(&text).unwrap();
+    let shape = |projection| TableShape {
+        keys: vec!["PK".into(), "SK".into()],
+        indexes: vec![IndexShape {
+            name: "BYSTATUS".into(),
+            keys: vec!["status".into()],
+            projection,
+        }],
+    };
+    let e = job
+        .check_table(&shape(GsiProjection::KeysOnly))
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("the rewrite would drop the others"),
+        "{e}"
+    );
+    assert!(job.check_table(&shape(GsiProjection::All)).is_ok());
+}
