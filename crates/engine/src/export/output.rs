@@ -8,59 +8,38 @@
 
 use std::io::Write;
 use std::path::PathBuf;
-use std::time::Duration;
 
-use aws_sdk_s3::config::RequestChecksumCalculation;
-use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
-use aws_sdk_s3::primitives::ByteStream;
-use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
-use sql2ddb_aws::{ConfigOptions, SdkRetry};
+pub use sql2ddb_s3::S3Options;
+use sql2ddb_s3::{S3Error, S3Prefix, Upload};
 
 use crate::error::EngineError;
 
-/// Bytes buffered per open S3 file before a part is uploaded (S3 wants at
-/// least 5 MiB for every part but the last).
-pub const PART_SIZE: usize = 8 * 1024 * 1024;
-
 /// The folder, under the destination, that holds the data files.
 pub const DATA_DIR: &str = "data";
-
-/// Attempts of one S3 call (the SDK's standard retry owns them).
-const S3_ATTEMPTS: u32 = 5;
-
-/// Where the S3 client connects, besides AWS's defaults.
-#[derive(Debug, Clone, Default)]
-pub struct S3Options {
-    /// A custom S3 endpoint (an S3-compatible server); else
-    /// `AWS_ENDPOINT_URL_S3`, else AWS. Custom endpoints use path-style
-    /// addressing.
-    pub endpoint: Option<String>,
-    /// The region; else the environment's (see `sql2ddb_aws::load`).
-    pub region: Option<String>,
-}
-
-/// An S3 bucket and key prefix, with its client.
-#[derive(Clone)]
-pub struct S3Place {
-    client: aws_sdk_s3::Client,
-    bucket: String,
-    /// The key prefix without a trailing `/`; may be empty.
-    prefix: String,
-}
 
 /// The destination of an export.
 pub enum Destination {
     /// A local directory.
     Dir(PathBuf),
     /// An S3 bucket and prefix.
-    S3(S3Place),
+    S3(S3Prefix),
+}
+
+/// An S3 failure as the engine reports it: an I/O error at its `s3://` place.
+fn s3_error(e: S3Error) -> EngineError {
+    match e {
+        S3Error::Call { location, message } => {
+            EngineError::io(location, std::io::Error::other(message))
+        }
+        other => EngineError::Config(other.to_string()),
+    }
 }
 
 impl Destination {
     /// Opens `out` (`s3://bucket/prefix` or a directory) and makes sure its
     /// `data/` folder holds no earlier export: an import would read both.
     pub async fn open(out: &str, s3: &S3Options) -> Result<Destination, EngineError> {
-        let Some(rest) = out.strip_prefix("s3://") else {
+        if !out.starts_with("s3://") {
             let dir = PathBuf::from(out);
             let data = dir.join(DATA_DIR);
             std::fs::create_dir_all(&data).map_err(|e| EngineError::io(&data, e))?;
@@ -72,19 +51,20 @@ impl Destination {
                 )));
             }
             return Ok(Destination::Dir(dir));
-        };
-        let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
-        if bucket.is_empty() {
+        }
+        let place = S3Prefix::open(out, s3).await.map_err(|e| match e {
+            S3Error::NoBucket { url } => {
+                EngineError::Config(format!("--out {url}: name a bucket (s3://BUCKET/PREFIX)"))
+            }
+            other => s3_error(other),
+        })?;
+        let data = format!("{DATA_DIR}/");
+        if place.holds_any(&data).await.map_err(s3_error)? {
             return Err(EngineError::Config(format!(
-                "--out {out}: name a bucket (s3://BUCKET/PREFIX)"
+                "{} already holds objects: an import reads every object there, so export to an empty prefix",
+                place.url(&data)
             )));
         }
-        let place = S3Place {
-            client: s3_client(s3).await?,
-            bucket: bucket.to_string(),
-            prefix: prefix.trim_end_matches('/').to_string(),
-        };
-        place.ensure_empty().await?;
         Ok(Destination::S3(place))
     }
 
@@ -92,7 +72,7 @@ impl Destination {
     pub fn describe(&self) -> String {
         match self {
             Destination::Dir(d) => d.display().to_string(),
-            Destination::S3(p) => format!("s3://{}/{}", p.bucket, p.prefix),
+            Destination::S3(p) => format!("s3://{}/{}", p.bucket(), p.prefix()),
         }
     }
 
@@ -100,7 +80,7 @@ impl Destination {
     pub fn s3_source(&self) -> Option<(String, String)> {
         match self {
             Destination::Dir(_) => None,
-            Destination::S3(p) => Some((p.bucket.clone(), p.key(&format!("{DATA_DIR}/")))),
+            Destination::S3(p) => Some((p.bucket().to_string(), p.key(&format!("{DATA_DIR}/")))),
         }
     }
 
@@ -116,29 +96,9 @@ impl Destination {
                     path,
                 })
             }
-            Destination::S3(place) => {
-                let key = place.key(&relative);
-                let started = place
-                    .client
-                    .create_multipart_upload()
-                    .bucket(&place.bucket)
-                    .key(&key)
-                    .send()
-                    .await
-                    .map_err(|e| place.error(&key, sql2ddb_aws::sdk_message(&e)))?;
-                let upload_id = started
-                    .upload_id()
-                    .ok_or_else(|| place.error(&key, "the upload has no id".into()))?
-                    .to_string();
-                Ok(FileOut::S3(Upload {
-                    place: place.clone(),
-                    key,
-                    upload_id,
-                    part: Vec::with_capacity(PART_SIZE),
-                    uploaded: 0,
-                    parts: Vec::new(),
-                }))
-            }
+            Destination::S3(place) => Ok(FileOut::S3(
+                place.upload(&relative).await.map_err(s3_error)?,
+            )),
         }
     }
 
@@ -149,19 +109,7 @@ impl Destination {
             Destination::Dir(dir) => {
                 let _ = std::fs::remove_file(dir.join(name));
             }
-            Destination::S3(place) => {
-                let key = place.key(name);
-                let deleted = place
-                    .client
-                    .delete_object()
-                    .bucket(&place.bucket)
-                    .key(&key)
-                    .send()
-                    .await;
-                if let Err(e) = deleted {
-                    tracing::warn!(%key, error = %sql2ddb_aws::sdk_message(&e), "could not delete a file of a failed export");
-                }
-            }
+            Destination::S3(place) => place.delete(name).await,
         }
     }
 
@@ -174,86 +122,8 @@ impl Destination {
                 std::fs::write(&path, bytes).map_err(|e| EngineError::io(&path, e))?;
                 Ok(path.display().to_string())
             }
-            Destination::S3(place) => {
-                let key = place.key(name);
-                place
-                    .client
-                    .put_object()
-                    .bucket(&place.bucket)
-                    .key(&key)
-                    .body(ByteStream::from(bytes))
-                    .send()
-                    .await
-                    .map_err(|e| place.error(&key, sql2ddb_aws::sdk_message(&e)))?;
-                Ok(format!("s3://{}/{key}", place.bucket))
-            }
+            Destination::S3(place) => place.put(name, bytes).await.map_err(s3_error),
         }
-    }
-}
-
-/// The S3 client: the shared AWS configuration, the SDK's standard retry,
-/// path-style addressing for a custom endpoint (S3-compatible servers rarely
-/// serve bucket subdomains), checksums only where S3 requires them.
-async fn s3_client(opts: &S3Options) -> Result<aws_sdk_s3::Client, EngineError> {
-    let endpoint = opts.endpoint.clone().or_else(|| {
-        std::env::var("AWS_ENDPOINT_URL_S3")
-            .ok()
-            .filter(|v| !v.trim().is_empty())
-    });
-    let config = sql2ddb_aws::load(ConfigOptions {
-        endpoint: endpoint.as_deref(),
-        region: opts.region.as_deref(),
-        region_hint: None,
-        retry: SdkRetry::Standard {
-            max_attempts: S3_ATTEMPTS,
-        },
-        connect_timeout: Duration::from_secs(10),
-        attempt_timeout: Duration::from_secs(300),
-    })
-    .await
-    .map_err(|_| {
-        EngineError::Config("no AWS region for S3: set AWS_REGION or pass --region".into())
-    })?;
-    let s3 = aws_sdk_s3::config::Builder::from(&config)
-        .force_path_style(endpoint.is_some())
-        .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
-        .build();
-    Ok(aws_sdk_s3::Client::from_conf(s3))
-}
-
-impl S3Place {
-    fn key(&self, name: &str) -> String {
-        match self.prefix.as_str() {
-            "" => name.to_string(),
-            p => format!("{p}/{name}"),
-        }
-    }
-
-    fn error(&self, key: &str, message: String) -> EngineError {
-        EngineError::io(
-            format!("s3://{}/{key}", self.bucket),
-            std::io::Error::other(sql2ddb_core::redact_secrets(&message)),
-        )
-    }
-
-    async fn ensure_empty(&self) -> Result<(), EngineError> {
-        let data = self.key(&format!("{DATA_DIR}/"));
-        let listed = self
-            .client
-            .list_objects_v2()
-            .bucket(&self.bucket)
-            .prefix(&data)
-            .max_keys(1)
-            .send()
-            .await
-            .map_err(|e| self.error(&data, sql2ddb_aws::sdk_message(&e)))?;
-        if listed.key_count().unwrap_or(0) > 0 || !listed.contents().is_empty() {
-            return Err(EngineError::Config(format!(
-                "s3://{}/{data} already holds objects: an import reads every object there, so export to an empty prefix",
-                self.bucket
-            )));
-        }
-        Ok(())
     }
 }
 
@@ -270,33 +140,15 @@ pub enum FileOut {
     S3(Upload),
 }
 
-/// An S3 multipart upload in progress.
-pub struct Upload {
-    place: S3Place,
-    key: String,
-    upload_id: String,
-    /// Bytes not uploaded yet (less than [`PART_SIZE`] between writes).
-    part: Vec<u8>,
-    /// Bytes uploaded so far.
-    uploaded: u64,
-    parts: Vec<CompletedPart>,
-}
-
 impl FileOut {
-    /// Appends compressed bytes; in S3, uploads a part once [`PART_SIZE`]
-    /// bytes are buffered.
+    /// Appends compressed bytes; in S3, uploads a part once
+    /// [`sql2ddb_s3::PART_SIZE`] bytes are buffered.
     pub async fn write(&mut self, bytes: &[u8]) -> Result<(), EngineError> {
         match self {
             FileOut::Local { path, file } => file
                 .write_all(bytes)
                 .map_err(|e| EngineError::io(path.as_path(), e)),
-            FileOut::S3(u) => {
-                u.part.extend_from_slice(bytes);
-                if u.part.len() >= PART_SIZE {
-                    u.upload_part().await?;
-                }
-                Ok(())
-            }
+            FileOut::S3(u) => u.write(bytes).await.map_err(s3_error),
         }
     }
 
@@ -310,12 +162,7 @@ impl FileOut {
                     .sync_all()
                     .map_err(|e| EngineError::io(&path, e))
             }
-            FileOut::S3(mut u) => {
-                if !u.part.is_empty() || u.parts.is_empty() {
-                    u.upload_part().await?;
-                }
-                u.complete().await
-            }
+            FileOut::S3(u) => u.finish().await.map_err(s3_error),
         }
     }
 
@@ -327,20 +174,7 @@ impl FileOut {
                 drop(file);
                 let _ = std::fs::remove_file(&path);
             }
-            FileOut::S3(u) => {
-                let p = &u.place;
-                if let Err(e) = p
-                    .client
-                    .abort_multipart_upload()
-                    .bucket(&p.bucket)
-                    .key(&u.key)
-                    .upload_id(&u.upload_id)
-                    .send()
-                    .await
-                {
-                    tracing::warn!(key = %u.key, error = %sql2ddb_aws::sdk_message(&e), "could not abort an unfinished upload");
-                }
-            }
+            FileOut::S3(u) => u.abort().await,
         }
     }
 
@@ -348,76 +182,7 @@ impl FileOut {
     pub fn location(&self) -> String {
         match self {
             FileOut::Local { path, .. } => path.display().to_string(),
-            FileOut::S3(u) => format!("s3://{}/{}", u.place.bucket, u.key),
+            FileOut::S3(u) => u.url(),
         }
-    }
-}
-
-impl Upload {
-    /// Completes the upload. An answer of 200 whose body the SDK cannot
-    /// read (some S3-compatible servers name its root element differently)
-    /// counts only once the object is there with every byte uploaded.
-    async fn complete(self) -> Result<(), EngineError> {
-        let p = &self.place;
-        let done = p
-            .client
-            .complete_multipart_upload()
-            .bucket(&p.bucket)
-            .key(&self.key)
-            .upload_id(&self.upload_id)
-            .multipart_upload(
-                CompletedMultipartUpload::builder()
-                    .set_parts(Some(self.parts))
-                    .build(),
-            )
-            .send()
-            .await;
-        let err = match done {
-            Ok(_) => return Ok(()),
-            Err(e) => e,
-        };
-        let unreadable_success = matches!(&err, SdkError::ServiceError(s)
-            if s.raw().status().as_u16() == 200 && s.err().code().is_none());
-        if unreadable_success {
-            let head = p
-                .client
-                .head_object()
-                .bucket(&p.bucket)
-                .key(&self.key)
-                .send()
-                .await;
-            if let Ok(h) = head {
-                if h.content_length() == Some(self.uploaded as i64) {
-                    return Ok(());
-                }
-            }
-        }
-        Err(p.error(&self.key, sql2ddb_aws::sdk_message(&err)))
-    }
-
-    async fn upload_part(&mut self) -> Result<(), EngineError> {
-        let number = self.parts.len() as i32 + 1;
-        let body = std::mem::replace(&mut self.part, Vec::with_capacity(PART_SIZE));
-        let out_len = body.len() as u64;
-        let p = &self.place;
-        let out = p
-            .client
-            .upload_part()
-            .bucket(&p.bucket)
-            .key(&self.key)
-            .upload_id(&self.upload_id)
-            .part_number(number)
-            .body(ByteStream::from(body))
-            .send()
-            .await
-            .map_err(|e| p.error(&self.key, sql2ddb_aws::sdk_message(&e)))?;
-        self.uploaded += out_len;
-        self.parts.push(
-            CompletedPart::builder()
-                .part_number(number)
-                .set_e_tag(out.e_tag().map(str::to_string))
-                .build(),
-        );
-        Ok(())
     }
 }
