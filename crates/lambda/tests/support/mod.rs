@@ -1,0 +1,189 @@
+//! What the handler tests run against: the local PostgreSQL (a schema of
+//! the test's own), an in-process DynamoDB-compatible server (dynoxide),
+//! moto's SQS and SNS, and the test playing the Lambda service: contexts
+//! with real deadlines, SQS events built from received messages.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use aws_sdk_dynamodb::types::AttributeValue;
+use lambda_runtime::{Context, LambdaEvent};
+use sql2ddb_dynamo::{connect, Client, Endpoint};
+
+#[path = "../../../queue/tests/moto_server/mod.rs"]
+pub mod moto_server;
+
+/// A name unique to this test and process.
+pub fn unique(prefix: &str) -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    format!("{prefix}_{}_{nanos:x}", std::process::id())
+}
+
+/// PostgreSQL as the tests reach it.
+pub fn pg_url() -> String {
+    std::env::var("SQL2DDB_TEST_PG_URL")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+        .unwrap_or_else(|| "postgres://root@127.0.0.1:5432/test".into())
+}
+
+/// A PostgreSQL schema of the test's own, dropped at the end.
+pub struct PgSchema {
+    pub pool: sqlx::PgPool,
+    pub name: String,
+}
+
+impl PgSchema {
+    pub async fn create(prefix: &str, sql: &str) -> PgSchema {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(2)
+            .connect(&pg_url())
+            .await
+            .unwrap_or_else(|e| panic!("PostgreSQL ({e}); scripts/services.sh starts it"));
+        let name = unique(prefix);
+        let sql = format!("CREATE SCHEMA {name}; {}", sql.replace("{schema}", &name));
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&pool)
+            .await
+            .unwrap();
+        PgSchema { pool, name }
+    }
+
+    pub async fn drop_schema(self) {
+        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
+        let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&self.pool)
+            .await;
+        self.pool.close().await;
+    }
+}
+
+/// A dynoxide server in this process, on a loopback port.
+pub struct Dynamo {
+    pub url: String,
+    pub client: Client,
+    _shutdown: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Dynamo {
+    pub async fn start() -> Dynamo {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let db = dynoxide::Database::memory().unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(dynoxide::server::serve_with_shutdown(listener, db, async {
+            let _ = rx.await;
+        }));
+        let client = connect(&Endpoint::Url(url.clone()), Some("us-east-1"))
+            .await
+            .unwrap();
+        Dynamo {
+            url,
+            client,
+            _shutdown: tx,
+        }
+    }
+
+    /// Every item of `table`, by its `PK`.
+    pub async fn items(&self, table: &str) -> HashMap<String, HashMap<String, AttributeValue>> {
+        let mut items = HashMap::new();
+        let mut start = None;
+        loop {
+            let out = self
+                .client
+                .scan()
+                .table_name(table)
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .unwrap();
+            for item in out.items() {
+                let pk = item["PK"].as_s().unwrap().clone();
+                items.insert(pk, item.clone());
+            }
+            start = out.last_evaluated_key;
+            if start.is_none() {
+                return items;
+            }
+        }
+    }
+}
+
+/// A Lambda context whose deadline is `left` from now.
+pub fn context(left: Duration) -> Context {
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    let mut c = Context::default();
+    c.request_id = unique("request");
+    c.deadline = (now + left).as_millis() as u64;
+    c
+}
+
+/// An event with a context of `left` time.
+pub fn event<T>(payload: T, left: Duration) -> LambdaEvent<T> {
+    LambdaEvent::new(payload, context(left))
+}
+
+/// An SQS client of moto.
+pub async fn sqs(moto: &str) -> aws_sdk_sqs::Client {
+    sql2ddb_queue::connect(Some(moto), Some("us-east-1"), None)
+        .await
+        .unwrap()
+}
+
+/// Receives up to 10 messages (waiting up to `wait` for the first), as the
+/// event source mapping does.
+pub async fn receive(
+    sqs: &aws_sdk_sqs::Client,
+    queue: &str,
+    wait: i32,
+) -> Vec<aws_sdk_sqs::types::Message> {
+    sqs.receive_message()
+        .queue_url(queue)
+        .max_number_of_messages(10)
+        .wait_time_seconds(wait)
+        .send()
+        .await
+        .unwrap()
+        .messages
+        .unwrap_or_default()
+}
+
+/// The SQS event Lambda would deliver for `messages`.
+pub fn sqs_event(messages: &[aws_sdk_sqs::types::Message]) -> SqsEvent {
+    let mut event = SqsEvent::default();
+    for m in messages {
+        let mut record = SqsMessage::default();
+        record.message_id = m.message_id.clone();
+        record.receipt_handle = m.receipt_handle.clone();
+        record.body = m.body.clone();
+        record.event_source = Some("aws:sqs".into());
+        event.records.push(record);
+    }
+    event
+}
+
+/// Deletes the messages the worker did not report failed, as the event
+/// source mapping does with a partial batch response; returns the failed ids.
+pub async fn settle(
+    sqs: &aws_sdk_sqs::Client,
+    queue: &str,
+    messages: &[aws_sdk_sqs::types::Message],
+    failed: &[String],
+) {
+    for m in messages {
+        let id = m.message_id.clone().unwrap_or_default();
+        if !failed.contains(&id) {
+            sqs.delete_message()
+                .queue_url(queue)
+                .receipt_handle(m.receipt_handle.clone().unwrap())
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+}
