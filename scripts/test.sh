@@ -34,6 +34,14 @@ if ! command -v hadolint >/dev/null; then
 fi
 hadolint docker/Dockerfile
 
+# The serverless deployment's SAM template, validated offline by cfn-lint
+# (from PyPI) against CloudFormation's resource schemas.
+if ! command -v cfn-lint >/dev/null; then
+  python3 -m pip install --quiet cfn-lint
+  if command -v pyenv >/dev/null; then pyenv rehash; fi
+fi
+cfn-lint deploy/template.yaml
+
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --all-targets --locked
