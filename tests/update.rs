@@ -544,6 +544,7 @@ async fn an_interrupted_job_resumes_from_its_checkpoint_and_changes_each_item_on
         endpoint: Some(sc.dynamo.url.clone()),
         runs_dir: runs.clone(),
         run_id: Some("visits-r".into()),
+        progress_table: Some(format!("{}-progress", sc.table)),
         stop: Some(stop),
         on_page: Some(hook),
         ..UpdateOptions::default()
@@ -561,11 +562,36 @@ async fn an_interrupted_job_resumes_from_its_checkpoint_and_changes_each_item_on
     );
     assert_eq!(first.pending, 0, "the pages read were written: {first:?}");
 
+    let progress = format!("{}-progress", sc.table);
+    let verify = [
+        "verify",
+        "--run",
+        "visits-r",
+        "--progress-table",
+        &progress,
+        "--endpoint",
+        &sc.dynamo.url,
+    ];
+    let unfinished = sc.sql2ddb(&verify).await;
+    assert_eq!(
+        unfinished.code, 1,
+        "not every segment finished: {}",
+        unfinished.stdout
+    );
+
     let runs_dir = runs.display().to_string();
     let resumed = sql2ddb_update(
         &sc,
         &path,
-        &["--json", "--resume", "visits-r", "--runs-dir", &runs_dir],
+        &[
+            "--json",
+            "--resume",
+            "visits-r",
+            "--runs-dir",
+            &runs_dir,
+            "--progress-table",
+            &progress,
+        ],
     )
     .await;
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
@@ -580,6 +606,8 @@ async fn an_interrupted_job_resumes_from_its_checkpoint_and_changes_each_item_on
     assert_eq!(count(&r, "updated"), PER_TYPE as u64, "{r}");
     assert_counts_add_up(&r);
     assert_visited_once(&sc, &before).await;
+    let finished = sc.sql2ddb(&verify).await;
+    assert_eq!(finished.code, 0, "{}\n{}", finished.stdout, finished.stderr);
 }
 
 #[tokio::test]
@@ -745,4 +773,29 @@ async fn batch_put_mode_rewrites_the_matching_items_and_says_what_it_risks() {
         };
         assert_eq!(after[k], want, "{k:?}");
     }
+}
+
+#[tokio::test]
+async fn status_and_verify_follow_an_update_run_through_its_progress_table() {
+    let sc = shop().await;
+    let path = job(&sc, CLOSE_ORDERS);
+    let table = format!("{}-progress", sc.table);
+    let args = ["--json", "--progress-table", &table, "--run-id", "close-1"];
+    let run = sql2ddb_update(&sc, &path, &args).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    assert_eq!(run.report()["progress_table"], table.as_str());
+    let look = |command| {
+        let args = [command, "--run", "close-1", "--progress-table", &table];
+        [&args[..], &["--endpoint", &sc.dynamo.url, "--json"]].concat()
+    };
+    let verify = sc.sql2ddb(&look("verify")).await;
+    assert_eq!(verify.code, 0, "{}\n{}", verify.stdout, verify.stderr);
+    let status = sc.sql2ddb(&look("status")).await;
+    let st: serde_json::Value = serde_json::from_str(status.stdout.trim()).unwrap();
+    assert_eq!(st["complete"], true, "{st}");
+    let e = &st["entities"][0];
+    assert_eq!(e["entity"], "close-new-orders", "{st}");
+    assert_eq!(e["segments_finished"], 4, "{st}");
+    assert_eq!(e["rows_read"], PER_TYPE, "matched items: {st}");
+    assert_eq!(e["written"], PER_TYPE, "updated and skipped: {st}");
 }

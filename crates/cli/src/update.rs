@@ -79,6 +79,12 @@ pub(crate) struct UpdateArgs {
     /// says `time_up`, the exit code is 75, and --resume continues.
     #[arg(long, value_name = "N", value_parser = limits::positive::<u64>)]
     max_seconds: Option<u64>,
+    /// Keep the run's records in this progress table (created if missing),
+    /// so `sql2ddb status --run ID` and `sql2ddb verify --run ID` follow it
+    /// from any machine: matched items count as rows, updated and skipped
+    /// ones as written.
+    #[arg(long, value_name = "NAME")]
+    progress_table: Option<String>,
 }
 
 pub(crate) async fn update(args: UpdateArgs) -> u8 {
@@ -102,6 +108,7 @@ pub(crate) async fn update(args: UpdateArgs) -> u8 {
                 .unwrap_or_else(sql2ddb_engine::new_run_id),
         ),
         resume: args.resume.is_some(),
+        progress_table: args.progress_table.clone(),
         max_seconds: args.max_seconds,
         dry_run: args.dry_run,
         concurrency: args.concurrency,
@@ -286,6 +293,12 @@ fn render(r: &UpdateReport) -> String {
     }
     if r.failed > 0 {
         out.push_str(&format!("failed items: {}\n", r.failures_file));
+    }
+    if let Some(t) = &r.progress_table {
+        out.push_str(&format!(
+            "progress table: {t} (sql2ddb verify --run {} --progress-table {t})\n",
+            r.run_id
+        ));
     }
     out.push_str(&format!("report: {}/report.json", r.run_dir));
     if let Some(e) = &r.error {

@@ -26,6 +26,7 @@ use tokio::task::JoinSet;
 use super::checkpoint::{CheckpointFile, Counts, SegmentState};
 use super::cost::CostCounter;
 use super::report::UpdateProgress;
+use super::tracking::Tracking;
 use crate::stop::StopSignal;
 
 /// Called with each page's matching items before they are written: lets a
@@ -60,6 +61,8 @@ pub(crate) struct Shared {
     pub time_up: AtomicBool,
     /// `mode = "batch-put"`: the job (its changes) and the batch writer.
     pub batch_put: Option<BatchPut>,
+    /// `--progress-table`: the run's records for `status` and `verify`.
+    pub tracking: Option<Tracking>,
     /// The table's average item size, for read units an endpoint does not report.
     pub average_item_bytes: f64,
     halted: AtomicBool,
@@ -97,6 +100,7 @@ impl Shared {
             deadline: None,
             time_up: AtomicBool::new(false),
             batch_put: None,
+            tracking: None,
             average_item_bytes: 1024.0,
             halted: AtomicBool::new(false),
             error: Mutex::new(None),
@@ -197,9 +201,21 @@ pub(crate) async fn run_segment(shared: Arc<Shared>, index: usize, segment: Opti
                 tally.add(&written);
             }
         }
+        let page_index = state.counts.pages;
         state.counts.add(&tally);
         state.next = page.next.as_ref().map(item_from_sdk);
         state.done = page.next.is_none();
+        // The progress table first: a crash before the checkpoint reads the
+        // page again, and its record is rewritten, never missing.
+        if let Some(t) = &shared.tracking {
+            let mut recorded = t.page(index as u32, page_index, &tally).await;
+            if state.done && recorded.is_ok() {
+                recorded = t.finish(index as u32, &state).await;
+            }
+            if let Err(e) = recorded {
+                return shared.halt(e);
+            }
+        }
         if let Some(c) = &shared.checkpoint {
             if let Err(e) = c.record(index, state.clone()) {
                 return shared.halt(e);

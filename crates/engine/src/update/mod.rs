@@ -20,6 +20,7 @@ mod apply;
 mod checkpoint;
 mod cost;
 mod report;
+mod tracking;
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
@@ -48,6 +49,7 @@ use crate::stop::StopSignal;
 use apply::{run_segment, BatchPut, FailuresFile, Shared};
 use checkpoint::{Checkpoint, CheckpointFile};
 use cost::CostCounter;
+use tracking::Tracking;
 
 /// Conditional writes in flight when `--concurrency` does not say.
 pub const DEFAULT_UPDATE_CONCURRENCY: usize = 32;
@@ -86,6 +88,9 @@ pub struct UpdateOptions {
     pub stop: Option<Arc<StopSignal>>,
     /// Called with each page's matching items before they are written.
     pub on_page: Option<PageHook>,
+    /// Keep the run's records in this progress table, for `sql2ddb status`
+    /// and `sql2ddb verify` (created if missing).
+    pub progress_table: Option<String>,
 }
 
 /// Runs an update job.
@@ -111,6 +116,7 @@ pub async fn update(
     let resource_opts = ResourceOptions {
         endpoint: opts.endpoint.clone().or(job.target.endpoint.clone()),
         region: opts.region.clone().or(job.target.region.clone()),
+        progress_table: opts.progress_table.clone(),
         ..ResourceOptions::default()
     };
     // `local` is refused: the embedded server's data belongs to the run that started it.
@@ -256,6 +262,14 @@ async fn prepare(
         };
         checkpoint.totals().publish(&shared.progress);
         shared.checkpoint = Some(CheckpointFile::new(run_dir, checkpoint));
+        if opts.progress_table.is_some() {
+            let read = read_description(job);
+            let segments = read_segments(job).len() as u32;
+            let store = resources.progress_store()?;
+            let (name, file, table) = (&job.name, job.file(), &job.target.table);
+            let tracking = Tracking::open(store, run_id, name, file, table, &read, segments);
+            shared.tracking = Some(tracking.await?);
+        }
     }
     if table.item_count > 0 {
         shared.average_item_bytes = table.size_bytes as f64 / table.item_count as f64;
@@ -396,6 +410,7 @@ fn new_report(
         read: read_description(job),
         run_dir: run_dir.display().to_string(),
         failures_file: shared.failures.path().display().to_string(),
+        progress_table: shared.tracking.as_ref().map(|t| t.table().to_string()),
         scanned: 0,
         not_matched: 0,
         matched: 0,

@@ -136,6 +136,9 @@ pub struct UpdateReport {
     pub run_dir: String,
     /// The file listing each failed item's key and reason (exists only when one failed).
     pub failures_file: String,
+    /// The progress table the run keeps its records in, if any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress_table: Option<String>,
     /// Items evaluated.
     pub scanned: u64,
     /// Items evaluated that did not meet `where`.
