@@ -21,6 +21,7 @@ mod e2e_resume;
 mod e2e_single_table;
 mod e2e_sqlite;
 mod export;
+mod init;
 mod nothing_lost;
 mod plan;
 mod secrets;

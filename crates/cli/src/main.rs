@@ -8,6 +8,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod deep;
 mod distributed;
 mod export;
+mod init;
 mod limits;
 mod plan;
 mod queue;
@@ -117,6 +118,10 @@ enum Command {
     /// and key collisions of a migration, from the source alone.
     #[command(after_help = footer(plan::EXIT_CODES))]
     Plan(plan::PlanArgs),
+    /// Print a commented mapping scaffolded from the source's schema
+    /// (tables, keys, foreign keys, column types).
+    #[command(after_help = footer(init::EXIT_CODES))]
+    Init(init::InitArgs),
 }
 
 #[derive(clap::Args)]
@@ -231,6 +236,7 @@ fn main() -> ExitCode {
         Command::Queue(command) => block_on(queue::queue(command)),
         Command::Update(args) => block_on(update::update(args)),
         Command::Plan(args) => block_on(plan::plan(args)),
+        Command::Init(args) => block_on(init::init(args)),
     };
     ExitCode::from(code)
 }

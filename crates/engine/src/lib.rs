@@ -8,6 +8,7 @@ pub mod checkpoint;
 pub mod deep;
 pub mod error;
 pub mod export;
+pub mod init;
 pub mod plan;
 pub mod progress;
 pub mod queues;

@@ -214,7 +214,7 @@ impl Source {
 
 /// Column `i` of a row as text: a string, or (MySQL may answer a cast with
 /// a binary string; SQLite a count with an integer) bytes or an integer.
-fn text_at<R>(row: &R, i: usize) -> Result<Option<String>, sqlx::Error>
+pub(crate) fn text_at<R>(row: &R, i: usize) -> Result<Option<String>, sqlx::Error>
 where
     R: sqlx::Row,
     usize: sqlx::ColumnIndex<R>,

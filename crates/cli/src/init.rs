@@ -1,0 +1,43 @@
+//! `sql2ddb init`: a commented mapping from the source's schema, on stdout.
+
+use sql2ddb_engine::init::InitOptions;
+
+use crate::fail;
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0   the mapping is printed on stdout
+  1   the source could not be read (unreachable, no such table)
+  64  usage error: unknown option, missing argument";
+
+/// Arguments of `sql2ddb init`.
+#[derive(clap::Args)]
+pub struct InitArgs {
+    /// Source URL (postgres://, mysql://, sqlite://). It is not written into
+    /// the mapping, which reads it from ${DATABASE_URL}.
+    #[arg(long)]
+    pub source: String,
+    /// Only these tables, comma-separated (`table` or `schema.table`).
+    #[arg(long, value_delimiter = ',', value_name = "A,B,…")]
+    pub tables: Option<Vec<String>>,
+    /// One DynamoDB table named NAME: child tables go into their parent's
+    /// item collection, or are embedded in the parent's items.
+    #[arg(long, value_name = "NAME")]
+    pub single_table: Option<String>,
+}
+
+/// Runs `sql2ddb init`.
+pub async fn init(args: InitArgs) -> u8 {
+    let opts = InitOptions {
+        source: args.source,
+        tables: args.tables,
+        single_table: args.single_table,
+    };
+    match sql2ddb_engine::init::init(&opts).await {
+        Ok(text) => {
+            print!("{text}");
+            0
+        }
+        Err(e) => fail(&e.to_string()),
+    }
+}

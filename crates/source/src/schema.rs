@@ -1,0 +1,260 @@
+//! The catalog, read for `sql2ddb init`: tables, columns with their types and
+//! sizes, primary keys and foreign keys (PostgreSQL and MySQL through
+//! `information_schema`, SQLite through its `pragma_*` table functions).
+
+use sqlx::AssertSqlSafe;
+
+use crate::stats::text_at;
+use crate::{sql::split_table, Dialect, Pool, Source, SourceError};
+
+/// One table as the catalog describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaTable {
+    /// The name as given to `--tables` (`table` or `schema.table`).
+    pub name: String,
+    /// Columns in table order.
+    pub columns: Vec<SchemaColumn>,
+    /// Primary key columns in key order (empty: none).
+    pub primary_key: Vec<String>,
+    /// Foreign keys, in the catalog's order.
+    pub foreign_keys: Vec<ForeignKey>,
+}
+
+/// One column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchemaColumn {
+    /// Column name.
+    pub name: String,
+    /// The declared type as the catalog spells it (`numeric`, `tinyint(1)`, `TEXT`…).
+    pub sql_type: String,
+    /// Whether it may hold NULL.
+    pub nullable: bool,
+    /// Decimal digits of a numeric type, when declared.
+    pub precision: Option<u64>,
+    /// Most characters (or bytes) of a string or binary type, when declared.
+    pub max_length: Option<u64>,
+}
+
+/// A foreign key: `columns` of this table reference `ref_columns` of `ref_table`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ForeignKey {
+    /// Columns of this table, in key order.
+    pub columns: Vec<String>,
+    /// The referenced table, as the catalog names it (no schema).
+    pub ref_table: String,
+    /// The referenced columns, in key order.
+    pub ref_columns: Vec<String>,
+}
+
+/// The schema part of `schema.table`, or the current one, per dialect.
+fn schema_expr(dialect: Dialect, placeholder: &str) -> String {
+    match dialect {
+        Dialect::Postgres => format!("COALESCE({placeholder}, current_schema())"),
+        _ => format!("COALESCE({placeholder}, DATABASE())"),
+    }
+}
+
+impl Source {
+    /// The base tables of the current schema (PostgreSQL), database (MySQL)
+    /// or file (SQLite), by name.
+    pub async fn table_names(&self) -> Result<Vec<String>, SourceError> {
+        let sql = match self.dialect() {
+            Dialect::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table' \
+                AND name NOT LIKE 'sqlite_%' ORDER BY name"
+                .to_string(),
+            d => format!(
+                "SELECT CAST(table_name AS {}) FROM information_schema.tables \
+                 WHERE table_schema = {} AND table_type = 'BASE TABLE' ORDER BY 1",
+                text_type(d),
+                schema_expr(d, "NULL")
+            ),
+        };
+        let rows = self.text_rows("list the tables", &sql, &[], 1).await?;
+        Ok(rows.into_iter().filter_map(|mut r| r.remove(0)).collect())
+    }
+
+    /// The catalog's description of table `name` (`table` or `schema.table`);
+    /// a table that does not exist is an error naming it.
+    pub async fn schema_table(&self, name: &str) -> Result<SchemaTable, SourceError> {
+        let (schema, table) = split_table(name);
+        let d = self.dialect();
+        let binds: Vec<Option<&str>> = match d {
+            Dialect::Sqlite => vec![Some(table)],
+            _ => vec![schema, Some(table)],
+        };
+        let (p1, p2) = match d {
+            Dialect::Postgres => ("$1", "$2"),
+            _ => ("?", "?"),
+        };
+        let t = text_type(d);
+        let columns_sql = match d {
+            Dialect::Sqlite => {
+                "SELECT name, type, CASE WHEN \"notnull\" = 0 AND pk = 0 THEN 'YES' ELSE 'NO' END, \
+                NULL, NULL FROM pragma_table_info(?) ORDER BY cid"
+                    .to_string()
+            }
+            _ => format!(
+                "SELECT CAST(column_name AS {t}), CAST({} AS {t}), CAST(is_nullable AS {t}), \
+                 CAST(numeric_precision AS {t}), CAST(character_maximum_length AS {t}) \
+                 FROM information_schema.columns WHERE table_schema = {} AND table_name = {p2} \
+                 ORDER BY ordinal_position",
+                if d == Dialect::MySql {
+                    "column_type"
+                } else {
+                    "data_type"
+                },
+                schema_expr(d, p1)
+            ),
+        };
+        let context = format!("read the columns of {name}");
+        let columns: Vec<SchemaColumn> = self
+            .text_rows(&context, &columns_sql, &binds, 5)
+            .await?
+            .into_iter()
+            .map(|r| SchemaColumn {
+                name: r[0].clone().unwrap_or_default(),
+                sql_type: r[1].clone().unwrap_or_default(),
+                nullable: r[2].as_deref() == Some("YES"),
+                precision: r[3].as_deref().and_then(|v| v.parse().ok()),
+                max_length: r[4].as_deref().and_then(|v| v.parse().ok()),
+            })
+            .collect();
+        if columns.is_empty() {
+            return Err(SourceError::config(format!("table {name} not found")));
+        }
+        let primary_key = self.primary_key_of(name, &binds, p1, p2).await?;
+        let foreign_keys = self.foreign_keys_of(name, &binds, p1, p2).await?;
+        Ok(SchemaTable {
+            name: name.to_string(),
+            columns,
+            primary_key,
+            foreign_keys,
+        })
+    }
+
+    async fn primary_key_of(
+        &self,
+        name: &str,
+        binds: &[Option<&str>],
+        p1: &str,
+        p2: &str,
+    ) -> Result<Vec<String>, SourceError> {
+        let d = self.dialect();
+        let sql = match d {
+            Dialect::Sqlite => "SELECT name FROM pragma_table_info(?) WHERE pk > 0 ORDER BY pk".to_string(),
+            _ => format!(
+                "SELECT CAST(kcu.column_name AS {t}) FROM information_schema.table_constraints tc \
+                 JOIN information_schema.key_column_usage kcu ON kcu.constraint_name = tc.constraint_name \
+                 AND kcu.table_schema = tc.table_schema AND kcu.table_name = tc.table_name \
+                 WHERE tc.constraint_type = 'PRIMARY KEY' AND tc.table_schema = {} AND tc.table_name = {p2} \
+                 ORDER BY kcu.ordinal_position",
+                schema_expr(d, p1),
+                t = text_type(d)
+            ),
+        };
+        let context = format!("read the primary key of {name}");
+        let rows = self.text_rows(&context, &sql, binds, 1).await?;
+        Ok(rows.into_iter().filter_map(|mut r| r.remove(0)).collect())
+    }
+
+    async fn foreign_keys_of(
+        &self,
+        name: &str,
+        binds: &[Option<&str>],
+        p1: &str,
+        p2: &str,
+    ) -> Result<Vec<ForeignKey>, SourceError> {
+        let d = self.dialect();
+        let t = text_type(d);
+        let sql = match d {
+            Dialect::Sqlite => "SELECT CAST(id AS TEXT), \"from\", \"table\", \"to\" \
+                FROM pragma_foreign_key_list(?) ORDER BY id, seq"
+                .to_string(),
+            Dialect::MySql => format!(
+                "SELECT CAST(constraint_name AS {t}), CAST(column_name AS {t}), \
+                 CAST(referenced_table_name AS {t}), CAST(referenced_column_name AS {t}) \
+                 FROM information_schema.key_column_usage WHERE table_schema = {} \
+                 AND table_name = {p2} AND referenced_table_name IS NOT NULL \
+                 ORDER BY constraint_name, ordinal_position",
+                schema_expr(d, p1)
+            ),
+            Dialect::Postgres => format!(
+                "SELECT CAST(kcu.constraint_name AS {t}), CAST(kcu.column_name AS {t}), \
+                 CAST(ccu.table_name AS {t}), CAST(ccu.column_name AS {t}) \
+                 FROM information_schema.referential_constraints rc \
+                 JOIN information_schema.key_column_usage kcu ON kcu.constraint_name = rc.constraint_name \
+                 AND kcu.constraint_schema = rc.constraint_schema \
+                 JOIN information_schema.key_column_usage ccu ON ccu.constraint_name = rc.unique_constraint_name \
+                 AND ccu.constraint_schema = rc.unique_constraint_schema \
+                 AND ccu.ordinal_position = kcu.position_in_unique_constraint \
+                 WHERE kcu.table_schema = {} AND kcu.table_name = {p2} \
+                 ORDER BY 1, kcu.ordinal_position",
+                schema_expr(d, p1)
+            ),
+        };
+        let context = format!("read the foreign keys of {name}");
+        let rows = self.text_rows(&context, &sql, binds, 4).await?;
+        let mut out: Vec<(String, ForeignKey)> = Vec::new();
+        for r in rows {
+            let [id, col, table, ref_col] =
+                [&r[0], &r[1], &r[2], &r[3]].map(|v| v.clone().unwrap_or_default());
+            match out.iter_mut().find(|(i, _)| *i == id) {
+                Some((_, fk)) => {
+                    fk.columns.push(col);
+                    fk.ref_columns.push(ref_col);
+                }
+                None => out.push((
+                    id,
+                    ForeignKey {
+                        columns: vec![col],
+                        ref_table: table,
+                        ref_columns: vec![ref_col],
+                    },
+                )),
+            }
+        }
+        Ok(out.into_iter().map(|(_, fk)| fk).collect())
+    }
+
+    /// Rows of `width` text values that `sql` returns with `binds` bound.
+    async fn text_rows(
+        &self,
+        context: &str,
+        sql: &str,
+        binds: &[Option<&str>],
+        width: usize,
+    ) -> Result<Vec<Vec<Option<String>>>, SourceError> {
+        macro_rules! read {
+            ($pool:expr) => {{
+                let mut q = sqlx::query(AssertSqlSafe(sql.to_string()));
+                for b in binds {
+                    q = q.bind(b.map(str::to_string));
+                }
+                let rows = q
+                    .fetch_all($pool)
+                    .await
+                    .map_err(|e| SourceError::query(context, e))?;
+                rows.iter()
+                    .map(|row| {
+                        (0..width)
+                            .map(|i| text_at(row, i).map_err(|e| SourceError::query(context, e)))
+                            .collect::<Result<Vec<_>, _>>()
+                    })
+                    .collect()
+            }};
+        }
+        match &self.pool {
+            Pool::Postgres(p) => read!(p),
+            Pool::MySql(p) => read!(p),
+            Pool::Sqlite(p) => read!(p),
+        }
+    }
+}
+
+/// The text type a value is cast to.
+fn text_type(d: Dialect) -> &'static str {
+    match d {
+        Dialect::MySql => "CHAR",
+        Dialect::Postgres | Dialect::Sqlite => "TEXT",
+    }
+}
