@@ -205,21 +205,8 @@ pub(crate) async fn run_segment(shared: Arc<Shared>, index: usize, segment: Opti
         state.counts.add(&tally);
         state.next = page.next.as_ref().map(item_from_sdk);
         state.done = page.next.is_none();
-        // The progress table first: a crash before the checkpoint reads the
-        // page again, and its record is rewritten, never missing.
-        if let Some(t) = &shared.tracking {
-            let mut recorded = t.page(index as u32, page_index, &tally).await;
-            if state.done && recorded.is_ok() {
-                recorded = t.finish(index as u32, &state).await;
-            }
-            if let Err(e) = recorded {
-                return shared.halt(e);
-            }
-        }
-        if let Some(c) = &shared.checkpoint {
-            if let Err(e) = c.record(index, state.clone()) {
-                return shared.halt(e);
-            }
+        if let Err(e) = record(&shared, index, page_index, &tally, &state).await {
+            return shared.halt(e);
         }
         pages += 1;
         longest = longest.max(began.elapsed());
@@ -227,6 +214,28 @@ pub(crate) async fn run_segment(shared: Arc<Shared>, index: usize, segment: Opti
             UpdateProgress::add(&shared.progress.segments_done, 1);
             return;
         }
+    }
+}
+
+/// Records a finished page: in the progress table first (a crash before
+/// the checkpoint reads the page again, and its record is rewritten, never
+/// missing), then in the checkpoint.
+async fn record(
+    shared: &Shared,
+    index: usize,
+    page: u64,
+    tally: &Counts,
+    state: &SegmentState,
+) -> Result<(), String> {
+    if let Some(t) = &shared.tracking {
+        t.page(index as u32, page, tally).await?;
+        if state.done {
+            t.finish(index as u32, state).await?;
+        }
+    }
+    match &shared.checkpoint {
+        Some(c) => c.record(index, state.clone()),
+        None => Ok(()),
     }
 }
 

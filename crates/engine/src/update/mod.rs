@@ -20,21 +20,18 @@ mod apply;
 mod checkpoint;
 mod cost;
 mod report;
+mod requests;
 mod tracking;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sql2ddb_core::AttrValue;
-use sql2ddb_dynamo::update::{
-    describe, ConditionalWrite, PageRequest, Placeholders, TableDescription,
-};
+use sql2ddb_dynamo::update::{describe, TableDescription};
 use sql2ddb_dynamo::{AdaptiveConcurrency, BatchWriter, RetryPolicy, WriteCapacityLimiter};
 use sql2ddb_mapping::{
-    GsiProjection, IndexShape, JobAction, JobMode, JobRead, TableShape, UpdateJob, MARKER_NAME,
-    MARKER_VALUE, RUN_MARKER,
+    GsiProjection, IndexShape, JobAction, JobMode, JobRead, TableShape, UpdateJob, RUN_MARKER,
 };
 
 pub use apply::PageHook;
@@ -53,8 +50,6 @@ use tracking::Tracking;
 
 /// Conditional writes in flight when `--concurrency` does not say.
 pub const DEFAULT_UPDATE_CONCURRENCY: usize = 32;
-/// The placeholder of the table's partition key in the existence condition.
-const KEY_NAME: &str = "#sql2ddb_key";
 
 /// Everything an update job takes besides the job file.
 #[derive(Clone, Default)]
@@ -179,33 +174,8 @@ async fn prepare(
     let table = describe(&client, &job.target.table).await?;
     check_declared_keys(job, &table)?;
     job.check_table(&shape(&table))?;
-    let marker = job.not_idempotent().is_some();
-    let run_clause =
-        format!("(attribute_not_exists({MARKER_NAME}) OR {MARKER_NAME} <> {MARKER_VALUE})");
-    let (names, values) = job.read_placeholders();
-    let mut read_ph = placeholders(names, values);
-    let mut filter = job.filter.clone().map(|w| format!("({w})"));
-    if marker {
-        add_marker(&mut read_ph, run_id);
-        filter = Some(match filter {
-            Some(w) => format!("{w} AND {run_clause}"),
-            None => run_clause.clone(),
-        });
-    }
-    let (index, key_condition) = match &job.read {
-        JobRead::Query { index, key } => (Some(index.clone()), Some(key.clone())),
-        JobRead::Scan { .. } => (None, None),
-    };
-    let read = PageRequest {
-        table: job.target.table.clone(),
-        index,
-        key_condition,
-        segment: None,
-        filter,
-        placeholders: read_ph,
-        limit: job.page_size,
-    };
-    let write = (!opts.dry_run).then(|| write_request(job, &table, run_id, marker, &run_clause));
+    let read = requests::read_request(job, run_id);
+    let write = (!opts.dry_run).then(|| requests::write_request(job, &table, run_id));
     let written: Option<BTreeSet<String>> = match job.action {
         JobAction::Update { .. } => Some(job.written_attributes().map(str::to_string).collect()),
         JobAction::Delete => None,
@@ -227,7 +197,33 @@ async fn prepare(
         failures,
     );
     shared.wcu = opts.max_wcu.map(|w| Arc::new(WriteCapacityLimiter::new(w)));
-    if job.mode == JobMode::BatchPut && !opts.dry_run {
+    shared.rcu = opts.max_rcu.map(|r| Arc::new(WriteCapacityLimiter::new(r)));
+    shared.stop = opts.stop.clone();
+    shared.on_page = opts.on_page.clone();
+    shared.deadline = opts
+        .max_seconds
+        .map(|s| tokio::time::Instant::now() + std::time::Duration::from_secs(s));
+    if !opts.dry_run {
+        attach_writers(&mut shared, job, opts, resources, &table, run_dir, run_id).await?;
+    }
+    if table.item_count > 0 {
+        shared.average_item_bytes = table.size_bytes as f64 / table.item_count as f64;
+    }
+    Ok(shared)
+}
+
+/// What only a run that writes has: the batch writer of `batch-put`, the
+/// checkpoint (loaded when resuming), the progress table's records.
+async fn attach_writers(
+    shared: &mut Shared,
+    job: &UpdateJob,
+    opts: &UpdateOptions,
+    resources: &Resources,
+    table: &TableDescription,
+    run_dir: &std::path::Path,
+    run_id: &str,
+) -> Result<(), EngineError> {
+    if job.mode == JobMode::BatchPut {
         let mut writer = BatchWriter::new(
             shared.client.clone(),
             job.target.table.clone(),
@@ -243,13 +239,7 @@ async fn prepare(
             writer,
         });
     }
-    shared.rcu = opts.max_rcu.map(|r| Arc::new(WriteCapacityLimiter::new(r)));
-    shared.stop = opts.stop.clone();
-    shared.on_page = opts.on_page.clone();
-    shared.deadline = opts
-        .max_seconds
-        .map(|s| tokio::time::Instant::now() + std::time::Duration::from_secs(s));
-    if !opts.dry_run {
+    {
         let fresh = Checkpoint::new(
             &job.name,
             &job.target.table,
@@ -271,65 +261,7 @@ async fn prepare(
             shared.tracking = Some(tracking.await?);
         }
     }
-    if table.item_count > 0 {
-        shared.average_item_bytes = table.size_bytes as f64 / table.item_count as f64;
-    }
-    Ok(shared)
-}
-
-/// The conditional write of each matching item.
-fn write_request(
-    job: &UpdateJob,
-    table: &TableDescription,
-    run_id: &str,
-    marker: bool,
-    run_clause: &str,
-) -> ConditionalWrite {
-    let (names, values) = job.write_placeholders();
-    let mut ph = placeholders(names, values);
-    let mut condition = format!("attribute_exists({KEY_NAME})");
-    if let Some(pk) = table.keys.first() {
-        ph.names.insert(KEY_NAME.into(), pk.name.clone());
-    }
-    if let Some(w) = &job.filter {
-        condition = format!("{condition} AND ({w})");
-    }
-    if marker {
-        add_marker(&mut ph, run_id);
-        condition = format!("{condition} AND {run_clause}");
-    }
-    let update = match &job.action {
-        JobAction::Update { expression, .. } => Some(match marker {
-            true => job
-                .marked_expression()
-                .unwrap_or_else(|| expression.clone()),
-            false => expression.clone(),
-        }),
-        JobAction::Delete => None,
-    };
-    ConditionalWrite {
-        table: job.target.table.clone(),
-        update,
-        condition,
-        placeholders: ph,
-        own_mark: marker.then(|| (RUN_MARKER.to_string(), run_id.to_string())),
-    }
-}
-
-fn placeholders(
-    names: std::collections::BTreeMap<String, String>,
-    values: std::collections::BTreeMap<String, AttrValue>,
-) -> Placeholders {
-    Placeholders {
-        names: names.into_iter().collect::<HashMap<_, _>>(),
-        values: values.into_iter().collect::<HashMap<_, _>>(),
-    }
-}
-
-fn add_marker(ph: &mut Placeholders, run_id: &str) {
-    ph.names.insert(MARKER_NAME.into(), RUN_MARKER.into());
-    ph.values
-        .insert(MARKER_VALUE.into(), AttrValue::S(run_id.to_string()));
+    Ok(())
 }
 
 /// The table's keys and indexes, as the job's checks want them.
