@@ -102,7 +102,7 @@ pub async fn plan(mapping: &Plan, opts: &PlanOptions) -> Result<PlanReport, Engi
         source_connections: opts.source_connections,
         ..RunOptions::default()
     };
-    let opened = Sampler::open(&relaxed, &run_opts).await;
+    let opened = Sampler::open(&relaxed, &run_opts, !opts.estimate).await;
     let result = match opened {
         Ok(sampler) => {
             let r = build(mapping, &sampler, opts, prices).await;
@@ -187,15 +187,19 @@ async fn plan_entity(
     entity: &Entity,
     sampler: &Sampler,
     i: usize,
-    counted: u64,
+    counted: Option<u64>,
     sample: &EntitySample,
     opts: &PlanOptions,
 ) -> Result<(EntityPlan, EntityPartitions), EngineError> {
-    let estimate = match opts.estimate {
-        true => sampler.source().estimate_rows(&sampler.relation(i)).await?,
-        false => None,
+    let estimate = match counted {
+        Some(_) => None,
+        None => sampler.source().estimate_rows(&sampler.relation(i)).await?,
     };
-    let rows = estimate.unwrap_or(counted);
+    let rows = match (estimate, counted) {
+        (Some(n), _) | (None, Some(n)) => n,
+        // No estimate in the catalog (SQLite, a query entity): counted after all.
+        (None, None) => sampler.source().count(&sampler.relation(i)).await?,
+    };
     let scale = match sample.rows {
         0 => 0.0,
         n => rows as f64 / n as f64,

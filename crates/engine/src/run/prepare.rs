@@ -16,11 +16,11 @@ use crate::error::EngineError;
 use crate::progress::RunProgress;
 
 /// An entity bound to its source's columns, before its reads are planned.
-struct Bound {
-    shape: Shape,
-    key: Vec<String>,
-    bound: BoundEntity,
-    children: Vec<embed::ChildPlan>,
+pub(super) struct Bound {
+    pub(super) shape: Shape,
+    pub(super) key: Vec<String>,
+    pub(super) bound: BoundEntity,
+    pub(super) children: Vec<embed::ChildPlan>,
     pointers: Vec<BoundPointer>,
     overwrites: Option<keys::Overwrites>,
 }
@@ -68,7 +68,11 @@ impl Context {
 
     /// Describes the entity's source, settles its key (and proves it), and
     /// binds its templates, embeds and pointers to the source's columns.
-    async fn bind(&mut self, plan: &Plan, entity: &Entity) -> Result<Bound, EngineError> {
+    pub(super) async fn bind(
+        &mut self,
+        plan: &Plan,
+        entity: &Entity,
+    ) -> Result<Bound, EngineError> {
         let from = relation(&entity.from);
         let shape = self.source.describe_named(&entity.name, &from).await?;
         let key = match &entity.key {

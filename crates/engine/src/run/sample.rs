@@ -1,17 +1,14 @@
-//! The source side of `sql2ddb plan`: every entity prepared as a dry run
-//! prepares it (the same bindings, key rules, counts and embeds; no
-//! DynamoDB call), then a sample of its rows read from parts spread over
-//! the key range and mapped by the run's own mapping.
-
-use std::sync::Arc;
+//! The source side of `sql2ddb plan`: every entity bound as a run binds it
+//! (the same columns, key and key proof, key rules, embeds; no DynamoDB
+//! call), counted unless asked not to, then a sample of its rows read from
+//! parts spread over its key range and mapped by the run's own mapping.
 
 use sql2ddb_core::{MappedItem, Reject, Row, SqlValue};
-use sql2ddb_mapping::Plan;
-use sql2ddb_source::{Relation, Source};
+use sql2ddb_mapping::{BoundEntity, EntitySource, Plan};
+use sql2ddb_source::{Relation, Shape, Source};
 
-use super::{embed, prepare, Context, Prepared, RunOptions, SnapshotMode};
+use super::{embed, prepare, Context, RunOptions, SnapshotMode};
 use crate::error::EngineError;
-use crate::progress::RunProgress;
 
 /// Most parts a sample is read from (each a short read at a key bound).
 const MAX_SAMPLE_PARTS: usize = 100;
@@ -21,40 +18,76 @@ const MAX_SAMPLE_PARTS: usize = 100;
 pub struct EntitySample {
     /// Rows read for the sample.
     pub rows: u64,
-    /// The items the rows became, in key order of each part, parts in key order.
+    /// The items the rows became, in key order within each part, parts in key order.
     pub items: Vec<MappedItem>,
     /// The rows the mapping rejected.
     pub rejects: Vec<Reject>,
 }
 
-/// A source opened and every entity of a mapping prepared, ready to be
+/// One entity bound to its source.
+struct SampledEntity {
+    bound: BoundEntity,
+    shape: Shape,
+    key: Vec<String>,
+    children: Vec<embed::ChildPlan>,
+    from: EntitySource,
+    counted: Option<u64>,
+}
+
+/// A source opened and every entity of a mapping bound, ready to be
 /// sampled; nothing is written anywhere.
 pub struct Sampler {
     ctx: Context,
-    prepared: Vec<Arc<Prepared>>,
+    entities: Vec<SampledEntity>,
 }
 
 impl Sampler {
     /// Opens the source (no snapshot: each read sees the source as it is)
-    /// and prepares every entity of `plan` as a dry run would. `opts.source`
-    /// overrides the mapping's source; the run directory is created under
-    /// `opts.runs_dir`.
-    pub async fn open(plan: &Plan, opts: &RunOptions) -> Result<Sampler, EngineError> {
+    /// and binds every entity of `plan` as a run binds it; counts each
+    /// entity's rows when `count`. `opts.source` overrides the mapping's
+    /// source; a run directory is created under `opts.runs_dir`.
+    pub async fn open(plan: &Plan, opts: &RunOptions, count: bool) -> Result<Sampler, EngineError> {
         let opts = RunOptions {
             dry_run: true,
             snapshot: SnapshotMode::None,
             ..opts.clone()
         };
-        let mut ctx = Context::open(plan, &opts).await?;
-        let progress = RunProgress::new();
-        match ctx.prepare(plan, &opts, &progress).await {
-            Ok((prepared, _)) => Ok(Sampler { ctx, prepared }),
+        let ctx = Context::open(plan, &opts).await?;
+        let mut sampler = Sampler {
+            ctx,
+            entities: Vec::new(),
+        };
+        match sampler.bind_all(plan, count).await {
+            Ok(()) => Ok(sampler),
             Err(e) => {
-                ctx.source.close().await;
-                ctx.resources.close().await;
+                sampler.close().await;
                 Err(e)
             }
         }
+    }
+
+    async fn bind_all(&mut self, plan: &Plan, count: bool) -> Result<(), EngineError> {
+        for entity in &plan.entities {
+            let b = self.ctx.bind(plan, entity).await?;
+            let counted = match count {
+                true => Some(
+                    self.ctx
+                        .source
+                        .count(&prepare::relation(&entity.from))
+                        .await?,
+                ),
+                false => None,
+            };
+            self.entities.push(SampledEntity {
+                bound: b.bound,
+                shape: b.shape,
+                key: b.key,
+                children: b.children,
+                from: entity.from.clone(),
+                counted,
+            });
+        }
+        Ok(())
     }
 
     /// The source, for the plan's own questions (groups, estimates).
@@ -62,51 +95,41 @@ impl Sampler {
         &self.ctx.source
     }
 
-    /// Warnings of the preparation (an entity with `overwrite = true`, …).
-    pub fn warnings(&self) -> &[String] {
-        &self.ctx.report.warnings
-    }
-
-    /// The prepared entities' names and the rows each held when prepared.
-    pub fn entities(&self) -> Vec<(String, u64)> {
-        self.prepared
+    /// The entities' names and the rows each held when counted (`None`:
+    /// not counted).
+    pub fn entities(&self) -> Vec<(String, Option<u64>)> {
+        self.entities
             .iter()
-            .map(|p| (p.bound.name().to_string(), p.counted))
+            .map(|e| (e.bound.name().to_string(), e.counted))
             .collect()
     }
 
-    /// The columns that order and page an entity's rows (its key).
-    pub fn key_columns(&self, index: usize) -> Vec<String> {
-        let q = &self.prepared[index].query;
-        q.key_indices()
-            .iter()
-            .map(|&i| q.columns()[i].name.clone())
-            .collect()
+    /// What entity `index` reads, as the source names it.
+    pub fn relation(&self, index: usize) -> Relation<'_> {
+        prepare::relation(&self.entities[index].from)
     }
 
     /// About `n` rows of entity `index`, read from up to 100 parts spread
-    /// over its key range (each the first rows after a segment bound, so a
-    /// sample is never just the first `n` rows), mapped with their embeds.
+    /// over its key range (the first rows after each segment bound of the
+    /// run's own `split`, so a sample is never just the first `n` rows),
+    /// mapped with their embeds.
     pub async fn sample(&self, index: usize, n: usize) -> Result<EntitySample, EngineError> {
-        let p = &self.prepared[index];
+        let e = &self.entities[index];
+        let mut out = EntitySample::default();
         if n == 0 {
-            return Ok(EntitySample::default());
+            return Ok(out);
         }
         let parts = n.clamp(1, MAX_SAMPLE_PARTS);
-        let per_part = n.div_ceil(parts);
         let source = &self.ctx.source;
-        let from = prepare::relation(&p.from);
-        let shape = source.describe_named(p.bound.name(), &from).await?;
-        let key = self.key_columns(index);
-        let query = source.page_query(&from, &shape, &key, per_part)?;
-        let segments = source.split(&query, parts as u32).await?;
-        let mut out = EntitySample::default();
-        for segment in &segments {
+        let from = prepare::relation(&e.from);
+        let query = source.page_query(&from, &e.shape, &e.key, n.div_ceil(parts))?;
+        for segment in source.split(&query, parts as u32).await? {
             let rows = source
                 .read_range(&query, segment.after.as_deref(), segment.until.as_deref())
                 .await?;
             out.rows += rows.len() as u64;
-            self.map(p, &rows, &mut out).await?;
+            let keys: Vec<Vec<SqlValue>> = rows.iter().map(|r| query.key_of(r)).collect();
+            self.map(e, &rows, &keys, &mut out).await?;
             if out.rows as usize >= n {
                 break;
             }
@@ -114,23 +137,22 @@ impl Sampler {
         Ok(out)
     }
 
-    /// Maps `rows` of entity `p` with their embedded children.
+    /// Maps `rows` (whose keys are `keys`) of entity `e` with their children.
     async fn map(
         &self,
-        p: &Prepared,
+        e: &SampledEntity,
         rows: &[Row],
+        keys: &[Vec<SqlValue>],
         out: &mut EntitySample,
     ) -> Result<(), EngineError> {
-        let children = if p.children.is_empty() {
-            Vec::new()
-        } else {
-            let keys: Vec<Vec<SqlValue>> = rows.iter().map(|r| p.query.key_of(r)).collect();
-            embed::fetch(&self.ctx.source, &p.children, &keys).await?
+        let children = match e.children.is_empty() {
+            true => Vec::new(),
+            false => embed::fetch(&self.ctx.source, &e.children, keys).await?,
         };
         for (i, row) in rows.iter().enumerate() {
             let mapped = match children.get(i) {
-                Some(c) => p.bound.map_row_with_children(row, c),
-                None => p.bound.map_row(row),
+                Some(c) => e.bound.map_row_with_children(row, c),
+                None => e.bound.map_row(row),
             };
             match mapped {
                 Ok(m) => out.items.push(m),
@@ -138,11 +160,6 @@ impl Sampler {
             }
         }
         Ok(())
-    }
-
-    /// What entity `index` reads, as the source names it.
-    pub fn relation(&self, index: usize) -> Relation<'_> {
-        prepare::relation(&self.prepared[index].from)
     }
 
     /// Closes the source.
