@@ -166,6 +166,16 @@ async fn a_skewed_table_shows_its_hot_partition_key_and_warns_at_the_planned_rat
     assert_eq!(e["exact"], false);
     let sampled = e["sampled_rows"].as_u64().unwrap();
     assert!((1..=100).contains(&sampled), "{sampled}");
+    // The sample is spread over the key range, not the first 100 rows.
+    let ids: Vec<u64> = e["sample_items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"]["N"].as_str().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(ids.len(), 3);
+    assert!(ids[0] < ids[1] && ids[1] < ids[2], "{ids:?}");
+    assert!(ids[2] - ids[0] > 10, "not spread: {ids:?}");
     let hot = &report["hot_partitions"][0];
     assert_eq!(hot["key"], "CUSTOMER#7");
     assert_eq!(hot["items"], 900);
