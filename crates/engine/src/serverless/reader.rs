@@ -56,7 +56,7 @@ pub struct ReaderStep {
 /// Runs (or, with `opts.resume`, continues) `plan`'s migration into the
 /// queue `opts.queue` until every segment is read or the time left before
 /// `deadline` is under the margin: at least `min_margin`, and twice the
-/// slowest page seen so far.
+/// slowest page seen so far. It reads at least one page, whatever the time.
 pub async fn read_until(
     plan: &Plan,
     opts: &RunOptions,
@@ -176,7 +176,10 @@ impl Watcher {
                 last_change = Some(now);
             }
             let margin = self.min_margin.max(slowest * 2 * self.readers);
-            if self.deadline.saturating_duration_since(now) < margin {
+            // Every invocation reads at least one page, so a chain always
+            // moves on, however long the run's set-up took.
+            let moved = last_change.is_some();
+            if moved && self.deadline.saturating_duration_since(now) < margin {
                 tracing::info!(
                     margin_ms = margin.as_millis() as u64,
                     "time left under the margin: stopping after the pages being read"
