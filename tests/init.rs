@@ -178,7 +178,7 @@ async fn postgres_shop_single_table_and_no_password_printed() {
 }
 
 const MY_SHOP: &str = r#"
-CREATE TABLE customers (customer_id INT PRIMARY KEY, email VARCHAR(80) NOT NULL,
+CREATE TABLE customers (customer_id INT PRIMARY KEY, email VARCHAR(80) NOT NULL UNIQUE,
   vip TINYINT(1) NOT NULL, joined DATE NULL, balance DECIMAL(50, 2) NULL);
 CREATE TABLE orders (order_id INT PRIMARY KEY, customer_id INT NOT NULL, status VARCHAR(20) NOT NULL,
   FOREIGN KEY (customer_id) REFERENCES customers (customer_id));
@@ -188,6 +188,8 @@ INSERT INTO customers VALUES (1, 'a@x.org', 1, '2024-01-02', 1234567890123456789
   (2, 'b@x.org', 0, NULL, NULL);
 INSERT INTO orders VALUES (10, 1, 'placed'), (11, 1, 'shipped'), (12, 2, 'placed');
 INSERT INTO order_lines VALUES (10, 1, 'S1'), (10, 2, 'S2'), (11, 1, 'S1'), (12, 1, 'S3');
+CREATE TABLE tags (name VARCHAR(20) NOT NULL, note VARCHAR(20) NULL, UNIQUE KEY tag_name (name));
+INSERT INTO tags VALUES ('red', NULL), ('blue', 'b');
 "#;
 
 #[tokio::test]
@@ -204,8 +206,15 @@ async fn mariadb_schema_with_settings_for_wide_numbers_zero_dates_and_tinyint() 
         "{text}"
     );
     assert!(text.contains("# vip: TINYINT(1)"), "{text}");
+    // A table without a primary key is paged by its unique NOT NULL index.
+    assert!(text.contains("key = [\"name\"]"), "{text}");
+    assert!(text.contains("# unique (email)"), "{text}");
     let items = sc.items().await;
-    assert_eq!(items.len(), 5, "{items:?}");
+    assert_eq!(items.len(), 7, "{items:?}");
+    assert_eq!(
+        items[&key("TAGS#blue", "TAGS")]["note"],
+        AttrValue::S("b".into())
+    );
     let c1 = &items[&key("CUSTOMERS#1", "CUSTOMERS")];
     assert_eq!(
         c1["balance"],

@@ -57,7 +57,15 @@ async fn read_and_render(source: &Source, opts: &InitOptions) -> Result<String, 
     }
     let mut tables = Vec::with_capacity(names.len());
     for n in &names {
-        tables.push(source.schema_table(n).await?);
+        let mut t = source.schema_table(n).await?;
+        if t.primary_key.is_empty() {
+            // No primary key: page by a unique index over NOT NULL columns.
+            let not_null = |c: &String| t.columns.iter().any(|x| &x.name == c && !x.nullable);
+            if let Some(u) = t.unique.iter().find(|u| u.iter().all(not_null)) {
+                t.primary_key = u.clone();
+            }
+        }
+        tables.push(t);
     }
     let roles = roles(&tables, opts.single_table.is_some());
     let mut max_children = BTreeMap::new();
@@ -225,6 +233,19 @@ fn render_entity(
     if t.primary_key.is_empty() {
         out.push_str(
             "# no primary key: name unique NOT NULL columns to page by\n# key = [\"…\"]\n",
+        );
+    } else if t.unique.contains(&t.primary_key) {
+        let _ = writeln!(
+            out,
+            "key = {:?}   # no primary key: its unique index over NOT NULL columns",
+            t.primary_key
+        );
+    }
+    for u in t.unique.iter().filter(|u| **u != t.primary_key) {
+        let _ = writeln!(
+            out,
+            "# unique ({}): one row per value; a GSI keyed by it would serve lookups by it",
+            u.join(", ")
         );
     }
     let own = placeholders(t, &t.primary_key, false);

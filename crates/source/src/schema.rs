@@ -18,6 +18,9 @@ pub struct SchemaTable {
     pub primary_key: Vec<String>,
     /// Foreign keys, in the catalog's order.
     pub foreign_keys: Vec<ForeignKey>,
+    /// Unique indexes and constraints other than the primary key: their
+    /// columns in index order.
+    pub unique: Vec<Vec<String>>,
 }
 
 /// One column.
@@ -124,11 +127,13 @@ impl Source {
         }
         let primary_key = self.primary_key_of(name, &binds, p1, p2).await?;
         let foreign_keys = self.foreign_keys_of(name, &binds, p1, p2).await?;
+        let unique = self.unique_of(name, &binds, p1, p2).await?;
         Ok(SchemaTable {
             name: name.to_string(),
             columns,
             primary_key,
             foreign_keys,
+            unique,
         })
     }
 
@@ -214,6 +219,68 @@ impl Source {
             }
         }
         Ok(out.into_iter().map(|(_, fk)| fk).collect())
+    }
+
+    async fn unique_of(
+        &self,
+        name: &str,
+        binds: &[Option<&str>],
+        p1: &str,
+        p2: &str,
+    ) -> Result<Vec<Vec<String>>, SourceError> {
+        let d = self.dialect();
+        let t = text_type(d);
+        let (sql, binds): (String, Vec<Option<&str>>) = match d {
+            Dialect::Sqlite => (
+                "SELECT il.name, ii.name FROM pragma_index_list(?) AS il, \
+                 pragma_index_info(il.name) AS ii WHERE il.\"unique\" = 1 AND il.origin <> 'pk' \
+                 ORDER BY il.seq, ii.seqno"
+                    .to_string(),
+                binds.to_vec(),
+            ),
+            Dialect::MySql => (
+                format!(
+                    "SELECT CAST(index_name AS {t}), CAST(column_name AS {t}) \
+                     FROM information_schema.statistics WHERE table_schema = {} \
+                     AND table_name = {p2} AND non_unique = 0 AND index_name <> 'PRIMARY' \
+                     ORDER BY index_name, seq_in_index",
+                    schema_expr(d, p1)
+                ),
+                binds.to_vec(),
+            ),
+            Dialect::Postgres => (
+                "SELECT CAST(i.relname AS TEXT), CAST(a.attname AS TEXT) FROM pg_index x \
+                 JOIN pg_class i ON i.oid = x.indexrelid \
+                 JOIN LATERAL unnest(x.indkey) WITH ORDINALITY AS k(attnum, n) ON true \
+                 JOIN pg_attribute a ON a.attrelid = x.indrelid AND a.attnum = k.attnum \
+                 WHERE x.indrelid = to_regclass($1) AND x.indisunique AND NOT x.indisprimary \
+                 ORDER BY 1, k.n"
+                    .to_string(),
+                vec![Some(name)],
+            ),
+        };
+        let quoted;
+        let binds = match d {
+            Dialect::Postgres => {
+                quoted = crate::sql::quote_table(d, name);
+                vec![Some(quoted.as_str())]
+            }
+            _ => binds,
+        };
+        let context = format!("read the unique indexes of {name}");
+        let rows = self.text_rows(&context, &sql, &binds, 2).await?;
+        let mut out: Vec<(String, Vec<String>)> = Vec::new();
+        for r in rows {
+            let (index, column) = (
+                r[0].clone().unwrap_or_default(),
+                r[1].clone().unwrap_or_default(),
+            );
+            match out.iter_mut().find(|(i, _)| *i == index) {
+                Some((_, cols)) => cols.push(column),
+                None => out.push((index, vec![column])),
+            }
+        }
+        Ok(out.into_iter().map(|(_, cols)| cols).collect())
     }
 
     /// Rows of `width` text values that `sql` returns with `binds` bound.
