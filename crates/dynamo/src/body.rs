@@ -16,8 +16,11 @@ use sql2ddb_core::Item;
 /// The JSON body of a `BatchWriteItem` that puts `items` into `table`.
 pub fn batch_put_body(table: &str, items: &[&Item]) -> Bytes {
     let body = Body { table, items };
+    // Sized for typical items up front, so the buffer rarely grows.
+    let mut out = Vec::with_capacity(64 + table.len() + items.len() * 640);
     // Items are maps of strings and well-formed values: serialising cannot fail.
-    Bytes::from(serde_json::to_vec(&body).expect("a batch serialises"))
+    serde_json::to_writer(&mut out, &body).expect("a batch serialises");
+    Bytes::from(out)
 }
 
 /// Replaces the body of the SDK's request with `body` (and its length),
