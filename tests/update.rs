@@ -453,11 +453,12 @@ async fn each_static_mistake_is_a_clear_error_and_nothing_is_written() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_percent_of_calls_faulted_and_the_table_ends_as_without_faults() {
+    // DescribeTable, Scan and UpdateItem calls alike.
     use sql2ddb_testkit::{FaultConfig, FaultProxy};
     let sc = shop().await;
     let before = sc.items().await;
     let faults = FaultConfig {
-        operations: vec!["Scan".into(), "UpdateItem".into()],
+        operations: vec!["DescribeTable".into(), "Scan".into(), "UpdateItem".into()],
         ..FaultConfig::mix(0.30, 11)
     };
     let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
@@ -798,4 +799,18 @@ async fn status_and_verify_follow_an_update_run_through_its_progress_table() {
     assert_eq!(e["segments_finished"], 4, "{st}");
     assert_eq!(e["rows_read"], PER_TYPE, "matched items: {st}");
     assert_eq!(e["written"], PER_TYPE, "updated and skipped: {st}");
+}
+
+#[tokio::test]
+async fn an_unreachable_endpoint_fails_without_printing_its_password() {
+    let sc = Scenario::new("updsecret").start().await;
+    let path = job(&sc, CLOSE_ORDERS);
+    let endpoint = "http://admin:hunter2secret@127.0.0.1:1";
+    let run = sc
+        .sql2ddb(&["update", &path, "--endpoint", endpoint, "--quiet"])
+        .await;
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(run.stderr.contains("DescribeTable"), "{}", run.stderr);
+    assert!(!run.stderr.contains("hunter2secret"), "{}", run.stderr);
+    assert!(!run.stdout.contains("hunter2secret"), "{}", run.stdout);
 }

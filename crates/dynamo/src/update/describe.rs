@@ -7,8 +7,10 @@ use aws_sdk_dynamodb::types::{KeySchemaElement, Projection};
 use aws_sdk_dynamodb::Client;
 use sql2ddb_core::KeyAttr;
 
+use super::{retrying, Attempt};
 use crate::error::DynamoError;
 use crate::failure::Failure;
+use crate::writer::RetryPolicy;
 
 /// The key attributes of a table and its indexes, from DescribeTable.
 #[derive(Debug, Clone, Default)]
@@ -34,22 +36,29 @@ pub struct IndexDescription {
     pub projected: Option<Vec<String>>,
 }
 
-/// Describes `table`: keys, indexes, size.
-pub async fn describe(client: &Client, table: &str) -> Result<TableDescription, DynamoError> {
-    let out = client
-        .describe_table()
-        .table_name(table)
-        .send()
-        .await
-        .map_err(|e| match e.as_service_error() {
-            Some(s) if s.is_resource_not_found_exception() => DynamoError::Call {
-                operation: "DescribeTable",
-                table: table.to_string(),
-                message: "the table does not exist".into(),
-                failure: Some(Failure::TableFault),
-            },
-            _ => crate::error::call_error("DescribeTable", table, &e),
-        })?;
+/// Describes `table`: keys, indexes, size. Throttling, 5xx and dropped
+/// connections are retried with `policy`, as every call of the module.
+pub async fn describe(
+    client: &Client,
+    table: &str,
+    policy: &RetryPolicy,
+) -> Result<TableDescription, DynamoError> {
+    let (mut retries, mut throttled) = (0, 0);
+    let call = || async {
+        client
+            .describe_table()
+            .table_name(table)
+            .send()
+            .await
+            .map_err(|e| match e.as_service_error() {
+                Some(s) if s.is_resource_not_found_exception() => {
+                    Attempt::Failed(Failure::TableFault, "the table does not exist".into())
+                }
+                _ => Attempt::of(e),
+            })
+    };
+    let op = "DescribeTable";
+    let out = retrying(policy, None, table, op, &mut retries, &mut throttled, call).await?;
     let Some(desc) = out.table else {
         return Ok(TableDescription::default());
     };

@@ -171,7 +171,7 @@ async fn prepare(
     progress: Arc<UpdateProgress>,
 ) -> Result<Shared, EngineError> {
     let client = resources.client().clone();
-    let table = describe(&client, &job.target.table).await?;
+    let table = describe(&client, &job.target.table, &opts.retry).await?;
     check_declared_keys(job, &table)?;
     job.check_table(&shape(&table))?;
     let read = requests::read_request(job, run_id);
