@@ -369,3 +369,83 @@ fn column_settings(columns: &[SchemaColumn], dialect: Dialect, out: &mut String)
     }
     attrs
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn column(name: &str, ty: &str) -> SchemaColumn {
+        SchemaColumn {
+            name: name.into(),
+            sql_type: ty.into(),
+            nullable: false,
+            precision: None,
+            max_length: None,
+        }
+    }
+
+    fn table(name: &str, pk: &[&str], fks: &[(&[&str], &str, &[&str])]) -> SchemaTable {
+        let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        SchemaTable {
+            name: name.into(),
+            columns: pk.iter().map(|c| column(c, "integer")).collect(),
+            primary_key: strings(pk),
+            foreign_keys: fks
+                .iter()
+                .map(|(cols, t, refs)| ForeignKey {
+                    columns: strings(cols),
+                    ref_table: t.to_string(),
+                    ref_columns: strings(refs),
+                })
+                .collect(),
+            unique: Vec::new(),
+        }
+    }
+
+    fn shop() -> Vec<SchemaTable> {
+        vec![
+            table("customers", &["customer_id"], &[]),
+            table(
+                "orders",
+                &["order_id"],
+                &[(&["customer_id"], "customers", &["customer_id"])],
+            ),
+            table(
+                "order_lines",
+                &["order_id", "line_no"],
+                &[
+                    (&["sku"], "products", &["sku"]),
+                    (&["order_id"], "orders", &["order_id"]),
+                ],
+            ),
+            table("products", &["sku"], &[]),
+        ]
+    }
+
+    #[test]
+    fn children_go_into_collections_and_grandchildren_are_embedded() {
+        let tables = shop();
+        let r = roles(&tables, true);
+        assert_eq!(r[0], Role::Root);
+        assert!(matches!(&r[1], Role::Collection { parent: 0, .. }));
+        // The foreign key within the primary key wins over the first one.
+        assert!(matches!(&r[2], Role::Embedded { parent: 1, fk } if fk.columns == ["order_id"]));
+        assert_eq!(r[3], Role::Root);
+        assert!(roles(&tables, false).iter().all(|r| *r == Role::Root));
+    }
+
+    #[test]
+    fn columns_that_need_a_setting_get_it() {
+        let mut wide = column("balance", "decimal(50,2)");
+        wide.precision = Some(50);
+        let cols = [wide, column("joined", "date"), column("vip", "tinyint(1)")];
+        let mut comments = String::new();
+        let attrs = column_settings(&cols, Dialect::MySql, &mut comments);
+        assert!(attrs.contains("balance = { column = \"balance\", type = \"S\" }"));
+        assert!(attrs.contains("joined = { column = \"joined\", invalid = \"null\" }"));
+        assert!(comments.contains("# vip: TINYINT(1)"));
+        // PostgreSQL has no zero dates.
+        let attrs = column_settings(&cols[1..2], Dialect::Postgres, &mut String::new());
+        assert!(attrs.is_empty());
+    }
+}
