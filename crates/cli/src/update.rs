@@ -140,14 +140,8 @@ pub(crate) async fn update(args: UpdateArgs) -> u8 {
     match result {
         Ok(report) => {
             eprintln!("{}", render(&report));
-            if matches!(
-                report.status,
-                UpdateStatus::Interrupted | UpdateStatus::TimeUp
-            ) {
-                eprintln!(
-                    "to continue where it stopped, run\n  {}",
-                    resume_command(&args, &report)
-                );
+            if let Some(hint) = continue_hint(&args, &report) {
+                eprintln!("{hint}");
             }
             if args.json {
                 println!(
@@ -202,6 +196,25 @@ fn thousands(n: u64) -> String {
         out.push(c);
     }
     out
+}
+
+/// What to run to finish a run that stopped before its end: interrupted,
+/// stopped at its time limit, or failed once its pages were being written.
+/// A dry run has no checkpoint: it is simply run again.
+fn continue_hint(args: &UpdateArgs, r: &UpdateReport) -> Option<String> {
+    if r.dry_run {
+        return None;
+    }
+    let command = resume_command(args, r);
+    match r.status {
+        UpdateStatus::Interrupted | UpdateStatus::TimeUp => {
+            Some(format!("to continue where it stopped, run\n  {command}"))
+        }
+        UpdateStatus::Failed if r.error.is_some() && r.pages > 0 => Some(format!(
+            "once the cause is fixed, continue after the last page written with\n  {command}"
+        )),
+        _ => None,
+    }
 }
 
 /// The command that continues an interrupted or time-boxed run.
