@@ -1,8 +1,9 @@
 //! `sql2ddb plan`: from the source alone, exact write units with the 1 KB
 //! rounding (and an index's projected size), exact row counts, the hot
 //! partition key of a skewed table and its warning, the rows that collide
-//! on one key, sample items equal to the items `run` writes, and `--json`
-//! as one valid object.
+//! on one key, sample items equal to the items `run` writes (embedded
+//! children included), sampled rejects by reason, and `--json` as one
+//! valid object.
 
 use std::collections::BTreeMap;
 
@@ -261,4 +262,85 @@ sk = "PROFILE"
     assert!(warnings.contains("5 rows map to 2 keys"), "{warnings}");
     // The password-free URL is shown; nothing about DynamoDB was needed.
     assert!(report["source"].as_str().unwrap().starts_with("mysql://"));
+}
+
+/// The example shop's mapping, into the scenario's table on its server.
+fn shop_mapping(sc: &Scenario) -> String {
+    let text = std::fs::read_to_string(root().join("mappings/shop.toml")).unwrap();
+    let db = root().join("examples/shop.db");
+    let text = text
+        .replace("table = \"shop\"", "table = \"TABLE\"")
+        .replace("endpoint = \"local\"", "")
+        .replace(
+            "${SHOP_DATABASE_URL:-sqlite://examples/shop.db}",
+            &format!("sqlite://{}", db.display()),
+        );
+    sc.mapping(&text)
+}
+
+#[tokio::test]
+async fn the_shop_plan_counts_every_row_and_its_sample_items_are_what_run_writes() {
+    let sc = Scenario::new("plan_shop").start().await;
+    let mapping = shop_mapping(&sc);
+    let (_, report) = plan(&sc, &mapping, &[]).await;
+    for (name, rows) in [("customer", 500), ("product", 50), ("order", 2000)] {
+        let e = entity(&report, name);
+        assert_eq!(e["rows"], rows, "{name}");
+        assert_eq!(e["items"], rows, "{name}");
+        assert_eq!(e["exact"], true, "{name}");
+        // Every item of the shop is under 1 KB: one unit each.
+        assert_eq!(e["write_units"], rows, "{name}");
+        assert!(e["rejects"].as_array().unwrap().is_empty(), "{name}");
+    }
+    // Products carry no GSI1 keys; customers and orders are projected whole.
+    assert_eq!(report["totals"]["index_write_units"], 2500);
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
+    assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+    let items = sc.items().await;
+    for name in ["customer", "product", "order"] {
+        // Orders carry their embedded lines: the same as the run's.
+        assert_sample_items_written(entity(&report, name), &items);
+    }
+}
+
+/// Codes used in the partition key, one of them NULL.
+const CODES: &str = r#"
+CREATE TABLE codes (id INTEGER PRIMARY KEY, code TEXT);
+INSERT INTO codes VALUES (1, 'a'), (2, NULL), (3, 'c'), (4, NULL);
+"#;
+
+#[tokio::test]
+async fn rows_the_mapping_would_reject_are_listed_by_reason() {
+    let sc = Scenario::new("plan_rejects").sqlite(CODES).start().await;
+    let text = format!(
+        r#"version = 1
+[source]
+url = "{}"
+
+[target]
+table = "TABLE"
+pk = {{ name = "PK", type = "S" }}
+
+[[entity]]
+name = "code"
+from = "codes"
+pk = "CODE#{{code}}#{{id}}"
+"#,
+        sc.sqlite_url()
+    );
+    let mapping = sc.mapping(&text);
+    let (run, report) = plan(&sc, &mapping, &[]).await;
+    assert_eq!(run.code, 2);
+    let e = entity(&report, "code");
+    assert_eq!(e["rows"], 4);
+    assert_eq!(e["items"], 2);
+    let rejects = e["rejects"].as_array().unwrap();
+    assert_eq!(rejects.len(), 1, "{rejects:?}");
+    assert_eq!(rejects[0]["rows"], 2);
+    assert_eq!(rejects[0]["column"], "code");
+    assert!(
+        rejects[0]["reason"].as_str().unwrap().contains("NULL"),
+        "{rejects:?}"
+    );
+    assert_eq!(rejects[0]["example_key"]["id"], 2);
 }
