@@ -415,3 +415,6 @@ where
         tokio::time::sleep(delay).await;
     }
 }
+
+#[cfg(test)]
+mod tests;

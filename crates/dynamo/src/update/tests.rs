@@ -1,0 +1,71 @@
+//! The retry loop of the update calls, with paused time.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use super::*;
+
+const POLICY: RetryPolicy = RetryPolicy {
+    base: Duration::from_millis(50),
+    cap: Duration::from_secs(5),
+    max_attempts: 4,
+};
+
+/// A call that answers `answers` in turn, then succeeds.
+async fn run(answers: Vec<Attempt>) -> (Result<u32, DynamoError>, u64, u64, u32) {
+    let calls = AtomicU32::new(0);
+    let answers = std::sync::Mutex::new(answers.into_iter());
+    let (mut retries, mut throttled) = (0, 0);
+    let concurrency = AdaptiveConcurrency::new(4);
+    let out = retrying(
+        &POLICY,
+        Some(&concurrency),
+        "t",
+        "UpdateItem",
+        &mut retries,
+        &mut throttled,
+        || {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            let next = answers.lock().unwrap().next();
+            async move {
+                match next {
+                    Some(a) => Err(a),
+                    None => Ok(n),
+                }
+            }
+        },
+    )
+    .await;
+    (
+        out,
+        retries,
+        throttled,
+        concurrency.snapshot().current as u32,
+    )
+}
+
+fn failed(f: Failure) -> Attempt {
+    Attempt::Failed(f, format!("{f:?}"))
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttling_and_transient_failures_are_retried_and_counted() {
+    let (out, retries, throttled, limit) =
+        run(vec![failed(Failure::Throttled), failed(Failure::Transient)]).await;
+    assert_eq!(out.unwrap(), 2, "the third attempt succeeded");
+    assert_eq!((retries, throttled), (2, 1));
+    assert!(limit < 4, "a throttle lowers the concurrency");
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_calls_are_not_retried_and_attempts_run_out() {
+    let (out, retries, _, _) = run(vec![failed(Failure::ItemRejected)]).await;
+    let e = out.unwrap_err();
+    assert_eq!((e.failure(), retries), (Some(Failure::ItemRejected), 0));
+    let (out, retries, _, _) = run((0..4).map(|_| failed(Failure::Transient)).collect()).await;
+    assert!(out
+        .unwrap_err()
+        .to_string()
+        .contains("still failing after 4 attempts"));
+    assert_eq!(retries, 3);
+}
