@@ -118,7 +118,8 @@ async fn sqlite_shop_one_entity_per_table_migrates_every_row() {
     std::fs::copy(root().join("examples/shop.db"), &db).unwrap();
     let url = format!("sqlite://{}", db.display());
     init_check_run(&sc, &url, &[]).await;
-    let kinds = by_kind(&sc.items().await);
+    let items = sc.items().await;
+    let kinds = by_kind(&items);
     let want: BTreeMap<String, usize> = [
         ("CUSTOMERS", 500),
         ("ORDERS", 2000),
@@ -129,6 +130,23 @@ async fn sqlite_shop_one_entity_per_table_migrates_every_row() {
     .map(|(k, n)| (k.to_string(), n))
     .collect();
     assert_eq!(kinds, want);
+    // Item by item: every order line as the source holds it.
+    let mut conn = <sqlx::SqliteConnection as sqlx::Connection>::connect(&url)
+        .await
+        .unwrap();
+    let rows: Vec<(i64, i64, String, i64)> =
+        sqlx::query_as("SELECT order_id, line_no, sku, qty FROM order_lines")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(rows.len(), 6000);
+    for (order, line, sku, qty) in rows {
+        let k = key(&format!("ORDER_LINES#{order}#{line}"), "ORDER_LINES");
+        let item = &items[&k];
+        assert_eq!(item["sku"], AttrValue::S(sku), "{k:?}");
+        assert_eq!(item["qty"], AttrValue::N(qty.to_string()), "{k:?}");
+        assert_eq!(item["order_id"], AttrValue::N(order.to_string()), "{k:?}");
+    }
 }
 
 /// docker/postgres-init/shop.sql in the scenario's schema.
