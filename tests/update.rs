@@ -449,6 +449,9 @@ async fn each_static_mistake_is_a_clear_error_and_nothing_is_written() {
         assert!(run.stderr.contains("job.toml:"), "{}", run.stderr);
     }
     assert_eq!(sc.items().await, before, "nothing written");
+    let runs = sc.path().join("sql2ddb-runs");
+    let left = std::fs::read_dir(&runs).map(|d| d.count()).unwrap_or(0);
+    assert_eq!(left, 0, "no run directory for a job that never ran");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -107,7 +107,6 @@ pub async fn update(
     }
     let run_id = opts.run_id.clone().unwrap_or_else(new_run_id);
     let run_dir = opts.runs_dir.join(&run_id);
-    std::fs::create_dir_all(&run_dir).map_err(|e| EngineError::io(&run_dir, e))?;
     let resource_opts = ResourceOptions {
         endpoint: opts.endpoint.clone().or(job.target.endpoint.clone()),
         region: opts.region.clone().or(job.target.region.clone()),
@@ -117,8 +116,13 @@ pub async fn update(
     // `local` is refused: the embedded server's data belongs to the run that started it.
     let resources = Resources::open(None, &resource_opts, Job::Status).await?;
     let result = prepare(job, opts, &resources, &run_dir, &run_id, progress.clone()).await;
-    let shared = match result {
-        Ok(shared) => Arc::new(shared),
+    // The run directory only once the job is known to fit its table.
+    let made = result.and_then(|shared| {
+        std::fs::create_dir_all(&run_dir).map_err(|e| EngineError::io(&run_dir, e))?;
+        Ok(Arc::new(shared))
+    });
+    let shared = match made {
+        Ok(shared) => shared,
         Err(e) => {
             resources.close().await;
             return Err(e);
