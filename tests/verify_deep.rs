@@ -4,7 +4,9 @@
 //! `diff.jsonl`, also when a tiny memory budget forces both sides to spill;
 //! `--sample` finds the missing and different items of its sample and no
 //! extra ones; rows that collapse onto one key are named with both source
-//! keys; data of `--endpoint local` is verified from its run directory.
+//! keys; data of `--endpoint local` is verified from its run directory; an
+//! identical table of 20,000 items is proven by its per-bucket digests alone
+//! (no bucket resolved, nothing spilled), one changed item resolves one.
 
 use std::collections::BTreeSet;
 
@@ -386,6 +388,77 @@ async fn rows_collapsed_onto_one_key_are_named_with_both_source_keys() {
         .collect();
     sources.sort();
     assert_eq!(sources, [1, 3]);
+    // Found though every item the table holds is right: the bucket of the
+    // collapsed key counts one item more on the source's side.
+    assert_eq!(report["buckets_resolved"], 1, "{report}");
+}
+
+const MANY: &str = "
+CREATE TABLE {schema}.readings (reading_id int PRIMARY KEY, sensor text NOT NULL, value numeric(10,2) NOT NULL);
+INSERT INTO {schema}.readings SELECT r, 'sensor ' || (r % 97), r * 0.25 FROM generate_series(1, 20000) r;
+";
+
+const READINGS: &str = r#"version = 1
+[source]
+url = "postgres://root@127.0.0.1:5432/test"
+page_size = 1000
+[target]
+table = "TABLE"
+create = true
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+
+[[entity]]
+name = "reading"
+from = "SCHEMA.readings"
+pk = "READING#{reading_id}"
+sk = "V"
+"#;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_identical_table_resolves_no_bucket_and_one_difference_one() {
+    let sc = Scenario::new("deep_digest").postgres(MANY).start().await;
+    let mapping = sc.mapping(READINGS);
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+
+    // A budget of one byte: nothing is held, so nothing may be spilled either.
+    let (clean, report) = deep(&sc, &mapping, &["--memory-budget", "1"]).await;
+    assert_eq!(clean.code, 0, "{}\n{}", clean.stdout, clean.stderr);
+    assert_eq!(
+        counts(&report, "reading"),
+        [20_000, 20_000, 20_000, 0, 0, 0, 0]
+    );
+    assert!(report["buckets"].as_u64().unwrap() > 1, "{report}");
+    assert_eq!(report["buckets_resolved"], 0, "{report}");
+    assert_eq!(report["spilled_bytes"], 0, "{report}");
+    assert_eq!(report["items_read"], 20_000, "{report}");
+
+    // One attribute of one item changed through the SDK.
+    let mut changed = sc.items().await[&key("READING#777", "V")].clone();
+    changed.insert("sensor".into(), s("sensor 2"));
+    put(&sc, &changed).await;
+    let (dirty, report) = deep(&sc, &mapping, &["--memory-budget", "1"]).await;
+    assert_eq!(dirty.code, 1, "{}", dirty.stderr);
+    assert_eq!(report["buckets_resolved"], 1, "{report}");
+    assert_eq!(
+        counts(&report, "reading"),
+        [20_000, 20_000, 19_999, 0, 0, 1, 0]
+    );
+    let lines = diff_lines(&sc, &report);
+    assert_eq!(
+        summary(&lines),
+        [line(
+            "different",
+            "reading",
+            "READING#777",
+            "V",
+            &["sensor"]
+        )]
+        .into_iter()
+        .collect()
+    );
+    assert_eq!(report["items_read"], 20_000, "{report}");
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -179,6 +179,12 @@ pub fn render(r: &DeepReport) -> String {
             p.expected
         ));
     }
+    if r.mode == "full" {
+        out.push_str(&format!(
+            "{} of {} key-hash buckets differed and were compared key by key\n",
+            r.buckets_resolved, r.buckets
+        ));
+    }
     if r.outside > 0 {
         out.push_str(&format!(
             "{} items outside the mapping's key space were not compared\n",

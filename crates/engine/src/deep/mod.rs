@@ -5,16 +5,20 @@
 //! the same segments, keyset pages, embeds and mapping code); the actual side
 //! a parallel Scan of the table, its items attributed to entities by key
 //! shape ([`shape`]). Both sides are partitioned by a stable hash of the
-//! item's key into buckets, held in memory up to a budget and spilled to
-//! files in the run directory past it ([`spill`]); then each bucket of one
-//! side is compared with the same bucket of the other ([`compare`]), so
-//! memory holds the budget and one bucket, whatever the table's size. With
-//! `--sample F` only the keys in a deterministic fraction F (by key hash)
-//! are kept and fetched with BatchGetItem instead of the scan: missing and
+//! item's key into buckets. A full verification runs in two passes
+//! ([`full`]): the first keeps only an order-independent digest per bucket
+//! ([`digest`]), the second (only when some digests differ) reads both sides
+//! again and keeps the records of the differing buckets, in memory up to a
+//! budget and spilled to files in the run directory past it ([`spill`]),
+//! then compares them key by key ([`compare`]). With `--sample F` only the
+//! keys in a deterministic fraction F (by key hash) are kept, in spilled
+//! buckets, and fetched with BatchGetItem instead of the scan: missing and
 //! different items are found, extra ones are not.
 
 pub mod canon;
 mod compare;
+mod digest;
+mod full;
 mod pointers;
 mod shape;
 mod spill;
@@ -37,6 +41,7 @@ use crate::progress::RunProgress;
 use crate::run::{RunOptions, SourceItems};
 use canon::{in_sample, key_text, stable_hash};
 use compare::Findings;
+use digest::Sink;
 use pointers::PointerMax;
 use spill::{Buckets, Record};
 use table::TableSide;
@@ -45,8 +50,8 @@ use table::TableSide;
 pub const DEFAULT_MEMORY_BUDGET: usize = 256 << 20;
 /// Segments of the table's parallel Scan.
 pub const DEFAULT_SCAN_SEGMENTS: u32 = 4;
-/// Source rows per bucket aimed at: one bucket of each side is in memory
-/// while compared.
+/// Source rows per bucket aimed at with `--sample`: one bucket of each side
+/// is in memory while compared.
 const ROWS_PER_BUCKET: u64 = 20_000;
 /// Fewest and most buckets per side.
 const BUCKETS: (u64, u64) = (16, 4096);
@@ -116,6 +121,11 @@ pub struct DeepReport {
     pub first_differences: Vec<Difference>,
     /// Bytes spilled to files because memory held the budget.
     pub spilled_bytes: u64,
+    /// Buckets the keys are partitioned into.
+    pub buckets: u64,
+    /// Buckets compared key by key: with `--sample` all, else those whose
+    /// digests differ (none when the table is identical).
+    pub buckets_resolved: u64,
 }
 
 impl DeepReport {
@@ -138,8 +148,8 @@ pub async fn verify_deep(
         )));
     }
     let read = restrict(plan, opts.entity.as_deref())?;
-    let source = SourceItems::open(&read, &opts.run, progress).await?;
-    let result = compare_all(plan, &read, opts, &source, (progress, deep)).await;
+    let mut source = SourceItems::open(&read, &opts.run, progress).await?;
+    let result = compare_all(plan, &read, opts, &mut source, (progress, deep)).await;
     source.close().await;
     result
 }
@@ -161,50 +171,38 @@ fn restrict(plan: &Plan, entity: Option<&str>) -> Result<Plan, EngineError> {
     Ok(only)
 }
 
-/// Reads both sides into buckets, compares them bucket by bucket, checks
-/// the pointers, and writes `diff.jsonl`.
+/// Reads both sides, compares them (two passes, or the sample fetched by
+/// key), checks the pointers, and writes `diff.jsonl`.
 async fn compare_all(
     plan: &Plan,
     read: &Plan,
     opts: &DeepOptions,
-    source: &SourceItems,
+    source: &mut SourceItems,
     (progress, deep): (&RunProgress, Arc<DeepProgress>),
 ) -> Result<DeepReport, EngineError> {
     let dir = source.run_dir().to_path_buf();
     let spill_dir = dir.join("verify-spill");
     // Left by an interrupted verification.
     let _ = std::fs::remove_dir_all(&spill_dir);
-    let count = (source.rows() / ROWS_PER_BUCKET).clamp(BUCKETS.0, BUCKETS.1) as usize;
-    let half = (opts.memory_budget / 2).max(1);
-    let expected = Arc::new(Mutex::new(Buckets::new(
-        &spill_dir, "expected", count, half,
-    )));
-    let actual = Arc::new(Mutex::new(Buckets::new(&spill_dir, "actual", count, half)));
     let side = table_side(plan, opts, source, &deep);
     let started = std::time::Instant::now();
     let mut pointers = PointerMax::default();
-    let take = |batch: WorkBatch| take_batch(batch, &side, opts.sample, &expected, &mut pointers);
-    match opts.sample {
-        None => {
-            let (r, s) = tokio::join!(source.read(take), side.scan(opts.segments, &actual));
-            r.and(s)?;
-        }
-        Some(_) => source.read(take).await?,
-    }
-    tracing::info!(seconds = started.elapsed().as_secs_f64(), "both sides read");
     let path = dir.join(DIFF_FILE);
     let names: Vec<String> = read.entities.iter().map(|e| e.name.clone()).collect();
     let mut findings = Findings::create(&path, side.keys.clone(), &names)?;
-    let sides = (&*expected, &*actual);
-    compare_buckets(
-        &mut findings,
-        sides,
-        count,
-        &side,
-        opts.sample.is_some(),
-        &deep,
-    )
-    .await?;
+    let full = full::Full {
+        side: &side,
+        opts,
+        names: &names,
+        spill_dir: &spill_dir,
+        progress: (progress, &deep),
+    };
+    let outcome = match opts.sample {
+        None => full.run(source, &mut findings, &mut pointers).await,
+        Some(_) => sampled(&full, source, &mut findings, &mut pointers).await,
+    };
+    let _ = std::fs::remove_dir_all(&spill_dir);
+    let outcome = outcome?;
     tracing::info!(
         seconds = started.elapsed().as_secs_f64(),
         "buckets compared"
@@ -217,11 +215,12 @@ async fn compare_all(
     }
     findings.finish()?;
     for e in &mut findings.entities {
-        e.rejected = progress.entity(&e.entity).rejected.load(Ordering::Relaxed);
+        e.rejected = outcome
+            .rejected
+            .iter()
+            .find(|(n, _)| *n == e.entity)
+            .map_or(0, |(_, r)| *r);
     }
-    let spilled_bytes = expected.lock().expect("lock").spilled_bytes()
-        + actual.lock().expect("lock").spilled_bytes();
-    let _ = std::fs::remove_dir_all(&spill_dir);
     Ok(DeepReport {
         table: side.table.clone(),
         endpoint: source.endpoint().to_string(),
@@ -235,11 +234,59 @@ async fn compare_all(
         diff_file: path.display().to_string(),
         entities: findings.entities.clone(),
         pointers,
-        outside: side.outside.load(Ordering::Relaxed),
-        items_read: deep.scanned.load(Ordering::Relaxed),
+        outside: outcome.outside,
+        items_read: outcome.items_read,
         differences: findings.written,
         first_differences: findings.first.clone(),
-        spilled_bytes,
+        spilled_bytes: outcome.spilled_bytes,
+        buckets: outcome.buckets,
+        buckets_resolved: outcome.resolved,
+    })
+}
+
+/// With `--sample`: the sampled expected items in buckets (spilled past the
+/// budget), each bucket compared with the items fetched at its keys.
+async fn sampled(
+    full: &full::Full<'_>,
+    source: &SourceItems,
+    findings: &mut Findings,
+    pointers: &mut PointerMax,
+) -> Result<full::Outcome, EngineError> {
+    let (progress, deep) = full.progress;
+    let count = (source.rows() / ROWS_PER_BUCKET).clamp(BUCKETS.0, BUCKETS.1) as usize;
+    let half = (full.opts.memory_budget / 2).max(1);
+    let expected = Mutex::new(Buckets::new(full.spill_dir, "expected", count, half));
+    let side = full.side;
+    let sample = full.opts.sample;
+    let take = |batch: WorkBatch| take_batch(batch, side, sample, &expected, Some(pointers));
+    source.read(take).await?;
+    tracing::info!("source read");
+    deep.buckets.store(count as u64, Ordering::Relaxed);
+    let mut expected = expected.into_inner().expect("buckets lock");
+    for bucket in 0..count {
+        let exp = expected.take(bucket)?;
+        let act = side.fetch(&exp).await?;
+        let n = findings.compare(exp, act)?;
+        deep.compared.fetch_add(n, Ordering::Relaxed);
+        deep.buckets_done.fetch_add(1, Ordering::Relaxed);
+    }
+    let rejected = full
+        .names
+        .iter()
+        .map(|n| {
+            (
+                n.clone(),
+                progress.entity(n).rejected.load(Ordering::Relaxed),
+            )
+        })
+        .collect();
+    Ok(full::Outcome {
+        buckets: count as u64,
+        resolved: count as u64,
+        spilled_bytes: expected.spilled_bytes(),
+        rejected,
+        items_read: deep.scanned.load(Ordering::Relaxed),
+        outside: 0,
     })
 }
 
@@ -264,40 +311,18 @@ fn table_side(
     })
 }
 
-/// Compares each bucket of the expected side with the same bucket of the
-/// table (spilled or held), or with the items fetched at its keys (sample).
-async fn compare_buckets(
-    findings: &mut Findings,
-    (expected, actual): (&Mutex<Buckets>, &Mutex<Buckets>),
-    count: usize,
-    side: &TableSide,
-    sample: bool,
-    deep: &DeepProgress,
-) -> Result<(), EngineError> {
-    deep.buckets.store(count as u64, Ordering::Relaxed);
-    for bucket in 0..count {
-        let exp = expected.lock().expect("buckets lock").take(bucket)?;
-        let act = match sample {
-            false => actual.lock().expect("buckets lock").take(bucket)?,
-            true => side.fetch(&exp).await?,
-        };
-        let n = findings.compare(exp, act)?;
-        deep.compared.fetch_add(n, Ordering::Relaxed);
-        deep.buckets_done.fetch_add(1, Ordering::Relaxed);
-    }
-    Ok(())
-}
-
 /// Puts a mapped page's items in their buckets (those in the sample, with
-/// one) and offers its pointer candidates.
-fn take_batch(
+/// one). In the first pass (`first`: its pointer maximums) the page's
+/// pointer candidates are offered and its items counted.
+pub(crate) fn take_batch<S: Sink>(
     batch: WorkBatch,
     side: &TableSide,
     sample: Option<f64>,
-    expected: &Mutex<Buckets>,
-    pointers: &mut PointerMax,
+    expected: &Mutex<S>,
+    first: Option<&mut PointerMax>,
 ) -> Result<(), EngineError> {
     let mut buckets = expected.lock().expect("buckets lock");
+    let counted = first.is_some();
     for m in batch.items {
         let Some(key) = key_text(&m.item, &side.keys) else {
             continue;
@@ -312,11 +337,15 @@ fn take_batch(
             item: m.item,
             source_key: Some(m.source_key),
         };
-        buckets.push(hash, &record)?;
-        side.progress.expected.fetch_add(1, Ordering::Relaxed);
+        buckets.push(hash, record)?;
+        if counted {
+            side.progress.expected.fetch_add(1, Ordering::Relaxed);
+        }
     }
-    for p in batch.pointers {
-        pointers.offer(p.update);
+    if let Some(pointers) = first {
+        for p in batch.pointers {
+            pointers.offer(p.update);
+        }
     }
     Ok(())
 }

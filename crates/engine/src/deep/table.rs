@@ -13,8 +13,9 @@ use sql2ddb_dynamo::{
 };
 
 use super::canon::{key_item, key_text, stable_hash};
+use super::digest::Sink;
 use super::shape::{KeySpace, Owner};
-use super::spill::{Buckets, Record};
+use super::spill::Record;
 use super::DeepProgress;
 use crate::error::EngineError;
 
@@ -44,10 +45,10 @@ pub struct TableSide {
 
 impl TableSide {
     /// Scans the table in `segments` parallel segments into `buckets`.
-    pub async fn scan(
+    pub async fn scan<S: Sink>(
         self: &Arc<Self>,
         segments: u32,
-        buckets: &Arc<Mutex<Buckets>>,
+        buckets: &Arc<Mutex<S>>,
     ) -> Result<(), EngineError> {
         let total = segments.clamp(1, 1_000_000) as i32;
         let mut tasks = tokio::task::JoinSet::new();
@@ -72,11 +73,11 @@ impl TableSide {
         result
     }
 
-    async fn scan_segment(
+    async fn scan_segment<S: Sink>(
         &self,
         segment: i32,
         total: i32,
-        buckets: &Mutex<Buckets>,
+        buckets: &Mutex<S>,
     ) -> Result<(), EngineError> {
         let at = ScanSegment {
             table: &self.table,
@@ -89,7 +90,7 @@ impl TableSide {
         scan_segment(&self.client, at, |items| {
             let mut buckets = buckets.lock().expect("buckets lock");
             for item in items {
-                if let Err(e) = self.keep(item, &mut buckets) {
+                if let Err(e) = self.keep(item, &mut *buckets) {
                     failed = Some(e);
                     return ControlFlow::Break(());
                 }
@@ -103,7 +104,7 @@ impl TableSide {
     /// Puts a scanned item in its bucket, unless it is a pointer item (those
     /// are checked on their own), outside the key space, or another entity's
     /// item than the one asked for.
-    fn keep(&self, item: Item, buckets: &mut Buckets) -> Result<(), EngineError> {
+    fn keep<S: Sink>(&self, item: Item, buckets: &mut S) -> Result<(), EngineError> {
         self.progress.scanned.fetch_add(1, Ordering::Relaxed);
         let entity = match self.space.owner(&item) {
             Owner::Entity(i) => &self.names[i],
@@ -125,7 +126,7 @@ impl TableSide {
             item,
             source_key: None,
         };
-        buckets.push(stable_hash(&record.key), &record)
+        buckets.push(stable_hash(&record.key), record)
     }
 
     /// The table's items at the keys of `expected` (with `--sample`).

@@ -134,6 +134,12 @@ impl SourceItems {
         read.and(taken)
     }
 
+    /// Sends the rows the mapping rejects to `path` from now on (a second
+    /// read lists them elsewhere than the first).
+    pub fn rejects_to(&mut self, path: &Path) {
+        self.ctx.rejects = Arc::new(RejectsFile::new(path));
+    }
+
     /// Closes the source and the endpoint.
     pub async fn close(self) {
         self.ctx.source.close().await;
