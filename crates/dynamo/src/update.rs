@@ -10,9 +10,10 @@
 //! written, [`ItemOutcome::Skipped`].
 
 use std::collections::HashMap;
-use std::future::Future;
 
-use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::query::QueryOutput;
+use aws_sdk_dynamodb::operation::scan::ScanOutput;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{
     AttributeValue, ConsumedCapacity, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
@@ -26,7 +27,9 @@ use crate::error::DynamoError;
 use crate::failure::Failure;
 use crate::writer::RetryPolicy;
 
+mod attempt;
 mod describe;
+use attempt::{retrying, Attempt};
 pub use describe::{describe, IndexDescription, TableDescription};
 
 /// Expression placeholders of a call: `#name` → attribute, `:value` → value.
@@ -140,83 +143,109 @@ pub async fn read_page(
     start: Option<PageKey>,
     policy: &RetryPolicy,
 ) -> Result<Page, DynamoError> {
-    let limit = req.limit.map(|l| l.min(i32::MAX as usize) as i32);
-    let (op, mut page) = if req.index.is_some() {
-        ("Query", Page::default())
-    } else {
-        ("Scan", Page::default())
-    };
-    let out = retrying(
-        policy,
-        None,
-        &req.table,
-        op,
-        &mut page.retries,
-        &mut page.throttled,
-        || {
-            let start = start.clone();
-            async move {
-                let out = match &req.index {
-                    Some(index) => client
-                        .query()
-                        .table_name(&req.table)
-                        .index_name(index)
-                        .set_key_condition_expression(req.key_condition.clone())
-                        .set_filter_expression(req.filter.clone())
-                        .set_expression_attribute_names(req.placeholders.sdk_names())
-                        .set_expression_attribute_values(req.placeholders.sdk_values())
-                        .set_limit(limit)
-                        .set_exclusive_start_key(start)
-                        .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                        .send()
-                        .await
-                        .map(|o| {
-                            (
-                                o.items,
-                                o.scanned_count,
-                                o.last_evaluated_key,
-                                o.consumed_capacity,
-                            )
-                        })
-                        .map_err(Attempt::of)?,
-                    None => client
-                        .scan()
-                        .table_name(&req.table)
-                        .set_segment(req.segment.map(|(s, _)| s as i32))
-                        .set_total_segments(req.segment.map(|(_, t)| t as i32))
-                        .set_filter_expression(req.filter.clone())
-                        .set_expression_attribute_names(req.placeholders.sdk_names())
-                        .set_expression_attribute_values(req.placeholders.sdk_values())
-                        .set_limit(limit)
-                        .set_exclusive_start_key(start)
-                        .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                        .send()
-                        .await
-                        .map(|o| {
-                            (
-                                o.items,
-                                o.scanned_count,
-                                o.last_evaluated_key,
-                                o.consumed_capacity,
-                            )
-                        })
-                        .map_err(Attempt::of)?,
-                };
-                Ok(out)
+    let op = if req.index.is_some() { "Query" } else { "Scan" };
+    let mut page = Page::default();
+    let (retries, throttled) = (&mut page.retries, &mut page.throttled);
+    let raw = retrying(policy, None, &req.table, op, retries, throttled, || {
+        let start = start.clone();
+        async move {
+            match &req.index {
+                Some(index) => send_query(client, req, index, start).await,
+                None => send_scan(client, req, start).await,
             }
-        },
-    )
+        }
+    })
     .await?;
-    let (items, scanned, next, consumed) = out;
-    page.items = items
+    page.items = raw
+        .items
         .unwrap_or_default()
         .iter()
         .map(item_from_sdk)
         .collect();
-    page.scanned = scanned.max(0) as u64;
-    page.next = next.filter(|k| !k.is_empty());
-    page.read_units = units(consumed.as_ref());
+    page.scanned = raw.scanned.max(0) as u64;
+    page.next = raw.next.filter(|k| !k.is_empty());
+    page.read_units = units(raw.consumed.as_ref());
     Ok(page)
+}
+
+/// What a page is made of, from a Scan's or a Query's answer.
+struct RawPage {
+    items: Option<Vec<HashMap<String, AttributeValue>>>,
+    scanned: i32,
+    next: Option<PageKey>,
+    consumed: Option<ConsumedCapacity>,
+}
+
+impl From<QueryOutput> for RawPage {
+    fn from(o: QueryOutput) -> RawPage {
+        RawPage {
+            items: o.items,
+            scanned: o.scanned_count,
+            next: o.last_evaluated_key,
+            consumed: o.consumed_capacity,
+        }
+    }
+}
+
+impl From<ScanOutput> for RawPage {
+    fn from(o: ScanOutput) -> RawPage {
+        RawPage {
+            items: o.items,
+            scanned: o.scanned_count,
+            next: o.last_evaluated_key,
+            consumed: o.consumed_capacity,
+        }
+    }
+}
+
+/// `Limit` as the SDK takes it.
+fn sdk_limit(req: &PageRequest) -> Option<i32> {
+    req.limit.map(|l| l.min(i32::MAX as usize) as i32)
+}
+
+async fn send_query(
+    client: &Client,
+    req: &PageRequest,
+    index: &str,
+    start: Option<PageKey>,
+) -> Result<RawPage, Attempt> {
+    client
+        .query()
+        .table_name(&req.table)
+        .index_name(index)
+        .set_key_condition_expression(req.key_condition.clone())
+        .set_filter_expression(req.filter.clone())
+        .set_expression_attribute_names(req.placeholders.sdk_names())
+        .set_expression_attribute_values(req.placeholders.sdk_values())
+        .set_limit(sdk_limit(req))
+        .set_exclusive_start_key(start)
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .send()
+        .await
+        .map(RawPage::from)
+        .map_err(Attempt::of)
+}
+
+async fn send_scan(
+    client: &Client,
+    req: &PageRequest,
+    start: Option<PageKey>,
+) -> Result<RawPage, Attempt> {
+    client
+        .scan()
+        .table_name(&req.table)
+        .set_segment(req.segment.map(|(s, _)| s as i32))
+        .set_total_segments(req.segment.map(|(_, t)| t as i32))
+        .set_filter_expression(req.filter.clone())
+        .set_expression_attribute_names(req.placeholders.sdk_names())
+        .set_expression_attribute_values(req.placeholders.sdk_values())
+        .set_limit(sdk_limit(req))
+        .set_exclusive_start_key(start)
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .send()
+        .await
+        .map(RawPage::from)
+        .map_err(Attempt::of)
 }
 
 /// Writes one item conditionally: its key is taken from `item` by `keys`.
@@ -228,7 +257,46 @@ pub async fn write_item(
     policy: &RetryPolicy,
     concurrency: Option<&AdaptiveConcurrency>,
 ) -> Result<ItemWrite, DynamoError> {
-    let key: HashMap<String, AttributeValue> = keys
+    let key = item_key(write, keys, item)?;
+    let op = if write.update.is_some() {
+        "UpdateItem"
+    } else {
+        "DeleteItem"
+    };
+    let (mut retries, mut throttled) = (0, 0);
+    let (r, t) = (&mut retries, &mut throttled);
+    let outcome = retrying(policy, concurrency, &write.table, op, r, t, || {
+        let key = key.clone();
+        async move {
+            let consumed = match &write.update {
+                Some(expression) => send_update(client, write, expression, key).await,
+                None => send_delete(client, write, key).await,
+            };
+            match consumed {
+                Ok(c) => Ok(ItemOutcome::Written {
+                    write_units: units(c.as_ref()),
+                }),
+                Err(Attempt::ConditionFailed) => Ok(ItemOutcome::Skipped),
+                Err(Attempt::OwnWrite) => Ok(ItemOutcome::Written { write_units: 0.0 }),
+                Err(e) => Err(e),
+            }
+        }
+    })
+    .await?;
+    Ok(ItemWrite {
+        outcome,
+        retries,
+        throttled,
+    })
+}
+
+/// The table's key of `item`; an item lacking a key attribute is refused.
+fn item_key(
+    write: &ConditionalWrite,
+    keys: &[KeyAttr],
+    item: &Item,
+) -> Result<PageKey, DynamoError> {
+    let key: PageKey = keys
         .iter()
         .filter_map(|k| Some((k.name.clone(), to_sdk(item.get(&k.name)?))))
         .collect();
@@ -240,75 +308,56 @@ pub async fn write_item(
             failure: Some(Failure::ItemRejected),
         });
     }
-    let op = if write.update.is_some() {
-        "UpdateItem"
-    } else {
-        "DeleteItem"
-    };
-    let (mut retries, mut throttled) = (0, 0);
-    let outcome = retrying(
-        policy,
-        concurrency,
-        &write.table,
-        op,
-        &mut retries,
-        &mut throttled,
-        || {
-            let key = key.clone();
-            async move {
-                let consumed = match &write.update {
-                    Some(expression) => client
-                        .update_item()
-                        .table_name(&write.table)
-                        .set_key(Some(key))
-                        .update_expression(expression)
-                        .condition_expression(&write.condition)
-                        .set_expression_attribute_names(write.placeholders.sdk_names())
-                        .set_expression_attribute_values(write.placeholders.sdk_values())
-                        .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                        .set_return_values_on_condition_check_failure(
-                            write
-                                .own_mark
-                                .as_ref()
-                                .map(|_| ReturnValuesOnConditionCheckFailure::AllOld),
-                        )
-                        .send()
-                        .await
-                        .map(|o| o.consumed_capacity)
-                        .map_err(|e| match marked_by(&e, write.own_mark.as_ref()) {
-                            true => Attempt::OwnWrite,
-                            false => Attempt::of(e),
-                        }),
-                    None => client
-                        .delete_item()
-                        .table_name(&write.table)
-                        .set_key(Some(key))
-                        .condition_expression(&write.condition)
-                        .set_expression_attribute_names(write.placeholders.sdk_names())
-                        .set_expression_attribute_values(write.placeholders.sdk_values())
-                        .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                        .send()
-                        .await
-                        .map(|o| o.consumed_capacity)
-                        .map_err(Attempt::of),
-                };
-                match consumed {
-                    Ok(c) => Ok(ItemOutcome::Written {
-                        write_units: units(c.as_ref()),
-                    }),
-                    Err(Attempt::ConditionFailed) => Ok(ItemOutcome::Skipped),
-                    Err(Attempt::OwnWrite) => Ok(ItemOutcome::Written { write_units: 0.0 }),
-                    Err(e) => Err(e),
-                }
-            }
-        },
-    )
-    .await?;
-    Ok(ItemWrite {
-        outcome,
-        retries,
-        throttled,
-    })
+    Ok(key)
+}
+
+async fn send_update(
+    client: &Client,
+    write: &ConditionalWrite,
+    expression: &str,
+    key: PageKey,
+) -> Result<Option<ConsumedCapacity>, Attempt> {
+    client
+        .update_item()
+        .table_name(&write.table)
+        .set_key(Some(key))
+        .update_expression(expression)
+        .condition_expression(&write.condition)
+        .set_expression_attribute_names(write.placeholders.sdk_names())
+        .set_expression_attribute_values(write.placeholders.sdk_values())
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .set_return_values_on_condition_check_failure(
+            write
+                .own_mark
+                .as_ref()
+                .map(|_| ReturnValuesOnConditionCheckFailure::AllOld),
+        )
+        .send()
+        .await
+        .map(|o| o.consumed_capacity)
+        .map_err(|e| match marked_by(&e, write.own_mark.as_ref()) {
+            true => Attempt::OwnWrite,
+            false => Attempt::of(e),
+        })
+}
+
+async fn send_delete(
+    client: &Client,
+    write: &ConditionalWrite,
+    key: PageKey,
+) -> Result<Option<ConsumedCapacity>, Attempt> {
+    client
+        .delete_item()
+        .table_name(&write.table)
+        .set_key(Some(key))
+        .condition_expression(&write.condition)
+        .set_expression_attribute_names(write.placeholders.sdk_names())
+        .set_expression_attribute_values(write.placeholders.sdk_values())
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .send()
+        .await
+        .map(|o| o.consumed_capacity)
+        .map_err(Attempt::of)
 }
 
 fn units(c: Option<&ConsumedCapacity>) -> f64 {
@@ -330,90 +379,6 @@ fn marked_by(
         .and_then(|item| item.get(attr))
         .and_then(|v| v.as_s().ok())
         .is_some_and(|v| v == run)
-}
-
-/// A failed attempt, classified once.
-enum Attempt {
-    ConditionFailed,
-    /// The condition failed on an item this run's earlier attempt changed.
-    OwnWrite,
-    Failed(Failure, String),
-}
-
-impl Attempt {
-    fn of<E>(e: SdkError<E, aws_sdk_dynamodb::config::http::HttpResponse>) -> Attempt
-    where
-        E: ProvideErrorMetadata + std::error::Error + 'static,
-    {
-        if e.code() == Some("ConditionalCheckFailedException") {
-            return Attempt::ConditionFailed;
-        }
-        Attempt::Failed(Failure::of(&e), sql2ddb_aws::sdk_message(&e))
-    }
-}
-
-/// Calls `call` until it succeeds, fails for good, or runs out of attempts.
-async fn retrying<T, F, Fut>(
-    policy: &RetryPolicy,
-    concurrency: Option<&AdaptiveConcurrency>,
-    table: &str,
-    operation: &'static str,
-    retries: &mut u64,
-    throttled: &mut u64,
-    mut call: F,
-) -> Result<T, DynamoError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<T, Attempt>>,
-{
-    let mut attempt = 0u32;
-    loop {
-        attempt += 1;
-        let permit = match concurrency {
-            Some(c) => Some(c.acquire().await),
-            None => None,
-        };
-        let (failure, message) = match call().await {
-            Ok(v) => {
-                if let Some(p) = permit {
-                    p.success();
-                }
-                return Ok(v);
-            }
-            Err(Attempt::ConditionFailed | Attempt::OwnWrite) => {
-                (Failure::ItemRejected, "the condition failed".to_string())
-            }
-            Err(Attempt::Failed(f, m)) => (f, m),
-        };
-        // The permit is released before any backoff sleep.
-        match (failure == Failure::Throttled, permit) {
-            (true, permit) => {
-                *throttled += 1;
-                if let Some(p) = permit {
-                    p.throttled();
-                }
-            }
-            (false, permit) => drop(permit),
-        }
-        let fail = |message: String| DynamoError::Call {
-            operation,
-            table: table.to_string(),
-            message,
-            failure: Some(failure),
-        };
-        if !failure.is_retryable() {
-            return Err(fail(message));
-        }
-        if attempt >= policy.max_attempts {
-            return Err(fail(format!(
-                "still failing after {attempt} attempts: {message}"
-            )));
-        }
-        *retries += 1;
-        let delay = policy.delay(attempt, &mut rand::rng());
-        tracing::debug!(table, operation, attempt, ?delay, %message, "retrying");
-        tokio::time::sleep(delay).await;
-    }
 }
 
 #[cfg(test)]
