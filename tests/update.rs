@@ -111,6 +111,30 @@ async fn sql2ddb_update(sc: &Scenario, job: &str, extra: &[&str]) -> Run {
     sc.sql2ddb(&args).await
 }
 
+/// Runs `job_text` through a fault proxy injecting `faults`; the run must succeed.
+async fn update_through_faults(
+    sc: &Scenario,
+    job_text: &str,
+    faults: sql2ddb_testkit::FaultConfig,
+) -> (sql2ddb_testkit::FaultProxy, Run) {
+    let proxy = sql2ddb_testkit::FaultProxy::start(&sc.dynamo.url, faults)
+        .await
+        .unwrap();
+    let path = job(sc, job_text);
+    let endpoint = proxy.url();
+    let args = [
+        "update",
+        &path,
+        "--endpoint",
+        &endpoint,
+        "--json",
+        "--quiet",
+    ];
+    let run = sc.sql2ddb(&args).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    (proxy, run)
+}
+
 fn count(report: &serde_json::Value, field: &str) -> u64 {
     report[field]
         .as_u64()
@@ -457,26 +481,14 @@ async fn each_static_mistake_is_a_clear_error_and_nothing_is_written() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn thirty_percent_of_calls_faulted_and_the_table_ends_as_without_faults() {
     // DescribeTable, Scan and UpdateItem calls alike.
-    use sql2ddb_testkit::{FaultConfig, FaultProxy};
+    use sql2ddb_testkit::FaultConfig;
     let sc = shop().await;
     let before = sc.items().await;
     let faults = FaultConfig {
         operations: vec!["DescribeTable".into(), "Scan".into(), "UpdateItem".into()],
         ..FaultConfig::mix(0.30, 11)
     };
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
-    let path = job(&sc, CLOSE_ORDERS);
-    let endpoint = proxy.url();
-    let args = [
-        "update",
-        &path,
-        "--endpoint",
-        &endpoint,
-        "--json",
-        "--quiet",
-    ];
-    let run = sc.sql2ddb(&args).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (proxy, run) = update_through_faults(&sc, CLOSE_ORDERS, faults).await;
     let r = run.report();
     assert_counts_add_up(&r);
     assert_eq!(count(&r, "scanned"), 3 * PER_TYPE as u64, "{r}");
@@ -529,12 +541,12 @@ async fn assert_visited_once(sc: &Scenario, before: &Items) {
 }
 
 #[tokio::test]
-async fn an_interrupted_job_resumes_from_its_checkpoint_and_changes_each_item_once() {
+async fn an_interrupted_job_resumes_elsewhere_from_the_progress_table_and_changes_each_item_once() {
     let sc = shop().await;
     let before = sc.items().await;
     let path = job(&sc, ADD_VISITS);
     let text = std::fs::read_to_string(&path).unwrap();
-    let job = UpdateJob::parse(&text, Path::new(&path), &|_| None).unwrap();
+    let visits = UpdateJob::parse(&text, Path::new(&path), &|_| None).unwrap();
     // Ctrl-C as the first page arrives: each segment finishes the page it
     // holds, records where it stands, and stops.
     let stop = sql2ddb_engine::StopSignal::new();
@@ -553,7 +565,7 @@ async fn an_interrupted_job_resumes_from_its_checkpoint_and_changes_each_item_on
         on_page: Some(hook),
         ..UpdateOptions::default()
     };
-    let first = update(&job, &opts, Arc::new(UpdateProgress::default()))
+    let first = update(&visits, &opts, Arc::new(UpdateProgress::default()))
         .await
         .unwrap();
     assert_eq!(
@@ -583,7 +595,32 @@ async fn an_interrupted_job_resumes_from_its_checkpoint_and_changes_each_item_on
         unfinished.stdout
     );
 
-    let runs_dir = runs.display().to_string();
+    // Another machine: the progress table alone, no run directory.
+    assert!(runs.join("visits-r").join("checkpoint.json").exists());
+    let elsewhere = sc.path().join("elsewhere");
+    let runs_dir = elsewhere.display().to_string();
+    // The same run id started afresh would mix its pages with the first's.
+    let again = ["--run-id", "visits-r", "--runs-dir", &runs_dir];
+    let again = [&again[..], &["--progress-table", &progress]].concat();
+    let refused = sql2ddb_update(&sc, &path, &again).await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("--resume visits-r"),
+        "{}",
+        refused.stderr
+    );
+    // Resuming another job's run is refused.
+    let other = job(&sc, &ADD_VISITS.replace("segments = 3", "segments = 2"));
+    let resume = ["--resume", "visits-r", "--runs-dir", &runs_dir];
+    let resume = [&resume[..], &["--progress-table", &progress]].concat();
+    let refused = sql2ddb_update(&sc, &other, &resume).await;
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("resume it with its own job file"),
+        "{}",
+        refused.stderr
+    );
+    let path = job(&sc, ADD_VISITS);
     let resumed = sql2ddb_update(
         &sc,
         &path,
@@ -610,6 +647,7 @@ async fn an_interrupted_job_resumes_from_its_checkpoint_and_changes_each_item_on
     assert_eq!(count(&r, "updated"), PER_TYPE as u64, "{r}");
     assert_counts_add_up(&r);
     assert_visited_once(&sc, &before).await;
+    assert!(elsewhere.join("visits-r").join("report.json").exists());
     let finished = sc.sql2ddb(&verify).await;
     assert_eq!(finished.code, 0, "{}\n{}", finished.stdout, finished.stderr);
 }
@@ -653,7 +691,7 @@ async fn max_seconds_stops_cleanly_and_resume_finishes_the_job() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_add_whose_answers_are_lost_is_applied_once_and_counted_updated() {
-    use sql2ddb_testkit::{FaultConfig, FaultProxy};
+    use sql2ddb_testkit::FaultConfig;
     let sc = shop().await;
     let before = sc.items().await;
     // Connections closed without an answer, half of them after DynamoDB
@@ -664,19 +702,7 @@ async fn an_add_whose_answers_are_lost_is_applied_once_and_counted_updated() {
         operations: vec!["UpdateItem".into()],
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
-    let path = job(&sc, ADD_VISITS);
-    let endpoint = proxy.url();
-    let args = [
-        "update",
-        &path,
-        "--endpoint",
-        &endpoint,
-        "--json",
-        "--quiet",
-    ];
-    let run = sc.sql2ddb(&args).await;
-    assert_eq!(run.code, 0, "{}", run.stderr);
+    let (proxy, run) = update_through_faults(&sc, ADD_VISITS, faults).await;
     assert!(
         proxy.stats().dropped_after_forward > 0,
         "{:?}",

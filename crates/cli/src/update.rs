@@ -69,9 +69,10 @@ pub(crate) struct UpdateArgs {
     #[arg(long, conflicts_with = "resume")]
     run_id: Option<String>,
     /// Continue run RUN_ID (interrupted, stopped at --max-seconds, or
-    /// crashed) from its checkpoint in its run directory: each read segment
-    /// from the page after the last one it finished. The counts are every
-    /// attempt's together.
+    /// crashed): each read segment from the page after the last one it
+    /// finished, as the progress table's cursors say (with
+    /// --progress-table, from any machine), else as the checkpoint in its
+    /// run directory says. The counts are every attempt's together.
     #[arg(long, value_name = "RUN_ID", conflicts_with = "dry_run")]
     resume: Option<String>,
     /// Stop cleanly once the next page would likely end after N seconds
@@ -229,6 +230,9 @@ fn resume_command(args: &UpdateArgs, r: &UpdateReport) -> String {
     }
     if let Some(e) = &args.endpoint {
         cmd.push_str(&format!(" --endpoint {}", redact_secrets(e)));
+    }
+    if let Some(t) = &args.progress_table {
+        cmd.push_str(&format!(" --progress-table {t}"));
     }
     cmd
 }

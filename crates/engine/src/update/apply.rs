@@ -232,6 +232,7 @@ async fn record(
         if state.done {
             t.finish(index as u32, state).await?;
         }
+        t.cursor(index as u32, state).await?;
     }
     match &shared.checkpoint {
         Some(c) => c.record(index, state.clone()),

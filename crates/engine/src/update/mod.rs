@@ -243,29 +243,56 @@ async fn attach_writers(
             writer,
         });
     }
-    {
-        let fresh = Checkpoint::new(
-            &job.name,
-            &job.target.table,
-            &read_description(job),
-            read_segments(job).len(),
-        );
-        let checkpoint = match opts.resume {
-            true => Checkpoint::load(run_dir, run_id, &fresh)?,
-            false => fresh,
-        };
-        checkpoint.totals().publish(&shared.progress);
-        shared.checkpoint = Some(CheckpointFile::new(run_dir, checkpoint));
-        if opts.progress_table.is_some() {
-            let read = read_description(job);
-            let segments = read_segments(job).len() as u32;
-            let store = resources.progress_store()?;
-            let (name, file, table) = (&job.name, job.file(), &job.target.table);
-            let tracking = Tracking::open(store, run_id, name, file, table, &read, segments);
-            shared.tracking = Some(tracking.await?);
+    let fresh = Checkpoint::new(
+        &job.name,
+        &job.target.table,
+        &read_description(job),
+        read_segments(job).len(),
+    );
+    let (checkpoint, tracking) = match opts.progress_table.is_some() {
+        true => resume_or_track(job, opts, resources, run_dir, run_id, fresh).await?,
+        false if opts.resume => (Checkpoint::load(run_dir, run_id, &fresh)?, None),
+        false => (fresh, None),
+    };
+    checkpoint.totals().publish(&shared.progress);
+    shared.checkpoint = Some(CheckpointFile::new(run_dir, checkpoint));
+    shared.tracking = tracking;
+    Ok(())
+}
+
+/// With a progress table: a resumed run's checkpoint from its cursors there
+/// (from any machine), else from its run directory's checkpoint; the run
+/// recorded afresh unless the table already knows it.
+async fn resume_or_track(
+    job: &UpdateJob,
+    opts: &UpdateOptions,
+    resources: &Resources,
+    run_dir: &std::path::Path,
+    run_id: &str,
+    fresh: Checkpoint,
+) -> Result<(Checkpoint, Option<Tracking>), EngineError> {
+    let store = resources.progress_store()?;
+    if opts.resume {
+        if let Some((tracking, found)) = Tracking::reopen(store.clone(), run_id, &fresh).await? {
+            return Ok((found, Some(tracking)));
         }
     }
-    Ok(())
+    // A second run under the same id would mix its pages with the first's.
+    if !opts.resume && store.exists().await? && store.run_meta(run_id).await?.is_some() {
+        return Err(EngineError::Config(format!(
+            "run {run_id} is already recorded in progress table {}: continue it with --resume {run_id}, or give a new run id",
+            store.table()
+        )));
+    }
+    let checkpoint = match opts.resume {
+        true => Checkpoint::load(run_dir, run_id, &fresh)?,
+        false => fresh,
+    };
+    let read = read_description(job);
+    let segments = checkpoint.segments.len() as u32;
+    let (name, file, table) = (&job.name, job.file(), &job.target.table);
+    let tracking = Tracking::open(store, run_id, name, file, table, &read, segments).await?;
+    Ok((checkpoint, Some(tracking)))
 }
 
 /// The table's keys and indexes, as the job's checks want them.
