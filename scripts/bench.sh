@@ -13,6 +13,12 @@
 #                 in memory before its clock starts (from an untimed export),
 #                 into a null sink with the same concurrency; with `null` in
 #                 the same run, the last lines compare the two
+#   verify        `sql2ddb verify --deep` of the table an untimed run wrote
+#                 into a `sql2ddb-testkit dynamodb` server (its own process:
+#                 the verifier's CPU is its own), against a bare read of the
+#                 source (`run --dry-run`) and a bare parallel Scan
+#                 (`sql2ddb-testkit scan`) of the same table in the same run;
+#                 the last line compares them
 # and prints, per run: rows, wall seconds, items per second, CPU seconds per
 # million items, peak RSS, the share of the read ceiling's rate, and for
 # exports the file bytes per item.
@@ -23,7 +29,7 @@
 #                   bench_<N> and is reused by later runs
 #   --clean         drop the bench_<N> schema afterwards
 #   --skip-build    use the release binaries already built
-#   --only LIST     comma-separated subset of: ceiling,null,dynoxide,export,sdk
+#   --only LIST     comma-separated subset of: ceiling,null,dynoxide,export,sdk,verify
 #   -- RUN ARGS     passed to every `sql2ddb run` (e.g. -- --concurrency 16),
 #                   not to `sql2ddb export`
 #
@@ -44,7 +50,7 @@ while [ $# -gt 0 ]; do
     --skip-build) build=false; shift ;;
     --only) only=${2:?--only needs a list}; shift 2 ;;
     --) shift; run_args=("$@"); break ;;
-    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument $1 (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -263,6 +269,57 @@ if has sdk; then
   rm -rf "$work/sdk-items" "$work/runs"
 fi
 
+if has verify; then
+  # verify --deep of the table a run wrote into a dynoxide server, then a
+  # bare parallel Scan of it and a bare read of the source, in that order.
+  "$bin_dir/sql2ddb-testkit" dynamodb --port 0 >"$work/verify-db.out" &
+  sink_pid=$!
+  for _ in $(seq 1 100); do
+    [ -s "$work/verify-db.out" ] && break
+    sleep 0.1
+  done
+  verify_url=$(head -n 1 "$work/verify-db.out")
+  [ -n "$verify_url" ] || { log "the dynamodb server did not start"; exit 1; }
+  log "loading the table for the verify scenario (untimed)"
+  "$bin_dir/sql2ddb" run "$work/orders.toml" --endpoint "$verify_url" --runs-dir "$work/runs" \
+    --json --quiet >"$work/verify-load.json" 2>"$work/verify-load.err" \
+    || { log "the run for the verify scenario failed"; cat "$work/verify-load.err" >&2; exit 1; }
+  # timed NAME FILE COMMAND…: COMMAND under /usr/bin/time -v, stdout to
+  # FILE.json; appends its row to the results as measure does.
+  timed() {
+    local name=$1 file=$2; shift 2
+    log "running: $name"
+    local before after busy
+    before=$(host_cpu)
+    /usr/bin/time -v -o "$file.time" "$@" >"$file.json" 2>"$file.err" \
+      || { log "$name failed"; cat "$file.err" >&2; exit 1; }
+    after=$(host_cpu)
+    busy=$(echo "$before $after" | awk '{ d = $4 - $2; print (d > 0) ? 100 * ($3 - $1) / d : 0 }')
+    awk -v name="$name" -v rows="$rows" -v busy="$busy" -F': ' '
+      /User time/ { user = $2 }
+      /System time/ { sys = $2 }
+      /Maximum resident set size/ { rss = $2 }
+      /Elapsed \(wall clock\)/ {
+        n = split($2, p, ":"); wall = 0
+        for (i = 1; i <= n; i++) wall = wall * 60 + p[i]
+      }
+      END { printf "%s\t%s\t%.2f\t%.2f\t%d\t%.0f\t-\n", name, rows, wall, user + sys, rss, busy }
+    ' "$file.time" >>"$results"
+  }
+  timed "verify --deep" "$work/verify" "$bin_dir/sql2ddb" verify "$work/orders.toml" --deep \
+    --endpoint "$verify_url" --runs-dir "$work/runs" --segments 4 --json
+  identical=$(jq -r '[.entities[].identical] | add' "$work/verify.json")
+  if [ "$identical" != "$rows" ]; then
+    log "verify --deep: $identical items identical, expected $rows"; jq . "$work/verify.json" >&2; exit 1
+  fi
+  timed "verify: bare scan" "$work/verify-scan" "$bin_dir/sql2ddb-testkit" scan \
+    --endpoint "$verify_url" --table bench_orders --segments 4
+  scanned=$(jq -r '.items' "$work/verify-scan.json")
+  if [ "$scanned" != "$rows" ]; then log "verify: $scanned items scanned, expected $rows"; exit 1; fi
+  kill -TERM "$sink_pid"; wait "$sink_pid" || true; sink_pid=""
+  measure "verify: source read" --dry-run
+fi
+
 if has dynoxide; then
   measure "dynoxide (embedded)" --endpoint local
 fi
@@ -295,6 +352,17 @@ awk -F'\t' '
   END {
     if (r > 0 && sr > 0)
       printf "\nsql2ddb run / bare SDK loop: %.2fx the items/s; CPU per item: sql2ddb %.2f us (read, map, check and send), SDK %.2f us (send only)\n", r / sr, c, sc
+  }
+' "$results"
+
+# verify --deep against reading the source and scanning the table alone.
+awk -F'\t' '
+  $1 == "verify --deep" { n = $2; vw = $3; vc = $4 }
+  $1 == "verify: bare scan" { sw = $3; sc = $4 }
+  $1 == "verify: source read" { rw = $3; rc = $4 }
+  END {
+    if (vw > 0 && rw + sw > 0)
+      printf "\nverify --deep / (source read + bare scan): %.2fx the wall time, %.2fx the CPU; verifier CPU per item compared %.2f us (target: at most 1.5x the time)\n", vw / (rw + sw), (rc + sc > 0) ? vc / (rc + sc) : 0, 1e6 * vc / n
   }
 ' "$results"
 

@@ -12,6 +12,8 @@ use clap::{Parser, Subcommand};
 use sql2ddb_core::KeyAttr;
 use sql2ddb_testkit::{sdk_load, FaultConfig, FaultProxy, NullSink};
 
+mod scan;
+
 #[derive(Parser)]
 #[command(
     name = "sql2ddb-testkit",
@@ -57,6 +59,19 @@ enum Command {
         /// Calls in flight.
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
+    },
+    /// Scan a table in parallel segments and count its items (nothing
+    /// else); print the count as JSON.
+    Scan {
+        /// The DynamoDB-compatible endpoint (`http://127.0.0.1:PORT`).
+        #[arg(long)]
+        endpoint: String,
+        /// The table.
+        #[arg(long)]
+        table: String,
+        /// Segments of the parallel Scan.
+        #[arg(long, default_value_t = 4)]
+        segments: u32,
     },
 }
 
@@ -242,6 +257,16 @@ async fn main() -> anyhow::Result<()> {
             let endpoint = sql2ddb_dynamo::Endpoint::Url(endpoint);
             let client = sql2ddb_dynamo::connect(&endpoint, Some("us-east-1")).await?;
             serde_json::to_string(&sdk_load::send(&client, &table, batches, concurrency).await?)?
+        }
+        Command::Scan {
+            endpoint,
+            table,
+            segments,
+        } => {
+            let endpoint = sql2ddb_dynamo::Endpoint::Url(endpoint);
+            let client = sql2ddb_dynamo::connect(&endpoint, Some("us-east-1")).await?;
+            let items = scan::scan(&client, &table, segments).await?;
+            serde_json::json!({ "items": items }).to_string()
         }
     };
     println!("{stats}");
