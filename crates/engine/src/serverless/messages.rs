@@ -78,6 +78,14 @@ impl MessageWriter {
         })
     }
 
+    /// Records batches in `store` instead of the mapping's endpoint's
+    /// progress table (a benchmark writes items into a null sink, which
+    /// keeps no progress records).
+    pub fn with_progress_store(mut self, store: ProgressStore) -> Self {
+        self.store = store;
+        self
+    }
+
     /// The run's description, read once per run.
     async fn run_meta(&self, run: &str) -> Result<RunMeta, EngineError> {
         if let Some(meta) = self.runs.lock().expect("runs lock").get(run) {

@@ -1,0 +1,165 @@
+//! The worker handler's CPU per item, for `scripts/bench.sh --only lambda`:
+//! the items of an export (`sql2ddb export --compression none`) become the
+//! pages a reader would enqueue (encoded before the clock starts); the
+//! handler is then called in this process with SQS events of `--batch`
+//! messages, one event after another as one execution environment takes
+//! them, writing into a DynamoDB endpoint (the null sink) and recording each
+//! batch in a progress table (another endpoint). Prints the figures as JSON.
+//!
+//! worker_bench --endpoint URL --progress-endpoint URL --items DIR --table NAME [--page 500] [--batch 10]
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::time::Instant;
+
+use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
+use sql2ddb_core::{AttrValue, BatchPart, MappedItem, WorkBatch};
+use sql2ddb_dynamo::progress::{EntityMeta, ProgressStore, RunMeta};
+use sql2ddb_engine::serverless::{load_mapping, MessageWriter};
+use sql2ddb_engine::worker::WorkerSetup;
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// Every item of the export's `.json` files, in file order.
+fn read_items(dir: &std::path::Path) -> Vec<BTreeMap<String, AttrValue>> {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        #[serde(rename = "Item")]
+        item: BTreeMap<String, AttrValue>,
+    }
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut items = Vec::new();
+    for f in files {
+        let reader = std::io::BufReader::new(std::fs::File::open(&f).unwrap());
+        for line in reader.lines() {
+            let line = line.unwrap();
+            if !line.trim().is_empty() {
+                items.push(serde_json::from_str::<Line>(&line).unwrap().item);
+            }
+        }
+    }
+    items
+}
+
+/// User + system CPU seconds of this process so far.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command name (which may hold spaces) close with ')'.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // The kernel's USER_HZ, 100 on Linux.
+    ticks / 100.0
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let endpoint = arg(&args, "--endpoint").expect("--endpoint URL");
+    let progress = arg(&args, "--progress-endpoint").expect("--progress-endpoint URL");
+    let dir = arg(&args, "--items").expect("--items DIR");
+    let table = arg(&args, "--table").expect("--table NAME");
+    let page: usize = arg(&args, "--page").map_or(500, |p| p.parse().unwrap());
+    let batch: usize = arg(&args, "--batch").map_or(10, |p| p.parse().unwrap());
+
+    let run = "bench-lambda";
+    let all = read_items(std::path::Path::new(&dir));
+    let pages: Vec<String> = all
+        .chunks(page)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let items = chunk
+                .iter()
+                .map(|item| MappedItem {
+                    size: sql2ddb_core::limits::item_size(item),
+                    item: item.clone(),
+                    source_key: serde_json::json!({}),
+                })
+                .collect::<Vec<_>>();
+            sql2ddb_queue::codec::encode(&WorkBatch {
+                run_id: run.into(),
+                entity: "order".into(),
+                segment: 0,
+                page: i as u64,
+                part: BatchPart::WHOLE,
+                rows_read: items.len() as u64,
+                items,
+                pointers: Vec::new(),
+            })
+        })
+        .collect();
+
+    let client =
+        sql2ddb_dynamo::connect(&sql2ddb_dynamo::Endpoint::Url(progress), Some("us-east-1"))
+            .await
+            .unwrap();
+    let store = ProgressStore::new(client, format!("{table}-sql2ddb-progress"));
+    store.ensure().await.unwrap();
+    let meta = RunMeta {
+        mapping: "bench".into(),
+        source: "bench".into(),
+        table: table.clone(),
+        entities: vec![EntityMeta {
+            name: "order".into(),
+            segments: 1,
+            bounds: Vec::new(),
+        }],
+        started: "2024-01-01T00:00:00Z".into(),
+        queue: None,
+        snapshots: Vec::new(),
+    };
+    store.record_run(run, &meta).await.unwrap();
+    let mapping = format!(
+        "version = 1\n[source]\nurl = \"postgres://127.0.0.1/unused\"\n[target]\ntable = \"{table}\"\nendpoint = \"{endpoint}\"\nregion = \"us-east-1\"\npk = {{ name = \"PK\", type = \"S\" }}\nsk = {{ name = \"SK\", type = \"S\" }}\n[[entity]]\nname = \"order\"\nfrom = \"orders\"\npk = \"X#{{id}}\"\nsk = \"Y\"\n"
+    );
+    let plan = load_mapping(&mapping, &|_| None).unwrap();
+    let runs = std::env::temp_dir().join("sql2ddb-worker-bench");
+    let setup = WorkerSetup {
+        runs_dir: runs.clone(),
+        ..WorkerSetup::default()
+    };
+    let writer = MessageWriter::connect(&plan, &setup)
+        .await
+        .unwrap()
+        .with_progress_store(store);
+
+    let events: Vec<SqsEvent> = pages
+        .chunks(batch)
+        .enumerate()
+        .map(|(e, bodies)| {
+            let mut event = SqsEvent::default();
+            for (i, body) in bodies.iter().enumerate() {
+                let mut m = SqsMessage::default();
+                m.message_id = Some(format!("{e}-{i}"));
+                m.body = Some(body.clone());
+                event.records.push(m);
+            }
+            event
+        })
+        .collect();
+    let (cpu0, wall0) = (cpu_seconds(), Instant::now());
+    for event in events {
+        let out = sql2ddb_lambda::worker::handle(
+            &writer,
+            lambda_runtime::LambdaEvent::new(event, lambda_runtime::Context::default()),
+        )
+        .await
+        .unwrap();
+        assert!(out.batch_item_failures.is_empty(), "{out:?}");
+    }
+    let (cpu, wall) = (cpu_seconds() - cpu0, wall0.elapsed().as_secs_f64());
+    let _ = std::fs::remove_dir_all(runs);
+    println!(
+        "{}",
+        serde_json::json!({ "items": all.len(), "pages": pages.len(), "seconds": wall, "cpu_seconds": cpu })
+    );
+}
