@@ -540,15 +540,14 @@ async fn assert_visited_once(sc: &Scenario, before: &Items) {
     }
 }
 
-#[tokio::test]
-async fn an_interrupted_job_resumes_elsewhere_from_the_progress_table_and_changes_each_item_once() {
-    let sc = shop().await;
-    let before = sc.items().await;
-    let path = job(&sc, ADD_VISITS);
+/// Runs `ADD_VISITS` as run `visits-r` with a progress table and a
+/// Ctrl-C as the first page arrives: each segment finishes the page it
+/// holds, records where it stands, and stops. Returns the job's path and
+/// the runs directory.
+async fn interrupted_visits(sc: &Scenario, progress: &str) -> (String, std::path::PathBuf) {
+    let path = job(sc, ADD_VISITS);
     let text = std::fs::read_to_string(&path).unwrap();
     let visits = UpdateJob::parse(&text, Path::new(&path), &|_| None).unwrap();
-    // Ctrl-C as the first page arrives: each segment finishes the page it
-    // holds, records where it stands, and stops.
     let stop = sql2ddb_engine::StopSignal::new();
     let raise = stop.clone();
     let hook: sql2ddb_engine::update::PageHook = Arc::new(move |_items: Vec<Item>| {
@@ -560,7 +559,7 @@ async fn an_interrupted_job_resumes_elsewhere_from_the_progress_table_and_change
         endpoint: Some(sc.dynamo.url.clone()),
         runs_dir: runs.clone(),
         run_id: Some("visits-r".into()),
-        progress_table: Some(format!("{}-progress", sc.table)),
+        progress_table: Some(progress.to_string()),
         stop: Some(stop),
         on_page: Some(hook),
         ..UpdateOptions::default()
@@ -577,8 +576,15 @@ async fn an_interrupted_job_resumes_elsewhere_from_the_progress_table_and_change
         "{first:?}"
     );
     assert_eq!(first.pending, 0, "the pages read were written: {first:?}");
+    (path, runs)
+}
 
+#[tokio::test]
+async fn an_interrupted_job_resumes_elsewhere_from_the_progress_table_and_changes_each_item_once() {
+    let sc = shop().await;
+    let before = sc.items().await;
     let progress = format!("{}-progress", sc.table);
+    let (path, runs) = interrupted_visits(&sc, &progress).await;
     let verify = [
         "verify",
         "--run",

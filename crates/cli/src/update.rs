@@ -7,7 +7,9 @@ use std::time::Duration;
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sql2ddb_core::redact_secrets;
-use sql2ddb_engine::update::{UpdateOptions, UpdateProgress, UpdateReport, UpdateStatus};
+use sql2ddb_engine::update::{
+    CostEstimate, UpdateOptions, UpdateProgress, UpdateReport, UpdateStatus,
+};
 use sql2ddb_engine::StopSignal;
 use sql2ddb_mapping::UpdateJob;
 
@@ -282,28 +284,7 @@ fn render(r: &UpdateReport) -> String {
         "read units", r.read_units, "write units", r.write_units, "seconds", r.seconds
     ));
     if let Some(e) = &r.estimate {
-        out.push_str(&format!(
-            "dry run, nothing written. The job would write {} items: {} write units on the table",
-            thousands(r.matched),
-            thousands(e.write_units)
-        ));
-        for i in e.index_write_units.iter().filter(|i| i.write_units > 0) {
-            out.push_str(&format!(
-                ", {} on {} ({} items)",
-                thousands(i.write_units),
-                i.index,
-                thousands(i.items)
-            ));
-        }
-        out.push_str(&format!(
-            "; {} in all (1 KB rounding per item), after reading {:.1} read units",
-            thousands(e.total_write_units),
-            e.read_units
-        ));
-        match e.seconds_at_max_wcu {
-            Some(s) => out.push_str(&format!("; {s:.0} s of writes at --max-wcu\n")),
-            None => out.push_str("; give --max-wcu to see how long the writes take\n"),
-        }
+        out.push_str(&render_estimate(r.matched, e));
     }
     for note in &r.notes {
         out.push_str(&format!("note: {note}\n"));
@@ -320,6 +301,33 @@ fn render(r: &UpdateReport) -> String {
     out.push_str(&format!("report: {}/report.json", r.run_dir));
     if let Some(e) = &r.error {
         out.push_str(&format!("\nerror: {}", redact_secrets(e)));
+    }
+    out
+}
+
+/// A dry run's estimate of `matched` writes, in a sentence.
+fn render_estimate(matched: u64, e: &CostEstimate) -> String {
+    let mut out = format!(
+        "dry run, nothing written. The job would write {} items: {} write units on the table",
+        thousands(matched),
+        thousands(e.write_units)
+    );
+    for i in e.index_write_units.iter().filter(|i| i.write_units > 0) {
+        out.push_str(&format!(
+            ", {} on {} ({} items)",
+            thousands(i.write_units),
+            i.index,
+            thousands(i.items)
+        ));
+    }
+    out.push_str(&format!(
+        "; {} in all (1 KB rounding per item), after reading {:.1} read units",
+        thousands(e.total_write_units),
+        e.read_units
+    ));
+    match e.seconds_at_max_wcu {
+        Some(s) => out.push_str(&format!("; {s:.0} s of writes at --max-wcu\n")),
+        None => out.push_str("; give --max-wcu to see how long the writes take\n"),
     }
     out
 }
