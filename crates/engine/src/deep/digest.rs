@@ -13,9 +13,9 @@
 //! key), so their bucket is resolved and the collapse reported even when the
 //! table is otherwise identical.
 
-use sql2ddb_core::{AttrValue, Item};
+use sql2ddb_core::{normalize_number, AttrValue, Item};
 
-use super::canon::{canonical_item, mix, stable_hash};
+use super::canon::mix;
 use super::spill::{Buckets, Record};
 use crate::error::EngineError;
 
@@ -43,20 +43,114 @@ pub struct BucketDigest {
     pub xor: u64,
 }
 
-/// The two 64-bit halves of an item's digest: hashes of its canonical form
-/// (names sorted, numbers normalised, sets sorted) as DynamoDB JSON, the key
-/// attributes included.
+/// The two 64-bit halves of an item's digest: two hashes of its canonical
+/// form (names sorted, numbers normalised, sets sorted without duplicates,
+/// lists in order, each value tagged with its type and each piece with its
+/// length), the key attributes included, fed in one walk without building
+/// the canonical item.
 pub fn item_digest(item: &Item) -> (u64, u64) {
-    let text: serde_json::Map<String, serde_json::Value> = canonical_item(item)
-        .iter()
-        .map(|(k, v)| (k.clone(), AttrValue::to_dynamo_json(v)))
-        .collect();
-    let text = serde_json::Value::Object(text).to_string();
-    let first = stable_hash(&text);
-    (
-        first,
-        mix(first ^ stable_hash(&format!("{}{text}", text.len()))),
-    )
+    let mut h = Hasher::new();
+    h.item(item);
+    h.finish()
+}
+
+/// Two 64-bit lanes over the same bytes: FNV-1a, and a multiply-rotate lane
+/// with another constant.
+struct Hasher {
+    a: u64,
+    b: u64,
+}
+
+impl Hasher {
+    fn new() -> Hasher {
+        Hasher {
+            a: 0xcbf2_9ce4_8422_2325,
+            b: 0x6c62_272e_07bb_0142,
+        }
+    }
+
+    fn raw(&mut self, data: &[u8]) {
+        for &x in data {
+            self.a = (self.a ^ u64::from(x)).wrapping_mul(0x0000_0100_0000_01b3);
+            self.b = (self.b ^ u64::from(x))
+                .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                .rotate_left(29);
+        }
+    }
+
+    fn len(&mut self, n: usize) {
+        self.raw(&(n as u64).to_le_bytes());
+    }
+
+    fn bytes(&mut self, data: &[u8]) {
+        self.len(data.len());
+        self.raw(data);
+    }
+
+    fn item(&mut self, item: &Item) {
+        self.len(item.len());
+        for (name, value) in item {
+            self.bytes(name.as_bytes());
+            self.value(value);
+        }
+    }
+
+    fn set<'a>(&mut self, members: impl Iterator<Item = std::borrow::Cow<'a, [u8]>>) {
+        let mut members: Vec<_> = members.collect();
+        members.sort();
+        members.dedup();
+        self.len(members.len());
+        for m in &members {
+            self.bytes(m);
+        }
+    }
+
+    fn value(&mut self, v: &AttrValue) {
+        let number = |n: &String| normalize_number(n).unwrap_or_else(|_| n.clone());
+        match v {
+            AttrValue::S(s) => {
+                self.raw(&[1]);
+                self.bytes(s.as_bytes());
+            }
+            AttrValue::N(n) => {
+                self.raw(&[2]);
+                self.bytes(number(n).as_bytes());
+            }
+            AttrValue::B(b) => {
+                self.raw(&[3]);
+                self.bytes(b);
+            }
+            AttrValue::Bool(b) => self.raw(&[4, u8::from(*b)]),
+            AttrValue::Null => self.raw(&[5]),
+            AttrValue::L(l) => {
+                self.raw(&[6]);
+                self.len(l.len());
+                for x in l {
+                    self.value(x);
+                }
+            }
+            AttrValue::M(m) => {
+                self.raw(&[7]);
+                self.item(m);
+            }
+            AttrValue::SS(s) => {
+                self.raw(&[8]);
+                self.set(s.iter().map(|x| x.as_bytes().into()));
+            }
+            AttrValue::NS(s) => {
+                self.raw(&[9]);
+                self.set(s.iter().map(|x| number(x).into_bytes().into()));
+            }
+            AttrValue::BS(s) => {
+                self.raw(&[10]);
+                self.set(s.iter().map(|x| x.as_slice().into()));
+            }
+        }
+    }
+
+    fn finish(&self) -> (u64, u64) {
+        (mix(self.a), mix(self.b ^ self.a.rotate_left(32)))
+    }
 }
 
 /// One side's digests, bucket by bucket.
@@ -140,6 +234,7 @@ impl Sink for Resolver {
 
 #[cfg(test)]
 mod tests {
+    use super::super::canon::stable_hash;
     use super::*;
 
     fn record(pk: &str, v: &str) -> Record {
@@ -164,6 +259,14 @@ mod tests {
 
     #[test]
     fn order_and_number_form_do_not_matter_a_value_or_a_duplicate_does() {
+        let set = |v: &[&str]| AttrValue::SS(v.iter().map(|s| s.to_string()).collect());
+        let mut x = record("A", "1").item;
+        x.insert("tags".into(), set(&["b", "a", "b"]));
+        let mut y = record("A", "1.0").item;
+        y.insert("tags".into(), set(&["a", "b"]));
+        assert_eq!(item_digest(&x), item_digest(&y));
+        y.insert("tags".into(), AttrValue::L(vec![AttrValue::S("a".into())]));
+        assert_ne!(item_digest(&x), item_digest(&y));
         let a = digests(&[("A", "1.50"), ("B", "2"), ("C", "3")]);
         let b = digests(&[("C", "3"), ("A", "1.5"), ("B", "2")]);
         assert!(a.differing(&b).iter().all(|d| !d));
