@@ -365,6 +365,18 @@ awk -F'\t' '
       printf "\nverify --deep / (source read + bare scan): %.2fx the wall time, %.2fx the CPU; verifier CPU per item compared %.2f us (target: at most 1.5x the time)\n", vw / (rw + sw), (rc + sc > 0) ? vc / (rc + sc) : 0, 1e6 * vc / n
   }
 ' "$results"
+# Its memory must not grow with the table: what it holds beyond reading the
+# source (the same reads) stays under a bound no per-key structure fits in.
+verify_extra_mb=$(awk -F'\t' '
+  $1 == "verify --deep" { v = $5 } $1 == "verify: source read" { r = $5 }
+  END { if (v > 0 && r > 0) printf "%.0f", (v - r) / 1024 }
+' "$results")
+if [ -n "$verify_extra_mb" ]; then
+  echo "verify --deep held ${verify_extra_mb} MB beyond the source read's peak RSS (bound: 96 MB whatever the rows; a map of every key would pass it from about a million rows)"
+  if [ "$verify_extra_mb" -gt 96 ]; then
+    log "verify --deep's memory grows with the table: ${verify_extra_mb} MB beyond the source read"; exit 1
+  fi
+fi
 
 if $clean; then
   log "dropping schema ${schema}"
