@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use sql2ddb_engine::plan::{EntityPlan, PlanOptions, PlanReport, DEFAULT_SAMPLE};
 
+use crate::table::thousands;
 use crate::{fail, limits, load};
 
 pub const EXIT_CODES: &str = "\
@@ -101,18 +102,6 @@ pub async fn plan(args: PlanArgs) -> u8 {
         true => 0,
         false => 2,
     }
-}
-
-fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn bytes(n: u64) -> String {

@@ -2,7 +2,8 @@
 
 use sql2ddb_engine::{EntityReport, RunReport};
 
-fn thousands(n: u64) -> String {
+/// `1234567` as `1,234,567`.
+pub(crate) fn thousands(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::with_capacity(s.len() + s.len() / 3);
     for (i, c) in s.chars().enumerate() {

@@ -14,6 +14,7 @@ use sql2ddb_engine::StopSignal;
 use sql2ddb_mapping::UpdateJob;
 
 use crate::limits;
+use crate::table::thousands;
 
 pub(crate) const EXIT_CODES: &str = "\
 Exit codes:
@@ -187,18 +188,6 @@ impl Drop for ClearOnDrop {
     fn drop(&mut self) {
         self.0.finish_and_clear();
     }
-}
-
-fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// What to run to finish a run that stopped before its end: interrupted,
