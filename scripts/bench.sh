@@ -19,6 +19,11 @@
 #                 source (`run --dry-run`) and a bare parallel Scan
 #                 (`sql2ddb-testkit scan`) of the same table in the same run;
 #                 the last line compares them
+#   lambda        the Lambda worker handler (crates/lambda), called in process
+#                 with SQS events of 10 messages holding the same items as
+#                 500-item pages (encoded before its clock starts), into a
+#                 null sink, each batch recorded in a `sql2ddb-testkit
+#                 dynamodb` process; its CPU per item is the write side's
 # and prints, per run: rows, wall seconds, items per second, CPU seconds per
 # million items, peak RSS, the share of the read ceiling's rate, and for
 # exports the file bytes per item.
@@ -29,7 +34,7 @@
 #                   bench_<N> and is reused by later runs
 #   --clean         drop the bench_<N> schema afterwards
 #   --skip-build    use the release binaries already built
-#   --only LIST     comma-separated subset of: ceiling,null,dynoxide,export,sdk,verify
+#   --only LIST     comma-separated subset of: ceiling,null,dynoxide,export,sdk,lambda,verify
 #   -- RUN ARGS     passed to every `sql2ddb run` (e.g. -- --concurrency 16),
 #                   not to `sql2ddb export`
 #
@@ -75,12 +80,16 @@ need /usr/bin/time time # GNU time: peak RSS and CPU seconds of a process
 if $build; then
   log "building release binaries"
   cargo build --release --locked -p sql2ddb -p sql2ddb-testkit
+  if [[ ,$only, == *,lambda,* ]]; then
+    cargo build --release --locked -p sql2ddb-lambda --example worker_bench
+  fi
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sql2ddb-bench.XXXXXX")
 sink_pid=""
 cleanup() {
   if [ -n "$sink_pid" ]; then kill "$sink_pid" 2>/dev/null || true; wait "$sink_pid" 2>/dev/null || true; fi
+  if [ -n "${progress_pid:-}" ]; then kill "$progress_pid" 2>/dev/null || true; wait "$progress_pid" 2>/dev/null || true; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -267,6 +276,39 @@ if has sdk; then
     '["sdk (bare loop)", $rows, (.seconds * 100 | round / 100), (.cpu_seconds * 100 | round / 100), $rss, $busy, "-"] | @tsv' \
     "$work/sdk.json" >>"$results"
   rm -rf "$work/sdk-items" "$work/runs"
+fi
+
+if has lambda; then
+  # The same items, from an untimed export, as the pages a reader enqueues.
+  log "exporting the items for the lambda scenario (untimed)"
+  "$bin_dir/sql2ddb" export "$work/orders.toml" --out "$work/lambda-items" --compression none \
+    --runs-dir "$work/runs" --json --quiet >/dev/null 2>"$work/lambda-export.err" \
+    || { log "the export for the lambda scenario failed"; cat "$work/lambda-export.err" >&2; exit 1; }
+  start_sink
+  "$bin_dir/sql2ddb-testkit" dynamodb --port 0 >"$work/progress.out" &
+  progress_pid=$!
+  for _ in $(seq 1 100); do
+    [ -s "$work/progress.out" ] && break
+    sleep 0.1
+  done
+  progress_url=$(head -n 1 "$work/progress.out")
+  [ -n "$progress_url" ] || { log "the progress server did not start"; exit 1; }
+  log "running: lambda worker handler"
+  before=$(host_cpu)
+  /usr/bin/time -v -o "$work/lambda.time" "$bin_dir/examples/worker_bench" --endpoint "$sink_url" \
+    --progress-endpoint "$progress_url" --items "$work/lambda-items/data" --table bench_orders \
+    >"$work/lambda.json"
+  after=$(host_cpu)
+  kill -TERM "$sink_pid" "$progress_pid"; wait "$sink_pid" "$progress_pid" || true; sink_pid=""; progress_pid=""
+  sent=$(jq -r '.items' "$work/lambda.json")
+  if [ "$sent" != "$rows" ]; then log "lambda: $sent items written, expected $rows"; exit 1; fi
+  busy=$(echo "$before $after" | awk '{ d = $4 - $2; printf "%.0f", (d > 0) ? 100 * ($3 - $1) / d : 0 }')
+  rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$work/lambda.time")
+  # Wall and CPU seconds of the handler calls only, as the bench measured them.
+  jq -r --arg rows "$rows" --arg rss "$rss" --arg busy "$busy" \
+    '["lambda worker handler", $rows, (.seconds * 100 | round / 100), (.cpu_seconds * 100 | round / 100), $rss, $busy, "-"] | @tsv' \
+    "$work/lambda.json" >>"$results"
+  rm -rf "$work/lambda-items" "$work/runs"
 fi
 
 if has verify; then
