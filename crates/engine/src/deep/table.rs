@@ -56,21 +56,7 @@ impl TableSide {
             let (this, buckets) = (self.clone(), buckets.clone());
             tasks.spawn(async move { this.scan_segment(segment, total, &buckets).await });
         }
-        let mut result = Ok(());
-        while let Some(joined) = tasks.join_next().await {
-            match joined {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    if result.is_ok() {
-                        result = Err(e);
-                        tasks.abort_all();
-                    }
-                }
-                Err(e) if e.is_cancelled() => {}
-                Err(panic) => std::panic::resume_unwind(panic.into_panic()),
-            }
-        }
-        result
+        crate::tasks::first_error(tasks).await
     }
 
     async fn scan_segment<S: Sink>(

@@ -58,21 +58,7 @@ impl Readers {
                 });
             }
         }
-        let mut result = Ok(());
-        while let Some(joined) = tasks.join_next().await {
-            match joined {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => {
-                    if result.is_ok() {
-                        result = Err(e);
-                        tasks.abort_all();
-                    }
-                }
-                Err(e) if e.is_cancelled() => {}
-                Err(panic) => std::panic::resume_unwind(panic.into_panic()),
-            }
-        }
-        result
+        crate::tasks::first_error(tasks).await
     }
 
     /// Maps a page: fetches its embedded children (one query per embed),
