@@ -6,7 +6,8 @@ use sql2ddb_core::redact_secrets;
 use sql2ddb_engine::export::{Compression, ExportOptions, ExportReport, S3Options};
 use sql2ddb_engine::{RunOptions, RunProgress, RunStatus, SnapshotMode, StopSignal};
 
-use crate::{fail, limits, load, table, SnapshotArg};
+use crate::run::SnapshotArg;
+use crate::{fail, limits, load, table};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -119,10 +120,10 @@ pub async fn export(args: ExportArgs) -> u8 {
         },
     };
     eprintln!("export to {}", redact_secrets(&args.out));
-    let signals = tokio::spawn(crate::stop_on_signals(stop));
+    let signals = tokio::spawn(crate::live::stop_on_signals(stop));
     let progress = RunProgress::new();
-    let notes = tokio::spawn(crate::print_notes(progress.clone()));
-    let bars = (!args.quiet).then(|| tokio::spawn(crate::draw_progress(progress.clone())));
+    let notes = tokio::spawn(crate::live::print_notes(progress.clone()));
+    let bars = (!args.quiet).then(|| tokio::spawn(crate::live::draw_progress(progress.clone())));
     let result = sql2ddb_engine::export::export(&plan, &opts, progress).await;
     signals.abort();
     notes.abort();

@@ -10,8 +10,10 @@ mod distributed;
 mod export;
 mod init;
 mod limits;
+mod live;
 mod plan;
 mod queue;
+mod run;
 mod table;
 mod update;
 mod verify;
@@ -19,32 +21,15 @@ mod worker;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sql2ddb_core::redact_secrets;
-use sql2ddb_engine::{
-    EntityProgress, RunOptions, RunProgress, RunReport, RunStatus, SnapshotMode, StopSignal,
-};
 use sql2ddb_mapping::Plan;
 
 /// The exit code of a command line that could not be parsed (an unknown
 /// option, a missing argument, a value out of its range): EX_USAGE of
 /// sysexits.h, so it never reads as "finished with rejects" (2).
 pub(crate) const EXIT_USAGE: u8 = 64;
-
-const EXIT_CODES: &str = "\
-Exit codes:
-  0   every row was written (with --queue: every page was enqueued; run
-      `sql2ddb verify` to know when the workers are done)
-  1   the run failed (bad mapping, unreachable source or table, rows not written)
-  2   the run finished, but some rows were rejected (see the rejects file)
-  64  usage error: unknown option, missing argument, value out of range;
-      nothing was done
-  130 interrupted (Ctrl-C, SIGTERM): the pages in flight were written, the
-      report says where it stopped and how to continue";
 
 const ALL_EXIT_CODES: &str = "\
 Exit codes:
@@ -88,8 +73,8 @@ enum Command {
         mapping: PathBuf,
     },
     /// Migrate: read the source page by page, write the items, print a report.
-    #[command(after_help = footer(EXIT_CODES))]
-    Run(RunArgs),
+    #[command(after_help = footer(run::EXIT_CODES))]
+    Run(run::RunArgs),
     /// Write the items as DynamoDB-JSON files for DynamoDB's import from S3
     /// (a directory or s3://), with a manifest and the import command.
     #[command(after_help = footer(export::EXIT_CODES))]
@@ -124,85 +109,6 @@ enum Command {
     Init(init::InitArgs),
 }
 
-#[derive(clap::Args)]
-struct RunArgs {
-    /// The mapping spec (TOML).
-    mapping: PathBuf,
-    /// Source URL, overriding the mapping's (postgres://, mysql://, sqlite://).
-    #[arg(long)]
-    source: Option<String>,
-    /// DynamoDB endpoint: a URL, or `local` for an embedded server whose data
-    /// file goes into the run directory. Default: the mapping's, else AWS
-    /// (credentials and region from the usual AWS environment and profile).
-    #[arg(long)]
-    endpoint: Option<String>,
-    /// AWS region, overriding the mapping's and the environment's.
-    #[arg(long)]
-    region: Option<String>,
-    /// Print the final report as one JSON object on stdout.
-    #[arg(long)]
-    json: bool,
-    /// Where run directories (rejects file, report, local data) are created.
-    #[arg(long, default_value = "sql2ddb-runs")]
-    runs_dir: PathBuf,
-    /// Most BatchWriteItem calls in flight, 1..=256 (default: the mapping's
-    /// [writer] concurrency, else 8). It adapts to throttling within [1, N]
-    /// unless --fixed-concurrency is given.
-    #[arg(long, value_parser = limits::concurrency())]
-    concurrency: Option<usize>,
-    /// Keep concurrency at --concurrency instead of adapting to throttling.
-    #[arg(long)]
-    fixed_concurrency: bool,
-    /// Cap on write units per second for this process, counted as DynamoDB
-    /// bills them (1 KB rounding per item, each GSI counted). With several
-    /// workers, give each its share of the table's budget; 1..=1000000000.
-    #[arg(long, value_parser = limits::max_wcu())]
-    max_wcu: Option<u64>,
-    /// Rows per source page, for every entity (at least 1).
-    #[arg(long, value_parser = limits::positive::<usize>)]
-    page_size: Option<usize>,
-    /// Segments each entity's key range is cut into and read concurrently,
-    /// 1..=64 (default: the mapping's `read_parallelism`, else chosen from
-    /// the table size: one per 100,000 rows, at most 8).
-    #[arg(long, value_parser = limits::read_parallelism())]
-    read_parallelism: Option<u32>,
-    /// Source connections of the run, which is also how many segments are
-    /// read at once (at least 1).
-    #[arg(
-        long,
-        value_parser = limits::positive::<u32>,
-        default_value_t = sql2ddb_engine::run::DEFAULT_SOURCE_CONNECTIONS
-    )]
-    source_connections: u32,
-    /// Read and map every row, write nothing: checks the whole source against
-    /// the mapping (rejects are reported) and measures the read ceiling.
-    #[arg(long)]
-    dry_run: bool,
-    /// Replay the rows of a rejects file (e.g. `sql2ddb-runs/RUN/rejects.jsonl`):
-    /// read exactly those rows again from the source, by key, through the
-    /// current (fixed) mapping, as a new run with its own report.
-    #[arg(long, value_name = "REJECTS_FILE", conflicts_with_all = ["dry_run", "queue", "resume", "progress_table"])]
-    only_rejects: Option<PathBuf>,
-    /// `consistent`: every read of the run sees the source as it was at one
-    /// moment (PostgreSQL: an exported snapshot, its id and WAL position in
-    /// the report; it holds one source connection for the run); `none`: each
-    /// read sees the source as it is then.
-    #[arg(long, value_enum, default_value = "consistent")]
-    snapshot: SnapshotArg,
-    /// No progress bars.
-    #[arg(long, short)]
-    quiet: bool,
-    #[command(flatten)]
-    distributed: distributed::DistributedArgs,
-}
-
-/// `--snapshot`.
-#[derive(Clone, Copy, clap::ValueEnum)]
-enum SnapshotArg {
-    Consistent,
-    None,
-}
-
 fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
@@ -227,7 +133,7 @@ fn main() -> ExitCode {
                 .enable_all()
                 .build()
                 .expect("tokio runtime");
-            rt.block_on(run(args))
+            rt.block_on(run::run(args))
         }
         Command::Export(args) => block_on(export::export(args)),
         Command::Worker(args) => block_on(worker::work(args)),
@@ -319,199 +225,6 @@ fn check(path: &Path) -> u8 {
     }
 }
 
-async fn run(args: RunArgs) -> u8 {
-    let plan = match load(&args.mapping) {
-        Ok(p) => p,
-        Err(e) => return fail(&e),
-    };
-    let mut opts = RunOptions {
-        source: args.source.clone(),
-        endpoint: args.endpoint.clone(),
-        region: args.region.clone(),
-        runs_dir: args.runs_dir.clone(),
-        concurrency: args.concurrency,
-        page_size: args.page_size,
-        read_parallelism: args.read_parallelism,
-        source_connections: args.source_connections,
-        dry_run: args.dry_run,
-        max_wcu: args.max_wcu,
-        fixed_concurrency: args.fixed_concurrency,
-        only_rejects: args.only_rejects.clone(),
-        snapshot: match args.snapshot {
-            SnapshotArg::Consistent => SnapshotMode::Consistent,
-            SnapshotArg::None => SnapshotMode::None,
-        },
-        ..RunOptions::default()
-    };
-    args.distributed.apply(&mut opts);
-    tracing::debug!(
-        mapping = %args.mapping.display(),
-        source = %redact_secrets(opts.source.as_deref().unwrap_or(&plan.source.url)),
-        endpoint = %opts
-            .endpoint
-            .as_deref()
-            .or(plan.target.endpoint.as_deref())
-            .unwrap_or("aws"),
-        table = %plan.target.table,
-        dry_run = opts.dry_run,
-        "starting run"
-    );
-    // First, so a run can be followed (`status`) and resumed even if this process dies.
-    eprintln!(
-        "run {}{}",
-        opts.run_id.as_deref().unwrap_or("?"),
-        match &opts.queue {
-            Some(q) => format!(": sending pages to {q}"),
-            None => String::new(),
-        }
-    );
-    let stop = StopSignal::new();
-    opts.stop = Some(stop.clone());
-    let signals = tokio::spawn(stop_on_signals(stop));
-    let progress = RunProgress::new();
-    let notes = tokio::spawn(print_notes(progress.clone()));
-    let bars = (!args.quiet).then(|| tokio::spawn(draw_progress(progress.clone())));
-    let result = sql2ddb_engine::run(&plan, &opts, progress.clone()).await;
-    signals.abort();
-    notes.abort();
-    if let Some(b) = bars {
-        b.abort();
-        let _ = b.await;
-    }
-    match result {
-        Ok(report) => {
-            eprintln!("{}", table::render(&report));
-            if let Some(err) = &report.error {
-                eprintln!("error: {}", redact_secrets(err));
-            }
-            if report.status == RunStatus::Interrupted {
-                eprintln!("{}", how_to_continue(&args, &report));
-            }
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&report).expect("report serialises")
-                );
-            }
-            report.status.exit_code() as u8
-        }
-        Err(e) => fail(&e.to_string()),
-    }
-}
-
-/// Prints the lines the run announces (its snapshot) on stderr.
-async fn print_notes(progress: Arc<RunProgress>) {
-    let mut seen = 0;
-    loop {
-        for line in progress.notes_after(seen).await {
-            eprintln!("{line}");
-            seen += 1;
-        }
-    }
-}
-
-/// The first Ctrl-C or SIGTERM asks the run to stop cleanly; the second
-/// exits at once.
-async fn stop_on_signals(stop: Arc<StopSignal>) {
-    next_signal().await;
-    eprintln!(
-        "stopping: no new pages are read; the pages in flight are being written (Ctrl-C again to exit at once)"
-    );
-    stop.stop();
-    next_signal().await;
-    eprintln!("exiting at once: the report is not written");
-    std::process::exit(sql2ddb_engine::report::EXIT_INTERRUPTED);
-}
-
-async fn next_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{signal, SignalKind};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-/// What to run to finish an interrupted run.
-fn how_to_continue(args: &RunArgs, report: &RunReport) -> String {
-    let mapping = args.mapping.display();
-    match &report.progress_table {
-        Some(table) => format!(
-            "interrupted: to continue where it stopped, run\n  sql2ddb run {mapping} --resume {} --progress-table {table}",
-            report.run_id
-        ),
-        None => format!(
-            "interrupted: this run kept no progress table, so it cannot be resumed; running it again\n  sql2ddb run {mapping}\nrewrites the same items with the same values (nothing is duplicated). To make the next run resumable, pass --progress-table."
-        ),
-    }
-}
-
-/// One bar per entity: rows accounted for (written + rejected) out of the
-/// counted total, with rate and ETA.
-async fn draw_progress(progress: Arc<RunProgress>) {
-    let multi = MultiProgress::with_draw_target(ProgressDrawTarget::stderr());
-    let style = ProgressStyle::with_template(
-        "{prefix:>14} [{bar:30}] {pos}/{len} rows  {per_sec}  ETA {eta}  {msg}",
-    )
-    .expect("template")
-    .progress_chars("=> ");
-    let mut shown: Vec<(Arc<EntityProgress>, ProgressBar)> = Vec::new();
-    let mut tick = tokio::time::interval(Duration::from_millis(200));
-    let update = |shown: &Vec<(Arc<EntityProgress>, ProgressBar)>| {
-        for (e, bar) in shown {
-            let total = EntityProgress::get(&e.total);
-            bar.set_length(total.max(EntityProgress::get(&e.read)));
-            let done = EntityProgress::get(&e.written)
-                + EntityProgress::get(&e.rejected)
-                + EntityProgress::get(&e.failed);
-            bar.set_position(done);
-            let rejected = EntityProgress::get(&e.rejected);
-            if rejected > 0 {
-                bar.set_message(format!("{rejected} rejected"));
-            }
-            if e.is_done() && !bar.is_finished() {
-                bar.finish();
-            }
-        }
-    };
-    let _guard = ClearOnDrop(multi.clone());
-    loop {
-        tick.tick().await;
-        for e in progress.entities() {
-            if !shown.iter().any(|(s, _)| Arc::ptr_eq(s, &e)) {
-                let bar = multi.add(
-                    ProgressBar::new(0)
-                        .with_style(style.clone())
-                        .with_prefix(e.name.clone()),
-                );
-                shown.push((e, bar));
-            }
-        }
-        update(&shown);
-    }
-}
-
-struct ClearOnDrop(MultiProgress);
-
-impl Drop for ClearOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.clear();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
@@ -527,7 +240,7 @@ mod tests {
         cmd.render_long_help().to_string()
     }
 
-    const COMMANDS: [&[&str]; 8] = [
+    const COMMANDS: [&[&str]; 11] = [
         &[],
         &["check"],
         &["run"],
@@ -536,6 +249,9 @@ mod tests {
         &["status"],
         &["verify"],
         &["queue"],
+        &["update"],
+        &["plan"],
+        &["init"],
     ];
 
     #[test]

@@ -132,7 +132,7 @@ pub(crate) async fn update(args: UpdateArgs) -> u8 {
             ""
         }
     );
-    let signals = tokio::spawn(crate::stop_on_signals(stop));
+    let signals = tokio::spawn(crate::live::stop_on_signals(stop));
     let progress = Arc::new(UpdateProgress::default());
     let bar = (!args.quiet).then(|| tokio::spawn(draw(progress.clone())));
     let result = sql2ddb_engine::update::update(&job, &opts, progress).await;
