@@ -19,6 +19,7 @@ pub mod run;
 pub mod serverless;
 pub mod sink;
 pub mod stop;
+mod recorder;
 mod tasks;
 pub mod update;
 pub mod verify;

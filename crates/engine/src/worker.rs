@@ -13,14 +13,14 @@
 //! run that the run's recorded table is the mapping's, so a queue shared by
 //! runs of other mappings never makes it write the wrong table.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashSet};
 use std::future::Future;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde::Serialize;
-use sql2ddb_dynamo::progress::{ProgressStore, RunMeta};
+use sql2ddb_dynamo::progress::ProgressStore;
 use sql2ddb_mapping::Plan;
 use sql2ddb_queue::{AckHandle, Received, SqsQueue, VisibilityExtender, WorkQueue};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -29,10 +29,10 @@ use tokio::time::Instant;
 
 use crate::checkpoint::BatchId;
 use crate::error::EngineError;
+use crate::recorder::BatchRecorder;
 use crate::rejects::RejectsFile;
-use crate::resources::{Job, ResourceOptions, Resources};
 use crate::run::RunOptions;
-use crate::sink::{build_sink, BatchOutcome, BatchSink};
+use crate::sink::{BatchOutcome, BatchSink};
 
 impl WorkerReport {
     /// A report of nothing done yet.
@@ -138,11 +138,7 @@ pub struct WorkerReport {
 pub struct Worker<Q> {
     queue: Arc<Q>,
     visibility: Duration,
-    sink: Arc<BatchSink>,
-    store: ProgressStore,
-    table: String,
-    rejects: Arc<RejectsFile>,
-    runs: Mutex<HashMap<String, RunMeta>>,
+    recorder: BatchRecorder,
 }
 
 /// Everything a worker process needs besides the mapping.
@@ -167,30 +163,14 @@ pub struct WorkerSetup {
 impl Worker<SqsQueue> {
     /// Connects a worker for `plan`'s table to an SQS queue.
     pub async fn connect(plan: &Plan, setup: &WorkerSetup) -> Result<Self, EngineError> {
-        let options = ResourceOptions {
-            endpoint: setup.endpoint.clone(),
-            region: setup.region.clone(),
-            progress_table: setup.progress_table.clone(),
-            sqs_endpoint: setup.sqs_endpoint.clone(),
-        };
-        let resources = Resources::open(Some(plan), &options, Job::Worker).await?;
-        let client = resources.client().clone();
+        let (recorder, resources) = BatchRecorder::connect(plan, setup).await?;
         let queue = resources.queue(&setup.queue).await?;
         let visibility = queue.visibility_timeout();
-        let dir = setup
-            .runs_dir
-            .join(format!("worker-{}", crate::run::new_run_id()));
-        std::fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
-        let rejects = Arc::new(RejectsFile::new(dir.join("rejects.jsonl")));
-        let setup_sink = build_sink(plan, &setup.writer.sink_options(), &client, rejects.clone());
-        Ok(Worker::new(
+        Ok(Worker {
             queue,
             visibility,
-            setup_sink.sink,
-            resources.progress_store()?,
-            plan.target.table.clone(),
-            rejects,
-        ))
+            recorder,
+        })
     }
 }
 
@@ -208,54 +188,13 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         Worker {
             queue,
             visibility,
-            sink,
-            store,
-            table: table.into(),
-            rejects,
-            runs: Mutex::new(HashMap::new()),
+            recorder: BatchRecorder::new(sink, store, table, rejects),
         }
-    }
-
-    /// The run's description, read once per run.
-    async fn run_meta(&self, run: &str) -> Result<RunMeta, EngineError> {
-        if let Some(meta) = self.runs.lock().expect("runs lock").get(run) {
-            return Ok(meta.clone());
-        }
-        let meta = self.store.run_meta(run).await?.ok_or_else(|| {
-            EngineError::Worker(format!(
-                "run {run} is not recorded in the progress table {} (give the run's --progress-table)",
-                self.store.table()
-            ))
-        })?;
-        self.runs
-            .lock()
-            .expect("runs lock")
-            .insert(run.to_string(), meta.clone());
-        Ok(meta)
     }
 
     /// Writes one batch and records it; an error leaves the batch unrecorded.
     async fn write(&self, received: Received) -> Result<(BatchId, BatchOutcome), EngineError> {
-        let batch = received.batch;
-        let meta = self.run_meta(&batch.run_id).await?;
-        if meta.table != self.table {
-            return Err(EngineError::Worker(format!(
-                "run {} writes table {}, this worker's mapping targets {}",
-                batch.run_id, meta.table, self.table
-            )));
-        }
-        let id = BatchId::of(&batch);
-        let out = self.sink.write_batch(batch).await?;
-        if out.failed > 0 {
-            return Err(EngineError::Worker(format!(
-                "{} items not written within their retry budget",
-                out.failed
-            )));
-        }
-        self.store
-            .record_batch_with_cost(&id.run_id, &id.record(&out), &id.cost(&out))
-            .await?;
-        Ok((id, out))
+        self.recorder.write(received.batch).await
     }
 
     /// Whether every run in `runs` is complete by its progress records.
@@ -264,7 +203,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
             return Ok(false);
         }
         for run in runs {
-            if !crate::verify::summarize(&self.store.load(run).await?).complete {
+            if !crate::verify::summarize(&self.recorder.store.load(run).await?).complete {
                 return Ok(false);
             }
         }
@@ -283,7 +222,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         let slots = Arc::new(Semaphore::new(opts.concurrency.max(1)));
         let held: Arc<Mutex<HashSet<AckHandle>>> = Arc::default();
         let mut tasks: JoinSet<Done> = JoinSet::new();
-        let mut report = WorkerReport::empty(self.rejects.path().display().to_string());
+        let mut report = WorkerReport::empty(self.recorder.rejects.path().display().to_string());
         let mut runs: BTreeSet<String> = opts.runs.iter().cloned().collect();
         let mut last_batch = Instant::now();
         let mut failures = 0u32;
@@ -345,7 +284,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         };
         report.stopped = stopped;
         self.wind_down(tasks, &held, opts.grace, &mut report).await;
-        self.rejects.flush()?;
+        self.recorder.rejects.flush()?;
         report.runs = runs.into_iter().collect();
         Ok(report)
     }

@@ -1,0 +1,123 @@
+//! What every queue consumer does with a batch it took — a `sql2ddb worker`
+//! process or a Lambda function fed by the queue: write it through the one
+//! write path ([`BatchSink::write_batch`]) and record it in the run's
+//! progress table. An error leaves the batch unrecorded, to be delivered
+//! again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use sql2ddb_core::WorkBatch;
+use sql2ddb_dynamo::progress::{ProgressStore, RunMeta};
+use sql2ddb_mapping::Plan;
+
+use crate::checkpoint::BatchId;
+use crate::error::EngineError;
+use crate::rejects::RejectsFile;
+use crate::resources::{Job, ResourceOptions, Resources};
+use crate::sink::{build_sink, BatchOutcome, BatchSink};
+use crate::worker::WorkerSetup;
+
+/// Writes and records the batches of runs into one mapping's table.
+pub(crate) struct BatchRecorder {
+    pub sink: Arc<BatchSink>,
+    pub store: ProgressStore,
+    pub table: String,
+    pub rejects: Arc<RejectsFile>,
+    /// Each run's description, read once.
+    runs: Mutex<HashMap<String, RunMeta>>,
+}
+
+impl BatchRecorder {
+    /// A recorder writing `table` through `sink`, recording in `store`.
+    pub fn new(
+        sink: Arc<BatchSink>,
+        store: ProgressStore,
+        table: impl Into<String>,
+        rejects: Arc<RejectsFile>,
+    ) -> Self {
+        BatchRecorder {
+            sink,
+            store,
+            table: table.into(),
+            rejects,
+            runs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Settles `plan`'s table, progress table and writer as a worker does,
+    /// with a rejects file in a directory of its own under `setup.runs_dir`;
+    /// returns the resources too (a worker takes its queue from them).
+    pub async fn connect(
+        plan: &Plan,
+        setup: &WorkerSetup,
+    ) -> Result<(BatchRecorder, Resources), EngineError> {
+        let options = ResourceOptions {
+            endpoint: setup.endpoint.clone(),
+            region: setup.region.clone(),
+            progress_table: setup.progress_table.clone(),
+            sqs_endpoint: setup.sqs_endpoint.clone(),
+        };
+        let resources = Resources::open(Some(plan), &options, Job::Worker).await?;
+        let dir = setup
+            .runs_dir
+            .join(format!("worker-{}", crate::run::new_run_id()));
+        std::fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
+        let rejects = Arc::new(RejectsFile::new(dir.join("rejects.jsonl")));
+        let sink = build_sink(
+            plan,
+            &setup.writer.sink_options(),
+            resources.client(),
+            rejects.clone(),
+        )
+        .sink;
+        let recorder = BatchRecorder::new(
+            sink,
+            resources.progress_store()?,
+            plan.target.table.clone(),
+            rejects,
+        );
+        Ok((recorder, resources))
+    }
+
+    /// The run's description, read once per run.
+    async fn run_meta(&self, run: &str) -> Result<RunMeta, EngineError> {
+        if let Some(meta) = self.runs.lock().expect("runs lock").get(run) {
+            return Ok(meta.clone());
+        }
+        let meta = self.store.run_meta(run).await?.ok_or_else(|| {
+            EngineError::Worker(format!(
+                "run {run} is not recorded in the progress table {} (give the run's --progress-table)",
+                self.store.table()
+            ))
+        })?;
+        self.runs
+            .lock()
+            .expect("runs lock")
+            .insert(run.to_string(), meta.clone());
+        Ok(meta)
+    }
+
+    /// Writes one batch and records it; an error leaves it unrecorded.
+    pub async fn write(&self, batch: WorkBatch) -> Result<(BatchId, BatchOutcome), EngineError> {
+        let meta = self.run_meta(&batch.run_id).await?;
+        if meta.table != self.table {
+            return Err(EngineError::Worker(format!(
+                "run {} writes table {}, this mapping targets {}",
+                batch.run_id, meta.table, self.table
+            )));
+        }
+        let id = BatchId::of(&batch);
+        let out = self.sink.write_batch(batch).await?;
+        if out.failed > 0 {
+            return Err(EngineError::Worker(format!(
+                "{} items not written within their retry budget",
+                out.failed
+            )));
+        }
+        self.store
+            .record_batch_with_cost(&id.run_id, &id.record(&out), &id.cost(&out))
+            .await?;
+        Ok((id, out))
+    }
+}
