@@ -86,10 +86,9 @@ if $build; then
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sql2ddb-bench.XXXXXX")
-sink_pid=""
+servers=() # pids of the testkit servers still running
 cleanup() {
-  if [ -n "$sink_pid" ]; then kill "$sink_pid" 2>/dev/null || true; wait "$sink_pid" 2>/dev/null || true; fi
-  if [ -n "${progress_pid:-}" ]; then kill "$progress_pid" 2>/dev/null || true; wait "$progress_pid" 2>/dev/null || true; fi
+  for pid in ${servers[@]+"${servers[@]}"}; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -224,16 +223,61 @@ if has ceiling; then
   measure "read ceiling (--dry-run)" --dry-run
 fi
 
-# start_sink: a null sink in the background; sets sink_pid and sink_url.
-start_sink() {
-  "$bin_dir/sql2ddb-testkit" null-sink --port 0 --keys PK:S,SK:S >"$work/sink.out" &
-  sink_pid=$!
+# serve NAME TESTKIT-ARGS…: a `sql2ddb-testkit` server in the background,
+# its stdout in $work/NAME.out; sets served_pid and served_url (its first line).
+serve() {
+  local name=$1; shift
+  "$bin_dir/sql2ddb-testkit" "$@" >"$work/$name.out" &
+  served_pid=$!
+  servers+=("$served_pid")
   for _ in $(seq 1 100); do
-    [ -s "$work/sink.out" ] && break
+    [ -s "$work/$name.out" ] && break
     sleep 0.1
   done
-  sink_url=$(head -n 1 "$work/sink.out")
-  [ -n "$sink_url" ] || { log "the null sink did not start"; exit 1; }
+  served_url=$(head -n 1 "$work/$name.out")
+  [ -n "$served_url" ] || { log "the $name server did not start"; exit 1; }
+}
+
+# stop PID…: stops testkit servers (which then print their counts).
+stop() {
+  kill -TERM "$@"; wait "$@" || true
+  local keep=() pid gone stopped
+  for pid in ${servers[@]+"${servers[@]}"}; do
+    gone=false
+    for stopped in "$@"; do [ "$pid" = "$stopped" ] && gone=true; done
+    $gone || keep+=("$pid")
+  done
+  servers=(${keep[@]+"${keep[@]}"})
+}
+
+# start_sink: a null sink; sets sink_pid and sink_url.
+start_sink() {
+  serve sink null-sink --port 0 --keys PK:S,SK:S
+  sink_pid=$served_pid sink_url=$served_url
+}
+
+# export_items NAME: the bench's items as an untimed, uncompressed export in
+# $work/NAME-items (its files under data/), for the scenarios that send
+# prebuilt items.
+export_items() {
+  log "exporting the items for the $1 scenario (untimed)"
+  "$bin_dir/sql2ddb" export "$work/orders.toml" --out "$work/$1-items" --compression none \
+    --runs-dir "$work/runs" --json --quiet >/dev/null 2>"$work/$1-export.err" \
+    || { log "the export for the $1 scenario failed"; cat "$work/$1-export.err" >&2; exit 1; }
+}
+
+# self_timed NAME FILE BEFORE AFTER: appends the row of a program that timed
+# itself (FILE.json: items, seconds, cpu_seconds; FILE.time: /usr/bin/time -v
+# for its peak RSS), the host's CPU readings BEFORE and AFTER around it.
+self_timed() {
+  local name=$1 file=$2 busy rss sent
+  sent=$(jq -r '.items' "$file.json")
+  if [ "$sent" != "$rows" ]; then log "$name: $sent items, expected $rows"; exit 1; fi
+  busy=$(echo "$3 $4" | awk '{ d = $4 - $2; printf "%.0f", (d > 0) ? 100 * ($3 - $1) / d : 0 }')
+  rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$file.time")
+  jq -r --arg name "$name" --arg rows "$rows" --arg rss "$rss" --arg busy "$busy" \
+    '[$name, $rows, (.seconds * 100 | round / 100), (.cpu_seconds * 100 | round / 100), $rss, $busy, "-"] | @tsv' \
+    "$file.json" >>"$results"
 }
 
 if has null; then
@@ -241,7 +285,7 @@ if has null; then
   measure "null sink" --endpoint "$sink_url"
   # The sink's own CPU time (utime + stime, in clock ticks) shares the host.
   sink_cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.1f", ($14 + $15) / hz }' "/proc/$sink_pid/stat")
-  kill -TERM "$sink_pid"; wait "$sink_pid" || true; sink_pid=""
+  stop "$sink_pid"
   sink_items=$(sed -n '2,$p' "$work/sink.out" | jq -r '.items')
   if [ "$sink_items" -lt "$rows" ]; then
     log "the null sink received $sink_items items, expected at least $rows"; exit 1
@@ -256,72 +300,42 @@ if has sdk; then
   for ((i = 0; i < ${#run_args[@]}; i++)); do
     if [ "${run_args[$i]}" = --concurrency ]; then concurrency=${run_args[$((i + 1))]}; fi
   done
-  log "exporting the items for the sdk scenario (untimed)"
-  "$bin_dir/sql2ddb" export "$work/orders.toml" --out "$work/sdk-items" --compression none \
-    --runs-dir "$work/runs" --json --quiet >/dev/null 2>"$work/sdk-export.err" \
-    || { log "the export for the sdk scenario failed"; cat "$work/sdk-export.err" >&2; exit 1; }
+  export_items sdk
   start_sink
   log "running: sdk (bare loop)"
   before=$(host_cpu)
   /usr/bin/time -v -o "$work/sdk.time" "$bin_dir/sql2ddb-testkit" sdk-load --endpoint "$sink_url" \
     --table bench_orders --items "$work/sdk-items/data" --concurrency "$concurrency" >"$work/sdk.json"
   after=$(host_cpu)
-  kill -TERM "$sink_pid"; wait "$sink_pid" || true; sink_pid=""
-  sent=$(jq -r '.items' "$work/sdk.json")
-  if [ "$sent" != "$rows" ]; then log "sdk: $sent items sent, expected $rows"; exit 1; fi
-  busy=$(echo "$before $after" | awk '{ d = $4 - $2; printf "%.0f", (d > 0) ? 100 * ($3 - $1) / d : 0 }')
-  rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$work/sdk.time")
+  stop "$sink_pid"
   # Wall and CPU seconds of the sending only, as the load measured them.
-  jq -r --arg rows "$rows" --arg rss "$rss" --arg busy "$busy" \
-    '["sdk (bare loop)", $rows, (.seconds * 100 | round / 100), (.cpu_seconds * 100 | round / 100), $rss, $busy, "-"] | @tsv' \
-    "$work/sdk.json" >>"$results"
+  self_timed "sdk (bare loop)" "$work/sdk" "$before" "$after"
   rm -rf "$work/sdk-items" "$work/runs"
 fi
 
 if has lambda; then
   # The same items, from an untimed export, as the pages a reader enqueues.
-  log "exporting the items for the lambda scenario (untimed)"
-  "$bin_dir/sql2ddb" export "$work/orders.toml" --out "$work/lambda-items" --compression none \
-    --runs-dir "$work/runs" --json --quiet >/dev/null 2>"$work/lambda-export.err" \
-    || { log "the export for the lambda scenario failed"; cat "$work/lambda-export.err" >&2; exit 1; }
+  export_items lambda
   start_sink
-  "$bin_dir/sql2ddb-testkit" dynamodb --port 0 >"$work/progress.out" &
-  progress_pid=$!
-  for _ in $(seq 1 100); do
-    [ -s "$work/progress.out" ] && break
-    sleep 0.1
-  done
-  progress_url=$(head -n 1 "$work/progress.out")
-  [ -n "$progress_url" ] || { log "the progress server did not start"; exit 1; }
+  serve progress dynamodb --port 0
+  progress_pid=$served_pid progress_url=$served_url
   log "running: lambda worker handler"
   before=$(host_cpu)
   /usr/bin/time -v -o "$work/lambda.time" "$bin_dir/examples/worker_bench" --endpoint "$sink_url" \
     --progress-endpoint "$progress_url" --items "$work/lambda-items/data" --table bench_orders \
     >"$work/lambda.json"
   after=$(host_cpu)
-  kill -TERM "$sink_pid" "$progress_pid"; wait "$sink_pid" "$progress_pid" || true; sink_pid=""; progress_pid=""
-  sent=$(jq -r '.items' "$work/lambda.json")
-  if [ "$sent" != "$rows" ]; then log "lambda: $sent items written, expected $rows"; exit 1; fi
-  busy=$(echo "$before $after" | awk '{ d = $4 - $2; printf "%.0f", (d > 0) ? 100 * ($3 - $1) / d : 0 }')
-  rss=$(awk -F': ' '/Maximum resident set size/ { print $2 }' "$work/lambda.time")
+  stop "$sink_pid" "$progress_pid"
   # Wall and CPU seconds of the handler calls only, as the bench measured them.
-  jq -r --arg rows "$rows" --arg rss "$rss" --arg busy "$busy" \
-    '["lambda worker handler", $rows, (.seconds * 100 | round / 100), (.cpu_seconds * 100 | round / 100), $rss, $busy, "-"] | @tsv' \
-    "$work/lambda.json" >>"$results"
+  self_timed "lambda worker handler" "$work/lambda" "$before" "$after"
   rm -rf "$work/lambda-items" "$work/runs"
 fi
 
 if has verify; then
   # verify --deep of the table a run wrote into a dynoxide server, then a
   # bare parallel Scan of it and a bare read of the source, in that order.
-  "$bin_dir/sql2ddb-testkit" dynamodb --port 0 >"$work/verify-db.out" &
-  sink_pid=$!
-  for _ in $(seq 1 100); do
-    [ -s "$work/verify-db.out" ] && break
-    sleep 0.1
-  done
-  verify_url=$(head -n 1 "$work/verify-db.out")
-  [ -n "$verify_url" ] || { log "the dynamodb server did not start"; exit 1; }
+  serve verify-db dynamodb --port 0
+  verify_pid=$served_pid verify_url=$served_url
   log "loading the table for the verify scenario (untimed)"
   "$bin_dir/sql2ddb" run "$work/orders.toml" --endpoint "$verify_url" --runs-dir "$work/runs" \
     --json --quiet >"$work/verify-load.json" 2>"$work/verify-load.err" \
@@ -358,7 +372,7 @@ if has verify; then
     --endpoint "$verify_url" --table bench_orders --segments 4
   scanned=$(jq -r '.items' "$work/verify-scan.json")
   if [ "$scanned" != "$rows" ]; then log "verify: $scanned items scanned, expected $rows"; exit 1; fi
-  kill -TERM "$sink_pid"; wait "$sink_pid" || true; sink_pid=""
+  stop "$verify_pid"
   measure "verify: source read" --dry-run
 fi
 
