@@ -89,6 +89,15 @@ pub(crate) struct UpdateArgs {
     /// ones as written.
     #[arg(long, value_name = "NAME")]
     progress_table: Option<String>,
+    /// Send each page's matching keys to this SQS queue instead of writing
+    /// them here: `sql2ddb worker` processes apply them (default mode only).
+    /// The run is recorded in the progress table (default
+    /// `<table>-sql2ddb-progress`), where `verify` tells when it is done.
+    #[arg(long, value_name = "URL")]
+    queue: Option<String>,
+    /// SQS endpoint URL, for any SQS-compatible server (default: AWS).
+    #[arg(long, value_name = "URL", env = "SQL2DDB_SQS_ENDPOINT")]
+    sqs_endpoint: Option<String>,
 }
 
 pub(crate) async fn update(args: UpdateArgs) -> u8 {
@@ -119,6 +128,8 @@ pub(crate) async fn update(args: UpdateArgs) -> u8 {
         max_wcu: args.max_wcu,
         max_rcu: args.max_rcu,
         stop: Some(stop.clone()),
+        queue: args.queue.clone(),
+        sqs_endpoint: args.sqs_endpoint.clone(),
         ..UpdateOptions::default()
     };
     eprintln!(
@@ -225,6 +236,12 @@ fn resume_command(args: &UpdateArgs, r: &UpdateReport) -> String {
     if let Some(t) = &args.progress_table {
         cmd.push_str(&format!(" --progress-table {t}"));
     }
+    if let Some(q) = &args.queue {
+        cmd.push_str(&format!(" --queue {q}"));
+    }
+    if let Some(e) = &args.sqs_endpoint {
+        cmd.push_str(&format!(" --sqs-endpoint {}", redact_secrets(e)));
+    }
     cmd
 }
 
@@ -280,6 +297,12 @@ fn render(r: &UpdateReport) -> String {
     }
     if r.failed > 0 {
         out.push_str(&format!("failed items: {}\n", r.failures_file));
+    }
+    if let Some(q) = &r.queue {
+        out.push_str(&format!(
+            "queued: {} matching items sent to {q}; `sql2ddb worker` processes apply them\n",
+            thousands(r.pending)
+        ));
     }
     if let Some(t) = &r.progress_table {
         out.push_str(&format!(

@@ -15,7 +15,7 @@ pub mod value;
 pub mod wire;
 
 pub use attr::{AttrValue, Item};
-pub use batch::{BatchPart, BatchPointer, MappedItem, Reject, WorkBatch};
+pub use batch::{BatchPart, BatchPointer, MappedItem, Reject, UpdateChange, WorkBatch};
 pub use limits::{
     check_item, item_size, write_units, ItemProblem, KeyAttr, KeyType, UnknownKeyType,
 };

@@ -81,7 +81,7 @@ pub enum ItemProblem {
 }
 
 /// One key attribute of a table: its name and DynamoDB type.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeyAttr {
     /// Attribute name.
     pub name: String,

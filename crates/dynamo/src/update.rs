@@ -19,7 +19,7 @@ use aws_sdk_dynamodb::types::{
     AttributeValue, ConsumedCapacity, ReturnConsumedCapacity, ReturnValuesOnConditionCheckFailure,
 };
 use aws_sdk_dynamodb::Client;
-use sql2ddb_core::{AttrValue, Item, KeyAttr};
+use sql2ddb_core::{AttrValue, Item, KeyAttr, UpdateChange};
 
 use crate::concurrency::AdaptiveConcurrency;
 use crate::convert::{item_from_sdk, to_sdk};
@@ -134,6 +134,35 @@ pub struct ConditionalWrite {
     /// means an earlier attempt of the same call did land (its answer was
     /// lost), so the item counts as written, not skipped.
     pub own_mark: Option<(String, String)>,
+}
+
+impl ConditionalWrite {
+    /// The write as it travels in a queued batch, with the table's `keys`.
+    pub fn to_change(&self, keys: &[KeyAttr]) -> UpdateChange {
+        UpdateChange {
+            table: self.table.clone(),
+            keys: keys.to_vec(),
+            update: self.update.clone(),
+            condition: self.condition.clone(),
+            names: self.placeholders.names.clone().into_iter().collect(),
+            values: self.placeholders.values.clone().into_iter().collect(),
+            own_mark: self.own_mark.clone(),
+        }
+    }
+
+    /// The write a queued batch's change describes.
+    pub fn from_change(change: &UpdateChange) -> ConditionalWrite {
+        ConditionalWrite {
+            table: change.table.clone(),
+            update: change.update.clone(),
+            condition: change.condition.clone(),
+            placeholders: Placeholders {
+                names: change.names.clone().into_iter().collect(),
+                values: change.values.clone().into_iter().collect(),
+            },
+            own_mark: change.own_mark.clone(),
+        }
+    }
 }
 
 /// Reads one page from `start`, retrying as the module says.

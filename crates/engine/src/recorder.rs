@@ -1,7 +1,7 @@
 //! What every queue consumer does with a batch it took — a `sql2ddb worker`
 //! process or a Lambda function fed by the queue: write it through the one
-//! write path ([`BatchSink::write_batch`]) and record it in the run's
-//! progress table. An error leaves the batch unrecorded, to be delivered
+//! write path ([`BatchSink::write_batch`], which applies an update job's
+//! batch to the keys it carries) and record it in the run's progress table. An error leaves the batch unrecorded, to be delivered
 //! again.
 
 use std::collections::HashMap;
@@ -105,6 +105,12 @@ impl BatchRecorder {
             return Err(EngineError::Worker(format!(
                 "run {} writes table {}, this mapping targets {}",
                 batch.run_id, meta.table, self.table
+            )));
+        }
+        if let Some(change) = batch.update.as_ref().filter(|c| c.table != self.table) {
+            return Err(EngineError::Worker(format!(
+                "run {} updates table {}, this mapping targets {}",
+                batch.run_id, change.table, self.table
             )));
         }
         let id = BatchId::of(&batch);

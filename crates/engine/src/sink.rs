@@ -31,6 +31,9 @@ pub struct BatchOutcome {
     pub write_units: u64,
     /// Calls retried.
     pub retries: u64,
+    /// Of `written`, keys of an update batch left alone because the item no
+    /// longer met the job's `where` when it was written.
+    pub skipped: u64,
 }
 
 /// Writes batches: items, then (later) pointers; refused rows go to the
@@ -49,6 +52,8 @@ pub struct BatchSink {
     pub pointer_stats: Mutex<BTreeMap<String, PointerStats>>,
     /// Files the items go to instead (`sql2ddb export`).
     pub files: Option<Arc<crate::export::ItemFiles>>,
+    /// How update batches are applied; `None` in a dry run.
+    pub updates: Option<crate::update::UpdateApplier>,
 }
 
 /// The table pointer items are written to.
@@ -77,6 +82,9 @@ pub struct PointerStats {
 impl BatchSink {
     /// Writes one batch and records what was refused.
     pub async fn write_batch(&self, batch: WorkBatch) -> Result<BatchOutcome, EngineError> {
+        if batch.update.is_some() {
+            return self.apply_update(batch).await;
+        }
         if let Some(files) = &self.files {
             return files.write_batch(batch).await;
         }
@@ -146,6 +154,7 @@ impl BatchSink {
             bytes: out.bytes,
             write_units: out.write_units,
             retries: out.retries,
+            skipped: 0,
         })
     }
 }
@@ -226,6 +235,12 @@ pub(crate) fn build_sink(
         }),
         pointer_stats: Default::default(),
         files: opts.export.clone(),
+        updates: (!opts.dry_run && opts.export.is_none()).then(|| crate::update::UpdateApplier {
+            client: client.clone(),
+            retry: opts.retry,
+            concurrency: controller.clone(),
+            limiter: limiter.clone(),
+        }),
     });
     SinkSetup {
         sink,
@@ -237,6 +252,31 @@ pub(crate) fn build_sink(
 }
 
 impl BatchSink {
+    /// Applies an update job's batch (`sql2ddb update --queue`) to the keys
+    /// it carries; keys DynamoDB refuses go to the rejects file.
+    async fn apply_update(&self, batch: WorkBatch) -> Result<BatchOutcome, EngineError> {
+        let change = batch.update.as_ref().expect("an update batch");
+        if self.files.is_some() {
+            return Err(EngineError::Entity {
+                entity: batch.entity.clone(),
+                message: "an export writes files: it cannot apply an update job's batch".into(),
+            });
+        }
+        let Some(applier) = &self.updates else {
+            return Ok(BatchOutcome {
+                written: batch.items.len() as u64,
+                ..BatchOutcome::default()
+            });
+        };
+        let (out, refused) = applier.apply(&batch, change).await?;
+        let refused: Vec<Reject> = refused
+            .iter()
+            .map(|(m, reason)| write_reject(&batch.entity, m, reason))
+            .collect();
+        self.rejects.write(&refused)?;
+        Ok(out)
+    }
+
     async fn move_pointer(&self, update: &PointerUpdate) -> Result<(), EngineError> {
         let Some(t) = &self.pointers else {
             return Ok(());

@@ -94,6 +94,7 @@ async fn main() {
                 rows_read: items.len() as u64,
                 items,
                 pointers: Vec::new(),
+                update: None,
             })
         })
         .collect();

@@ -1,6 +1,9 @@
 //! The message body of a queued [`WorkBatch`]: a format version byte, then the
 //! batch as JSON compressed with raw deflate, the whole base64-encoded so it is
-//! valid SQS text. Size limits are computed here, never left to the service:
+//! valid SQS text. A migration batch is format [`FORMAT_VERSION`]; a page of an
+//! update job (a batch with [`WorkBatch::update`]) is format
+//! [`UPDATE_FORMAT_VERSION`], so a release that knows only migration batches
+//! refuses it instead of writing its keys as items. Size limits are computed here, never left to the service:
 //! a batch whose body would exceed the limit is split by items into parts that
 //! each fit, never dropped.
 
@@ -20,8 +23,11 @@ pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 /// hostile bodies, far above anything the reader produces.
 pub const MAX_DECODED_BYTES: u64 = 256 * 1024 * 1024;
 
-/// The body format this release writes (the first byte before base64).
+/// The body format of a migration batch (the first byte before base64).
 pub const FORMAT_VERSION: u8 = 1;
+
+/// The body format of an update job's batch.
+pub const UPDATE_FORMAT_VERSION: u8 = 2;
 
 /// Room kept while choosing where to split, for the part numbers that are
 /// only settled once every cut is known (they change a few bytes at most).
@@ -35,7 +41,7 @@ pub enum CodecError {
     #[error("message body is not base64: {0}")]
     NotBase64(String),
     /// The body was written by a newer (or unknown) format.
-    #[error("message format version {found} is not understood by this release (it reads version {FORMAT_VERSION})")]
+    #[error("message format version {found} is not understood by this release (it reads versions {FORMAT_VERSION} and {UPDATE_FORMAT_VERSION})")]
     Version {
         /// The version byte found.
         found: u8,
@@ -77,7 +83,11 @@ pub enum CodecError {
 /// Encodes one batch as one body, whatever its size.
 pub fn encode(batch: &WorkBatch) -> String {
     let json = serde_json::to_vec(batch).expect("a work batch always serialises");
-    let mut bytes = vec![FORMAT_VERSION];
+    let version = match batch.update {
+        Some(_) => UPDATE_FORMAT_VERSION,
+        None => FORMAT_VERSION,
+    };
+    let mut bytes = vec![version];
     let mut encoder = DeflateEncoder::new(&mut bytes, Compression::default());
     encoder
         .write_all(&json)
@@ -94,7 +104,7 @@ pub fn decode(body: &str) -> Result<WorkBatch, CodecError> {
     let Some((&version, compressed)) = bytes.split_first() else {
         return Err(CodecError::Corrupt("empty body".into()));
     };
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != UPDATE_FORMAT_VERSION {
         return Err(CodecError::Version { found: version });
     }
     let mut json = Vec::new();
@@ -107,7 +117,19 @@ pub fn decode(body: &str) -> Result<WorkBatch, CodecError> {
             "inflates past {MAX_DECODED_BYTES} bytes"
         )));
     }
-    serde_json::from_slice(&json).map_err(|e| CodecError::Json(e.to_string()))
+    let batch: WorkBatch =
+        serde_json::from_slice(&json).map_err(|e| CodecError::Json(e.to_string()))?;
+    if batch.update.is_some() != (version == UPDATE_FORMAT_VERSION) {
+        return Err(CodecError::Json(format!(
+            "a format {version} body must {}carry an update",
+            if version == FORMAT_VERSION {
+                "not "
+            } else {
+                ""
+            }
+        )));
+    }
+    Ok(batch)
 }
 
 /// Encodes a batch as one body if it fits `max_bytes`, else as several parts,
@@ -280,6 +302,7 @@ mod tests {
             page: 9,
             part: BatchPart::WHOLE,
             pointers: Vec::new(),
+            update: None,
             rows_read,
             items,
         }
@@ -350,6 +373,35 @@ mod tests {
             matches!(&err, CodecError::ItemTooLarge { source_key, .. } if source_key == r#"{"id":2}"#),
             "{err}"
         );
+    }
+
+    #[test]
+    fn an_update_batch_travels_in_its_own_format_and_round_trips() {
+        use sql2ddb_core::{KeyAttr, KeyType, UpdateChange};
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let mut b = batch((0..3).map(|i| item(i, 0)).collect(), 3);
+        assert_eq!(b64.decode(encode(&b)).unwrap()[0], FORMAT_VERSION);
+        b.update = Some(UpdateChange {
+            table: "shop".into(),
+            keys: vec![KeyAttr::new("PK", KeyType::S)],
+            update: Some("ADD visits :one".into()),
+            condition: "attribute_exists(#k)".into(),
+            names: [("#k".to_string(), "PK".to_string())].into(),
+            values: [(":one".to_string(), AttrValue::N("1".into()))].into(),
+            own_mark: Some(("sql2ddb_run".into(), "run-1".into())),
+        });
+        let body = encode(&b);
+        // A release reading only format 1 stops at this byte: it never takes
+        // the keys for items to write.
+        assert_eq!(b64.decode(&body).unwrap()[0], UPDATE_FORMAT_VERSION);
+        assert_eq!(decode(&body).unwrap(), b);
+        // A body whose version and content disagree is refused.
+        let mut bytes = b64.decode(&body).unwrap();
+        bytes[0] = FORMAT_VERSION;
+        assert!(matches!(
+            decode(&b64.encode(&bytes)),
+            Err(CodecError::Json(_))
+        ));
     }
 
     #[test]

@@ -337,6 +337,7 @@ mod tests {
             page,
             part: BatchPart::WHOLE,
             pointers: Vec::new(),
+            update: None,
             rows_read: 0,
             items: vec![],
         }

@@ -48,6 +48,7 @@ fn batch(page: u64, items: Vec<MappedItem>) -> WorkBatch {
         page,
         part: BatchPart::WHOLE,
         pointers: Vec::new(),
+        update: None,
         rows_read: items.len() as u64 + 1,
         items,
     }

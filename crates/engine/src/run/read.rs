@@ -231,6 +231,7 @@ impl Readers {
             rows_read: read,
             items,
             pointers,
+            update: None,
         };
         self.out.hand_on(batch, at.cursor, at.segment_rows).await
     }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sql2ddb_core::{item_size, Item, KeyAttr, MappedItem};
+use sql2ddb_core::{item_size, BatchPart, Item, KeyAttr, MappedItem, UpdateChange, WorkBatch};
 use sql2ddb_dynamo::convert::{item_from_sdk, to_sdk};
 use sql2ddb_dynamo::update::{
     read_page, write_item, ConditionalWrite, ItemOutcome, Page, PageRequest,
@@ -21,6 +21,7 @@ use sql2ddb_dynamo::{
     AdaptiveConcurrency, BatchWriter, Client, Failure, RetryPolicy, WriteCapacityLimiter,
 };
 use sql2ddb_mapping::UpdateJob;
+use sql2ddb_queue::{SqsQueue, WorkQueue};
 use tokio::task::JoinSet;
 
 use super::checkpoint::{CheckpointFile, Counts, SegmentState};
@@ -63,6 +64,8 @@ pub(crate) struct Shared {
     pub batch_put: Option<BatchPut>,
     /// `--progress-table`: the run's records for `status` and `verify`.
     pub tracking: Option<Tracking>,
+    /// `--queue`: pages go to workers instead of being written here.
+    pub queued: Option<QueuedPages>,
     /// The table's average item size, for read units an endpoint does not report.
     pub average_item_bytes: f64,
     halted: AtomicBool,
@@ -101,6 +104,7 @@ impl Shared {
             time_up: AtomicBool::new(false),
             batch_put: None,
             tracking: None,
+            queued: None,
             average_item_bytes: 1024.0,
             halted: AtomicBool::new(false),
             error: Mutex::new(None),
@@ -194,9 +198,17 @@ pub(crate) async fn run_segment(shared: Arc<Shared>, index: usize, segment: Opti
                 if let Some(hook) = &shared.on_page {
                     hook(page.items.clone()).await;
                 }
-                let written = match &shared.batch_put {
-                    Some(batch) => put_page(&shared, batch, page.items).await,
-                    None => write_page(&shared, page.items).await,
+                let written = match (&shared.queued, &shared.batch_put) {
+                    (Some(_), _) if page.items.is_empty() => Counts::default(),
+                    (Some(q), _) => {
+                        let at = (index as u32, state.counts.pages);
+                        if let Err(e) = q.send(&shared.keys, at, page.items).await {
+                            return shared.halt(e);
+                        }
+                        Counts::default()
+                    }
+                    (None, Some(batch)) => put_page(&shared, batch, page.items).await,
+                    (None, None) => write_page(&shared, page.items).await,
                 };
                 tally.add(&written);
             }
@@ -228,7 +240,11 @@ async fn record(
     state: &SegmentState,
 ) -> Result<(), String> {
     if let Some(t) = &shared.tracking {
-        t.page(index as u32, page, tally).await?;
+        // A queued page is recorded by the worker that applies it; a page
+        // with no match is not sent, and recorded here.
+        if shared.queued.is_none() || tally.matched == 0 {
+            t.page(index as u32, page, tally).await?;
+        }
         if state.done {
             t.finish(index as u32, state).await?;
         }
@@ -309,6 +325,63 @@ async fn write_one(shared: &Shared, item: Item) -> Counts {
         }
     }
     counts
+}
+
+/// Where `--queue` sends the pages: each page's matching keys, with the
+/// change a worker applies to them.
+pub(crate) struct QueuedPages {
+    pub queue: Arc<SqsQueue>,
+    pub run_id: String,
+    pub entity: String,
+    pub change: UpdateChange,
+}
+
+impl QueuedPages {
+    /// Sends page `page` of segment `segment`: the keys of its matching
+    /// items (split over several messages when they do not fit one).
+    async fn send(
+        &self,
+        keys: &[KeyAttr],
+        (segment, page): (u32, u64),
+        items: Vec<Item>,
+    ) -> Result<(), String> {
+        let items: Vec<MappedItem> = items
+            .into_iter()
+            .map(|item| {
+                let key: Item = keys
+                    .iter()
+                    .filter_map(|k| Some((k.name.clone(), item.get(&k.name)?.clone())))
+                    .collect();
+                let source_key = key_json(keys, &item);
+                MappedItem {
+                    size: item_size(&item),
+                    item: key,
+                    source_key: serde_json::Value::Object(
+                        source_key
+                            .into_iter()
+                            .map(|(k, v)| (k.to_string(), v))
+                            .collect(),
+                    ),
+                }
+            })
+            .collect();
+        let batch = WorkBatch {
+            run_id: self.run_id.clone(),
+            entity: self.entity.clone(),
+            segment,
+            page,
+            part: BatchPart::WHOLE,
+            rows_read: items.len() as u64,
+            items,
+            pointers: Vec::new(),
+            update: Some(self.change.clone()),
+        };
+        self.queue
+            .send(vec![batch])
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("queue: {e}"))
+    }
 }
 
 /// How a `mode = "batch-put"` job rewrites items.

@@ -19,6 +19,7 @@
 mod apply;
 mod checkpoint;
 mod cost;
+mod queued;
 mod report;
 mod requests;
 mod tracking;
@@ -35,6 +36,7 @@ use sql2ddb_mapping::{
 };
 
 pub use apply::PageHook;
+pub use queued::UpdateApplier;
 pub use report::{
     CostEstimate, IndexUnits, UpdateProgress, UpdateReport, UpdateStatus, EXIT_TIME_UP,
 };
@@ -43,7 +45,7 @@ use crate::error::EngineError;
 use crate::resources::{Job, ResourceOptions, Resources};
 use crate::run::new_run_id;
 use crate::stop::StopSignal;
-use apply::{run_segment, BatchPut, FailuresFile, Shared};
+use apply::{run_segment, BatchPut, FailuresFile, QueuedPages, Shared};
 use checkpoint::{Checkpoint, CheckpointFile};
 use cost::CostCounter;
 use tracking::Tracking;
@@ -84,8 +86,14 @@ pub struct UpdateOptions {
     /// Called with each page's matching items before they are written.
     pub on_page: Option<PageHook>,
     /// Keep the run's records in this progress table, for `sql2ddb status`
-    /// and `sql2ddb verify` (created if missing).
+    /// and `sql2ddb verify` (created if missing). With `queue`, default
+    /// `<table>-sql2ddb-progress`, where workers look.
     pub progress_table: Option<String>,
+    /// Send the pages to this SQS queue for `sql2ddb worker` processes to
+    /// apply, instead of writing them here.
+    pub queue: Option<String>,
+    /// SQS endpoint URL (default AWS).
+    pub sqs_endpoint: Option<String>,
 }
 
 /// Runs an update job.
@@ -105,13 +113,27 @@ pub async fn update(
             "to resume an update, give its run id (and no --dry-run)".into(),
         ));
     }
+    if opts.queue.is_some() && job.mode == JobMode::BatchPut && !opts.dry_run {
+        return Err(EngineError::Config(format!(
+            "{}: mode = \"batch-put\" rewrites whole items in this process; it cannot send them to a queue (use the default mode, update-item, with --queue)",
+            job.file()
+        )));
+    }
     let run_id = opts.run_id.clone().unwrap_or_else(new_run_id);
     let run_dir = opts.runs_dir.join(&run_id);
+    let queued = opts.queue.is_some() && !opts.dry_run;
     let resource_opts = ResourceOptions {
         endpoint: opts.endpoint.clone().or(job.target.endpoint.clone()),
         region: opts.region.clone().or(job.target.region.clone()),
-        progress_table: opts.progress_table.clone(),
-        ..ResourceOptions::default()
+        progress_table: match queued {
+            true => Some(
+                opts.progress_table
+                    .clone()
+                    .unwrap_or_else(|| sql2ddb_dynamo::progress::default_table(&job.target.table)),
+            ),
+            false => opts.progress_table.clone(),
+        },
+        sqs_endpoint: opts.sqs_endpoint.clone(),
     };
     // `local` is refused: the embedded server's data belongs to the run that started it.
     let resources = Resources::open(None, &resource_opts, Job::Status).await?;
@@ -249,7 +271,8 @@ async fn attach_writers(
         &read_description(job),
         read_segments(job).len(),
     );
-    let (checkpoint, tracking) = match opts.progress_table.is_some() {
+    let tracked = opts.progress_table.is_some() || opts.queue.is_some();
+    let (checkpoint, tracking) = match tracked {
         true => resume_or_track(job, opts, resources, run_dir, run_id, fresh).await?,
         false if opts.resume => (Checkpoint::load(run_dir, run_id, &fresh)?, None),
         false => (fresh, None),
@@ -257,6 +280,14 @@ async fn attach_writers(
     checkpoint.totals().publish(&shared.progress);
     shared.checkpoint = Some(CheckpointFile::new(run_dir, checkpoint));
     shared.tracking = tracking;
+    if let Some(url) = &opts.queue {
+        shared.queued = Some(QueuedPages {
+            queue: resources.queue(url).await?,
+            run_id: run_id.to_string(),
+            entity: job.name.clone(),
+            change: requests::write_request(job, table, run_id).to_change(&table.keys),
+        });
+    }
     Ok(())
 }
 
@@ -291,7 +322,8 @@ async fn resume_or_track(
     let read = read_description(job);
     let segments = checkpoint.segments.len() as u32;
     let (name, file, table) = (&job.name, job.file(), &job.target.table);
-    let tracking = Tracking::open(store, run_id, name, file, table, &read, segments).await?;
+    let at = (read.as_str(), segments, opts.queue.clone());
+    let tracking = Tracking::open(store, run_id, name, file, table, at).await?;
     Ok((checkpoint, Some(tracking)))
 }
 
@@ -374,6 +406,7 @@ fn new_report(
         run_dir: run_dir.display().to_string(),
         failures_file: shared.failures.path().display().to_string(),
         progress_table: shared.tracking.as_ref().map(|t| t.table().to_string()),
+        queue: shared.queued.as_ref().and(opts.queue.clone()),
         scanned: 0,
         not_matched: 0,
         matched: 0,

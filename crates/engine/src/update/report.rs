@@ -139,6 +139,10 @@ pub struct UpdateReport {
     /// The progress table the run keeps its records in, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress_table: Option<String>,
+    /// The queue the matching keys were sent to (`--queue`): workers apply
+    /// them, and `pending` counts them until `verify` says they are done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
     /// Items evaluated.
     pub scanned: u64,
     /// Items evaluated that did not meet `where`.

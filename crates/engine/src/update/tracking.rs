@@ -32,8 +32,7 @@ impl Tracking {
         job: &str,
         file: &str,
         table: &str,
-        read: &str,
-        segments: u32,
+        (read, segments, queue): (&str, u32, Option<String>),
     ) -> Result<Tracking, EngineError> {
         store.ensure().await?;
         let meta = RunMeta {
@@ -46,7 +45,7 @@ impl Tracking {
                 bounds: Vec::new(),
             }],
             started: chrono::Utc::now().to_rfc3339(),
-            queue: None,
+            queue,
             snapshots: Vec::new(),
         };
         store.record_run(run, &meta).await?;

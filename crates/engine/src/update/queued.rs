@@ -1,0 +1,159 @@
+//! Pages of an update job taken from a queue (`sql2ddb update --queue`):
+//! a worker applies the batch's change to each key it carries, one
+//! conditional `UpdateItem` or `DeleteItem` each, as the in-process job
+//! does, through the same calls and the writer's shared concurrency and
+//! write-capacity cap.
+//!
+//! A condition that fails is no error: the item no longer matched (it is
+//! left alone, counted as written and as `skipped`), or, for a change that
+//! marks items with its run, an earlier delivery of the same batch already
+//! changed it (counted as written). So a redelivered batch, or a page a
+//! resumed reader sends again, never changes an item twice.
+
+use std::sync::Arc;
+
+use sql2ddb_core::{KeyAttr, MappedItem, UpdateChange, WorkBatch};
+use sql2ddb_dynamo::update::{write_item, ConditionalWrite, ItemOutcome};
+use sql2ddb_dynamo::{AdaptiveConcurrency, Client, Failure, RetryPolicy, WriteCapacityLimiter};
+
+use crate::error::EngineError;
+use crate::sink::BatchOutcome;
+
+/// Items of one batch being written at once (each call also takes a permit
+/// of the shared concurrency, so this only bounds the tasks).
+const ITEMS_AT_ONCE: usize = 64;
+
+/// How a worker applies update batches: the writer's client, retries,
+/// concurrency and capacity cap.
+#[derive(Clone)]
+pub struct UpdateApplier {
+    /// The DynamoDB client.
+    pub client: Client,
+    /// Retries of each conditional write.
+    pub retry: RetryPolicy,
+    /// Calls in flight, shared with the batch writer.
+    pub concurrency: Arc<AdaptiveConcurrency>,
+    /// The write-capacity cap, shared with the batch writer.
+    pub limiter: Option<Arc<WriteCapacityLimiter>>,
+}
+
+/// What became of one key.
+enum Applied {
+    Written { units: u64, skipped: bool },
+    Refused(String),
+    Failed(String),
+    TableFault(String),
+}
+
+impl UpdateApplier {
+    /// Applies `change` to every key of `batch`. Keys DynamoDB refuses
+    /// (validation) come back with their reason, to be rejected; a table
+    /// that cannot be written at all fails the batch.
+    pub(crate) async fn apply(
+        &self,
+        batch: &WorkBatch,
+        change: &UpdateChange,
+    ) -> Result<(BatchOutcome, Vec<(MappedItem, String)>), EngineError> {
+        let write = Arc::new(ConditionalWrite::from_change(change));
+        let keys = Arc::new(change.keys.clone());
+        let mut results = Vec::with_capacity(batch.items.len());
+        let mut tasks = tokio::task::JoinSet::new();
+        for (i, m) in batch.items.iter().enumerate() {
+            if tasks.len() >= ITEMS_AT_ONCE {
+                results.push(joined(tasks.join_next().await)?);
+            }
+            let (me, write, keys, m) = (self.clone(), write.clone(), keys.clone(), m.clone());
+            tasks.spawn(async move {
+                let (applied, retries) = me.apply_one(&write, &keys, &m).await;
+                (i, applied, retries)
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            results.push(joined(Some(done))?);
+        }
+        let mut out = BatchOutcome::default();
+        let mut refused = Vec::new();
+        for (i, applied, retries) in results {
+            out.retries += retries;
+            let m = &batch.items[i];
+            match applied {
+                Applied::Written { units, skipped } => {
+                    out.written += 1;
+                    out.skipped += u64::from(skipped);
+                    out.bytes += m.size as u64;
+                    out.write_units += units;
+                }
+                Applied::Refused(reason) => {
+                    out.rejected += 1;
+                    refused.push((m.clone(), reason));
+                }
+                Applied::Failed(reason) => {
+                    out.failed += 1;
+                    tracing::warn!(entity = %batch.entity, key = %m.source_key, "{reason}");
+                }
+                // Not a bad key: the table cannot be written at all. The
+                // batch fails whole, so it is retried or dead-lettered.
+                Applied::TableFault(reason) => {
+                    return Err(EngineError::Entity {
+                        entity: batch.entity.clone(),
+                        message: format!("the table cannot be written: {reason}"),
+                    })
+                }
+            }
+        }
+        Ok((out, refused))
+    }
+
+    async fn apply_one(
+        &self,
+        write: &ConditionalWrite,
+        keys: &[KeyAttr],
+        m: &MappedItem,
+    ) -> (Applied, u64) {
+        let estimate = sql2ddb_core::write_units(m.size);
+        if let Some(l) = &self.limiter {
+            l.acquire(estimate).await;
+        }
+        let result = write_item(
+            &self.client,
+            write,
+            keys,
+            &m.item,
+            &self.retry,
+            Some(&self.concurrency),
+        )
+        .await;
+        match result {
+            Ok(w) => {
+                let (units, skipped) = match w.outcome {
+                    ItemOutcome::Written { write_units } if write_units > 0.0 => {
+                        (write_units.ceil() as u64, false)
+                    }
+                    ItemOutcome::Written { .. } => (estimate, false),
+                    ItemOutcome::Skipped => (0, true),
+                };
+                (Applied::Written { units, skipped }, w.retries)
+            }
+            Err(e) => {
+                let reason = sql2ddb_core::redact_secrets(&e.to_string());
+                let applied = match e.failure() {
+                    Some(Failure::ItemRejected) => Applied::Refused(reason),
+                    Some(Failure::TableFault) => Applied::TableFault(reason),
+                    _ => Applied::Failed(reason),
+                };
+                (applied, 0)
+            }
+        }
+    }
+}
+
+/// A finished item task's result; a task that panicked fails the batch.
+fn joined(
+    done: Option<Result<(usize, Applied, u64), tokio::task::JoinError>>,
+) -> Result<(usize, Applied, u64), EngineError> {
+    match done {
+        Some(Ok(r)) => Ok(r),
+        Some(Err(e)) => Err(EngineError::Worker(format!("an update task failed: {e}"))),
+        None => Err(EngineError::Worker("an update task vanished".into())),
+    }
+}
