@@ -5,7 +5,8 @@
 //!   errors, 5xx, unprocessed items, delays, dropped connections. It counts
 //!   what it did and the write units that went through, per second.
 //! - [`NullSink`] accepts every `BatchWriteItem` and keeps nothing, to measure
-//!   sql2ddb's own ceiling.
+//!   sql2ddb's own ceiling; for `sql2ddb update` it also answers `Scan` from a
+//!   [`SyntheticTable`] and counts each `UpdateItem` and `DeleteItem`.
 //!
 //! - [`sdk_load`] sends prebuilt items through the bare SDK: the benchmark's
 //!   yardstick.
@@ -19,11 +20,13 @@ pub mod fault;
 pub mod proxy;
 pub mod sdk_load;
 pub mod sink;
+pub mod synthetic;
 mod wire;
 
 pub use fault::{FaultConfig, FaultConfigError, FaultKind};
 pub use proxy::{FaultProxy, ProxyStats};
 pub use sink::{NullSink, SinkStats};
+pub use synthetic::SyntheticTable;
 
 /// Why a proxy or sink could not start.
 #[derive(Debug, thiserror::Error)]
@@ -38,4 +41,7 @@ pub enum TestkitError {
     /// The port could not be bound.
     #[error("cannot listen on 127.0.0.1: {0}")]
     Bind(std::io::Error),
+    /// The key schema cannot key synthetic items.
+    #[error("{0}")]
+    Keys(String),
 }

@@ -2,7 +2,8 @@
 //! `sql2ddb-testkit dynamodb …`: the fault proxy, the null sink and an
 //! in-memory DynamoDB-compatible server (dynoxide) as processes. Each prints
 //! its URL on the first line of stdout and runs until SIGINT or SIGTERM; the
-//! proxy and the sink then print their counts as JSON.
+//! proxy and the sink then print their counts as JSON. `sdk-load`, `load`
+//! and `scan` are the benchmark's one-shot loads and reads.
 
 use std::io::Write;
 use std::time::Duration;
@@ -37,6 +38,10 @@ enum Command {
         /// Key schema of every table, partition key first: `PK:S,SK:S`.
         #[arg(long)]
         keys: String,
+        /// Items each table holds for a Scan (synthetic, about 250 bytes,
+        /// S or N keys); every UpdateItem and DeleteItem is accepted.
+        #[arg(long, default_value_t = 0)]
+        scan_items: u64,
     },
     /// Serve an empty in-memory DynamoDB-compatible database (dynoxide).
     Dynamodb {
@@ -56,6 +61,25 @@ enum Command {
         /// The export's data directory (`OUT/data`).
         #[arg(long)]
         items: std::path::PathBuf,
+        /// Calls in flight.
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+    },
+    /// Write the synthetic items a `null-sink --scan-items N` scans into a
+    /// table (created when missing); print the figures as JSON.
+    Load {
+        /// The DynamoDB-compatible endpoint (`http://127.0.0.1:PORT`).
+        #[arg(long)]
+        endpoint: String,
+        /// The table to write to.
+        #[arg(long)]
+        table: String,
+        /// Key schema, partition key first: `PK:S,SK:S`.
+        #[arg(long)]
+        keys: String,
+        /// How many items.
+        #[arg(long)]
+        items: u64,
         /// Calls in flight.
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
@@ -240,8 +264,12 @@ async fn main() -> anyhow::Result<()> {
             stopped().await?;
             serde_json::to_string_pretty(&proxy.stats())?
         }
-        Command::NullSink { port, keys } => {
-            let sink = NullSink::start_on(port, parse_keys(&keys)?).await?;
+        Command::NullSink {
+            port,
+            keys,
+            scan_items,
+        } => {
+            let sink = NullSink::start_scannable(port, parse_keys(&keys)?, scan_items).await?;
             announce(&sink.url())?;
             stopped().await?;
             serde_json::to_string_pretty(&sink.stats())?
@@ -257,6 +285,19 @@ async fn main() -> anyhow::Result<()> {
             let endpoint = sql2ddb_dynamo::Endpoint::Url(endpoint);
             let client = sql2ddb_dynamo::connect(&endpoint, Some("us-east-1")).await?;
             serde_json::to_string(&sdk_load::send(&client, &table, batches, concurrency).await?)?
+        }
+        Command::Load {
+            endpoint,
+            table,
+            keys,
+            items,
+            concurrency,
+        } => {
+            let keys = parse_keys(&keys)?;
+            let endpoint = sql2ddb_dynamo::Endpoint::Url(endpoint);
+            let client = sql2ddb_dynamo::connect(&endpoint, Some("us-east-1")).await?;
+            let stats = sdk_load::load_synthetic(&client, &table, keys, items, concurrency).await?;
+            serde_json::to_string(&stats)?
         }
         Command::Scan {
             endpoint,

@@ -4,6 +4,9 @@
 //! `sql2ddb export --compression none` (so they are exactly the items `run`
 //! writes) and built into the SDK's `AttributeValue` maps and write requests
 //! before the clock starts; the clock then measures only the sending.
+//!
+//! [`load_synthetic`] fills a table with the items a null sink scans, for
+//! benchmarking `sql2ddb update` on a real table.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -13,8 +16,10 @@ use anyhow::{bail, Context};
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
-use sql2ddb_core::Item;
+use sql2ddb_core::{Item, KeyAttr};
 use sql2ddb_dynamo::convert::item_to_sdk;
+
+use crate::synthetic::SyntheticTable;
 
 /// What a load did.
 #[derive(Debug, Clone, Serialize)]
@@ -130,6 +135,41 @@ pub async fn send(
         seconds: started.elapsed().as_secs_f64(),
         cpu_seconds: cpu_seconds() - cpu,
     })
+}
+
+/// Items of a synthetic load built (as SDK maps) at a time.
+const LOAD_CHUNK: u64 = 10_000;
+
+/// Writes the `len` items of a [`SyntheticTable`] keyed by `keys` into
+/// `table` (created, on demand, when missing): the very items a null sink
+/// started with as many scans. `concurrency` calls in flight.
+pub async fn load_synthetic(
+    client: &aws_sdk_dynamodb::Client,
+    table: &str,
+    keys: Vec<KeyAttr>,
+    len: u64,
+    concurrency: usize,
+) -> anyhow::Result<LoadStats> {
+    let items = SyntheticTable::new(len, keys.clone()).map_err(anyhow::Error::msg)?;
+    sql2ddb_dynamo::ensure_table(client, table, &keys, true).await?;
+    let mut total = LoadStats {
+        items: 0,
+        calls: 0,
+        seconds: 0.0,
+        cpu_seconds: 0.0,
+    };
+    let mut first = 0;
+    while first < len {
+        let end = (first + LOAD_CHUNK).min(len);
+        let chunk = (first..end).map(|n| item_to_sdk(&items.item(n))).collect();
+        let done = send(client, table, batches(chunk), concurrency).await?;
+        total.items += done.items;
+        total.calls += done.calls;
+        total.seconds += done.seconds;
+        total.cpu_seconds += done.cpu_seconds;
+        first = end;
+    }
+    Ok(total)
 }
 
 /// This process's CPU seconds so far (user + system), from /proc/self/stat.

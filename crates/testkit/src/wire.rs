@@ -52,6 +52,16 @@ pub(crate) fn json_response(status: StatusCode, body: &Json) -> Response<Body> {
     resp
 }
 
+/// A 200 answer whose JSON body is already written.
+pub(crate) fn text_response(body: String) -> Response<Body> {
+    let mut resp = Response::new(Full::new(Bytes::from(body)));
+    resp.headers_mut().insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("application/x-amz-json-1.0"),
+    );
+    resp
+}
+
 /// An error answer as DynamoDB sends it: `__type` is `namespace#Code`.
 pub(crate) fn error_response(status: StatusCode, type_name: &str, message: &str) -> Response<Body> {
     json_response(
