@@ -27,4 +27,5 @@ mod plan;
 mod secrets;
 mod snapshot;
 mod update;
+mod update_queue;
 mod verify_deep;

@@ -16,7 +16,7 @@ use sql2ddb_mapping::UpdateJob;
 use crate::common::{item, key, n, s, Items, Run, Scenario};
 
 /// Items per entity type: customers, orders and products, a third each.
-const PER_TYPE: usize = 1000;
+pub(crate) const PER_TYPE: usize = 1000;
 
 /// The customer, order and product of number `i`. Orders are `new`, in GSI1
 /// under `STATUS#new`, half of them in region `eu`; customers have a
@@ -51,7 +51,7 @@ fn entities(i: usize) -> [Item; 3] {
 }
 
 /// A scenario whose table holds `PER_TYPE` items of each entity type.
-async fn shop() -> Scenario {
+pub(crate) async fn shop() -> Scenario {
     let sc = Scenario::new("upd").start().await;
     let spec = TableSpec {
         gsis: vec![GsiSpec {
@@ -99,7 +99,7 @@ async fn shop() -> Scenario {
 }
 
 /// Writes `job.toml` (`TABLE` replaced by the scenario's table); returns its path.
-fn job(sc: &Scenario, text: &str) -> String {
+pub(crate) fn job(sc: &Scenario, text: &str) -> String {
     let path = sc.path().join("job.toml");
     std::fs::write(&path, text.replace("TABLE", &sc.table)).unwrap();
     path.display().to_string()

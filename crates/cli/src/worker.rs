@@ -4,8 +4,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sql2ddb_engine::worker::{Worker, WorkerOptions, WorkerSetup};
+use sql2ddb_engine::worker::{SqsWorker, Worker, WorkerOptions, WorkerSetup};
 use sql2ddb_engine::RunOptions;
+use sql2ddb_mapping::{UpdateJob, DEFAULT_CONCURRENCY};
 
 use crate::{fail, limits, load};
 
@@ -13,7 +14,9 @@ use crate::{fail, limits, load};
 #[derive(clap::Args)]
 pub struct WorkerArgs {
     /// The mapping of the runs it writes: target table, keys, endpoint,
-    /// region and [writer] limits (its source is not used).
+    /// region and [writer] limits (its source is not used). A worker given
+    /// the mapping also applies `sql2ddb update --queue` batches of its
+    /// table; one given an update job's file applies those only.
     pub mapping: PathBuf,
     /// The SQS queue URL the run sends to.
     #[arg(long, value_name = "URL")]
@@ -79,14 +82,29 @@ async fn stop_signal() {
     tracing::warn!("stopping: no new batches; those being written finish or are released");
 }
 
-/// `sql2ddb worker`.
-pub async fn work(args: WorkerArgs) -> u8 {
-    let plan = match load(&args.mapping) {
-        Ok(p) => p,
-        Err(e) => return fail(&e),
-    };
+/// A worker of the runs of the mapping at `args.mapping`, and how many
+/// batches it writes at once.
+async fn connect_mapping(args: &WorkerArgs) -> Result<(Arc<SqsWorker>, usize), String> {
+    let plan = load(&args.mapping)?;
     let concurrency = args.concurrency.unwrap_or(plan.writer.concurrency);
-    let setup = WorkerSetup {
+    let worker = Worker::connect(&plan, &setup(args, concurrency))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((Arc::new(worker), concurrency))
+}
+
+/// A worker of an update job's batches (`text` is the job's file).
+async fn connect_job(text: &str, args: &WorkerArgs) -> Result<(Arc<SqsWorker>, usize), String> {
+    let job = UpdateJob::parse(text, &args.mapping, &crate::env).map_err(|e| e.to_string())?;
+    let concurrency = args.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
+    let worker = Worker::connect_job(&job, &setup(args, concurrency))
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok((Arc::new(worker), concurrency))
+}
+
+fn setup(args: &WorkerArgs, concurrency: usize) -> WorkerSetup {
+    WorkerSetup {
         queue: args.queue.clone(),
         sqs_endpoint: args.sqs_endpoint.clone(),
         endpoint: args.endpoint.clone(),
@@ -98,10 +116,22 @@ pub async fn work(args: WorkerArgs) -> u8 {
             max_wcu: args.max_wcu,
             ..RunOptions::default()
         },
+    }
+}
+
+/// `sql2ddb worker`.
+pub async fn work(args: WorkerArgs) -> u8 {
+    let text = match std::fs::read_to_string(&args.mapping) {
+        Ok(t) => t,
+        Err(e) => return fail(&format!("{}: {e}", args.mapping.display())),
     };
-    let worker = match Worker::connect(&plan, &setup).await {
-        Ok(w) => Arc::new(w),
-        Err(e) => return fail(&e.to_string()),
+    let connected = match UpdateJob::is_job_file(&text) {
+        true => connect_job(&text, &args).await,
+        false => connect_mapping(&args).await,
+    };
+    let (worker, concurrency) = match connected {
+        Ok(w) => w,
+        Err(e) => return fail(&e),
     };
     let opts = WorkerOptions {
         concurrency,

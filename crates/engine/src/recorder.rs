@@ -8,14 +8,16 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sql2ddb_core::WorkBatch;
-use sql2ddb_dynamo::progress::{ProgressStore, RunMeta};
-use sql2ddb_mapping::Plan;
+use sql2ddb_dynamo::progress::{default_table, ProgressStore, RunMeta};
+use sql2ddb_dynamo::{AdaptiveConcurrency, Client, WriteCapacityLimiter};
+use sql2ddb_mapping::{Plan, UpdateJob};
 
 use crate::checkpoint::BatchId;
 use crate::error::EngineError;
 use crate::rejects::RejectsFile;
 use crate::resources::{Job, ResourceOptions, Resources};
-use crate::sink::{build_sink, BatchOutcome, BatchSink};
+use crate::sink::{build_sink, BatchOutcome, BatchSink, SinkOptions};
+use crate::update::UpdateApplier;
 use crate::worker::WorkerSetup;
 
 /// Writes and records the batches of runs into one mapping's table.
@@ -24,6 +26,9 @@ pub(crate) struct BatchRecorder {
     pub store: ProgressStore,
     pub table: String,
     pub rejects: Arc<RejectsFile>,
+    /// Whether migration batches can be written (a recorder set up from an
+    /// update job has no mapping: it applies update batches only).
+    migrations: bool,
     /// Each run's description, read once.
     runs: Mutex<HashMap<String, RunMeta>>,
 }
@@ -41,6 +46,7 @@ impl BatchRecorder {
             store,
             table: table.into(),
             rejects,
+            migrations: true,
             runs: Mutex::new(HashMap::new()),
         }
     }
@@ -59,11 +65,7 @@ impl BatchRecorder {
             sqs_endpoint: setup.sqs_endpoint.clone(),
         };
         let resources = Resources::open(Some(plan), &options, Job::Worker).await?;
-        let dir = setup
-            .runs_dir
-            .join(format!("worker-{}", crate::run::new_run_id()));
-        std::fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
-        let rejects = Arc::new(RejectsFile::new(dir.join("rejects.jsonl")));
+        let rejects = worker_rejects(setup)?;
         let sink = build_sink(
             plan,
             &setup.writer.sink_options(),
@@ -77,6 +79,42 @@ impl BatchRecorder {
             plan.target.table.clone(),
             rejects,
         );
+        Ok((recorder, resources))
+    }
+
+    /// Settles an update job's table and progress table as a worker does:
+    /// a recorder that applies the job's batches (and any update batch of
+    /// the same table), and refuses migration batches, which need a mapping.
+    pub async fn connect_job(
+        job: &UpdateJob,
+        setup: &WorkerSetup,
+    ) -> Result<(BatchRecorder, Resources), EngineError> {
+        let table = &job.target.table;
+        let options = ResourceOptions {
+            endpoint: setup.endpoint.clone().or(job.target.endpoint.clone()),
+            region: setup.region.clone().or(job.target.region.clone()),
+            progress_table: Some(
+                setup
+                    .progress_table
+                    .clone()
+                    .unwrap_or_else(|| default_table(table)),
+            ),
+            sqs_endpoint: setup.sqs_endpoint.clone(),
+        };
+        let resources = Resources::open(None, &options, Job::Worker).await?;
+        let rejects = worker_rejects(setup)?;
+        let sink = update_sink(
+            resources.client(),
+            &setup.writer.sink_options(),
+            rejects.clone(),
+        );
+        let mut recorder = BatchRecorder::new(
+            Arc::new(sink),
+            resources.progress_store()?,
+            table.clone(),
+            rejects,
+        );
+        recorder.migrations = false;
         Ok((recorder, resources))
     }
 
@@ -100,6 +138,12 @@ impl BatchRecorder {
 
     /// Writes one batch and records it; an error leaves it unrecorded.
     pub async fn write(&self, batch: WorkBatch) -> Result<(BatchId, BatchOutcome), EngineError> {
+        if batch.update.is_none() && !self.migrations {
+            return Err(EngineError::Worker(format!(
+                "run {} is a migration: this worker was started with an update job; start workers of migrations with the mapping",
+                batch.run_id
+            )));
+        }
         let meta = self.run_meta(&batch.run_id).await?;
         if meta.table != self.table {
             return Err(EngineError::Worker(format!(
@@ -125,5 +169,44 @@ impl BatchRecorder {
             .record_batch_with_cost(&id.run_id, &id.record(&out), &id.cost(&out))
             .await?;
         Ok((id, out))
+    }
+}
+
+/// The rejects file of a worker, in a directory of its own under `setup.runs_dir`.
+fn worker_rejects(setup: &WorkerSetup) -> Result<Arc<RejectsFile>, EngineError> {
+    let dir = setup
+        .runs_dir
+        .join(format!("worker-{}", crate::run::new_run_id()));
+    std::fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
+    Ok(Arc::new(RejectsFile::new(dir.join("rejects.jsonl"))))
+}
+
+/// A sink that applies update batches only (no mapping, so no batch writer).
+fn update_sink(client: &Client, opts: &SinkOptions, rejects: Arc<RejectsFile>) -> BatchSink {
+    // Conditional writes in flight: one call per key, so more than batches.
+    let concurrency = opts
+        .concurrency
+        .unwrap_or(1)
+        .max(crate::update::DEFAULT_UPDATE_CONCURRENCY);
+    let controller = match opts.fixed_concurrency {
+        true => AdaptiveConcurrency::fixed(concurrency),
+        false => AdaptiveConcurrency::new(concurrency),
+    };
+    BatchSink {
+        writer: None,
+        rejects,
+        throttled: Default::default(),
+        pointers: None,
+        pointer_stats: Default::default(),
+        files: None,
+        updates: Some(UpdateApplier {
+            client: client.clone(),
+            retry: opts.retry,
+            concurrency: Arc::new(controller),
+            limiter: opts
+                .max_wcu
+                .filter(|w| *w > 0)
+                .map(|w| Arc::new(WriteCapacityLimiter::new(w))),
+        }),
     }
 }

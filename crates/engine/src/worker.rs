@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use sql2ddb_dynamo::progress::ProgressStore;
-use sql2ddb_mapping::Plan;
+use sql2ddb_mapping::{Plan, UpdateJob};
 use sql2ddb_queue::{AckHandle, Received, SqsQueue, VisibilityExtender, WorkQueue};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -160,10 +160,29 @@ pub struct WorkerSetup {
     pub writer: RunOptions,
 }
 
+/// A worker of an SQS queue, as `sql2ddb worker` runs it.
+pub type SqsWorker = Worker<SqsQueue>;
+
 impl Worker<SqsQueue> {
     /// Connects a worker for `plan`'s table to an SQS queue.
     pub async fn connect(plan: &Plan, setup: &WorkerSetup) -> Result<Self, EngineError> {
         let (recorder, resources) = BatchRecorder::connect(plan, setup).await?;
+        let queue = resources.queue(&setup.queue).await?;
+        let visibility = queue.visibility_timeout();
+        Ok(Worker {
+            queue,
+            visibility,
+            recorder,
+        })
+    }
+}
+
+impl Worker<SqsQueue> {
+    /// Connects a worker for an update job's table to an SQS queue: it
+    /// applies update batches (`sql2ddb update --queue`) and refuses
+    /// migration batches, which need a worker started with the mapping.
+    pub async fn connect_job(job: &UpdateJob, setup: &WorkerSetup) -> Result<Self, EngineError> {
+        let (recorder, resources) = BatchRecorder::connect_job(job, setup).await?;
         let queue = resources.queue(&setup.queue).await?;
         let visibility = queue.visibility_timeout();
         Ok(Worker {

@@ -205,6 +205,14 @@ impl UpdateJob {
         load::parse(text, file, env)
     }
 
+    /// Whether `text` is an update job's file (it has an `[update]` table)
+    /// rather than a mapping: how a command that takes either tells them
+    /// apart before parsing (a file that is not TOML is neither).
+    pub fn is_job_file(text: &str) -> bool {
+        text.parse::<toml::Table>()
+            .is_ok_and(|t| t.get("update").is_some_and(toml::Value::is_table))
+    }
+
     /// The update must not write a key attribute of the table.
     fn check_keys(&self, keys: &[String]) -> Result<(), MappingError> {
         for (attr, at) in &self.targets {

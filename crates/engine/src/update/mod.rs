@@ -200,7 +200,8 @@ async fn prepare(
     let table = describe(&client, &job.target.table, &opts.retry).await?;
     check_declared_keys(job, &table)?;
     job.check_table(&shape(&table))?;
-    let read = requests::read_request(job, run_id);
+    let queued = opts.queue.is_some() && !opts.dry_run;
+    let read = requests::read_request(job, run_id, queued);
     let write = (!opts.dry_run).then(|| requests::write_request(job, &table, run_id));
     let written: Option<BTreeSet<String>> = match job.action {
         JobAction::Update { .. } => Some(job.written_attributes().map(str::to_string).collect()),

@@ -17,12 +17,18 @@ fn run_clause() -> String {
 }
 
 /// The read: the job's Scan or Query, `where` (and the run's marker, for a
-/// non-idempotent update) as the filter.
-pub(super) fn read_request(job: &UpdateJob, run_id: &str) -> PageRequest {
+/// non-idempotent update written here) as the filter.
+///
+/// A run whose pages go to a queue leaves the marker out of the filter: a
+/// resumed reader then reads again the page it may have sent just before it
+/// stopped with the same keys as the first time, whatever the workers have
+/// applied since, so the page's two messages agree on its count (the
+/// condition still keeps each item from changing twice).
+pub(super) fn read_request(job: &UpdateJob, run_id: &str, queued: bool) -> PageRequest {
     let (names, values) = job.read_placeholders();
     let mut ph = placeholders(names, values);
     let mut filter = job.filter.clone().map(|w| format!("({w})"));
-    if job.not_idempotent().is_some() {
+    if job.not_idempotent().is_some() && !queued {
         add_marker(&mut ph, run_id);
         filter = Some(match filter {
             Some(w) => format!("{w} AND {}", run_clause()),
