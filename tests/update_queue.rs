@@ -26,6 +26,24 @@ set = "ADD visits :one"
 values = { ":o" = "ORDER#", ":one" = 1 }
 "#;
 
+/// The mapping that migrated the table: a worker given it applies update
+/// batches of its table as well as migration batches (its source is not read).
+const SHOP_MAPPING: &str = r#"version = 1
+[source]
+url = "postgres://root@127.0.0.1:5432/test"
+[target]
+table = "TABLE"
+region = "us-east-1"
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+
+[[entity]]
+name = "customer"
+from = "public.customers"
+pk = "CUSTOMER#{id}"
+sk = "PROFILE"
+"#;
+
 const RUN: &str = "visits-q1";
 
 struct World {
@@ -60,9 +78,14 @@ impl World {
 
     /// `sql2ddb worker`, given the job's file, with `extra` arguments.
     fn worker(&self, extra: &[&str]) -> Proc {
+        self.worker_of(&self.job, extra)
+    }
+
+    /// `sql2ddb worker`, given `file` (a job or a mapping).
+    fn worker_of(&self, file: &str, extra: &[&str]) -> Proc {
         let mut args = vec![
             "worker",
-            &self.job,
+            file,
             "--endpoint",
             &self.sc.dynamo.url,
             "--queue",
@@ -158,21 +181,32 @@ async fn an_add_through_sqs_survives_a_killed_worker_and_a_killed_reader_and_cou
     reader.kill().await;
 
     // Two workers drain the queue (the killed one's batch comes back after
-    // its visibility timeout) while the reader resumes from its cursors.
-    let workers = [
-        w.worker(&["--until-done", "--run", RUN]),
-        w.worker(&["--until-done", "--run", RUN, "--concurrency", "2"]),
-    ];
+    // its visibility timeout) while the reader resumes from its cursors:
+    // one given the job, one given the mapping of the table.
+    let mapping = w.sc.mapping(SHOP_MAPPING);
+    let until_done = ["--until-done", "--run", RUN, "--concurrency", "2"];
+    let by_mapping = w.worker_of(&mapping, &until_done);
+    wait_until("a batch recorded by the mapping's worker", || async {
+        w.progress().await.is_some_and(|p| !p.batches.is_empty())
+    })
+    .await;
+    let workers = [by_mapping, w.worker(&until_done)];
     let resumed = w.reader(&["--resume", RUN]).wait().await;
     assert_eq!(resumed.code, 0, "{}\n{}", resumed.stdout, resumed.stderr);
     let report = resumed.report();
     assert_eq!(report["resumed"], true, "{report}");
     assert_eq!(report["queue"], w.urls.queue.as_str(), "{report}");
+    let mut applied = Vec::new();
     for worker in workers {
         let run = worker.wait().await;
         assert_eq!(run.code, 0, "worker:\n{}", run.stderr);
         assert_eq!(run.report()["stopped"], "done", "{}", run.stdout);
+        applied.push(run.report()["messages"].as_u64().unwrap());
     }
+    assert!(
+        applied[0] > 0,
+        "the mapping's worker applied batches: {applied:?}"
+    );
 
     // verify: every page recorded, every matching item accounted for.
     let table = default_table(&w.sc.table);
