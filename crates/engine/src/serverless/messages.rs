@@ -6,7 +6,7 @@
 
 use serde::Serialize;
 use sql2ddb_dynamo::progress::ProgressStore;
-use sql2ddb_mapping::Plan;
+use sql2ddb_mapping::{Plan, UpdateJob};
 
 use crate::error::EngineError;
 use crate::recorder::BatchRecorder;
@@ -41,6 +41,13 @@ impl MessageWriter {
     /// (`setup.queue` is not used: the messages come in the event).
     pub async fn connect(plan: &Plan, setup: &WorkerSetup) -> Result<Self, EngineError> {
         let (recorder, _) = BatchRecorder::connect(plan, setup).await?;
+        Ok(MessageWriter { recorder })
+    }
+
+    /// Connects to an update job's table and progress table: a writer that
+    /// applies the job's batches only.
+    pub async fn connect_job(job: &UpdateJob, setup: &WorkerSetup) -> Result<Self, EngineError> {
+        let (recorder, _) = BatchRecorder::connect_job(job, setup).await?;
         Ok(MessageWriter { recorder })
     }
 

@@ -121,7 +121,15 @@ pub async fn run_is_read(
     run_id: &str,
 ) -> Result<bool, EngineError> {
     let resources = Resources::open(Some(plan), &opts.resource_options(), Job::Status).await?;
-    let store = resources.progress_store()?;
+    every_segment_read(&resources.progress_store()?, run_id).await
+}
+
+/// Whether the progress table records a total for every segment of run
+/// `run_id` (a run it does not know is not read).
+pub(crate) async fn every_segment_read(
+    store: &sql2ddb_dynamo::progress::ProgressStore,
+    run_id: &str,
+) -> Result<bool, EngineError> {
     if !store.exists().await? {
         return Ok(false);
     }

@@ -71,6 +71,9 @@ pub struct UpdateOptions {
     /// the start (each segment reads at least one page), then stop with
     /// status `time_up`; `--resume` continues.
     pub max_seconds: Option<u64>,
+    /// Likewise, start no page that would likely end after this instant
+    /// (a serverless reader's deadline less its margin).
+    pub deadline: Option<std::time::Instant>,
     /// Read and count, estimate the cost, write nothing.
     pub dry_run: bool,
     /// Most conditional writes in flight (adapts to throttling within [1, N]).
@@ -227,9 +230,11 @@ async fn prepare(
     shared.rcu = opts.max_rcu.map(|r| Arc::new(WriteCapacityLimiter::new(r)));
     shared.stop = opts.stop.clone();
     shared.on_page = opts.on_page.clone();
-    shared.deadline = opts
+    let by_seconds = opts
         .max_seconds
         .map(|s| tokio::time::Instant::now() + std::time::Duration::from_secs(s));
+    let by_instant = opts.deadline.map(tokio::time::Instant::from_std);
+    shared.deadline = by_seconds.into_iter().chain(by_instant).min();
     if !opts.dry_run {
         attach_writers(&mut shared, job, opts, resources, &table, run_dir, run_id).await?;
     }
