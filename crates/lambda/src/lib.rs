@@ -9,11 +9,13 @@
 //!   `DONE` record once its sums add up, and announces it once on SNS.
 //!
 //! Settings come from the environment ([`Settings::from_env`]); the source
-//! URL from an SSM parameter, never from a plain variable.
+//! URL from an SSM parameter, never from a plain variable; the mapping may
+//! be an object in S3 ([`mapping::load`]).
 
 #![warn(missing_docs)]
 
 pub mod finisher;
+pub mod mapping;
 pub mod reader;
 pub mod settings;
 pub mod worker;

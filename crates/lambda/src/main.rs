@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use lambda_runtime::{service_fn, LambdaEvent};
-use sql2ddb_engine::serverless::{load_mapping, Finisher, MessageWriter};
+use sql2ddb_engine::serverless::{Finisher, MessageWriter};
 use sql2ddb_engine::worker::WorkerSetup;
 use sql2ddb_lambda::finisher::FinisherHandler;
 use sql2ddb_lambda::reader::{LambdaInvoker, Reader};
@@ -44,7 +44,9 @@ async fn main() -> Result<(), Error> {
             .await
         }
         HandlerKind::Worker => {
-            let plan = load_mapping(settings.mapping_or(None)?, &|n| std::env::var(n).ok())?;
+            let env = |name: &str| std::env::var(name).ok();
+            let mapping = settings.mapping_or(None)?;
+            let plan = sql2ddb_lambda::mapping::load(mapping, &settings.s3_options(), &env).await?;
             let setup = WorkerSetup {
                 endpoint: settings.endpoint.clone(),
                 progress_table: settings.progress_table.clone(),

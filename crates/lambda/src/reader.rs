@@ -12,14 +12,15 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use sql2ddb_engine::serverless::{load_mapping, read_until, ReaderOutcome};
+use sql2ddb_engine::serverless::{read_until, ReaderOutcome};
 
 use crate::{deadline_of, Error, Settings};
 
 /// The reader's event.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ReaderEvent {
-    /// The mapping: inline TOML or a file path; default the function's.
+    /// The mapping: inline TOML, a file path or an `s3://bucket/key` URL;
+    /// default the function's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mapping: Option<String>,
     /// The run's id; a new run gets a new one when absent.
@@ -111,7 +112,8 @@ impl Reader {
         let deadline = deadline_of(&event.context);
         let ev = event.payload;
         let mapping = self.settings.mapping_or(ev.mapping.as_deref())?;
-        let plan = load_mapping(mapping, &|name| std::env::var(name).ok())?;
+        let env = |name: &str| std::env::var(name).ok();
+        let plan = crate::mapping::load(mapping, &self.settings.s3_options(), &env).await?;
         if ev.resume && ev.run_id.is_none() {
             return Err("to resume, the event gives the run_id".into());
         }

@@ -7,7 +7,8 @@ use sql2ddb_engine::serverless::MIN_MARGIN;
 
 /// Which handler serves the function (`SQL2DDB_HANDLER`).
 pub const HANDLER: &str = "SQL2DDB_HANDLER";
-/// The mapping: inline TOML or a file path; an event's `mapping` overrides it.
+/// The mapping: inline TOML, a file path or an `s3://bucket/key` URL; an
+/// event's `mapping` overrides it.
 pub const MAPPING: &str = "SQL2DDB_MAPPING";
 /// The work queue's URL (reader).
 pub const QUEUE_URL: &str = "SQL2DDB_QUEUE_URL";
@@ -23,6 +24,8 @@ pub const READER_MARGIN: &str = "SQL2DDB_READER_MARGIN_SECONDS";
 pub const ENDPOINT: &str = "SQL2DDB_ENDPOINT";
 /// An SQS endpoint URL other than AWS's (optional).
 pub const SQS_ENDPOINT: &str = "SQL2DDB_SQS_ENDPOINT";
+/// An S3 endpoint URL other than AWS's, for `s3://` mappings (optional).
+pub const S3_ENDPOINT: &str = "SQL2DDB_S3_ENDPOINT";
 
 /// The three handlers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +55,7 @@ impl HandlerKind {
 /// A function's settings.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// The default mapping (inline TOML or a path).
+    /// The default mapping (inline TOML, a path or an `s3://` URL).
     pub mapping: Option<String>,
     /// The work queue's URL.
     pub queue_url: Option<String>,
@@ -68,6 +71,8 @@ pub struct Settings {
     pub endpoint: Option<String>,
     /// SQS endpoint URL; default AWS.
     pub sqs_endpoint: Option<String>,
+    /// S3 endpoint URL (of `s3://` mappings); default AWS.
+    pub s3_endpoint: Option<String>,
     /// Where run directories (rejects files) go: Lambda's `/tmp`.
     pub runs_dir: PathBuf,
 }
@@ -83,6 +88,7 @@ impl Default for Settings {
             reader_margin: MIN_MARGIN,
             endpoint: None,
             sqs_endpoint: None,
+            s3_endpoint: None,
             runs_dir: std::env::temp_dir().join("sql2ddb-runs"),
         }
     }
@@ -115,6 +121,7 @@ impl Settings {
             reader_margin,
             endpoint: var(ENDPOINT),
             sqs_endpoint: var(SQS_ENDPOINT),
+            s3_endpoint: var(S3_ENDPOINT),
             ..Settings::default()
         })
     }
@@ -129,6 +136,14 @@ impl Settings {
         event
             .or(self.mapping.as_deref())
             .ok_or_else(|| format!("no mapping: give one in the event or set {MAPPING}"))
+    }
+
+    /// How `s3://` mappings are read: the function's region and endpoint.
+    pub fn s3_options(&self) -> sql2ddb_s3::S3Options {
+        sql2ddb_s3::S3Options {
+            endpoint: self.s3_endpoint.clone(),
+            region: None,
+        }
     }
 
     /// The run options of a function: endpoints, progress table, source.

@@ -1,7 +1,8 @@
 //! deploy/template.yaml wires what the handlers expect: the handler names
 //! and environment variables they read, the queue's partial batch responses
 //! and redrive policy, the progress table's stream of new images feeding the
-//! finisher, the reader allowed to invoke itself. (`cfn-lint` checks the
+//! finisher, the reader allowed to invoke itself, an `s3://` mapping readable
+//! by the functions that load it. (`cfn-lint` checks the
 //! template against CloudFormation's schemas in scripts/test.sh.)
 
 use serde_yaml_ng::Value;
@@ -58,6 +59,7 @@ fn functions_run_the_bootstrap_on_arm64_with_their_handler_and_settings() {
         READER_MARGIN,
         ENDPOINT,
         SQS_ENDPOINT,
+        S3_ENDPOINT,
     ];
     let cases = [
         (
@@ -180,4 +182,95 @@ fn the_reader_may_invoke_itself_and_nothing_else() {
     assert!(tag(&invoke[0]["Resource"])
         .1
         .ends_with(":function:${AWS::StackName}-reader"));
+}
+
+/// Evaluates the intrinsic functions the template's S3 statements use
+/// (`Ref`, `Split`, `Select`, `Sub`, `Equals`) with `Mapping` = `mapping`.
+fn eval(v: &Value, mapping: &str) -> Value {
+    let sub = |text: &str, vars: &[(String, String)]| {
+        let mut out = text.replace("${Mapping}", mapping);
+        out = out.replace("${AWS::Partition}", "aws");
+        for (k, v) in vars {
+            out = out.replace(&format!("${{{k}}}"), v);
+        }
+        Value::from(out)
+    };
+    let Value::Tagged(t) = v else {
+        return v.clone();
+    };
+    let args = t.value.as_sequence();
+    let arg = |i: usize| eval(&args.unwrap()[i], mapping);
+    match t.tag.to_string().trim_start_matches('!') {
+        "Ref" => {
+            assert_eq!(t.value.as_str(), Some("Mapping"), "{v:?}");
+            Value::from(mapping)
+        }
+        "Split" => {
+            let (sep, text) = (arg(0), arg(1));
+            let parts = str_of(&text).split(str_of(&sep)).map(Value::from);
+            Value::Sequence(parts.collect())
+        }
+        "Select" => {
+            let first = &args.unwrap()[0];
+            let i = first.as_u64().map(|n| n as usize);
+            let i = i.or_else(|| first.as_str()?.parse().ok()).unwrap();
+            arg(1).as_sequence().unwrap()[i].clone()
+        }
+        "Equals" => Value::Bool(arg(0) == arg(1)),
+        "Sub" => match &t.value {
+            Value::String(text) => sub(text, &[]),
+            _ => {
+                let vars = args.unwrap()[1].as_mapping().unwrap();
+                let vars: Vec<(String, String)> = vars
+                    .iter()
+                    .map(|(k, v)| (str_of(k).to_string(), str_of(&eval(v, mapping)).to_string()))
+                    .collect();
+                sub(str_of(&args.unwrap()[0]), &vars)
+            }
+        },
+        other => panic!("not evaluated here: {other}"),
+    }
+}
+
+#[test]
+fn an_s3_mapping_may_be_read_by_the_reader_and_the_worker_only() {
+    let t = template();
+    let condition = at(&t, &["Conditions", "MappingInS3"]);
+    for (mapping, in_s3) in [
+        ("s3://shop-config/mappings/shop.toml", true),
+        ("mappings/shop.toml", false),
+        (
+            "version = 1\n[source]\nurl = \"s3://not/a/mapping\"\n",
+            false,
+        ),
+    ] {
+        assert_eq!(eval(condition, mapping), Value::Bool(in_s3), "{mapping}");
+    }
+    for (role, expected) in [("ReaderRole", 1), ("WorkerRole", 1), ("FinisherRole", 0)] {
+        let statements = at(&t, &["Resources", role, "Properties", "Policies"])[0]
+            ["PolicyDocument"]["Statement"]
+            .as_sequence()
+            .unwrap();
+        let reads: Vec<&Value> = statements
+            .iter()
+            .filter_map(|s| match s {
+                Value::Tagged(t) if t.tag.to_string().trim_start_matches('!') == "If" => {
+                    Some(&t.value)
+                }
+                _ => None,
+            })
+            .filter(|v| v[0].as_str() == Some("MappingInS3"))
+            .collect();
+        assert_eq!(reads.len(), expected, "{role}");
+        for read in reads {
+            let statement = &read[1];
+            assert_eq!(str_of(&statement["Action"]), "s3:GetObject");
+            let arn = eval(
+                &statement["Resource"],
+                "s3://shop-config/mappings/shop.toml",
+            );
+            assert_eq!(str_of(&arn), "arn:aws:s3:::shop-config/mappings/shop.toml");
+            assert_eq!(tag(&read[2]), ("Ref".into(), "AWS::NoValue".into()));
+        }
+    }
 }

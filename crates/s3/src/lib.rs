@@ -1,7 +1,7 @@
 //! Everything of sql2ddb that calls S3: a bucket and key prefix
-//! ([`S3Prefix`]), objects put and deleted in one piece, and multipart
-//! uploads written as they grow ([`Upload`]: one part buffered, so memory
-//! stays bounded whatever the object's size).
+//! ([`S3Prefix`]), objects put, read ([`read_object`]) and deleted in one
+//! piece, and multipart uploads written as they grow ([`Upload`]: one part
+//! buffered, so memory stays bounded whatever the object's size).
 //!
 //! The client takes the shared AWS configuration (`sql2ddb-aws`: region
 //! rule, credentials, timeouts) with the SDK's standard retry, path-style
@@ -183,6 +183,33 @@ impl S3Prefix {
             parts: Vec::new(),
         })
     }
+}
+
+/// Reads the object `url` (`s3://bucket/key`) whole. Errors name the URL.
+pub async fn read_object(url: &str, opts: &S3Options) -> Result<Vec<u8>, S3Error> {
+    let place = S3Prefix::open(url, opts).await?;
+    let rest = url.strip_prefix("s3://").unwrap_or(url);
+    let key = rest.split_once('/').map_or("", |(_, key)| key);
+    if key.is_empty() {
+        return Err(S3Error::Call {
+            location: url.to_string(),
+            message: "name an object: s3://BUCKET/KEY".into(),
+        });
+    }
+    let out = place
+        .client
+        .get_object()
+        .bucket(&place.bucket)
+        .key(key)
+        .send()
+        .await
+        .map_err(|e| place.error(key, sql2ddb_aws::sdk_message(&e)))?;
+    let body = out
+        .body
+        .collect()
+        .await
+        .map_err(|e| place.error(key, format!("reading the object: {e}")))?;
+    Ok(body.into_bytes().to_vec())
 }
 
 /// The S3 client for `opts`.

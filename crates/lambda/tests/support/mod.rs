@@ -187,3 +187,82 @@ pub async fn settle(
         }
     }
 }
+
+/// A mapping of `schema.items (id, name, qty)` to items `ITEM#{id}` of
+/// `table`, read in pages of `page` rows by two readers.
+pub fn items_mapping(schema: &str, table: &str, dynamo: &str, page: u64) -> String {
+    format!(
+        r#"
+version = 1
+[source]
+url = "{pg}"
+page_size = {page}
+read_parallelism = 2
+[target]
+table = "{table}"
+endpoint = "{dynamo}"
+region = "us-east-1"
+create = true
+pk = {{ name = "PK", type = "S" }}
+sk = {{ name = "SK", type = "S" }}
+
+[[entity]]
+name = "item"
+from = "{schema}.items"
+pk = "ITEM#{{id}}"
+sk = "ITEM"
+[entity.attributes]
+entity = "item"
+"#,
+        pg = pg_url()
+    )
+}
+
+/// The event source mapping: receives, invokes the worker, deletes what it
+/// did not report failed; returns how many messages it received.
+pub async fn drain(
+    writer: &sql2ddb_engine::serverless::MessageWriter,
+    sqs: &aws_sdk_sqs::Client,
+    queue: &str,
+) -> u64 {
+    let messages = receive(sqs, queue, 1).await;
+    if messages.is_empty() {
+        return 0;
+    }
+    let response = sql2ddb_lambda::worker::handle(
+        writer,
+        event(sqs_event(&messages), Duration::from_secs(60)),
+    )
+    .await
+    .unwrap();
+    let failed: Vec<String> = response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect();
+    assert!(failed.is_empty(), "no write fails here: {failed:?}");
+    settle(sqs, queue, &messages, &failed).await;
+    messages.len() as u64
+}
+
+/// Asserts that `items` holds exactly the items of rows `1..=rows`.
+pub fn assert_items(items: &HashMap<String, HashMap<String, AttributeValue>>, rows: u64) {
+    assert_eq!(items.len() as u64, rows);
+    for i in 1..=rows {
+        let item = &items[&format!("ITEM#{i}")];
+        assert_eq!(item["SK"].as_s().unwrap(), "ITEM");
+        assert_eq!(item["entity"].as_s().unwrap(), "item");
+        assert_eq!(item["id"].as_n().unwrap(), &i.to_string());
+        assert_eq!(item["name"].as_s().unwrap(), &format!("Name {i}"));
+        assert_eq!(item["qty"].as_n().unwrap(), &(i % 100).to_string());
+        assert_eq!(item.len(), 6, "{item:?}");
+    }
+}
+
+/// The SQL of `schema.items` with rows `1..=rows` (for [`PgSchema::create`]).
+pub fn items_sql(rows: u64) -> String {
+    format!(
+        "CREATE TABLE {{schema}}.items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL);
+         INSERT INTO {{schema}}.items SELECT i, 'Name ' || i, i % 100 FROM generate_series(1, {rows}) AS i;"
+    )
+}

@@ -1,0 +1,36 @@
+//! Where a function's mapping comes from: TOML text, a file packaged with
+//! the function, or an object in S3 (`s3://bucket/key.toml`), read at each
+//! load with the function's role (`s3:GetObject`).
+
+use std::path::Path;
+
+use sql2ddb_engine::serverless::{load_mapping, Plan};
+use sql2ddb_s3::S3Options;
+
+use crate::Error;
+
+/// Loads `mapping` (inline TOML, a file path or an `s3://` URL); `env`
+/// looks up `${VAR}`s. Errors name the URL; a mapping that does not parse
+/// or validate is reported at `s3://bucket/key.toml:line:col`.
+pub async fn load(
+    mapping: &str,
+    s3: &S3Options,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Plan, Error> {
+    if !mapping.starts_with("s3://") {
+        return Ok(load_mapping(mapping, env)?);
+    }
+    let url = mapping.trim_end();
+    let bytes = sql2ddb_s3::read_object(url, s3).await.map_err(|e| {
+        let said = e.to_string();
+        // Most S3 errors start with the URL already.
+        if said.starts_with(url) {
+            format!("cannot read the mapping {said}")
+        } else {
+            format!("cannot read the mapping {url}: {said}")
+        }
+    })?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("the mapping {url} is not UTF-8 text (a TOML file is expected)"))?;
+    Ok(Plan::parse(&text, Path::new(url), env)?)
+}

@@ -1,0 +1,179 @@
+//! Mappings in S3: a reader event's `mapping` (or `SQL2DDB_MAPPING`) may be
+//! `s3://bucket/key.toml`, read from moto's S3 by the reader and the worker
+//! alike; a missing object or a bad mapping is reported with its URL.
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sql2ddb_dynamo::progress::{default_table, ProgressStore};
+use sql2ddb_engine::serverless::MessageWriter;
+use sql2ddb_engine::worker::WorkerSetup;
+use sql2ddb_lambda::reader::{InvokeFuture, Invoker, Reader, ReaderEvent};
+use sql2ddb_lambda::Settings;
+use support::*;
+
+const ROWS: u64 = 1_200;
+const PAGE: u64 = 100;
+
+/// Invocations the reader asks for (none is expected here).
+#[derive(Default)]
+struct RecordedInvocations(Mutex<Vec<ReaderEvent>>);
+
+impl Invoker for RecordedInvocations {
+    fn invoke(&self, event: &ReaderEvent) -> InvokeFuture<'_> {
+        self.0.lock().unwrap().push(event.clone());
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// An S3 client of moto, to create buckets and put objects.
+fn s3_client(url: &str) -> aws_sdk_s3::Client {
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
+        .region(aws_sdk_s3::config::Region::new("us-east-1"))
+        .endpoint_url(url)
+        .force_path_style(true)
+        .credentials_provider(aws_sdk_s3::config::Credentials::for_tests())
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
+/// A new bucket of moto's S3, and its client.
+async fn bucket(moto: &str) -> (aws_sdk_s3::Client, String) {
+    let s3 = s3_client(moto);
+    let bucket = unique("mappings").replace('_', "-");
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    (s3, bucket)
+}
+
+async fn put(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, text: &str) {
+    s3.put_object()
+        .bucket(bucket)
+        .key(key)
+        .body(text.as_bytes().to_vec().into())
+        .send()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_reader_given_an_s3_mapping_migrates_every_row() {
+    let pg = PgSchema::create("lambda_s3map", &items_sql(ROWS)).await;
+    let dynamo = Dynamo::start().await;
+    let moto = moto_server::MotoServer::start();
+    let sqs = sqs(moto.url()).await;
+    let table = unique("lambda_s3map");
+    let urls =
+        sql2ddb_queue::create_queue(&sqs, &table.replace('_', "-"), Duration::from_secs(60), 5)
+            .await
+            .unwrap();
+    let (s3, bucket) = bucket(moto.url()).await;
+    put(
+        &s3,
+        &bucket,
+        "mappings/items.toml",
+        &items_mapping(&pg.name, &table, &dynamo.url, PAGE),
+    )
+    .await;
+    let url = format!("s3://{bucket}/mappings/items.toml");
+
+    let runs = tempfile::tempdir().unwrap();
+    let settings = Settings {
+        queue_url: Some(urls.queue.clone()),
+        sqs_endpoint: Some(moto.url().to_string()),
+        s3_endpoint: Some(moto.url().to_string()),
+        runs_dir: runs.path().to_path_buf(),
+        ..Settings::default()
+    };
+    // The worker loads the same object, as its function does from SQL2DDB_MAPPING.
+    let plan = sql2ddb_lambda::mapping::load(&url, &settings.s3_options(), &|_| None)
+        .await
+        .unwrap();
+    let setup = WorkerSetup {
+        sqs_endpoint: Some(moto.url().to_string()),
+        runs_dir: runs.path().to_path_buf(),
+        ..WorkerSetup::default()
+    };
+    let writer = MessageWriter::connect(&plan, &setup).await.unwrap();
+    let invocations = Arc::new(RecordedInvocations::default());
+    let reader = Reader {
+        settings,
+        invoker: invocations.clone(),
+    };
+    let ev = ReaderEvent {
+        mapping: Some(url.clone()),
+        ..ReaderEvent::default()
+    };
+    let response = reader
+        .handle(event(ev, Duration::from_secs(120)))
+        .await
+        .unwrap();
+    assert_eq!(response.outcome, "finished", "{response:?}");
+    assert_eq!(response.rows_read, ROWS);
+    assert!(invocations.0.lock().unwrap().is_empty());
+
+    let store = ProgressStore::new(dynamo.client.clone(), default_table(&table));
+    let mut received = 0;
+    while received < ROWS / PAGE {
+        let n = drain(&writer, &sqs, &urls.queue).await;
+        assert!(n > 0, "the queue ran dry after {received} messages");
+        received += n;
+    }
+    let recorded = store.load(&response.run_id).await.unwrap();
+    let summary = sql2ddb_engine::verify::summarize(&recorded);
+    assert!(summary.complete, "{summary:?}");
+    assert_eq!(summary.entities[0].written, ROWS);
+    assert_items(&dynamo.items(&table).await, ROWS);
+    pg.drop_schema().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_or_bad_s3_mapping_is_named_by_its_url() {
+    let moto = moto_server::MotoServer::start();
+    let (s3, bucket) = bucket(moto.url()).await;
+    let runs = tempfile::tempdir().unwrap();
+    let missing = format!("s3://{bucket}/no/such/mapping.toml");
+    let reader = Reader {
+        settings: Settings {
+            // The function's own mapping (SQL2DDB_MAPPING), no event mapping.
+            mapping: Some(missing.clone()),
+            s3_endpoint: Some(moto.url().to_string()),
+            runs_dir: runs.path().to_path_buf(),
+            ..Settings::default()
+        },
+        invoker: Arc::new(RecordedInvocations::default()),
+    };
+    let e = reader
+        .handle(event(ReaderEvent::default(), Duration::from_secs(30)))
+        .await
+        .unwrap_err()
+        .to_string();
+    eprintln!("{e}");
+    assert!(e.contains(&missing), "{e}");
+    assert!(e.contains("NoSuchKey"), "{e}");
+
+    let no_bucket = format!("s3://{bucket}-absent/items.toml");
+    let e = sql2ddb_lambda::mapping::load(&no_bucket, &reader.settings.s3_options(), &|_| None)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains(&no_bucket), "{e}");
+    assert!(e.contains("NoSuchBucket"), "{e}");
+
+    // A mapping that does not parse: file:line:col, the file being the URL.
+    put(&s3, &bucket, "bad.toml", "version = 1\n[source]\nurl = \n").await;
+    let bad = format!("s3://{bucket}/bad.toml");
+    let ev = ReaderEvent {
+        mapping: Some(bad.clone()),
+        ..ReaderEvent::default()
+    };
+    let e = reader
+        .handle(event(ev, Duration::from_secs(30)))
+        .await
+        .unwrap_err()
+        .to_string();
+    eprintln!("{e}");
+    assert!(e.contains(&format!("{bad}:3:")), "{e}");
+}
