@@ -24,6 +24,19 @@
 #                 500-item pages (encoded before its clock starts), into a
 #                 null sink, each batch recorded in a `sql2ddb-testkit
 #                 dynamodb` process; its CPU per item is the write side's
+#   worker        the `sql2ddb worker` write path (crates/engine example
+#                 queue_worker_bench): the same 500-item pages as SQS message
+#                 bodies, encoded before its clock starts, taken from an
+#                 in-memory queue that decodes each as it is received, written
+#                 into a null sink and recorded as the lambda scenario does;
+#                 with `lambda` in the same run, the last lines compare their
+#                 CPU per item
+#   update        `sql2ddb update` of every item (a parallel Scan in 8
+#                 segments, a `where` every item meets, one conditional
+#                 UpdateItem each): ROWS synthetic items served by a null sink
+#                 (`null-sink --scan-items`), then at most 100,000 of them
+#                 loaded (untimed, `sql2ddb-testkit load`) into a
+#                 `sql2ddb-testkit dynamodb` server
 # and prints, per run: rows, wall seconds, items per second, CPU seconds per
 # million items, peak RSS, the share of the read ceiling's rate, and for
 # exports the file bytes per item.
@@ -34,7 +47,8 @@
 #                   bench_<N> and is reused by later runs
 #   --clean         drop the bench_<N> schema afterwards
 #   --skip-build    use the release binaries already built
-#   --only LIST     comma-separated subset of: ceiling,null,dynoxide,export,sdk,lambda,verify
+#   --only LIST     comma-separated subset of:
+#                   ceiling,null,dynoxide,export,sdk,lambda,worker,update,verify
 #   -- RUN ARGS     passed to every `sql2ddb run` (e.g. -- --concurrency 16),
 #                   not to `sql2ddb export`
 #
@@ -82,6 +96,9 @@ if $build; then
   cargo build --release --locked -p sql2ddb -p sql2ddb-testkit
   if [[ ,$only, == *,lambda,* ]]; then
     cargo build --release --locked -p sql2ddb-lambda --example worker_bench
+  fi
+  if [[ ,$only, == *,worker,* ]]; then
+    cargo build --release --locked -p sql2ddb-engine --example queue_worker_bench
   fi
 fi
 
@@ -141,7 +158,10 @@ fi
 row_bytes=$(sql -c "SELECT pg_relation_size('${schema}.orders') / ${rows}")
 log "${schema}.orders: $count rows, ~${row_bytes} bytes per row"
 
-for b in sql2ddb sql2ddb-testkit; do
+needed=(sql2ddb sql2ddb-testkit)
+if [[ ,$only, == *,lambda,* ]]; then needed+=(examples/worker_bench); fi
+if [[ ,$only, == *,worker,* ]]; then needed+=(examples/queue_worker_bench); fi
+for b in "${needed[@]}"; do
   [ -x "$bin_dir/$b" ] || { log "$bin_dir/$b is missing (run without --skip-build)"; exit 1; }
 done
 
@@ -230,8 +250,10 @@ serve() {
   "$bin_dir/sql2ddb-testkit" "$@" >"$work/$name.out" &
   served_pid=$!
   servers+=("$served_pid")
-  for _ in $(seq 1 100); do
+  # Up to 30 s: a busy host (or a debug build) starts slowly.
+  for _ in $(seq 1 300); do
     [ -s "$work/$name.out" ] && break
+    kill -0 "$served_pid" 2>/dev/null || break
     sleep 0.1
   done
   served_url=$(head -n 1 "$work/$name.out")
@@ -280,6 +302,29 @@ self_timed() {
     "$file.json" >>"$results"
 }
 
+# timed NAME FILE ROWS COMMAND…: COMMAND under /usr/bin/time -v, stdout to
+# FILE.json; appends its row (ROWS items) to the results as measure does.
+timed() {
+  local name=$1 file=$2 items=$3; shift 3
+  log "running: $name"
+  local before after busy
+  before=$(host_cpu)
+  /usr/bin/time -v -o "$file.time" "$@" >"$file.json" 2>"$file.err" \
+    || { log "$name failed"; cat "$file.err" "$file.json" >&2; exit 1; }
+  after=$(host_cpu)
+  busy=$(echo "$before $after" | awk '{ d = $4 - $2; print (d > 0) ? 100 * ($3 - $1) / d : 0 }')
+  awk -v name="$name" -v rows="$items" -v busy="$busy" -F': ' '
+    /User time/ { user = $2 }
+    /System time/ { sys = $2 }
+    /Maximum resident set size/ { rss = $2 }
+    /Elapsed \(wall clock\)/ {
+      n = split($2, p, ":"); wall = 0
+      for (i = 1; i <= n; i++) wall = wall * 60 + p[i]
+    }
+    END { printf "%s\t%s\t%.2f\t%.2f\t%d\t%.0f\t-\n", name, rows, wall, user + sys, rss, busy }
+  ' "$file.time" >>"$results"
+}
+
 if has null; then
   start_sink
   measure "null sink" --endpoint "$sink_url"
@@ -313,22 +358,90 @@ if has sdk; then
   rm -rf "$work/sdk-items" "$work/runs"
 fi
 
-if has lambda; then
-  # The same items, from an untimed export, as the pages a reader enqueues.
-  export_items lambda
+# queue_bench NAME FILE PROGRAM: one of the queue consumers' benches (the
+# Lambda handler's, the worker's) on the same items from one untimed
+# export, as the pages a reader enqueues, into a null sink, each batch
+# recorded in a dynoxide process; appends its self-timed row.
+queue_bench() {
+  local name=$1 file=$2 program=$3 before after
+  [ -d "$work/queue-items" ] || export_items queue
   start_sink
   serve progress dynamodb --port 0
   progress_pid=$served_pid progress_url=$served_url
-  log "running: lambda worker handler"
+  log "running: $name"
   before=$(host_cpu)
-  /usr/bin/time -v -o "$work/lambda.time" "$bin_dir/examples/worker_bench" --endpoint "$sink_url" \
-    --progress-endpoint "$progress_url" --items "$work/lambda-items/data" --table bench_orders \
-    >"$work/lambda.json"
+  /usr/bin/time -v -o "$file.time" "$bin_dir/examples/$program" --endpoint "$sink_url" \
+    --progress-endpoint "$progress_url" --items "$work/queue-items/data" --table bench_orders \
+    >"$file.json" 2>"$file.err" || { log "$name failed"; cat "$file.err" >&2; exit 1; }
   after=$(host_cpu)
   stop "$sink_pid" "$progress_pid"
-  # Wall and CPU seconds of the handler calls only, as the bench measured them.
-  self_timed "lambda worker handler" "$work/lambda" "$before" "$after"
-  rm -rf "$work/lambda-items" "$work/runs"
+  # Wall and CPU seconds of the writing only, as the bench measured them.
+  self_timed "$name" "$file" "$before" "$after"
+  rm -rf "$work/runs"
+}
+
+if has lambda; then
+  queue_bench "lambda worker handler" "$work/lambda" worker_bench
+fi
+
+if has worker; then
+  queue_bench "queue worker" "$work/worker" queue_worker_bench
+fi
+rm -rf "$work/queue-items"
+
+# update_run NAME FILE ITEMS ENDPOINT: the update job of every item against
+# ENDPOINT, timed; checks that all ITEMS were updated.
+update_run() {
+  local name=$1 file=$2 items=$3 endpoint=$4 updated
+  timed "$name" "$file" "$items" "$bin_dir/sql2ddb" update "$work/update.toml" \
+    --endpoint "$endpoint" --runs-dir "$work/runs" --json --quiet
+  updated=$(jq -r '"\(.updated) \(.failed) \(.skipped)"' "$file.json")
+  if [ "$updated" != "$items 0 0" ]; then
+    log "$name: updated, failed, skipped = $updated; expected $items 0 0"; jq . "$file.json" >&2; exit 1
+  fi
+  rm -rf "$work/runs"
+}
+
+if has update; then
+  # Every item's status set; the `where` is the read's filter and each
+  # write's condition, and every item meets it.
+  cat >"$work/update.toml" <<TOML
+version = 1
+
+[target]
+table = "bench_orders"
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+
+[update]
+name = "close-every-order"
+scan = { segments = 8 }
+where = "attribute_exists(#st)"
+set = "SET #st = :closed"
+names = { "#st" = "status" }
+values = { ":closed" = "closed" }
+TOML
+  serve update-sink null-sink --port 0 --keys PK:S,SK:S --scan-items "$rows"
+  update_sink_pid=$served_pid
+  update_run "update (null sink)" "$work/update-null" "$rows" "$served_url"
+  sink_cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ printf "%.1f", ($14 + $15) / hz }' "/proc/$update_sink_pid/stat")
+  stop "$update_sink_pid"
+  sink_updates=$(sed -n '2,$p' "$work/update-sink.out" | jq -r '"\(.scanned_items) \(.update_items)"')
+  if [ "$sink_updates" != "$rows $rows" ]; then
+    log "the null sink served and received (scanned, updated) $sink_updates, expected $rows each"; exit 1
+  fi
+  log "the null sink process (scans and updates) used ${sink_cpu} CPU seconds"
+
+  # On dynoxide: at most 100,000 of the same items, loaded untimed.
+  update_db_items=$(( rows < 100000 ? rows : 100000 ))
+  serve update-db dynamodb --port 0
+  update_db_pid=$served_pid
+  log "loading $update_db_items items for the update scenario (untimed)"
+  "$bin_dir/sql2ddb-testkit" load --endpoint "$served_url" --table bench_orders --keys PK:S,SK:S \
+    --items "$update_db_items" >"$work/update-load.json" 2>"$work/update-load.err" \
+    || { log "loading dynoxide for the update scenario failed"; cat "$work/update-load.err" >&2; exit 1; }
+  update_run "update (dynoxide)" "$work/update-db" "$update_db_items" "$served_url"
+  stop "$update_db_pid"
 fi
 
 if has verify; then
@@ -340,35 +453,13 @@ if has verify; then
   "$bin_dir/sql2ddb" run "$work/orders.toml" --endpoint "$verify_url" --runs-dir "$work/runs" \
     --json --quiet >"$work/verify-load.json" 2>"$work/verify-load.err" \
     || { log "the run for the verify scenario failed"; cat "$work/verify-load.err" >&2; exit 1; }
-  # timed NAME FILE COMMAND…: COMMAND under /usr/bin/time -v, stdout to
-  # FILE.json; appends its row to the results as measure does.
-  timed() {
-    local name=$1 file=$2; shift 2
-    log "running: $name"
-    local before after busy
-    before=$(host_cpu)
-    /usr/bin/time -v -o "$file.time" "$@" >"$file.json" 2>"$file.err" \
-      || { log "$name failed"; cat "$file.err" >&2; exit 1; }
-    after=$(host_cpu)
-    busy=$(echo "$before $after" | awk '{ d = $4 - $2; print (d > 0) ? 100 * ($3 - $1) / d : 0 }')
-    awk -v name="$name" -v rows="$rows" -v busy="$busy" -F': ' '
-      /User time/ { user = $2 }
-      /System time/ { sys = $2 }
-      /Maximum resident set size/ { rss = $2 }
-      /Elapsed \(wall clock\)/ {
-        n = split($2, p, ":"); wall = 0
-        for (i = 1; i <= n; i++) wall = wall * 60 + p[i]
-      }
-      END { printf "%s\t%s\t%.2f\t%.2f\t%d\t%.0f\t-\n", name, rows, wall, user + sys, rss, busy }
-    ' "$file.time" >>"$results"
-  }
-  timed "verify --deep" "$work/verify" "$bin_dir/sql2ddb" verify "$work/orders.toml" --deep \
+  timed "verify --deep" "$work/verify" "$rows" "$bin_dir/sql2ddb" verify "$work/orders.toml" --deep \
     --endpoint "$verify_url" --runs-dir "$work/runs" --segments 4 --json
   identical=$(jq -r '[.entities[].identical] | add' "$work/verify.json")
   if [ "$identical" != "$rows" ]; then
     log "verify --deep: $identical items identical, expected $rows"; jq . "$work/verify.json" >&2; exit 1
   fi
-  timed "verify: bare scan" "$work/verify-scan" "$bin_dir/sql2ddb-testkit" scan \
+  timed "verify: bare scan" "$work/verify-scan" "$rows" "$bin_dir/sql2ddb-testkit" scan \
     --endpoint "$verify_url" --table bench_orders --segments 4
   scanned=$(jq -r '.items' "$work/verify-scan.json")
   if [ "$scanned" != "$rows" ]; then log "verify: $scanned items scanned, expected $rows"; exit 1; fi
@@ -408,6 +499,16 @@ awk -F'\t' '
   END {
     if (r > 0 && sr > 0)
       printf "\nsql2ddb run / bare SDK loop: %.2fx the items/s; CPU per item: sql2ddb %.2f us (read, map, check and send), SDK %.2f us (send only)\n", r / sr, c, sc
+  }
+' "$results"
+
+# The Lambda handler against the worker process's write path, same pages.
+awk -F'\t' '
+  $1 == "lambda worker handler" { l = 1e6 * $4 / $2 }
+  $1 == "queue worker" { w = 1e6 * $4 / $2 }
+  END {
+    if (l > 0 && w > 0)
+      printf "\nlambda handler CPU per item / queue worker CPU per item: %.2f us / %.2f us = %.2fx\n", l, w, l / w
   }
 ' "$results"
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use lambda_runtime::{service_fn, LambdaEvent};
-use sql2ddb_engine::serverless::{Finisher, MessageWriter};
+use sql2ddb_engine::serverless::{Finisher, JobFile, MessageWriter};
 use sql2ddb_engine::worker::WorkerSetup;
 use sql2ddb_lambda::finisher::FinisherHandler;
 use sql2ddb_lambda::reader::{LambdaInvoker, Reader};
@@ -46,7 +46,8 @@ async fn main() -> Result<(), Error> {
         HandlerKind::Worker => {
             let env = |name: &str| std::env::var(name).ok();
             let mapping = settings.mapping_or(None)?;
-            let plan = sql2ddb_lambda::mapping::load(mapping, &settings.s3_options(), &env).await?;
+            let file =
+                sql2ddb_lambda::mapping::load_file(mapping, &settings.s3_options(), &env).await?;
             let setup = WorkerSetup {
                 endpoint: settings.endpoint.clone(),
                 progress_table: settings.progress_table.clone(),
@@ -54,7 +55,10 @@ async fn main() -> Result<(), Error> {
                 runs_dir: settings.runs_dir.clone(),
                 ..WorkerSetup::default()
             };
-            let writer = Arc::new(MessageWriter::connect(&plan, &setup).await?);
+            let writer = Arc::new(match file {
+                JobFile::Mapping(plan) => MessageWriter::connect(&plan, &setup).await?,
+                JobFile::Update(job) => MessageWriter::connect_job(&job, &setup).await?,
+            });
             lambda_runtime::run(service_fn(move |e: LambdaEvent<_>| {
                 let writer = writer.clone();
                 async move { sql2ddb_lambda::worker::handle(&writer, e).await }

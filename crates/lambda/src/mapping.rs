@@ -1,10 +1,11 @@
-//! Where a function's mapping comes from: TOML text, a file packaged with
-//! the function, or an object in S3 (`s3://bucket/key.toml`), read at each
-//! load with the function's role (`s3:GetObject`).
+//! Where a function's mapping (or update job) comes from: TOML text, a
+//! file packaged with the function, or an object in S3
+//! (`s3://bucket/key.toml`), read at each load with the function's role
+//! (`s3:GetObject`).
 
 use std::path::Path;
 
-use sql2ddb_engine::serverless::{load_mapping, Plan};
+use sql2ddb_engine::serverless::{load_job, load_mapping, JobFile, Plan, UpdateJob};
 use sql2ddb_s3::S3Options;
 
 use crate::Error;
@@ -20,6 +21,37 @@ pub async fn load(
     if !mapping.starts_with("s3://") {
         return Ok(load_mapping(mapping, env)?);
     }
+    let (url, text) = read_s3(mapping, s3).await?;
+    Ok(Plan::parse(&text, Path::new(url), env)?)
+}
+
+/// Loads a mapping or an update job (a file with an `[update]` table) from
+/// the same places as [`load`]: the reader and the worker run either.
+pub async fn load_file(
+    file: &str,
+    s3: &S3Options,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<JobFile, Error> {
+    if !file.starts_with("s3://") {
+        return Ok(load_job(file, env)?);
+    }
+    let (url, text) = read_s3(file, s3).await?;
+    if UpdateJob::is_job_file(&text) {
+        return Ok(JobFile::Update(Box::new(UpdateJob::parse(
+            &text,
+            Path::new(url),
+            env,
+        )?)));
+    }
+    Ok(JobFile::Mapping(Box::new(Plan::parse(
+        &text,
+        Path::new(url),
+        env,
+    )?)))
+}
+
+/// The text of the object at `mapping` (an `s3://` URL), and the URL.
+async fn read_s3<'a>(mapping: &'a str, s3: &S3Options) -> Result<(&'a str, String), Error> {
     let url = mapping.trim_end();
     let bytes = sql2ddb_s3::read_object(url, s3).await.map_err(|e| {
         let said = e.to_string();
@@ -32,5 +64,5 @@ pub async fn load(
     })?;
     let text = String::from_utf8(bytes)
         .map_err(|_| format!("the mapping {url} is not UTF-8 text (a TOML file is expected)"))?;
-    Ok(Plan::parse(&text, Path::new(url), env)?)
+    Ok((url, text))
 }

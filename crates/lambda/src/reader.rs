@@ -12,7 +12,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use sql2ddb_engine::serverless::{read_until, ReaderOutcome};
+use sql2ddb_engine::serverless::{
+    read_until, update_until, JobFile, Plan, ReaderOutcome, UpdateJob,
+};
+use sql2ddb_engine::update::UpdateOptions;
 
 use crate::{deadline_of, Error, Settings};
 
@@ -40,7 +43,7 @@ pub struct ReaderResponse {
     pub outcome: String,
     /// Whether the next invocation was requested.
     pub reinvoked: bool,
-    /// Rows this invocation read.
+    /// Rows this invocation read (for an update job: items matched).
     pub rows_read: u64,
     /// A line for people.
     pub message: String,
@@ -104,7 +107,8 @@ pub struct Reader {
 }
 
 impl Reader {
-    /// Handles one invocation.
+    /// Handles one invocation: a migration's reader, or an update job's
+    /// (`sql2ddb update --queue`) when the file is an update job.
     pub async fn handle(
         &self,
         event: lambda_runtime::LambdaEvent<ReaderEvent>,
@@ -113,18 +117,14 @@ impl Reader {
         let ev = event.payload;
         let mapping = self.settings.mapping_or(ev.mapping.as_deref())?;
         let env = |name: &str| std::env::var(name).ok();
-        let plan = crate::mapping::load(mapping, &self.settings.s3_options(), &env).await?;
+        let file = crate::mapping::load_file(mapping, &self.settings.s3_options(), &env).await?;
         if ev.resume && ev.run_id.is_none() {
             return Err("to resume, the event gives the run_id".into());
         }
-        let opts = sql2ddb_engine::RunOptions {
-            run_id: ev.run_id.clone(),
-            resume: ev.resume,
-            ..self.settings.run_options()
+        let step = match file {
+            JobFile::Mapping(plan) => self.read_mapping(&plan, &ev, deadline).await?,
+            JobFile::Update(job) => self.read_job(&job, &ev, deadline).await?,
         };
-        let step = read_until(&plan, &opts, deadline, self.settings.reader_margin).await?;
-        let rows_read = step.report.as_ref().map_or(0, |r| r.totals.rows_read);
-        let error = step.report.as_ref().and_then(|r| r.error.clone());
         let (outcome, message) = match step.outcome {
             ReaderOutcome::Finished => {
                 ("finished", "every segment is read and enqueued".to_string())
@@ -140,13 +140,19 @@ impl Reader {
                 "already_finished",
                 "the run was read to its end already: nothing to do".to_string(),
             ),
-            ReaderOutcome::Failed => ("failed", error.unwrap_or_else(|| "the run failed".into())),
+            ReaderOutcome::Failed => (
+                "failed",
+                step.error
+                    .clone()
+                    .unwrap_or_else(|| "the run failed".into()),
+            ),
         };
         if step.outcome == ReaderOutcome::Failed {
             // An error makes Lambda retry the event (a resume from the cursors).
             return Err(format!("run {}: {message}", step.run_id).into());
         }
         let reinvoked = step.outcome == ReaderOutcome::TimeUp;
+        let rows_read = step.rows;
         if reinvoked {
             let next = ReaderEvent {
                 mapping: ev.mapping,
@@ -164,4 +170,58 @@ impl Reader {
             message,
         })
     }
+
+    /// Reads and enqueues a migration's pages until the margin.
+    async fn read_mapping(
+        &self,
+        plan: &Plan,
+        ev: &ReaderEvent,
+        deadline: std::time::Instant,
+    ) -> Result<Step, Error> {
+        let opts = sql2ddb_engine::RunOptions {
+            run_id: ev.run_id.clone(),
+            resume: ev.resume,
+            ..self.settings.run_options()
+        };
+        let step = read_until(plan, &opts, deadline, self.settings.reader_margin).await?;
+        Ok(Step {
+            rows: step.report.as_ref().map_or(0, |r| r.totals.rows_read),
+            error: step.report.and_then(|r| r.error),
+            run_id: step.run_id,
+            outcome: step.outcome,
+            margin_ms: step.margin_ms,
+        })
+    }
+
+    /// Reads an update job's table and sends the matching keys until the
+    /// margin; rows are the items matched.
+    async fn read_job(
+        &self,
+        job: &UpdateJob,
+        ev: &ReaderEvent,
+        deadline: std::time::Instant,
+    ) -> Result<Step, Error> {
+        let opts = UpdateOptions {
+            run_id: ev.run_id.clone(),
+            resume: ev.resume,
+            ..self.settings.update_options()
+        };
+        let step = update_until(job, &opts, deadline, self.settings.reader_margin).await?;
+        Ok(Step {
+            rows: step.report.as_ref().map_or(0, |r| r.matched),
+            error: step.report.and_then(|r| r.error),
+            run_id: step.run_id,
+            outcome: step.outcome,
+            margin_ms: step.margin_ms,
+        })
+    }
+}
+
+/// What one invocation's read came to, a migration's or an update job's.
+struct Step {
+    run_id: String,
+    outcome: ReaderOutcome,
+    margin_ms: u64,
+    rows: u64,
+    error: Option<String>,
 }

@@ -146,6 +146,19 @@ impl Settings {
         }
     }
 
+    /// The options of an update job's reader: endpoints, progress table,
+    /// the work queue.
+    pub fn update_options(&self) -> sql2ddb_engine::update::UpdateOptions {
+        sql2ddb_engine::update::UpdateOptions {
+            endpoint: self.endpoint.clone(),
+            progress_table: self.progress_table.clone(),
+            queue: self.queue_url.clone(),
+            sqs_endpoint: self.sqs_endpoint.clone(),
+            runs_dir: self.runs_dir.clone(),
+            ..sql2ddb_engine::update::UpdateOptions::default()
+        }
+    }
+
     /// The run options of a function: endpoints, progress table, source.
     pub fn run_options(&self) -> sql2ddb_engine::RunOptions {
         sql2ddb_engine::RunOptions {

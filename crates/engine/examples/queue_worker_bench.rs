@@ -1,0 +1,339 @@
+//! The `sql2ddb worker` write path's CPU per item, for `scripts/bench.sh
+//! --only worker`, beside the Lambda handler's (`worker_bench` of
+//! sql2ddb-lambda): the items of an export (`sql2ddb export --compression
+//! none`) become the pages a reader would enqueue, encoded as SQS message
+//! bodies before the clock starts. A [`Worker`] then takes them from an
+//! in-memory queue that holds the bodies and decodes each when it is
+//! received, as `SqsQueue` does, and writes them into a DynamoDB endpoint
+//! (the null sink), recording each batch in a progress table (another
+//! endpoint). Prints the figures as JSON.
+//!
+//! queue_worker_bench --endpoint URL --progress-endpoint URL --items DIR --table NAME [--page 500] [--concurrency N]
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::BufRead;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use sql2ddb_core::{AttrValue, BatchPart, MappedItem, WorkBatch};
+use sql2ddb_dynamo::progress::{EntityMeta, ProgressStore, RunMeta};
+use sql2ddb_dynamo::{AdaptiveConcurrency, BatchWriter, RetryPolicy};
+use sql2ddb_engine::rejects::RejectsFile;
+use sql2ddb_engine::serverless::{load_mapping, Plan};
+use sql2ddb_engine::sink::{BatchSink, PointerTarget};
+use sql2ddb_engine::update::UpdateApplier;
+use sql2ddb_engine::worker::{Worker, WorkerOptions};
+use sql2ddb_queue::{codec, AckHandle, QueueDepth, QueueError, Received, WorkQueue};
+use tokio::sync::Notify;
+
+const RUN: &str = "bench-queue-worker";
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// Every item of the export's `.json` files, in file order.
+fn read_items(dir: &std::path::Path) -> Vec<BTreeMap<String, AttrValue>> {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        #[serde(rename = "Item")]
+        item: BTreeMap<String, AttrValue>,
+    }
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut items = Vec::new();
+    for f in files {
+        let reader = std::io::BufReader::new(std::fs::File::open(&f).unwrap());
+        for line in reader.lines() {
+            let line = line.unwrap();
+            if !line.trim().is_empty() {
+                items.push(serde_json::from_str::<Line>(&line).unwrap().item);
+            }
+        }
+    }
+    items
+}
+
+/// The items as the message bodies of `page`-item pages.
+fn encode_pages(all: &[BTreeMap<String, AttrValue>], page: usize) -> Vec<String> {
+    all.chunks(page)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let items = chunk
+                .iter()
+                .map(|item| MappedItem {
+                    size: sql2ddb_core::limits::item_size(item),
+                    item: item.clone(),
+                    source_key: serde_json::json!({}),
+                })
+                .collect::<Vec<_>>();
+            codec::encode(&WorkBatch {
+                run_id: RUN.into(),
+                entity: "order".into(),
+                segment: 0,
+                page: i as u64,
+                part: BatchPart::WHOLE,
+                rows_read: items.len() as u64,
+                items,
+                pointers: Vec::new(),
+                update: None,
+            })
+        })
+        .collect()
+}
+
+/// User + system CPU seconds of this process so far.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command name (which may hold spaces) close with ')'.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // The kernel's USER_HZ, 100 on Linux.
+    ticks / 100.0
+}
+
+/// SQS as a worker sees it, in memory: message bodies waiting, each decoded
+/// when received (as `SqsQueue::receive` does), held until acknowledged or
+/// released. `drained` is notified once every body is acknowledged.
+struct BodyQueue {
+    state: Mutex<Bodies>,
+    drained: Notify,
+}
+
+#[derive(Default)]
+struct Bodies {
+    ready: VecDeque<(u64, String)>,
+    held: HashMap<u64, String>,
+    next: u64,
+}
+
+impl BodyQueue {
+    fn new(bodies: Vec<String>) -> BodyQueue {
+        let mut state = Bodies::default();
+        for body in bodies {
+            state.ready.push_back((state.next, body));
+            state.next += 1;
+        }
+        BodyQueue {
+            state: Mutex::new(state),
+            drained: Notify::new(),
+        }
+    }
+
+    fn id(handle: &AckHandle) -> Result<u64, QueueError> {
+        handle
+            .0
+            .parse()
+            .map_err(|_| QueueError::UnknownHandle(handle.0.clone()))
+    }
+}
+
+impl WorkQueue for BodyQueue {
+    async fn send(&self, batches: Vec<WorkBatch>) -> Result<usize, QueueError> {
+        let mut state = self.state.lock().unwrap();
+        for batch in &batches {
+            let id = state.next;
+            state.next += 1;
+            state.ready.push_back((id, codec::encode(batch)));
+        }
+        Ok(batches.len())
+    }
+
+    async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Received>, QueueError> {
+        let taken: Vec<(u64, String)> = {
+            let mut state = self.state.lock().unwrap();
+            let n = max.clamp(1, 10).min(state.ready.len());
+            let taken: Vec<_> = state.ready.drain(..n).collect();
+            for (id, body) in &taken {
+                state.held.insert(*id, body.clone());
+            }
+            taken
+        };
+        if taken.is_empty() {
+            // A short poll: nothing more will come, the last batches are being written.
+            tokio::time::sleep(wait.min(Duration::from_millis(1))).await;
+        }
+        Ok(taken
+            .into_iter()
+            .map(|(id, body)| Received {
+                batch: codec::decode(&body).expect("the bench's own bodies decode"),
+                handle: AckHandle(id.to_string()),
+                receive_count: 1,
+            })
+            .collect())
+    }
+
+    async fn ack(&self, handle: &AckHandle) -> Result<(), QueueError> {
+        let id = BodyQueue::id(handle)?;
+        let mut state = self.state.lock().unwrap();
+        if state.held.remove(&id).is_none() {
+            return Err(QueueError::UnknownHandle(handle.0.clone()));
+        }
+        if state.ready.is_empty() && state.held.is_empty() {
+            self.drained.notify_one();
+        }
+        Ok(())
+    }
+
+    async fn extend(&self, handle: &AckHandle, _visibility: Duration) -> Result<(), QueueError> {
+        let id = BodyQueue::id(handle)?;
+        match self.state.lock().unwrap().held.contains_key(&id) {
+            true => Ok(()),
+            false => Err(QueueError::UnknownHandle(handle.0.clone())),
+        }
+    }
+
+    async fn release(&self, handle: &AckHandle) -> Result<(), QueueError> {
+        let id = BodyQueue::id(handle)?;
+        let mut state = self.state.lock().unwrap();
+        let body = state
+            .held
+            .remove(&id)
+            .ok_or_else(|| QueueError::UnknownHandle(handle.0.clone()))?;
+        state.ready.push_front((id, body));
+        Ok(())
+    }
+
+    async fn depth(&self) -> Result<QueueDepth, QueueError> {
+        let state = self.state.lock().unwrap();
+        Ok(QueueDepth {
+            visible: state.ready.len() as u64,
+            in_flight: state.held.len() as u64,
+            dead_letter: None,
+        })
+    }
+}
+
+/// The sink a worker of `plan` builds (the mapping's writer: concurrency,
+/// adaptive, attempts), writing to `endpoint`.
+async fn worker_sink(
+    plan: &Plan,
+    endpoint: &str,
+    concurrency: usize,
+    rejects: Arc<RejectsFile>,
+) -> Arc<BatchSink> {
+    let client = sql2ddb_dynamo::connect(
+        &sql2ddb_dynamo::Endpoint::Url(endpoint.into()),
+        Some("us-east-1"),
+    )
+    .await
+    .unwrap();
+    let retry = RetryPolicy {
+        max_attempts: plan.writer.max_attempts,
+        ..RetryPolicy::default()
+    };
+    let controller = Arc::new(match plan.writer.adaptive {
+        true => AdaptiveConcurrency::new(concurrency),
+        false => AdaptiveConcurrency::fixed(concurrency),
+    });
+    let table = plan.target.table.clone();
+    let writer = BatchWriter::new(client.clone(), table.clone(), plan.key_attrs(), retry)
+        .with_concurrency(controller.clone());
+    Arc::new(BatchSink {
+        writer: Some(Arc::new(writer)),
+        rejects,
+        throttled: Default::default(),
+        pointers: Some(PointerTarget {
+            client: client.clone(),
+            table,
+            keys: plan.key_attrs(),
+            retry: RetryPolicy::default(),
+        }),
+        pointer_stats: Default::default(),
+        files: None,
+        updates: Some(UpdateApplier {
+            client,
+            retry: RetryPolicy::default(),
+            concurrency: controller,
+            limiter: None,
+        }),
+    })
+}
+
+/// A progress table on `endpoint` with the bench's run recorded in it.
+async fn progress_store(endpoint: String, table: &str) -> ProgressStore {
+    let client =
+        sql2ddb_dynamo::connect(&sql2ddb_dynamo::Endpoint::Url(endpoint), Some("us-east-1"))
+            .await
+            .unwrap();
+    let store = ProgressStore::new(client, format!("{table}-sql2ddb-progress"));
+    store.ensure().await.unwrap();
+    let meta = RunMeta {
+        mapping: "bench".into(),
+        source: "bench".into(),
+        table: table.into(),
+        entities: vec![EntityMeta {
+            name: "order".into(),
+            segments: 1,
+            bounds: Vec::new(),
+        }],
+        started: "2024-01-01T00:00:00Z".into(),
+        queue: None,
+        snapshots: Vec::new(),
+    };
+    store.record_run(RUN, &meta).await.unwrap();
+    store
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let endpoint = arg(&args, "--endpoint").expect("--endpoint URL");
+    let progress = arg(&args, "--progress-endpoint").expect("--progress-endpoint URL");
+    let dir = arg(&args, "--items").expect("--items DIR");
+    let table = arg(&args, "--table").expect("--table NAME");
+    let page: usize = arg(&args, "--page").map_or(500, |p| p.parse().unwrap());
+
+    let all = read_items(std::path::Path::new(&dir));
+    let bodies = encode_pages(&all, page);
+    let pages = bodies.len();
+    let mapping = format!(
+        "version = 1\n[source]\nurl = \"postgres://127.0.0.1/unused\"\n[target]\ntable = \"{table}\"\nendpoint = \"{endpoint}\"\nregion = \"us-east-1\"\npk = {{ name = \"PK\", type = \"S\" }}\nsk = {{ name = \"SK\", type = \"S\" }}\n[[entity]]\nname = \"order\"\nfrom = \"orders\"\npk = \"X#{{id}}\"\nsk = \"Y\"\n"
+    );
+    let plan = load_mapping(&mapping, &|_| None).unwrap();
+    // As `sql2ddb worker` does: batches at once = the writer's concurrency.
+    let concurrency =
+        arg(&args, "--concurrency").map_or(plan.writer.concurrency, |c| c.parse().unwrap());
+    let dir =
+        std::env::temp_dir().join(format!("sql2ddb-queue-worker-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let rejects = Arc::new(RejectsFile::new(dir.join("rejects.jsonl")));
+    let sink = worker_sink(&plan, &endpoint, concurrency, rejects.clone()).await;
+    let store = progress_store(progress, &table).await;
+    let queue = Arc::new(BodyQueue::new(bodies));
+    let visibility = Duration::from_secs(60);
+    let worker = Arc::new(Worker::new(
+        queue.clone(),
+        visibility,
+        sink,
+        store,
+        &table,
+        rejects,
+    ));
+    let opts = WorkerOptions {
+        concurrency,
+        poll: Duration::from_secs(1),
+        ..WorkerOptions::default()
+    };
+
+    let (cpu0, wall0) = (cpu_seconds(), Instant::now());
+    let report = worker.work(&opts, queue.drained.notified()).await.unwrap();
+    let (cpu, wall) = (cpu_seconds() - cpu0, wall0.elapsed().as_secs_f64());
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        (report.messages, report.left, report.rejected),
+        (pages as u64, 0, 0),
+        "{report:?}"
+    );
+    println!(
+        "{}",
+        serde_json::json!({ "items": report.items_written, "pages": pages, "seconds": wall, "cpu_seconds": cpu })
+    );
+}
