@@ -274,3 +274,53 @@ fn an_s3_mapping_may_be_read_by_the_reader_and_the_worker_only() {
         }
     }
 }
+
+/// The conditional statements of `role`'s policy under `condition`.
+fn conditional<'a>(t: &'a Value, role: &str, condition: &str) -> Vec<&'a Value> {
+    let statements = at(t, &["Resources", role, "Properties", "Policies"])[0]["PolicyDocument"]
+        ["Statement"]
+        .as_sequence()
+        .unwrap();
+    statements
+        .iter()
+        .filter_map(|s| match s {
+            Value::Tagged(t) if t.tag.to_string().trim_start_matches('!') == "If" => Some(&t.value),
+            _ => None,
+        })
+        .filter(|v| v[0].as_str() == Some(condition))
+        .collect()
+}
+
+#[test]
+fn update_jobs_add_the_reads_and_deletes_they_need_when_asked_only() {
+    let t = template();
+    assert_eq!(
+        str_of(at(&t, &["Parameters", "UpdateJobs", "Default"])),
+        "false"
+    );
+    let condition = at(&t, &["Conditions", "RunsUpdateJobs"]);
+    let args = condition
+        .as_sequence()
+        .map(|_| condition)
+        .unwrap_or(condition);
+    assert!(format!("{args:?}").contains("UpdateJobs"), "{args:?}");
+    let reader = conditional(&t, "ReaderRole", "RunsUpdateJobs");
+    assert_eq!(reader.len(), 1);
+    let actions: Vec<&str> = reader[0][1]["Action"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(str_of)
+        .collect();
+    assert_eq!(actions, ["dynamodb:Scan", "dynamodb:Query"]);
+    let resources = format!("{:?}", reader[0][1]["Resource"]);
+    assert!(
+        resources.contains("table/${TargetTableName}/index/*"),
+        "{resources}"
+    );
+    assert_eq!(tag(&reader[0][2]), ("Ref".into(), "AWS::NoValue".into()));
+    let worker = conditional(&t, "WorkerRole", "RunsUpdateJobs");
+    assert_eq!(worker.len(), 1);
+    assert_eq!(str_of(&worker[0][1]["Action"]), "dynamodb:DeleteItem");
+    assert!(conditional(&t, "FinisherRole", "RunsUpdateJobs").is_empty());
+}
