@@ -54,6 +54,26 @@ struct World {
 }
 
 impl World {
+    /// `sc` with an SQS server, a queue whose deliveries stay invisible for
+    /// `visibility` seconds, and the job file.
+    async fn new(sc: Scenario, visibility: u64) -> World {
+        let moto = MotoServer::start();
+        let sqs = sql2ddb_queue::connect(Some(moto.url()), Some("us-east-1"), None)
+            .await
+            .unwrap();
+        let name = sc.table.replace('_', "-");
+        let urls = create_queue(&sqs, &name, Duration::from_secs(visibility), 10)
+            .await
+            .unwrap();
+        let job = job(&sc, COUNT_VISITS);
+        World {
+            sc,
+            moto,
+            urls,
+            job,
+        }
+    }
+
     fn spawn(&self, args: &[&str]) -> Proc {
         Proc::spawn(self.sc.path(), args)
     }
@@ -132,21 +152,7 @@ async fn an_add_through_sqs_survives_a_killed_worker_and_a_killed_reader_and_cou
     let _heavy = crate::distributed::HEAVY.lock().await;
     let sc = shop().await;
     let before = sc.items().await;
-    let moto = MotoServer::start();
-    let sqs = sql2ddb_queue::connect(Some(moto.url()), Some("us-east-1"), None)
-        .await
-        .unwrap();
-    let name = sc.table.replace('_', "-");
-    let urls = create_queue(&sqs, &name, Duration::from_secs(4), 10)
-        .await
-        .unwrap();
-    let job = job(&sc, COUNT_VISITS);
-    let w = World {
-        sc,
-        moto,
-        urls,
-        job,
-    };
+    let w = World::new(sc, 4).await;
 
     // The reader, slowed by a read-capacity cap so it can be stopped midway.
     let reader = w.reader(&["--run-id", RUN, "--max-rcu", "1"]);
@@ -250,26 +256,8 @@ async fn an_add_through_sqs_survives_a_killed_worker_and_a_killed_reader_and_cou
 async fn a_worker_started_with_a_job_refuses_migration_batches_and_leaves_them_queued() {
     // Migration batches need the mapping: a job's worker must never count
     // them written. The batch stays in the queue for a worker that can.
-    let sc = Scenario::new("updqjob").start().await;
-    let moto = MotoServer::start();
-    let sqs = sql2ddb_queue::connect(Some(moto.url()), Some("us-east-1"), None)
-        .await
-        .unwrap();
-    let urls = create_queue(
-        &sqs,
-        &sc.table.replace('_', "-"),
-        Duration::from_secs(30),
-        5,
-    )
-    .await
-    .unwrap();
-    let job = job(&sc, COUNT_VISITS);
-    let w = World {
-        sc,
-        moto,
-        urls,
-        job,
-    };
+    let w = World::new(Scenario::new("updqjob").start().await, 30).await;
+    let sqs = w.moto_client().await;
     let queue = sql2ddb_queue::SqsQueue::open(sqs.clone(), &w.urls.queue)
         .await
         .unwrap();

@@ -31,6 +31,7 @@ use crate::checkpoint::BatchId;
 use crate::error::EngineError;
 use crate::recorder::BatchRecorder;
 use crate::rejects::RejectsFile;
+use crate::resources::Resources;
 use crate::run::RunOptions;
 use crate::sink::{BatchOutcome, BatchSink};
 
@@ -167,22 +168,23 @@ impl Worker<SqsQueue> {
     /// Connects a worker for `plan`'s table to an SQS queue.
     pub async fn connect(plan: &Plan, setup: &WorkerSetup) -> Result<Self, EngineError> {
         let (recorder, resources) = BatchRecorder::connect(plan, setup).await?;
-        let queue = resources.queue(&setup.queue).await?;
-        let visibility = queue.visibility_timeout();
-        Ok(Worker {
-            queue,
-            visibility,
-            recorder,
-        })
+        Self::over_sqs(recorder, &resources, setup).await
     }
-}
 
-impl Worker<SqsQueue> {
     /// Connects a worker for an update job's table to an SQS queue: it
     /// applies update batches (`sql2ddb update --queue`) and refuses
     /// migration batches, which need a worker started with the mapping.
     pub async fn connect_job(job: &UpdateJob, setup: &WorkerSetup) -> Result<Self, EngineError> {
         let (recorder, resources) = BatchRecorder::connect_job(job, setup).await?;
+        Self::over_sqs(recorder, &resources, setup).await
+    }
+
+    /// A worker of `setup.queue` writing through `recorder`.
+    async fn over_sqs(
+        recorder: BatchRecorder,
+        resources: &Resources,
+        setup: &WorkerSetup,
+    ) -> Result<Self, EngineError> {
         let queue = resources.queue(&setup.queue).await?;
         let visibility = queue.visibility_timeout();
         Ok(Worker {
