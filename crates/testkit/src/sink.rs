@@ -6,6 +6,7 @@
 //! every `UpdateItem` and `DeleteItem` is counted and accepted. Filter and
 //! condition expressions are not evaluated: every item matches.
 
+use std::borrow::Cow;
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -13,7 +14,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::{Request, Response, StatusCode};
-use serde::Serialize;
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value as Json};
 use sql2ddb_core::KeyAttr;
 
@@ -158,6 +160,10 @@ async fn answer(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         .map_err(|_| Hangup)?
         .to_bytes();
     shared.stats().requests += 1;
+    // One call per item: read without building a JSON tree.
+    if op == "UpdateItem" || op == "DeleteItem" {
+        return Ok(single_write(&shared, &body, op == "DeleteItem"));
+    }
     let Ok(body) = serde_json::from_slice::<Json>(&body) else {
         return Ok(error_response(
             StatusCode::BAD_REQUEST,
@@ -172,7 +178,6 @@ async fn answer(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
     let resp = match op.as_str() {
         "BatchWriteItem" => batch_write(&shared, &body),
         "Scan" => scan(&shared, table, &body),
-        "UpdateItem" | "DeleteItem" => single_write(&shared, table, &body, op == "DeleteItem"),
         "DescribeTable" => {
             shared.seen(table);
             json_response(StatusCode::OK, &json!({ "Table": shared.describe(table) }))
@@ -238,10 +243,29 @@ fn wants_capacity(body: &Json) -> bool {
     )
 }
 
+/// What the sink reads of an `UpdateItem` or `DeleteItem`; every other
+/// field (the expressions, their placeholders) is skipped unread.
+#[derive(Deserialize)]
+struct SingleWrite<'a> {
+    #[serde(rename = "TableName", borrow, default)]
+    table: Cow<'a, str>,
+    #[serde(rename = "Key")]
+    key: Option<IgnoredAny>,
+    #[serde(rename = "ReturnConsumedCapacity", borrow, default)]
+    capacity: Option<Cow<'a, str>>,
+}
+
 /// Counts one `UpdateItem` or `DeleteItem` (it must name a key) and accepts
 /// it: one write unit, as for any item under 1 KB.
-fn single_write(shared: &Shared, table: &str, body: &Json, delete: bool) -> Response<Body> {
-    if !body.get("Key").is_some_and(Json::is_object) {
+fn single_write(shared: &Shared, body: &[u8], delete: bool) -> Response<Body> {
+    let Ok(call) = serde_json::from_slice::<SingleWrite>(body) else {
+        return error_response(
+            StatusCode::BAD_REQUEST,
+            "com.amazon.coral.service#SerializationException",
+            "the request body is not a write call",
+        );
+    };
+    if call.key.is_none() {
         return validation("the call names no Key");
     }
     {
@@ -251,11 +275,15 @@ fn single_write(shared: &Shared, table: &str, body: &Json, delete: bool) -> Resp
             false => stats.update_items += 1,
         }
     }
-    let answer = match wants_capacity(body) {
-        true => json!({ "ConsumedCapacity": { "TableName": table, "CapacityUnits": 1.0 } }),
-        false => json!({}),
-    };
-    json_response(StatusCode::OK, &answer)
+    match call.capacity.as_deref() {
+        Some("TOTAL" | "INDEXES") => {
+            let table = Json::String(call.table.into_owned());
+            text_response(format!(
+                "{{\"ConsumedCapacity\":{{\"TableName\":{table},\"CapacityUnits\":1.0}}}}"
+            ))
+        }
+        _ => text_response("{}".to_string()),
+    }
 }
 
 /// One page of the synthetic table's (`Segment`, `TotalSegments`) segment
