@@ -60,7 +60,7 @@ impl SyntheticTable {
     /// A table of `len` items keyed by `keys` (partition key first, S or N;
     /// a binary key is refused).
     pub fn new(len: u64, keys: Vec<KeyAttr>) -> Result<SyntheticTable, String> {
-        if keys.is_empty() || keys.iter().any(|k| k.kind == KeyType::B) {
+        if keys.is_empty() || keys.len() > 2 || keys.iter().any(|k| k.kind == KeyType::B) {
             return Err("synthetic items need one or two S or N key attributes".into());
         }
         let quoted = keys
