@@ -17,11 +17,10 @@ use std::time::{Duration, Instant};
 
 use sql2ddb_core::{AttrValue, BatchPart, MappedItem, WorkBatch};
 use sql2ddb_dynamo::progress::{EntityMeta, ProgressStore, RunMeta};
-use sql2ddb_dynamo::{AdaptiveConcurrency, BatchWriter, RetryPolicy};
+use sql2ddb_dynamo::RetryPolicy;
 use sql2ddb_engine::rejects::RejectsFile;
 use sql2ddb_engine::serverless::{load_mapping, Plan};
-use sql2ddb_engine::sink::{BatchSink, PointerTarget};
-use sql2ddb_engine::update::UpdateApplier;
+use sql2ddb_engine::sink::{BatchSink, SinkOptions};
 use sql2ddb_engine::worker::{Worker, WorkerOptions};
 use sql2ddb_queue::{codec, AckHandle, QueueDepth, QueueError, Received, WorkQueue};
 use tokio::sync::Notify;
@@ -225,36 +224,15 @@ async fn worker_sink(
     )
     .await
     .unwrap();
-    let retry = RetryPolicy {
-        max_attempts: plan.writer.max_attempts,
-        ..RetryPolicy::default()
+    let opts = SinkOptions {
+        concurrency: Some(concurrency),
+        fixed_concurrency: false,
+        max_wcu: None,
+        retry: RetryPolicy::default(),
+        dry_run: false,
+        export: None,
     };
-    let controller = Arc::new(match plan.writer.adaptive {
-        true => AdaptiveConcurrency::new(concurrency),
-        false => AdaptiveConcurrency::fixed(concurrency),
-    });
-    let table = plan.target.table.clone();
-    let writer = BatchWriter::new(client.clone(), table.clone(), plan.key_attrs(), retry)
-        .with_concurrency(controller.clone());
-    Arc::new(BatchSink {
-        writer: Some(Arc::new(writer)),
-        rejects,
-        throttled: Default::default(),
-        pointers: Some(PointerTarget {
-            client: client.clone(),
-            table,
-            keys: plan.key_attrs(),
-            retry: RetryPolicy::default(),
-        }),
-        pointer_stats: Default::default(),
-        files: None,
-        updates: Some(UpdateApplier {
-            client,
-            retry: RetryPolicy::default(),
-            concurrency: controller,
-            limiter: None,
-        }),
-    })
+    BatchSink::for_plan(plan, &opts, &client, rejects)
 }
 
 /// A progress table on `endpoint` with the bench's run recorded in it.

@@ -80,6 +80,18 @@ pub struct PointerStats {
 }
 
 impl BatchSink {
+    /// The sink a process writing `plan`'s table builds (`sql2ddb run` and
+    /// `sql2ddb worker` alike): the mapping's `[writer]` settings with the
+    /// options' overrides, writing through `client`, refused rows to `rejects`.
+    pub fn for_plan(
+        plan: &Plan,
+        opts: &SinkOptions,
+        client: &Client,
+        rejects: Arc<RejectsFile>,
+    ) -> Arc<BatchSink> {
+        build_sink(plan, opts, client, rejects).sink
+    }
+
     /// Writes one batch and records what was refused.
     pub async fn write_batch(&self, batch: WorkBatch) -> Result<BatchOutcome, EngineError> {
         if batch.update.is_some() {
