@@ -259,20 +259,29 @@ async fn record(
 /// Writes a page's items, as many at once as the shared concurrency allows;
 /// returns what became of them.
 async fn write_page(shared: &Arc<Shared>, items: Vec<Item>) -> Counts {
+    // Tasks beyond the calls in flight would only wait: keep a few more than
+    // the concurrency allows, so a page's items are not all held by tasks.
+    let width = 2 * shared.concurrency.max().max(1);
     let mut writes = JoinSet::new();
+    let mut tally = Counts::default();
+    let mut join = |done: Result<Counts, tokio::task::JoinError>| match done {
+        Ok(counts) => {
+            counts.publish(&shared.progress);
+            tally.add(&counts);
+        }
+        Err(e) => shared.halt(format!("a write task failed: {e}")),
+    };
     for item in items {
+        if writes.len() >= width {
+            if let Some(done) = writes.join_next().await {
+                join(done);
+            }
+        }
         let shared = shared.clone();
         writes.spawn(async move { write_one(&shared, item).await });
     }
-    let mut tally = Counts::default();
     while let Some(done) = writes.join_next().await {
-        match done {
-            Ok(counts) => {
-                counts.publish(&shared.progress);
-                tally.add(&counts);
-            }
-            Err(e) => shared.halt(format!("a write task failed: {e}")),
-        }
+        join(done);
     }
     tally
 }
