@@ -1,6 +1,7 @@
-//! The time-boxed reader chain: a 30,000-row migration whose reader gets a
-//! 2-second deadline per invocation. The test plays the Lambda service: it
-//! invokes the reader, takes the re-invocation the reader asked for, and
+//! The time-boxed reader chain: a 50,000-row migration whose reader gets a
+//! 2-second deadline per invocation (`SQL2DDB_TEST_CHAIN_ROWS` changes the
+//! rows: a multiple of 1,000, two segments of whole pages). The test plays
+//! the Lambda service: it invokes the reader, takes the re-invocation the reader asked for, and
 //! invokes it again until the chain ends, while the worker handler drains
 //! the queue as an event source mapping would.
 
@@ -16,8 +17,16 @@ use sql2ddb_lambda::reader::{InvokeFuture, Invoker, Reader, ReaderEvent};
 use sql2ddb_lambda::Settings;
 use support::*;
 
-const ROWS: u64 = 30_000;
+/// Rows migrated, unless `SQL2DDB_TEST_CHAIN_ROWS` says otherwise.
+const ROWS: u64 = 50_000;
 const PAGE: u64 = 500;
+
+fn rows() -> u64 {
+    std::env::var("SQL2DDB_TEST_CHAIN_ROWS")
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(ROWS)
+}
 
 /// The Lambda service's side of `Invoke`: the requested invocations, kept
 /// for the test to deliver.
@@ -31,67 +40,10 @@ impl Invoker for RecordedInvocations {
     }
 }
 
-fn mapping(schema: &str, table: &str, dynamo: &str) -> String {
-    format!(
-        r#"
-version = 1
-[source]
-url = "{pg}"
-page_size = {PAGE}
-read_parallelism = 2
-[target]
-table = "{table}"
-endpoint = "{dynamo}"
-region = "us-east-1"
-create = true
-pk = {{ name = "PK", type = "S" }}
-sk = {{ name = "SK", type = "S" }}
-
-[[entity]]
-name = "item"
-from = "{schema}.items"
-pk = "ITEM#{{id}}"
-sk = "ITEM"
-[entity.attributes]
-entity = "item"
-"#,
-        pg = pg_url()
-    )
-}
-
-/// The event source mapping: receives, invokes the worker, deletes what it
-/// did not report failed; returns how many messages it received.
-async fn drain(writer: &MessageWriter, sqs: &aws_sdk_sqs::Client, queue: &str) -> u64 {
-    let messages = receive(sqs, queue, 1).await;
-    if messages.is_empty() {
-        return 0;
-    }
-    let response = sql2ddb_lambda::worker::handle(
-        writer,
-        event(sqs_event(&messages), Duration::from_secs(60)),
-    )
-    .await
-    .unwrap();
-    let failed: Vec<String> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect();
-    assert!(failed.is_empty(), "no write fails here: {failed:?}");
-    settle(sqs, queue, &messages, &failed).await;
-    messages.len() as u64
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_time_boxed_reader_chain_migrates_every_row_once() {
-    let pg = PgSchema::create(
-        "lambda_chain",
-        &format!(
-            "CREATE TABLE {{schema}}.items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL);
-             INSERT INTO {{schema}}.items SELECT i, 'Name ' || i, i % 100 FROM generate_series(1, {ROWS}) AS i;"
-        ),
-    )
-    .await;
+    let rows = rows();
+    let pg = PgSchema::create("lambda_chain", &items_sql(rows)).await;
     let dynamo = Dynamo::start().await;
     let moto = moto_server::MotoServer::start();
     let sqs = sqs(moto.url()).await;
@@ -101,7 +53,7 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
             .await
             .unwrap();
     let runs = tempfile::tempdir().unwrap();
-    let text = mapping(&pg.name, &table, &dynamo.url);
+    let text = items_mapping(&pg.name, &table, &dynamo.url, PAGE);
     let settings = Settings {
         mapping: Some(text.clone()),
         queue_url: Some(urls.queue.clone()),
@@ -141,6 +93,7 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
         })
     };
 
+    let chain_started = std::time::Instant::now();
     let mut next = Some(ReaderEvent::default());
     let mut responses = Vec::new();
     while let Some(ev) = next.take() {
@@ -164,13 +117,26 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
         last.outcome == "finished" || last.outcome == "already_finished",
         "{last:?}"
     );
-    eprintln!("{} reader invocations", responses.len());
+    eprintln!(
+        "{} reader invocations in {:?}; rows_read answered: {:?}; margins (ms): {:?}",
+        responses.len(),
+        chain_started.elapsed(),
+        responses.iter().map(|r| r.rows_read).collect::<Vec<_>>(),
+        responses
+            .iter()
+            .map(|r| r.message.as_str())
+            .filter_map(|m| m.strip_prefix("stopped ")?.split(' ').next())
+            .collect::<Vec<_>>(),
+    );
     assert!(
         responses.len() > 1,
         "one invocation read everything: {responses:?}"
     );
     // Each invocation reads at least one page: the chain always moves on.
-    assert!(responses.len() as u64 <= ROWS / PAGE + 1, "{responses:?}");
+    assert!(
+        responses.len() as u64 <= rows.div_ceil(PAGE) + 1,
+        "{responses:?}"
+    );
     assert!(responses[..responses.len() - 1]
         .iter()
         .all(|r| r.outcome == "time_up"));
@@ -205,6 +171,10 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    eprintln!(
+        "the workers finished {:?} after the chain",
+        started.elapsed()
+    );
     stop.notify_one();
     let received = workers.await.unwrap();
 
@@ -212,8 +182,8 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
     let summary = sql2ddb_engine::verify::summarize(&recorded);
     assert!(summary.complete);
     let counted = &summary.entities[0];
-    assert_eq!(counted.rows_read, Some(ROWS));
-    assert_eq!(counted.written, ROWS);
+    assert_eq!(counted.rows_read, Some(rows));
+    assert_eq!(counted.written, rows);
     // Every invocation that read recorded its snapshot: as many as invocations.
     let meta = recorded.meta.as_ref().unwrap();
     let reading = responses
@@ -223,20 +193,10 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
     assert_eq!(meta.snapshots.len(), reading, "{responses:?}");
     // No page was enqueued twice: each page sent once, received once, recorded once.
     let pages: u64 = recorded.totals.iter().map(|t| t.pages).sum();
-    assert_eq!(pages, ROWS / PAGE);
+    assert_eq!(pages, rows.div_ceil(PAGE));
     assert_eq!(recorded.batches.len() as u64, pages);
     assert_eq!(received, pages, "messages received = pages sent");
 
-    let items = dynamo.items(&table).await;
-    assert_eq!(items.len() as u64, ROWS);
-    for i in 1..=ROWS {
-        let item = &items[&format!("ITEM#{i}")];
-        assert_eq!(item["SK"].as_s().unwrap(), "ITEM");
-        assert_eq!(item["entity"].as_s().unwrap(), "item");
-        assert_eq!(item["id"].as_n().unwrap(), &i.to_string());
-        assert_eq!(item["name"].as_s().unwrap(), &format!("Name {i}"));
-        assert_eq!(item["qty"].as_n().unwrap(), &(i % 100).to_string());
-        assert_eq!(item.len(), 6, "{item:?}");
-    }
+    assert_items(&dynamo.items(&table).await, rows);
     pg.drop_schema().await;
 }
