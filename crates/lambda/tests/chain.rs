@@ -7,13 +7,13 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sql2ddb_dynamo::progress::{default_table, ProgressStore};
 use sql2ddb_engine::serverless::{load_mapping, MessageWriter};
 use sql2ddb_engine::worker::WorkerSetup;
-use sql2ddb_lambda::reader::{InvokeFuture, Invoker, Reader, ReaderEvent};
+use sql2ddb_lambda::reader::{Reader, ReaderEvent};
 use sql2ddb_lambda::Settings;
 use support::*;
 
@@ -26,18 +26,6 @@ fn rows() -> u64 {
         .ok()
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(ROWS)
-}
-
-/// The Lambda service's side of `Invoke`: the requested invocations, kept
-/// for the test to deliver.
-#[derive(Default)]
-struct RecordedInvocations(Mutex<Vec<ReaderEvent>>);
-
-impl Invoker for RecordedInvocations {
-    fn invoke(&self, event: &ReaderEvent) -> InvokeFuture<'_> {
-        self.0.lock().unwrap().push(event.clone());
-        Box::pin(async { Ok(()) })
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -4,29 +4,18 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use sql2ddb_dynamo::progress::{default_table, ProgressStore};
 use sql2ddb_engine::serverless::MessageWriter;
 use sql2ddb_engine::worker::WorkerSetup;
-use sql2ddb_lambda::reader::{InvokeFuture, Invoker, Reader, ReaderEvent};
+use sql2ddb_lambda::reader::{Reader, ReaderEvent};
 use sql2ddb_lambda::Settings;
 use support::*;
 
 const ROWS: u64 = 1_200;
 const PAGE: u64 = 100;
-
-/// Invocations the reader asks for (none is expected here).
-#[derive(Default)]
-struct RecordedInvocations(Mutex<Vec<ReaderEvent>>);
-
-impl Invoker for RecordedInvocations {
-    fn invoke(&self, event: &ReaderEvent) -> InvokeFuture<'_> {
-        self.0.lock().unwrap().push(event.clone());
-        Box::pin(async { Ok(()) })
-    }
-}
 
 /// An S3 client of moto, to create buckets and put objects.
 fn s3_client(url: &str) -> aws_sdk_s3::Client {

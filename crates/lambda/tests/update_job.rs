@@ -7,7 +7,7 @@
 
 mod support;
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
@@ -16,22 +16,12 @@ use sql2ddb_dynamo::progress::{default_table, ProgressStore};
 use sql2ddb_dynamo::{ensure_table_spec, TableSpec};
 use sql2ddb_engine::serverless::{load_job, JobFile, MessageWriter};
 use sql2ddb_engine::worker::WorkerSetup;
-use sql2ddb_lambda::reader::{InvokeFuture, Invoker, Reader, ReaderEvent};
+use sql2ddb_lambda::reader::{Reader, ReaderEvent};
 use sql2ddb_lambda::Settings;
 use support::*;
 
 /// Customers and orders, `PER_TYPE` each; the job matches the orders.
 const PER_TYPE: usize = 1000;
-
-#[derive(Default)]
-struct RecordedInvocations(Mutex<Vec<ReaderEvent>>);
-
-impl Invoker for RecordedInvocations {
-    fn invoke(&self, event: &ReaderEvent) -> InvokeFuture<'_> {
-        self.0.lock().unwrap().push(event.clone());
-        Box::pin(async { Ok(()) })
-    }
-}
 
 fn job(table: &str, dynamo: &str) -> String {
     format!(
@@ -203,28 +193,4 @@ async fn an_update_job_runs_as_a_time_boxed_reader_chain_and_queue_fed_workers()
     sql2ddb_queue::delete_queue(&sqs, &urls.dead_letter)
         .await
         .unwrap();
-}
-
-/// Every item of `table` (the support's `items` keys them by `PK` only).
-async fn scan_all(
-    dynamo: &Dynamo,
-    table: &str,
-) -> Vec<std::collections::HashMap<String, AttributeValue>> {
-    let mut all = Vec::new();
-    let mut start = None;
-    loop {
-        let out = dynamo
-            .client
-            .scan()
-            .table_name(table)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .unwrap();
-        all.extend(out.items().iter().cloned());
-        start = out.last_evaluated_key;
-        if start.is_none() {
-            return all;
-        }
-    }
 }

@@ -266,3 +266,40 @@ pub fn items_sql(rows: u64) -> String {
          INSERT INTO {{schema}}.items SELECT i, 'Name ' || i, i % 100 FROM generate_series(1, {rows}) AS i;"
     )
 }
+
+/// The Lambda service's side of `Invoke`: the invocations the reader asked
+/// for, kept for the test to deliver (or to check that none was asked).
+#[derive(Default)]
+pub struct RecordedInvocations(pub std::sync::Mutex<Vec<sql2ddb_lambda::reader::ReaderEvent>>);
+
+impl sql2ddb_lambda::reader::Invoker for RecordedInvocations {
+    fn invoke(
+        &self,
+        event: &sql2ddb_lambda::reader::ReaderEvent,
+    ) -> sql2ddb_lambda::reader::InvokeFuture<'_> {
+        self.0.lock().unwrap().push(event.clone());
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// Every item of `table`, in scan order ([`Dynamo::items`] keys them by
+/// `PK`, which a table with a sort key repeats).
+pub async fn scan_all(dynamo: &Dynamo, table: &str) -> Vec<HashMap<String, AttributeValue>> {
+    let mut all = Vec::new();
+    let mut start = None;
+    loop {
+        let out = dynamo
+            .client
+            .scan()
+            .table_name(table)
+            .set_exclusive_start_key(start)
+            .send()
+            .await
+            .unwrap();
+        all.extend(out.items().iter().cloned());
+        start = out.last_evaluated_key;
+        if start.is_none() {
+            return all;
+        }
+    }
+}
