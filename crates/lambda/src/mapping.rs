@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use sql2ddb_engine::serverless::{load_job, load_mapping, JobFile, Plan, UpdateJob};
+use sql2ddb_engine::serverless::{load_job, load_mapping, JobFile, Plan};
 use sql2ddb_s3::S3Options;
 
 use crate::Error;
@@ -36,18 +36,7 @@ pub async fn load_file(
         return Ok(load_job(file, env)?);
     }
     let (url, text) = read_s3(file, s3).await?;
-    if UpdateJob::is_job_file(&text) {
-        return Ok(JobFile::Update(Box::new(UpdateJob::parse(
-            &text,
-            Path::new(url),
-            env,
-        )?)));
-    }
-    Ok(JobFile::Mapping(Box::new(Plan::parse(
-        &text,
-        Path::new(url),
-        env,
-    )?)))
+    Ok(JobFile::parse(&text, Path::new(url), env)?)
 }
 
 /// The text of the object at `mapping` (an `s3://` URL), and the URL.

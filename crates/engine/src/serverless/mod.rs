@@ -37,16 +37,7 @@ pub fn load_mapping(
     mapping: &str,
     env: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Plan, EngineError> {
-    if mapping.starts_with("s3://") {
-        return Err(EngineError::Config(format!(
-            "mapping {mapping}: mappings in S3 are not supported yet; give the mapping inline (TOML text) or as a file packaged with the function"
-        )));
-    }
-    if mapping.contains('\n') || mapping.trim_start().starts_with('[') {
-        return Ok(Plan::parse(mapping, Path::new("(inline mapping)"), env)?);
-    }
-    let path = Path::new(mapping);
-    let text = std::fs::read_to_string(path).map_err(|e| EngineError::io(path, e))?;
+    let (text, path) = read_text(mapping, "(inline mapping)")?;
     Ok(Plan::parse(&text, path, env)?)
 }
 
@@ -59,27 +50,46 @@ pub enum JobFile {
     Update(Box<UpdateJob>),
 }
 
+impl JobFile {
+    /// Parses `text` (named `path` in errors) as an update job when it has
+    /// an `[update]` table, else as a mapping.
+    pub fn parse(
+        text: &str,
+        path: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<JobFile, EngineError> {
+        Ok(match UpdateJob::is_job_file(text) {
+            true => JobFile::Update(Box::new(UpdateJob::parse(text, path, env)?)),
+            false => JobFile::Mapping(Box::new(Plan::parse(text, path, env)?)),
+        })
+    }
+}
+
 /// Loads a mapping or an update job (a file with an `[update]` table),
 /// given inline (TOML text) or as a file path, as [`load_mapping`] does.
 pub fn load_job(file: &str, env: &dyn Fn(&str) -> Option<String>) -> Result<JobFile, EngineError> {
-    let inline = file.contains('\n') || file.trim_start().starts_with('[');
-    let (text, path) = match inline {
-        true => (file.to_string(), Path::new("(inline)")),
-        false if file.starts_with("s3://") => {
-            return load_mapping(file, env).map(|p| JobFile::Mapping(Box::new(p)))
-        }
-        false => {
-            let path = Path::new(file);
-            let text = std::fs::read_to_string(path).map_err(|e| EngineError::io(path, e))?;
-            (text, path)
-        }
-    };
-    if UpdateJob::is_job_file(&text) {
-        return Ok(JobFile::Update(Box::new(UpdateJob::parse(
-            &text, path, env,
-        )?)));
+    let (text, path) = read_text(file, "(inline)")?;
+    JobFile::parse(&text, path, env)
+}
+
+/// The text of `file` (inline TOML, named `inline` in errors, or a file
+/// path) and the name errors give it. An `s3://` URL is refused: the
+/// Lambda functions read such objects themselves.
+fn read_text<'a>(
+    file: &'a str,
+    inline: &'static str,
+) -> Result<(std::borrow::Cow<'a, str>, &'a Path), EngineError> {
+    if file.contains('\n') || file.trim_start().starts_with('[') {
+        return Ok((file.into(), Path::new(inline)));
     }
-    Ok(JobFile::Mapping(Box::new(Plan::parse(&text, path, env)?)))
+    if file.starts_with("s3://") {
+        return Err(EngineError::Config(format!(
+            "mapping {file}: this loader reads inline TOML text or a file; an S3 object is read by the Lambda functions (sql2ddb-lambda), not here"
+        )));
+    }
+    let path = Path::new(file);
+    let text = std::fs::read_to_string(path).map_err(|e| EngineError::io(path, e))?;
+    Ok((text.into(), path))
 }
 
 #[cfg(test)]

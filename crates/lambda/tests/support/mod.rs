@@ -91,26 +91,10 @@ impl Dynamo {
 
     /// Every item of `table`, by its `PK`.
     pub async fn items(&self, table: &str) -> HashMap<String, HashMap<String, AttributeValue>> {
-        let mut items = HashMap::new();
-        let mut start = None;
-        loop {
-            let out = self
-                .client
-                .scan()
-                .table_name(table)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .unwrap();
-            for item in out.items() {
-                let pk = item["PK"].as_s().unwrap().clone();
-                items.insert(pk, item.clone());
-            }
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return items;
-            }
-        }
+        let all = scan_all(self, table).await;
+        all.into_iter()
+            .map(|item| (item["PK"].as_s().unwrap().clone(), item))
+            .collect()
     }
 }
 
