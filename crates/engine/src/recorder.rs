@@ -9,15 +9,13 @@ use std::sync::{Arc, Mutex};
 
 use sql2ddb_core::WorkBatch;
 use sql2ddb_dynamo::progress::{default_table, ProgressStore, RunMeta};
-use sql2ddb_dynamo::{AdaptiveConcurrency, Client, WriteCapacityLimiter};
 use sql2ddb_mapping::{Plan, UpdateJob};
 
 use crate::checkpoint::BatchId;
 use crate::error::EngineError;
 use crate::rejects::RejectsFile;
 use crate::resources::{Job, ResourceOptions, Resources};
-use crate::sink::{build_sink, BatchOutcome, BatchSink, SinkOptions};
-use crate::update::UpdateApplier;
+use crate::sink::{build_sink, BatchOutcome, BatchSink};
 use crate::worker::WorkerSetup;
 
 /// Writes and records the batches of runs into one mapping's table.
@@ -103,7 +101,7 @@ impl BatchRecorder {
         };
         let resources = Resources::open(None, &options, Job::Worker).await?;
         let rejects = worker_rejects(setup)?;
-        let sink = update_sink(
+        let sink = BatchSink::for_updates(
             resources.client(),
             &setup.writer.sink_options(),
             rejects.clone(),
@@ -179,34 +177,4 @@ fn worker_rejects(setup: &WorkerSetup) -> Result<Arc<RejectsFile>, EngineError> 
         .join(format!("worker-{}", crate::run::new_run_id()));
     std::fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
     Ok(Arc::new(RejectsFile::new(dir.join("rejects.jsonl"))))
-}
-
-/// A sink that applies update batches only (no mapping, so no batch writer).
-fn update_sink(client: &Client, opts: &SinkOptions, rejects: Arc<RejectsFile>) -> BatchSink {
-    // Conditional writes in flight: one call per key, so more than batches.
-    let concurrency = opts
-        .concurrency
-        .unwrap_or(1)
-        .max(crate::update::DEFAULT_UPDATE_CONCURRENCY);
-    let controller = match opts.fixed_concurrency {
-        true => AdaptiveConcurrency::fixed(concurrency),
-        false => AdaptiveConcurrency::new(concurrency),
-    };
-    BatchSink {
-        writer: None,
-        rejects,
-        throttled: Default::default(),
-        pointers: None,
-        pointer_stats: Default::default(),
-        files: None,
-        updates: Some(UpdateApplier {
-            client: client.clone(),
-            retry: opts.retry,
-            concurrency: Arc::new(controller),
-            limiter: opts
-                .max_wcu
-                .filter(|w| *w > 0)
-                .map(|w| Arc::new(WriteCapacityLimiter::new(w))),
-        }),
-    }
 }

@@ -79,7 +79,52 @@ pub struct PointerStats {
     pub items: BTreeMap<String, PointerUpdate>,
 }
 
+/// The calls in flight (adapting to throttling unless `adaptive` is off)
+/// and the write-capacity cap a process's writes share.
+fn write_limits(
+    concurrency: usize,
+    adaptive: bool,
+    max_wcu: Option<u64>,
+) -> (Arc<AdaptiveConcurrency>, Option<Arc<WriteCapacityLimiter>>) {
+    let controller = Arc::new(match adaptive {
+        true => AdaptiveConcurrency::new(concurrency),
+        false => AdaptiveConcurrency::fixed(concurrency),
+    });
+    let limiter = max_wcu.map(|w| Arc::new(WriteCapacityLimiter::new(w)));
+    (controller, limiter)
+}
+
 impl BatchSink {
+    /// A sink that applies update batches only (a worker started with an
+    /// update job: no mapping, so no batch writer and no pointers).
+    pub fn for_updates(
+        client: &Client,
+        opts: &SinkOptions,
+        rejects: Arc<RejectsFile>,
+    ) -> BatchSink {
+        // Conditional writes in flight: one call per key, so more than batches.
+        let concurrency = opts
+            .concurrency
+            .unwrap_or(1)
+            .max(crate::update::DEFAULT_UPDATE_CONCURRENCY);
+        let max_wcu = opts.max_wcu.filter(|w| *w > 0);
+        let (controller, limiter) = write_limits(concurrency, !opts.fixed_concurrency, max_wcu);
+        BatchSink {
+            writer: None,
+            rejects,
+            throttled: Default::default(),
+            pointers: None,
+            pointer_stats: Default::default(),
+            files: None,
+            updates: Some(crate::update::UpdateApplier {
+                client: client.clone(),
+                retry: opts.retry,
+                concurrency: controller,
+                limiter,
+            }),
+        }
+    }
+
     /// The sink a process writing `plan`'s table builds (`sql2ddb run` and
     /// `sql2ddb worker` alike): the mapping's `[writer]` settings with the
     /// options' overrides, writing through `client`, refused rows to `rejects`.
@@ -208,13 +253,8 @@ pub(crate) fn build_sink(
 ) -> SinkSetup {
     let concurrency = opts.concurrency.unwrap_or(plan.writer.concurrency).max(1);
     let adaptive = plan.writer.adaptive && !opts.fixed_concurrency;
-    let controller = Arc::new(if adaptive {
-        AdaptiveConcurrency::new(concurrency)
-    } else {
-        AdaptiveConcurrency::fixed(concurrency)
-    });
     let max_wcu = opts.max_wcu.or(plan.writer.max_wcu).filter(|w| *w > 0);
-    let limiter = max_wcu.map(|w| Arc::new(WriteCapacityLimiter::new(w)));
+    let (controller, limiter) = write_limits(concurrency, adaptive, max_wcu);
     let sink = Arc::new(BatchSink {
         writer: (!opts.dry_run).then(|| {
             let retry = RetryPolicy {
