@@ -80,7 +80,8 @@ impl UpdateApplier {
                 Applied::Written { units, skipped } => {
                     out.written += 1;
                     out.skipped += u64::from(skipped);
-                    out.bytes += m.size as u64;
+                    // A skipped key's item was left as it was: no bytes written.
+                    out.bytes += if skipped { 0 } else { m.size as u64 };
                     out.write_units += units;
                 }
                 Applied::Refused(reason) => {
