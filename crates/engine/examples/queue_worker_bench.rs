@@ -10,12 +10,11 @@
 //!
 //! queue_worker_bench --endpoint URL --progress-endpoint URL --items DIR --table NAME [--page 500] [--concurrency N]
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::io::BufRead;
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sql2ddb_core::{AttrValue, BatchPart, MappedItem, WorkBatch};
+use sql2ddb_core::WorkBatch;
 use sql2ddb_dynamo::progress::{EntityMeta, ProgressStore, RunMeta};
 use sql2ddb_dynamo::RetryPolicy;
 use sql2ddb_engine::rejects::RejectsFile;
@@ -23,80 +22,10 @@ use sql2ddb_engine::serverless::{load_mapping, Plan};
 use sql2ddb_engine::sink::{BatchSink, SinkOptions};
 use sql2ddb_engine::worker::{Worker, WorkerOptions};
 use sql2ddb_queue::{codec, AckHandle, QueueDepth, QueueError, Received, WorkQueue};
+use sql2ddb_testkit::bench_input::{arg, cpu_seconds, pages, read_items};
 use tokio::sync::Notify;
 
 const RUN: &str = "bench-queue-worker";
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-/// Every item of the export's `.json` files, in file order.
-fn read_items(dir: &std::path::Path) -> Vec<BTreeMap<String, AttrValue>> {
-    #[derive(serde::Deserialize)]
-    struct Line {
-        #[serde(rename = "Item")]
-        item: BTreeMap<String, AttrValue>,
-    }
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    let mut items = Vec::new();
-    for f in files {
-        let reader = std::io::BufReader::new(std::fs::File::open(&f).unwrap());
-        for line in reader.lines() {
-            let line = line.unwrap();
-            if !line.trim().is_empty() {
-                items.push(serde_json::from_str::<Line>(&line).unwrap().item);
-            }
-        }
-    }
-    items
-}
-
-/// The items as the message bodies of `page`-item pages.
-fn encode_pages(all: &[BTreeMap<String, AttrValue>], page: usize) -> Vec<String> {
-    all.chunks(page)
-        .enumerate()
-        .map(|(i, chunk)| {
-            let items = chunk
-                .iter()
-                .map(|item| MappedItem {
-                    size: sql2ddb_core::limits::item_size(item),
-                    item: item.clone(),
-                    source_key: serde_json::json!({}),
-                })
-                .collect::<Vec<_>>();
-            codec::encode(&WorkBatch {
-                run_id: RUN.into(),
-                entity: "order".into(),
-                segment: 0,
-                page: i as u64,
-                part: BatchPart::WHOLE,
-                rows_read: items.len() as u64,
-                items,
-                pointers: Vec::new(),
-                update: None,
-            })
-        })
-        .collect()
-}
-
-/// User + system CPU seconds of this process so far.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    // Fields after the command name (which may hold spaces) close with ')'.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    // The kernel's USER_HZ, 100 on Linux.
-    ticks / 100.0
-}
 
 /// SQS as a worker sees it, in memory: message bodies waiting, each decoded
 /// when received (as `SqsQueue::receive` does), held until acknowledged or
@@ -270,7 +199,7 @@ async fn main() {
     let page: usize = arg(&args, "--page").map_or(500, |p| p.parse().unwrap());
 
     let all = read_items(std::path::Path::new(&dir));
-    let bodies = encode_pages(&all, page);
+    let bodies: Vec<String> = pages(RUN, &all, page).iter().map(codec::encode).collect();
     let pages = bodies.len();
     let mapping = format!(
         "version = 1\n[source]\nurl = \"postgres://127.0.0.1/unused\"\n[target]\ntable = \"{table}\"\nendpoint = \"{endpoint}\"\nregion = \"us-east-1\"\npk = {{ name = \"PK\", type = \"S\" }}\nsk = {{ name = \"SK\", type = \"S\" }}\n[[entity]]\nname = \"order\"\nfrom = \"orders\"\npk = \"X#{{id}}\"\nsk = \"Y\"\n"

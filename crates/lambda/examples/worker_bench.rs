@@ -8,58 +8,13 @@
 //!
 //! worker_bench --endpoint URL --progress-endpoint URL --items DIR --table NAME [--page 500] [--batch 10]
 
-use std::collections::BTreeMap;
-use std::io::BufRead;
 use std::time::Instant;
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use sql2ddb_core::{AttrValue, BatchPart, MappedItem, WorkBatch};
 use sql2ddb_dynamo::progress::{EntityMeta, ProgressStore, RunMeta};
 use sql2ddb_engine::serverless::{load_mapping, MessageWriter};
 use sql2ddb_engine::worker::WorkerSetup;
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-/// Every item of the export's `.json` files, in file order.
-fn read_items(dir: &std::path::Path) -> Vec<BTreeMap<String, AttrValue>> {
-    #[derive(serde::Deserialize)]
-    struct Line {
-        #[serde(rename = "Item")]
-        item: BTreeMap<String, AttrValue>,
-    }
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    let mut items = Vec::new();
-    for f in files {
-        let reader = std::io::BufReader::new(std::fs::File::open(&f).unwrap());
-        for line in reader.lines() {
-            let line = line.unwrap();
-            if !line.trim().is_empty() {
-                items.push(serde_json::from_str::<Line>(&line).unwrap().item);
-            }
-        }
-    }
-    items
-}
-
-/// User + system CPU seconds of this process so far.
-fn cpu_seconds() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    // Fields after the command name (which may hold spaces) close with ')'.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
-    // The kernel's USER_HZ, 100 on Linux.
-    ticks / 100.0
-}
+use sql2ddb_testkit::bench_input::{arg, cpu_seconds, pages, read_items};
 
 #[tokio::main]
 async fn main() {
@@ -73,30 +28,9 @@ async fn main() {
 
     let run = "bench-lambda";
     let all = read_items(std::path::Path::new(&dir));
-    let pages: Vec<String> = all
-        .chunks(page)
-        .enumerate()
-        .map(|(i, chunk)| {
-            let items = chunk
-                .iter()
-                .map(|item| MappedItem {
-                    size: sql2ddb_core::limits::item_size(item),
-                    item: item.clone(),
-                    source_key: serde_json::json!({}),
-                })
-                .collect::<Vec<_>>();
-            sql2ddb_queue::codec::encode(&WorkBatch {
-                run_id: run.into(),
-                entity: "order".into(),
-                segment: 0,
-                page: i as u64,
-                part: BatchPart::WHOLE,
-                rows_read: items.len() as u64,
-                items,
-                pointers: Vec::new(),
-                update: None,
-            })
-        })
+    let pages: Vec<String> = pages(run, &all, page)
+        .iter()
+        .map(sql2ddb_queue::codec::encode)
         .collect();
 
     let client =

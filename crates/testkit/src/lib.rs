@@ -8,6 +8,7 @@
 //!   sql2ddb's own ceiling; for `sql2ddb update` it also answers `Scan` from a
 //!   [`SyntheticTable`] and counts each `UpdateItem` and `DeleteItem`.
 //!
+//! - [`bench_input`] holds what the queue-consumer benchmark drivers share.
 //! - [`sdk_load`] sends prebuilt items through the bare SDK: the benchmark's
 //!   yardstick.
 //!
@@ -16,6 +17,7 @@
 
 #![warn(missing_docs)]
 
+pub mod bench_input;
 pub mod fault;
 pub mod proxy;
 pub mod sdk_load;

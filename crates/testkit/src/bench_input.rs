@@ -1,0 +1,82 @@
+//! What the queue-consumer benchmark drivers share (the Lambda handler's and
+//! the `sql2ddb worker` path's examples): their flags, the items of an
+//! export read back, the pages those items make, and the CPU time used.
+
+use std::collections::BTreeMap;
+use std::io::BufRead;
+use std::path::Path;
+
+use sql2ddb_core::{AttrValue, BatchPart, MappedItem, WorkBatch};
+
+/// The value after flag `name` in `args`, if given.
+pub fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+/// Every item of the export's `.json` files in `dir`, in file order.
+pub fn read_items(dir: &Path) -> Vec<BTreeMap<String, AttrValue>> {
+    #[derive(serde::Deserialize)]
+    struct Line {
+        #[serde(rename = "Item")]
+        item: BTreeMap<String, AttrValue>,
+    }
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut items = Vec::new();
+    for f in files {
+        let reader = std::io::BufReader::new(std::fs::File::open(&f).unwrap());
+        for line in reader.lines() {
+            let line = line.unwrap();
+            if !line.trim().is_empty() {
+                items.push(serde_json::from_str::<Line>(&line).unwrap().item);
+            }
+        }
+    }
+    items
+}
+
+/// The items as run `run`'s batches of `page` items each (entity `order`,
+/// segment 0), as a reader would hand them on.
+pub fn pages(run: &str, all: &[BTreeMap<String, AttrValue>], page: usize) -> Vec<WorkBatch> {
+    all.chunks(page)
+        .enumerate()
+        .map(|(i, chunk)| {
+            let items: Vec<MappedItem> = chunk
+                .iter()
+                .map(|item| MappedItem {
+                    size: sql2ddb_core::limits::item_size(item),
+                    item: item.clone(),
+                    source_key: serde_json::json!({}),
+                })
+                .collect();
+            WorkBatch {
+                run_id: run.into(),
+                entity: "order".into(),
+                segment: 0,
+                page: i as u64,
+                part: BatchPart::WHOLE,
+                rows_read: items.len() as u64,
+                items,
+                pointers: Vec::new(),
+                update: None,
+            }
+        })
+        .collect()
+}
+
+/// User + system CPU seconds of this process so far.
+pub fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command name (which may hold spaces) close with ')'.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    // The kernel's USER_HZ, 100 on Linux.
+    ticks / 100.0
+}
