@@ -15,14 +15,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use sql2ddb_core::WorkBatch;
-use sql2ddb_dynamo::progress::{EntityMeta, ProgressStore, RunMeta};
 use sql2ddb_dynamo::RetryPolicy;
 use sql2ddb_engine::rejects::RejectsFile;
 use sql2ddb_engine::serverless::{load_mapping, Plan};
 use sql2ddb_engine::sink::{BatchSink, SinkOptions};
 use sql2ddb_engine::worker::{Worker, WorkerOptions};
 use sql2ddb_queue::{codec, AckHandle, QueueDepth, QueueError, Received, WorkQueue};
-use sql2ddb_testkit::bench_input::{arg, cpu_seconds, pages, read_items};
+use sql2ddb_testkit::bench_input::{arg, cpu_seconds, pages, progress_store, read_items};
 use tokio::sync::Notify;
 
 const RUN: &str = "bench-queue-worker";
@@ -164,31 +163,6 @@ async fn worker_sink(
     BatchSink::for_plan(plan, &opts, &client, rejects)
 }
 
-/// A progress table on `endpoint` with the bench's run recorded in it.
-async fn progress_store(endpoint: String, table: &str) -> ProgressStore {
-    let client =
-        sql2ddb_dynamo::connect(&sql2ddb_dynamo::Endpoint::Url(endpoint), Some("us-east-1"))
-            .await
-            .unwrap();
-    let store = ProgressStore::new(client, format!("{table}-sql2ddb-progress"));
-    store.ensure().await.unwrap();
-    let meta = RunMeta {
-        mapping: "bench".into(),
-        source: "bench".into(),
-        table: table.into(),
-        entities: vec![EntityMeta {
-            name: "order".into(),
-            segments: 1,
-            bounds: Vec::new(),
-        }],
-        started: "2024-01-01T00:00:00Z".into(),
-        queue: None,
-        snapshots: Vec::new(),
-    };
-    store.record_run(RUN, &meta).await.unwrap();
-    store
-}
-
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -213,7 +187,7 @@ async fn main() {
     std::fs::create_dir_all(&dir).unwrap();
     let rejects = Arc::new(RejectsFile::new(dir.join("rejects.jsonl")));
     let sink = worker_sink(&plan, &endpoint, concurrency, rejects.clone()).await;
-    let store = progress_store(progress, &table).await;
+    let store = progress_store(progress, &table, RUN).await;
     let queue = Arc::new(BodyQueue::new(bodies));
     let visibility = Duration::from_secs(60);
     let worker = Arc::new(Worker::new(

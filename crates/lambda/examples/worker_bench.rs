@@ -11,10 +11,9 @@
 use std::time::Instant;
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use sql2ddb_dynamo::progress::{EntityMeta, ProgressStore, RunMeta};
 use sql2ddb_engine::serverless::{load_mapping, MessageWriter};
 use sql2ddb_engine::worker::WorkerSetup;
-use sql2ddb_testkit::bench_input::{arg, cpu_seconds, pages, read_items};
+use sql2ddb_testkit::bench_input::{arg, cpu_seconds, pages, progress_store, read_items};
 
 #[tokio::main]
 async fn main() {
@@ -33,26 +32,7 @@ async fn main() {
         .map(sql2ddb_queue::codec::encode)
         .collect();
 
-    let client =
-        sql2ddb_dynamo::connect(&sql2ddb_dynamo::Endpoint::Url(progress), Some("us-east-1"))
-            .await
-            .unwrap();
-    let store = ProgressStore::new(client, format!("{table}-sql2ddb-progress"));
-    store.ensure().await.unwrap();
-    let meta = RunMeta {
-        mapping: "bench".into(),
-        source: "bench".into(),
-        table: table.clone(),
-        entities: vec![EntityMeta {
-            name: "order".into(),
-            segments: 1,
-            bounds: Vec::new(),
-        }],
-        started: "2024-01-01T00:00:00Z".into(),
-        queue: None,
-        snapshots: Vec::new(),
-    };
-    store.record_run(run, &meta).await.unwrap();
+    let store = progress_store(progress, &table, run).await;
     let mapping = format!(
         "version = 1\n[source]\nurl = \"postgres://127.0.0.1/unused\"\n[target]\ntable = \"{table}\"\nendpoint = \"{endpoint}\"\nregion = \"us-east-1\"\npk = {{ name = \"PK\", type = \"S\" }}\nsk = {{ name = \"SK\", type = \"S\" }}\n[[entity]]\nname = \"order\"\nfrom = \"orders\"\npk = \"X#{{id}}\"\nsk = \"Y\"\n"
     );

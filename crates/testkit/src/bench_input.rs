@@ -1,12 +1,14 @@
 //! What the queue-consumer benchmark drivers share (the Lambda handler's and
 //! the `sql2ddb worker` path's examples): their flags, the items of an
-//! export read back, the pages those items make, and the CPU time used.
+//! export read back, the pages those items make, the progress table their
+//! run is recorded in, and the CPU time used.
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::Path;
 
 use sql2ddb_core::{AttrValue, BatchPart, MappedItem, WorkBatch};
+use sql2ddb_dynamo::progress::{EntityMeta, ProgressStore, RunMeta};
 
 /// The value after flag `name` in `args`, if given.
 pub fn arg(args: &[String], name: &str) -> Option<String> {
@@ -68,6 +70,32 @@ pub fn pages(run: &str, all: &[BTreeMap<String, AttrValue>], page: usize) -> Vec
             }
         })
         .collect()
+}
+
+/// The progress table of `table` on `endpoint`, created if missing, with
+/// run `run` (the one entity `order`, one segment) recorded in it.
+pub async fn progress_store(endpoint: String, table: &str, run: &str) -> ProgressStore {
+    let client =
+        sql2ddb_dynamo::connect(&sql2ddb_dynamo::Endpoint::Url(endpoint), Some("us-east-1"))
+            .await
+            .unwrap();
+    let store = ProgressStore::new(client, format!("{table}-sql2ddb-progress"));
+    store.ensure().await.unwrap();
+    let meta = RunMeta {
+        mapping: "bench".into(),
+        source: "bench".into(),
+        table: table.into(),
+        entities: vec![EntityMeta {
+            name: "order".into(),
+            segments: 1,
+            bounds: Vec::new(),
+        }],
+        started: "2024-01-01T00:00:00Z".into(),
+        queue: None,
+        snapshots: Vec::new(),
+    };
+    store.record_run(run, &meta).await.unwrap();
+    store
 }
 
 /// User + system CPU seconds of this process so far.
