@@ -268,11 +268,12 @@ async fn a_worker_started_with_a_job_refuses_migration_batches_and_leaves_them_q
         page: 0,
         part: sql2ddb_core::BatchPart::WHOLE,
         rows_read: 1,
-        items: vec![sql2ddb_core::MappedItem {
-            item: item(vec![("PK", s("ITEM#1")), ("SK", s("ITEM"))]),
-            source_key: serde_json::json!({ "id": 1 }),
-            size: 20,
-        }],
+        items: vec![sql2ddb_core::EncodedItem::new(
+            &item(vec![("PK", s("ITEM#1")), ("SK", s("ITEM"))]),
+            &[],
+            serde_json::json!({ "id": 1 }),
+            20,
+        )],
         pointers: Vec::new(),
         update: None,
     };

@@ -9,7 +9,7 @@ use serde_json::{json, Value as Json};
 pub type Item = BTreeMap<String, AttrValue>;
 
 /// A DynamoDB attribute value. Numbers are kept as their decimal text.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum AttrValue {
     /// String.
     S(String),

@@ -6,6 +6,7 @@ use serde_json::Value as Json;
 use std::collections::BTreeMap;
 
 use crate::attr::{AttrValue, Item};
+use crate::encoded::EncodedItem;
 use crate::limits::KeyAttr;
 use crate::pointer::PointerUpdate;
 
@@ -41,8 +42,8 @@ pub struct WorkBatch {
     /// Source rows this batch accounts for: its items plus the rows rejected
     /// while mapping (a split page puts those on part 0, so parts add up).
     pub rows_read: u64,
-    /// Items to write.
-    pub items: Vec<MappedItem>,
+    /// Items to write, each serialised once when it was mapped.
+    pub items: Vec<EncodedItem>,
     /// Pointer updates this page's rows call for, each written only after the
     /// item it points at is written.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -107,7 +107,9 @@ impl<'de> Visitor<'de> for AttrValueVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::{BatchPart, MappedItem, WorkBatch};
+    use crate::batch::{BatchPart, WorkBatch};
+    use crate::encoded::EncodedItem;
+    use crate::limits::{KeyAttr, KeyType};
     use crate::value::SqlValue;
     use serde_json::Value as Json;
 
@@ -192,14 +194,17 @@ mod tests {
             pointers: Vec::new(),
             update: None,
             rows_read: 5,
-            items: vec![MappedItem {
-                item,
-                source_key: serde_json::json!({"order_id": 7}),
-                size: 123,
-            }],
+            items: vec![EncodedItem::new(
+                &item,
+                &[KeyAttr::new("PK", KeyType::S)],
+                serde_json::json!({"order_id": 7}),
+                123,
+            )],
         };
         let text = serde_json::to_string(&batch).unwrap();
-        assert_eq!(serde_json::from_str::<WorkBatch>(&text).unwrap(), batch);
+        let back = serde_json::from_str::<WorkBatch>(&text).unwrap();
+        assert_eq!(back, batch);
+        assert_eq!(back.items[0].decode().unwrap(), item);
     }
 
     #[test]

@@ -1,25 +1,36 @@
 //! `BatchWriteItem` request bodies built straight from our items.
 //!
 //! The SDK would copy every item into its own `AttributeValue` maps and
-//! serialise those; here the body is serialised once, from the items
-//! themselves (DynamoDB JSON: the encoding of [`sql2ddb_core::AttrValue`]'s
-//! `Serialize`, numbers as their text, binary as base64), and handed to the
-//! SDK before it signs the request ([`with_body`]). The SDK keeps what it is
-//! good at: endpoint, credentials, SigV4, connections, timeouts, errors.
+//! serialise those; here an item is serialised once, when it is mapped
+//! ([`sql2ddb_core::EncodedItem`]: DynamoDB JSON, numbers as their text,
+//! binary as base64), and its text goes into the queue message and the
+//! request body as it is. The body is handed to the SDK before it signs the
+//! request ([`with_body`]). The SDK keeps what it is good at: endpoint,
+//! credentials, SigV4, connections, timeouts, errors.
 
 use aws_smithy_types::body::SdkBody;
 use bytes::Bytes;
-use serde::ser::{SerializeMap, SerializeSeq};
-use serde::{Serialize, Serializer};
-use sql2ddb_core::Item;
+use sql2ddb_core::EncodedItem;
 
-/// The JSON body of a `BatchWriteItem` that puts `items` into `table`.
-pub fn batch_put_body(table: &str, items: &[&Item]) -> Bytes {
-    let body = Body { table, items };
-    // Sized for typical items up front, so the buffer rarely grows.
-    let mut out = Vec::with_capacity(64 + table.len() + items.len() * 640);
-    // Items are maps of strings and well-formed values: serialising cannot fail.
-    serde_json::to_writer(&mut out, &body).expect("a batch serialises");
+/// The JSON body of a `BatchWriteItem` that puts `items` into `table`:
+/// each item's own text, as it was serialised when it was mapped.
+pub fn batch_put_body(table: &str, items: &[&EncodedItem]) -> Bytes {
+    const PUT: &[u8] = br#"{"PutRequest":{"Item":"#;
+    let text: usize = items.iter().map(|m| m.item.get().len()).sum();
+    let mut out = Vec::with_capacity(32 + table.len() + text + items.len() * (PUT.len() + 3));
+    out.extend_from_slice(br#"{"RequestItems":{"#);
+    // A table name is [a-zA-Z0-9_.-]+, but escape it as JSON all the same.
+    serde_json::to_writer(&mut out, table).expect("a string serialises");
+    out.extend_from_slice(b":[");
+    for (i, m) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(PUT);
+        out.extend_from_slice(m.item.get().as_bytes());
+        out.extend_from_slice(b"}}");
+    }
+    out.extend_from_slice(b"]}}");
     Bytes::from(out)
 }
 
@@ -36,64 +47,9 @@ pub fn with_body(
     }
 }
 
-struct Body<'a> {
-    table: &'a str,
-    items: &'a [&'a Item],
-}
-
-impl Serialize for Body<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut top = s.serialize_map(Some(1))?;
-        top.serialize_entry("RequestItems", &Table(self.table, self.items))?;
-        top.end()
-    }
-}
-
-struct Table<'a>(&'a str, &'a [&'a Item]);
-
-impl Serialize for Table<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut map = s.serialize_map(Some(1))?;
-        map.serialize_entry(self.0, &Requests(self.1))?;
-        map.end()
-    }
-}
-
-struct Requests<'a>(&'a [&'a Item]);
-
-impl Serialize for Requests<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for item in self.0 {
-            seq.serialize_element(&Put(item))?;
-        }
-        seq.end()
-    }
-}
-
-struct Put<'a>(&'a Item);
-
-impl Serialize for Put<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut put = s.serialize_map(Some(1))?;
-        put.serialize_entry("PutRequest", &ItemOf(self.0))?;
-        put.end()
-    }
-}
-
-struct ItemOf<'a>(&'a Item);
-
-impl Serialize for ItemOf<'_> {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(1))?;
-        m.serialize_entry("Item", self.0)?;
-        m.end()
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use sql2ddb_core::AttrValue;
+    use sql2ddb_core::{AttrValue, Item, KeyAttr, KeyType};
 
     use super::*;
 
@@ -106,10 +62,15 @@ mod tests {
             AttrValue::N("1234567890123456789012345678901234567".into()),
         );
         item.insert("b".into(), AttrValue::B(vec![0, 1, 255]));
-        let body = batch_put_body("t", &[&item]);
+        let keys = [KeyAttr::new("PK", KeyType::S)];
+        let one = EncodedItem::new(&item, &keys, serde_json::Value::Null, 1);
+        let body = batch_put_body("t", &[&one, &one]);
+        let put = r#"{"PutRequest":{"Item":{"PK":{"S":"A\"1"},"b":{"B":"AAH/"},"big":{"N":"1234567890123456789012345678901234567"}}}}"#;
         assert_eq!(
             std::str::from_utf8(&body).unwrap(),
-            r#"{"RequestItems":{"t":[{"PutRequest":{"Item":{"PK":{"S":"A\"1"},"b":{"B":"AAH/"},"big":{"N":"1234567890123456789012345678901234567"}}}}]}}"#
+            format!(r#"{{"RequestItems":{{"t":[{put},{put}]}}}}"#)
         );
+        let parsed: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(parsed["RequestItems"]["t"].as_array().unwrap().len(), 2);
     }
 }

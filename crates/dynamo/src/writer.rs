@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use futures::StreamExt;
 pub use sql2ddb_aws::RetryPolicy;
-use sql2ddb_core::limits::MAX_BATCH_ITEMS;
-use sql2ddb_core::{write_units, Item, KeyAttr, MappedItem};
+use sql2ddb_core::limits::{MAX_BATCH_BYTES, MAX_BATCH_ITEMS, MAX_ITEM_BYTES};
+use sql2ddb_core::{write_units, AttrValue, EncodedItem, Item, ItemProblem, KeyAttr};
 
 use crate::concurrency::AdaptiveConcurrency;
 use crate::convert::item_from_sdk;
@@ -52,14 +52,19 @@ pub trait BatchWriteApi: Send + Sync {
     fn batch_put(
         &self,
         table: &str,
-        items: &[&Item],
+        items: &[&EncodedItem],
     ) -> impl Future<Output = Result<Vec<usize>, CallError>> + Send;
 }
 
 impl BatchWriteApi for aws_sdk_dynamodb::Client {
-    async fn batch_put(&self, table: &str, items: &[&Item]) -> Result<Vec<usize>, CallError> {
-        // The body is serialised once, from our items, and replaces the
-        // (empty) one the SDK serialised, before signing: see `body`.
+    async fn batch_put(
+        &self,
+        table: &str,
+        items: &[&EncodedItem],
+    ) -> Result<Vec<usize>, CallError> {
+        // The body is made of the items' own text, serialised once when they
+        // were mapped, and replaces the (empty) one the SDK serialised,
+        // before signing: see `body`.
         let body = crate::body::batch_put_body(table, items);
         let out = self
             .batch_write_item()
@@ -79,15 +84,17 @@ impl BatchWriteApi for aws_sdk_dynamodb::Client {
         if unprocessed.is_empty() {
             return Ok(Vec::new());
         }
-        // DynamoDB returns the requests themselves; find them again by value.
-        let back: Vec<Item> = unprocessed
+        // DynamoDB returns the requests themselves; find them again by value
+        // (our text is the serialisation of the same attribute values).
+        let back: Vec<String> = unprocessed
             .iter()
             .filter_map(|w| w.put_request().map(|p| item_from_sdk(p.item())))
+            .map(|item: Item| serde_json::to_string(&item).expect("an item serialises"))
             .collect();
         Ok(items
             .iter()
             .enumerate()
-            .filter(|(_, it)| back.iter().any(|b| b == **it))
+            .filter(|(_, it)| back.iter().any(|b| b == it.item.get()))
             .map(|(i, _)| i)
             .collect())
     }
@@ -112,10 +119,10 @@ pub struct WriteOutcome {
     /// Items DynamoDB refused (a non-retryable error such as a validation
     /// error), each with the classified failure and its message: bad rows,
     /// never retried. A [`Failure::TableFault`] is no fault of the item.
-    pub rejected: Vec<(MappedItem, CallError)>,
+    pub rejected: Vec<(EncodedItem, CallError)>,
     /// Items still unwritten when their retry budget (attempts or time) ran
     /// out, with the reason. Each carries its item (so its key) and source key.
-    pub failed: Vec<(MappedItem, String)>,
+    pub failed: Vec<(EncodedItem, String)>,
 }
 
 impl WriteOutcome {
@@ -191,16 +198,30 @@ impl<C: BatchWriteApi> BatchWriter<C> {
 
     /// Writes `items`: duplicates of a key are resolved (the last row wins, as
     /// sequential puts would), then chunks of 25 are written with retries.
-    pub async fn write(&self, items: Vec<MappedItem>) -> WriteOutcome {
+    /// An item that came without its key values (a queued page of an older
+    /// release) has them read from its text first.
+    pub async fn write(&self, mut items: Vec<EncodedItem>) -> WriteOutcome {
         let mut out = WriteOutcome::default();
-        let total = items.len() as u64;
-        let items = self.dedupe(items);
-        out.superseded = total - items.len() as u64;
-        let mut pending: Vec<Vec<MappedItem>> = Vec::new();
-        let mut it = items.into_iter().peekable();
-        while it.peek().is_some() {
-            pending.push(it.by_ref().take(MAX_BATCH_ITEMS).collect());
+        for m in &mut items {
+            m.ensure_key(&self.keys);
         }
+        // Items a queue message carried were checked by the reader that
+        // mapped them; what the message itself could get wrong is checked
+        // again here, before any call, so such an item is refused alone.
+        let mut sendable = Vec::with_capacity(items.len());
+        for m in items {
+            match self.refusal(&m) {
+                Some(message) => {
+                    let failure = Failure::ItemRejected;
+                    out.rejected.push((m, CallError { failure, message }));
+                }
+                None => sendable.push(m),
+            }
+        }
+        let sent = sendable.len();
+        let items = self.dedupe(sendable);
+        out.superseded = (sent - items.len()) as u64;
+        let mut pending = chunks(items);
         // The permits bound the calls in flight; this only bounds the futures.
         let width = self.concurrency.as_ref().map_or(1, |c| c.max());
         while !pending.is_empty() {
@@ -220,16 +241,44 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         out
     }
 
-    fn dedupe(&self, items: Vec<MappedItem>) -> Vec<MappedItem> {
+    /// Why an item cannot be sent at all, whatever the service would say:
+    /// over 400 KB by DynamoDB's rules, a key attribute missing or empty, or
+    /// text too long for one request.
+    fn refusal(&self, m: &EncodedItem) -> Option<String> {
+        if m.size > MAX_ITEM_BYTES {
+            return Some(ItemProblem::TooLarge { size: m.size }.to_string());
+        }
+        for (k, v) in self.keys.iter().zip(&m.key) {
+            let empty = match v {
+                AttrValue::Null => return Some(format!("key attribute {} is missing", k.name)),
+                AttrValue::S(s) => s.is_empty(),
+                AttrValue::B(b) => b.is_empty(),
+                AttrValue::N(_) => false,
+                other => {
+                    return Some(format!(
+                        "key attribute {} is of type {}, not S, N or B",
+                        k.name,
+                        other.type_name()
+                    ))
+                }
+            };
+            if empty {
+                return Some(format!("key attribute {} is empty", k.name));
+            }
+        }
+        if put_bytes(m) + BODY_OVERHEAD > MAX_BATCH_BYTES {
+            return Some(format!(
+                "item text of {} bytes does not fit one BatchWriteItem request of {MAX_BATCH_BYTES} bytes",
+                m.item.get().len()
+            ));
+        }
+        None
+    }
+
+    fn dedupe(&self, items: Vec<EncodedItem>) -> Vec<EncodedItem> {
         // This runs on every item of every batch: keys by reference (a table
         // has at most two key attributes), one sort, no allocation per item.
-        let keys: Vec<_> = items
-            .iter()
-            .map(|m| {
-                let at = |i: usize| self.keys.get(i).and_then(|k| m.item.get(&k.name));
-                (at(0), at(1))
-            })
-            .collect();
+        let keys: Vec<&[AttrValue]> = items.iter().map(|m| &m.key[..]).collect();
         let mut order: Vec<usize> = (0..items.len()).collect();
         order.sort_unstable_by(|&a, &b| keys[a].cmp(&keys[b]).then(a.cmp(&b)));
         // Equal keys are adjacent, in row order: the last of each run wins.
@@ -253,7 +302,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
     }
 
     /// One call for `chunk`, within the concurrency and capacity limits.
-    async fn call(&self, chunk: &[MappedItem]) -> Result<Vec<usize>, CallError> {
+    async fn call(&self, chunk: &[EncodedItem]) -> Result<Vec<usize>, CallError> {
         let permit = match &self.concurrency {
             Some(c) => Some(c.acquire().await),
             None => None,
@@ -263,7 +312,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             let units: u64 = chunk.iter().map(|m| write_units(m.size)).sum();
             limiter.acquire(units * multiplier).await;
         }
-        let refs: Vec<&Item> = chunk.iter().map(|m| &m.item).collect();
+        let refs: Vec<&EncodedItem> = chunk.iter().collect();
         let result = self.client.batch_put(&self.table, &refs).await;
         if let Some(permit) = permit {
             match &result {
@@ -281,8 +330,8 @@ impl<C: BatchWriteApi> BatchWriter<C> {
     /// and the chunk back when a non-retryable error hit more than one item.
     async fn write_chunk(
         &self,
-        mut chunk: Vec<MappedItem>,
-    ) -> (WriteOutcome, Option<Vec<MappedItem>>) {
+        mut chunk: Vec<EncodedItem>,
+    ) -> (WriteOutcome, Option<Vec<EncodedItem>>) {
         let mut out = WriteOutcome::default();
         let started = tokio::time::Instant::now();
         let mut attempt = 0u32;
@@ -340,11 +389,44 @@ impl<C: BatchWriteApi> BatchWriter<C> {
     }
 }
 
+/// Room in a request body beyond its put requests: the envelope and the
+/// table name (at most 255 bytes, escaped).
+const BODY_OVERHEAD: usize = 64 + 2 * 255;
+
+/// The bytes one item adds to a request body: its text in a put request.
+fn put_bytes(m: &EncodedItem) -> usize {
+    m.item.get().len() + r#"{"PutRequest":{"Item":}},"#.len()
+}
+
+/// Cuts the items into the calls' chunks: 25 items each, fewer when their
+/// text would take the request body over DynamoDB's 16 MB.
+fn chunks(items: Vec<EncodedItem>) -> Vec<Vec<EncodedItem>> {
+    let mut out: Vec<Vec<EncodedItem>> = Vec::new();
+    let mut bytes = 0;
+    for m in items {
+        let size = put_bytes(&m);
+        match out.last_mut() {
+            Some(chunk)
+                if chunk.len() < MAX_BATCH_ITEMS
+                    && bytes + size + BODY_OVERHEAD <= MAX_BATCH_BYTES =>
+            {
+                bytes += size;
+                chunk.push(m);
+            }
+            _ => {
+                bytes = size;
+                out.push(vec![m]);
+            }
+        }
+    }
+    out
+}
+
 /// Splits a chunk into (unprocessed, processed) by the unprocessed indices.
 fn split_indices(
-    chunk: Vec<MappedItem>,
+    chunk: Vec<EncodedItem>,
     unprocessed: &[usize],
-) -> (Vec<MappedItem>, Vec<MappedItem>) {
+) -> (Vec<EncodedItem>, Vec<EncodedItem>) {
     let mut left = Vec::with_capacity(unprocessed.len());
     let mut done = Vec::with_capacity(chunk.len());
     for (i, m) in chunk.into_iter().enumerate() {

@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
-use sql2ddb_core::{AttrValue, Item};
+use sql2ddb_core::{AttrValue, EncodedItem, Item, KeyAttr, KeyType};
 use sql2ddb_dynamo::convert::item_to_sdk;
 use sql2ddb_dynamo::writer::BatchWriteApi;
 use sql2ddb_dynamo::{connect, Endpoint};
@@ -129,8 +129,13 @@ async fn the_body_serialised_once_is_the_request_the_sdk_sends() {
         .unwrap();
     let sdk = requests.recv().await.unwrap();
 
-    // The writer's.
-    let refs: Vec<&Item> = items.iter().collect();
+    // The writer's, from the items' text serialised when they were mapped.
+    let keys = [KeyAttr::new("PK", KeyType::S)];
+    let encoded: Vec<EncodedItem> = items
+        .iter()
+        .map(|item| EncodedItem::new(item, &keys, serde_json::Value::Null, 0))
+        .collect();
+    let refs: Vec<&EncodedItem> = encoded.iter().collect();
     let unprocessed = client.batch_put("shop-t", &refs).await.unwrap();
     assert!(unprocessed.is_empty());
     let ours = requests.recv().await.unwrap();

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use sql2ddb_core::{AttrValue, Item, KeyAttr, MappedItem};
+use sql2ddb_core::{AttrValue, EncodedItem, Item, KeyAttr};
 use sql2ddb_dynamo::{connect, ensure_table, BatchWriter, Endpoint, RetryPolicy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
@@ -98,11 +98,12 @@ async fn nothing_lost_12_http_500_html_shows_status_and_body() {
     let mut item = Item::new();
     item.insert("PK".into(), AttrValue::S("K1".into()));
     let out = BatchWriter::new(client, "t", keys(), policy)
-        .write(vec![MappedItem {
-            item,
-            source_key: serde_json::json!({ "id": 1 }),
-            size: 10,
-        }])
+        .write(vec![EncodedItem::new(
+            &item,
+            &keys(),
+            serde_json::json!({ "id": 1 }),
+            10,
+        )])
         .await;
     assert_eq!(out.written, 0);
     assert_eq!(out.retries, 1);

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sql2ddb_core::{AttrValue, Item, KeyAttr, MappedItem};
+use sql2ddb_core::{AttrValue, EncodedItem, Item, KeyAttr};
 use sql2ddb_dynamo::{
     AdaptiveConcurrency, BatchWriteApi, BatchWriter, CallError, Failure, RetryPolicy,
     WriteCapacityLimiter,
@@ -44,7 +44,7 @@ impl Scripted {
             .lock()
             .unwrap()
             .iter()
-            .map(|(_, i)| pk(i))
+            .map(|(_, i)| pk_of(i))
             .collect();
         keys.sort();
         keys
@@ -52,7 +52,11 @@ impl Scripted {
 }
 
 impl BatchWriteApi for &Scripted {
-    async fn batch_put(&self, _table: &str, items: &[&Item]) -> Result<Vec<usize>, CallError> {
+    async fn batch_put(
+        &self,
+        _table: &str,
+        items: &[&EncodedItem],
+    ) -> Result<Vec<usize>, CallError> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak_in_flight.fetch_max(now, Ordering::SeqCst);
@@ -62,14 +66,18 @@ impl BatchWriteApi for &Scripted {
         let mut accepted = self.accepted.lock().unwrap();
         for (i, item) in items.iter().enumerate() {
             if !unprocessed.contains(&i) {
-                accepted.push((Instant::now(), (*item).clone()));
+                accepted.push((Instant::now(), item.decode().unwrap()));
             }
         }
         Ok(unprocessed)
     }
 }
 
-fn pk(item: &Item) -> String {
+fn pk(item: &EncodedItem) -> String {
+    pk_of(&item.decode().unwrap())
+}
+
+fn pk_of(item: &Item) -> String {
     match &item["PK"] {
         AttrValue::S(s) => s.clone(),
         other => panic!("unexpected key {other:?}"),
@@ -83,16 +91,12 @@ fn keys() -> Vec<KeyAttr> {
     }]
 }
 
-fn items(n: usize, size: usize) -> Vec<MappedItem> {
+fn items(n: usize, size: usize) -> Vec<EncodedItem> {
     (0..n)
         .map(|i| {
             let mut item = Item::new();
             item.insert("PK".into(), AttrValue::S(format!("K{i:05}")));
-            MappedItem {
-                item,
-                source_key: serde_json::json!({ "id": i }),
-                size,
-            }
+            EncodedItem::new(&item, &keys(), serde_json::json!({ "id": i }), size)
         })
         .collect()
 }
@@ -211,7 +215,7 @@ async fn a_batch_that_always_fails_stops_after_its_attempts_with_every_key() {
         "three chunks, five attempts each"
     );
     assert_eq!(out.retries, 3 * 4);
-    let mut failed: Vec<String> = out.failed.iter().map(|(m, _)| pk(&m.item)).collect();
+    let mut failed: Vec<String> = out.failed.iter().map(|(m, _)| pk(m)).collect();
     failed.sort();
     assert_eq!(failed, all_keys(60));
     let (m, why) = &out.failed[0];
@@ -222,7 +226,7 @@ async fn a_batch_that_always_fails_stops_after_its_attempts_with_every_key() {
     );
     assert_eq!(
         m.source_key["id"],
-        serde_json::json!(pk(&m.item)[1..].parse::<u64>().unwrap())
+        serde_json::json!(pk(m)[1..].parse::<u64>().unwrap())
     );
 }
 
@@ -249,7 +253,7 @@ async fn a_batch_that_always_fails_stops_at_its_deadline() {
         client.calls.load(Ordering::SeqCst) > 2 * 10,
         "it did retry before giving up"
     );
-    let mut failed: Vec<String> = out.failed.iter().map(|(m, _)| pk(&m.item)).collect();
+    let mut failed: Vec<String> = out.failed.iter().map(|(m, _)| pk(m)).collect();
     failed.sort();
     assert_eq!(failed, all_keys(30));
     assert!(

@@ -5,7 +5,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use rand::SeedableRng;
-use sql2ddb_core::{AttrValue, Item, KeyAttr, MappedItem};
+use sql2ddb_core::{AttrValue, EncodedItem, Item, KeyAttr};
 use sql2ddb_dynamo::{BatchWriteApi, BatchWriter, CallError, Failure, RetryPolicy};
 use tokio::time::Instant;
 
@@ -51,8 +51,13 @@ fn id_of(item: &Item) -> String {
 }
 
 impl BatchWriteApi for &Scripted {
-    async fn batch_put(&self, _table: &str, items: &[&Item]) -> Result<Vec<usize>, CallError> {
-        let ids: Vec<String> = items.iter().map(|i| id_of(i)).collect();
+    async fn batch_put(
+        &self,
+        _table: &str,
+        items: &[&EncodedItem],
+    ) -> Result<Vec<usize>, CallError> {
+        let items: Vec<Item> = items.iter().map(|i| i.decode().unwrap()).collect();
+        let ids: Vec<String> = items.iter().map(id_of).collect();
         self.calls.lock().unwrap().push((Instant::now(), ids));
         if items.iter().any(|i| i.contains_key("bad")) {
             return Err(CallError {
@@ -80,7 +85,7 @@ impl BatchWriteApi for &Scripted {
         let mut stored = self.stored.lock().unwrap();
         for (i, item) in items.iter().enumerate() {
             if !unprocessed.contains(&i) {
-                stored.push((*item).clone());
+                stored.push(item.clone());
             }
         }
         Ok(unprocessed)
@@ -94,19 +99,28 @@ fn keys() -> Vec<KeyAttr> {
     }]
 }
 
-fn items(n: usize) -> Vec<MappedItem> {
+fn raw_items(n: usize) -> Vec<Item> {
     (0..n)
         .map(|i| {
             let mut item = Item::new();
             item.insert("PK".into(), AttrValue::S(format!("K{i:03}")));
             item.insert("v".into(), AttrValue::N(i.to_string()));
-            MappedItem {
-                item,
-                source_key: serde_json::json!({ "id": i }),
-                size: 100,
-            }
+            item
         })
         .collect()
+}
+
+/// The items as the reader hands them on: serialised, with their keys.
+fn encoded(items: Vec<Item>) -> Vec<EncodedItem> {
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| EncodedItem::new(item, &keys(), serde_json::json!({ "id": i }), 100))
+        .collect()
+}
+
+fn items(n: usize) -> Vec<EncodedItem> {
+    encoded(raw_items(n))
 }
 
 fn policy() -> RetryPolicy {
@@ -208,16 +222,16 @@ fn ceilings_double_then_cap_and_delays_are_jittered() {
 async fn a_validation_error_is_not_retried_and_fails_only_its_item() {
     let client = Scripted::new(vec![]);
     let writer = BatchWriter::new(&client, "t", keys(), policy());
-    let mut batch = items(5);
-    batch[2].item.insert("bad".into(), AttrValue::Bool(true));
+    let mut batch = raw_items(5);
+    batch[2].insert("bad".into(), AttrValue::Bool(true));
     let start = Instant::now();
-    let out = writer.write(batch).await;
+    let out = writer.write(encoded(batch)).await;
 
     assert_eq!(out.written, 4);
     assert_eq!(out.retries, 0);
     assert!(out.failed.is_empty());
     assert_eq!(out.rejected.len(), 1);
-    assert_eq!(id_of(&out.rejected[0].0.item), "K002");
+    assert_eq!(id_of(&out.rejected[0].0.decode().unwrap()), "K002");
     assert!(out.rejected[0].1.message.contains("ValidationException"));
     // One call for the chunk, then one per item to isolate the bad one; no sleeping.
     assert_eq!(client.calls().len(), 1 + 5);
@@ -233,12 +247,10 @@ async fn a_validation_error_is_not_retried_and_fails_only_its_item() {
 async fn chunks_of_25_and_duplicate_keys_resolved_last_wins() {
     let client = Scripted::new(vec![]);
     let writer = BatchWriter::new(&client, "t", keys(), policy());
-    let mut batch = items(60);
+    let mut batch = raw_items(60);
     // Row 59 has the same key as row 10, with another value.
-    batch[59]
-        .item
-        .insert("PK".into(), AttrValue::S("K010".into()));
-    let out = writer.write(batch).await;
+    batch[59].insert("PK".into(), AttrValue::S("K010".into()));
+    let out = writer.write(encoded(batch)).await;
 
     assert_eq!(out.written, 60, "the superseded row counts as written");
     assert_eq!(out.superseded, 1);
@@ -265,7 +277,11 @@ async fn chunks_of_25_and_duplicate_keys_resolved_last_wins() {
 struct MissingTable(Mutex<u32>);
 
 impl BatchWriteApi for &MissingTable {
-    async fn batch_put(&self, _table: &str, _items: &[&Item]) -> Result<Vec<usize>, CallError> {
+    async fn batch_put(
+        &self,
+        _table: &str,
+        _items: &[&EncodedItem],
+    ) -> Result<Vec<usize>, CallError> {
         *self.0.lock().unwrap() += 1;
         Err(CallError {
             failure: Failure::TableFault,
@@ -289,4 +305,95 @@ async fn a_table_that_cannot_be_written_fails_the_chunk_without_splitting_it() {
         2,
         "one call per 25-item chunk, no item-by-item retries"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn items_queued_without_their_keys_get_them_from_their_text() {
+    // A page queued by an older release carries no key values: the writer
+    // reads them from each item, so duplicates are still resolved.
+    let client = Scripted::new(vec![]);
+    let writer = BatchWriter::new(&client, "t", keys(), policy());
+    let mut raw = raw_items(4);
+    raw[3].insert("PK".into(), AttrValue::S("K001".into()));
+    let mut batch = encoded(raw);
+    for m in &mut batch {
+        m.key.clear();
+    }
+    let out = writer.write(batch).await;
+    assert_eq!(out.written, 4);
+    assert_eq!(out.superseded, 1);
+    assert_eq!(client.stored_ids(), vec!["K000", "K001", "K002"]);
+    let stored = client.stored.lock().unwrap();
+    let k1 = stored.iter().find(|i| id_of(i) == "K001").unwrap();
+    assert_eq!(k1["v"], AttrValue::N("3".into()), "the last row wins");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_item_a_message_got_wrong_is_refused_alone_before_any_call() {
+    let client = Scripted::new(vec![]);
+    let writer = BatchWriter::new(&client, "t", keys(), policy());
+    let mut raw = raw_items(4);
+    raw[1].remove("PK");
+    raw[2].insert("PK".into(), AttrValue::S(String::new()));
+    let mut batch = encoded(raw);
+    batch[3].size = 400 * 1024 + 1;
+    let out = writer.write(batch).await;
+    assert_eq!(out.written, 1);
+    let mut why: Vec<(String, String)> = out
+        .rejected
+        .iter()
+        .map(|(m, e)| (m.source_key.to_string(), e.message.clone()))
+        .collect();
+    why.sort();
+    assert_eq!(
+        why,
+        vec![
+            (r#"{"id":1}"#.into(), "key attribute PK is missing".into()),
+            (r#"{"id":2}"#.into(), "key attribute PK is empty".into()),
+            (
+                r#"{"id":3}"#.into(),
+                "item is 409601 bytes by DynamoDB's size rules, over the 400 KB (409600 bytes) limit"
+                    .into()
+            ),
+        ]
+    );
+    assert!(out
+        .rejected
+        .iter()
+        .all(|(_, e)| e.failure == Failure::ItemRejected));
+    assert_eq!(client.calls().len(), 1, "one call, for the good item");
+    assert_eq!(client.stored_ids(), vec!["K000"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_never_carries_a_body_over_16_mb() {
+    // Control characters are one byte by DynamoDB's rules and six in JSON
+    // (`\u0001`): 25 such items of 130 KB would make a 19.5 MB body.
+    let client = Scripted::new(vec![]);
+    let writer = BatchWriter::new(&client, "t", keys(), policy());
+    let mut raw = raw_items(30);
+    for item in &mut raw {
+        item.insert("blob".into(), AttrValue::S("\u{1}".repeat(130_000)));
+    }
+    let batch = encoded(raw);
+    let bodies: Vec<usize> = batch
+        .chunks(25)
+        .map(|c| sql2ddb_dynamo::body::batch_put_body("t", &c.iter().collect::<Vec<_>>()).len())
+        .collect();
+    assert!(bodies[0] > 16 * 1024 * 1024, "25 of them: {bodies:?}");
+    let out = writer.write(batch.clone()).await;
+    assert_eq!(out.written, 30);
+    let calls = client.calls();
+    let by_id: std::collections::BTreeMap<String, &EncodedItem> = batch
+        .iter()
+        .map(|m| (id_of(&m.decode().unwrap()), m))
+        .collect();
+    for (_, ids) in &calls {
+        let items: Vec<&EncodedItem> = ids.iter().map(|id| by_id[id]).collect();
+        let body = sql2ddb_dynamo::body::batch_put_body("t", &items).len();
+        assert!(body <= 16 * 1024 * 1024, "a body of {body} bytes");
+    }
+    let mut sizes: Vec<usize> = calls.iter().map(|c| c.1.len()).collect();
+    sizes.sort();
+    assert_eq!(sizes, vec![9, 21]);
 }

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sql2ddb_core::{AttrValue, KeyAttr, MappedItem, PointerUpdate, Reject, WorkBatch};
+use sql2ddb_core::{AttrValue, EncodedItem, KeyAttr, PointerUpdate, Reject, WorkBatch};
 use sql2ddb_dynamo::{
     write_pointer, AdaptiveConcurrency, BatchWriter, Client, Failure, PointerOutcome, RetryPolicy,
     WriteCapacityLimiter,
@@ -157,11 +157,10 @@ impl BatchSink {
                 ..BatchOutcome::default()
             });
         };
-        let keys = writer_keys(&self.pointers);
         let all_keys: Vec<Vec<AttrValue>> = if batch.pointers.is_empty() {
             Vec::new()
         } else {
-            batch.items.iter().map(|m| key_of(&keys, &m.item)).collect()
+            batch.items.iter().map(|m| m.key.clone()).collect()
         };
         let out = writer.write(batch.items).await;
         self.throttled.fetch_add(out.throttled, Ordering::Relaxed);
@@ -184,7 +183,7 @@ impl BatchSink {
                 .iter()
                 .map(|(m, _)| m)
                 .chain(out.failed.iter().map(|(m, _)| m))
-                .map(|m| key_of(&keys, &m.item))
+                .map(|m| m.key.clone())
                 .collect();
             let written: BTreeSet<&Vec<AttrValue>> = all_keys
                 .iter()
@@ -346,27 +345,13 @@ impl BatchSink {
     }
 }
 
-fn writer_keys(target: &Option<PointerTarget>) -> Vec<String> {
-    target
-        .as_ref()
-        .map(|t| t.keys.iter().map(|k| k.name.clone()).collect())
-        .unwrap_or_default()
-}
-
-/// The key attribute values of an item, partition key first.
-pub(crate) fn key_of(keys: &[String], item: &sql2ddb_core::Item) -> Vec<AttrValue> {
-    keys.iter()
-        .map(|k| item.get(k).cloned().unwrap_or(AttrValue::Null))
-        .collect()
-}
-
 /// A reject for an item DynamoDB refused or that ran out of retries.
-fn write_reject(entity: &str, m: &MappedItem, reason: &str) -> Reject {
+fn write_reject(entity: &str, m: &EncodedItem, reason: &str) -> Reject {
     Reject {
         entity: entity.to_string(),
         key: m.source_key.clone(),
         column: None,
         reason: reason.to_string(),
-        row: sql2ddb_core::attr::map_to_dynamo_json(&m.item),
+        row: m.to_json(),
     }
 }

@@ -265,7 +265,7 @@ fn plan_parts(
 mod tests {
     use std::collections::BTreeMap;
 
-    use sql2ddb_core::{AttrValue, MappedItem};
+    use sql2ddb_core::{AttrValue, EncodedItem, KeyAttr, KeyType};
 
     use super::*;
 
@@ -282,19 +282,20 @@ mod tests {
             .collect()
     }
 
-    fn item(i: u64, blob: usize) -> MappedItem {
+    fn item(i: u64, blob: usize) -> EncodedItem {
         let mut item = BTreeMap::new();
         item.insert("PK".to_string(), AttrValue::S(format!("ORDER#{i}")));
         item.insert("n".to_string(), AttrValue::N(format!("{i}.5")));
         item.insert("blob".to_string(), AttrValue::B(noise(i, blob)));
-        MappedItem {
-            item,
-            source_key: serde_json::json!({ "id": i }),
-            size: blob + 20,
-        }
+        EncodedItem::new(
+            &item,
+            &[KeyAttr::new("PK", KeyType::S)],
+            serde_json::json!({ "id": i }),
+            blob + 20,
+        )
     }
 
-    fn batch(items: Vec<MappedItem>, rows_read: u64) -> WorkBatch {
+    fn batch(items: Vec<EncodedItem>, rows_read: u64) -> WorkBatch {
         WorkBatch {
             run_id: "run-1".into(),
             entity: "order".into(),
@@ -345,7 +346,7 @@ mod tests {
             }
         }
         // Every item once, in order; rejected rows on part 0 only.
-        let joined: Vec<MappedItem> = parts.iter().flat_map(|p| p.items.clone()).collect();
+        let joined: Vec<EncodedItem> = parts.iter().flat_map(|p| p.items.clone()).collect();
         assert_eq!(joined, items);
         assert_eq!(parts.iter().map(|p| p.rows_read).sum::<u64>(), 67);
         assert_eq!(parts[0].rows_read, parts[0].items.len() as u64 + 7);

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use moto_server::MotoServer;
-use sql2ddb_core::{AttrValue, BatchPart, MappedItem, WorkBatch};
+use sql2ddb_core::{AttrValue, BatchPart, EncodedItem, KeyAttr, KeyType, WorkBatch};
 use sql2ddb_queue::{
     connect, create_queue, delete_queue, depths, redrive, QueueUrls, Received, SqsQueue,
     VisibilityExtender, WorkQueue, MAX_MESSAGE_BYTES,
@@ -18,7 +18,7 @@ use sql2ddb_queue::{
 /// Gives up on a condition that never comes.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-fn item(i: u64, blob: usize) -> MappedItem {
+fn item(i: u64, blob: usize) -> EncodedItem {
     let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let noise: Vec<u8> = (0..blob)
         .map(|_| {
@@ -33,14 +33,19 @@ fn item(i: u64, blob: usize) -> MappedItem {
     item.insert("SK".to_string(), AttrValue::S("ORDER".into()));
     item.insert("total".to_string(), AttrValue::N(format!("{i}.25")));
     item.insert("blob".to_string(), AttrValue::B(noise));
-    MappedItem {
-        item,
-        source_key: serde_json::json!({ "order_id": i }),
-        size: blob + 40,
-    }
+    let keys = [
+        KeyAttr::new("PK", KeyType::S),
+        KeyAttr::new("SK", KeyType::S),
+    ];
+    EncodedItem::new(
+        &item,
+        &keys,
+        serde_json::json!({ "order_id": i }),
+        blob + 40,
+    )
 }
 
-fn batch(page: u64, items: Vec<MappedItem>) -> WorkBatch {
+fn batch(page: u64, items: Vec<EncodedItem>) -> WorkBatch {
     WorkBatch {
         run_id: "run-1".into(),
         entity: "order".into(),
@@ -162,7 +167,7 @@ async fn packed_batches_are_sent_received_counted_and_acked_once() {
 async fn a_page_too_large_for_one_message_arrives_whole_in_parts() {
     let f = Fixture::new("parts", Duration::from_secs(30), 5).await;
     // 60 items of 20 KB that do not compress: well over 1 MiB encoded.
-    let items: Vec<MappedItem> = (0..60).map(|i| item(i, 20_000)).collect();
+    let items: Vec<EncodedItem> = (0..60).map(|i| item(i, 20_000)).collect();
     let messages = f.queue.send(vec![batch(4, items.clone())]).await.unwrap();
     assert!(messages >= 2, "sent as {messages} message(s)");
 
@@ -183,7 +188,7 @@ async fn a_page_too_large_for_one_message_arrives_whole_in_parts() {
         );
         assert_eq!((p.segment, p.page), (1, 4));
     }
-    let joined: Vec<MappedItem> = parts.iter().flat_map(|p| p.items.clone()).collect();
+    let joined: Vec<EncodedItem> = parts.iter().flat_map(|p| p.items.clone()).collect();
     assert_eq!(joined, items);
     assert_eq!(parts.iter().map(|p| p.rows_read).sum::<u64>(), 61);
     f.clean_up().await;

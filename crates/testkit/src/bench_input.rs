@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::Path;
 
-use sql2ddb_core::{AttrValue, BatchPart, MappedItem, WorkBatch};
+use sql2ddb_core::{AttrValue, BatchPart, EncodedItem, KeyAttr, KeyType, WorkBatch};
 use sql2ddb_dynamo::progress::{EntityMeta, ProgressStore, RunMeta};
 
 /// The value after flag `name` in `args`, if given.
@@ -44,17 +44,21 @@ pub fn read_items(dir: &Path) -> Vec<BTreeMap<String, AttrValue>> {
 }
 
 /// The items as run `run`'s batches of `page` items each (entity `order`,
-/// segment 0), as a reader would hand them on.
+/// segment 0), as a reader would hand them on: encoded, with their key
+/// values (the benchmark's table is keyed by the strings `PK` and `SK`).
 pub fn pages(run: &str, all: &[BTreeMap<String, AttrValue>], page: usize) -> Vec<WorkBatch> {
+    let keys = [
+        KeyAttr::new("PK", KeyType::S),
+        KeyAttr::new("SK", KeyType::S),
+    ];
     all.chunks(page)
         .enumerate()
         .map(|(i, chunk)| {
-            let items: Vec<MappedItem> = chunk
+            let items: Vec<EncodedItem> = chunk
                 .iter()
-                .map(|item| MappedItem {
-                    size: sql2ddb_core::limits::item_size(item),
-                    item: item.clone(),
-                    source_key: serde_json::json!({}),
+                .map(|item| {
+                    let size = sql2ddb_core::limits::item_size(item);
+                    EncodedItem::new(item, &keys, serde_json::json!({}), size)
                 })
                 .collect();
             WorkBatch {

@@ -5,7 +5,7 @@ mod support;
 
 use std::time::Duration;
 
-use sql2ddb_core::Item;
+use sql2ddb_core::EncodedItem;
 use sql2ddb_dynamo::{ensure_table, BatchWriteApi, CallError};
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
 use support::{assert_same_items, client, items, Upstream};
@@ -25,7 +25,7 @@ async fn every_fault_kind_looks_like_dynamodb_to_the_client() {
         .unwrap();
     let client = client(&proxy.url()).await;
     let batch = items(0, 10, 10);
-    let refs: Vec<&Item> = batch.iter().map(|m| &m.item).collect();
+    let refs: Vec<&EncodedItem> = batch.iter().collect();
     let call = |config: FaultConfig| {
         proxy.set_config(config).unwrap();
         BatchWriteApi::batch_put(&client, &table, &refs)
@@ -72,7 +72,7 @@ async fn every_fault_kind_looks_like_dynamodb_to_the_client() {
     let before = proxy.stats().items_forwarded;
     proxy.set_config(only(|c| c.unprocessed = 1.0)).unwrap();
     let other = items(100, 110, 10);
-    let other_refs: Vec<&Item> = other.iter().map(|m| &m.item).collect();
+    let other_refs: Vec<&EncodedItem> = other.iter().collect();
     let unprocessed = BatchWriteApi::batch_put(&client, &table, &other_refs)
         .await
         .unwrap();
@@ -128,7 +128,7 @@ async fn a_throttle_window_starts_when_the_configuration_is_applied() {
         .unwrap();
     let client = client(&proxy.url()).await;
     let batch = items(0, 5, 10);
-    let refs: Vec<&Item> = batch.iter().map(|m| &m.item).collect();
+    let refs: Vec<&EncodedItem> = batch.iter().collect();
     proxy
         .set_config(only(|c| {
             c.throttle_all_for = Some(Duration::from_millis(300))

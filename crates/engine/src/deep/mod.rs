@@ -324,7 +324,13 @@ pub(crate) fn take_batch<S: Sink>(
     let mut buckets = expected.lock().expect("buckets lock");
     let counted = first.is_some();
     for m in batch.items {
-        let Some(key) = key_text(&m.item, &side.keys) else {
+        // Read back from the text the run would write: what is compared is
+        // exactly what a write would send.
+        let item = m.decode().map_err(|message| EngineError::Entity {
+            entity: batch.entity.clone(),
+            message,
+        })?;
+        let Some(key) = key_text(&item, &side.keys) else {
             continue;
         };
         let hash = stable_hash(&key);
@@ -334,7 +340,7 @@ pub(crate) fn take_batch<S: Sink>(
         let record = Record {
             key,
             entity: batch.entity.clone(),
-            item: m.item,
+            item,
             source_key: Some(m.source_key),
         };
         buckets.push(hash, record)?;

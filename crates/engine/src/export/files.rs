@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::Serialize;
 use sha2::{Digest, Sha256};
-use sql2ddb_core::{AttrValue, Item, MappedItem, PointerUpdate, WorkBatch};
+use sql2ddb_core::{AttrValue, EncodedItem, Item, PointerUpdate, WorkBatch};
 
 use super::output::{Destination, FileOut};
 use super::Compression;
@@ -122,7 +122,11 @@ impl ItemFiles {
             ..BatchOutcome::default()
         };
         self.keep_pointers(batch.pointers.into_iter().map(|p| p.update));
-        let items: Vec<&Item> = batch.items.iter().map(|m| &m.item).collect();
+        let items: Vec<(Option<&AttrValue>, &str)> = batch
+            .items
+            .iter()
+            .map(|m| (m.key.first(), m.item.get()))
+            .collect();
         self.write_items(&batch.items, &items).await?;
         Ok(outcome)
     }
@@ -131,7 +135,15 @@ impl ItemFiles {
     /// file written, by name.
     pub async fn finish(&self) -> Result<Vec<FileEntry>, EngineError> {
         let pointer_items = self.pointer_items();
-        let items: Vec<&Item> = pointer_items.iter().collect();
+        let texts: Vec<String> = pointer_items
+            .iter()
+            .map(|item| serde_json::to_string(item).expect("an item serialises"))
+            .collect();
+        let items: Vec<(Option<&AttrValue>, &str)> = pointer_items
+            .iter()
+            .zip(&texts)
+            .map(|(item, text)| (item.get(&self.keys[0]), text.as_str()))
+            .collect();
         self.write_items(&[], &items).await?;
         for bucket in self.buckets.get().into_iter().flatten() {
             let mut b = bucket.lock().await;
@@ -204,10 +216,14 @@ impl ItemFiles {
             .collect()
     }
 
-    /// Encodes `items`, spreads them over the file slots by partition key
-    /// and appends each slot's lines. `sized` (the batch's items with their
-    /// sizes) sizes the slots on the first call.
-    async fn write_items(&self, sized: &[MappedItem], items: &[&Item]) -> Result<(), EngineError> {
+    /// Spreads `items` (partition key, item text) over the file slots by
+    /// partition key and appends each slot's lines. `sized` (the batch's
+    /// items with their sizes) sizes the slots on the first call.
+    async fn write_items(
+        &self,
+        sized: &[EncodedItem],
+        items: &[(Option<&AttrValue>, &str)],
+    ) -> Result<(), EngineError> {
         if items.is_empty() {
             return Ok(());
         }
@@ -223,12 +239,12 @@ impl ItemFiles {
                 .collect()
         });
         let mut lines: Vec<Vec<Vec<u8>>> = vec![Vec::new(); buckets.len()];
-        for item in items {
-            let slot = match item.get(&self.keys[0]) {
+        for (pk, text) in items {
+            let slot = match pk {
                 Some(pk) => (key_hash(pk) % buckets.len() as u64) as usize,
                 None => 0,
             };
-            lines[slot].push(encode_line(item));
+            lines[slot].push(encode_line(text));
         }
         for (slot, lines) in lines.into_iter().enumerate() {
             if lines.is_empty() {
@@ -244,7 +260,7 @@ impl ItemFiles {
     /// each about once, and one per [`ROWS_PER_SLOT`] rows even when one
     /// file would hold them all (an import reads files in parallel, and
     /// the slots compress in parallel); at most [`MAX_OPEN_FILES`].
-    fn slots(&self, sample: &[MappedItem]) -> usize {
+    fn slots(&self, sample: &[EncodedItem]) -> usize {
         let rows: u64 = self
             .progress
             .entities()
@@ -341,17 +357,14 @@ impl OpenFile {
     }
 }
 
-/// One item as an import line: `{"Item":{…}}` and a newline, values in
-/// DynamoDB JSON exactly as the writer sends them (numbers as text, binary
-/// as base64).
-pub fn encode_line(item: &Item) -> Vec<u8> {
-    #[derive(Serialize)]
-    struct Line<'a> {
-        #[serde(rename = "Item")]
-        item: &'a Item,
-    }
-    let mut out = serde_json::to_vec(&Line { item }).expect("an item serialises");
-    out.push(b'\n');
+/// One item as an import line: `{"Item":{…}}` and a newline, the item's
+/// DynamoDB JSON exactly as the writer sends it (numbers as text, binary as
+/// base64).
+pub fn encode_line(item: &str) -> Vec<u8> {
+    let mut out = Vec::with_capacity(item.len() + 10);
+    out.extend_from_slice(br#"{"Item":"#);
+    out.extend_from_slice(item.as_bytes());
+    out.extend_from_slice(b"}\n");
     out
 }
 

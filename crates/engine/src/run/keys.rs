@@ -8,7 +8,7 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use sql2ddb_core::{KeyAttr, MappedItem};
+use sql2ddb_core::EncodedItem;
 use sql2ddb_mapping::Entity;
 use sql2ddb_source::{KeyProof, Relation, Shape, Source};
 
@@ -78,17 +78,12 @@ pub(super) struct Overwrites {
 
 impl Overwrites {
     /// Records a page's items.
-    pub fn record(&self, keys: &[KeyAttr], items: &[MappedItem]) {
+    pub fn record(&self, items: &[EncodedItem]) {
         let mut seen = self.seen.lock().expect("overwrites lock");
         let mut repeated = 0;
         for m in items {
             let mut h = self.hasher.build_hasher();
-            for k in keys {
-                match m.item.get(&k.name) {
-                    Some(v) => v.to_dynamo_json().to_string().hash(&mut h),
-                    None => 0u8.hash(&mut h),
-                }
-            }
+            m.key.hash(&mut h);
             if !seen.insert(h.finish()) {
                 repeated += 1;
             }

@@ -5,9 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use sql2ddb_core::{
-    AttrValue, BatchPart, BatchPointer, MappedItem, Reject, Row, SqlValue, WorkBatch,
-};
+use sql2ddb_core::{BatchPart, BatchPointer, EncodedItem, Reject, Row, SqlValue, WorkBatch};
 use sql2ddb_source::{Segment, Source};
 use tokio::sync::Semaphore;
 
@@ -68,7 +66,7 @@ impl Readers {
         &self,
         p: &Prepared,
         rows: &[Row],
-    ) -> Result<(Vec<MappedItem>, Vec<Reject>, Vec<BatchPointer>), EngineError> {
+    ) -> Result<(Vec<EncodedItem>, Vec<Reject>, Vec<BatchPointer>), EngineError> {
         let children = if p.children.is_empty() {
             Vec::new()
         } else {
@@ -88,28 +86,19 @@ impl Readers {
                     if !p.pointers.is_empty() {
                         mapped_rows.push(row.clone());
                     }
-                    items.push(m)
+                    // Serialised once, here: the text is what travels.
+                    items.push(EncodedItem::of(m, &p.keys))
                 }
                 Err(r) => rejected.push(r),
             }
         }
         if let Some(o) = &p.overwrites {
-            o.record(&p.keys, &items);
+            o.record(&items);
         }
         let mut pointers = Vec::new();
         for bound in &p.pointers {
             for (i, update) in bound.candidates_indexed(&mapped_rows) {
-                let item_key = p
-                    .keys
-                    .iter()
-                    .map(|k| {
-                        items[i]
-                            .item
-                            .get(&k.name)
-                            .cloned()
-                            .unwrap_or(AttrValue::Null)
-                    })
-                    .collect();
+                let item_key = items[i].key.clone();
                 pointers.push(BatchPointer { update, item_key });
             }
         }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sql2ddb_core::{item_size, BatchPart, Item, KeyAttr, MappedItem, UpdateChange, WorkBatch};
+use sql2ddb_core::{item_size, BatchPart, EncodedItem, Item, KeyAttr, UpdateChange, WorkBatch};
 use sql2ddb_dynamo::convert::{item_from_sdk, to_sdk};
 use sql2ddb_dynamo::update::{
     read_page, write_item, ConditionalWrite, ItemOutcome, Page, PageRequest,
@@ -354,24 +354,15 @@ impl QueuedPages {
         (segment, page): (u32, u64),
         items: Vec<Item>,
     ) -> Result<(), String> {
-        let items: Vec<MappedItem> = items
+        let items: Vec<EncodedItem> = items
             .into_iter()
             .map(|item| {
                 let key: Item = keys
                     .iter()
                     .filter_map(|k| Some((k.name.clone(), item.get(&k.name)?.clone())))
                     .collect();
-                let source_key = key_json(keys, &item);
-                MappedItem {
-                    size: item_size(&item),
-                    item: key,
-                    source_key: serde_json::Value::Object(
-                        source_key
-                            .into_iter()
-                            .map(|(k, v)| (k.to_string(), v))
-                            .collect(),
-                    ),
-                }
+                let source_key = source_key(keys, &item);
+                EncodedItem::new(&key, keys, source_key, item_size(&item))
             })
             .collect();
         let batch = WorkBatch {
@@ -402,19 +393,12 @@ pub(crate) struct BatchPut {
 /// Applies the job's changes to a page's items and rewrites them whole,
 /// 25 a call, with the batch writer's retries; returns what became of them.
 async fn put_page(shared: &Shared, batch: &BatchPut, items: Vec<Item>) -> Counts {
-    let mapped: Vec<MappedItem> = items
+    let mapped: Vec<EncodedItem> = items
         .into_iter()
         .map(|mut item| {
             batch.job.apply_changes(&mut item);
             let size = item_size(&item);
-            let key = key_json(&shared.keys, &item);
-            MappedItem {
-                item,
-                source_key: serde_json::Value::Object(
-                    key.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
-                ),
-                size,
-            }
+            EncodedItem::new(&item, &shared.keys, source_key(&shared.keys, &item), size)
         })
         .collect();
     let out = batch.writer.write(mapped).await;
@@ -435,7 +419,10 @@ async fn put_page(shared: &Shared, batch: &BatchPut, items: Vec<Item>) -> Counts
         .map(|(m, reason)| (m, reason.clone(), Failure::Transient));
     for (m, reason, failure) in refused.chain(failed) {
         counts.failed += 1;
-        if let Err(io) = shared.failures.write(&shared.keys, &m.item, &reason) {
+        if let Err(io) = shared
+            .failures
+            .write(&shared.keys, &m.key_item(&shared.keys), &reason)
+        {
             shared.halt(io);
         }
         if failure == Failure::TableFault {
@@ -450,6 +437,16 @@ fn key_json<'a>(keys: &'a [KeyAttr], item: &Item) -> Vec<(&'a str, serde_json::V
     keys.iter()
         .filter_map(|k| Some((k.name.as_str(), item.get(&k.name)?.to_dynamo_json())))
         .collect()
+}
+
+/// An item's key as the source key of its row in rejects and reports.
+fn source_key(keys: &[KeyAttr], item: &Item) -> serde_json::Value {
+    serde_json::Value::Object(
+        key_json(keys, item)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
 }
 
 /// `failed.jsonl`: one line per item not written, its key and the reason;

@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use sql2ddb_core::{KeyAttr, MappedItem, UpdateChange, WorkBatch};
+use sql2ddb_core::{EncodedItem, KeyAttr, UpdateChange, WorkBatch};
 use sql2ddb_dynamo::update::{write_item, ConditionalWrite, ItemOutcome};
 use sql2ddb_dynamo::{AdaptiveConcurrency, Client, Failure, RetryPolicy, WriteCapacityLimiter};
 
@@ -53,7 +53,7 @@ impl UpdateApplier {
         &self,
         batch: &WorkBatch,
         change: &UpdateChange,
-    ) -> Result<(BatchOutcome, Vec<(MappedItem, String)>), EngineError> {
+    ) -> Result<(BatchOutcome, Vec<(EncodedItem, String)>), EngineError> {
         let write = Arc::new(ConditionalWrite::from_change(change));
         let keys = Arc::new(change.keys.clone());
         let mut results = Vec::with_capacity(batch.items.len());
@@ -109,7 +109,7 @@ impl UpdateApplier {
         &self,
         write: &ConditionalWrite,
         keys: &[KeyAttr],
-        m: &MappedItem,
+        m: &EncodedItem,
     ) -> (Applied, u64) {
         let estimate = sql2ddb_core::write_units(m.size);
         if let Some(l) = &self.limiter {
@@ -119,7 +119,7 @@ impl UpdateApplier {
             &self.client,
             write,
             keys,
-            &m.item,
+            &m.key_item(keys),
             &self.retry,
             Some(&self.concurrency),
         )

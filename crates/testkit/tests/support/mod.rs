@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use sql2ddb_core::{check_item, AttrValue, Item, KeyAttr, MappedItem};
+use sql2ddb_core::{check_item, AttrValue, EncodedItem, Item, KeyAttr};
 use sql2ddb_dynamo::{
     connect, ensure_table, BatchWriter, Client, Endpoint, LocalDynamo, WriteOutcome,
 };
@@ -92,7 +92,7 @@ pub async fn client(url: &str) -> Client {
 
 /// Items `from..to` of a few attribute types; `pad` bytes of padding make
 /// their size known (about `pad + 60` bytes).
-pub fn items(from: usize, to: usize, pad: usize) -> Vec<MappedItem> {
+pub fn items(from: usize, to: usize, pad: usize) -> Vec<EncodedItem> {
     (from..to)
         .map(|i| {
             let mut item = Item::new();
@@ -108,22 +108,21 @@ pub fn items(from: usize, to: usize, pad: usize) -> Vec<MappedItem> {
             item.insert("m".into(), AttrValue::M(nested));
             item.insert("pad".into(), AttrValue::S("x".repeat(pad + i % 7)));
             let size = check_item(&item, &keys()).expect("a valid item");
-            MappedItem {
-                item,
-                source_key: serde_json::json!({ "id": i }),
-                size,
-            }
+            EncodedItem::new(&item, &keys(), serde_json::json!({ "id": i }), size)
         })
         .collect()
 }
 
 /// What the items are in the table: by partition key.
-pub fn by_key(items: &[MappedItem]) -> BTreeMap<String, Item> {
+pub fn by_key(items: &[EncodedItem]) -> BTreeMap<String, Item> {
     items
         .iter()
-        .map(|m| match &m.item["PK"] {
-            AttrValue::S(pk) => (pk.clone(), m.item.clone()),
-            other => panic!("PK is not a string: {other:?}"),
+        .map(|m| {
+            let item = m.decode().unwrap();
+            match &item["PK"] {
+                AttrValue::S(pk) => (pk.clone(), item.clone()),
+                other => panic!("PK is not a string: {other:?}"),
+            }
         })
         .collect()
 }
@@ -155,7 +154,7 @@ fn normalized(v: &AttrValue) -> AttrValue {
 
 /// Asserts that the table holds exactly `expected`, naming the first
 /// missing, extra or different item (a full dump would be unreadable).
-pub fn assert_same_items(found: &BTreeMap<String, Item>, expected: &[MappedItem]) {
+pub fn assert_same_items(found: &BTreeMap<String, Item>, expected: &[EncodedItem]) {
     let expected = by_key(expected);
     let missing: Vec<&String> = expected
         .keys()
@@ -195,11 +194,11 @@ pub fn assert_same_items(found: &BTreeMap<String, Item>, expected: &[MappedItem]
 /// `write`, and adds up the outcomes.
 pub async fn write_all(
     writer: Arc<BatchWriter<Client>>,
-    items: Vec<MappedItem>,
+    items: Vec<EncodedItem>,
     batch: usize,
     tasks: usize,
 ) -> WriteOutcome {
-    let batches: Vec<Vec<MappedItem>> = items.chunks(batch).map(<[_]>::to_vec).collect();
+    let batches: Vec<Vec<EncodedItem>> = items.chunks(batch).map(<[_]>::to_vec).collect();
     let queue = Arc::new(std::sync::Mutex::new(batches));
     let mut set = tokio::task::JoinSet::new();
     for _ in 0..tasks {

@@ -1,0 +1,154 @@
+//! An item as it travels from the mapping to the table: serialised once.
+
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+use serde_json::Value as Json;
+
+use crate::attr::{AttrValue, Item};
+use crate::batch::MappedItem;
+use crate::limits::KeyAttr;
+
+/// A mapped item serialised once, as DynamoDB JSON, with what the writers
+/// need without reading it again: its key values, its size, its source key.
+///
+/// This is the form of the items of a [`crate::WorkBatch`]: the text goes
+/// into queue messages and `BatchWriteItem` bodies as it is, so a worker
+/// writes a queued page without decoding its items into attribute maps and
+/// encoding them again, and an item in flight costs its text instead of a
+/// map of strings (the attribute names are not repeated in memory per
+/// attribute value).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EncodedItem {
+    /// The item as a DynamoDB-JSON object (`{"PK":{"S":"A#1"},…}`).
+    pub item: Box<RawValue>,
+    /// The values of the table's key attributes, partition key first.
+    /// Messages of older releases do not carry it: a writer takes it from
+    /// [`EncodedItem::item`] (see [`EncodedItem::ensure_key`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key: Vec<AttrValue>,
+    /// The source row's key (`{"order_id": 7}`), for rejects and reports.
+    pub source_key: Json,
+    /// Size by DynamoDB's rules, computed when the item was checked.
+    pub size: usize,
+}
+
+impl EncodedItem {
+    /// Serialises `item` and takes the values of `keys` from it.
+    pub fn new(item: &Item, keys: &[KeyAttr], source_key: Json, size: usize) -> EncodedItem {
+        let text = serde_json::to_string(item).expect("an item always serialises");
+        EncodedItem {
+            item: RawValue::from_string(text).expect("serde_json writes valid JSON"),
+            key: key_values(item, keys),
+            source_key,
+            size,
+        }
+    }
+
+    /// The encoded form of a mapped item (its attribute map is dropped).
+    pub fn of(m: MappedItem, keys: &[KeyAttr]) -> EncodedItem {
+        EncodedItem::new(&m.item, keys, m.source_key, m.size)
+    }
+
+    /// The item read back into attribute values (for rejects, reports and
+    /// tests: the write path never needs it).
+    pub fn decode(&self) -> Result<Item, String> {
+        serde_json::from_str(self.item.get())
+            .map_err(|e| format!("an encoded item is not DynamoDB JSON: {e}"))
+    }
+
+    /// The item as a JSON value (DynamoDB JSON), as the rejects file shows it.
+    pub fn to_json(&self) -> Json {
+        serde_json::from_str(self.item.get()).unwrap_or(Json::Null)
+    }
+
+    /// The item's key as an item of its key attributes alone (the `Key` of
+    /// an `UpdateItem`), `keys` naming them as [`EncodedItem::key`] holds them.
+    pub fn key_item(&self, keys: &[KeyAttr]) -> Item {
+        keys.iter()
+            .zip(&self.key)
+            .map(|(k, v)| (k.name.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Fills [`EncodedItem::key`] from the item when the item came without
+    /// it, so deduplication and pointers see its real key. An item that does
+    /// not read back, or lacks a key attribute, gets `NULL` there, which no
+    /// real key has: it is refused by the service and rejected alone.
+    pub fn ensure_key(&mut self, keys: &[KeyAttr]) {
+        if self.key.len() == keys.len() {
+            return;
+        }
+        self.key = match self.decode() {
+            Ok(item) => key_values(&item, keys),
+            Err(_) => vec![AttrValue::Null; keys.len()],
+        };
+    }
+}
+
+impl PartialEq for EncodedItem {
+    fn eq(&self, other: &Self) -> bool {
+        self.item.get() == other.item.get()
+            && self.key == other.key
+            && self.source_key == other.source_key
+            && self.size == other.size
+    }
+}
+
+/// The values of `keys` in `item`, `NULL` for one it lacks.
+pub fn key_values(item: &Item, keys: &[KeyAttr]) -> Vec<AttrValue> {
+    keys.iter()
+        .map(|k| item.get(&k.name).cloned().unwrap_or(AttrValue::Null))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::limits::KeyType;
+
+    fn item() -> Item {
+        let mut item = Item::new();
+        item.insert("PK".into(), AttrValue::S("A\"1".into()));
+        item.insert("SK".into(), AttrValue::N("7".into()));
+        item.insert("b".into(), AttrValue::B(vec![0, 255]));
+        item
+    }
+
+    fn keys() -> Vec<KeyAttr> {
+        vec![
+            KeyAttr::new("PK", KeyType::S),
+            KeyAttr::new("SK", KeyType::N),
+        ]
+    }
+
+    #[test]
+    fn an_item_is_its_dynamodb_json_and_reads_back_exactly() {
+        let e = EncodedItem::new(&item(), &keys(), serde_json::json!({"id": 1}), 12);
+        assert_eq!(
+            e.item.get(),
+            r#"{"PK":{"S":"A\"1"},"SK":{"N":"7"},"b":{"B":"AP8="}}"#
+        );
+        assert_eq!(
+            e.key,
+            vec![AttrValue::S("A\"1".into()), AttrValue::N("7".into())]
+        );
+        assert_eq!(e.decode().unwrap(), item());
+        let text = serde_json::to_string(&e).unwrap();
+        let back: EncodedItem = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, e);
+    }
+
+    #[test]
+    fn an_item_queued_without_its_key_gets_it_from_the_item() {
+        let e = EncodedItem::new(&item(), &keys(), Json::Null, 12);
+        let old = format!(r#"{{"item":{},"source_key":null,"size":12}}"#, e.item.get());
+        let mut back: EncodedItem = serde_json::from_str(&old).unwrap();
+        assert!(back.key.is_empty());
+        back.ensure_key(&keys());
+        assert_eq!(back, e);
+        let mut lacking = EncodedItem::new(&item(), &keys()[..1], Json::Null, 12);
+        lacking.key.clear();
+        lacking.ensure_key(&[KeyAttr::new("other", KeyType::S)]);
+        assert_eq!(lacking.key, vec![AttrValue::Null]);
+    }
+}
