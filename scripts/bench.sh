@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The throughput benchmark: generates an `orders` table in PostgreSQL, then
-# measures these scenarios (the default set: ceiling, null, dynoxide, export):
+# measures these scenarios (the default set: ceiling, null, dynoxide, export,
+# memory):
 #   read ceiling  `sql2ddb run --dry-run`: every page read and mapped, nothing written
 #   null sink     into `sql2ddb-testkit null-sink`, which parses each
 #                 BatchWriteItem and answers {"UnprocessedItems":{}}
@@ -31,6 +32,12 @@
 #                 into a null sink and recorded as the lambda scenario does;
 #                 with `lambda` in the same run, the last lines compare their
 #                 CPU per item
+#   memory        the heap bytes per item in flight (crates/testkit example
+#                 item_memory): the first 100,000 items of an untimed export
+#                 as a run holds them (serialised once, with their key values
+#                 and source key) and as attribute maps, counted by the
+#                 allocator; the last lines print both and the overhead over
+#                 the item's size by DynamoDB's rules
 #   update        `sql2ddb update` of every item (a parallel Scan in 8
 #                 segments, a `where` every item meets, one conditional
 #                 UpdateItem each): ROWS synthetic items served by a null sink
@@ -48,7 +55,7 @@
 #   --clean         drop the bench_<N> schema afterwards
 #   --skip-build    use the release binaries already built
 #   --only LIST     comma-separated subset of:
-#                   ceiling,null,dynoxide,export,sdk,lambda,worker,update,verify
+#                   ceiling,null,dynoxide,export,memory,sdk,lambda,worker,update,verify
 #   -- RUN ARGS     passed to every `sql2ddb run` (e.g. -- --concurrency 16),
 #                   not to `sql2ddb export`
 #
@@ -60,7 +67,7 @@ cd "$(dirname "$0")/.."
 rows=1000000
 clean=false
 build=true
-only="ceiling,null,dynoxide,export"
+only="ceiling,null,dynoxide,export,memory"
 run_args=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -99,6 +106,9 @@ if $build; then
   fi
   if [[ ,$only, == *,worker,* ]]; then
     cargo build --release --locked -p sql2ddb-engine --example queue_worker_bench
+  fi
+  if [[ ,$only, == *,memory,* ]]; then
+    cargo build --release --locked -p sql2ddb-testkit --example item_memory
   fi
 fi
 
@@ -161,6 +171,7 @@ log "${schema}.orders: $count rows, ~${row_bytes} bytes per row"
 needed=(sql2ddb sql2ddb-testkit)
 if [[ ,$only, == *,lambda,* ]]; then needed+=(examples/worker_bench); fi
 if [[ ,$only, == *,worker,* ]]; then needed+=(examples/queue_worker_bench); fi
+if [[ ,$only, == *,memory,* ]]; then needed+=(examples/item_memory); fi
 for b in "${needed[@]}"; do
   [ -x "$bin_dir/$b" ] || { log "$bin_dir/$b is missing (run without --skip-build)"; exit 1; }
 done
@@ -238,6 +249,12 @@ fi
 
 if has worker; then
   queue_bench "queue worker" "$work/worker" queue_worker_bench
+fi
+
+if has memory; then
+  [ -d "$work/queue-items" ] || export_items queue
+  log "running: memory per item in flight"
+  "$bin_dir/examples/item_memory" --items "$work/queue-items/data" --count 100000 >"$work/memory.json"
 fi
 rm -rf "$work/queue-items"
 
@@ -372,6 +389,12 @@ if [ -n "$verify_extra_mb" ]; then
   if [ "$verify_extra_mb" -gt 96 ]; then
     log "verify --deep's memory grows with the table: ${verify_extra_mb} MB beyond the source read"; exit 1
   fi
+fi
+
+# Memory per item in flight: what a run holds for each item between the
+# reader and the writers (target: under 1 KB beyond the item itself).
+if [ -s "$work/memory.json" ]; then
+  jq -r '"\nmemory per item in flight (first \(.items) items): \(.encoded_bytes) bytes serialised once, \(.encoded_overhead) beyond the \(.item_bytes) bytes of the item by DynamoDB size rules (target: under 1024); as an attribute map: \(.mapped_bytes)"' "$work/memory.json"
 fi
 
 if $clean; then

@@ -280,7 +280,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         // has at most two key attributes), one sort, no allocation per item.
         let keys: Vec<&[AttrValue]> = items.iter().map(|m| &m.key[..]).collect();
         let mut order: Vec<usize> = (0..items.len()).collect();
-        order.sort_unstable_by(|&a, &b| keys[a].cmp(&keys[b]).then(a.cmp(&b)));
+        order.sort_unstable_by(|&a, &b| keys[a].cmp(keys[b]).then(a.cmp(&b)));
         // Equal keys are adjacent, in row order: the last of each run wins.
         let superseded: Vec<usize> = order
             .windows(2)

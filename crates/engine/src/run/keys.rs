@@ -4,7 +4,7 @@
 //! says `overwrite = true` (then collapsed rows are counted as overwritten).
 
 use std::collections::HashSet;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -82,9 +82,7 @@ impl Overwrites {
         let mut seen = self.seen.lock().expect("overwrites lock");
         let mut repeated = 0;
         for m in items {
-            let mut h = self.hasher.build_hasher();
-            m.key.hash(&mut h);
-            if !seen.insert(h.finish()) {
+            if !seen.insert(self.hasher.hash_one(&m.key)) {
                 repeated += 1;
             }
         }
