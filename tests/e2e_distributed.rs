@@ -67,10 +67,21 @@ async fn a_killed_workers_batches_are_written_by_the_others_after_the_visibility
     assert_eq!(reader.wait().await.code, 0);
     let pages = f.pages() as usize;
 
-    // One worker alone, killed once it has written some pages but not all.
+    // One worker alone, killed once it has written some pages but not all,
+    // while it holds a batch (between two batches it may hold none).
     let doomed = f.worker(&run_id, "2");
-    f.wait_for(&run_id, "a first batch written", |p| !p.batches.is_empty())
-        .await;
+    let start = Instant::now();
+    loop {
+        let recorded = f.store().load(&run_id).await.map_or(0, |p| p.batches.len());
+        if recorded > 0 && f.queue.depth().await.unwrap().in_flight >= 1 {
+            break;
+        }
+        assert!(
+            start.elapsed() < PATIENCE,
+            "never saw the worker hold a batch after its first"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     doomed.kill().await;
     let recorded = f.store().load(&run_id).await.unwrap().batches.len();
     assert!(
