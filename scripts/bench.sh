@@ -108,7 +108,8 @@ if $build; then
     cargo build --release --locked -p sql2ddb-engine --example queue_worker_bench
   fi
   if [[ ,$only, == *,memory,* ]]; then
-    cargo build --release --locked -p sql2ddb-testkit --example item_memory
+    # With the binaries' packages, so their dependencies are not built again.
+    cargo build --release --locked -p sql2ddb -p sql2ddb-testkit --example item_memory
   fi
 fi
 

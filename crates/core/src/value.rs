@@ -1,6 +1,6 @@
 //! Values as a source reads them, before any mapping.
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, NaiveTime, Utc};
+use chrono::{DateTime, Datelike, NaiveDate, NaiveDateTime, NaiveTime, Timelike, Utc};
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
@@ -119,9 +119,46 @@ pub fn format_naive_timestamp(ts: &NaiveDateTime) -> String {
     format_utc(&ts.and_utc())
 }
 
-/// RFC 3339 in UTC with a `Z`, fraction only when there is one.
+/// RFC 3339 in UTC with a `Z`, fraction only when there is one (3, 6 or 9
+/// digits, as few as it takes), exactly as chrono's `%Y-%m-%dT%H:%M:%S%.fZ`.
 pub fn format_utc(ts: &DateTime<Utc>) -> String {
-    ts.format("%Y-%m-%dT%H:%M:%S%.fZ").to_string()
+    // Written digit by digit: a timestamp column is formatted for every row,
+    // and chrono reads its format string each time.
+    let (year, nanos) = (ts.year(), ts.nanosecond());
+    if !(0..=9999).contains(&year) || nanos >= 1_000_000_000 {
+        // Signed or five-digit years, and leap seconds: chrono's own rules.
+        return ts.format("%Y-%m-%dT%H:%M:%S%.fZ").to_string();
+    }
+    let mut out = String::with_capacity(30);
+    push_digits(&mut out, year as u32, 4);
+    for (sep, value) in [
+        ('-', ts.month()),
+        ('-', ts.day()),
+        ('T', ts.hour()),
+        (':', ts.minute()),
+        (':', ts.second()),
+    ] {
+        out.push(sep);
+        push_digits(&mut out, value, 2);
+    }
+    if nanos != 0 {
+        out.push('.');
+        match (nanos % 1_000_000, nanos % 1_000) {
+            (0, _) => push_digits(&mut out, nanos / 1_000_000, 3),
+            (_, 0) => push_digits(&mut out, nanos / 1_000, 6),
+            _ => push_digits(&mut out, nanos, 9),
+        }
+    }
+    out.push('Z');
+    out
+}
+
+/// `value`'s last `width` decimal digits, zero-padded.
+fn push_digits(out: &mut String, value: u32, width: u32) {
+    for place in (0..width).rev() {
+        let digit = (value / 10u32.pow(place)) % 10;
+        out.push(char::from(b'0' + digit as u8));
+    }
 }
 
 /// A row as a JSON object keyed by column name, for rejects.
@@ -131,4 +168,53 @@ pub fn row_to_json(columns: &[Column], row: &[SqlValue]) -> Json {
         obj.insert(c.name.clone(), v.to_json());
     }
     Json::Object(obj)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_written_as_chrono_writes_them() {
+        let chrono_way = |ts: &DateTime<Utc>| ts.format("%Y-%m-%dT%H:%M:%S%.fZ").to_string();
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut cases: Vec<DateTime<Utc>> = Vec::new();
+        for _ in 0..20_000 {
+            // Seconds from year 0 to 9999, and fractions of every width.
+            let secs = (next() % 315_537_897_600) as i64 - 62_167_219_200;
+            let nanos = match next() % 4 {
+                0 => 0,
+                1 => (next() % 1000) as u32 * 1_000_000,
+                2 => (next() % 1_000_000) as u32 * 1_000,
+                _ => (next() % 1_000_000_000) as u32,
+            };
+            cases.push(DateTime::from_timestamp(secs, nanos).unwrap());
+        }
+        // Edges, a leap second and years chrono writes with a sign.
+        cases.push(DateTime::from_timestamp(0, 0).unwrap());
+        cases.push(DateTime::from_timestamp(-62_167_219_200, 1).unwrap());
+        cases.push(DateTime::from_timestamp(253_402_300_799, 999_999_999).unwrap());
+        cases.push(DateTime::from_timestamp(253_402_300_800, 5_000_000).unwrap());
+        cases.push(DateTime::from_timestamp(-62_167_219_201, 0).unwrap());
+        cases.push(
+            NaiveDate::from_ymd_opt(2016, 12, 31)
+                .unwrap()
+                .and_hms_nano_opt(23, 59, 59, 1_500_000_000)
+                .unwrap()
+                .and_utc(),
+        );
+        for ts in &cases {
+            assert_eq!(format_utc(ts), chrono_way(ts), "{ts:?}");
+        }
+        assert_eq!(
+            format_utc(&DateTime::from_timestamp(1_704_164_645, 678_000_000).unwrap()),
+            "2024-01-02T03:04:05.678Z"
+        );
+    }
 }

@@ -9,12 +9,11 @@
 //! item_memory --items DIR [--count 100000]
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::io::BufRead;
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use sql2ddb_core::{item_size, EncodedItem, Item, KeyAttr, KeyType, MappedItem};
-use sql2ddb_testkit::bench_input::arg;
+use sql2ddb_core::{item_size, EncodedItem, KeyAttr, KeyType, MappedItem};
+use sql2ddb_testkit::bench_input::{arg, read_first_items};
 
 /// The system allocator, keeping count of the bytes in use.
 struct Counting;
@@ -42,35 +41,6 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-/// The first `count` items of the export's `.json` files in `dir`.
-fn first_items(dir: &Path, count: usize) -> Vec<Item> {
-    #[derive(serde::Deserialize)]
-    struct Line {
-        #[serde(rename = "Item")]
-        item: Item,
-    }
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "json"))
-        .collect();
-    files.sort();
-    let mut items = Vec::with_capacity(count);
-    for f in files {
-        let reader = std::io::BufReader::new(std::fs::File::open(&f).unwrap());
-        for line in reader.lines() {
-            let line = line.unwrap();
-            if items.len() == count {
-                return items;
-            }
-            if !line.trim().is_empty() {
-                items.push(serde_json::from_str::<Line>(&line).unwrap().item);
-            }
-        }
-    }
-    items
-}
-
 /// Heap bytes per item that `make` holds once it has built its vector.
 fn bytes_per_item<T>(n: usize, make: impl FnOnce() -> Vec<T>) -> (f64, Vec<T>) {
     let before = IN_USE.load(Ordering::Relaxed);
@@ -83,7 +53,7 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let dir = arg(&args, "--items").expect("--items DIR");
     let count: usize = arg(&args, "--count").map_or(100_000, |c| c.parse().expect("--count N"));
-    let items = first_items(Path::new(&dir), count);
+    let items = read_first_items(Path::new(&dir), count);
     let n = items.len();
     assert!(n > 0, "no items in {dir}");
     // The benchmark's table, and the source key a row of its orders has.

@@ -19,6 +19,11 @@ pub fn arg(args: &[String], name: &str) -> Option<String> {
 
 /// Every item of the export's `.json` files in `dir`, in file order.
 pub fn read_items(dir: &Path) -> Vec<BTreeMap<String, AttrValue>> {
+    read_first_items(dir, usize::MAX)
+}
+
+/// The first `count` items of the export's `.json` files in `dir`, in file order.
+pub fn read_first_items(dir: &Path, count: usize) -> Vec<BTreeMap<String, AttrValue>> {
     #[derive(serde::Deserialize)]
     struct Line {
         #[serde(rename = "Item")]
@@ -34,6 +39,9 @@ pub fn read_items(dir: &Path) -> Vec<BTreeMap<String, AttrValue>> {
     for f in files {
         let reader = std::io::BufReader::new(std::fs::File::open(&f).unwrap());
         for line in reader.lines() {
+            if items.len() == count {
+                return items;
+            }
             let line = line.unwrap();
             if !line.trim().is_empty() {
                 items.push(serde_json::from_str::<Line>(&line).unwrap().item);
