@@ -157,12 +157,18 @@ impl BatchSink {
                 ..BatchOutcome::default()
             });
         };
-        let all_keys: Vec<Vec<AttrValue>> = if batch.pointers.is_empty() {
-            Vec::new()
-        } else {
-            batch.items.iter().map(|m| m.key.clone()).collect()
+        let mut items = batch.items;
+        let all_keys: Vec<Vec<AttrValue>> = match &self.pointers {
+            Some(t) if !batch.pointers.is_empty() => {
+                // A page queued by an older release carries no key values.
+                for m in &mut items {
+                    m.ensure_key(&t.keys);
+                }
+                items.iter().map(|m| m.key.clone()).collect()
+            }
+            _ => Vec::new(),
         };
-        let out = writer.write(batch.items).await;
+        let out = writer.write(items).await;
         self.throttled.fetch_add(out.throttled, Ordering::Relaxed);
         if let Some((_, e)) = out
             .rejected
