@@ -96,7 +96,7 @@ impl PartialEq for EncodedItem {
 }
 
 /// The values of `keys` in `item`, `NULL` for one it lacks.
-pub fn key_values(item: &Item, keys: &[KeyAttr]) -> Vec<AttrValue> {
+fn key_values(item: &Item, keys: &[KeyAttr]) -> Vec<AttrValue> {
     keys.iter()
         .map(|k| item.get(&k.name).cloned().unwrap_or(AttrValue::Null))
         .collect()

@@ -17,7 +17,7 @@ pub mod wire;
 
 pub use attr::{AttrValue, Item};
 pub use batch::{BatchPart, BatchPointer, MappedItem, Reject, UpdateChange, WorkBatch};
-pub use encoded::{key_values, EncodedItem};
+pub use encoded::EncodedItem;
 pub use limits::{
     check_item, item_size, write_units, ItemProblem, KeyAttr, KeyType, UnknownKeyType,
 };
