@@ -100,17 +100,15 @@ need /usr/bin/time time # GNU time: peak RSS and CPU seconds of a process
 
 if $build; then
   log "building release binaries"
-  cargo build --release --locked -p sql2ddb -p sql2ddb-testkit
-  if [[ ,$only, == *,lambda,* ]]; then
-    cargo build --release --locked -p sql2ddb-lambda --example worker_bench
-  fi
-  if [[ ,$only, == *,worker,* ]]; then
-    cargo build --release --locked -p sql2ddb-engine --example queue_worker_bench
-  fi
-  if [[ ,$only, == *,memory,* ]]; then
-    # With the binaries' packages, so their dependencies are not built again.
-    cargo build --release --locked -p sql2ddb -p sql2ddb-testkit --example item_memory
-  fi
+  # One cargo invocation for every binary and example the scenarios need:
+  # features are unified across the packages, so each dependency (the AWS SDK
+  # above all) is built once instead of once per feature set.
+  pkgs=(-p sql2ddb -p sql2ddb-testkit)
+  examples=()
+  if [[ ,$only, == *,lambda,* ]]; then pkgs+=(-p sql2ddb-lambda); examples+=(--example worker_bench); fi
+  if [[ ,$only, == *,worker,* ]]; then pkgs+=(-p sql2ddb-engine); examples+=(--example queue_worker_bench); fi
+  if [[ ,$only, == *,memory,* ]]; then examples+=(--example item_memory); fi
+  cargo build --release --locked "${pkgs[@]}" --bins ${examples[@]+"${examples[@]}"}
 fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/sql2ddb-bench.XXXXXX")

@@ -8,6 +8,27 @@ use serde_json::{json, Value as Json};
 /// A DynamoDB item: attribute name → value.
 pub type Item = BTreeMap<String, AttrValue>;
 
+/// What the checks of an item read of it: a value by name, and every
+/// attribute with its name. An [`Item`] is one; so is an item built in an
+/// entity's layout, whose names are shared by every row (the mapping's fast
+/// path), which is checked by the same code without becoming a map.
+pub trait Attrs {
+    /// The value of attribute `name`, if the item has it.
+    fn attr(&self, name: &str) -> Option<&AttrValue>;
+    /// Every attribute of the item, with its name.
+    fn each(&self) -> impl Iterator<Item = (&str, &AttrValue)>;
+}
+
+impl Attrs for Item {
+    fn attr(&self, name: &str) -> Option<&AttrValue> {
+        self.get(name)
+    }
+
+    fn each(&self) -> impl Iterator<Item = (&str, &AttrValue)> {
+        self.iter().map(|(k, v)| (k.as_str(), v))
+    }
+}
+
 /// A DynamoDB attribute value. Numbers are kept as their decimal text.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum AttrValue {

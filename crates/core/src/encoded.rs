@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::Value as Json;
 
-use crate::attr::{AttrValue, Item};
+use crate::attr::{AttrValue, Attrs, Item};
 use crate::batch::MappedItem;
 use crate::limits::KeyAttr;
 
@@ -33,8 +33,14 @@ pub struct EncodedItem {
 }
 
 impl EncodedItem {
-    /// Serialises `item` and takes the values of `keys` from it.
-    pub fn new(item: &Item, keys: &[KeyAttr], source_key: Json, size: usize) -> EncodedItem {
+    /// Serialises `item` (an [`Item`], or any item that serialises as one)
+    /// and takes the values of `keys` from it.
+    pub fn new<A: Attrs + Serialize + ?Sized>(
+        item: &A,
+        keys: &[KeyAttr],
+        source_key: Json,
+        size: usize,
+    ) -> EncodedItem {
         // Not `RawValue::from_string`, which parses the text again to check it.
         let text = serde_json::value::to_raw_value(item).expect("an item always serialises");
         EncodedItem {
@@ -96,9 +102,9 @@ impl PartialEq for EncodedItem {
 }
 
 /// The values of `keys` in `item`, `NULL` for one it lacks.
-fn key_values(item: &Item, keys: &[KeyAttr]) -> Vec<AttrValue> {
+fn key_values<A: Attrs + ?Sized>(item: &A, keys: &[KeyAttr]) -> Vec<AttrValue> {
     keys.iter()
-        .map(|k| item.get(&k.name).cloned().unwrap_or(AttrValue::Null))
+        .map(|k| item.attr(&k.name).cloned().unwrap_or(AttrValue::Null))
         .collect()
 }
 

@@ -15,7 +15,7 @@ pub mod tagged;
 pub mod value;
 pub mod wire;
 
-pub use attr::{AttrValue, Item};
+pub use attr::{AttrValue, Attrs, Item};
 pub use batch::{BatchPart, BatchPointer, MappedItem, Reject, UpdateChange, WorkBatch};
 pub use encoded::EncodedItem;
 pub use limits::{

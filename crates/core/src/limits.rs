@@ -7,7 +7,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::attr::{AttrValue, Item};
+use crate::attr::{AttrValue, Attrs};
 use crate::number::number_size;
 
 /// Largest item DynamoDB stores, by its own size rules.
@@ -167,8 +167,8 @@ pub fn value_size(v: &AttrValue) -> usize {
 }
 
 /// Size of an item by DynamoDB's rules: names plus values.
-pub fn item_size(item: &Item) -> usize {
-    item.iter().map(|(k, v)| k.len() + value_size(v)).sum()
+pub fn item_size<A: Attrs + ?Sized>(item: &A) -> usize {
+    item.each().map(|(k, v)| k.len() + value_size(v)).sum()
 }
 
 fn depth(v: &AttrValue) -> usize {
@@ -191,11 +191,13 @@ fn has_empty_set(v: &AttrValue) -> bool {
 
 /// Checks an item against DynamoDB's limits for a table with the given keys
 /// (partition key first). Returns the item's size in bytes.
-pub fn check_item(item: &Item, keys: &[KeyAttr]) -> Result<usize, ItemProblem> {
+pub fn check_item<A: Attrs + ?Sized>(item: &A, keys: &[KeyAttr]) -> Result<usize, ItemProblem> {
     for (i, key) in keys.iter().enumerate() {
-        let value = item.get(&key.name).ok_or_else(|| ItemProblem::MissingKey {
-            attr: key.name.clone(),
-        })?;
+        let value = item
+            .attr(&key.name)
+            .ok_or_else(|| ItemProblem::MissingKey {
+                attr: key.name.clone(),
+            })?;
         let size = match value {
             AttrValue::S(s) => s.len(),
             AttrValue::B(b) => b.len(),
@@ -227,16 +229,18 @@ pub fn check_item(item: &Item, keys: &[KeyAttr]) -> Result<usize, ItemProblem> {
             });
         }
     }
-    for (name, value) in item {
+    for (name, value) in item.each() {
         let d = depth(value);
         if d > MAX_NESTING {
             return Err(ItemProblem::TooDeep {
-                attr: name.clone(),
+                attr: name.to_string(),
                 depth: d,
             });
         }
         if has_empty_set(value) {
-            return Err(ItemProblem::EmptySet { attr: name.clone() });
+            return Err(ItemProblem::EmptySet {
+                attr: name.to_string(),
+            });
         }
     }
     let size = item_size(item);
@@ -254,6 +258,7 @@ pub fn write_units(size: usize) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::attr::Item;
 
     fn keys() -> Vec<KeyAttr> {
         vec![

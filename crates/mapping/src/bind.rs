@@ -2,8 +2,8 @@
 
 use serde_json::Value as Json;
 use sql2ddb_core::{
-    check_item, normalize_number, AttrValue, Column, Item, ItemProblem, KeyAttr, MappedItem,
-    Reject, Row, SqlValue,
+    check_item, normalize_number, AttrValue, Column, EncodedItem, Item, ItemProblem, KeyAttr,
+    MappedItem, Reject, Row, SqlValue,
 };
 
 use crate::binder::Binder;
@@ -12,6 +12,7 @@ use crate::embed::{BoundEmbed, ChildRows, ChildShape};
 use crate::error::MappingError;
 pub(crate) use crate::fields::{map_fields, Field};
 use crate::gsi::{check_index_keys, index_keys, IndexKey};
+use crate::layout::Layout;
 use crate::plan::{Entity, Plan};
 use crate::spec::KeyType;
 use crate::template::{BoundPart, BoundTemplate};
@@ -38,6 +39,9 @@ pub struct BoundEntity {
     index_keys: Vec<IndexKey>,
     /// `[source] timezone`: the zone of zone-less timestamps.
     zone: Option<chrono_tz::Tz>,
+    /// The item's attribute names, shared by every row (see
+    /// [`BoundEntity::encode_row`]); `None` when two sources fill one name.
+    layout: Option<Layout>,
 }
 
 #[derive(Debug, Clone)]
@@ -119,7 +123,14 @@ impl Entity {
             .filter(|(_, c)| !b.excluded.contains(c.name.as_str()))
             .map(|(i, c)| (c.name.clone(), i))
             .collect();
+        let layout = Layout::new(
+            &pk.attr,
+            sk.as_ref().map(|k| k.attr.as_str()),
+            fields.iter().map(|f| f.attr.as_str()),
+            embeds.iter().map(BoundEmbed::name),
+        );
         Ok(BoundEntity {
+            layout,
             name: self.name.clone(),
             width: columns.len(),
             keys,
@@ -252,6 +263,79 @@ impl BoundEntity {
             source_key: self.key_of(row),
             size,
         })
+    }
+
+    /// Maps one source row straight to its encoded item: what
+    /// [`BoundEntity::map_row`] and [`EncodedItem::of`] give, without the
+    /// attribute map between them. The item is built in the entity's layout
+    /// (a value per attribute, the names shared by every row), checked by the
+    /// same code, and serialised from there; a row that fails a check is
+    /// mapped again by [`BoundEntity::map_row`], whose reject it returns.
+    #[allow(clippy::result_large_err)]
+    pub fn encode_row(&self, row: &Row) -> Result<EncodedItem, Reject> {
+        self.encode_row_with_children(row, &ChildRows::default())
+    }
+
+    /// [`BoundEntity::encode_row`] for a row with the child rows of its embeds.
+    #[allow(clippy::result_large_err)]
+    pub fn encode_row_with_children(
+        &self,
+        row: &Row,
+        children: &ChildRows,
+    ) -> Result<EncodedItem, Reject> {
+        let encoded = self.encode_in_layout(row, children);
+        #[cfg(debug_assertions)]
+        {
+            // Every test that maps rows proves the two paths equal.
+            let by_map = self
+                .map_row_with_children(row, children)
+                .map(|m| EncodedItem::of(m, &self.keys));
+            match (&encoded, &by_map) {
+                (Some(Ok(a)), Ok(b)) => {
+                    assert_eq!(a, b, "entity {}: layout and map differ", self.name)
+                }
+                (Some(Ok(a)), Err(r)) => panic!(
+                    "entity {}: the layout encoded {a:?}, the map rejected it: {r:?}",
+                    self.name
+                ),
+                _ => {}
+            }
+        }
+        match encoded {
+            Some(Ok(item)) => Ok(item),
+            _ => self
+                .map_row_with_children(row, children)
+                .map(|m| EncodedItem::of(m, &self.keys)),
+        }
+    }
+
+    /// The row encoded through the layout; `None` when the entity has no
+    /// layout, `Some(Err)` when a check fails (the caller maps the row again
+    /// for the reject's column and reason).
+    fn encode_in_layout(&self, row: &Row, children: &ChildRows) -> Option<Result<EncodedItem, ()>> {
+        let layout = self.layout.as_ref()?;
+        if row.len() != self.width || children.embeds.len() != self.embeds.len() {
+            return Some(Err(()));
+        }
+        Some((|| {
+            let localized = self.localize(row);
+            let values = localized.as_ref().unwrap_or(row);
+            let mut item = layout.empty();
+            item.values[layout.pk] = Some(self.pk.value(values).map_err(drop)?);
+            if let (Some(k), Some(at)) = (&self.sk, layout.sk) {
+                item.values[at] = Some(k.value(values).map_err(drop)?);
+            }
+            for (f, &at) in self.fields.iter().zip(&layout.fields) {
+                item.values[at] = f.value(values).map_err(drop)?;
+            }
+            for ((embed, rows), &at) in self.embeds.iter().zip(&children.embeds).zip(&layout.embeds)
+            {
+                item.values[at] = Some(embed.value(rows).map_err(drop)?);
+            }
+            let size = check_item(&item, &self.keys).map_err(drop)?;
+            check_index_keys(&item, &self.index_keys).map_err(drop)?;
+            Ok(EncodedItem::new(&item, &self.keys, self.key_of(row), size))
+        })())
     }
 
     /// The row with its zone-less timestamps taken in `[source] timezone` and

@@ -183,8 +183,23 @@ pub(crate) fn map_fields(
     item: &mut Item,
 ) -> Result<(), (Option<String>, String)> {
     for f in fields {
-        let col = || f.column.clone();
-        let value = match &f.value {
+        if let Some(v) = f.value(row)? {
+            item.insert(f.attr.clone(), v);
+        }
+    }
+    Ok(())
+}
+
+impl Field {
+    /// The attribute's value for `row`, `None` when it is left out (a NULL
+    /// omitted, a sparse index key); the error names the column at fault
+    /// (when one is) and the reason.
+    pub(crate) fn value(
+        &self,
+        row: &[SqlValue],
+    ) -> Result<Option<AttrValue>, (Option<String>, String)> {
+        let col = || self.column.clone();
+        match &self.value {
             FieldValue::Copy {
                 idx,
                 opts,
@@ -197,15 +212,11 @@ pub(crate) fn map_fields(
             } => convert_formatted(&row[*idx], opts).map_err(|r| (col(), r)),
             FieldValue::Literal(v) => Ok(Some(v.clone())),
             FieldValue::Render(t) => t
-                .render(row, &format!("attribute {}", f.attr))
+                .render(row, &format!("attribute {}", self.attr))
                 .map(|s| Some(AttrValue::S(s)))
                 .map_err(|(c, r)| (Some(c), r)),
             FieldValue::RenderKey(k) if k.reads_null(row) => Ok(None),
             FieldValue::RenderKey(k) => k.value(row).map(Some),
-        };
-        if let Some(v) = value? {
-            item.insert(f.attr.clone(), v);
         }
     }
-    Ok(())
 }

@@ -9,7 +9,7 @@ use serde::de::{self, MapAccess, Visitor};
 use serde::{Deserialize, Deserializer};
 use serde_spanned::Spanned;
 use sql2ddb_core::limits::{MAX_PARTITION_KEY_BYTES, MAX_SORT_KEY_BYTES};
-use sql2ddb_core::{AttrValue, Item, KeyAttr, KeyType};
+use sql2ddb_core::{AttrValue, Attrs, KeyAttr, KeyType};
 
 use crate::error::MappingError;
 use crate::load::{is_table_or_index_name, Loader};
@@ -344,9 +344,12 @@ pub(crate) fn index_keys(gsis: &[Gsi], table_keys: &[KeyAttr]) -> Vec<IndexKey> 
 /// Checks the index key attributes an item carries: a missing one leaves the
 /// item out of that index (sparse), but one of another type, empty or too
 /// long would fail the whole write. Returns (attribute, reason).
-pub(crate) fn check_index_keys(item: &Item, keys: &[IndexKey]) -> Result<(), (String, String)> {
+pub(crate) fn check_index_keys<A: Attrs + ?Sized>(
+    item: &A,
+    keys: &[IndexKey],
+) -> Result<(), (String, String)> {
     for k in keys {
-        let Some(v) = item.get(&k.attr.name) else {
+        let Some(v) = item.attr(&k.attr.name) else {
             continue;
         };
         let role = if k.partition { "partition" } else { "sort" };

@@ -354,7 +354,7 @@ braces = "{{x}}"
         SqlValue::Decimal("10.50".into()),
         SqlValue::Null,
     ];
-    let m = bound.map_row(&row).unwrap();
+    let m = bound.map_both(&row).unwrap();
     let expected = BTreeMap::from([
         ("PK".to_string(), s("CUSTOMER#42")),
         ("SK".to_string(), s("PROFILE")),

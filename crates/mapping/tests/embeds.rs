@@ -89,7 +89,7 @@ fn lists_children_in_their_order_without_excluded_columns() {
     let bound = bind_orders(&orders(LINES), &[line_shape()]);
     let row = vec![int(7), int(42)];
     let kids = children(vec![line(7, 1, "A-1", 2), line(7, 2, "B-9", 1)]);
-    let item = bound.map_row_with_children(&row, &kids).unwrap().item;
+    let item = bound.map_both_with_children(&row, &kids).unwrap().item;
     assert_eq!(item["PK"], s("CUSTOMER#42"));
     assert_eq!(item["SK"], s("ORDER#0000000007"));
     assert_eq!(
@@ -101,12 +101,12 @@ fn lists_children_in_their_order_without_excluded_columns() {
     );
     // A parent without children gets an empty list, not a missing attribute.
     let item = bound
-        .map_row_with_children(&row, &children(Vec::new()))
+        .map_both_with_children(&row, &children(Vec::new()))
         .unwrap()
         .item;
     assert_eq!(item["lines"], AttrValue::L(Vec::new()));
     // Mapping without the children is a reject, not an item missing its lines.
-    let r = bound.map_row(&row).unwrap_err();
+    let r = bound.map_both(&row).unwrap_err();
     assert!(r.reason.contains("children of 0 embeds"), "{}", r.reason);
 }
 
@@ -118,7 +118,7 @@ fn map_keyed_by_a_column_with_attributes_and_duplicates_rejected() {
     let bound = bind_orders(&orders(&body), &[line_shape()]);
     let row = vec![int(7), int(42)];
     let kids = children(vec![line(7, 1, "A-1", 2), line(7, 2, "B-9", 1)]);
-    let item = bound.map_row_with_children(&row, &kids).unwrap().item;
+    let item = bound.map_both_with_children(&row, &kids).unwrap().item;
     let expected: BTreeMap<String, AttrValue> = [
         (
             "A-1".to_string(),
@@ -143,7 +143,7 @@ fn map_keyed_by_a_column_with_attributes_and_duplicates_rejected() {
     assert_eq!(item["lines"], AttrValue::M(expected));
 
     let dup = children(vec![line(7, 1, "A-1", 2), line(7, 2, "A-1", 1)]);
-    let r = bound.map_row_with_children(&row, &dup).unwrap_err();
+    let r = bound.map_both_with_children(&row, &dup).unwrap_err();
     assert_eq!(r.entity, "order");
     assert!(
         r.reason
@@ -166,7 +166,7 @@ fn a_bad_child_value_rejects_the_parent_naming_the_child_column() {
         ]),
     ]);
     let r = bound
-        .map_row_with_children(&vec![int(7), int(42)], &kids)
+        .map_both_with_children(&vec![int(7), int(42)], &kids)
         .unwrap_err();
     assert_eq!(r.column.as_deref(), Some("lines.sku"));
     assert_eq!(r.reason, "embed lines, child row 2: zero date");
@@ -214,7 +214,7 @@ fn embeds_nest_two_levels() {
         with(line(7, 2, "B-9", 1), Vec::new()),
     ]);
     let item = bound
-        .map_row_with_children(&vec![int(7), int(42)], &kids)
+        .map_both_with_children(&vec![int(7), int(42)], &kids)
         .unwrap()
         .item;
     assert_eq!(
@@ -246,7 +246,7 @@ fn embeds_nest_two_levels() {
         vec![discount(1, "X", "1e999")],
     )]);
     let r = bound
-        .map_row_with_children(&vec![int(7), int(42)], &kids)
+        .map_both_with_children(&vec![int(7), int(42)], &kids)
         .unwrap_err();
     assert!(
         r.reason
@@ -263,7 +263,7 @@ fn children_over_400_kb_reject_the_parent_with_the_count() {
     let sku = "x".repeat(1000);
     let kids = children((1..=450).map(|i| line(7, i, &sku, 1)).collect());
     let r = bound
-        .map_row_with_children(&vec![int(7), int(42)], &kids)
+        .map_both_with_children(&vec![int(7), int(42)], &kids)
         .unwrap_err();
     assert!(
         r.reason.contains("over the 400 KB (409600 bytes) limit"),
@@ -278,7 +278,7 @@ fn children_over_400_kb_reject_the_parent_with_the_count() {
     // 449 rows less: fits, and nothing is truncated.
     let kids = children((1..=300).map(|i| line(7, i, &sku, 1)).collect());
     let item: Item = bound
-        .map_row_with_children(&vec![int(7), int(42)], &kids)
+        .map_both_with_children(&vec![int(7), int(42)], &kids)
         .unwrap()
         .item;
     assert!(matches!(&item["lines"], AttrValue::L(l) if l.len() == 300));
@@ -451,7 +451,7 @@ fn children_follow_the_source_timezone_and_the_invalid_default() {
         SqlValue::Float(f64::NAN),
     ])]);
     let item = bound
-        .map_row_with_children(&vec![int(7), int(3)], &kids)
+        .map_both_with_children(&vec![int(7), int(3)], &kids)
         .unwrap()
         .item;
     // Paris is UTC+1 in January; the NaN weight is treated as NULL, so omitted.

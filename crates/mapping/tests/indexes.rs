@@ -144,7 +144,7 @@ fn index_keys_take_their_type_and_may_be_missing() {
         SqlValue::Decimal("9.50".into()),
         SqlValue::Int(20240102),
     ];
-    let item = bound.map_row(&row).unwrap().item;
+    let item = bound.map_both(&row).unwrap().item;
     assert_eq!(item["GSI1PK"], AttrValue::S("STATUS#open".into()));
     // A template for an N index key renders a number, as an N pk would.
     assert_eq!(item["GSI1SK"], AttrValue::N("202401020007".into()));
@@ -154,12 +154,12 @@ fn index_keys_take_their_type_and_may_be_missing() {
     // template as for a plain column.
     let mut no_status = row.clone();
     no_status[1] = SqlValue::Null;
-    let item = bound.map_row(&no_status).unwrap().item;
+    let item = bound.map_both(&no_status).unwrap().item;
     assert!(!item.contains_key("GSI1PK"));
     assert_eq!(item["GSI1SK"], AttrValue::N("202401020007".into()));
     let attrs_sparse = "GSI1PK = \"{status}\"\n";
     let bound_sparse = bind(&with_target(GSIS, attrs_sparse), &cols(&columns)).unwrap();
-    let item = bound_sparse.map_row(&no_status).unwrap().item;
+    let item = bound_sparse.map_both(&no_status).unwrap().item;
     assert!(!item.contains_key("GSI1PK"));
 
     // A column of another type copied into an index key: rejected, not failed at write.
@@ -168,7 +168,7 @@ fn index_keys_take_their_type_and_may_be_missing() {
         &cols(&columns),
     )
     .unwrap();
-    let r = bound.map_row(&row).unwrap_err();
+    let r = bound.map_both(&row).unwrap_err();
     assert_eq!(r.column.as_deref(), Some("status"));
     assert_eq!(
         r.reason,
@@ -176,12 +176,12 @@ fn index_keys_take_their_type_and_may_be_missing() {
     );
     // A template that does not render a number for an N index key.
     let bound = bind(&with_target(GSIS, "GSI1SK = \"D{day}\"\n"), &cols(&columns)).unwrap();
-    let r = bound.map_row(&row).unwrap_err();
+    let r = bound.map_both(&row).unwrap_err();
     assert!(r.reason.contains("is of type N"), "{}", r.reason);
     // An empty string in an index key.
     let mut empty = row.clone();
     empty[1] = SqlValue::Text(String::new());
-    let r = bound_sparse.map_row(&empty).unwrap_err();
+    let r = bound_sparse.map_both(&empty).unwrap_err();
     assert!(
         r.reason
             .contains("is empty, but it is the partition key of index GSI1"),

@@ -24,7 +24,7 @@ fn key_of(
 ) -> Result<AttrValue, sql2ddb_core::Reject> {
     let text = target(pk_type, &format!("pk = {template:?}\n"));
     let bound = bind(&text, &cols(columns)).unwrap_or_else(|e| panic!("{e}"));
-    bound.map_row(&row).map(|m| m.item["PK"].clone())
+    bound.map_both(&row).map(|m| m.item["PK"].clone())
 }
 
 fn s(v: &str) -> AttrValue {
@@ -162,7 +162,7 @@ fn composite_source_keys() {
         )
         .unwrap();
     let m = bound
-        .map_row(&vec![SqlValue::Int(1), SqlValue::Text("x".into())])
+        .map_both(&vec![SqlValue::Int(1), SqlValue::Text("x".into())])
         .unwrap();
     assert_eq!(m.source_key, json!({"a": 1, "b": "x"}));
     assert_eq!(m.item["PK"], s("1#x"));

@@ -48,7 +48,7 @@ fn map_v(
     let bound =
         bind(&text, &cols(&[("id", "int8"), ("v", ty)])).unwrap_or_else(|e| panic!("bind: {e}"));
     bound
-        .map_row(&vec![SqlValue::Int(1), value])
+        .map_both(&vec![SqlValue::Int(1), value])
         .map(|m| m.item)
 }
 
@@ -178,7 +178,7 @@ fn timezone_applies_to_templates_and_keys() {
     );
     let bound = bind(&text, &cols(&[("id", "int8"), ("v", "datetime")])).unwrap();
     let m = bound
-        .map_row(&vec![SqlValue::Int(1), ts(2024, 1, 15, 7, 0, 0)])
+        .map_both(&vec![SqlValue::Int(1), ts(2024, 1, 15, 7, 0, 0)])
         .unwrap();
     assert_eq!(m.item["PK"], s("AT#2024-01-15T12:00:00Z"));
     assert_eq!(m.item["label"], s("at 2024-01-15T12:00:00Z"));
@@ -379,7 +379,7 @@ fn entity_invalid_default_and_attribute_override() {
         "{HEAD}\n[[entity]]\nname = \"e\"\nfrom = \"t\"\ninvalid = \"null\"\npk = \"D#{{v}}\"\nsk = \"X\"\n"
     );
     let bound = bind(&text, &cols(&[("id", "int8"), ("v", "date")])).unwrap();
-    let r = bound.map_row(&vec![SqlValue::Int(1), zero()]).unwrap_err();
+    let r = bound.map_both(&vec![SqlValue::Int(1), zero()]).unwrap_err();
     assert!(r.reason.contains("invalid"), "{}", r.reason);
     let e = err(&mapping("", "invalid = \"maybe\"\n"));
     assert_eq!(at(&e).0, 14, "{e}");

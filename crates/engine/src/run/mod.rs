@@ -194,8 +194,6 @@ struct Prepared {
     children: Vec<embed::ChildPlan>,
     /// Pointers this entity's rows move.
     pointers: Vec<BoundPointer>,
-    /// The target table's key attributes (to tie a pointer to its item).
-    keys: Vec<sql2ddb_core::KeyAttr>,
     counters: Arc<EntityProgress>,
     stats: Arc<WriteStats>,
     /// Rows that landed on an earlier row's item (`overwrite = true` only).

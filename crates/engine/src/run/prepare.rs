@@ -162,7 +162,6 @@ impl Context {
             segments,
             children: b.children,
             pointers: b.pointers,
-            keys: plan.key_attrs(),
             counters,
             stats: Arc::new(WriteStats::default()),
             overwrites: b.overwrites,

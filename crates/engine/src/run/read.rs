@@ -77,17 +77,17 @@ impl Readers {
         let mut rejected = Vec::new();
         let mut mapped_rows = Vec::new();
         for (i, row) in rows.iter().enumerate() {
-            let mapped = match children.get(i) {
-                Some(c) => p.bound.map_row_with_children(row, c),
-                None => p.bound.map_row(row),
+            // Serialised once, here, straight from the row: the text is what travels.
+            let encoded = match children.get(i) {
+                Some(c) => p.bound.encode_row_with_children(row, c),
+                None => p.bound.encode_row(row),
             };
-            match mapped {
-                Ok(m) => {
+            match encoded {
+                Ok(item) => {
                     if !p.pointers.is_empty() {
                         mapped_rows.push(row.clone());
                     }
-                    // Serialised once, here: the text is what travels.
-                    items.push(EncodedItem::of(m, &p.keys))
+                    items.push(item)
                 }
                 Err(r) => rejected.push(r),
             }

@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use sql2ddb_core::{Column, MappedItem, Reject, Row};
-use sql2ddb_mapping::{BoundEntity, MappingError, Plan};
+use sql2ddb_mapping::{BoundEntity, ChildRows, MappingError, Plan};
 
 /// The mapping file name used in messages.
 pub const FILE: &str = "shop.toml";
@@ -67,5 +67,41 @@ pub fn bind(text: &str, columns: &[Column]) -> Result<BoundEntity, MappingError>
 /// Binds an entity whose body is `body` and maps `row`.
 pub fn map(body: &str, columns: &[(&str, &str)], row: Row) -> Result<MappedItem, Reject> {
     let bound = bind(&with_entity(body), &cols(columns)).unwrap_or_else(|e| panic!("bind: {e}"));
-    bound.map_row(&row)
+    bound.map_both(&row)
+}
+
+/// Maps rows both ways the engine can: to an attribute map
+/// (`map_row`, what samples and verification use) and straight to the
+/// encoded item the write path sends (`encode_row`); asserts the two agree
+/// (the same item text, key, size and source key, or the same reject) and
+/// returns the map.
+pub trait MapBothWays {
+    fn map_both(&self, row: &Row) -> Result<MappedItem, Reject>;
+    fn map_both_with_children(&self, row: &Row, children: &ChildRows)
+        -> Result<MappedItem, Reject>;
+}
+
+impl MapBothWays for BoundEntity {
+    fn map_both(&self, row: &Row) -> Result<MappedItem, Reject> {
+        self.map_both_with_children(row, &ChildRows::default())
+    }
+
+    fn map_both_with_children(
+        &self,
+        row: &Row,
+        children: &ChildRows,
+    ) -> Result<MappedItem, Reject> {
+        let mapped = self.map_row_with_children(row, children);
+        let encoded = self.encode_row_with_children(row, children);
+        match (&mapped, &encoded) {
+            (Ok(m), Ok(e)) => {
+                let text = serde_json::to_string(&m.item).expect("an item serialises");
+                assert_eq!(e.item.get(), text, "item text");
+                assert_eq!((&e.source_key, e.size), (&m.source_key, m.size));
+            }
+            (Err(a), Err(b)) => assert_eq!(a, b, "the same reject"),
+            _ => panic!("map_row gave {mapped:?}, encode_row {encoded:?}"),
+        }
+        mapped
+    }
 }

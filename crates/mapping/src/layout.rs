@@ -1,0 +1,164 @@
+//! An entity's item layout: its attribute names, bound once and shared by
+//! every row, so the write path builds an item as a vector of values and
+//! serialises it straight into DynamoDB JSON, instead of a map that holds
+//! its own copy of every name.
+
+use serde::ser::{Serialize, SerializeMap, Serializer};
+use sql2ddb_core::{AttrValue, Attrs};
+
+/// Where each of an entity's attributes goes in the layout: the names in
+/// the order a map of the item would hold them (byte order, so the text is
+/// the same as a map's), and the position of each source of a value.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    /// Attribute names, sorted.
+    pub names: Vec<String>,
+    /// Position of the partition key, the sort key, each field, each embed.
+    pub pk: usize,
+    pub sk: Option<usize>,
+    pub fields: Vec<usize>,
+    pub embeds: Vec<usize>,
+}
+
+impl Layout {
+    /// The layout of attributes named, in the order they are filled, `pk`,
+    /// `sk`, `fields` and `embeds`; `None` when two of them share a name
+    /// (one value then replaces another, which a map does and a layout
+    /// does not: such an entity takes the map's path).
+    pub fn new<'a>(
+        pk: &'a str,
+        sk: Option<&'a str>,
+        fields: impl Iterator<Item = &'a str>,
+        embeds: impl Iterator<Item = &'a str>,
+    ) -> Option<Layout> {
+        let fields: Vec<&str> = fields.collect();
+        let embeds: Vec<&str> = embeds.collect();
+        let mut names: Vec<String> = std::iter::once(pk)
+            .chain(sk)
+            .chain(fields.iter().copied())
+            .chain(embeds.iter().copied())
+            .map(str::to_string)
+            .collect();
+        let filled = names.len();
+        names.sort();
+        names.dedup();
+        if names.len() != filled {
+            return None;
+        }
+        let at = |n: &str| {
+            names
+                .binary_search_by(|x| x.as_str().cmp(n))
+                .expect("a name of the layout")
+        };
+        Some(Layout {
+            pk: at(pk),
+            sk: sk.map(at),
+            fields: fields.iter().map(|n| at(n)).collect(),
+            embeds: embeds.iter().map(|n| at(n)).collect(),
+            names,
+        })
+    }
+
+    /// An item of this layout with no values yet.
+    pub fn empty(&self) -> Slots<'_> {
+        Slots {
+            names: &self.names,
+            values: vec![None; self.names.len()],
+        }
+    }
+}
+
+/// An item in an entity's layout: a value (or none) per attribute name.
+/// It serialises exactly as the [`sql2ddb_core::Item`] with the same
+/// attributes would, and the limits are checked on it by the same code.
+#[derive(Debug)]
+pub(crate) struct Slots<'a> {
+    names: &'a [String],
+    pub values: Vec<Option<AttrValue>>,
+}
+
+impl Attrs for Slots<'_> {
+    fn attr(&self, name: &str) -> Option<&AttrValue> {
+        let i = self.names.binary_search_by(|x| x.as_str().cmp(name)).ok()?;
+        self.values[i].as_ref()
+    }
+
+    fn each(&self) -> impl Iterator<Item = (&str, &AttrValue)> {
+        self.names
+            .iter()
+            .zip(&self.values)
+            .filter_map(|(n, v)| Some((n.as_str(), v.as_ref()?)))
+    }
+}
+
+impl Serialize for Slots<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(None)?;
+        for (name, value) in self.each() {
+            map.serialize_entry(name, value)?;
+        }
+        map.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sql2ddb_core::{check_item, item_size, Item, KeyAttr, KeyType};
+
+    #[test]
+    fn an_item_in_a_layout_reads_checks_and_serialises_as_the_map_with_its_values() {
+        let layout = Layout::new(
+            "PK",
+            Some("SK"),
+            ["name", "age", "Zed"].into_iter(),
+            ["lines"].into_iter(),
+        )
+        .expect("distinct names");
+        let mut slots = layout.empty();
+        let mut map = Item::new();
+        let mut put = |at: usize, name: &str, v: Option<AttrValue>| {
+            if let Some(v) = &v {
+                map.insert(name.to_string(), v.clone());
+            }
+            slots.values[at] = v;
+        };
+        put(layout.pk, "PK", Some(AttrValue::S("C#1".into())));
+        put(layout.sk.unwrap(), "SK", Some(AttrValue::N("7".into())));
+        put(
+            layout.fields[0],
+            "name",
+            Some(AttrValue::S("é \"q\"".into())),
+        );
+        put(layout.fields[1], "age", None);
+        put(layout.fields[2], "Zed", Some(AttrValue::Bool(true)));
+        put(
+            layout.embeds[0],
+            "lines",
+            Some(AttrValue::L(vec![AttrValue::Null])),
+        );
+        assert_eq!(
+            serde_json::to_string(&slots).unwrap(),
+            serde_json::to_string(&map).unwrap()
+        );
+        assert_eq!(slots.attr("name"), map.get("name"));
+        assert_eq!(slots.attr("age"), None);
+        assert_eq!(slots.attr("nope"), None);
+        assert_eq!(item_size(&slots), item_size(&map));
+        let keys = [
+            KeyAttr::new("PK", KeyType::S),
+            KeyAttr::new("SK", KeyType::S),
+        ];
+        assert_eq!(check_item(&slots, &keys), check_item(&map, &keys));
+        assert!(
+            check_item(&slots, &keys).is_err(),
+            "SK is a number, the key an S"
+        );
+    }
+
+    #[test]
+    fn names_filled_twice_have_no_layout() {
+        assert!(Layout::new("PK", None, ["a", "PK"].into_iter(), std::iter::empty()).is_none());
+        assert!(Layout::new("PK", None, ["a"].into_iter(), ["a"].into_iter()).is_none());
+    }
+}
