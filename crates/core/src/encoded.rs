@@ -1,6 +1,8 @@
 //! An item as it travels from the mapping to the table: serialised once.
 
-use serde::{Deserialize, Serialize};
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::Value as Json;
 
@@ -20,7 +22,7 @@ use crate::limits::KeyAttr;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EncodedItem {
     /// The item as a DynamoDB-JSON object (`{"PK":{"S":"A#1"},…}`).
-    pub item: Box<RawValue>,
+    pub item: ItemJson,
     /// The values of the table's key attributes, partition key first.
     /// Messages of older releases do not carry it: a writer takes it from
     /// [`EncodedItem::item`] (see [`EncodedItem::ensure_key`]).
@@ -33,18 +35,16 @@ pub struct EncodedItem {
 }
 
 impl EncodedItem {
-    /// Serialises `item` (an [`Item`], or any item that serialises as one)
+    /// Serialises `item` (an [`Item`], or an item in a mapping's layout)
     /// and takes the values of `keys` from it.
-    pub fn new<A: Attrs + Serialize + ?Sized>(
+    pub fn new<A: Attrs + ?Sized>(
         item: &A,
         keys: &[KeyAttr],
         source_key: Json,
         size: usize,
     ) -> EncodedItem {
-        // Not `RawValue::from_string`, which parses the text again to check it.
-        let text = serde_json::value::to_raw_value(item).expect("an item always serialises");
         EncodedItem {
-            item: text,
+            item: ItemJson::of(item),
             key: key_values(item, keys),
             source_key,
             size,
@@ -94,10 +94,51 @@ impl EncodedItem {
 
 impl PartialEq for EncodedItem {
     fn eq(&self, other: &Self) -> bool {
-        self.item.get() == other.item.get()
+        self.item == other.item
             && self.key == other.key
             && self.source_key == other.source_key
             && self.size == other.size
+    }
+}
+
+/// An item's DynamoDB JSON, written once (by [`crate::json::item_text`],
+/// which writes only well-formed JSON) and never parsed on the write path.
+///
+/// In a queue message it is the JSON object itself, not a string holding
+/// it: serialised as a raw JSON value (checked then, since a message is
+/// parsed by another process) and read back as one.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ItemJson(Box<str>);
+
+impl ItemJson {
+    /// The DynamoDB JSON of `item`.
+    pub fn of<A: Attrs + ?Sized>(item: &A) -> ItemJson {
+        ItemJson(crate::json::item_text(item).into_boxed_str())
+    }
+
+    /// The text.
+    pub fn get(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for ItemJson {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl Serialize for ItemJson {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let raw: &RawValue = serde_json::from_str(&self.0).map_err(serde::ser::Error::custom)?;
+        raw.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for ItemJson {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = Box::<RawValue>::deserialize(d)?;
+        Ok(ItemJson(raw.into()))
     }
 }
 

@@ -7,6 +7,7 @@
 pub mod attr;
 pub mod batch;
 pub mod encoded;
+pub mod json;
 pub mod limits;
 pub mod number;
 pub mod pointer;
@@ -17,7 +18,7 @@ pub mod wire;
 
 pub use attr::{AttrValue, Attrs, Item};
 pub use batch::{BatchPart, BatchPointer, MappedItem, Reject, UpdateChange, WorkBatch};
-pub use encoded::EncodedItem;
+pub use encoded::{EncodedItem, ItemJson};
 pub use limits::{
     check_item, item_size, write_units, ItemProblem, KeyAttr, KeyType, UnknownKeyType,
 };

@@ -6,7 +6,7 @@
 //! the unprocessed items); or give up (validation errors: the chunk is split
 //! so the bad item fails alone and the others are written).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -277,23 +277,17 @@ impl<C: BatchWriteApi> BatchWriter<C> {
 
     fn dedupe(&self, items: Vec<EncodedItem>) -> Vec<EncodedItem> {
         // This runs on every item of every batch: keys by reference (a table
-        // has at most two key attributes), one sort, no allocation per item.
-        let keys: Vec<&[AttrValue]> = items.iter().map(|m| &m.key[..]).collect();
-        let mut order: Vec<usize> = (0..items.len()).collect();
-        order.sort_unstable_by(|&a, &b| keys[a].cmp(keys[b]).then(a.cmp(&b)));
-        // Equal keys are adjacent, in row order: the last of each run wins.
-        let superseded: Vec<usize> = order
-            .windows(2)
-            .filter(|w| keys[w[0]] == keys[w[1]])
-            .map(|w| w[0])
-            .collect();
-        if superseded.is_empty() {
+        // has at most two key attributes) in one hash set, no allocation per
+        // item. Walked from the last row back, so the last of equal keys wins.
+        let mut keep: Vec<bool> = {
+            let mut seen: HashSet<&[AttrValue], foldhash::fast::RandomState> =
+                HashSet::with_capacity_and_hasher(items.len(), Default::default());
+            items.iter().rev().map(|m| seen.insert(&m.key[..])).collect()
+        };
+        if keep.iter().all(|&k| k) {
             return items;
         }
-        let mut keep = vec![true; items.len()];
-        for i in superseded {
-            keep[i] = false;
-        }
+        keep.reverse();
         items
             .into_iter()
             .zip(keep)
