@@ -44,7 +44,7 @@ impl EncodedItem {
         size: usize,
     ) -> EncodedItem {
         EncodedItem {
-            item: ItemJson::of(item),
+            item: ItemJson(crate::json::item_text_of_size(item, size).into_boxed_str()),
             key: key_values(item, keys),
             source_key,
             size,

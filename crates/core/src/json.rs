@@ -12,10 +12,14 @@ use crate::limits::item_size;
 /// The item as its DynamoDB-JSON object (`{"PK":{"S":"A#1"},…}`), attributes
 /// in the order `item` gives them (an [`Item`](crate::Item)'s is byte order).
 pub fn item_text<A: Attrs + ?Sized>(item: &A) -> String {
+    item_text_of_size(item, item_size(item))
+}
+
+/// [`item_text`] for an item whose size by DynamoDB's rules is known: it
+/// sizes the text's buffer.
+pub fn item_text_of_size<A: Attrs + ?Sized>(item: &A, size: usize) -> String {
     // Names and values, plus `{"":{"S":""}},` around each: rarely grown.
-    let mut n = 0;
-    let size = item_size(item);
-    item.each().for_each(|_| n += 1);
+    let n = item.each().count();
     let mut out = String::with_capacity(size + size / 3 + 16 * n + 2);
     write_map(&mut out, item.each());
     out

@@ -282,7 +282,11 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         let mut keep: Vec<bool> = {
             let mut seen: HashSet<&[AttrValue], foldhash::fast::RandomState> =
                 HashSet::with_capacity_and_hasher(items.len(), Default::default());
-            items.iter().rev().map(|m| seen.insert(&m.key[..])).collect()
+            items
+                .iter()
+                .rev()
+                .map(|m| seen.insert(&m.key[..]))
+                .collect()
         };
         if keep.iter().all(|&k| k) {
             return items;
