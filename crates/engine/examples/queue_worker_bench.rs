@@ -10,6 +10,10 @@
 //!
 //! queue_worker_bench --endpoint URL --progress-endpoint URL --items DIR --table NAME [--page 500] [--concurrency N]
 
+// The allocator of the binary whose write path this measures.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

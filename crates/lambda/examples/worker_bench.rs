@@ -8,6 +8,10 @@
 //!
 //! worker_bench --endpoint URL --progress-endpoint URL --items DIR --table NAME [--page 500] [--batch 10]
 
+// The allocator of the binary whose write path this measures.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::time::Instant;
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};

@@ -3,6 +3,12 @@
 
 use std::sync::Arc;
 
+// The allocator of the `sql2ddb` binary: a handler allocates and frees every
+// item's text and key values, which the system allocator makes costly (see
+// docs/performance.md).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use lambda_runtime::{service_fn, LambdaEvent};
 use sql2ddb_engine::serverless::{Finisher, JobFile, MessageWriter};
 use sql2ddb_engine::worker::WorkerSetup;
