@@ -57,48 +57,32 @@ pub fn write_value(out: &mut String, v: &AttrValue) {
         AttrValue::Bool(true) => out.push_str(r#"{"BOOL":true"#),
         AttrValue::Bool(false) => out.push_str(r#"{"BOOL":false"#),
         AttrValue::Null => out.push_str(r#"{"NULL":true"#),
-        AttrValue::L(l) => {
-            out.push_str(r#"{"L":["#);
-            for (i, e) in l.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_value(out, e);
-            }
-            out.push(']');
-        }
+        AttrValue::L(l) => write_list(out, r#"{"L":["#, l, write_value),
         AttrValue::M(m) => {
             out.push_str(r#"{"M":"#);
             write_map(out, m.iter().map(|(k, v)| (k.as_str(), v)));
         }
-        AttrValue::SS(s) | AttrValue::NS(s) => {
-            out.push_str(if matches!(v, AttrValue::SS(_)) {
-                r#"{"SS":["#
-            } else {
-                r#"{"NS":["#
-            });
-            for (i, e) in s.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_str(out, e);
-            }
-            out.push(']');
-        }
-        AttrValue::BS(s) => {
-            out.push_str(r#"{"BS":["#);
-            for (i, b) in s.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push('"');
-                base64::engine::general_purpose::STANDARD.encode_string(b, out);
-                out.push('"');
-            }
-            out.push(']');
-        }
+        AttrValue::SS(s) => write_list(out, r#"{"SS":["#, s, |out, e| write_str(out, e)),
+        AttrValue::NS(s) => write_list(out, r#"{"NS":["#, s, |out, e| write_str(out, e)),
+        AttrValue::BS(s) => write_list(out, r#"{"BS":["#, s, |out, b| {
+            out.push('"');
+            base64::engine::general_purpose::STANDARD.encode_string(b, out);
+            out.push('"');
+        }),
     }
     out.push('}');
+}
+
+/// `open`, the elements written by `each` with commas between them, `]`.
+fn write_list<T>(out: &mut String, open: &str, items: &[T], each: impl Fn(&mut String, &T)) {
+    out.push_str(open);
+    for (i, e) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        each(out, e);
+    }
+    out.push(']');
 }
 
 /// Whether any byte of `w` is below 0x20, `"` or `\`.

@@ -206,7 +206,6 @@ pk = "CUSTOMER#{customer_id}"
             segments: Vec::new(),
             children: Vec::new(),
             pointers: Vec::new(),
-            keys: plan.key_attrs(),
             counters: Arc::new(Default::default()),
             stats: Arc::new(WriteStats::default()),
             overwrites: None,
