@@ -52,6 +52,40 @@ impl<'de> Deserialize<'de> for AttrValue {
 
 struct AttrValueVisitor;
 
+/// A DynamoDB JSON type key.
+#[derive(Debug, Clone, Copy, Deserialize)]
+enum Kind {
+    S,
+    N,
+    B,
+    #[serde(rename = "BOOL")]
+    Bool,
+    #[serde(rename = "NULL")]
+    Null,
+    L,
+    M,
+    SS,
+    NS,
+    BS,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        match self {
+            Kind::S => "S",
+            Kind::N => "N",
+            Kind::B => "B",
+            Kind::Bool => "BOOL",
+            Kind::Null => "NULL",
+            Kind::L => "L",
+            Kind::M => "M",
+            Kind::SS => "SS",
+            Kind::NS => "NS",
+            Kind::BS => "BS",
+        }
+    }
+}
+
 impl<'de> Visitor<'de> for AttrValueVisitor {
     type Value = AttrValue;
 
@@ -62,42 +96,38 @@ impl<'de> Visitor<'de> for AttrValueVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<AttrValue, A::Error> {
-        let Some(kind) = map.next_key::<String>()? else {
+        // The type key read as an identifier: no string allocated per value.
+        let Some(kind) = map.next_key::<Kind>()? else {
             return Err(de::Error::custom(
                 "empty attribute value: expected one type key",
             ));
         };
-        let value = match kind.as_str() {
-            "S" => AttrValue::S(map.next_value()?),
-            "N" => AttrValue::N(map.next_value()?),
-            "B" => AttrValue::B(unb64(&map.next_value::<String>()?)?),
-            "BOOL" => AttrValue::Bool(map.next_value()?),
-            "NULL" => {
+        let value = match kind {
+            Kind::S => AttrValue::S(map.next_value()?),
+            Kind::N => AttrValue::N(map.next_value()?),
+            Kind::B => AttrValue::B(unb64(&map.next_value::<String>()?)?),
+            Kind::Bool => AttrValue::Bool(map.next_value()?),
+            Kind::Null => {
                 if !map.next_value::<bool>()? {
                     return Err(de::Error::custom("NULL must be true"));
                 }
                 AttrValue::Null
             }
-            "L" => AttrValue::L(map.next_value()?),
-            "M" => AttrValue::M(map.next_value::<BTreeMap<String, AttrValue>>()?),
-            "SS" => AttrValue::SS(map.next_value()?),
-            "NS" => AttrValue::NS(map.next_value()?),
-            "BS" => AttrValue::BS(
+            Kind::L => AttrValue::L(map.next_value()?),
+            Kind::M => AttrValue::M(map.next_value::<BTreeMap<String, AttrValue>>()?),
+            Kind::SS => AttrValue::SS(map.next_value()?),
+            Kind::NS => AttrValue::NS(map.next_value()?),
+            Kind::BS => AttrValue::BS(
                 map.next_value::<Vec<String>>()?
                     .iter()
                     .map(|s| unb64(s))
                     .collect::<Result<_, _>>()?,
             ),
-            other => {
-                return Err(de::Error::unknown_variant(
-                    other,
-                    &["S", "N", "B", "BOOL", "NULL", "L", "M", "SS", "NS", "BS"],
-                ))
-            }
         };
         if let Some(extra) = map.next_key::<String>()? {
             return Err(de::Error::custom(format!(
-                "attribute value has a second type key `{extra}` after `{kind}`"
+                "attribute value has a second type key `{extra}` after `{}`",
+                kind.name()
             )));
         }
         Ok(value)
