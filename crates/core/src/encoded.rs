@@ -111,11 +111,6 @@ impl PartialEq for EncodedItem {
 pub struct ItemJson(Box<str>);
 
 impl ItemJson {
-    /// The DynamoDB JSON of `item`.
-    pub fn of<A: Attrs + ?Sized>(item: &A) -> ItemJson {
-        ItemJson(crate::json::item_text(item).into_boxed_str())
-    }
-
     /// The text.
     pub fn get(&self) -> &str {
         &self.0

@@ -53,7 +53,7 @@ impl<'de> Deserialize<'de> for AttrValue {
 struct AttrValueVisitor;
 
 /// A DynamoDB JSON type key.
-#[derive(Debug, Clone, Copy, Deserialize)]
+#[derive(Clone, Copy, Deserialize)]
 enum Kind {
     S,
     N,
@@ -67,23 +67,6 @@ enum Kind {
     SS,
     NS,
     BS,
-}
-
-impl Kind {
-    fn name(self) -> &'static str {
-        match self {
-            Kind::S => "S",
-            Kind::N => "N",
-            Kind::B => "B",
-            Kind::Bool => "BOOL",
-            Kind::Null => "NULL",
-            Kind::L => "L",
-            Kind::M => "M",
-            Kind::SS => "SS",
-            Kind::NS => "NS",
-            Kind::BS => "BS",
-        }
-    }
 }
 
 impl<'de> Visitor<'de> for AttrValueVisitor {
@@ -127,7 +110,7 @@ impl<'de> Visitor<'de> for AttrValueVisitor {
         if let Some(extra) = map.next_key::<String>()? {
             return Err(de::Error::custom(format!(
                 "attribute value has a second type key `{extra}` after `{}`",
-                kind.name()
+                value.type_name()
             )));
         }
         Ok(value)
@@ -197,7 +180,7 @@ mod tests {
         let cases = [
             (r#"{}"#, "empty attribute value"),
             (r#"{"X": 1}"#, "unknown variant `X`"),
-            (r#"{"S": "a", "N": "1"}"#, "second type key `N`"),
+            (r#"{"S": "a", "N": "1"}"#, "second type key `N` after `S`"),
             (r#"{"NULL": false}"#, "NULL must be true"),
             (r#"{"B": "not base64!"}"#, "not valid base64"),
             (r#"{"N": 1}"#, "invalid type"),

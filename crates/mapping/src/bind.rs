@@ -291,10 +291,10 @@ impl BoundEntity {
                 .map_row_with_children(row, children)
                 .map(|m| EncodedItem::of(m, &self.keys));
             match (&encoded, &by_map) {
-                (Some(Ok(a)), Ok(b)) => {
+                (Some(a), Ok(b)) => {
                     assert_eq!(a, b, "entity {}: layout and map differ", self.name)
                 }
-                (Some(Ok(a)), Err(r)) => panic!(
+                (Some(a), Err(r)) => panic!(
                     "entity {}: the layout encoded {a:?}, the map rejected it: {r:?}",
                     self.name
                 ),
@@ -302,40 +302,37 @@ impl BoundEntity {
             }
         }
         match encoded {
-            Some(Ok(item)) => Ok(item),
-            _ => self
+            Some(item) => Ok(item),
+            None => self
                 .map_row_with_children(row, children)
                 .map(|m| EncodedItem::of(m, &self.keys)),
         }
     }
 
     /// The row encoded through the layout; `None` when the entity has no
-    /// layout, `Some(Err)` when a check fails (the caller maps the row again
+    /// layout or a check fails (the caller then maps the row the map's way,
     /// for the reject's column and reason).
-    fn encode_in_layout(&self, row: &Row, children: &ChildRows) -> Option<Result<EncodedItem, ()>> {
+    fn encode_in_layout(&self, row: &Row, children: &ChildRows) -> Option<EncodedItem> {
         let layout = self.layout.as_ref()?;
         if row.len() != self.width || children.embeds.len() != self.embeds.len() {
-            return Some(Err(()));
+            return None;
         }
-        Some((|| {
-            let localized = self.localize(row);
-            let values = localized.as_ref().unwrap_or(row);
-            let mut item = layout.empty();
-            item.values[layout.pk] = Some(self.pk.value(values).map_err(drop)?);
-            if let (Some(k), Some(at)) = (&self.sk, layout.sk) {
-                item.values[at] = Some(k.value(values).map_err(drop)?);
-            }
-            for (f, &at) in self.fields.iter().zip(&layout.fields) {
-                item.values[at] = f.value(values).map_err(drop)?;
-            }
-            for ((embed, rows), &at) in self.embeds.iter().zip(&children.embeds).zip(&layout.embeds)
-            {
-                item.values[at] = Some(embed.value(rows).map_err(drop)?);
-            }
-            let size = check_item(&item, &self.keys).map_err(drop)?;
-            check_index_keys(&item, &self.index_keys).map_err(drop)?;
-            Ok(EncodedItem::new(&item, &self.keys, self.key_of(row), size))
-        })())
+        let localized = self.localize(row);
+        let values = localized.as_ref().unwrap_or(row);
+        let mut item = layout.empty();
+        item.values[layout.pk] = Some(self.pk.value(values).ok()?);
+        if let (Some(k), Some(at)) = (&self.sk, layout.sk) {
+            item.values[at] = Some(k.value(values).ok()?);
+        }
+        for (f, &at) in self.fields.iter().zip(&layout.fields) {
+            item.values[at] = f.value(values).ok()?;
+        }
+        for ((embed, rows), &at) in self.embeds.iter().zip(&children.embeds).zip(&layout.embeds) {
+            item.values[at] = Some(embed.value(rows).ok()?);
+        }
+        let size = check_item(&item, &self.keys).ok()?;
+        check_index_keys(&item, &self.index_keys).ok()?;
+        Some(EncodedItem::new(&item, &self.keys, self.key_of(row), size))
     }
 
     /// The row with its zone-less timestamps taken in `[source] timezone` and
