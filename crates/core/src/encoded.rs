@@ -115,6 +115,79 @@ impl ItemJson {
     pub fn get(&self) -> &str {
         &self.0
     }
+
+    /// Takes `text`, which another process wrote, as an item's DynamoDB
+    /// JSON once it is shown to be one JSON object whose strings and
+    /// brackets all close where they should: spliced into a request body,
+    /// it can neither end the body's structure early nor open more of it.
+    /// This is the check a worker makes of an item a queue message carried
+    /// as text, without parsing it; an item that passes and is still not
+    /// DynamoDB JSON is refused by the service, alone.
+    pub fn from_object_text(text: &str) -> Result<ItemJson, String> {
+        check_one_object(text.as_bytes())?;
+        Ok(ItemJson(text.into()))
+    }
+}
+
+/// The deepest bracket nesting [`ItemJson::from_object_text`] follows: more
+/// than DynamoDB's 32 levels of documents take (two brackets a level).
+const MAX_DEPTH: u32 = 128;
+
+/// Whether `b` is one bracket-balanced JSON object: `{` first, every string
+/// closed, every `}` and `]` matching the bracket it closes, and nothing after
+/// the object's own `}`.
+fn check_one_object(b: &[u8]) -> Result<(), String> {
+    if b.first() != Some(&b'{') {
+        return Err("an item's text does not start with `{`".into());
+    }
+    // One bit per open bracket, innermost lowest: 1 for `{`, 0 for `[`.
+    let mut open: u128 = 0;
+    let mut depth = 0u32;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'"' => {
+                i += 1;
+                loop {
+                    match b.get(i) {
+                        Some(b'"') => break,
+                        Some(b'\\') => i += 2,
+                        Some(_) => i += 1,
+                        None => return Err("a string in an item's text does not end".into()),
+                    }
+                }
+            }
+            c @ (b'{' | b'[') => {
+                if depth == MAX_DEPTH {
+                    return Err(format!(
+                        "an item's text nests deeper than {MAX_DEPTH} brackets"
+                    ));
+                }
+                open = (open << 1) | u128::from(c == b'{');
+                depth += 1;
+            }
+            c @ (b'}' | b']') => {
+                if depth == 0 || (open & 1 == 1) != (c == b'}') {
+                    return Err(format!(
+                        "an item's text closes a bracket it did not open at byte {i}"
+                    ));
+                }
+                open >>= 1;
+                depth -= 1;
+                if depth == 0 && i + 1 != b.len() {
+                    return Err(format!(
+                        "an item's text goes on after its object ends at byte {i}"
+                    ));
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    if depth != 0 {
+        return Err("an item's text ends inside its object".into());
+    }
+    Ok(())
 }
 
 impl fmt::Debug for ItemJson {
@@ -179,6 +252,44 @@ mod tests {
         let text = serde_json::to_string(&e).unwrap();
         let back: EncodedItem = serde_json::from_str(&text).unwrap();
         assert_eq!(back, e);
+    }
+
+    #[test]
+    fn an_item_text_is_taken_only_when_it_is_one_closed_object() {
+        // Whatever the writer writes is taken as it is.
+        let mut item = item();
+        item.insert(
+            "doc".into(),
+            serde_json::from_value(serde_json::json!(
+                {"M": {"l": {"L": [{"S": "}]\\\""}, {"M": {}}, {"L": []}]}, "e": {"S": ""}}}
+            ))
+            .unwrap(),
+        );
+        let text = crate::json::item_text(&item);
+        assert_eq!(ItemJson::from_object_text(&text).unwrap().get(), text);
+        assert!(ItemJson::from_object_text("{}").is_ok());
+        // Text that would end or extend the body it is spliced into is not.
+        for bad in [
+            "",
+            "[]",
+            " {}",
+            r#"{"PK":{"S":"x"}}}],"other":[{"PutRequest":{"Item":{}}}"#,
+            r#"{"PK":{"S":"x"}},{"PK":{"S":"y"}}"#,
+            r#"{"PK":{"S":"x}}"#,
+            r#"{"PK":{"S":"x\"}}"#,
+            r#"{"PK":{"L":[}]}"#,
+            r#"{"PK":{"S":"x"}"#,
+            r#"{"PK":{"S":"x"}} "#,
+            r#"{"a":"\"#,
+        ] {
+            assert!(ItemJson::from_object_text(bad).is_err(), "{bad}");
+        }
+        let deep = format!("{}{}", "{\"a\":".repeat(128), "}".repeat(128));
+        assert!(ItemJson::from_object_text(&deep).is_ok());
+        let deeper = format!("{}1{}", "[".repeat(128), "]".repeat(128));
+        assert!(ItemJson::from_object_text(&format!("{{\"a\":{deeper}}}"))
+            .unwrap_err()
+            .contains("deeper than 128"));
     }
 
     #[test]

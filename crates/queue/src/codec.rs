@@ -1,11 +1,23 @@
 //! The message body of a queued [`WorkBatch`]: a format version byte, then the
-//! batch as JSON compressed with raw deflate, the whole base64-encoded so it is
-//! valid SQS text. A migration batch is format [`FORMAT_VERSION`]; a page of an
-//! update job (a batch with [`WorkBatch::update`]) is format
-//! [`UPDATE_FORMAT_VERSION`], so a release that knows only migration batches
-//! refuses it instead of writing its keys as items. Size limits are computed here, never left to the service:
-//! a batch whose body would exceed the limit is split by items into parts that
+//! batch compressed with raw deflate, the whole base64-encoded so it is valid
+//! SQS text. Size limits are computed here, never left to the service: a
+//! batch whose body would exceed the limit is split by items into parts that
 //! each fit, never dropped.
+//!
+//! The formats, by their first byte:
+//!
+//! - [`FORMAT_VERSION`] (3), a migration batch: the batch without its items'
+//!   text as one line of JSON (each item as `[text length, size, key values,
+//!   source key]`), a newline, then the items' DynamoDB JSON one after
+//!   another. A worker cuts the items out by their lengths instead of
+//!   parsing them; each is checked to be one closed JSON object
+//!   ([`ItemJson::from_object_text`]), so none can reach outside its place
+//!   in a request body.
+//! - [`UPDATE_FORMAT_VERSION`] (2), a page of an update job (a batch with
+//!   [`WorkBatch::update`]): the batch as JSON. A release that knows only
+//!   migration batches refuses it instead of writing its keys as items.
+//! - [`LEGACY_FORMAT_VERSION`] (1), a migration batch as JSON, as releases
+//!   before format 3 wrote it: still read, never written.
 
 use std::io::{Read, Write};
 
@@ -13,7 +25,9 @@ use base64::Engine;
 use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
 use flate2::Compression;
-use sql2ddb_core::{BatchPart, WorkBatch};
+use serde::{Deserialize, Serialize};
+use serde_json::Value as Json;
+use sql2ddb_core::{AttrValue, BatchPart, BatchPointer, EncodedItem, ItemJson, WorkBatch};
 
 /// The largest message body SQS accepts (1 MiB), which is also the largest
 /// total of the bodies in one `SendMessageBatch` call.
@@ -23,11 +37,16 @@ pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 /// hostile bodies, far above anything the reader produces.
 pub const MAX_DECODED_BYTES: u64 = 256 * 1024 * 1024;
 
-/// The body format of a migration batch (the first byte before base64).
-pub const FORMAT_VERSION: u8 = 1;
+/// The body format of a migration batch (the first byte before base64):
+/// a head line of JSON, then the items' text.
+pub const FORMAT_VERSION: u8 = 3;
 
 /// The body format of an update job's batch.
 pub const UPDATE_FORMAT_VERSION: u8 = 2;
+
+/// The migration batch format of earlier releases (the batch as JSON): read,
+/// never written.
+pub const LEGACY_FORMAT_VERSION: u8 = 1;
 
 /// Room kept while choosing where to split, for the part numbers that are
 /// only settled once every cut is known (they change a few bytes at most).
@@ -41,7 +60,7 @@ pub enum CodecError {
     #[error("message body is not base64: {0}")]
     NotBase64(String),
     /// The body was written by a newer (or unknown) format.
-    #[error("message format version {found} is not understood by this release (it reads versions {FORMAT_VERSION} and {UPDATE_FORMAT_VERSION})")]
+    #[error("message format version {found} is not understood by this release (it reads versions {LEGACY_FORMAT_VERSION} to {FORMAT_VERSION})")]
     Version {
         /// The version byte found.
         found: u8,
@@ -49,7 +68,8 @@ pub enum CodecError {
     /// The compressed payload is damaged or too large.
     #[error("message payload is damaged: {0}")]
     Corrupt(String),
-    /// The payload is not a work batch.
+    /// The payload is not a work batch (or a part of it is not what the
+    /// format says).
     #[error("message payload is not a work batch: {0}")]
     Json(String),
     /// A single item is too large for one message even alone.
@@ -80,20 +100,86 @@ pub enum CodecError {
     },
 }
 
+/// The head line of a format-3 payload: the batch without its items' text,
+/// as it is written (borrowed from the batch).
+#[derive(Serialize)]
+struct HeadOut<'a> {
+    run_id: &'a str,
+    entity: &'a str,
+    segment: u32,
+    page: u64,
+    part: BatchPart,
+    rows_read: u64,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pointers: &'a [BatchPointer],
+    items: Vec<ItemHeadOut<'a>>,
+}
+
+/// An item in the head line: `[text length, size, key values, source key]`.
+#[derive(Serialize)]
+struct ItemHeadOut<'a>(usize, usize, &'a [AttrValue], &'a Json);
+
+/// The head line of a format-3 payload, as it is read. A field this release
+/// does not know is refused, not skipped: what a batch asks of a worker only
+/// grows with a new format version.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct HeadIn {
+    run_id: String,
+    entity: String,
+    segment: u32,
+    page: u64,
+    part: BatchPart,
+    rows_read: u64,
+    #[serde(default)]
+    pointers: Vec<BatchPointer>,
+    items: Vec<ItemHeadIn>,
+}
+
+/// An item in the head line, as it is read.
+#[derive(Deserialize)]
+struct ItemHeadIn(usize, usize, Vec<AttrValue>, Json);
+
 /// Encodes one batch as one body, whatever its size.
 pub fn encode(batch: &WorkBatch) -> String {
-    let json = serde_json::to_vec(batch).expect("a work batch always serialises");
     let version = match batch.update {
         Some(_) => UPDATE_FORMAT_VERSION,
         None => FORMAT_VERSION,
     };
     let mut bytes = vec![version];
     let mut encoder = DeflateEncoder::new(&mut bytes, Compression::default());
-    encoder
-        .write_all(&json)
-        .expect("writing to memory cannot fail");
+    let written = match batch.update {
+        Some(_) => serde_json::to_writer(&mut encoder, batch).map_err(std::io::Error::other),
+        None => write_text_payload(&mut encoder, batch),
+    };
+    written.expect("a work batch always serialises, and writing to memory cannot fail");
     encoder.finish().expect("writing to memory cannot fail");
     base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// Writes a format-3 payload: the head line, a newline, the items' text.
+fn write_text_payload(out: &mut impl Write, batch: &WorkBatch) -> std::io::Result<()> {
+    let head = HeadOut {
+        run_id: &batch.run_id,
+        entity: &batch.entity,
+        segment: batch.segment,
+        page: batch.page,
+        part: batch.part,
+        rows_read: batch.rows_read,
+        pointers: &batch.pointers,
+        items: batch
+            .items
+            .iter()
+            .map(|m| ItemHeadOut(m.item.get().len(), m.size, &m.key, &m.source_key))
+            .collect(),
+    };
+    // Compact JSON has no raw newline: the first one ends the head.
+    serde_json::to_writer(&mut *out, &head).map_err(std::io::Error::other)?;
+    out.write_all(b"\n")?;
+    for m in &batch.items {
+        out.write_all(m.item.get().as_bytes())?;
+    }
+    Ok(())
 }
 
 /// Reads a body back into its batch.
@@ -104,26 +190,29 @@ pub fn decode(body: &str) -> Result<WorkBatch, CodecError> {
     let Some((&version, compressed)) = bytes.split_first() else {
         return Err(CodecError::Corrupt("empty body".into()));
     };
-    if version != FORMAT_VERSION && version != UPDATE_FORMAT_VERSION {
+    if !(LEGACY_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(CodecError::Version { found: version });
     }
     // Items' JSON deflates to about a quarter: sized for that, it is rarely grown.
-    let mut json = Vec::with_capacity((compressed.len() * 4).min(MAX_DECODED_BYTES as usize));
+    let mut payload = Vec::with_capacity((compressed.len() * 4).min(MAX_DECODED_BYTES as usize));
     DeflateDecoder::new(compressed)
         .take(MAX_DECODED_BYTES + 1)
-        .read_to_end(&mut json)
+        .read_to_end(&mut payload)
         .map_err(|e| CodecError::Corrupt(e.to_string()))?;
-    if json.len() as u64 > MAX_DECODED_BYTES {
+    if payload.len() as u64 > MAX_DECODED_BYTES {
         return Err(CodecError::Corrupt(format!(
             "inflates past {MAX_DECODED_BYTES} bytes"
         )));
     }
+    if version == FORMAT_VERSION {
+        return read_text_payload(&payload);
+    }
     let batch: WorkBatch =
-        serde_json::from_slice(&json).map_err(|e| CodecError::Json(e.to_string()))?;
+        serde_json::from_slice(&payload).map_err(|e| CodecError::Json(e.to_string()))?;
     if batch.update.is_some() != (version == UPDATE_FORMAT_VERSION) {
         return Err(CodecError::Json(format!(
             "a format {version} body must {}carry an update",
-            if version == FORMAT_VERSION {
+            if version == LEGACY_FORMAT_VERSION {
                 "not "
             } else {
                 ""
@@ -131,6 +220,54 @@ pub fn decode(body: &str) -> Result<WorkBatch, CodecError> {
         )));
     }
     Ok(batch)
+}
+
+/// Reads a format-3 payload: the head line, then each item cut out of the
+/// text by its length and checked to be one closed JSON object.
+fn read_text_payload(payload: &[u8]) -> Result<WorkBatch, CodecError> {
+    let json = |e: String| CodecError::Json(e);
+    let end = memchr::memchr(b'\n', payload)
+        .ok_or_else(|| json("a format 3 body has no end to its head line".into()))?;
+    let head: HeadIn = serde_json::from_slice(&payload[..end]).map_err(|e| json(e.to_string()))?;
+    let text = std::str::from_utf8(&payload[end + 1..])
+        .map_err(|e| json(format!("the items' text is not UTF-8: {e}")))?;
+    let lengths = head
+        .items
+        .iter()
+        .try_fold(0usize, |sum, item| sum.checked_add(item.0));
+    if lengths != Some(text.len()) {
+        return Err(json(format!(
+            "the items' lengths in the head do not add up to the {} bytes of text after it",
+            text.len()
+        )));
+    }
+    let mut at = 0;
+    let mut items = Vec::with_capacity(head.items.len());
+    for (i, ItemHeadIn(len, size, key, source_key)) in head.items.into_iter().enumerate() {
+        let item = text
+            .get(at..at + len)
+            .ok_or_else(|| format!("it does not end on a character ({len} bytes at {at})"))
+            .and_then(ItemJson::from_object_text)
+            .map_err(|e| json(format!("item {i} (source key {source_key}): {e}")))?;
+        at += len;
+        items.push(EncodedItem {
+            item,
+            key,
+            source_key,
+            size,
+        });
+    }
+    Ok(WorkBatch {
+        run_id: head.run_id,
+        entity: head.entity,
+        segment: head.segment,
+        page: head.page,
+        part: head.part,
+        rows_read: head.rows_read,
+        items,
+        pointers: head.pointers,
+        update: None,
+    })
 }
 
 /// Encodes a batch as one body if it fits `max_bytes`, else as several parts,
@@ -374,6 +511,202 @@ mod tests {
         assert!(
             matches!(&err, CodecError::ItemTooLarge { source_key, .. } if source_key == r#"{"id":2}"#),
             "{err}"
+        );
+    }
+
+    /// A body as releases before format 3 wrote it: the batch as JSON.
+    fn legacy_body(batch: &WorkBatch) -> String {
+        let mut bytes = vec![LEGACY_FORMAT_VERSION];
+        let mut enc = DeflateEncoder::new(&mut bytes, Compression::default());
+        serde_json::to_writer(&mut enc, batch).unwrap();
+        enc.finish().unwrap();
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    /// A format-3 body of `payload` as it is.
+    fn text_body(payload: &[u8]) -> String {
+        let mut bytes = vec![FORMAT_VERSION];
+        let mut enc = DeflateEncoder::new(&mut bytes, Compression::default());
+        enc.write_all(payload).unwrap();
+        enc.finish().unwrap();
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    /// The payload of a body.
+    fn payload(body: &str) -> Vec<u8> {
+        let bytes = base64::engine::general_purpose::STANDARD
+            .decode(body)
+            .unwrap();
+        let mut out = Vec::new();
+        DeflateDecoder::new(&bytes[1..])
+            .read_to_end(&mut out)
+            .unwrap();
+        out
+    }
+
+    /// Items with text that needs escaping, non-ASCII text, a document and
+    /// a sort key, with pointers on the page.
+    fn varied_batch() -> WorkBatch {
+        use sql2ddb_core::PointerUpdate;
+        let keys = [
+            KeyAttr::new("PK", KeyType::S),
+            KeyAttr::new("SK", KeyType::N),
+        ];
+        let items: Vec<EncodedItem> = (0..30)
+            .map(|i| {
+                let mut item = BTreeMap::new();
+                item.insert(
+                    "PK".to_string(),
+                    AttrValue::S(format!("ORDER#{i}\n\"}}]ü€")),
+                );
+                item.insert("SK".to_string(), AttrValue::N(format!("{i}")));
+                item.insert(
+                    "doc".to_string(),
+                    AttrValue::M(
+                        [(
+                            "l".to_string(),
+                            AttrValue::L(vec![AttrValue::Null, AttrValue::Bool(true)]),
+                        )]
+                        .into(),
+                    ),
+                );
+                EncodedItem::new(
+                    &item,
+                    &keys,
+                    serde_json::json!({ "id": i, "name": "ü\n" }),
+                    40 + i,
+                )
+            })
+            .collect();
+        let pointer = BatchPointer {
+            update: PointerUpdate {
+                name: "LAST_ORDER".into(),
+                pk: AttrValue::S("LAST_ORDER".into()),
+                sk: Some(AttrValue::N("0".into())),
+                attribute: "v".into(),
+                value: AttrValue::N("29".into()),
+                is_max: true,
+                attributes: Default::default(),
+            },
+            item_key: items[29].key.clone(),
+        };
+        WorkBatch {
+            pointers: vec![pointer],
+            part: BatchPart { index: 1, count: 3 },
+            ..batch(items, 31)
+        }
+    }
+
+    #[test]
+    fn a_migration_batch_travels_as_a_head_line_then_its_items_text() {
+        let b = varied_batch();
+        let body = encode(&b);
+        let payload = payload(&body);
+        let end = payload.iter().position(|&c| c == b'\n').unwrap();
+        // After the head, the items' text exactly as it was written, joined.
+        let texts: String = b.items.iter().map(|m| m.item.get()).collect();
+        assert_eq!(&payload[end + 1..], texts.as_bytes());
+        let head: serde_json::Value = serde_json::from_slice(&payload[..end]).unwrap();
+        assert_eq!(head["items"][0][0], b.items[0].item.get().len());
+        assert_eq!(head["items"][0][1], 40);
+        assert_eq!(
+            head["items"][0][3],
+            serde_json::json!({"id": 0, "name": "ü\n"})
+        );
+        assert_eq!(decode(&body).unwrap(), b);
+        // Split pages are made of the same format.
+        let whole = WorkBatch {
+            part: BatchPart::WHOLE,
+            ..b.clone()
+        };
+        let parts = encode_split(&whole, encode(&whole).len() - 1).unwrap();
+        assert!(parts.len() > 1, "{} parts", parts.len());
+        let joined: Vec<EncodedItem> = parts
+            .iter()
+            .flat_map(|p| decode(p).unwrap().items)
+            .collect();
+        assert_eq!(joined, b.items);
+    }
+
+    #[test]
+    fn a_body_of_an_earlier_release_is_still_read() {
+        let b = varied_batch();
+        assert_eq!(decode(&legacy_body(&b)).unwrap(), b);
+        let mut update = batch(vec![], 0);
+        update.update = Some(sql2ddb_core::UpdateChange {
+            table: "shop".into(),
+            keys: vec![KeyAttr::new("PK", KeyType::S)],
+            update: None,
+            condition: "attribute_exists(#k)".into(),
+            names: [("#k".to_string(), "PK".to_string())].into(),
+            values: Default::default(),
+            own_mark: None,
+        });
+        // Format 1 never carried an update.
+        assert!(matches!(
+            decode(&legacy_body(&update)),
+            Err(CodecError::Json(_))
+        ));
+    }
+
+    #[test]
+    fn a_format_3_body_whose_items_do_not_fit_their_head_is_refused() {
+        let b = varied_batch();
+        let good = payload(&encode(&b));
+        let end = good.iter().position(|&c| c == b'\n').unwrap();
+        let (head, texts) = (&good[..end], &good[end + 1..]);
+        let refused = |payload: Vec<u8>, why: &str| match decode(&text_body(&payload)) {
+            Err(CodecError::Json(e)) => assert!(e.contains(why), "{e}"),
+            other => panic!("expected a refusal for {why}, got {other:?}"),
+        };
+        // One byte more or less text than the head's lengths.
+        refused([head, b"\n", texts, b" "].concat(), "do not add up");
+        refused(
+            [head, b"\n", &texts[..texts.len() - 1]].concat(),
+            "do not add up",
+        );
+        // An item whose text reaches into the next one's: the lengths add
+        // up, but item 0 no longer closes where its length says.
+        let mut head_json: serde_json::Value = serde_json::from_slice(head).unwrap();
+        let first = head_json["items"][0][0].as_u64().unwrap();
+        head_json["items"][0][0] = (first + 1).into();
+        head_json["items"][1][0] = (head_json["items"][1][0].as_u64().unwrap() - 1).into();
+        let shifted = serde_json::to_vec(&head_json).unwrap();
+        refused([&shifted[..], b"\n", texts].concat(), "item 0 (source key");
+        // A length that ends inside a character.
+        let mut head_json: serde_json::Value = serde_json::from_slice(head).unwrap();
+        let pk_end = b.items[0].item.get().find('ü').unwrap() + 1;
+        head_json["items"] =
+            serde_json::json!([[pk_end, 1, [], null], [texts.len() - pk_end, 1, [], null]]);
+        let cut = serde_json::to_vec(&head_json).unwrap();
+        refused(
+            [&cut[..], b"\n", texts].concat(),
+            "does not end on a character",
+        );
+        // Text that would splice another request into the body.
+        let hostile = br#"{"PK":{"S":"x"}}}]},"other":[{"PutRequest":{"Item":{"PK":{"S":"y"}}}}"#;
+        let head_json = serde_json::json!({
+            "run_id": "r", "entity": "order", "segment": 0, "page": 0,
+            "part": {"index": 0, "count": 1}, "rows_read": 1,
+            "items": [[hostile.len(), 20, [{"S": "x"}], null]],
+        });
+        let hostile_head = serde_json::to_vec(&head_json).unwrap();
+        refused(
+            [&hostile_head[..], b"\n", &hostile[..]].concat(),
+            "goes on after its object",
+        );
+        // Not UTF-8; no head line; a field this release does not know.
+        refused(
+            [head, b"\n", &[0xff][..], &texts[1..]].concat(),
+            "not UTF-8",
+        );
+        refused(head.to_vec(), "no end to its head line");
+        let mut with_update: serde_json::Value = serde_json::from_slice(head).unwrap();
+        with_update["update"] = serde_json::json!({"table": "shop"});
+        let unknown = serde_json::to_vec(&with_update).unwrap();
+        refused(
+            [&unknown[..], b"\n", texts].concat(),
+            "unknown field `update`",
         );
     }
 
