@@ -32,6 +32,12 @@
 #                 into a null sink and recorded as the lambda scenario does;
 #                 with `lambda` in the same run, the last lines compare their
 #                 CPU per item
+#   codec         the queue message codec (crates/queue example
+#                 codec_bench): 200,000 synthetic items shaped like the
+#                 orders, in 500-item pages, encoded and decoded in the
+#                 current message format and in format 1 (earlier releases'),
+#                 in turns in one process; the last lines print CPU per item
+#                 and body bytes per item of each
 #   memory        the heap bytes per item in flight (crates/testkit example
 #                 item_memory): the first 100,000 items of an untimed export
 #                 as a run holds them (serialised once, with their key values
@@ -55,7 +61,7 @@
 #   --clean         drop the bench_<N> schema afterwards
 #   --skip-build    use the release binaries already built
 #   --only LIST     comma-separated subset of:
-#                   ceiling,null,dynoxide,export,memory,sdk,lambda,worker,update,verify
+#                   ceiling,null,dynoxide,export,memory,sdk,lambda,worker,update,verify,codec
 #   -- RUN ARGS     passed to every `sql2ddb run` (e.g. -- --concurrency 16),
 #                   not to `sql2ddb export`
 #
@@ -108,6 +114,7 @@ if $build; then
   if [[ ,$only, == *,lambda,* ]]; then pkgs+=(-p sql2ddb-lambda); examples+=(--example worker_bench); fi
   if [[ ,$only, == *,worker,* ]]; then pkgs+=(-p sql2ddb-engine); examples+=(--example queue_worker_bench); fi
   if [[ ,$only, == *,memory,* ]]; then examples+=(--example item_memory); fi
+  if [[ ,$only, == *,codec,* ]]; then pkgs+=(-p sql2ddb-queue); examples+=(--example codec_bench); fi
   cargo build --release --locked "${pkgs[@]}" --bins ${examples[@]+"${examples[@]}"}
 fi
 
@@ -171,6 +178,7 @@ needed=(sql2ddb sql2ddb-testkit)
 if [[ ,$only, == *,lambda,* ]]; then needed+=(examples/worker_bench); fi
 if [[ ,$only, == *,worker,* ]]; then needed+=(examples/queue_worker_bench); fi
 if [[ ,$only, == *,memory,* ]]; then needed+=(examples/item_memory); fi
+if [[ ,$only, == *,codec,* ]]; then needed+=(examples/codec_bench); fi
 for b in "${needed[@]}"; do
   [ -x "$bin_dir/$b" ] || { log "$bin_dir/$b is missing (run without --skip-build)"; exit 1; }
 done
@@ -256,6 +264,11 @@ if has memory; then
   "$bin_dir/examples/item_memory" --items "$work/queue-items/data" --count 100000 >"$work/memory.json"
 fi
 rm -rf "$work/queue-items"
+
+if has codec; then
+  log "running: queue message codec"
+  "$bin_dir/examples/codec_bench" --items 200000 >"$work/codec.json"
+fi
 
 if has update; then
   # Every item's status set; the `where` is the read's filter and each
@@ -392,6 +405,9 @@ fi
 
 # Memory per item in flight: what a run holds for each item between the
 # reader and the writers (target: under 1 KB beyond the item itself).
+if [ -s "$work/codec.json" ]; then
+  jq -r '"\nqueue message codec, \(.items) items of \(.item_text_bytes) bytes of text: format \(.format) decodes in \(.decode_us_per_item) us per item, encodes in \(.encode_us_per_item) us, \(.body_bytes_per_item) body bytes per item; format 1: \(.legacy_decode_us_per_item) us, \(.legacy_encode_us_per_item) us, \(.legacy_body_bytes_per_item) bytes"' "$work/codec.json"
+fi
 if [ -s "$work/memory.json" ]; then
   jq -r '"\nmemory per item in flight (first \(.items) items): \(.encoded_bytes) bytes serialised once, \(.encoded_overhead) beyond the \(.item_bytes) bytes of the item by DynamoDB size rules (target: under 1024); as an attribute map: \(.mapped_bytes)"' "$work/memory.json"
 fi

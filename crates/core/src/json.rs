@@ -87,7 +87,7 @@ fn write_list<T>(out: &mut String, open: &str, items: &[T], each: impl Fn(&mut S
 
 /// Whether any byte of `w` is below 0x20, `"` or `\`.
 #[inline]
-fn needs_escape(w: u64) -> bool {
+pub(crate) fn needs_escape(w: u64) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let below = w.wrapping_sub(ONES * 0x20) & !w;

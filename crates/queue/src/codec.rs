@@ -146,19 +146,23 @@ pub fn encode(batch: &WorkBatch) -> String {
         Some(_) => UPDATE_FORMAT_VERSION,
         None => FORMAT_VERSION,
     };
-    let mut bytes = vec![version];
-    let mut encoder = DeflateEncoder::new(&mut bytes, Compression::default());
-    let written = match batch.update {
-        Some(_) => serde_json::to_writer(&mut encoder, batch).map_err(std::io::Error::other),
-        None => write_text_payload(&mut encoder, batch),
+    let payload = match batch.update {
+        Some(_) => serde_json::to_vec(batch).expect("a work batch always serialises"),
+        None => text_payload(batch),
     };
-    written.expect("a work batch always serialises, and writing to memory cannot fail");
+    // The payload is whole before it is deflated: one write, not one per token.
+    let mut bytes = Vec::with_capacity(1 + payload.len() / 3);
+    bytes.push(version);
+    let mut encoder = DeflateEncoder::new(&mut bytes, Compression::default());
+    encoder
+        .write_all(&payload)
+        .expect("writing to memory cannot fail");
     encoder.finish().expect("writing to memory cannot fail");
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
-/// Writes a format-3 payload: the head line, a newline, the items' text.
-fn write_text_payload(out: &mut impl Write, batch: &WorkBatch) -> std::io::Result<()> {
+/// A format-3 payload: the head line, a newline, the items' text.
+fn text_payload(batch: &WorkBatch) -> Vec<u8> {
     let head = HeadOut {
         run_id: &batch.run_id,
         entity: &batch.entity,
@@ -173,13 +177,15 @@ fn write_text_payload(out: &mut impl Write, batch: &WorkBatch) -> std::io::Resul
             .map(|m| ItemHeadOut(m.item.get().len(), m.size, &m.key, &m.source_key))
             .collect(),
     };
+    let text: usize = batch.items.iter().map(|m| m.item.get().len()).sum();
+    let mut out = Vec::with_capacity(text + 64 * batch.items.len() + 256);
     // Compact JSON has no raw newline: the first one ends the head.
-    serde_json::to_writer(&mut *out, &head).map_err(std::io::Error::other)?;
-    out.write_all(b"\n")?;
+    serde_json::to_writer(&mut out, &head).expect("a work batch always serialises");
+    out.push(b'\n');
     for m in &batch.items {
-        out.write_all(m.item.get().as_bytes())?;
+        out.extend_from_slice(m.item.get().as_bytes());
     }
-    Ok(())
+    out
 }
 
 /// Reads a body back into its batch.
