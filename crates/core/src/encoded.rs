@@ -149,12 +149,15 @@ fn check_one_object(b: &[u8]) -> Result<(), String> {
             b'"' => {
                 i += 1;
                 loop {
-                    // Eight bytes at a time while none is `"`, `\\` or a control.
+                    // Eight bytes at a time, to the first `"`, `\\` or control.
                     if let Some(w) = b.get(i..i + 8) {
                         let w = u64::from_le_bytes(w.try_into().expect("eight bytes"));
-                        if !crate::json::needs_escape(w) {
-                            i += 8;
-                            continue;
+                        match crate::json::first_special(w) {
+                            None => {
+                                i += 8;
+                                continue;
+                            }
+                            Some(at) => i += at,
                         }
                     }
                     match b.get(i) {

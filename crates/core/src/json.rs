@@ -85,15 +85,19 @@ fn write_list<T>(out: &mut String, open: &str, items: &[T], each: impl Fn(&mut S
     out.push(']');
 }
 
-/// Whether any byte of `w` is below 0x20, `"` or `\`.
+/// Where in `w` (eight bytes, the first lowest) the first byte below 0x20,
+/// `"` or `\\` is: its index, or `None` when there is none. Each test flags
+/// its first such byte exactly (a false flag only ever sits above a true
+/// one), so the lowest flag of the three is the first such byte.
 #[inline]
-pub(crate) fn needs_escape(w: u64) -> bool {
+pub(crate) fn first_special(w: u64) -> Option<usize> {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let below = w.wrapping_sub(ONES * 0x20) & !w;
     let quote = (w ^ (ONES * b'"' as u64)).wrapping_sub(ONES) & !(w ^ (ONES * b'"' as u64));
     let slash = (w ^ (ONES * b'\\' as u64)).wrapping_sub(ONES) & !(w ^ (ONES * b'\\' as u64));
-    (below | quote | slash) & HIGH != 0
+    let flags = (below | quote | slash) & HIGH;
+    (flags != 0).then(|| flags.trailing_zeros() as usize / 8)
 }
 
 /// `s` as a JSON string, escaped as `serde_json` escapes it: `"` and `\`,
@@ -105,11 +109,14 @@ pub fn write_str(out: &mut String, s: &str) {
     let mut start = 0; // bytes[start..i] are still to be copied
     let mut i = 0;
     while i < bytes.len() {
-        if i + 8 <= bytes.len() {
-            let w = u64::from_le_bytes(bytes[i..i + 8].try_into().expect("eight bytes"));
-            if !needs_escape(w) {
-                i += 8;
-                continue;
+        if let Some(w) = bytes.get(i..i + 8) {
+            // Eight bytes at a time; to the first that may need escaping.
+            match first_special(u64::from_le_bytes(w.try_into().expect("eight bytes"))) {
+                None => {
+                    i += 8;
+                    continue;
+                }
+                Some(at) => i += at,
             }
         }
         let b = bytes[i];
@@ -153,6 +160,29 @@ mod tests {
 
     fn serde(s: &str) -> String {
         serde_json::to_string(s).unwrap()
+    }
+
+    #[test]
+    fn the_first_special_byte_of_a_word_is_found_whatever_follows_it() {
+        let special = |b: u8| b < 0x20 || b == b'"' || b == b'\\';
+        // Every byte value at every place, among bytes that borrow and carry
+        // in the word tests (0x00, 0x1f, 0x20, 0x21, 0x5b, 0x5d, 0x7f, 0xff).
+        let fillers = [0x20u8, 0x21, 0x5b, 0x5d, 0x7f, 0xff, b'a', 0x80];
+        for at in 0..8 {
+            for b in 0..=255u8 {
+                for &fill in &fillers {
+                    for &after in &[fill, 0x00, b'"', b'\\', 0x1f] {
+                        let mut w = [fill; 8];
+                        w[at] = b;
+                        for x in w.iter_mut().skip(at + 1) {
+                            *x = after;
+                        }
+                        let expected = w.iter().position(|&c| special(c));
+                        assert_eq!(first_special(u64::from_le_bytes(w)), expected, "{w:?}");
+                    }
+                }
+            }
+        }
     }
 
     fn ours(s: &str) -> String {
