@@ -406,7 +406,7 @@ fi
 # Memory per item in flight: what a run holds for each item between the
 # reader and the writers (target: under 1 KB beyond the item itself).
 if [ -s "$work/codec.json" ]; then
-  jq -r '"\nqueue message codec, \(.items) items of \(.item_text_bytes) bytes of text: format \(.format) decodes in \(.decode_us_per_item) us per item, encodes in \(.encode_us_per_item) us, \(.body_bytes_per_item) body bytes per item; format 1: \(.legacy_decode_us_per_item) us, \(.legacy_encode_us_per_item) us, \(.legacy_body_bytes_per_item) bytes"' "$work/codec.json"
+  jq -r 'def r: . * 100 | round / 100; "\nqueue message codec, \(.items) items of \(.item_text_bytes) bytes of text: format \(.format) decodes in \(.decode_us_per_item | r) us per item and encodes in \(.encode_us_per_item | r) us, \(.body_bytes_per_item | r) body bytes per item; format 1: \(.legacy_decode_us_per_item | r) us, \(.legacy_encode_us_per_item | r) us, \(.legacy_body_bytes_per_item | r) bytes"' "$work/codec.json"
 fi
 if [ -s "$work/memory.json" ]; then
   jq -r '"\nmemory per item in flight (first \(.items) items): \(.encoded_bytes) bytes serialised once, \(.encoded_overhead) beyond the \(.item_bytes) bytes of the item by DynamoDB size rules (target: under 1024); as an attribute map: \(.mapped_bytes)"' "$work/memory.json"
