@@ -146,28 +146,16 @@ fn check_one_object(b: &[u8]) -> Result<(), String> {
     let mut i = 0;
     while i < b.len() {
         match b[i] {
-            b'"' => {
-                i += 1;
-                loop {
-                    // Eight bytes at a time, to the first `"`, `\\` or control.
-                    if let Some(w) = b.get(i..i + 8) {
-                        let w = u64::from_le_bytes(w.try_into().expect("eight bytes"));
-                        match crate::json::first_special(w) {
-                            None => {
-                                i += 8;
-                                continue;
-                            }
-                            Some(at) => i += at,
-                        }
-                    }
-                    match b.get(i) {
-                        Some(b'"') => break,
-                        Some(b'\\') => i += 2,
-                        Some(_) => i += 1,
-                        None => return Err("a string in an item's text does not end".into()),
-                    }
+            b'"' => loop {
+                // To the string's next `"`, `\` or control byte.
+                i = crate::json::next_special(b, i + 1);
+                match b.get(i) {
+                    Some(b'"') => break,
+                    Some(b'\\') => i += 1, // and the byte it escapes
+                    Some(_) => {}
+                    None => return Err("a string in an item's text does not end".into()),
                 }
-            }
+            },
             c @ (b'{' | b'[') => {
                 if depth == MAX_DEPTH {
                     return Err(format!(

@@ -86,7 +86,7 @@ fn write_list<T>(out: &mut String, open: &str, items: &[T], each: impl Fn(&mut S
 }
 
 /// Where in `w` (eight bytes, the first lowest) the first byte below 0x20,
-/// `"` or `\\` is: its index, or `None` when there is none. Each test flags
+/// `"` or `\` is: its index, or `None` when there is none. Each test flags
 /// its first such byte exactly (a false flag only ever sits above a true
 /// one), so the lowest flag of the three is the first such byte.
 #[inline]
@@ -100,6 +100,27 @@ pub(crate) fn first_special(w: u64) -> Option<usize> {
     (flags != 0).then(|| flags.trailing_zeros() as usize / 8)
 }
 
+/// The index of the first byte of `bytes` at or after `from` that is below
+/// 0x20, `"` or `\`, or `bytes.len()` when there is none (or `from` when it
+/// is past the end): eight bytes at a time, the last few one by one.
+#[inline]
+pub(crate) fn next_special(bytes: &[u8], from: usize) -> usize {
+    let mut i = from;
+    while let Some(w) = bytes.get(i..i + 8) {
+        match first_special(u64::from_le_bytes(w.try_into().expect("eight bytes"))) {
+            None => i += 8,
+            Some(at) => return i + at,
+        }
+    }
+    while let Some(&b) = bytes.get(i) {
+        if b < 0x20 || b == b'"' || b == b'\\' {
+            break;
+        }
+        i += 1;
+    }
+    i
+}
+
 /// `s` as a JSON string, escaped as `serde_json` escapes it: `"` and `\`,
 /// the short escapes of `\b \f \n \r \t`, other control characters as
 /// `\u00xx`; nothing else (not `/`, not DEL, not non-ASCII).
@@ -107,19 +128,8 @@ pub fn write_str(out: &mut String, s: &str) {
     out.push('"');
     let bytes = s.as_bytes();
     let mut start = 0; // bytes[start..i] are still to be copied
-    let mut i = 0;
-    while i < bytes.len() {
-        if let Some(w) = bytes.get(i..i + 8) {
-            // Eight bytes at a time; to the first that may need escaping.
-            match first_special(u64::from_le_bytes(w.try_into().expect("eight bytes"))) {
-                None => {
-                    i += 8;
-                    continue;
-                }
-                Some(at) => i += at,
-            }
-        }
-        let b = bytes[i];
+    let mut i = next_special(bytes, 0);
+    while let Some(&b) = bytes.get(i) {
         let escape = match b {
             b'"' => "\\\"",
             b'\\' => "\\\\",
@@ -128,11 +138,7 @@ pub fn write_str(out: &mut String, s: &str) {
             b'\t' => "\\t",
             0x08 => "\\b",
             0x0c => "\\f",
-            0..=0x1f => "",
-            _ => {
-                i += 1;
-                continue;
-            }
+            _ => "",
         };
         // Escaped bytes are ASCII, so `start..i` ends on a char boundary.
         out.push_str(&s[start..i]);
@@ -144,8 +150,8 @@ pub fn write_str(out: &mut String, s: &str) {
         } else {
             out.push_str(escape);
         }
-        i += 1;
-        start = i;
+        start = i + 1;
+        i = next_special(bytes, start);
     }
     out.push_str(&s[start..]);
     out.push('"');

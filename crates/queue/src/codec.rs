@@ -142,13 +142,12 @@ struct ItemHeadIn(usize, usize, Vec<AttrValue>, Json);
 
 /// Encodes one batch as one body, whatever its size.
 pub fn encode(batch: &WorkBatch) -> String {
-    let version = match batch.update {
-        Some(_) => UPDATE_FORMAT_VERSION,
-        None => FORMAT_VERSION,
-    };
-    let payload = match batch.update {
-        Some(_) => serde_json::to_vec(batch).expect("a work batch always serialises"),
-        None => text_payload(batch),
+    let (version, payload) = match batch.update {
+        Some(_) => (
+            UPDATE_FORMAT_VERSION,
+            serde_json::to_vec(batch).expect("a work batch always serialises"),
+        ),
+        None => (FORMAT_VERSION, text_payload(batch)),
     };
     // The payload is whole before it is deflated: one write, not one per token.
     let mut bytes = Vec::with_capacity(1 + payload.len() / 3);
@@ -231,18 +230,18 @@ pub fn decode(body: &str) -> Result<WorkBatch, CodecError> {
 /// Reads a format-3 payload: the head line, then each item cut out of the
 /// text by its length and checked to be one closed JSON object.
 fn read_text_payload(payload: &[u8]) -> Result<WorkBatch, CodecError> {
-    let json = |e: String| CodecError::Json(e);
     let end = memchr::memchr(b'\n', payload)
-        .ok_or_else(|| json("a format 3 body has no end to its head line".into()))?;
-    let head: HeadIn = serde_json::from_slice(&payload[..end]).map_err(|e| json(e.to_string()))?;
+        .ok_or_else(|| CodecError::Json("a format 3 body has no end to its head line".into()))?;
+    let head: HeadIn =
+        serde_json::from_slice(&payload[..end]).map_err(|e| CodecError::Json(e.to_string()))?;
     let text = std::str::from_utf8(&payload[end + 1..])
-        .map_err(|e| json(format!("the items' text is not UTF-8: {e}")))?;
+        .map_err(|e| CodecError::Json(format!("the items' text is not UTF-8: {e}")))?;
     let lengths = head
         .items
         .iter()
         .try_fold(0usize, |sum, item| sum.checked_add(item.0));
     if lengths != Some(text.len()) {
-        return Err(json(format!(
+        return Err(CodecError::Json(format!(
             "the items' lengths in the head do not add up to the {} bytes of text after it",
             text.len()
         )));
@@ -254,7 +253,7 @@ fn read_text_payload(payload: &[u8]) -> Result<WorkBatch, CodecError> {
             .get(at..at + len)
             .ok_or_else(|| format!("it does not end on a character ({len} bytes at {at})"))
             .and_then(ItemJson::from_object_text)
-            .map_err(|e| json(format!("item {i} (source key {source_key}): {e}")))?;
+            .map_err(|e| CodecError::Json(format!("item {i} (source key {source_key}): {e}")))?;
         at += len;
         items.push(EncodedItem {
             item,
