@@ -28,8 +28,8 @@ pub struct EncodedItem {
     /// [`EncodedItem::item`] (see [`EncodedItem::ensure_key`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub key: Vec<AttrValue>,
-    /// The source row's key (`{"order_id": 7}`), for rejects and reports.
-    pub source_key: Json,
+    /// The source row's key (`{"order_id":7}`), for rejects and reports.
+    pub source_key: SourceKey,
     /// Size by DynamoDB's rules, computed when the item was checked.
     pub size: usize,
 }
@@ -40,20 +40,20 @@ impl EncodedItem {
     pub fn new<A: Attrs + ?Sized>(
         item: &A,
         keys: &[KeyAttr],
-        source_key: Json,
+        source_key: impl Into<SourceKey>,
         size: usize,
     ) -> EncodedItem {
         EncodedItem {
             item: ItemJson(crate::json::item_text_of_size(item, size).into_boxed_str()),
             key: key_values(item, keys),
-            source_key,
+            source_key: source_key.into(),
             size,
         }
     }
 
     /// The encoded form of a mapped item (its attribute map is dropped).
     pub fn of(m: MappedItem, keys: &[KeyAttr]) -> EncodedItem {
-        EncodedItem::new(&m.item, keys, m.source_key, m.size)
+        EncodedItem::new(&m.item, keys, &m.source_key, m.size)
     }
 
     /// The item read back into attribute values (for rejects, reports and
@@ -209,6 +209,74 @@ impl<'de> Deserialize<'de> for ItemJson {
     }
 }
 
+/// A source row's key as compact JSON text (`{"order_id":7}`), the form
+/// [`crate::SqlValue::to_tagged_json`] gives its values.
+///
+/// It is needed only when an item is rejected or reported, so it travels as
+/// the text it was written as, is never parsed on the write path, and a
+/// queue message carries it as the JSON value itself.
+#[derive(Clone, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SourceKey(Box<RawValue>);
+
+impl SourceKey {
+    /// Writes `key` (a JSON value, or anything that serialises as one) as
+    /// compact text.
+    pub fn of<T: Serialize + ?Sized>(key: &T) -> SourceKey {
+        SourceKey(
+            serde_json::value::to_raw_value(key)
+                .expect("a source key serialises as JSON (its map keys are names)"),
+        )
+    }
+
+    /// `null`: no source key (an item that did not come from a row).
+    pub fn null() -> SourceKey {
+        SourceKey::of(&Json::Null)
+    }
+
+    /// The text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The key as a JSON value, as the rejects file shows it.
+    pub fn to_json(&self) -> Json {
+        serde_json::from_str(self.0.get()).expect("a source key is JSON it wrote itself")
+    }
+}
+
+impl From<Json> for SourceKey {
+    fn from(key: Json) -> SourceKey {
+        SourceKey::of(&key)
+    }
+}
+
+impl From<&Json> for SourceKey {
+    fn from(key: &Json) -> SourceKey {
+        SourceKey::of(key)
+    }
+}
+
+impl PartialEq for SourceKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.get() == other.get()
+    }
+}
+
+impl Eq for SourceKey {}
+
+impl fmt::Debug for SourceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
+impl fmt::Display for SourceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.get())
+    }
+}
+
 /// The values of `keys` in `item`, `NULL` for one it lacks.
 fn key_values<A: Attrs + ?Sized>(item: &A, keys: &[KeyAttr]) -> Vec<AttrValue> {
     keys.iter()
@@ -300,6 +368,29 @@ mod tests {
         assert!(ItemJson::from_object_text(&format!("{{\"a\":{deeper}}}"))
             .unwrap_err()
             .contains("deeper than 128"));
+    }
+
+    #[test]
+    fn a_source_key_is_its_compact_text_and_reads_back_as_its_json() {
+        let json =
+            serde_json::json!({"order_id": 7, "name": "é\"\n", "at": {"$date": "2024-01-02"}});
+        let key = SourceKey::from(&json);
+        assert_eq!(
+            key.get(),
+            r#"{"order_id":7,"name":"é\"\n","at":{"$date":"2024-01-02"}}"#
+        );
+        assert_eq!(key.get(), json.to_string());
+        assert_eq!(key.to_string(), json.to_string());
+        assert_eq!(key.to_json(), json);
+        assert_eq!(SourceKey::null().get(), "null");
+        // Carried as the JSON value itself, and read back as the same text.
+        let e = EncodedItem::new(&item(), &keys(), &json, 12);
+        let text = serde_json::to_string(&e).unwrap();
+        assert!(text.contains(r#""source_key":{"order_id":7,"#), "{text}");
+        let back: EncodedItem = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.source_key, key);
+        // Text of another writer is taken only when it is JSON.
+        assert!(serde_json::from_str::<SourceKey>(r#"{"id":"#).is_err());
     }
 
     #[test]

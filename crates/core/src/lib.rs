@@ -18,7 +18,7 @@ pub mod wire;
 
 pub use attr::{AttrValue, Attrs, Item};
 pub use batch::{BatchPart, BatchPointer, MappedItem, Reject, UpdateChange, WorkBatch};
-pub use encoded::{EncodedItem, ItemJson};
+pub use encoded::{EncodedItem, ItemJson, SourceKey};
 pub use limits::{
     check_item, item_size, write_units, ItemProblem, KeyAttr, KeyType, UnknownKeyType,
 };

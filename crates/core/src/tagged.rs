@@ -125,6 +125,24 @@ impl SqlValue {
     }
 }
 
+/// A value's typed JSON (see the module docs) as something to serialise:
+/// [`SqlValue::to_tagged_json`]'s text, without building the JSON value for
+/// the kinds that are plain in it (a source key is mostly integers and text).
+pub struct Tagged<'a>(pub &'a SqlValue);
+
+impl serde::Serialize for Tagged<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            SqlValue::Null => s.serialize_unit(),
+            SqlValue::Bool(b) => s.serialize_bool(*b),
+            SqlValue::Int(i) => s.serialize_i64(*i),
+            SqlValue::UInt(u) => s.serialize_u64(*u),
+            SqlValue::Text(t) => s.serialize_str(t),
+            other => other.to_tagged_json().serialize(s),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -156,6 +174,7 @@ mod tests {
         for v in values {
             let json = v.to_tagged_json();
             let line = serde_json::to_string(&json).unwrap();
+            assert_eq!(serde_json::to_string(&Tagged(&v)).unwrap(), line);
             let back = SqlValue::from_tagged_json(&serde_json::from_str(&line).unwrap()).unwrap();
             match (&v, &back) {
                 (SqlValue::Float(a), SqlValue::Float(b)) if a.is_nan() => assert!(b.is_nan()),
@@ -171,5 +190,22 @@ mod tests {
             serde_json::json!({"$date": "2024-02-29"})
         );
         assert!(SqlValue::from_tagged_json(&serde_json::json!({"$nope": 1})).is_err());
+    }
+
+    #[test]
+    fn tagged_writes_the_plain_kinds_as_their_typed_json_does() {
+        for v in [
+            SqlValue::Int(i64::MIN),
+            SqlValue::Int(0),
+            SqlValue::UInt(u64::MAX),
+            SqlValue::Bool(false),
+            SqlValue::Text("a\"\\\u{1}\u{7f}é\u{1F600}\n".into()),
+            SqlValue::Text(String::new()),
+        ] {
+            assert_eq!(
+                serde_json::to_string(&Tagged(&v)).unwrap(),
+                serde_json::to_string(&v.to_tagged_json()).unwrap()
+            );
+        }
     }
 }

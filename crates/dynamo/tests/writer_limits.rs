@@ -225,7 +225,7 @@ async fn a_batch_that_always_fails_stops_after_its_attempts_with_every_key() {
         "{why}"
     );
     assert_eq!(
-        m.source_key["id"],
+        m.source_key.to_json()["id"],
         serde_json::json!(pk(m)[1..].parse::<u64>().unwrap())
     );
 }

@@ -355,7 +355,7 @@ impl BatchSink {
 fn write_reject(entity: &str, m: &EncodedItem, reason: &str) -> Reject {
     Reject {
         entity: entity.to_string(),
-        key: m.source_key.clone(),
+        key: m.source_key.to_json(),
         column: None,
         reason: reason.to_string(),
         row: m.to_json(),

@@ -1,9 +1,10 @@
 //! Binding an entity to the columns its source returns, and mapping rows.
 
 use serde_json::Value as Json;
+use sql2ddb_core::tagged::Tagged;
 use sql2ddb_core::{
     check_item, normalize_number, AttrValue, Column, EncodedItem, Item, ItemProblem, KeyAttr,
-    MappedItem, Reject, Row, SqlValue,
+    MappedItem, Reject, Row, SourceKey, SqlValue,
 };
 
 use crate::binder::Binder;
@@ -332,7 +333,12 @@ impl BoundEntity {
         }
         let size = check_item(&item, &self.keys).ok()?;
         check_index_keys(&item, &self.index_keys).ok()?;
-        Some(EncodedItem::new(&item, &self.keys, self.key_of(row), size))
+        Some(EncodedItem::new(
+            &item,
+            &self.keys,
+            self.source_key_of(row),
+            size,
+        ))
     }
 
     /// The row with its zone-less timestamps taken in `[source] timezone` and
@@ -379,6 +385,15 @@ impl BoundEntity {
         )
     }
 
+    /// The row's key as [`BoundEntity::key_of`] gives it, written straight
+    /// to its text.
+    pub fn source_key_of(&self, row: &Row) -> SourceKey {
+        SourceKey::of(&RowKey {
+            columns: &self.key_columns,
+            row,
+        })
+    }
+
     fn reject(&self, row: &Row, column: Option<String>, reason: String) -> Reject {
         let shown = self
             .visible
@@ -409,5 +424,25 @@ impl BoundEntity {
             }
             _ => None,
         }
+    }
+}
+
+/// A row's key columns, serialised as [`BoundEntity::key_of`]'s JSON object.
+struct RowKey<'a> {
+    columns: &'a [(String, usize)],
+    row: &'a Row,
+}
+
+impl serde::Serialize for RowKey<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(Some(self.columns.len()))?;
+        for (name, i) in self.columns {
+            match self.row.get(*i) {
+                Some(v) => map.serialize_entry(name, &Tagged(v))?,
+                None => map.serialize_entry(name, &())?,
+            }
+        }
+        map.end()
     }
 }

@@ -53,7 +53,8 @@ pub fn read_first_items(dir: &Path, count: usize) -> Vec<BTreeMap<String, AttrVa
 
 /// The items as run `run`'s batches of `page` items each (entity `order`,
 /// segment 0), as a reader would hand them on: encoded, with their key
-/// values (the benchmark's table is keyed by the strings `PK` and `SK`).
+/// values (the benchmark's table is keyed by the strings `PK` and `SK`) and
+/// a source key of the orders' shape (`{"order_id":N}`, N counting from 1).
 pub fn pages(run: &str, all: &[BTreeMap<String, AttrValue>], page: usize) -> Vec<WorkBatch> {
     let keys = [
         KeyAttr::new("PK", KeyType::S),
@@ -64,9 +65,13 @@ pub fn pages(run: &str, all: &[BTreeMap<String, AttrValue>], page: usize) -> Vec
         .map(|(i, chunk)| {
             let items: Vec<EncodedItem> = chunk
                 .iter()
-                .map(|item| {
+                .enumerate()
+                .map(|(j, item)| {
                     let size = sql2ddb_core::limits::item_size(item);
-                    EncodedItem::new(item, &keys, serde_json::json!({}), size)
+                    // The source key a reader of the orders table gives.
+                    let order_id = (i * page + j + 1) as u64;
+                    let source_key = serde_json::json!({ "order_id": order_id });
+                    EncodedItem::new(item, &keys, source_key, size)
                 })
                 .collect();
             WorkBatch {

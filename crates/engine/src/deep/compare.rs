@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 use serde_json::Value as Json;
-use sql2ddb_core::KeyAttr;
+use sql2ddb_core::{KeyAttr, SourceKey};
 
 use super::canon::{attribute_diffs, canonical_item, key_json, AttrDiff};
 use super::spill::Record;
@@ -195,7 +195,11 @@ impl Findings {
     ) -> Result<(), EngineError> {
         let entity = rows[0].entity.clone();
         let key = key_json(&rows[0].item, &self.keys);
-        let sources: Vec<Json> = rows.iter().filter_map(|r| r.source_key.clone()).collect();
+        let sources = || -> Vec<Json> {
+            rows.iter()
+                .filter_map(|r| r.source_key.as_ref().map(SourceKey::to_json))
+                .collect()
+        };
         let counts = self.entity(&entity);
         counts.expected += 1;
         if rows.len() > 1 {
@@ -226,7 +230,7 @@ impl Findings {
                 kind: DiffKind::Collapsed,
                 entity: entity.clone(),
                 key: key.clone(),
-                source_keys: sources.clone(),
+                source_keys: sources(),
                 attributes: Vec::new(),
             })?;
         }
@@ -235,7 +239,7 @@ impl Findings {
                 kind,
                 entity,
                 key,
-                source_keys: sources,
+                source_keys: sources(),
                 attributes,
             })?;
         }
@@ -260,7 +264,7 @@ mod tests {
             key: key_text(&item, &keys).unwrap(),
             entity: entity.into(),
             item,
-            source_key: Some(serde_json::json!({ "id": source })),
+            source_key: Some(serde_json::json!({ "id": source }).into()),
         }
     }
 

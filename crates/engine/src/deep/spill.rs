@@ -11,8 +11,7 @@ use std::io::{BufRead, BufReader, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value as Json;
-use sql2ddb_core::Item;
+use sql2ddb_core::{Item, SourceKey};
 
 use crate::error::EngineError;
 
@@ -30,7 +29,7 @@ pub struct Record {
     pub item: Item,
     /// The source row's key, for expected items.
     #[serde(rename = "s", default, skip_serializing_if = "Option::is_none")]
-    pub source_key: Option<Json>,
+    pub source_key: Option<SourceKey>,
 }
 
 /// A side's buckets, in memory and spilled.
