@@ -19,12 +19,11 @@
 //! - [`LEGACY_FORMAT_VERSION`] (1), a migration batch as JSON, as releases
 //!   before format 3 wrote it: still read, never written.
 
-use std::io::{Read, Write};
+use std::io::Write;
 
 use base64::Engine;
-use flate2::read::DeflateDecoder;
 use flate2::write::DeflateEncoder;
-use flate2::Compression;
+use flate2::{Compression, Decompress, FlushDecompress, Status};
 use serde::{Deserialize, Serialize};
 use sql2ddb_core::{
     AttrValue, BatchPart, BatchPointer, EncodedItem, ItemJson, SourceKey, WorkBatch,
@@ -205,17 +204,7 @@ pub fn decode(body: &str) -> Result<WorkBatch, CodecError> {
     if !(LEGACY_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(CodecError::Version { found: version });
     }
-    // Items' JSON deflates to about a quarter: sized for that, it is rarely grown.
-    let mut payload = Vec::with_capacity((compressed.len() * 4).min(MAX_DECODED_BYTES as usize));
-    DeflateDecoder::new(compressed)
-        .take(MAX_DECODED_BYTES + 1)
-        .read_to_end(&mut payload)
-        .map_err(|e| CodecError::Corrupt(e.to_string()))?;
-    if payload.len() as u64 > MAX_DECODED_BYTES {
-        return Err(CodecError::Corrupt(format!(
-            "inflates past {MAX_DECODED_BYTES} bytes"
-        )));
-    }
+    let payload = inflate(compressed)?;
     if version == FORMAT_VERSION {
         return read_text_payload(&payload);
     }
@@ -232,6 +221,35 @@ pub fn decode(body: &str) -> Result<WorkBatch, CodecError> {
         )));
     }
     Ok(batch)
+}
+
+/// Inflates a raw deflate stream, at most [`MAX_DECODED_BYTES`] of it,
+/// straight into a buffer's spare room (`read_to_end` zeroes that room
+/// before every read). The stream must end: a cut body is refused.
+fn inflate(compressed: &[u8]) -> Result<Vec<u8>, CodecError> {
+    const MAX: usize = MAX_DECODED_BYTES as usize;
+    let corrupt = |why: String| CodecError::Corrupt(why);
+    // Items' JSON deflates to about a tenth at the level bodies are written
+    // with: sized for that, the buffer is rarely grown.
+    let mut out = Vec::with_capacity((compressed.len() * 8).clamp(1024, MAX));
+    let mut inflater = Decompress::new(false);
+    loop {
+        let read = inflater.total_in() as usize;
+        let status = inflater
+            .decompress_vec(&compressed[read..], &mut out, FlushDecompress::Finish)
+            .map_err(|e| corrupt(e.to_string()))?;
+        if status == Status::StreamEnd {
+            return Ok(out);
+        }
+        if out.len() < out.capacity() {
+            // Room left to write into, and still no end: the input ran out.
+            return Err(corrupt("the deflate stream is cut short".into()));
+        }
+        if out.len() >= MAX {
+            return Err(corrupt(format!("inflates past {MAX_DECODED_BYTES} bytes")));
+        }
+        out.reserve_exact(out.len().min(MAX - out.len()));
+    }
 }
 
 /// Reads a format-3 payload: the head line, then each item cut out of the
@@ -414,6 +432,9 @@ fn plan_parts(
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::io::Read;
+
+    use flate2::read::DeflateDecoder;
 
     use sql2ddb_core::{AttrValue, EncodedItem, KeyAttr, KeyType};
 
@@ -659,6 +680,36 @@ mod tests {
             decode(&legacy_body(&update)),
             Err(CodecError::Json(_))
         ));
+    }
+
+    #[test]
+    fn a_body_that_inflates_far_past_its_size_is_read_whole() {
+        // Text that deflates to under a hundredth: the buffer, sized for a
+        // tenth, grows several times while it is inflated.
+        let mut map = BTreeMap::new();
+        map.insert("PK".to_string(), AttrValue::S("ORDER#1".into()));
+        map.insert("pad".to_string(), AttrValue::S(" ".repeat(300_000)));
+        let keys = [KeyAttr::new("PK", KeyType::S)];
+        let m = EncodedItem::new(&map, &keys, serde_json::json!({ "id": 1 }), 300_012);
+        let b = batch(vec![m.clone(), m], 2);
+        let body = encode(&b);
+        assert!(body.len() * 50 < 600_000, "{} bytes", body.len());
+        assert_eq!(decode(&body).unwrap(), b);
+    }
+
+    #[test]
+    fn a_body_cut_short_is_refused_not_read_in_part() {
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let bytes = b64.decode(encode(&varied_batch())).unwrap();
+        for keep in [2, bytes.len() / 2, bytes.len() - 1] {
+            let cut = b64.encode(&bytes[..keep]);
+            assert!(
+                matches!(decode(&cut), Err(CodecError::Corrupt(ref why)) if why.contains("cut short")),
+                "{keep} of {} bytes: {:?}",
+                bytes.len(),
+                decode(&cut)
+            );
+        }
     }
 
     #[test]
