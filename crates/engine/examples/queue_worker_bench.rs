@@ -25,7 +25,7 @@ use sql2ddb_engine::serverless::{load_mapping, Plan};
 use sql2ddb_engine::sink::{BatchSink, SinkOptions};
 use sql2ddb_engine::worker::{Worker, WorkerOptions};
 use sql2ddb_queue::{codec, AckHandle, QueueDepth, QueueError, Received, WorkQueue};
-use sql2ddb_testkit::bench_input::{arg, cpu_seconds, pages, progress_store, read_items};
+use sql2ddb_testkit::bench_input::{arg, cpu_seconds, each_page, progress_store};
 use tokio::sync::Notify;
 
 const RUN: &str = "bench-queue-worker";
@@ -176,8 +176,11 @@ async fn main() {
     let table = arg(&args, "--table").expect("--table NAME");
     let page: usize = arg(&args, "--page").map_or(500, |p| p.parse().unwrap());
 
-    let all = read_items(std::path::Path::new(&dir));
-    let bodies: Vec<String> = pages(RUN, &all, page).iter().map(codec::encode).collect();
+    // Only the bodies are kept, as a queue would hold them.
+    let mut bodies = Vec::new();
+    each_page(RUN, std::path::Path::new(&dir), page, |batch| {
+        bodies.push(codec::encode(&batch))
+    });
     let pages = bodies.len();
     let mapping = format!(
         "version = 1\n[source]\nurl = \"postgres://127.0.0.1/unused\"\n[target]\ntable = \"{table}\"\nendpoint = \"{endpoint}\"\nregion = \"us-east-1\"\npk = {{ name = \"PK\", type = \"S\" }}\nsk = {{ name = \"SK\", type = \"S\" }}\n[[entity]]\nname = \"order\"\nfrom = \"orders\"\npk = \"X#{{id}}\"\nsk = \"Y\"\n"

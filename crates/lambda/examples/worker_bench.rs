@@ -17,7 +17,7 @@ use std::time::Instant;
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use sql2ddb_engine::serverless::{load_mapping, MessageWriter};
 use sql2ddb_engine::worker::WorkerSetup;
-use sql2ddb_testkit::bench_input::{arg, cpu_seconds, pages, progress_store, read_items};
+use sql2ddb_testkit::bench_input::{arg, cpu_seconds, each_page, progress_store};
 
 #[tokio::main]
 async fn main() {
@@ -30,11 +30,11 @@ async fn main() {
     let batch: usize = arg(&args, "--batch").map_or(10, |p| p.parse().unwrap());
 
     let run = "bench-lambda";
-    let all = read_items(std::path::Path::new(&dir));
-    let pages: Vec<String> = pages(run, &all, page)
-        .iter()
-        .map(sql2ddb_queue::codec::encode)
-        .collect();
+    // Only the bodies are kept, as a queue would hold them.
+    let mut pages = Vec::new();
+    let items = each_page(run, std::path::Path::new(&dir), page, |batch| {
+        pages.push(sql2ddb_queue::codec::encode(&batch))
+    });
 
     let store = progress_store(progress, &table, run).await;
     let mapping = format!(
@@ -79,6 +79,6 @@ async fn main() {
     let _ = std::fs::remove_dir_all(runs);
     println!(
         "{}",
-        serde_json::json!({ "items": all.len(), "pages": pages.len(), "seconds": wall, "cpu_seconds": cpu })
+        serde_json::json!({ "items": items, "pages": pages.len(), "seconds": wall, "cpu_seconds": cpu })
     );
 }

@@ -1,7 +1,7 @@
 //! What the queue-consumer benchmark drivers share (the Lambda handler's and
 //! the `sql2ddb worker` path's examples): their flags, the items of an
-//! export read back, the pages those items make, the progress table their
-//! run is recorded in, and the CPU time used.
+//! export read back, the pages those items make (a page at a time), the
+//! progress table their run is recorded in, and the CPU time used.
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
@@ -17,13 +17,14 @@ pub fn arg(args: &[String], name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-/// Every item of the export's `.json` files in `dir`, in file order.
-pub fn read_items(dir: &Path) -> Vec<BTreeMap<String, AttrValue>> {
-    read_first_items(dir, usize::MAX)
-}
-
 /// The first `count` items of the export's `.json` files in `dir`, in file order.
 pub fn read_first_items(dir: &Path, count: usize) -> Vec<BTreeMap<String, AttrValue>> {
+    export_items(dir).take(count).collect()
+}
+
+/// The items of the export's `.json` files in `dir`, in file order, read as
+/// they are asked for.
+fn export_items(dir: &Path) -> impl Iterator<Item = BTreeMap<String, AttrValue>> {
     #[derive(serde::Deserialize)]
     struct Line {
         #[serde(rename = "Item")]
@@ -35,58 +36,59 @@ pub fn read_first_items(dir: &Path, count: usize) -> Vec<BTreeMap<String, AttrVa
         .filter(|p| p.extension().is_some_and(|x| x == "json"))
         .collect();
     files.sort();
-    let mut items = Vec::new();
-    for f in files {
-        let reader = std::io::BufReader::new(std::fs::File::open(&f).unwrap());
-        for line in reader.lines() {
-            if items.len() == count {
-                return items;
-            }
-            let line = line.unwrap();
-            if !line.trim().is_empty() {
-                items.push(serde_json::from_str::<Line>(&line).unwrap().item);
-            }
-        }
-    }
-    items
+    files.into_iter().flat_map(|f| {
+        std::io::BufReader::new(std::fs::File::open(&f).unwrap())
+            .lines()
+            .map(|line| line.unwrap())
+            .filter(|line| !line.trim().is_empty())
+            .map(|line| serde_json::from_str::<Line>(&line).unwrap().item)
+    })
 }
 
-/// The items as run `run`'s batches of `page` items each (entity `order`,
-/// segment 0), as a reader would hand them on: encoded, with their key
-/// values (the benchmark's table is keyed by the strings `PK` and `SK`) and
-/// a source key of the orders' shape (`{"order_id":N}`, N counting from 1).
-pub fn pages(run: &str, all: &[BTreeMap<String, AttrValue>], page: usize) -> Vec<WorkBatch> {
+/// The export's items in `dir` as run `run`'s batches of `page` items each
+/// (entity `order`, segment 0), as a reader would hand them on: encoded,
+/// with their key values (the benchmark's table is keyed by the strings
+/// `PK` and `SK`) and a source key of the orders' shape (`{"order_id":N}`,
+/// N counting from 1). Each batch goes to `take` as soon as it is made, and
+/// only one page of attribute maps is held at a time, so a driver that
+/// keeps what `take` makes of them (a message body: about 54 bytes an
+/// item) holds that and no copy of every item, at 10M rows too. Returns the
+/// number of items.
+pub fn each_page(run: &str, dir: &Path, page: usize, mut take: impl FnMut(WorkBatch)) -> usize {
     let keys = [
         KeyAttr::new("PK", KeyType::S),
         KeyAttr::new("SK", KeyType::S),
     ];
-    all.chunks(page)
-        .enumerate()
-        .map(|(i, chunk)| {
-            let items: Vec<EncodedItem> = chunk
-                .iter()
-                .enumerate()
-                .map(|(j, item)| {
-                    let size = sql2ddb_core::limits::item_size(item);
-                    // The source key a reader of the orders table gives.
-                    let order_id = (i * page + j + 1) as u64;
-                    let source_key = serde_json::json!({ "order_id": order_id });
-                    EncodedItem::new(item, &keys, source_key, size)
-                })
-                .collect();
-            WorkBatch {
-                run_id: run.into(),
-                entity: "order".into(),
-                segment: 0,
-                page: i as u64,
-                part: BatchPart::WHOLE,
-                rows_read: items.len() as u64,
-                items,
-                pointers: Vec::new(),
-                update: None,
-            }
-        })
-        .collect()
+    let mut items = export_items(dir);
+    let mut count = 0;
+    for index in 0.. {
+        let chunk: Vec<EncodedItem> = items
+            .by_ref()
+            .take(page)
+            .map(|item| {
+                count += 1;
+                let size = sql2ddb_core::limits::item_size(&item);
+                // The source key a reader of the orders table gives.
+                let source_key = serde_json::json!({ "order_id": count as u64 });
+                EncodedItem::new(&item, &keys, source_key, size)
+            })
+            .collect();
+        if chunk.is_empty() {
+            break;
+        }
+        take(WorkBatch {
+            run_id: run.into(),
+            entity: "order".into(),
+            segment: 0,
+            page: index,
+            part: BatchPart::WHOLE,
+            rows_read: chunk.len() as u64,
+            items: chunk,
+            pointers: Vec::new(),
+            update: None,
+        });
+    }
+    count
 }
 
 /// The progress table of `table` on `endpoint`, created if missing, with
@@ -124,4 +126,54 @@ pub fn cpu_seconds() -> f64 {
     let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
     // The kernel's USER_HZ, 100 on Linux.
     ticks / 100.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_export_becomes_pages_in_file_order_with_the_orders_source_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let line = |n: u32| {
+            format!(
+                "{{\"Item\":{{\"PK\":{{\"S\":\"C#{n}\"}},\"SK\":{{\"S\":\"O#{n}\"}},\"q\":{{\"N\":\"{n}\"}}}}}}\n"
+            )
+        };
+        // Two files, read in name order whatever order they were written in;
+        // blank lines are not items.
+        std::fs::write(dir.path().join("b.json"), line(4) + &line(5)).unwrap();
+        std::fs::write(
+            dir.path().join("a.json"),
+            line(1) + "\n" + &line(2) + &line(3),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join("manifest.txt"), "not items").unwrap();
+
+        let mut batches = Vec::new();
+        let count = each_page("r", dir.path(), 2, |b| batches.push(b));
+        assert_eq!(count, 5);
+        let shape: Vec<(u64, u64, usize)> = batches
+            .iter()
+            .map(|b| (b.page, b.rows_read, b.items.len()))
+            .collect();
+        assert_eq!(shape, [(0, 2, 2), (1, 2, 2), (2, 1, 1)]);
+        let items: Vec<&EncodedItem> = batches.iter().flat_map(|b| &b.items).collect();
+        for (i, m) in items.iter().enumerate() {
+            let n = i + 1;
+            assert_eq!(
+                m.key,
+                [
+                    AttrValue::S(format!("C#{n}")),
+                    AttrValue::S(format!("O#{n}"))
+                ]
+            );
+            assert_eq!(m.source_key.get(), format!("{{\"order_id\":{n}}}"));
+            assert_eq!(
+                m.item.get(),
+                format!("{{\"PK\":{{\"S\":\"C#{n}\"}},\"SK\":{{\"S\":\"O#{n}\"}},\"q\":{{\"N\":\"{n}\"}}}}")
+            );
+        }
+        assert_eq!(read_first_items(dir.path(), 3).len(), 3);
+    }
 }
