@@ -119,7 +119,10 @@ impl Proc {
         let start = Instant::now();
         loop {
             let text = self.stderr.lock().unwrap().clone();
-            if let Some(line) = text.lines().find(|l| l.starts_with("run ")) {
+            // Whole lines only: a read may have brought half of the line,
+            // `run ` without its id yet.
+            let whole = text.rfind('\n').map_or("", |end| &text[..end]);
+            if let Some(line) = whole.lines().find(|l| l.starts_with("run ")) {
                 let id = line[4..].split(':').next().unwrap().trim();
                 return id.to_string();
             }

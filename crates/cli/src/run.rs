@@ -135,15 +135,19 @@ pub async fn run(args: RunArgs) -> u8 {
         dry_run = opts.dry_run,
         "starting run"
     );
-    // First, so a run can be followed (`status`) and resumed even if this process dies.
-    eprintln!(
-        "run {}{}",
+    // First, so a run can be followed (`status`) and resumed even if this
+    // process dies; one write (stderr is unbuffered, and `eprintln!` writes
+    // each piece on its own), so a reader of the pipe never sees `run `
+    // without its id.
+    let first = format!(
+        "run {}{}\n",
         opts.run_id.as_deref().unwrap_or("?"),
         match &opts.queue {
             Some(q) => format!(": sending pages to {q}"),
             None => String::new(),
         }
     );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), first.as_bytes());
     let stop = StopSignal::new();
     opts.stop = Some(stop.clone());
     let signals = tokio::spawn(stop_on_signals(stop));
