@@ -494,7 +494,8 @@ async fn a_file_larger_than_a_part_is_uploaded_in_several_parts() {
         eprintln!("skipped: SQL2DDB_TEST_SQS_URL names an SQS server that may lack S3; set SQL2DDB_TEST_S3_URL to an S3-compatible endpoint to run this test");
         return;
     };
-    // About 13 MB of lines in one file: two 8 MiB parts at most.
+    // About 13 MB of lines in one file: a part of exactly 8 MiB and the
+    // rest, however the pages that filled it were sized.
     let sc = Scenario::new("export_parts")
         .postgres(
             "CREATE TABLE {schema}.items (id int PRIMARY KEY, name text NOT NULL, body text);

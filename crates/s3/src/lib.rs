@@ -256,11 +256,19 @@ impl Upload {
         format!("s3://{}/{}", self.place.bucket, self.key)
     }
 
-    /// Appends bytes; uploads a part once [`PART_SIZE`] bytes are buffered.
-    pub async fn write(&mut self, bytes: &[u8]) -> Result<(), S3Error> {
-        self.part.extend_from_slice(bytes);
-        if self.part.len() >= PART_SIZE {
-            self.upload_part().await?;
+    /// Appends bytes; uploads a part each time [`PART_SIZE`] bytes are
+    /// buffered. Every part but the last is exactly [`PART_SIZE`] long,
+    /// however the bytes arrive: one write of many megabytes is cut into
+    /// several parts, so the memory held and the number of parts depend
+    /// on the file's size alone.
+    pub async fn write(&mut self, mut bytes: &[u8]) -> Result<(), S3Error> {
+        while !bytes.is_empty() {
+            let (now, later) = bytes.split_at((PART_SIZE - self.part.len()).min(bytes.len()));
+            self.part.extend_from_slice(now);
+            bytes = later;
+            if self.part.len() == PART_SIZE {
+                self.upload_part().await?;
+            }
         }
         Ok(())
     }

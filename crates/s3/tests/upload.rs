@@ -1,0 +1,136 @@
+//! Multipart uploads against moto's S3: parts are cut at `PART_SIZE`
+//! whatever the sizes of the writes, so the number of parts (and the
+//! memory an upload holds) depends on the object's size alone.
+
+#[path = "../../queue/tests/moto_server/mod.rs"]
+mod moto_server;
+
+use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use sql2ddb_s3::{S3Options, S3Prefix, PART_SIZE};
+
+/// moto's S3 (an SQS server named by the environment may lack S3:
+/// `SQL2DDB_TEST_S3_URL` then names one), or `None` to skip.
+fn s3_server() -> Option<(Option<moto_server::MotoServer>, String)> {
+    let sqs = std::env::var("SQL2DDB_TEST_SQS_URL").unwrap_or_default();
+    if sqs.trim().is_empty() {
+        let moto = moto_server::MotoServer::start();
+        let url = moto.url().to_string();
+        return Some((Some(moto), url));
+    }
+    match std::env::var("SQL2DDB_TEST_S3_URL") {
+        Ok(url) if !url.trim().is_empty() => Some((None, url.trim().to_string())),
+        _ => None,
+    }
+}
+
+fn client(url: &str) -> aws_sdk_s3::Client {
+    let config = aws_sdk_s3::Config::builder()
+        .behavior_version(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .endpoint_url(url)
+        .force_path_style(true)
+        .credentials_provider(Credentials::for_tests())
+        .build();
+    aws_sdk_s3::Client::from_conf(config)
+}
+
+/// Bytes that differ from part to part, so a part sent twice or out of
+/// order would show.
+fn bytes(len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i % 251) as u8 ^ (i / PART_SIZE) as u8)
+        .collect()
+}
+
+/// Uploads `writes` (their sizes) as object `key`; returns the object's
+/// bytes and ETag as S3 has them.
+async fn upload(url: &str, key: &str, writes: &[usize]) -> (Vec<u8>, Vec<u8>, String) {
+    let s3 = client(url);
+    let bucket = format!(
+        "upload-{}-{}",
+        std::process::id(),
+        key.replace(['_', '/'], "-")
+    );
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    let opts = S3Options {
+        endpoint: Some(url.to_string()),
+        region: Some("us-east-1".into()),
+    };
+    let place = S3Prefix::open(&format!("s3://{bucket}/out"), &opts)
+        .await
+        .unwrap();
+    let sent = bytes(writes.iter().sum());
+    let mut upload = place.upload(key).await.unwrap();
+    let mut at = 0;
+    for &n in writes {
+        upload.write(&sent[at..at + n]).await.unwrap();
+        at += n;
+    }
+    upload.finish().await.unwrap();
+    let object = s3
+        .get_object()
+        .bucket(&bucket)
+        .key(format!("out/{key}"))
+        .send()
+        .await
+        .unwrap();
+    let etag = object
+        .e_tag()
+        .unwrap_or_default()
+        .trim_matches('"')
+        .to_string();
+    let got = object.body.collect().await.unwrap().into_bytes().to_vec();
+    (sent, got, etag)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_write_of_two_parts_and_more_is_cut_into_parts_of_part_size() {
+    let Some((_moto, url)) = s3_server() else {
+        eprintln!("skipped: set SQL2DDB_TEST_S3_URL to an S3-compatible endpoint");
+        return;
+    };
+    let (sent, got, etag) = upload(&url, "one-write", &[2 * PART_SIZE + 5]).await;
+    assert!(
+        got == sent,
+        "the object holds {} bytes, not the {} written",
+        got.len(),
+        sent.len()
+    );
+    assert!(
+        etag.ends_with("-3"),
+        "two full parts and a tail: ETag {etag}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_that_straddle_a_part_fill_it_exactly_before_the_next() {
+    let Some((_moto, url)) = s3_server() else {
+        eprintln!("skipped: set SQL2DDB_TEST_S3_URL to an S3-compatible endpoint");
+        return;
+    };
+    // 3 + 7 + 7 MiB: parts of 8, 8 and 1 MiB (not 10 and 7, cut where a
+    // write happened to end).
+    let writes = [3 << 20, 7 << 20, 7 << 20];
+    let (sent, got, etag) = upload(&url, "straddle", &writes).await;
+    assert!(
+        got == sent,
+        "the object holds {} bytes, not the {} written",
+        got.len(),
+        sent.len()
+    );
+    assert!(
+        etag.ends_with("-3"),
+        "two full parts and a tail: ETag {etag}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_object_is_uploaded_as_one_empty_part() {
+    let Some((_moto, url)) = s3_server() else {
+        eprintln!("skipped: set SQL2DDB_TEST_S3_URL to an S3-compatible endpoint");
+        return;
+    };
+    let (_, got, etag) = upload(&url, "empty", &[0]).await;
+    assert!(got.is_empty(), "{} bytes", got.len());
+    assert!(etag.ends_with("-1"), "ETag {etag}");
+}
