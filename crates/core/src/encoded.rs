@@ -229,6 +229,11 @@ impl SourceKey {
         )
     }
 
+    /// A key already held as a JSON value's text.
+    pub fn from_raw(raw: Box<RawValue>) -> SourceKey {
+        SourceKey(raw)
+    }
+
     /// `null`: no source key (an item that did not come from a row).
     pub fn null() -> SourceKey {
         SourceKey::of(&Json::Null)

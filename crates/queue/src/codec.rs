@@ -24,10 +24,12 @@ use std::io::Write;
 use base64::Engine;
 use flate2::write::DeflateEncoder;
 use flate2::{Compression, Decompress, FlushDecompress, Status};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sql2ddb_core::{
     AttrValue, BatchPart, BatchPointer, EncodedItem, ItemJson, SourceKey, WorkBatch,
 };
+
+use crate::head::{self, HeadIn, ItemHeadIn};
 
 /// The largest message body SQS accepts (1 MiB), which is also the largest
 /// total of the bodies in one `SendMessageBatch` call.
@@ -125,27 +127,6 @@ struct HeadOut<'a> {
 #[derive(Serialize)]
 struct ItemHeadOut<'a>(usize, usize, &'a [AttrValue], &'a SourceKey);
 
-/// The head line of a format-3 payload, as it is read. A field this release
-/// does not know is refused, not skipped: what a batch asks of a worker only
-/// grows with a new format version.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct HeadIn {
-    run_id: String,
-    entity: String,
-    segment: u32,
-    page: u64,
-    part: BatchPart,
-    rows_read: u64,
-    #[serde(default)]
-    pointers: Vec<BatchPointer>,
-    items: Vec<ItemHeadIn>,
-}
-
-/// An item in the head line, as it is read.
-#[derive(Deserialize)]
-struct ItemHeadIn(usize, usize, Vec<AttrValue>, SourceKey);
-
 /// Encodes one batch as one body, whatever its size.
 pub fn encode(batch: &WorkBatch) -> String {
     let (version, payload) = match batch.update {
@@ -167,7 +148,7 @@ pub fn encode(batch: &WorkBatch) -> String {
 }
 
 /// A format-3 payload: the head line, a newline, the items' text.
-fn text_payload(batch: &WorkBatch) -> Vec<u8> {
+pub(crate) fn text_payload(batch: &WorkBatch) -> Vec<u8> {
     let head = HeadOut {
         run_id: &batch.run_id,
         entity: &batch.entity,
@@ -257,8 +238,14 @@ fn inflate(compressed: &[u8]) -> Result<Vec<u8>, CodecError> {
 fn read_text_payload(payload: &[u8]) -> Result<WorkBatch, CodecError> {
     let end = memchr::memchr(b'\n', payload)
         .ok_or_else(|| CodecError::Json("a format 3 body has no end to its head line".into()))?;
-    let head: HeadIn =
-        serde_json::from_slice(&payload[..end]).map_err(|e| CodecError::Json(e.to_string()))?;
+    let line = &payload[..end];
+    // By hand as written; serde reads (or refuses, with its reason) the rest.
+    let head = match head::read(line) {
+        Some(head) => head,
+        None => {
+            serde_json::from_slice::<HeadIn>(line).map_err(|e| CodecError::Json(e.to_string()))?
+        }
+    };
     let text = std::str::from_utf8(&payload[end + 1..])
         .map_err(|e| CodecError::Json(format!("the items' text is not UTF-8: {e}")))?;
     let lengths = head

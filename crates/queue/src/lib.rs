@@ -27,6 +27,7 @@ pub mod admin;
 pub mod client;
 pub mod codec;
 pub mod error;
+mod head;
 pub mod memory;
 pub mod sqs;
 pub mod visibility;
