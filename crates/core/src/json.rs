@@ -104,7 +104,7 @@ pub(crate) fn first_special(w: u64) -> Option<usize> {
 /// 0x20, `"` or `\`, or `bytes.len()` when there is none (or `from` when it
 /// is past the end): eight bytes at a time, the last few one by one.
 #[inline]
-pub(crate) fn next_special(bytes: &[u8], from: usize) -> usize {
+pub fn next_special(bytes: &[u8], from: usize) -> usize {
     let mut i = from;
     while let Some(w) = bytes.get(i..i + 8) {
         match first_special(u64::from_le_bytes(w.try_into().expect("eight bytes"))) {

@@ -38,7 +38,14 @@ pub(crate) struct ItemHeadIn(pub usize, pub usize, pub Vec<AttrValue>, pub Sourc
 /// The head line read by hand; `None` when it is not exactly as written by
 /// this release (serde then reads or refuses it).
 pub(crate) fn read(line: &[u8]) -> Option<HeadIn> {
-    let mut c = Cursor { text: line, at: 0 };
+    // UTF-8 checked once for the line: strings are then cut out at their
+    // quotes, which are always on a character's boundary.
+    let line = std::str::from_utf8(line).ok()?;
+    let mut c = Cursor {
+        text: line.as_bytes(),
+        line,
+        at: 0,
+    };
     c.lit(b"{\"run_id\":")?;
     let run_id = c.string()?;
     c.lit(b",\"entity\":")?;
@@ -82,6 +89,8 @@ pub(crate) fn read(line: &[u8]) -> Option<HeadIn> {
 
 struct Cursor<'a> {
     text: &'a [u8],
+    /// `text` as the `str` it is.
+    line: &'a str,
     at: usize,
 }
 
@@ -122,6 +131,8 @@ impl Cursor<'_> {
         self.lit(b"\"")?;
         let mut escaped = false;
         loop {
+            // To the next `"`, `\` or control byte, eight bytes at a time.
+            self.at = sql2ddb_core::json::next_special(self.text, self.at);
             let b = *self.text.get(self.at)?;
             self.at += 1;
             match b {
@@ -131,8 +142,7 @@ impl Cursor<'_> {
                     self.text.get(self.at)?;
                     self.at += 1;
                 }
-                0..=0x1f => return None,
-                _ => {}
+                _ => return None,
             }
         }
     }
@@ -141,9 +151,9 @@ impl Cursor<'_> {
     fn string(&mut self) -> Option<String> {
         let (start, end, escaped) = self.string_span()?;
         if escaped {
-            serde_json::from_slice(&self.text[start..end]).ok()
+            serde_json::from_str(&self.line[start..end]).ok()
         } else {
-            String::from_utf8(self.text[start + 1..end - 1].to_vec()).ok()
+            Some(self.line[start + 1..end - 1].to_owned())
         }
     }
 
@@ -205,8 +215,7 @@ impl Cursor<'_> {
         }
         self.lit(b",")?;
         let (start, end) = self.skip_value()?;
-        let source = std::str::from_utf8(&self.text[start..end]).ok()?;
-        let source = RawValue::from_string(source.to_owned()).ok()?;
+        let source = RawValue::from_string(self.line[start..end].to_owned()).ok()?;
         self.lit(b"]")?;
         Some(ItemHeadIn(len, size, key, SourceKey::from_raw(source)))
     }
