@@ -83,13 +83,14 @@ async fn upload(url: &str, key: &str, writes: &[usize]) -> (Vec<u8>, Vec<u8>, St
     (sent, got, etag)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_write_of_two_parts_and_more_is_cut_into_parts_of_part_size() {
+/// Uploads `writes` and checks the object holds every byte written, in
+/// `parts` parts (a multipart ETag ends with `-N`, N the number of parts).
+async fn check_upload(key: &str, writes: &[usize], parts: usize) {
     let Some((_moto, url)) = s3_server() else {
         eprintln!("skipped: set SQL2DDB_TEST_S3_URL to an S3-compatible endpoint");
         return;
     };
-    let (sent, got, etag) = upload(&url, "one-write", &[2 * PART_SIZE + 5]).await;
+    let (sent, got, etag) = upload(&url, key, writes).await;
     assert!(
         got == sent,
         "the object holds {} bytes, not the {} written",
@@ -97,40 +98,25 @@ async fn one_write_of_two_parts_and_more_is_cut_into_parts_of_part_size() {
         sent.len()
     );
     assert!(
-        etag.ends_with("-3"),
-        "two full parts and a tail: ETag {etag}"
+        etag.ends_with(&format!("-{parts}")),
+        "{writes:?} bytes written: {parts} parts expected, ETag {etag}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_write_of_two_parts_and_more_is_cut_into_parts_of_part_size() {
+    // Two full parts and a tail of 5 bytes.
+    check_upload("one-write", &[2 * PART_SIZE + 5], 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn writes_that_straddle_a_part_fill_it_exactly_before_the_next() {
-    let Some((_moto, url)) = s3_server() else {
-        eprintln!("skipped: set SQL2DDB_TEST_S3_URL to an S3-compatible endpoint");
-        return;
-    };
     // 3 + 7 + 7 MiB: parts of 8, 8 and 1 MiB (not 10 and 7, cut where a
     // write happened to end).
-    let writes = [3 << 20, 7 << 20, 7 << 20];
-    let (sent, got, etag) = upload(&url, "straddle", &writes).await;
-    assert!(
-        got == sent,
-        "the object holds {} bytes, not the {} written",
-        got.len(),
-        sent.len()
-    );
-    assert!(
-        etag.ends_with("-3"),
-        "two full parts and a tail: ETag {etag}"
-    );
+    check_upload("straddle", &[3 << 20, 7 << 20, 7 << 20], 3).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_empty_object_is_uploaded_as_one_empty_part() {
-    let Some((_moto, url)) = s3_server() else {
-        eprintln!("skipped: set SQL2DDB_TEST_S3_URL to an S3-compatible endpoint");
-        return;
-    };
-    let (_, got, etag) = upload(&url, "empty", &[0]).await;
-    assert!(got.is_empty(), "{} bytes", got.len());
-    assert!(etag.ends_with("-1"), "ETag {etag}");
+    check_upload("empty", &[0], 1).await;
 }
