@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use sql2ddb_core::Item;
 
 use crate::common::*;
-use crate::moto_server::MotoServer;
+use crate::moto_server::s3_server;
 
 /// The example shop's mapping, into the scenario's table on its server.
 fn shop_mapping(sc: &Scenario) -> String {
@@ -259,22 +259,6 @@ async fn the_shop_exported_to_a_directory_holds_the_items_run_writes() {
         "{}",
         again.stderr
     );
-}
-
-/// An S3-compatible server with S3: moto's, unless the environment points
-/// the tests at another SQS server (which may lack S3): then
-/// `SQL2DDB_TEST_S3_URL`, or `None`.
-fn s3_server() -> Option<(Option<MotoServer>, String)> {
-    let sqs = std::env::var("SQL2DDB_TEST_SQS_URL").unwrap_or_default();
-    if sqs.trim().is_empty() {
-        let moto = MotoServer::start();
-        let url = moto.url().to_string();
-        return Some((Some(moto), url));
-    }
-    match std::env::var("SQL2DDB_TEST_S3_URL") {
-        Ok(url) if !url.trim().is_empty() => Some((None, url.trim().to_string())),
-        _ => None,
-    }
 }
 
 /// A client of the S3 server at `url`, to create buckets and read objects.

@@ -6,22 +6,8 @@
 mod moto_server;
 
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
+use moto_server::s3_server;
 use sql2ddb_s3::{S3Options, S3Prefix, PART_SIZE};
-
-/// moto's S3 (an SQS server named by the environment may lack S3:
-/// `SQL2DDB_TEST_S3_URL` then names one), or `None` to skip.
-fn s3_server() -> Option<(Option<moto_server::MotoServer>, String)> {
-    let sqs = std::env::var("SQL2DDB_TEST_SQS_URL").unwrap_or_default();
-    if sqs.trim().is_empty() {
-        let moto = moto_server::MotoServer::start();
-        let url = moto.url().to_string();
-        return Some((Some(moto), url));
-    }
-    match std::env::var("SQL2DDB_TEST_S3_URL") {
-        Ok(url) if !url.trim().is_empty() => Some((None, url.trim().to_string())),
-        _ => None,
-    }
-}
 
 fn client(url: &str) -> aws_sdk_s3::Client {
     let config = aws_sdk_s3::Config::builder()

@@ -88,3 +88,19 @@ impl Drop for MotoServer {
         }
     }
 }
+
+/// An S3-compatible server: moto's (started, stopped when dropped), unless
+/// `SQL2DDB_TEST_SQS_URL` names another SQS server, which may lack S3: then
+/// `SQL2DDB_TEST_S3_URL` (nothing to stop), or `None` when that is unset.
+pub fn s3_server() -> Option<(Option<MotoServer>, String)> {
+    let sqs = std::env::var("SQL2DDB_TEST_SQS_URL").unwrap_or_default();
+    if sqs.trim().is_empty() {
+        let moto = MotoServer::start();
+        let url = moto.url().to_string();
+        return Some((Some(moto), url));
+    }
+    match std::env::var("SQL2DDB_TEST_S3_URL") {
+        Ok(url) if !url.trim().is_empty() => Some((None, url.trim().to_string())),
+        _ => None,
+    }
+}
