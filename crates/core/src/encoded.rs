@@ -9,6 +9,7 @@ use serde_json::Value as Json;
 use crate::attr::{AttrValue, Attrs, Item};
 use crate::batch::MappedItem;
 use crate::limits::KeyAttr;
+use crate::structure::MAX_DEPTH;
 
 /// A mapped item serialised once, as DynamoDB JSON, with what the writers
 /// need without reading it again: its key values, its size, its source key.
@@ -129,14 +130,22 @@ impl ItemJson {
     }
 }
 
-/// The deepest bracket nesting [`ItemJson::from_object_text`] follows: more
-/// than DynamoDB's 32 levels of documents take (two brackets a level).
-const MAX_DEPTH: u32 = 128;
-
 /// Whether `b` is one bracket-balanced JSON object: `{` first, every string
 /// closed, every `}` and `]` matching the bracket it closes, and nothing after
-/// the object's own `}`.
+/// the object's own `}`. Found 64 bytes at a time
+/// ([`crate::structure::is_one_object`]); a text that does not pass there
+/// (it has a backslash, or is not one object) is checked byte by byte,
+/// which follows escapes and says what is wrong.
 fn check_one_object(b: &[u8]) -> Result<(), String> {
+    if crate::structure::is_one_object(b) {
+        return Ok(());
+    }
+    check_one_object_bytewise(b)
+}
+
+/// [`check_one_object`] a byte at a time, strings skipped eight bytes at a
+/// time.
+fn check_one_object_bytewise(b: &[u8]) -> Result<(), String> {
     if b.first() != Some(&b'{') {
         return Err("an item's text does not start with `{`".into());
     }
@@ -373,6 +382,56 @@ mod tests {
         assert!(ItemJson::from_object_text(&format!("{{\"a\":{deeper}}}"))
             .unwrap_err()
             .contains("deeper than 128"));
+    }
+
+    /// The 64-byte check says an item is one object exactly when the byte
+    /// by byte check does (for text without a backslash, which it leaves to
+    /// that check), and never says so of text that is not: on items of every
+    /// length across the blocks' edges, each damaged at every byte.
+    #[test]
+    fn the_block_check_agrees_with_the_byte_check() {
+        fn agree(text: &[u8]) {
+            let blocks = crate::structure::is_one_object(text);
+            let bytes = check_one_object_bytewise(text).is_ok();
+            if blocks {
+                assert!(bytes, "{:?}", String::from_utf8_lossy(text));
+            } else if !text.contains(&b'\\') {
+                assert!(!bytes, "{:?}", String::from_utf8_lossy(text));
+            }
+        }
+        let mut texts = Vec::new();
+        for n in 0..150 {
+            let mut item = Item::new();
+            item.insert("PK".into(), AttrValue::S("x".repeat(n)));
+            texts.push(crate::json::item_text(&item));
+            item.insert(
+                "doc".into(),
+                AttrValue::L(vec![
+                    AttrValue::M(Item::new()),
+                    AttrValue::S("{[".repeat(n % 40)),
+                    AttrValue::L(vec![AttrValue::N("1".into())]),
+                ]),
+            );
+            texts.push(crate::json::item_text(&item));
+        }
+        let deep = format!("{}{}", "{\"a\":".repeat(128), "}".repeat(128));
+        let deeper = format!("{{\"a\":{}1{}}}", "[".repeat(128), "]".repeat(128));
+        texts.extend([deep, deeper]);
+        for text in &texts {
+            agree(text.as_bytes());
+            let mut b = text.clone().into_bytes();
+            for at in 0..b.len() {
+                let was = b[at];
+                for c in *b"\"{}[] a\n\\" {
+                    b[at] = c;
+                    agree(&b);
+                }
+                b[at] = was;
+                agree(&[&b[..at], &b[at + 1..]].concat());
+            }
+            agree(&[text.as_bytes(), b"}"].concat());
+            agree(&[text.as_bytes(), b" "].concat());
+        }
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod limits;
 pub mod number;
 pub mod pointer;
 pub mod redact;
+mod structure;
 pub mod tagged;
 pub mod value;
 pub mod wire;

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use aws_sdk_dynamodb::config::StalledStreamProtectionConfig;
 use aws_sdk_dynamodb::Client;
 use sql2ddb_aws::{ConfigOptions, SdkRetry};
 use sql2ddb_core::redact_secrets;
@@ -115,12 +116,41 @@ pub async fn connect(endpoint: &Endpoint, region: Option<&str>) -> Result<Client
     })
     .await
     .map_err(|_| DynamoError::Config(NO_REGION_MESSAGE.to_string()))?;
-    Ok(Client::new(&config))
+    // No stalled-stream protection: DynamoDB's bodies are small and whole,
+    // and ATTEMPT_TIMEOUT already ends an attempt that stalls; the
+    // protection's throughput checks cost every call about as much as
+    // building its request.
+    let config = aws_sdk_dynamodb::config::Builder::from(&config)
+        .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
+        .build();
+    Ok(Client::from_conf(config))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn the_client_leaves_stalls_to_the_attempt_timeout_and_retries_to_the_writer() {
+        // Nothing is called: building a client makes no request.
+        let client = connect(
+            &Endpoint::Url("http://127.0.0.1:9".into()),
+            Some("eu-west-1"),
+        )
+        .await
+        .unwrap();
+        let config = client.config();
+        let stalls = config
+            .stalled_stream_protection()
+            .expect("stalled-stream protection is configured");
+        assert!(!stalls.upload_enabled(), "upload checks are off");
+        assert!(!stalls.download_enabled(), "download checks are off");
+        let timeouts = config.timeout_config().expect("timeouts are configured");
+        assert_eq!(timeouts.operation_attempt_timeout(), Some(ATTEMPT_TIMEOUT));
+        assert_eq!(timeouts.connect_timeout(), Some(CONNECT_TIMEOUT));
+        assert_eq!(config.retry_config().unwrap().max_attempts(), 1);
+        assert_eq!(config.region().unwrap().as_ref(), "eu-west-1");
+    }
 
     #[test]
     fn endpoint_urls_are_accepted() {
