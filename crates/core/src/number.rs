@@ -35,6 +35,46 @@ pub enum NumberError {
 /// Checks `text` against DynamoDB's number rules and returns it in plain,
 /// normalised decimal notation (no exponent, no leading or trailing zeros).
 pub fn normalize_number(text: &str) -> Result<String, NumberError> {
+    if is_normal(text) {
+        return Ok(text.to_string());
+    }
+    normalize_parsed(text)
+}
+
+/// Whether `text` is already what [`normalize_number`] makes of it: an
+/// optional `-`, an integer part without leading zeros, a fraction (if
+/// any) without trailing zeros, and at most 38 digits in all, so within
+/// DynamoDB's digits and range; not `-0`. Most numbers a database gives
+/// are, and are taken as they are.
+fn is_normal(text: &str) -> bool {
+    let (negative, b) = match text.as_bytes().split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, text.as_bytes()),
+    };
+    let int_len = b
+        .iter()
+        .position(|c| !c.is_ascii_digit())
+        .unwrap_or(b.len());
+    let (int, rest) = b.split_at(int_len);
+    if int.is_empty() || (int.len() > 1 && int[0] == b'0') {
+        return false;
+    }
+    let frac: &[u8] = match rest.split_first() {
+        None => &[],
+        Some((b'.', frac)) => frac,
+        Some(_) => return false,
+    };
+    if rest.first() == Some(&b'.')
+        && (frac.is_empty() || !frac.iter().all(u8::is_ascii_digit) || frac.last() == Some(&b'0'))
+    {
+        return false;
+    }
+    int.len() + frac.len() <= MAX_SIGNIFICANT_DIGITS
+        && !(negative && int == b"0" && frac.is_empty())
+}
+
+/// [`normalize_number`] by parsing `text` whatever its form.
+fn normalize_parsed(text: &str) -> Result<String, NumberError> {
     let not_a_number = || NumberError::NotANumber(text.to_string());
     let t = text.trim();
     let (negative, rest) = match t.as_bytes().first() {
@@ -118,6 +158,57 @@ pub fn number_size(normalized: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
+
+    /// Text taken as it is is exactly what parsing makes of it, and what
+    /// parsing gives (within 38 digits) is taken as it is: on every string
+    /// of up to five characters of digits, signs, points and exponents,
+    /// and on long and edge numbers.
+    #[test]
+    fn numbers_already_normal_are_taken_as_they_are_and_only_they() {
+        let alphabet = ['0', '1', '9', '-', '+', '.', 'e', ' '];
+        let mut texts: Vec<String> = vec![String::new()];
+        let mut level = texts.clone();
+        for _ in 0..5 {
+            level = level
+                .iter()
+                .flat_map(|t| alphabet.iter().map(move |c| format!("{t}{c}")))
+                .collect();
+            texts.extend(level.iter().cloned());
+        }
+        let nines = "9".repeat(38);
+        texts.extend([
+            nines.clone(),
+            format!("{nines}9"),
+            format!("-{nines}"),
+            format!("0.{}", "9".repeat(37)),
+            format!("0.{}", "9".repeat(38)),
+            format!("0.{}1", "0".repeat(36)),
+            format!("0.{}1", "0".repeat(129)),
+            format!("1{}", "0".repeat(125)),
+            format!("1{}", "0".repeat(126)),
+            "252.22".into(),
+            "-0.5".into(),
+            "-0".into(),
+            "0.0".into(),
+            "1.50".into(),
+        ]);
+        let mut taken = 0;
+        for text in &texts {
+            let parsed = normalize_parsed(text);
+            if is_normal(text) {
+                taken += 1;
+                assert_eq!(parsed.as_deref(), Ok(text.as_str()), "{text:?}");
+            }
+            if let Ok(normal) = &parsed {
+                let digits = normal.bytes().filter(u8::is_ascii_digit).count();
+                if digits <= MAX_SIGNIFICANT_DIGITS {
+                    assert!(is_normal(normal), "{text:?} gives {normal:?}");
+                }
+            }
+            assert_eq!(normalize_number(text), parsed, "{text:?}");
+        }
+        assert!(taken > 500, "{taken} taken as they are");
+    }
     use super::*;
 
     #[test]

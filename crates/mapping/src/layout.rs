@@ -79,7 +79,16 @@ pub(crate) struct Slots<'a> {
 
 impl Attrs for Slots<'_> {
     fn attr(&self, name: &str) -> Option<&AttrValue> {
-        let i = self.names.binary_search_by(|x| x.as_str().cmp(name)).ok()?;
+        // Among a few dozen names, mostly of different lengths, comparing
+        // lengths first finds one with a single string comparison, where a
+        // binary search makes several; a wide entity is searched.
+        let i = if self.names.len() <= 32 {
+            self.names
+                .iter()
+                .position(|x| x.len() == name.len() && x == name)?
+        } else {
+            self.names.binary_search_by(|x| x.as_str().cmp(name)).ok()?
+        };
         self.values[i].as_ref()
     }
 
@@ -142,6 +151,39 @@ mod tests {
             check_item(&slots, &keys).is_err(),
             "SK is a number, the key an S"
         );
+    }
+
+    #[test]
+    fn every_attribute_is_found_by_name_in_narrow_and_wide_layouts() {
+        for width in [1, 5, 31, 32, 33, 80] {
+            // Names of equal and of different lengths, in no order.
+            let names: Vec<String> = (0..width)
+                .map(|i| format!("{}{}", if i % 3 == 0 { "a" } else { "attr_" }, width - i))
+                .collect();
+            let layout = Layout::new(
+                "PK",
+                None,
+                names.iter().map(String::as_str),
+                std::iter::empty(),
+            )
+            .expect("distinct names");
+            let mut slots = layout.empty();
+            slots.values[layout.pk] = Some(AttrValue::S("pk".into()));
+            for (name, &at) in names.iter().zip(&layout.fields) {
+                slots.values[at] = Some(AttrValue::S(name.clone()));
+            }
+            assert_eq!(slots.attr("PK"), Some(&AttrValue::S("pk".into())));
+            for name in &names {
+                assert_eq!(
+                    slots.attr(name),
+                    Some(&AttrValue::S(name.clone())),
+                    "{width}"
+                );
+            }
+            for missing in ["", "a", "attr_", "a0", "PK ", "pk", "attr_1000"] {
+                assert_eq!(slots.attr(missing), None, "{width}: {missing}");
+            }
+        }
     }
 
     #[test]
