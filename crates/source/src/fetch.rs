@@ -50,18 +50,20 @@ where
         .fetch_all(pool)
         .await
         .map_err(|e| SourceError::query(format!("read {entity}"), e))?;
-    rows.iter()
-        .map(|row| {
-            decoders
-                .iter()
-                .enumerate()
-                .map(|(i, decoder)| {
-                    DB::decode(row, i, *decoder)
-                        .map_err(|e| SourceError::decode(&columns[i].name, e))
-                })
-                .collect()
-        })
-        .collect()
+    // Sized up front: collecting `Result`s cannot tell a vector its length,
+    // so each row's values were grown twice on the way to ten columns.
+    let mut out = Vec::with_capacity(rows.len());
+    for row in &rows {
+        let mut values = Vec::with_capacity(decoders.len());
+        for (i, decoder) in decoders.iter().enumerate() {
+            values.push(
+                DB::decode(row, i, *decoder)
+                    .map_err(|e| SourceError::decode(&columns[i].name, e))?,
+            );
+        }
+        out.push(values);
+    }
+    Ok(out)
 }
 
 /// The count that `sql` (a `SELECT count(*) …`) returns with `values` bound
