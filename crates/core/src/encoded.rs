@@ -52,6 +52,23 @@ impl EncodedItem {
         }
     }
 
+    /// [`EncodedItem::new`] for an item whose text is already written
+    /// (by [`crate::json::item_text_keyed`], the same text).
+    pub fn with_text<A: Attrs + ?Sized>(
+        text: String,
+        item: &A,
+        keys: &[KeyAttr],
+        source_key: impl Into<SourceKey>,
+        size: usize,
+    ) -> EncodedItem {
+        EncodedItem {
+            item: ItemJson(text.into_boxed_str()),
+            key: key_values(item, keys),
+            source_key: source_key.into(),
+            size,
+        }
+    }
+
     /// The encoded form of a mapped item (its attribute map is dropped).
     pub fn of(m: MappedItem, keys: &[KeyAttr]) -> EncodedItem {
         EncodedItem::new(&m.item, keys, &m.source_key, m.size)

@@ -333,7 +333,8 @@ impl BoundEntity {
         }
         let size = check_item(&item, &self.keys).ok()?;
         check_index_keys(&item, &self.index_keys).ok()?;
-        Some(EncodedItem::new(
+        Some(EncodedItem::with_text(
+            item.text(size),
             &item,
             &self.keys,
             self.source_key_of(row),

@@ -3,6 +3,7 @@
 //! serialises it straight into DynamoDB JSON, instead of a map that holds
 //! its own copy of every name.
 
+use sql2ddb_core::json::{item_text_keyed, keyed_name};
 use sql2ddb_core::{AttrValue, Attrs};
 
 /// Where each of an entity's attributes goes in the layout: the names in
@@ -12,6 +13,8 @@ use sql2ddb_core::{AttrValue, Attrs};
 pub(crate) struct Layout {
     /// Attribute names, sorted.
     pub names: Vec<String>,
+    /// The same names written as JSON with their colon (`"PK":`), once.
+    keyed: Vec<String>,
     /// Position of the partition key, the sort key, each field, each embed.
     pub pk: usize,
     pub sk: Option<usize>,
@@ -54,6 +57,7 @@ impl Layout {
             sk: sk.map(at),
             fields: fields.iter().map(|n| at(n)).collect(),
             embeds: embeds.iter().map(|n| at(n)).collect(),
+            keyed: names.iter().map(|n| keyed_name(n)).collect(),
             names,
         })
     }
@@ -62,6 +66,7 @@ impl Layout {
     pub fn empty(&self) -> Slots<'_> {
         Slots {
             names: &self.names,
+            keyed: &self.keyed,
             values: vec![None; self.names.len()],
         }
     }
@@ -74,7 +79,25 @@ impl Layout {
 #[derive(Debug)]
 pub(crate) struct Slots<'a> {
     names: &'a [String],
+    keyed: &'a [String],
     pub values: Vec<Option<AttrValue>>,
+}
+
+impl Slots<'_> {
+    /// The item's DynamoDB JSON, its size by DynamoDB's rules being `size`:
+    /// the text [`sql2ddb_core::json::item_text`] gives, from the names the
+    /// layout wrote once.
+    pub fn text(&self, size: usize) -> String {
+        let present = self.values.iter().filter(|v| v.is_some()).count();
+        item_text_keyed(
+            self.keyed
+                .iter()
+                .zip(&self.values)
+                .filter_map(|(n, v)| Some((n.as_str(), v.as_ref()?))),
+            present,
+            size,
+        )
+    }
 }
 
 impl Attrs for Slots<'_> {
@@ -138,6 +161,7 @@ mod tests {
             Some(AttrValue::L(vec![AttrValue::Null])),
         );
         assert_eq!(item_text(&slots), serde_json::to_string(&map).unwrap());
+        assert_eq!(slots.text(item_size(&slots)), item_text(&slots));
         assert_eq!(slots.attr("name"), map.get("name"));
         assert_eq!(slots.attr("age"), None);
         assert_eq!(slots.attr("nope"), None);
@@ -184,6 +208,29 @@ mod tests {
                 assert_eq!(slots.attr(missing), None, "{width}: {missing}");
             }
         }
+    }
+
+    #[test]
+    fn names_written_once_give_the_text_names_escaped_per_item_give() {
+        let names = ["q\"uote", "é", "tab\t", "back\\slash", "ctl\u{1}", "plain"];
+        let layout =
+            Layout::new("PK", None, names.into_iter(), std::iter::empty()).expect("distinct names");
+        let mut slots = layout.empty();
+        slots.values[layout.pk] = Some(AttrValue::S("k".into()));
+        // Some attributes missing, the first of them among them.
+        for (i, &at) in layout.fields.iter().enumerate() {
+            if i % 2 == 1 {
+                slots.values[at] = Some(AttrValue::N(i.to_string()));
+            }
+        }
+        let size = item_size(&slots);
+        assert_eq!(slots.text(size), item_text(&slots));
+        slots.values[layout.pk] = None;
+        assert_eq!(slots.text(size), item_text(&slots));
+        for v in slots.values.iter_mut() {
+            *v = None;
+        }
+        assert_eq!(slots.text(0), "{}");
     }
 
     #[test]
