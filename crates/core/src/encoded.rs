@@ -44,12 +44,8 @@ impl EncodedItem {
         source_key: impl Into<SourceKey>,
         size: usize,
     ) -> EncodedItem {
-        EncodedItem {
-            item: ItemJson(crate::json::item_text_of_size(item, size).into_boxed_str()),
-            key: key_values(item, keys),
-            source_key: source_key.into(),
-            size,
-        }
+        let text = crate::json::item_text_of_size(item, size);
+        EncodedItem::with_text(text, item, keys, source_key, size)
     }
 
     /// [`EncodedItem::new`] for an item whose text is already written
