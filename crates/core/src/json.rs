@@ -18,11 +18,7 @@ pub fn item_text<A: Attrs + ?Sized>(item: &A) -> String {
 /// [`item_text`] for an item whose size by DynamoDB's rules is known: it
 /// sizes the text's buffer.
 pub fn item_text_of_size<A: Attrs + ?Sized>(item: &A, size: usize) -> String {
-    // Names and values, plus `{"":{"S":""}},` around each: rarely grown.
-    let n = item.each().count();
-    let mut out = String::with_capacity(size + size / 3 + 16 * n + 2);
-    write_map(&mut out, item.each());
-    out
+    object_text(item.each(), item.each().count(), size, write_key)
 }
 
 /// [`item_text_of_size`] for attributes whose names are already written as
@@ -34,39 +30,52 @@ pub fn item_text_keyed<'a>(
     count: usize,
     size: usize,
 ) -> String {
-    let mut out = String::with_capacity(size + size / 3 + 16 * count + 2);
-    out.push('{');
-    for (i, (keyed, value)) in attrs.enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str(keyed);
-        write_value(&mut out, value);
-    }
-    out.push('}');
-    out
+    object_text(attrs, count, size, String::push_str)
 }
 
 /// An attribute name as JSON text with its colon (`"PK":`), for
 /// [`item_text_keyed`].
 pub fn keyed_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len() + 3);
-    write_str(&mut out, name);
-    out.push(':');
+    write_key(&mut out, name);
     out
 }
 
-fn write_map<'a>(out: &mut String, attrs: impl Iterator<Item = (&'a str, &'a AttrValue)>) {
+/// The object of `count` attributes whose size by DynamoDB's rules is
+/// `size`, each name written by `key`, in a buffer sized for it.
+fn object_text<'a>(
+    attrs: impl Iterator<Item = (&'a str, &'a AttrValue)>,
+    count: usize,
+    size: usize,
+    key: impl Fn(&mut String, &'a str),
+) -> String {
+    // Names and values, plus `{"":{"S":""}},` around each: rarely grown.
+    let mut out = String::with_capacity(size + size / 3 + 16 * count + 2);
+    write_object(&mut out, attrs, key);
+    out
+}
+
+/// `{`, each attribute's name (by `key`) and value, commas between, `}`.
+fn write_object<'a>(
+    out: &mut String,
+    attrs: impl Iterator<Item = (&'a str, &'a AttrValue)>,
+    key: impl Fn(&mut String, &'a str),
+) {
     out.push('{');
     for (i, (name, value)) in attrs.enumerate() {
         if i > 0 {
             out.push(',');
         }
-        write_str(out, name);
-        out.push(':');
+        key(out, name);
         write_value(out, value);
     }
     out.push('}');
+}
+
+/// A name as a JSON string and its colon.
+fn write_key(out: &mut String, name: &str) {
+    write_str(out, name);
+    out.push(':');
 }
 
 /// One attribute value as DynamoDB JSON (`{"S":"x"}`).
@@ -91,7 +100,7 @@ pub fn write_value(out: &mut String, v: &AttrValue) {
         AttrValue::L(l) => write_list(out, r#"{"L":["#, l, write_value),
         AttrValue::M(m) => {
             out.push_str(r#"{"M":"#);
-            write_map(out, m.iter().map(|(k, v)| (k.as_str(), v)));
+            write_object(out, m.iter().map(|(k, v)| (k.as_str(), v)), write_key);
         }
         AttrValue::SS(s) => write_list(out, r#"{"SS":["#, s, |out, e| write_str(out, e)),
         AttrValue::NS(s) => write_list(out, r#"{"NS":["#, s, |out, e| write_str(out, e)),

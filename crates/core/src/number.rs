@@ -61,14 +61,14 @@ fn is_normal(text: &str) -> bool {
     }
     let frac: &[u8] = match rest.split_first() {
         None => &[],
-        Some((b'.', frac)) => frac,
+        // Digits after the point, the last not a zero.
+        Some((b'.', frac))
+            if frac.iter().all(u8::is_ascii_digit) && !matches!(frac.last(), None | Some(b'0')) =>
+        {
+            frac
+        }
         Some(_) => return false,
     };
-    if rest.first() == Some(&b'.')
-        && (frac.is_empty() || !frac.iter().all(u8::is_ascii_digit) || frac.last() == Some(&b'0'))
-    {
-        return false;
-    }
     int.len() + frac.len() <= MAX_SIGNIFICANT_DIGITS
         && !(negative && int == b"0" && frac.is_empty())
 }
