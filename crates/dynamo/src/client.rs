@@ -120,8 +120,12 @@ pub async fn connect(endpoint: &Endpoint, region: Option<&str>) -> Result<Client
     // and ATTEMPT_TIMEOUT already ends an attempt that stalls; the
     // protection's throughput checks cost every call about as much as
     // building its request.
+    // The user agent is written once, here, not on every call; the SDK's
+    // invocation id and attempt headers are left out: see `headers`.
+    let fixed = crate::headers::FixedHeaders::new(config.app_name());
     let config = aws_sdk_dynamodb::config::Builder::from(&config)
         .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
+        .interceptor(fixed)
         .build();
     Ok(Client::from_conf(config))
 }

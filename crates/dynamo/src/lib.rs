@@ -17,6 +17,7 @@ pub mod concurrency;
 pub mod convert;
 pub mod error;
 pub mod failure;
+pub mod headers;
 pub mod limiter;
 pub mod local;
 pub mod pointer;

@@ -157,3 +157,103 @@ async fn the_body_serialised_once_is_the_request_the_sdk_sends() {
         ours.headers
     );
 }
+
+/// The names in the `SignedHeaders=` list of a request's authorization.
+fn signed_headers(c: &Captured) -> Vec<String> {
+    let auth = &c.headers["authorization"];
+    let list = auth
+        .split("SignedHeaders=")
+        .nth(1)
+        .and_then(|rest| rest.split(',').next())
+        .unwrap_or_else(|| panic!("no SignedHeaders in {auth}"));
+    list.split(';').map(str::to_string).collect()
+}
+
+#[tokio::test]
+async fn calls_carry_the_user_agent_built_once_and_no_per_call_telemetry() {
+    let (url, mut requests) = capture_server().await;
+    let client = connect(&Endpoint::Url(url.clone()), Some("us-east-1"))
+        .await
+        .unwrap();
+    // A plain SDK client of the same configuration, for the headers the
+    // SDK itself writes on every call.
+    let plain_config = aws_sdk_dynamodb::Config::builder()
+        .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
+        .endpoint_url(url)
+        .region(aws_sdk_dynamodb::config::Region::new("us-east-1"))
+        .credentials_provider(aws_sdk_dynamodb::config::Credentials::new(
+            "AKIDEXAMPLE",
+            "secret",
+            None,
+            None,
+            "test",
+        ))
+        .build();
+    let plain = aws_sdk_dynamodb::Client::from_conf(plain_config);
+
+    let keys = [KeyAttr::new("PK", KeyType::S)];
+    let encoded: Vec<EncodedItem> = items()
+        .iter()
+        .map(|item| EncodedItem::new(item, &keys, serde_json::Value::Null, 0))
+        .collect();
+    let refs: Vec<&EncodedItem> = encoded.iter().collect();
+    for _ in 0..2 {
+        assert!(client.batch_put("shop-t", &refs).await.unwrap().is_empty());
+    }
+    let first = requests.recv().await.unwrap();
+    let second = requests.recv().await.unwrap();
+    // Other operations of the client carry the same headers.
+    client.list_tables().send().await.ok();
+    let other = requests.recv().await.unwrap();
+    plain.list_tables().send().await.ok();
+    let sdk = requests.recv().await.unwrap();
+
+    for c in [&first, &second, &other] {
+        assert!(
+            !c.headers.contains_key("amz-sdk-invocation-id"),
+            "no invocation id: {:?}",
+            c.headers
+        );
+        assert!(
+            !c.headers.contains_key("amz-sdk-request"),
+            "no attempt header: {:?}",
+            c.headers
+        );
+        assert_eq!(c.headers["user-agent"], first.headers["user-agent"]);
+        assert_eq!(
+            c.headers["x-amz-user-agent"],
+            first.headers["x-amz-user-agent"]
+        );
+        // Written before signing: the signature covers it.
+        assert!(
+            signed_headers(c).contains(&"x-amz-user-agent".to_string()),
+            "x-amz-user-agent is signed: {}",
+            c.headers["authorization"]
+        );
+        // Every header sent is signed, but the two a signer leaves out.
+        let mut sent: Vec<String> = c
+            .headers
+            .keys()
+            .filter(|k| *k != "authorization" && *k != "user-agent")
+            .cloned()
+            .collect();
+        sent.sort();
+        assert_eq!(signed_headers(c), sent);
+    }
+    // What the SDK writes on every call, we write once: the same user agent
+    // but for the per-call feature codes (`m/…`) and the HTTP client's name
+    // (`md/…`).
+    assert!(sdk.headers.contains_key("amz-sdk-invocation-id"));
+    let without_per_call = |ua: &str| -> String {
+        ua.split(' ')
+            .filter(|part| !part.starts_with("m/") && !part.starts_with("md/"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    for header in ["user-agent", "x-amz-user-agent"] {
+        let ours = &first.headers[header];
+        assert_eq!(ours, &without_per_call(&sdk.headers[header]), "{header}");
+        let api = format!("api/dynamodb/{}", aws_sdk_dynamodb::meta::PKG_VERSION);
+        assert!(ours.split(' ').any(|part| part == api), "{header}: {ours}");
+    }
+}
