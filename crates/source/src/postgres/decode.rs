@@ -40,6 +40,11 @@ fn decode_column(row: &PgRow, i: usize, kind: Kind) -> Result<SqlValue, BoxError
     }
     let binary = raw.format() == PgValueFormat::Binary;
     let bytes = raw.as_bytes()?;
+    if binary {
+        if let Some(value) = decode_binary(bytes, kind)? {
+            return Ok(value);
+        }
+    }
     Ok(match kind {
         Kind::Int2 => SqlValue::Int(row.try_get_unchecked::<i16, _>(i)?.into()),
         Kind::Int4 => SqlValue::Int(row.try_get_unchecked::<i32, _>(i)?.into()),
@@ -82,6 +87,45 @@ fn decode_column(row: &PgRow, i: usize, kind: Kind) -> Result<SqlValue, BoxError
             array_value(json, elem, true)
         }
     })
+}
+
+/// The common kinds decoded straight from the value's bytes in binary
+/// format, as sqlx's own `Decode` reads them (integers of one to eight
+/// bytes, sign-extended; a bool's first byte; text as UTF-8), without
+/// looking the column up again; `None` for the kinds left to the match in
+/// [`decode_column`].
+fn decode_binary(bytes: &[u8], kind: Kind) -> Result<Option<SqlValue>, BoxError> {
+    Ok(Some(match kind {
+        Kind::Int2 => SqlValue::Int(i16::try_from(int_be(bytes)?)?.into()),
+        Kind::Int4 => SqlValue::Int(i32::try_from(int_be(bytes)?)?.into()),
+        Kind::Int8 => SqlValue::Int(int_be(bytes)?),
+        Kind::Float4 => SqlValue::Float(crate::widen_f32(f32::from_be_bytes(bytes.try_into()?))),
+        Kind::Float8 => SqlValue::Float(f64::from_be_bytes(bytes.try_into()?)),
+        Kind::Bool => SqlValue::Bool(*bytes.first().ok_or("empty boolean value")? != 0),
+        // Selected as `::text` or read raw: the bytes are the text.
+        Kind::Numeric => SqlValue::Decimal(std::str::from_utf8(bytes)?.to_owned()),
+        Kind::Text | Kind::Other => SqlValue::Text(std::str::from_utf8(bytes)?.to_owned()),
+        Kind::Bytea => SqlValue::Bytes(bytes.to_vec()),
+        _ => return Ok(None),
+    }))
+}
+
+/// A big-endian integer of one to eight bytes, sign-extended (sqlx's
+/// `int_decode` for the binary format).
+fn int_be(bytes: &[u8]) -> Result<i64, BoxError> {
+    match bytes.len() {
+        0 => Err("empty integer value".into()),
+        n @ 9.. => Err(format!("integer value of {n} bytes, at most 8 expected").into()),
+        n => {
+            let mut word = if bytes[0] & 0x80 != 0 {
+                [0xff; 8]
+            } else {
+                [0; 8]
+            };
+            word[8 - n..].copy_from_slice(bytes);
+            Ok(i64::from_be_bytes(word))
+        }
+    }
 }
 
 fn epoch() -> NaiveDateTime {
@@ -219,5 +263,74 @@ mod tests {
             SqlValue::Invalid(_)
         ));
         assert_eq!(hex("0aff"), Some(vec![10, 255]));
+    }
+
+    #[test]
+    fn integers_of_one_to_eight_bytes_are_read_sign_extended() {
+        for value in [
+            0i64,
+            1,
+            -1,
+            127,
+            -128,
+            255,
+            32_767,
+            -32_768,
+            i32::MAX as i64,
+            i32::MIN as i64,
+            i64::MAX,
+            i64::MIN,
+        ] {
+            let all = value.to_be_bytes();
+            for n in 1..=8 {
+                let fits = (value as i128) >= -(1i128 << (8 * n - 1))
+                    && (value as i128) < (1i128 << (8 * n - 1));
+                if fits {
+                    assert_eq!(
+                        int_be(&all[8 - n..]).unwrap(),
+                        value,
+                        "{value} in {n} bytes"
+                    );
+                }
+            }
+        }
+        assert!(int_be(&[]).is_err());
+        assert!(int_be(&[0; 9]).is_err());
+    }
+
+    #[test]
+    fn binary_values_decode_by_kind_and_refuse_a_wrong_width() {
+        let int4 = decode_binary(&(-7i32).to_be_bytes(), Kind::Int4).unwrap();
+        assert_eq!(int4, Some(SqlValue::Int(-7)));
+        let too_wide = decode_binary(&(70_000i32).to_be_bytes(), Kind::Int2);
+        assert!(too_wide.is_err(), "70000 is not a smallint");
+        let float8 = decode_binary(&2.5f64.to_be_bytes(), Kind::Float8).unwrap();
+        assert_eq!(float8, Some(SqlValue::Float(2.5)));
+        let float4 = decode_binary(&0.1f32.to_be_bytes(), Kind::Float4).unwrap();
+        assert_eq!(
+            float4,
+            Some(SqlValue::Float(0.1)),
+            "widened by its shortest text"
+        );
+        assert!(decode_binary(&[0, 0, 0], Kind::Float4).is_err());
+        assert_eq!(
+            decode_binary(&[1], Kind::Bool).unwrap(),
+            Some(SqlValue::Bool(true))
+        );
+        assert!(decode_binary(&[], Kind::Bool).is_err());
+        assert_eq!(
+            decode_binary("12.50".as_bytes(), Kind::Numeric).unwrap(),
+            Some(SqlValue::Decimal("12.50".into()))
+        );
+        assert_eq!(
+            decode_binary("é ".as_bytes(), Kind::Text).unwrap(),
+            Some(SqlValue::Text("é ".into()))
+        );
+        assert!(decode_binary(&[0xff], Kind::Text).is_err(), "not UTF-8");
+        assert_eq!(
+            decode_binary(&[0, 255], Kind::Bytea).unwrap(),
+            Some(SqlValue::Bytes(vec![0, 255]))
+        );
+        assert_eq!(decode_binary(&[0; 8], Kind::Timestamp).unwrap(), None);
     }
 }
