@@ -65,6 +65,23 @@ impl EncodedItem {
         }
     }
 
+    /// An item whose text is written and whose key values, in the order
+    /// of the table's key attributes, are already taken out of it (what
+    /// [`EncodedItem::with_text`] clones).
+    pub fn from_parts(
+        text: String,
+        key: Vec<AttrValue>,
+        source_key: impl Into<SourceKey>,
+        size: usize,
+    ) -> EncodedItem {
+        EncodedItem {
+            item: ItemJson(text.into_boxed_str()),
+            key,
+            source_key: source_key.into(),
+            size,
+        }
+    }
+
     /// The encoded form of a mapped item (its attribute map is dropped).
     pub fn of(m: MappedItem, keys: &[KeyAttr]) -> EncodedItem {
         EncodedItem::new(&m.item, keys, &m.source_key, m.size)

@@ -333,10 +333,12 @@ impl BoundEntity {
         }
         let size = check_item(&item, &self.keys).ok()?;
         check_index_keys(&item, &self.index_keys).ok()?;
-        Some(EncodedItem::with_text(
-            item.text(size),
-            &item,
-            &self.keys,
+        let text = item.text(size);
+        // The item is dropped here: its key values are moved, not cloned.
+        let key = item.take_keys(&self.keys);
+        Some(EncodedItem::from_parts(
+            text,
+            key,
             self.source_key_of(row),
             size,
         ))

@@ -4,7 +4,7 @@
 //! its own copy of every name.
 
 use sql2ddb_core::json::{item_text_keyed, keyed_name};
-use sql2ddb_core::{AttrValue, Attrs};
+use sql2ddb_core::{AttrValue, Attrs, KeyAttr};
 
 /// Where each of an entity's attributes goes in the layout: the names in
 /// the order a map of the item would hold them (byte order, so the text is
@@ -100,19 +100,38 @@ impl Slots<'_> {
     }
 }
 
-impl Attrs for Slots<'_> {
-    fn attr(&self, name: &str) -> Option<&AttrValue> {
+impl Slots<'_> {
+    /// Where the attribute `name` is in the layout.
+    fn index(&self, name: &str) -> Option<usize> {
         // Among a few dozen names, mostly of different lengths, comparing
         // lengths first finds one with a single string comparison, where a
         // binary search makes several; a wide entity is searched.
-        let i = if self.names.len() <= 32 {
+        if self.names.len() <= 32 {
             self.names
                 .iter()
-                .position(|x| x.len() == name.len() && x == name)?
+                .position(|x| x.len() == name.len() && x == name)
         } else {
-            self.names.binary_search_by(|x| x.as_str().cmp(name)).ok()?
-        };
-        self.values[i].as_ref()
+            self.names.binary_search_by(|x| x.as_str().cmp(name)).ok()
+        }
+    }
+
+    /// The values of the key attributes `keys`, in their order, moved out
+    /// of the item (`NULL` for one it lacks), as
+    /// [`sql2ddb_core::EncodedItem::with_text`] would clone them.
+    pub fn take_keys(&mut self, keys: &[KeyAttr]) -> Vec<AttrValue> {
+        keys.iter()
+            .map(|k| {
+                self.index(&k.name)
+                    .and_then(|i| self.values[i].take())
+                    .unwrap_or(AttrValue::Null)
+            })
+            .collect()
+    }
+}
+
+impl Attrs for Slots<'_> {
+    fn attr(&self, name: &str) -> Option<&AttrValue> {
+        self.values[self.index(name)?].as_ref()
     }
 
     fn each(&self) -> impl Iterator<Item = (&str, &AttrValue)> {
@@ -175,6 +194,19 @@ mod tests {
             check_item(&slots, &keys).is_err(),
             "SK is a number, the key an S"
         );
+        // The key values move out as an encoded item would clone them.
+        let cloned = sql2ddb_core::EncodedItem::with_text(
+            String::new(),
+            &slots,
+            &keys,
+            serde_json::Value::Null,
+            0,
+        );
+        let gone = [KeyAttr::new("GSI1PK", KeyType::S)];
+        assert_eq!(slots.take_keys(&gone), vec![AttrValue::Null]);
+        assert_eq!(slots.take_keys(&keys), cloned.key);
+        assert_eq!(slots.attr("PK"), None, "moved out");
+        assert_eq!(slots.attr("name"), map.get("name"), "the rest stays");
     }
 
     #[test]
