@@ -123,41 +123,53 @@ pub fn format_naive_timestamp(ts: &NaiveDateTime) -> String {
 /// digits, as few as it takes), exactly as chrono's `%Y-%m-%dT%H:%M:%S%.fZ`.
 pub fn format_utc(ts: &DateTime<Utc>) -> String {
     // Written digit by digit: a timestamp column is formatted for every row,
-    // and chrono reads its format string each time.
-    let (year, nanos) = (ts.year(), ts.nanosecond());
+    // and chrono reads its format string each time. The date and the time of
+    // day are read once (each of chrono's field getters on a `DateTime`
+    // works the local time out again).
+    let naive = ts.naive_utc();
+    let (date, time) = (naive.date(), naive.time());
+    let (year, nanos) = (date.year(), time.nanosecond());
     if !(0..=9999).contains(&year) || nanos >= 1_000_000_000 {
         // Signed or five-digit years, and leap seconds: chrono's own rules.
         return ts.format("%Y-%m-%dT%H:%M:%S%.fZ").to_string();
     }
-    let mut out = String::with_capacity(30);
-    push_digits(&mut out, year as u32, 4);
-    for (sep, value) in [
-        ('-', ts.month()),
-        ('-', ts.day()),
-        ('T', ts.hour()),
-        (':', ts.minute()),
-        (':', ts.second()),
-    ] {
-        out.push(sep);
-        push_digits(&mut out, value, 2);
-    }
+    let seconds = time.num_seconds_from_midnight();
+    // `YYYY-MM-DDTHH:MM:SS.fffffffffZ`: at most 30 bytes, all ASCII.
+    let mut out = [0u8; 30];
+    put_digits(&mut out[0..4], year as u32);
+    out[4] = b'-';
+    put_digits(&mut out[5..7], date.month());
+    out[7] = b'-';
+    put_digits(&mut out[8..10], date.day());
+    out[10] = b'T';
+    put_digits(&mut out[11..13], seconds / 3600);
+    out[13] = b':';
+    put_digits(&mut out[14..16], seconds / 60 % 60);
+    out[16] = b':';
+    put_digits(&mut out[17..19], seconds % 60);
+    let mut len = 19;
     if nanos != 0 {
-        out.push('.');
-        match (nanos % 1_000_000, nanos % 1_000) {
-            (0, _) => push_digits(&mut out, nanos / 1_000_000, 3),
-            (_, 0) => push_digits(&mut out, nanos / 1_000, 6),
-            _ => push_digits(&mut out, nanos, 9),
-        }
+        out[len] = b'.';
+        let (value, width) = match (nanos % 1_000_000, nanos % 1_000) {
+            (0, _) => (nanos / 1_000_000, 3),
+            (_, 0) => (nanos / 1_000, 6),
+            _ => (nanos, 9),
+        };
+        put_digits(&mut out[len + 1..len + 1 + width], value);
+        len += 1 + width;
     }
-    out.push('Z');
-    out
+    out[len] = b'Z';
+    len += 1;
+    std::str::from_utf8(&out[..len])
+        .expect("digits and separators are ASCII")
+        .to_owned()
 }
 
-/// `value`'s last `width` decimal digits, zero-padded.
-fn push_digits(out: &mut String, value: u32, width: u32) {
-    for place in (0..width).rev() {
-        let digit = (value / 10u32.pow(place)) % 10;
-        out.push(char::from(b'0' + digit as u8));
+/// `value`'s last `out.len()` decimal digits, zero-padded, into `out`.
+fn put_digits(out: &mut [u8], mut value: u32) {
+    for slot in out.iter_mut().rev() {
+        *slot = b'0' + (value % 10) as u8;
+        value /= 10;
     }
 }
 
