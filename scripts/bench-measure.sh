@@ -55,6 +55,10 @@ measure() {
 # its stdout in $work/NAME.out; sets served_pid and served_url (its first line).
 serve() {
   local name=$1; shift
+  # Emptied here, not only by the redirection below: that one happens in
+  # the background child, and until it does, the check below could read
+  # the URL an earlier server of the same name left in the file.
+  : >"$work/$name.out"
   "$bin_dir/sql2ddb-testkit" "$@" >"$work/$name.out" &
   served_pid=$!
   servers+=("$served_pid")
