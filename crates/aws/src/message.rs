@@ -44,8 +44,18 @@ where
 
 /// `HTTP 500: <excerpt of the body>`, on one line.
 fn http_summary(raw: &HttpResponse) -> String {
-    let mut out = format!("HTTP {}", raw.status().as_u16());
-    let excerpt = raw.body().bytes().map(body_excerpt).unwrap_or_default();
+    http_summary_of(
+        raw.status().as_u16(),
+        raw.body().bytes().unwrap_or_default(),
+    )
+}
+
+/// `HTTP <status>: <excerpt of the body>`, on one line (the body's markup
+/// dropped, at most [`BODY_EXCERPT_CHARS`] characters), or `HTTP <status>
+/// with an empty body`.
+pub fn http_summary_of(status: u16, body: &[u8]) -> String {
+    let mut out = format!("HTTP {status}");
+    let excerpt = body_excerpt(body);
     if excerpt.is_empty() {
         out.push_str(" with an empty body");
     } else {

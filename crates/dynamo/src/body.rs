@@ -4,11 +4,8 @@
 //! serialise those; here an item is serialised once, when it is mapped
 //! ([`sql2ddb_core::EncodedItem`]: DynamoDB JSON, numbers as their text,
 //! binary as base64), and its text goes into the queue message and the
-//! request body as it is. The body is handed to the SDK before it signs the
-//! request ([`with_body`]). The SDK keeps what it is good at: endpoint,
-//! credentials, SigV4, connections, timeouts, errors.
+//! request body as it is, signed and sent by [`crate::calls::BatchCalls`].
 
-use aws_smithy_types::body::SdkBody;
 use bytes::Bytes;
 use sql2ddb_core::EncodedItem;
 
@@ -32,19 +29,6 @@ pub fn batch_put_body(table: &str, items: &[&EncodedItem]) -> Bytes {
     }
     out.extend_from_slice(b"]}}");
     Bytes::from(out)
-}
-
-/// Replaces the body of the SDK's request with `body` (and its length),
-/// before the request is signed. Used through `customize().mutate_request`,
-/// which runs at "modify before signing" on every attempt.
-pub fn with_body(
-    body: Bytes,
-) -> impl Fn(&mut aws_smithy_runtime_api::http::Request) + Send + Sync + 'static {
-    move |req| {
-        req.headers_mut()
-            .insert("content-length", body.len().to_string());
-        *req.body_mut() = SdkBody::from(body.clone());
-    }
 }
 
 #[cfg(test)]

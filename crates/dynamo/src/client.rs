@@ -4,9 +4,11 @@ use std::time::Duration;
 
 use aws_sdk_dynamodb::config::StalledStreamProtectionConfig;
 use aws_sdk_dynamodb::Client;
+use aws_types::SdkConfig;
 use sql2ddb_aws::{ConfigOptions, SdkRetry};
 use sql2ddb_core::redact_secrets;
 
+use crate::calls::BatchCalls;
 use crate::error::DynamoError;
 
 /// Where requests go.
@@ -103,7 +105,23 @@ pub const NO_REGION_MESSAGE: &str = "no AWS region is set for DynamoDB: give --r
 /// writing to a region nobody chose would put the data where nobody looks,
 /// so that is a [`DynamoError::Config`] before any call is made.
 pub async fn connect(endpoint: &Endpoint, region: Option<&str>) -> Result<Client, DynamoError> {
-    let config = sql2ddb_aws::load(ConfigOptions {
+    Ok(client_of(&load_config(endpoint, region).await?))
+}
+
+/// The client of [`connect`] and the writer's [`BatchCalls`], both of one
+/// configuration (endpoint, region, credentials, timeouts) loaded once.
+pub async fn connect_with_calls(
+    endpoint: &Endpoint,
+    region: Option<&str>,
+) -> Result<(Client, BatchCalls), DynamoError> {
+    let config = load_config(endpoint, region).await?;
+    let calls = BatchCalls::new(&config).await?;
+    Ok((client_of(&config), calls))
+}
+
+/// The configuration of [`connect`]: see there.
+async fn load_config(endpoint: &Endpoint, region: Option<&str>) -> Result<SdkConfig, DynamoError> {
+    sql2ddb_aws::load(ConfigOptions {
         endpoint: match endpoint {
             Endpoint::Url(url) => Some(url),
             Endpoint::Aws => None,
@@ -115,7 +133,11 @@ pub async fn connect(endpoint: &Endpoint, region: Option<&str>) -> Result<Client
         attempt_timeout: ATTEMPT_TIMEOUT,
     })
     .await
-    .map_err(|_| DynamoError::Config(NO_REGION_MESSAGE.to_string()))?;
+    .map_err(|_| DynamoError::Config(NO_REGION_MESSAGE.to_string()))
+}
+
+/// The SDK's client of `config`.
+fn client_of(config: &SdkConfig) -> Client {
     // No stalled-stream protection: DynamoDB's bodies are small and whole,
     // and ATTEMPT_TIMEOUT already ends an attempt that stalls; the
     // protection's throughput checks cost every call about as much as
@@ -123,11 +145,11 @@ pub async fn connect(endpoint: &Endpoint, region: Option<&str>) -> Result<Client
     // The user agent is written once, here, not on every call; the SDK's
     // invocation id and attempt headers are left out: see `headers`.
     let fixed = crate::headers::FixedHeaders::new(config.app_name());
-    let config = aws_sdk_dynamodb::config::Builder::from(&config)
+    let config = aws_sdk_dynamodb::config::Builder::from(config)
         .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
         .interceptor(fixed)
         .build();
-    Ok(Client::from_conf(config))
+    Client::from_conf(config)
 }
 
 #[cfg(test)]

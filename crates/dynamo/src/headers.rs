@@ -38,7 +38,7 @@ pub struct FixedHeaders {
 
 /// `value` made a valid header value: a byte that is not becomes `_`
 /// (the SDK's request headers refuse such a value by panicking).
-fn header_safe(value: String) -> String {
+pub(crate) fn header_safe(value: String) -> String {
     value
         .chars()
         .map(|c| match c {

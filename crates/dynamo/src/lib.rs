@@ -12,6 +12,7 @@
 
 pub mod admin;
 pub mod body;
+pub mod calls;
 pub mod client;
 pub mod concurrency;
 pub mod convert;
@@ -28,7 +29,8 @@ pub mod writer;
 
 pub use admin::{ensure_table, ensure_table_spec, Billing, GsiSpec, Projection, TableSpec};
 pub use aws_sdk_dynamodb::Client;
-pub use client::{connect, Endpoint};
+pub use calls::BatchCalls;
+pub use client::{connect, connect_with_calls, Endpoint};
 pub use concurrency::{AdaptiveConcurrency, ConcurrencySnapshot, Permit};
 pub use error::{DynamoError, ErrorKind};
 pub use failure::Failure;

@@ -6,7 +6,7 @@
 //! the unprocessed items); or give up (validation errors: the chunk is split
 //! so the bad item fails alone and the others are written).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,10 +14,9 @@ use std::time::Duration;
 use futures::StreamExt;
 pub use sql2ddb_aws::RetryPolicy;
 use sql2ddb_core::limits::{MAX_BATCH_BYTES, MAX_BATCH_ITEMS, MAX_ITEM_BYTES};
-use sql2ddb_core::{write_units, AttrValue, EncodedItem, Item, ItemProblem, KeyAttr};
+use sql2ddb_core::{write_units, AttrValue, EncodedItem, ItemProblem, KeyAttr};
 
 use crate::concurrency::AdaptiveConcurrency;
-use crate::convert::item_from_sdk;
 use crate::failure::Failure;
 use crate::limiter::WriteCapacityLimiter;
 
@@ -45,7 +44,8 @@ impl CallError {
 }
 
 /// The one DynamoDB call the writer needs, so its retry logic can be tested
-/// against a scripted client with paused time.
+/// against a scripted client with paused time. The real one is
+/// [`crate::BatchCalls`].
 pub trait BatchWriteApi: Send + Sync {
     /// Puts `items` into `table` in one `BatchWriteItem` call and returns the
     /// indices (into `items`) of the items DynamoDB left unprocessed.
@@ -54,50 +54,6 @@ pub trait BatchWriteApi: Send + Sync {
         table: &str,
         items: &[&EncodedItem],
     ) -> impl Future<Output = Result<Vec<usize>, CallError>> + Send;
-}
-
-impl BatchWriteApi for aws_sdk_dynamodb::Client {
-    async fn batch_put(
-        &self,
-        table: &str,
-        items: &[&EncodedItem],
-    ) -> Result<Vec<usize>, CallError> {
-        // The body is made of the items' own text, serialised once when they
-        // were mapped, and replaces the (empty) one the SDK serialised,
-        // before signing: see `body`.
-        let body = crate::body::batch_put_body(table, items);
-        let out = self
-            .batch_write_item()
-            .set_request_items(Some(HashMap::new()))
-            .customize()
-            .mutate_request(crate::body::with_body(body))
-            .send()
-            .await
-            .map_err(|e| CallError {
-                failure: Failure::of(&e),
-                message: sql2ddb_aws::sdk_message(&e),
-            })?;
-        let unprocessed = out
-            .unprocessed_items
-            .and_then(|mut m| m.remove(table))
-            .unwrap_or_default();
-        if unprocessed.is_empty() {
-            return Ok(Vec::new());
-        }
-        // DynamoDB returns the requests themselves; find them again by value
-        // (our text is the serialisation of the same attribute values).
-        let back: Vec<String> = unprocessed
-            .iter()
-            .filter_map(|w| w.put_request().map(|p| item_from_sdk(p.item())))
-            .map(|item: Item| serde_json::to_string(&item).expect("an item serialises"))
-            .collect();
-        Ok(items
-            .iter()
-            .enumerate()
-            .filter(|(_, it)| back.iter().any(|b| b == it.item.get()))
-            .map(|(i, _)| i)
-            .collect())
-    }
 }
 
 /// What became of one batch.

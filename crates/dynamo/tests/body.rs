@@ -1,43 +1,72 @@
-//! The writer's `BatchWriteItem` body, serialised once from our items, is
-//! the request the SDK itself would send for the same items: captured on the
-//! wire from both, compared as JSON, with its length and signature in place.
+//! The writer's `BatchWriteItem` calls ([`BatchCalls`]): the body,
+//! serialised once from our items, is the request the SDK itself would send
+//! for the same items, with the SDK's headers, signed so that the signature
+//! checks out from the bytes that arrived; credentials are cached until they
+//! are about to expire; a skewed service clock is followed; and every kind
+//! of answer comes back classified. Captured on the wire of loopback servers.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
+use aws_credential_types::provider::{future, ProvideCredentials, SharedCredentialsProvider};
+use aws_credential_types::Credentials;
 use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
+use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
+use aws_sigv4::sign::v4;
+use aws_smithy_runtime_api::client::identity::Identity;
+use aws_types::region::Region;
+use aws_types::SdkConfig;
 use sql2ddb_core::{AttrValue, EncodedItem, Item, KeyAttr, KeyType};
 use sql2ddb_dynamo::convert::item_to_sdk;
 use sql2ddb_dynamo::writer::BatchWriteApi;
-use sql2ddb_dynamo::{connect, Endpoint};
+use sql2ddb_dynamo::{connect_with_calls, BatchCalls, Endpoint, Failure};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
-/// One request as it arrived: lower-cased header lines and the body.
+/// One request as it arrived: its path, lower-cased header lines and the body.
 struct Captured {
+    path: String,
     headers: HashMap<String, String>,
     body: Vec<u8>,
 }
 
-/// A loopback server that answers every `BatchWriteItem` with nothing
-/// unprocessed and hands each request it received to the test.
-async fn capture_server() -> (String, mpsc::UnboundedReceiver<Captured>) {
+/// What a server answers: status line, extra header lines, body.
+type Answer = (&'static str, String, String);
+
+/// The answer with nothing unprocessed.
+fn all_processed(_: &Captured) -> Answer {
+    (
+        "200 OK",
+        String::new(),
+        r#"{"UnprocessedItems":{}}"#.to_string(),
+    )
+}
+
+/// A loopback server that answers every request with `answer` and hands
+/// each request it received to the test.
+async fn answering_server(
+    answer: impl Fn(&Captured) -> Answer + Send + Sync + 'static,
+) -> (String, mpsc::UnboundedReceiver<Captured>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let (tx, rx) = mpsc::unbounded_channel();
+    let answer = Arc::new(answer);
     tokio::spawn(async move {
         while let Ok((mut socket, _)) = listener.accept().await {
-            let tx = tx.clone();
+            let (tx, answer) = (tx.clone(), answer.clone());
             tokio::spawn(async move {
                 loop {
                     let Some(request) = read_request(&mut socket).await else {
                         return;
                     };
+                    let (status, extra, body) = answer(&request);
                     let _ = tx.send(request);
-                    let answer = r#"{"UnprocessedItems":{}}"#;
                     let response = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: {}\r\n\r\n{answer}",
-                        answer.len()
+                        "HTTP/1.1 {status}\r\nContent-Type: application/x-amz-json-1.0\r\n{extra}Content-Length: {}\r\n\r\n{body}",
+                        body.len()
                     );
                     if socket.write_all(response.as_bytes()).await.is_err() {
                         return;
@@ -47,6 +76,12 @@ async fn capture_server() -> (String, mpsc::UnboundedReceiver<Captured>) {
         }
     });
     (url, rx)
+}
+
+/// A loopback server that answers every `BatchWriteItem` with nothing
+/// unprocessed.
+async fn capture_server() -> (String, mpsc::UnboundedReceiver<Captured>) {
+    answering_server(all_processed).await
 }
 
 async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Captured> {
@@ -62,6 +97,7 @@ async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Captured> {
             continue;
         };
         let head = String::from_utf8_lossy(&seen[..head_end]).to_string();
+        let path = head.split(' ').nth(1).unwrap_or_default().to_string();
         let headers: HashMap<String, String> = head
             .lines()
             .skip(1)
@@ -71,7 +107,11 @@ async fn read_request(socket: &mut tokio::net::TcpStream) -> Option<Captured> {
         let length: usize = headers.get("content-length")?.parse().ok()?;
         if seen.len() >= head_end + 4 + length {
             let body = seen[head_end + 4..head_end + 4 + length].to_vec();
-            return Some(Captured { headers, body });
+            return Some(Captured {
+                path,
+                headers,
+                body,
+            });
         }
     }
 }
@@ -102,10 +142,32 @@ fn items() -> Vec<Item> {
     vec![a, b]
 }
 
+fn encoded(items: &[Item]) -> Vec<EncodedItem> {
+    let keys = [KeyAttr::new("PK", KeyType::S)];
+    items
+        .iter()
+        .map(|item| EncodedItem::new(item, &keys, serde_json::Value::Null, 0))
+        .collect()
+}
+
+/// Calls to `url` signed with `credentials`, in us-east-1.
+async fn calls_with(url: &str, credentials: impl ProvideCredentials + 'static) -> BatchCalls {
+    let config = SdkConfig::builder()
+        .region(Region::new("us-east-1"))
+        .endpoint_url(url)
+        .credentials_provider(SharedCredentialsProvider::new(credentials))
+        .build();
+    BatchCalls::new(&config).await.unwrap()
+}
+
+/// The headers the SDK would send for the same call, minus the two it
+/// writes on every call that our client leaves out (see `headers`).
+const PER_CALL: [&str; 2] = ["x-amz-date", "authorization"];
+
 #[tokio::test]
 async fn the_body_serialised_once_is_the_request_the_sdk_sends() {
     let (url, mut requests) = capture_server().await;
-    let client = connect(&Endpoint::Url(url), Some("us-east-1"))
+    let (client, calls) = connect_with_calls(&Endpoint::Url(url), Some("us-east-1"))
         .await
         .unwrap();
     let items = items();
@@ -130,31 +192,37 @@ async fn the_body_serialised_once_is_the_request_the_sdk_sends() {
     let sdk = requests.recv().await.unwrap();
 
     // The writer's, from the items' text serialised when they were mapped.
-    let keys = [KeyAttr::new("PK", KeyType::S)];
-    let encoded: Vec<EncodedItem> = items
-        .iter()
-        .map(|item| EncodedItem::new(item, &keys, serde_json::Value::Null, 0))
-        .collect();
+    let encoded = encoded(&items);
     let refs: Vec<&EncodedItem> = encoded.iter().collect();
-    let unprocessed = client.batch_put("shop-t", &refs).await.unwrap();
+    let unprocessed = calls.batch_put("shop-t", &refs).await.unwrap();
     assert!(unprocessed.is_empty());
     let ours = requests.recv().await.unwrap();
 
     let json = |c: &Captured| serde_json::from_slice::<serde_json::Value>(&c.body).unwrap();
     assert_eq!(json(&ours), json(&sdk));
+    assert_eq!(ours.path, sdk.path);
     assert_eq!(
         ours.headers["content-length"],
         ours.body.len().to_string(),
         "the length of the body sent"
     );
+    // The same headers, with the same values but for the time and the
+    // signature (and the length, should the two serialisations differ).
+    let names = |c: &Captured| {
+        let mut n: Vec<String> = c.headers.keys().cloned().collect();
+        n.sort();
+        n
+    };
+    assert_eq!(names(&ours), names(&sdk));
+    for (name, value) in &ours.headers {
+        if !PER_CALL.contains(&name.as_str()) && name != "content-length" {
+            assert_eq!(value, &sdk.headers[name], "header {name}");
+        }
+    }
+    assert_eq!(signed_headers(&ours), signed_headers(&sdk));
     assert_eq!(
         ours.headers["x-amz-target"],
         "DynamoDB_20120810.BatchWriteItem"
-    );
-    assert!(
-        ours.headers["authorization"].contains("Signature="),
-        "signed: {:?}",
-        ours.headers
     );
 }
 
@@ -169,10 +237,290 @@ fn signed_headers(c: &Captured) -> Vec<String> {
     list.split(';').map(str::to_string).collect()
 }
 
+/// The `Authorization` header a SigV4 verifier holding `secret` expects for
+/// the request as it arrived: the signed headers' values, the body, and the
+/// time in `x-amz-date`.
+fn expected_authorization(c: &Captured, access_key: &str, secret: &str) -> String {
+    let date = &c.headers["x-amz-date"];
+    let time = aws_smithy_types::DateTime::from_str(
+        &format!(
+            "{}-{}-{}T{}:{}:{}Z",
+            &date[0..4],
+            &date[4..6],
+            &date[6..8],
+            &date[9..11],
+            &date[11..13],
+            &date[13..15]
+        ),
+        aws_smithy_types::date_time::Format::DateTime,
+    )
+    .unwrap();
+    let token = c.headers.get("x-amz-security-token").cloned();
+    let identity: Identity = Credentials::new(access_key, secret, token, None, "test").into();
+    let signed = signed_headers(c);
+    let headers: Vec<(&str, &str)> = signed
+        .iter()
+        .filter(|name| *name != "x-amz-date" && *name != "x-amz-security-token")
+        .map(|name| (name.as_str(), c.headers[name].as_str()))
+        .collect();
+    let uri = format!("http://{}{}", c.headers["host"], c.path);
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region("us-east-1")
+        .name("dynamodb")
+        .time(SystemTime::try_from(time).unwrap())
+        .settings(SigningSettings::default())
+        .build()
+        .unwrap()
+        .into();
+    let request = SignableRequest::new(
+        "POST",
+        uri,
+        headers.into_iter(),
+        SignableBody::Bytes(&c.body),
+    )
+    .unwrap();
+    let (instructions, _) = sign(request, &params).unwrap().into_parts();
+    let (out, _) = instructions.into_parts();
+    out.iter()
+        .find(|h| h.name() == "authorization")
+        .expect("an authorization header")
+        .value()
+        .to_string()
+}
+
+#[tokio::test]
+async fn the_signature_checks_out_from_the_bytes_that_arrived() {
+    let (url, mut requests) = capture_server().await;
+    let calls = calls_with(
+        &url,
+        Credentials::new(
+            "AKIDEXAMPLE",
+            "the-secret",
+            Some("the-token".into()),
+            None,
+            "test",
+        ),
+    )
+    .await;
+    let encoded = encoded(&items());
+    let refs: Vec<&EncodedItem> = encoded.iter().collect();
+    calls.batch_put("shop-t", &refs).await.unwrap();
+    let c = requests.recv().await.unwrap();
+    assert_eq!(c.headers["x-amz-security-token"], "the-token");
+    assert!(signed_headers(&c).contains(&"x-amz-security-token".to_string()));
+    assert!(
+        c.headers["authorization"].starts_with(&format!(
+            "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/{}/us-east-1/dynamodb/aws4_request",
+            &c.headers["x-amz-date"][..8]
+        )),
+        "{}",
+        c.headers["authorization"]
+    );
+    assert_eq!(
+        c.headers["authorization"],
+        expected_authorization(&c, "AKIDEXAMPLE", "the-secret")
+    );
+    // The check can fail: another secret gives another signature.
+    assert_ne!(
+        c.headers["authorization"],
+        expected_authorization(&c, "AKIDEXAMPLE", "another-secret")
+    );
+}
+
+/// A provider that counts its fetches and hands out credentials expiring
+/// `lifetime` after each fetch.
+#[derive(Debug)]
+struct Counting {
+    fetches: Arc<AtomicUsize>,
+    lifetime: Duration,
+}
+
+impl ProvideCredentials for Counting {
+    fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        let n = self.fetches.fetch_add(1, Ordering::SeqCst);
+        future::ProvideCredentials::ready(Ok(Credentials::new(
+            format!("AKID{n}"),
+            "secret",
+            None,
+            Some(SystemTime::now() + self.lifetime),
+            "counting",
+        )))
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn credentials_are_cached_until_they_are_about_to_expire() {
+    let (url, mut requests) = capture_server().await;
+    let encoded = encoded(&items());
+    let refs: Vec<&EncodedItem> = encoded.iter().collect();
+
+    // An hour's credentials: fetched once for many calls, even concurrent ones.
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let hour = Duration::from_secs(3600);
+    let calls = calls_with(
+        &url,
+        Counting {
+            fetches: fetches.clone(),
+            lifetime: hour,
+        },
+    )
+    .await;
+    let all = futures::future::join_all((0..8).map(|_| calls.batch_put("t", &refs))).await;
+    assert!(all.into_iter().all(|r| r.unwrap().is_empty()));
+    calls.batch_put("t", &refs).await.unwrap();
+    assert_eq!(fetches.load(Ordering::SeqCst), 1);
+    for _ in 0..9 {
+        let c = requests.recv().await.unwrap();
+        assert!(c.headers["authorization"].contains("Credential=AKID0/"));
+    }
+
+    // Credentials within minutes of expiring are fetched again for every
+    // call, and each call is signed with the newest.
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let soon = Duration::from_secs(1);
+    let calls = calls_with(
+        &url,
+        Counting {
+            fetches: fetches.clone(),
+            lifetime: soon,
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    calls.batch_put("t", &refs).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    calls.batch_put("t", &refs).await.unwrap();
+    assert_eq!(fetches.load(Ordering::SeqCst), 2);
+    let first = requests.recv().await.unwrap();
+    let second = requests.recv().await.unwrap();
+    assert!(first.headers["authorization"].contains("Credential=AKID0/"));
+    assert!(second.headers["authorization"].contains("Credential=AKID1/"));
+}
+
+#[tokio::test]
+async fn a_skewed_service_clock_is_followed() {
+    // The service's clock is two hours ahead of ours.
+    let (url, mut requests) = answering_server(|c| {
+        let ahead = SystemTime::now() + Duration::from_secs(7200);
+        let date = aws_smithy_types::DateTime::from(ahead)
+            .fmt(aws_smithy_types::date_time::Format::HttpDate)
+            .unwrap();
+        let (status, _, body) = all_processed(c);
+        (status, format!("Date: {date}\r\n"), body)
+    })
+    .await;
+    let calls = calls_with(&url, Credentials::new("AKID", "secret", None, None, "t")).await;
+    let encoded = encoded(&items());
+    let refs: Vec<&EncodedItem> = encoded.iter().collect();
+    calls.batch_put("t", &refs).await.unwrap();
+    calls.batch_put("t", &refs).await.unwrap();
+    let hour_of = |c: &Captured| -> i64 {
+        let d = &c.headers["x-amz-date"];
+        d[9..11].parse::<i64>().unwrap() * 60 + d[11..13].parse::<i64>().unwrap()
+    };
+    let first = requests.recv().await.unwrap();
+    let second = requests.recv().await.unwrap();
+    // Minutes past midnight, two hours apart (modulo a day).
+    let apart = (hour_of(&second) - hour_of(&first)).rem_euclid(24 * 60);
+    assert!((119..=121).contains(&apart), "{apart} minutes apart");
+    // And the signature is the one for the corrected time.
+    assert_eq!(
+        second.headers["authorization"],
+        expected_authorization(&second, "AKID", "secret")
+    );
+}
+
+#[tokio::test]
+async fn every_kind_of_answer_comes_back_classified() {
+    let encoded = encoded(&items());
+    let refs: Vec<&EncodedItem> = encoded.iter().collect();
+    let creds = || Credentials::new("AKID", "secret", None, None, "t");
+    for (status, body, failure, says) in [
+        (
+            "400 Bad Request",
+            r#"{"__type":"com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException","message":"The level of configured provisioned throughput for the table was exceeded."}"#,
+            Failure::Throttled,
+            "ProvisionedThroughputExceededException: The level",
+        ),
+        (
+            "400 Bad Request",
+            r#"{"__type":"com.amazonaws.dynamodb.v20120810#ResourceNotFoundException","message":"Requested resource not found"}"#,
+            Failure::TableFault,
+            "ResourceNotFoundException: Requested resource not found",
+        ),
+        (
+            "400 Bad Request",
+            r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"Item size has exceeded the maximum allowed size"}"#,
+            Failure::ItemRejected,
+            "ValidationException: Item size",
+        ),
+        (
+            "500 Internal Server Error",
+            r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}"#,
+            Failure::Transient,
+            "InternalServerError: Internal server error",
+        ),
+        (
+            "503 Service Unavailable",
+            "<html><body>Service Unavailable</body></html>",
+            Failure::Transient,
+            "HTTP 503: Service Unavailable",
+        ),
+    ] {
+        let (url, _requests) =
+            answering_server(move |_| (status, String::new(), body.to_string())).await;
+        let calls = calls_with(&url, creds()).await;
+        let e = calls.batch_put("t", &refs).await.unwrap_err();
+        assert_eq!(e.failure, failure, "{status} {body}: {e:?}");
+        assert!(e.message.starts_with(says), "{}", e.message);
+    }
+
+    // The second item comes back unprocessed, its attributes in another order.
+    let back: serde_json::Value = serde_json::from_str(encoded[1].item.get()).unwrap();
+    let mut reordered = serde_json::Map::new();
+    for (k, v) in back.as_object().unwrap().iter().rev() {
+        reordered.insert(k.clone(), v.clone());
+    }
+    let answer =
+        serde_json::json!({"UnprocessedItems": {"t": [{"PutRequest": {"Item": reordered}}]}})
+            .to_string();
+    let (url, _requests) =
+        answering_server(move |_| ("200 OK", String::new(), answer.clone())).await;
+    let calls = calls_with(&url, creds()).await;
+    assert_eq!(calls.batch_put("t", &refs).await.unwrap(), vec![1]);
+
+    // A server that never answers: the attempt times out.
+    let silent = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", silent.local_addr().unwrap());
+    let calls = calls_with(&url, creds())
+        .await
+        .with_attempt_timeout(Duration::from_millis(300));
+    let e = calls.batch_put("t", &refs).await.unwrap_err();
+    assert_eq!(e.failure, Failure::Transient, "{e:?}");
+    assert!(e.message.starts_with("timeout"), "{}", e.message);
+    drop(silent);
+
+    // Nobody listening: a dispatch failure, tried again.
+    let closed = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let e = calls_with(&url, creds())
+        .await
+        .batch_put("t", &refs)
+        .await
+        .unwrap_err();
+    assert_eq!(e.failure, Failure::Transient, "{e:?}");
+    assert!(e.message.starts_with("dispatch failure"), "{}", e.message);
+}
+
 #[tokio::test]
 async fn calls_carry_the_user_agent_built_once_and_no_per_call_telemetry() {
     let (url, mut requests) = capture_server().await;
-    let client = connect(&Endpoint::Url(url.clone()), Some("us-east-1"))
+    let (client, calls) = connect_with_calls(&Endpoint::Url(url.clone()), Some("us-east-1"))
         .await
         .unwrap();
     // A plain SDK client of the same configuration, for the headers the
@@ -191,14 +539,10 @@ async fn calls_carry_the_user_agent_built_once_and_no_per_call_telemetry() {
         .build();
     let plain = aws_sdk_dynamodb::Client::from_conf(plain_config);
 
-    let keys = [KeyAttr::new("PK", KeyType::S)];
-    let encoded: Vec<EncodedItem> = items()
-        .iter()
-        .map(|item| EncodedItem::new(item, &keys, serde_json::Value::Null, 0))
-        .collect();
+    let encoded = encoded(&items());
     let refs: Vec<&EncodedItem> = encoded.iter().collect();
     for _ in 0..2 {
-        assert!(client.batch_put("shop-t", &refs).await.unwrap().is_empty());
+        assert!(calls.batch_put("shop-t", &refs).await.unwrap().is_empty());
     }
     let first = requests.recv().await.unwrap();
     let second = requests.recv().await.unwrap();

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use sql2ddb_core::{AttrValue, EncodedItem, Item, KeyAttr};
-use sql2ddb_dynamo::{connect, ensure_table, BatchWriter, Endpoint, RetryPolicy};
+use sql2ddb_dynamo::{connect_with_calls, ensure_table, BatchWriter, Endpoint, RetryPolicy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -74,7 +74,7 @@ fn assert_says_500(message: &str) {
 #[tokio::test]
 async fn nothing_lost_12_http_500_html_shows_status_and_body() {
     let url = html_500_server().await;
-    let client = connect(&Endpoint::Url(url), Some("us-east-1"))
+    let (client, calls) = connect_with_calls(&Endpoint::Url(url), Some("us-east-1"))
         .await
         .unwrap();
 
@@ -97,7 +97,7 @@ async fn nothing_lost_12_http_500_html_shows_status_and_body() {
     };
     let mut item = Item::new();
     item.insert("PK".into(), AttrValue::S("K1".into()));
-    let out = BatchWriter::new(client, "t", keys(), policy)
+    let out = BatchWriter::new(calls, "t", keys(), policy)
         .write(vec![EncodedItem::new(
             &item,
             &keys(),

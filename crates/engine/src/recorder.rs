@@ -68,6 +68,7 @@ impl BatchRecorder {
             plan,
             &setup.writer.sink_options(),
             resources.client(),
+            resources.calls(),
             rejects.clone(),
         )
         .sink;

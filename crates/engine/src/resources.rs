@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use sql2ddb_core::redact_url;
 use sql2ddb_dynamo::progress::{default_table, ProgressStore};
-use sql2ddb_dynamo::{connect, Client, Endpoint, LocalDynamo};
+use sql2ddb_dynamo::{connect_with_calls, BatchCalls, Client, Endpoint, LocalDynamo};
 use sql2ddb_mapping::Plan;
 use sql2ddb_queue::SqsQueue;
 
@@ -49,6 +49,7 @@ pub enum Job<'a> {
 /// The settled connections of a job.
 pub struct Resources {
     client: Client,
+    calls: BatchCalls,
     local: Option<LocalDynamo>,
     endpoint: String,
     progress_table: Option<String>,
@@ -95,7 +96,7 @@ impl Resources {
             .region
             .as_deref()
             .or(target.and_then(|t| t.region.as_deref()));
-        let client = connect(&endpoint, region).await?;
+        let (client, calls) = connect_with_calls(&endpoint, region).await?;
         let progress_table = opts
             .progress_table
             .clone()
@@ -103,6 +104,7 @@ impl Resources {
             .or_else(|| target.map(|t| default_table(&t.table)));
         Ok(Resources {
             client,
+            calls,
             local,
             endpoint: shown,
             progress_table,
@@ -113,6 +115,12 @@ impl Resources {
     /// The DynamoDB client.
     pub fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// The batch writer's `BatchWriteItem` calls, of the client's
+    /// configuration.
+    pub fn calls(&self) -> &BatchCalls {
+        &self.calls
     }
 
     /// The endpoint as reports show it: `aws`, `local`, `none (dry run)` or

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use sql2ddb_core::{AttrValue, EncodedItem, KeyAttr, PointerUpdate, Reject, WorkBatch};
 use sql2ddb_dynamo::{
-    write_pointer, AdaptiveConcurrency, BatchWriter, Client, Failure, PointerOutcome, RetryPolicy,
-    WriteCapacityLimiter,
+    write_pointer, AdaptiveConcurrency, BatchCalls, BatchWriter, Client, Failure, PointerOutcome,
+    RetryPolicy, WriteCapacityLimiter,
 };
 use sql2ddb_mapping::Plan;
 
@@ -41,7 +41,7 @@ pub struct BatchOutcome {
 /// nothing is sent.
 pub struct BatchSink {
     /// The writer; `None` in a dry run.
-    pub writer: Option<Arc<BatchWriter<Client>>>,
+    pub writer: Option<Arc<BatchWriter<BatchCalls>>>,
     /// Where refused rows go.
     pub rejects: Arc<RejectsFile>,
     /// Calls throttled or answered with unprocessed items, over all batches.
@@ -127,14 +127,16 @@ impl BatchSink {
 
     /// The sink a process writing `plan`'s table builds (`sql2ddb run` and
     /// `sql2ddb worker` alike): the mapping's `[writer]` settings with the
-    /// options' overrides, writing through `client`, refused rows to `rejects`.
+    /// options' overrides, writing batches through `calls` and pointers
+    /// and updates through `client`, refused rows to `rejects`.
     pub fn for_plan(
         plan: &Plan,
         opts: &SinkOptions,
         client: &Client,
+        calls: &BatchCalls,
         rejects: Arc<RejectsFile>,
     ) -> Arc<BatchSink> {
-        build_sink(plan, opts, client, rejects).sink
+        build_sink(plan, opts, client, calls, rejects).sink
     }
 
     /// Writes one batch and records what was refused.
@@ -254,6 +256,7 @@ pub(crate) fn build_sink(
     plan: &Plan,
     opts: &SinkOptions,
     client: &Client,
+    calls: &BatchCalls,
     rejects: Arc<RejectsFile>,
 ) -> SinkSetup {
     let concurrency = opts.concurrency.unwrap_or(plan.writer.concurrency).max(1);
@@ -267,7 +270,7 @@ pub(crate) fn build_sink(
                 ..opts.retry
             };
             let mut w = BatchWriter::new(
-                client.clone(),
+                calls.clone(),
                 plan.target.table.clone(),
                 plan.key_attrs(),
                 retry,

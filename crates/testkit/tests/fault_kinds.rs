@@ -1,4 +1,4 @@
-//! Each fault the proxy injects reaches the SDK client as DynamoDB would send
+//! Each fault the proxy injects reaches the writer's calls as DynamoDB would send
 //! it, and the writer's classification sees it for what it is.
 
 mod support;
@@ -8,7 +8,7 @@ use std::time::Duration;
 use sql2ddb_core::EncodedItem;
 use sql2ddb_dynamo::{ensure_table, BatchWriteApi, CallError};
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
-use support::{assert_same_items, client, items, Upstream};
+use support::{assert_same_items, calls, client, items, Upstream};
 
 fn only(set: impl FnOnce(&mut FaultConfig)) -> FaultConfig {
     let mut config = FaultConfig::default();
@@ -17,18 +17,18 @@ fn only(set: impl FnOnce(&mut FaultConfig)) -> FaultConfig {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_fault_kind_looks_like_dynamodb_to_the_client() {
+async fn every_fault_kind_looks_like_dynamodb_to_the_writers_calls() {
     let upstream = Upstream::start().await;
     let table = upstream.table("kinds").await;
     let proxy = FaultProxy::start(upstream.local.url(), FaultConfig::default())
         .await
         .unwrap();
-    let client = client(&proxy.url()).await;
+    let calls = calls(&proxy.url()).await;
     let batch = items(0, 10, 10);
     let refs: Vec<&EncodedItem> = batch.iter().collect();
     let call = |config: FaultConfig| {
         proxy.set_config(config).unwrap();
-        BatchWriteApi::batch_put(&client, &table, &refs)
+        BatchWriteApi::batch_put(&calls, &table, &refs)
     };
 
     let failed = |r: Result<Vec<usize>, CallError>| r.expect_err("the call failed");
@@ -73,7 +73,7 @@ async fn every_fault_kind_looks_like_dynamodb_to_the_client() {
     proxy.set_config(only(|c| c.unprocessed = 1.0)).unwrap();
     let other = items(100, 110, 10);
     let other_refs: Vec<&EncodedItem> = other.iter().collect();
-    let unprocessed = BatchWriteApi::batch_put(&client, &table, &other_refs)
+    let unprocessed = BatchWriteApi::batch_put(&calls, &table, &other_refs)
         .await
         .unwrap();
     assert!(
@@ -126,7 +126,7 @@ async fn a_throttle_window_starts_when_the_configuration_is_applied() {
     let proxy = FaultProxy::start(upstream.local.url(), FaultConfig::default())
         .await
         .unwrap();
-    let client = client(&proxy.url()).await;
+    let calls = calls(&proxy.url()).await;
     let batch = items(0, 5, 10);
     let refs: Vec<&EncodedItem> = batch.iter().collect();
     proxy
@@ -134,10 +134,10 @@ async fn a_throttle_window_starts_when_the_configuration_is_applied() {
             c.throttle_all_for = Some(Duration::from_millis(300))
         }))
         .unwrap();
-    let during = BatchWriteApi::batch_put(&client, &table, &refs).await;
+    let during = BatchWriteApi::batch_put(&calls, &table, &refs).await;
     assert!(during.unwrap_err().is_throttling());
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let after = BatchWriteApi::batch_put(&client, &table, &refs).await;
+    let after = BatchWriteApi::batch_put(&calls, &table, &refs).await;
     assert_eq!(after.unwrap(), Vec::<usize>::new());
     assert_same_items(&upstream.scan(&table).await, &batch);
 }

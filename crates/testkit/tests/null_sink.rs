@@ -8,7 +8,7 @@ use std::sync::Arc;
 use sql2ddb_core::{write_units, KeyAttr};
 use sql2ddb_dynamo::{ensure_table, AdaptiveConcurrency, BatchWriter, ErrorKind, RetryPolicy};
 use sql2ddb_testkit::NullSink;
-use support::{client, items, keys, write_all, TestkitProcess};
+use support::{calls, client, items, keys, write_all, TestkitProcess};
 use tokio::io::AsyncReadExt;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -32,8 +32,13 @@ async fn a_writer_targets_the_sink_and_the_sink_counts_every_item() {
     );
 
     let writer = Arc::new(
-        BatchWriter::new(client.clone(), "anything", keys(), RetryPolicy::default())
-            .with_concurrency(Arc::new(AdaptiveConcurrency::new(8))),
+        BatchWriter::new(
+            calls(&sink.url()).await,
+            "anything",
+            keys(),
+            RetryPolicy::default(),
+        )
+        .with_concurrency(Arc::new(AdaptiveConcurrency::new(8))),
     );
     let batch = items(0, 5000, 700);
     let out = write_all(writer, batch.clone(), 1000, 2).await;
@@ -61,7 +66,7 @@ async fn the_binary_prints_its_url_then_its_counts_on_sigterm() {
         TestkitProcess::start(&["null-sink", "--port", "0", "--keys", "PK:S,SK:S"]).await;
     let url = sink.url.as_str();
 
-    let writer = BatchWriter::new(client(url).await, "t", keys(), RetryPolicy::default());
+    let writer = BatchWriter::new(calls(url).await, "t", keys(), RetryPolicy::default());
     assert_eq!(writer.write(items(0, 60, 10)).await.written, 60);
 
     sink.terminate();

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sql2ddb_dynamo::{AdaptiveConcurrency, BatchWriter, RetryPolicy, WriteCapacityLimiter};
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
-use support::{assert_same_items, by_key, client, items, write_all, Upstream};
+use support::{assert_same_items, by_key, calls, items, write_all, Upstream};
 
 fn policy(max_attempts: u32) -> RetryPolicy {
     RetryPolicy {
@@ -29,14 +29,14 @@ async fn through_proxy(
     Upstream,
     String,
     FaultProxy,
-    BatchWriter<sql2ddb_dynamo::Client>,
+    BatchWriter<sql2ddb_dynamo::BatchCalls>,
 ) {
     let upstream = Upstream::start().await;
     let table = upstream.table(prefix).await;
     let proxy = FaultProxy::start(upstream.local.url(), faults)
         .await
         .unwrap();
-    let writer = BatchWriter::new(client(&proxy.url()).await, &table, support::keys(), policy);
+    let writer = BatchWriter::new(calls(&proxy.url()).await, &table, support::keys(), policy);
     (upstream, table, proxy, writer)
 }
 

@@ -81,6 +81,7 @@ impl Context {
             plan,
             &opts.sink_options(),
             self.resources.client(),
+            self.resources.calls(),
             self.rejects.clone(),
         );
         let tasks = writer_tasks(prepared, setup.concurrency);

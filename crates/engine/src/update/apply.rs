@@ -387,7 +387,7 @@ impl QueuedPages {
 /// How a `mode = "batch-put"` job rewrites items.
 pub(crate) struct BatchPut {
     pub job: Arc<UpdateJob>,
-    pub writer: BatchWriter<Client>,
+    pub writer: BatchWriter<sql2ddb_dynamo::BatchCalls>,
 }
 
 /// Applies the job's changes to a page's items and rewrites them whole,

@@ -257,7 +257,7 @@ async fn attach_writers(
 ) -> Result<(), EngineError> {
     if job.mode == JobMode::BatchPut {
         let mut writer = BatchWriter::new(
-            shared.client.clone(),
+            resources.calls().clone(),
             job.target.table.clone(),
             table.keys.clone(),
             opts.retry,

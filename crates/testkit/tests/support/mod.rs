@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use sql2ddb_core::{check_item, AttrValue, EncodedItem, Item, KeyAttr};
 use sql2ddb_dynamo::{
-    connect, ensure_table, BatchWriter, Client, Endpoint, LocalDynamo, WriteOutcome,
+    connect, connect_with_calls, ensure_table, BatchCalls, BatchWriter, Client, Endpoint,
+    LocalDynamo, WriteOutcome,
 };
 
 /// A name no other test uses.
@@ -88,6 +89,15 @@ pub async fn client(url: &str) -> Client {
     connect(&Endpoint::Url(url.to_string()), Some("us-east-1"))
         .await
         .unwrap()
+}
+
+/// The batch writer's calls to the endpoint at `url`.
+#[allow(dead_code)] // not every test binary writes batches
+pub async fn calls(url: &str) -> BatchCalls {
+    connect_with_calls(&Endpoint::Url(url.to_string()), Some("us-east-1"))
+        .await
+        .unwrap()
+        .1
 }
 
 /// Items `from..to` of a few attribute types; `pad` bytes of padding make
@@ -193,7 +203,7 @@ pub fn assert_same_items(found: &BTreeMap<String, Item>, expected: &[EncodedItem
 /// Writes `items` in batches of `batch` with `tasks` concurrent tasks calling
 /// `write`, and adds up the outcomes.
 pub async fn write_all(
-    writer: Arc<BatchWriter<Client>>,
+    writer: Arc<BatchWriter<BatchCalls>>,
     items: Vec<EncodedItem>,
     batch: usize,
     tasks: usize,
