@@ -49,6 +49,7 @@ use aws_smithy_runtime_api::http::Request;
 use aws_smithy_types::body::SdkBody;
 use aws_smithy_types::byte_stream::ByteStream;
 use aws_smithy_types::date_time::{DateTime, Format};
+use aws_types::service_config::ServiceConfigKey;
 use aws_types::SdkConfig;
 use bytes::Bytes;
 use serde::Deserialize;
@@ -130,7 +131,7 @@ impl BatchCalls {
             .region(region.clone())
             .use_fips(config.use_fips().unwrap_or(false))
             .use_dual_stack(config.use_dual_stack().unwrap_or(false))
-            .set_endpoint(config.endpoint_url().map(str::to_string))
+            .set_endpoint(endpoint_url(config))
             .account_id_endpoint_mode("disabled")
             .build()
             .map_err(|e| DynamoError::Config(format!("DynamoDB endpoint: {e}")))?;
@@ -364,6 +365,26 @@ impl BatchWriteApi for BatchCalls {
             }),
         }
     }
+}
+
+/// The endpoint URL the SDK's DynamoDB client of `config` goes to, chosen
+/// as that client chooses it: one set in code wins; else the service's own
+/// setting (`AWS_ENDPOINT_URL_DYNAMODB`, or `endpoint_url` under `dynamodb`
+/// in the profile's services), else the global one (`AWS_ENDPOINT_URL`).
+fn endpoint_url(config: &SdkConfig) -> Option<String> {
+    if config.get_origin("endpoint_url").is_client_config() {
+        return config.endpoint_url().map(str::to_string);
+    }
+    let key = ServiceConfigKey::builder()
+        .service_id("DynamoDB")
+        .env("AWS_ENDPOINT_URL")
+        .profile("endpoint_url")
+        .build()
+        .expect("every field is set");
+    config
+        .service_config()
+        .and_then(|c| c.load_config(key))
+        .or_else(|| config.endpoint_url().map(str::to_string))
 }
 
 /// `url` with the operation's path: `/` after the endpoint's own path.
