@@ -8,65 +8,14 @@ use std::time::Duration;
 use sql2ddb_core::{AttrValue, EncodedItem, Item, KeyAttr, KeyType};
 use sql2ddb_dynamo::writer::BatchWriteApi;
 use sql2ddb_dynamo::{connect_with_calls, Endpoint};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-use tokio::sync::mpsc;
 
-/// Answers every request on a loopback port with an empty JSON object and
-/// sends the target of each (`x-amz-target`) to the test.
-async fn server() -> (String, mpsc::UnboundedReceiver<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                let mut seen = Vec::new();
-                let mut buf = [0u8; 8192];
-                while let Ok(n) = socket.read(&mut buf).await {
-                    if n == 0 {
-                        return;
-                    }
-                    seen.extend_from_slice(&buf[..n]);
-                    let text = String::from_utf8_lossy(&seen).to_string();
-                    let Some((head, body)) = text.split_once("\r\n\r\n") else {
-                        continue;
-                    };
-                    let header = |name: &str| {
-                        head.lines().find_map(|l| {
-                            let (k, v) = l.split_once(':')?;
-                            k.trim()
-                                .eq_ignore_ascii_case(name)
-                                .then(|| v.trim().to_string())
-                        })
-                    };
-                    let length: usize = header("content-length")
-                        .and_then(|v| v.parse().ok())
-                        .unwrap_or(0);
-                    if body.len() < length {
-                        continue;
-                    }
-                    let _ = tx.send(header("x-amz-target").unwrap_or_default());
-                    seen.clear();
-                    let answer = r#"{"UnprocessedItems":{},"TableNames":[]}"#;
-                    let response = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Type: application/x-amz-json-1.0\r\nContent-Length: {}\r\n\r\n{answer}",
-                        answer.len()
-                    );
-                    if socket.write_all(response.as_bytes()).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    (url, rx)
-}
+mod common;
+
+use common::capture_server;
 
 #[tokio::test]
 async fn an_endpoint_set_in_the_environment_is_where_batches_go() {
-    let (url, mut targets) = server().await;
+    let (url, mut requests) = capture_server().await;
     // Edition 2021: setting the environment is safe; nothing else in this
     // test binary reads it concurrently.
     std::env::set_var("AWS_ENDPOINT_URL_DYNAMODB", &url);
@@ -92,14 +41,11 @@ async fn an_endpoint_set_in_the_environment_is_where_batches_go() {
         .expect("the batch call reached the server in the environment")
         .unwrap();
     assert!(unprocessed.is_empty());
-    assert_eq!(
-        targets.recv().await.unwrap(),
-        "DynamoDB_20120810.ListTables"
-    );
-    assert_eq!(
-        targets.recv().await.unwrap(),
-        "DynamoDB_20120810.BatchWriteItem"
-    );
+    let target = |c: common::Captured| c.headers["x-amz-target"].clone();
+    let first = target(requests.recv().await.unwrap());
+    assert_eq!(first, "DynamoDB_20120810.ListTables");
+    let second = target(requests.recv().await.unwrap());
+    assert_eq!(second, "DynamoDB_20120810.BatchWriteItem");
 
     // Without the setting, AWS's regional endpoint for the region.
     std::env::remove_var("AWS_ENDPOINT_URL_DYNAMODB");
