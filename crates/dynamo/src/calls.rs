@@ -105,7 +105,22 @@ struct Cached {
     identity: Identity,
     /// When to fetch again; never for credentials that do not expire.
     refresh_at: Option<SystemTime>,
+    /// Which fetch these are (counted from 1), so that only the credentials
+    /// a refused call used are forgotten, never newer ones.
+    fetch: u64,
 }
+
+/// The credentials a call signs with.
+struct Signer {
+    identity: Identity,
+    /// Which fetch they came from (see [`Cached::fetch`]).
+    fetch: u64,
+    /// Whether this call fetched them (else they came from the cache).
+    fetched_now: bool,
+}
+
+/// The error codes that say the signing credentials are no longer valid.
+const STALE_CREDENTIALS: &[&str] = &["ExpiredTokenException", "ExpiredToken"];
 
 impl fmt::Debug for BatchCalls {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -195,14 +210,21 @@ impl BatchCalls {
 
     /// The credentials to sign with: the cached ones while fresh, else
     /// fetched by one task while the others wait for its answer.
-    async fn identity(&self) -> Result<Identity, CallError> {
-        if let Some(identity) = self.fresh_identity() {
-            return Ok(identity);
+    async fn identity(&self) -> Result<Signer, CallError> {
+        if let Some(signer) = self.fresh_identity() {
+            return Ok(signer);
         }
         let _one = self.inner.fetching.lock().await;
-        if let Some(identity) = self.fresh_identity() {
-            return Ok(identity);
+        if let Some(signer) = self.fresh_identity() {
+            return Ok(signer);
         }
+        let fetch = self
+            .inner
+            .cached
+            .read()
+            .expect("credentials cache")
+            .as_ref()
+            .map_or(1, |c| c.fetch + 1);
         let fetched_at = SystemTime::now();
         let credentials = self
             .inner
@@ -217,16 +239,35 @@ impl BatchCalls {
         *self.inner.cached.write().expect("credentials cache") = Some(Cached {
             identity: identity.clone(),
             refresh_at,
+            fetch,
         });
-        Ok(identity)
+        Ok(Signer {
+            identity,
+            fetch,
+            fetched_now: true,
+        })
     }
 
-    fn fresh_identity(&self) -> Option<Identity> {
+    fn fresh_identity(&self) -> Option<Signer> {
         let cached = self.inner.cached.read().expect("credentials cache");
         let c = cached.as_ref()?;
         match c.refresh_at {
             Some(at) if SystemTime::now() >= at => None,
-            _ => Some(c.identity.clone()),
+            _ => Some(Signer {
+                identity: c.identity.clone(),
+                fetch: c.fetch,
+                fetched_now: false,
+            }),
+        }
+    }
+
+    /// Forgets the credentials of `fetch`, if they are still the cached
+    /// ones: the next call fetches new ones.
+    fn forget(&self, fetch: u64) {
+        let mut cached = self.inner.cached.write().expect("credentials cache");
+        // Marked due rather than dropped, so the count of fetches goes on.
+        if let Some(c) = cached.as_mut().filter(|c| c.fetch == fetch) {
+            c.refresh_at = Some(SystemTime::UNIX_EPOCH);
         }
     }
 
@@ -317,16 +358,51 @@ impl BatchCalls {
         Ok(request)
     }
 
-    /// One attempt, unbounded in time.
-    async fn attempt(&self, table: &str, items: &[&EncodedItem]) -> Result<Vec<usize>, CallError> {
-        let identity = self.identity().await?;
-        let request = self.request(crate::body::batch_put_body(table, items), &identity)?;
+    /// One attempt, bounded by the attempt timeout. A refusal of credentials
+    /// that came from the cache names the fetch they came from.
+    async fn timed_attempt(
+        &self,
+        table: &str,
+        items: &[&EncodedItem],
+    ) -> Result<Vec<usize>, (CallError, Option<u64>)> {
+        let attempt = async {
+            let signer = self.identity().await.map_err(|e| (e, None))?;
+            self.attempt(table, items, &signer.identity)
+                .await
+                .map_err(|(e, stale)| (e, (stale && !signer.fetched_now).then_some(signer.fetch)))
+        };
+        match tokio::time::timeout(self.attempt_timeout, attempt).await {
+            Ok(result) => result,
+            Err(_) => Err((
+                CallError {
+                    failure: Failure::Transient,
+                    message: format!(
+                        "timeout: the call took longer than its attempt timeout ({:?})",
+                        self.attempt_timeout
+                    ),
+                },
+                None,
+            )),
+        }
+    }
+
+    /// One attempt, unbounded in time. A refusal says whether it was of
+    /// the credentials (expired or revoked before their stated expiry).
+    async fn attempt(
+        &self,
+        table: &str,
+        items: &[&EncodedItem],
+        identity: &Identity,
+    ) -> Result<Vec<usize>, (CallError, bool)> {
+        let request = self
+            .request(crate::body::batch_put_body(table, items), identity)
+            .map_err(|e| (e, false))?;
         let response = self
             .inner
             .connector
             .call(request)
             .await
-            .map_err(transport_error)?;
+            .map_err(|e| (transport_error(e), false))?;
         let status = response.status().as_u16();
         self.note_clock(response.headers().get("date"));
         let error_type = response
@@ -336,15 +412,18 @@ impl BatchCalls {
         let body = ByteStream::new(response.into_body())
             .collect()
             .await
-            .map_err(|e| CallError {
-                failure: Failure::Transient,
-                message: format!("response error: the body could not be read: {e}"),
+            .map_err(|e| {
+                let message = format!("response error: the body could not be read: {e}");
+                let failure = Failure::Transient;
+                (CallError { failure, message }, false)
             })?
             .into_bytes();
         if !(200..300).contains(&status) {
-            return Err(service_error(status, error_type.as_deref(), &body));
+            let (error, code) = service_error(status, error_type.as_deref(), &body);
+            let stale = code.is_some_and(|c| STALE_CREDENTIALS.contains(&c.as_str()));
+            return Err((error, stale));
         }
-        unprocessed(table, items, &body)
+        unprocessed(table, items, &body).map_err(|e| (e, false))
     }
 }
 
@@ -354,15 +433,15 @@ impl BatchWriteApi for BatchCalls {
         table: &str,
         items: &[&EncodedItem],
     ) -> Result<Vec<usize>, CallError> {
-        match tokio::time::timeout(self.attempt_timeout, self.attempt(table, items)).await {
-            Ok(result) => result,
-            Err(_) => Err(CallError {
-                failure: Failure::Transient,
-                message: format!(
-                    "timeout: the call took longer than its attempt timeout ({:?})",
-                    self.attempt_timeout
-                ),
-            }),
+        match self.timed_attempt(table, items).await {
+            // Cached credentials refused as expired (revoked, or expired
+            // before their stated expiry): fetched again, and the call made
+            // once more with them; refused again, it is the table's fault.
+            Err((_, Some(fetch))) => {
+                self.forget(fetch);
+                self.timed_attempt(table, items).await.map_err(|(e, _)| e)
+            }
+            other => other.map_err(|(e, _)| e),
         }
     }
 }
@@ -459,7 +538,12 @@ struct ErrorBody {
 
 /// A refusal by the service: its code (from `x-amzn-errortype`, else the
 /// body's `__type`, without namespace or suffix) and message, classified.
-pub(crate) fn service_error(status: u16, error_type: Option<&str>, body: &[u8]) -> CallError {
+/// Returns the error and its code.
+pub(crate) fn service_error(
+    status: u16,
+    error_type: Option<&str>,
+    body: &[u8],
+) -> (CallError, Option<String>) {
     let parsed: Option<ErrorBody> = serde_json::from_slice(body).ok();
     let (body_code, message) = parsed.map_or((None, None), |b| (b.code, b.message));
     let code = error_type
@@ -473,10 +557,11 @@ pub(crate) fn service_error(status: u16, error_type: Option<&str>, body: &[u8]) 
         (Some(code), None) => format!("{code}: {}", summary()),
         (None, None) => summary(),
     };
-    CallError {
+    let error = CallError {
         failure: Failure::of_service(code.as_deref().unwrap_or(""), status >= 500),
         message,
-    }
+    };
+    (error, code)
 }
 
 /// `com.amazonaws.dynamodb.v20120810#ResourceNotFoundException:http://…`
@@ -622,7 +707,7 @@ mod tests {
                 "HTTP 502: Bad gateway",
             ),
         ] {
-            let e = service_error(status, header, body.as_bytes());
+            let (e, _) = service_error(status, header, body.as_bytes());
             assert_eq!(e.failure, failure, "{body}");
             assert!(
                 e.message.starts_with(says),

@@ -312,6 +312,128 @@ async fn credentials_are_cached_until_they_are_about_to_expire() {
     assert!(second.headers["authorization"].contains("Credential=AKID1/"));
 }
 
+/// Answers `ExpiredTokenException` to every request signed with
+/// `AKID0` after the first `allowed` of them, and nothing unprocessed to
+/// every other request.
+fn expires_akid0_after(allowed: usize) -> impl Fn(&Captured) -> common::Answer + Send + Sync {
+    let seen = AtomicUsize::new(0);
+    move |c| {
+        let akid0 = c.headers["authorization"].contains("Credential=AKID0/");
+        if akid0 && seen.fetch_add(1, Ordering::SeqCst) >= allowed {
+            let body = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ExpiredTokenException","message":"The security token included in the request is expired"}"#;
+            ("400 Bad Request", String::new(), body.to_string())
+        } else {
+            all_processed(c)
+        }
+    }
+}
+
+/// A provider that hands out the same credentials (`AKID0`, valid for an
+/// hour by their own word) on every fetch, and counts the fetches.
+#[derive(Debug)]
+struct Same {
+    fetches: Arc<AtomicUsize>,
+}
+
+impl ProvideCredentials for Same {
+    fn provide_credentials<'a>(&'a self) -> future::ProvideCredentials<'a>
+    where
+        Self: 'a,
+    {
+        self.fetches.fetch_add(1, Ordering::SeqCst);
+        future::ProvideCredentials::ready(Ok(Credentials::new(
+            "AKID0",
+            "secret",
+            None,
+            Some(SystemTime::now() + Duration::from_secs(3600)),
+            "same",
+        )))
+    }
+}
+
+#[tokio::test]
+async fn cached_credentials_refused_as_expired_are_fetched_again_once() {
+    let encoded = encoded(&items());
+    let refs: Vec<&EncodedItem> = encoded.iter().collect();
+
+    // Credentials revoked before their stated expiry: the call that finds
+    // out fetches new ones and succeeds with them.
+    let (url, mut requests) = answering_server(expires_akid0_after(1)).await;
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let hour = Duration::from_secs(3600);
+    let calls = calls_with(
+        &url,
+        Counting {
+            fetches: fetches.clone(),
+            lifetime: hour,
+        },
+    )
+    .await;
+    assert!(calls.batch_put("t", &refs).await.unwrap().is_empty());
+    assert!(calls.batch_put("t", &refs).await.unwrap().is_empty());
+    assert_eq!(fetches.load(Ordering::SeqCst), 2);
+    let credential = |c: Captured| {
+        c.headers["authorization"]
+            .split('/')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let sent: Vec<String> = (0..3)
+        .map(|_| credential(requests.try_recv().expect("three requests")))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            "AWS4-HMAC-SHA256 Credential=AKID0",
+            "AWS4-HMAC-SHA256 Credential=AKID0",
+            "AWS4-HMAC-SHA256 Credential=AKID1"
+        ]
+    );
+    assert!(requests.try_recv().is_err(), "no fourth request");
+
+    // Credentials that are refused again when fetched anew: one more call,
+    // then a fault of the table, not a loop.
+    let (url, mut requests) = answering_server(expires_akid0_after(1)).await;
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let calls = calls_with(
+        &url,
+        Same {
+            fetches: fetches.clone(),
+        },
+    )
+    .await;
+    assert!(calls.batch_put("t", &refs).await.unwrap().is_empty());
+    let e = calls.batch_put("t", &refs).await.unwrap_err();
+    assert_eq!(e.failure, Failure::TableFault, "{e:?}");
+    assert!(
+        e.message.starts_with("ExpiredTokenException: "),
+        "{}",
+        e.message
+    );
+    assert_eq!(fetches.load(Ordering::SeqCst), 2);
+    for _ in 0..3 {
+        requests.try_recv().expect("three requests");
+    }
+    assert!(requests.try_recv().is_err(), "no fourth request");
+
+    // Credentials fetched for the call itself and refused: no second try.
+    let (url, mut requests) = answering_server(expires_akid0_after(0)).await;
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let calls = calls_with(
+        &url,
+        Same {
+            fetches: fetches.clone(),
+        },
+    )
+    .await;
+    let e = calls.batch_put("t", &refs).await.unwrap_err();
+    assert_eq!(e.failure, Failure::TableFault, "{e:?}");
+    assert_eq!(fetches.load(Ordering::SeqCst), 1);
+    requests.try_recv().expect("one request");
+    assert!(requests.try_recv().is_err(), "no second request");
+}
+
 #[tokio::test]
 async fn a_skewed_service_clock_is_followed() {
     // The service's clock is two hours ahead of ours.
