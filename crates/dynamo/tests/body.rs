@@ -263,6 +263,17 @@ impl ProvideCredentials for Counting {
     }
 }
 
+/// Calls to `url` signing with [`Counting`] credentials of `lifetime`,
+/// and the count of their fetches.
+async fn counting_calls(url: &str, lifetime: Duration) -> (BatchCalls, Arc<AtomicUsize>) {
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let counting = Counting {
+        fetches: fetches.clone(),
+        lifetime,
+    };
+    (calls_with(url, counting).await, fetches)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn credentials_are_cached_until_they_are_about_to_expire() {
     let (url, mut requests) = capture_server().await;
@@ -270,16 +281,8 @@ async fn credentials_are_cached_until_they_are_about_to_expire() {
     let refs: Vec<&EncodedItem> = encoded.iter().collect();
 
     // An hour's credentials: fetched once for many calls, even concurrent ones.
-    let fetches = Arc::new(AtomicUsize::new(0));
     let hour = Duration::from_secs(3600);
-    let calls = calls_with(
-        &url,
-        Counting {
-            fetches: fetches.clone(),
-            lifetime: hour,
-        },
-    )
-    .await;
+    let (calls, fetches) = counting_calls(&url, hour).await;
     let all = futures::future::join_all((0..8).map(|_| calls.batch_put("t", &refs))).await;
     assert!(all.into_iter().all(|r| r.unwrap().is_empty()));
     calls.batch_put("t", &refs).await.unwrap();
@@ -291,16 +294,8 @@ async fn credentials_are_cached_until_they_are_about_to_expire() {
 
     // Credentials within minutes of expiring are fetched again for every
     // call, and each call is signed with the newest.
-    let fetches = Arc::new(AtomicUsize::new(0));
     let soon = Duration::from_secs(1);
-    let calls = calls_with(
-        &url,
-        Counting {
-            fetches: fetches.clone(),
-            lifetime: soon,
-        },
-    )
-    .await;
+    let (calls, fetches) = counting_calls(&url, soon).await;
     tokio::time::sleep(Duration::from_millis(600)).await;
     calls.batch_put("t", &refs).await.unwrap();
     tokio::time::sleep(Duration::from_millis(600)).await;
@@ -351,6 +346,24 @@ impl ProvideCredentials for Same {
     }
 }
 
+/// Calls that sign with [`Same`] credentials, to a server that refuses them
+/// as expired after `allowed` requests; with the count of fetches and the
+/// requests the server received.
+async fn same_credentials_expiring_after(
+    allowed: usize,
+) -> (
+    BatchCalls,
+    Arc<AtomicUsize>,
+    tokio::sync::mpsc::UnboundedReceiver<Captured>,
+) {
+    let (url, requests) = answering_server(expires_akid0_after(allowed)).await;
+    let fetches = Arc::new(AtomicUsize::new(0));
+    let same = Same {
+        fetches: fetches.clone(),
+    };
+    (calls_with(&url, same).await, fetches, requests)
+}
+
 #[tokio::test]
 async fn cached_credentials_refused_as_expired_are_fetched_again_once() {
     let encoded = encoded(&items());
@@ -359,16 +372,8 @@ async fn cached_credentials_refused_as_expired_are_fetched_again_once() {
     // Credentials revoked before their stated expiry: the call that finds
     // out fetches new ones and succeeds with them.
     let (url, mut requests) = answering_server(expires_akid0_after(1)).await;
-    let fetches = Arc::new(AtomicUsize::new(0));
     let hour = Duration::from_secs(3600);
-    let calls = calls_with(
-        &url,
-        Counting {
-            fetches: fetches.clone(),
-            lifetime: hour,
-        },
-    )
-    .await;
+    let (calls, fetches) = counting_calls(&url, hour).await;
     assert!(calls.batch_put("t", &refs).await.unwrap().is_empty());
     assert!(calls.batch_put("t", &refs).await.unwrap().is_empty());
     assert_eq!(fetches.load(Ordering::SeqCst), 2);
@@ -394,15 +399,7 @@ async fn cached_credentials_refused_as_expired_are_fetched_again_once() {
 
     // Credentials that are refused again when fetched anew: one more call,
     // then a fault of the table, not a loop.
-    let (url, mut requests) = answering_server(expires_akid0_after(1)).await;
-    let fetches = Arc::new(AtomicUsize::new(0));
-    let calls = calls_with(
-        &url,
-        Same {
-            fetches: fetches.clone(),
-        },
-    )
-    .await;
+    let (calls, fetches, mut requests) = same_credentials_expiring_after(1).await;
     assert!(calls.batch_put("t", &refs).await.unwrap().is_empty());
     let e = calls.batch_put("t", &refs).await.unwrap_err();
     assert_eq!(e.failure, Failure::TableFault, "{e:?}");
@@ -418,15 +415,7 @@ async fn cached_credentials_refused_as_expired_are_fetched_again_once() {
     assert!(requests.try_recv().is_err(), "no fourth request");
 
     // Credentials fetched for the call itself and refused: no second try.
-    let (url, mut requests) = answering_server(expires_akid0_after(0)).await;
-    let fetches = Arc::new(AtomicUsize::new(0));
-    let calls = calls_with(
-        &url,
-        Same {
-            fetches: fetches.clone(),
-        },
-    )
-    .await;
+    let (calls, fetches, mut requests) = same_credentials_expiring_after(0).await;
     let e = calls.batch_put("t", &refs).await.unwrap_err();
     assert_eq!(e.failure, Failure::TableFault, "{e:?}");
     assert_eq!(fetches.load(Ordering::SeqCst), 1);
