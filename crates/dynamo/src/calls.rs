@@ -121,6 +121,33 @@ struct Signer {
 
 /// The error codes that say the signing credentials are no longer valid.
 const STALE_CREDENTIALS: &[&str] = &["ExpiredTokenException", "ExpiredToken"];
+/// The error codes a request signed at the wrong time gets.
+const SIGNED_OFF_CLOCK: &[&str] = &[
+    "InvalidSignatureException",
+    "RequestTimeTooSkewed",
+    "RequestExpired",
+];
+
+/// What a refused attempt says about trying the call again at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Refusal {
+    /// Nothing: the refusal stands.
+    Stands,
+    /// The credentials it was signed with were refused as expired.
+    Credentials,
+    /// It was refused for its signature, and its answer moved our idea of
+    /// the service's clock: signed again, it may pass.
+    Clock,
+}
+
+/// What to do before trying a refused call once more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Again {
+    /// Forget the cached credentials of this fetch first.
+    Refetch(u64),
+    /// Sign again with the clock as it is now known.
+    Resign,
+}
 
 impl fmt::Debug for BatchCalls {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -282,13 +309,14 @@ impl BatchCalls {
         }
     }
 
-    /// Notes the service's clock from a response's `Date` header.
-    fn note_clock(&self, date: Option<&str>) {
+    /// Notes the service's clock from a response's `Date` header; says
+    /// whether that moved the skew kept by a minute or more.
+    fn note_clock(&self, date: Option<&str>) -> bool {
         let Some(server) = date
             .and_then(|d| DateTime::from_str(d, Format::HttpDate).ok())
             .and_then(|d| SystemTime::try_from(d).ok())
         else {
-            return;
+            return false;
         };
         let skew_ms = match server.duration_since(SystemTime::now()) {
             Ok(ahead) => ahead.as_millis() as i64,
@@ -299,7 +327,8 @@ impl BatchCalls {
         } else {
             0
         };
-        self.inner.skew_ms.store(kept, Ordering::Relaxed);
+        let before = self.inner.skew_ms.swap(kept, Ordering::Relaxed);
+        (kept - before).abs() >= SKEW_THRESHOLD_MS
     }
 
     /// The signed request that puts `body` into the table.
@@ -358,18 +387,27 @@ impl BatchCalls {
         Ok(request)
     }
 
-    /// One attempt, bounded by the attempt timeout. A refusal of credentials
-    /// that came from the cache names the fetch they came from.
+    /// One attempt, bounded by the attempt timeout. A refusal says whether
+    /// trying once more at once may pass, and what to do first.
     async fn timed_attempt(
         &self,
         table: &str,
         items: &[&EncodedItem],
-    ) -> Result<Vec<usize>, (CallError, Option<u64>)> {
+    ) -> Result<Vec<usize>, (CallError, Option<Again>)> {
         let attempt = async {
             let signer = self.identity().await.map_err(|e| (e, None))?;
             self.attempt(table, items, &signer.identity)
                 .await
-                .map_err(|(e, stale)| (e, (stale && !signer.fetched_now).then_some(signer.fetch)))
+                .map_err(|(e, refusal)| {
+                    let again = match refusal {
+                        Refusal::Credentials if !signer.fetched_now => {
+                            Some(Again::Refetch(signer.fetch))
+                        }
+                        Refusal::Clock => Some(Again::Resign),
+                        _ => None,
+                    };
+                    (e, again)
+                })
         };
         match tokio::time::timeout(self.attempt_timeout, attempt).await {
             Ok(result) => result,
@@ -386,25 +424,25 @@ impl BatchCalls {
         }
     }
 
-    /// One attempt, unbounded in time. A refusal says whether it was of
-    /// the credentials (expired or revoked before their stated expiry).
+    /// One attempt, unbounded in time.
     async fn attempt(
         &self,
         table: &str,
         items: &[&EncodedItem],
         identity: &Identity,
-    ) -> Result<Vec<usize>, (CallError, bool)> {
+    ) -> Result<Vec<usize>, (CallError, Refusal)> {
+        let stands = |e| (e, Refusal::Stands);
         let request = self
             .request(crate::body::batch_put_body(table, items), identity)
-            .map_err(|e| (e, false))?;
+            .map_err(stands)?;
         let response = self
             .inner
             .connector
             .call(request)
             .await
-            .map_err(|e| (transport_error(e), false))?;
+            .map_err(|e| stands(transport_error(e)))?;
         let status = response.status().as_u16();
-        self.note_clock(response.headers().get("date"));
+        let clock_moved = self.note_clock(response.headers().get("date"));
         let error_type = response
             .headers()
             .get("x-amzn-errortype")
@@ -415,15 +453,22 @@ impl BatchCalls {
             .map_err(|e| {
                 let message = format!("response error: the body could not be read: {e}");
                 let failure = Failure::Transient;
-                (CallError { failure, message }, false)
+                stands(CallError { failure, message })
             })?
             .into_bytes();
         if !(200..300).contains(&status) {
             let (error, code) = service_error(status, error_type.as_deref(), &body);
-            let stale = code.is_some_and(|c| STALE_CREDENTIALS.contains(&c.as_str()));
-            return Err((error, stale));
+            let code = code.as_deref().unwrap_or("");
+            let refusal = if STALE_CREDENTIALS.contains(&code) {
+                Refusal::Credentials
+            } else if clock_moved && SIGNED_OFF_CLOCK.contains(&code) {
+                Refusal::Clock
+            } else {
+                Refusal::Stands
+            };
+            return Err((error, refusal));
         }
-        unprocessed(table, items, &body).map_err(|e| (e, false))
+        unprocessed(table, items, &body).map_err(stands)
     }
 }
 
@@ -435,10 +480,14 @@ impl BatchWriteApi for BatchCalls {
     ) -> Result<Vec<usize>, CallError> {
         match self.timed_attempt(table, items).await {
             // Cached credentials refused as expired (revoked, or expired
-            // before their stated expiry): fetched again, and the call made
-            // once more with them; refused again, it is the table's fault.
-            Err((_, Some(fetch))) => {
-                self.forget(fetch);
+            // before their stated expiry) are fetched again; a signature
+            // refused by a service whose clock we just learned is made again
+            // at its time. Either way the call is made once more; refused
+            // again, the refusal stands.
+            Err((_, Some(again))) => {
+                if let Again::Refetch(fetch) = again {
+                    self.forget(fetch);
+                }
                 self.timed_attempt(table, items).await.map_err(|(e, _)| e)
             }
             other => other.map_err(|(e, _)| e),

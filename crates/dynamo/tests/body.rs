@@ -148,10 +148,8 @@ fn signed_headers(c: &Captured) -> Vec<String> {
     list.split(';').map(str::to_string).collect()
 }
 
-/// The `Authorization` header a SigV4 verifier holding `secret` expects for
-/// the request as it arrived: the signed headers' values, the body, and the
-/// time in `x-amz-date`.
-fn expected_authorization(c: &Captured, access_key: &str, secret: &str) -> String {
+/// The time a request says it was signed at (`x-amz-date`).
+fn signed_at(c: &Captured) -> SystemTime {
     let date = &c.headers["x-amz-date"];
     let time = aws_smithy_types::DateTime::from_str(
         &format!(
@@ -166,6 +164,14 @@ fn expected_authorization(c: &Captured, access_key: &str, secret: &str) -> Strin
         aws_smithy_types::date_time::Format::DateTime,
     )
     .unwrap();
+    SystemTime::try_from(time).unwrap()
+}
+
+/// The `Authorization` header a SigV4 verifier holding `secret` expects for
+/// the request as it arrived: the signed headers' values, the body, and the
+/// time in `x-amz-date`.
+fn expected_authorization(c: &Captured, access_key: &str, secret: &str) -> String {
+    let time = signed_at(c);
     let token = c.headers.get("x-amz-security-token").cloned();
     let identity: Identity = Credentials::new(access_key, secret, token, None, "test").into();
     let signed = signed_headers(c);
@@ -179,7 +185,7 @@ fn expected_authorization(c: &Captured, access_key: &str, secret: &str) -> Strin
         .identity(&identity)
         .region("us-east-1")
         .name("dynamodb")
-        .time(SystemTime::try_from(time).unwrap())
+        .time(time)
         .settings(SigningSettings::default())
         .build()
         .unwrap()
@@ -454,6 +460,79 @@ async fn a_skewed_service_clock_is_followed() {
         second.headers["authorization"],
         expected_authorization(&second, "AKID", "secret")
     );
+}
+
+/// A service whose clock is `ahead` of ours, which refuses a signature
+/// more than 5 minutes off its clock (or every one, if `always`) as
+/// DynamoDB does.
+fn refusing_signatures(
+    ahead: Duration,
+    always: bool,
+) -> impl Fn(&Captured) -> common::Answer + Send + Sync {
+    move |c| {
+        let now = SystemTime::now() + ahead;
+        let date = aws_smithy_types::DateTime::from(now)
+            .fmt(aws_smithy_types::date_time::Format::HttpDate)
+            .unwrap();
+        let off = match now.duration_since(signed_at(c)) {
+            Ok(d) => d,
+            Err(e) => e.duration(),
+        };
+        if always || off > Duration::from_secs(300) {
+            let body = r#"{"__type":"com.amazon.coral.service#InvalidSignatureException","message":"Signature expired: the request was signed more than 5 minutes from now"}"#;
+            (
+                "400 Bad Request",
+                format!("Date: {date}\r\n"),
+                body.to_string(),
+            )
+        } else {
+            let (status, _, body) = all_processed(c);
+            (status, format!("Date: {date}\r\n"), body)
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_signature_refused_for_a_clock_just_learned_is_made_again() {
+    let encoded = encoded(&items());
+    let refs: Vec<&EncodedItem> = encoded.iter().collect();
+    let creds = || Credentials::new("AKID", "secret", None, None, "t");
+
+    // The service's clock is two hours ahead: the first call, signed by
+    // ours, is refused; its answer tells the service's time, and the call
+    // signed again at that time passes.
+    let two_hours = Duration::from_secs(7200);
+    let (url, mut requests) = answering_server(refusing_signatures(two_hours, false)).await;
+    let calls = calls_with(&url, creds()).await;
+    assert!(calls.batch_put("t", &refs).await.unwrap().is_empty());
+    let first = requests.try_recv().expect("the first request");
+    let second = requests.try_recv().expect("the request signed again");
+    let moved = signed_at(&second)
+        .duration_since(signed_at(&first))
+        .unwrap();
+    assert!(moved > Duration::from_secs(7100), "signed {moved:?} later");
+    assert!(requests.try_recv().is_err(), "no third request");
+    // Later calls are signed at the service's time from the start.
+    calls.batch_put("t", &refs).await.unwrap();
+    requests.try_recv().expect("one request");
+    assert!(requests.try_recv().is_err(), "no retry");
+
+    // A signature refused by a service whose clock agrees with ours (a
+    // wrong secret, say) is not tried again.
+    let (url, mut requests) = answering_server(refusing_signatures(Duration::ZERO, true)).await;
+    let e = calls_with(&url, creds())
+        .await
+        .batch_put("t", &refs)
+        .await
+        .unwrap_err();
+    assert_eq!(e.failure, Failure::TableFault, "{e:?}");
+    assert!(
+        e.message.starts_with("InvalidSignatureException: "),
+        "{}",
+        e.message
+    );
+    requests.try_recv().expect("one request");
+    assert!(requests.try_recv().is_err(), "no second request");
 }
 
 #[tokio::test]
