@@ -15,14 +15,17 @@
 //! - credentials: the configuration's provider (the default chain: the
 //!   environment, profiles, SSO, web identity, container and instance
 //!   metadata), cached and fetched again 5 minutes before they expire (or
-//!   halfway through a shorter lifetime), by one task at a time;
+//!   halfway through a shorter lifetime), by one task at a time, and at
+//!   once, for one more try of the call, when the service refuses cached
+//!   ones as expired;
 //! - signing: `aws-sigv4`, the SDK's signer, with its default settings and
 //!   the SDK's headers for the call;
 //! - HTTP: the SDK's connector (hyper with its connection pool, rustls on
 //!   aws-lc, the proxy settings of the environment, the connect timeout),
 //!   each attempt bounded by the attempt timeout;
 //! - clock skew: corrected from the service's `Date` header, as the SDK does,
-//!   once it exceeds a minute;
+//!   once it exceeds a minute; a call refused for its signature by an
+//!   answer that moved the skew is signed again and made once more;
 //! - errors: classified from the code and the HTTP status
 //!   ([`Failure::of_service`]) and worded as the SDK's were.
 //!
