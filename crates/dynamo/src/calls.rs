@@ -40,8 +40,6 @@ use std::time::{Duration, SystemTime};
 use aws_credential_types::provider::error::CredentialsError;
 use aws_credential_types::provider::{ProvideCredentials, SharedCredentialsProvider};
 use aws_sdk_dynamodb::config::endpoint::{DefaultResolver, Params, ResolveEndpoint};
-use aws_sigv4::http_request::{sign, SignableBody, SignableRequest, SigningSettings};
-use aws_sigv4::sign::v4;
 use aws_smithy_async::rt::sleep::TokioSleep;
 use aws_smithy_http_client::proxy::ProxyConfig;
 use aws_smithy_http_client::{tls, Connector};
@@ -62,6 +60,7 @@ use crate::client::{ATTEMPT_TIMEOUT, CONNECT_TIMEOUT, NO_REGION_MESSAGE};
 use crate::error::DynamoError;
 use crate::failure::Failure;
 use crate::headers::FixedHeaders;
+use crate::sign::Signing;
 use crate::writer::{BatchWriteApi, CallError};
 
 /// The service name requests are signed for.
@@ -96,7 +95,10 @@ struct Inner {
     /// Held by the one task fetching credentials.
     fetching: tokio::sync::Mutex<()>,
     connector: Connector,
-    headers: FixedHeaders,
+    /// Signs each request; holds the headers every request carries.
+    signing: Signing,
+    /// The `user-agent` header (not signed).
+    user_agent: String,
     /// Inside AWS Lambda, each call passes on the invocation's trace id.
     in_lambda: bool,
     /// The service's clock minus ours, in milliseconds, once it is past
@@ -206,15 +208,28 @@ impl BatchCalls {
                 tls::rustls_provider::CryptoMode::AwsLc,
             ))
             .build();
+        let url = request_url(endpoint.url());
+        let headers = FixedHeaders::new(config.app_name());
+        let signing = Signing::new(
+            &url,
+            &region,
+            SIGNING_NAME,
+            vec![
+                ("content-type", CONTENT_TYPE.to_string()),
+                ("x-amz-target", TARGET.to_string()),
+                ("x-amz-user-agent", headers.x_amz_user_agent().to_string()),
+            ],
+        );
         Ok(BatchCalls {
             inner: Arc::new(Inner {
-                url: request_url(endpoint.url()),
+                url,
                 region,
                 provider,
                 cached: RwLock::new(None),
                 fetching: tokio::sync::Mutex::new(()),
                 connector,
-                headers: FixedHeaders::new(config.app_name()),
+                signing,
+                user_agent: headers.user_agent().to_string(),
                 in_lambda: std::env::var_os("AWS_LAMBDA_FUNCTION_NAME").is_some(),
                 skew_ms: AtomicI64::new(0),
             }),
@@ -236,6 +251,13 @@ impl BatchCalls {
     /// The region requests are signed for.
     pub fn region(&self) -> &str {
         &self.inner.region
+    }
+
+    /// Whether requests are signed from parts settled once (see
+    /// the `sign` module), not by `aws-sigv4`'s general signer: true for an
+    /// endpoint URL without a path, as every AWS endpoint is.
+    pub fn signs_directly(&self) -> bool {
+        self.inner.signing.is_direct()
     }
 
     /// The credentials to sign with: the cached ones while fresh, else
@@ -335,57 +357,35 @@ impl BatchCalls {
     }
 
     /// The signed request that puts `body` into the table.
-    fn request(&self, body: Bytes, identity: &Identity) -> Result<Request, CallError> {
+    fn request(&self, body: Bytes, signer: &Signer) -> Result<Request, CallError> {
         let inner = &*self.inner;
         let length = body.len().to_string();
-        let trace_id = inner
-            .in_lambda
-            .then(|| std::env::var("_X_AMZN_TRACE_ID").ok())
-            .flatten()
-            .map(crate::headers::header_safe);
-        let mut headers: Vec<(&'static str, &str)> = vec![
-            ("content-type", CONTENT_TYPE),
-            ("x-amz-target", TARGET),
-            ("content-length", &length),
-            ("x-amz-user-agent", inner.headers.x_amz_user_agent()),
-        ];
-        if let Some(id) = &trace_id {
-            headers.push(("x-amzn-trace-id", id));
-        }
-        let params: aws_sigv4::http_request::SigningParams<'_> = v4::SigningParams::builder()
-            .identity(identity)
-            .region(&inner.region)
-            .name(SIGNING_NAME)
-            .time(self.now())
-            .settings(SigningSettings::default())
-            .build()
-            .expect("every signing parameter is set")
-            .into();
-        let signed = SignableRequest::new(
-            "POST",
-            inner.url.as_str(),
-            headers.iter().copied(),
-            SignableBody::Bytes(&body),
-        )
-        .and_then(|r| sign(r, &params))
-        .map_err(|e| CallError {
-            failure: Failure::TableFault,
-            message: format!("the request could not be signed: {e}"),
-        })?;
-        let (instructions, _signature) = signed.into_parts();
+        let signature = inner
+            .signing
+            .sign(&signer.identity, signer.fetch, self.now(), &body, &length)
+            .map_err(|e| CallError {
+                failure: Failure::TableFault,
+                message: format!("the request could not be signed: {e}"),
+            })?;
         let mut request = Request::new(SdkBody::from(body));
         request.set_method("POST").expect("POST is a method");
         request
             .set_uri(inner.url.as_str())
             .expect("the endpoint's URL was checked when it was resolved");
         let out = request.headers_mut();
-        for (name, value) in headers {
-            out.insert(name, value.to_string());
+        for (name, value) in inner.signing.headers() {
+            out.insert(*name, value.clone());
         }
-        out.insert("user-agent", inner.headers.user_agent().to_string());
-        let (signing_headers, _) = instructions.into_parts();
-        for header in signing_headers {
-            out.insert(header.name(), header.value().to_string());
+        out.insert("content-length", length);
+        out.insert("user-agent", inner.user_agent.clone());
+        if inner.in_lambda {
+            // Not signed: it changes with every invocation.
+            if let Ok(id) = std::env::var("_X_AMZN_TRACE_ID") {
+                out.insert("x-amzn-trace-id", crate::headers::header_safe(id));
+            }
+        }
+        for (name, value) in signature {
+            out.insert(name, value);
         }
         Ok(request)
     }
@@ -399,7 +399,7 @@ impl BatchCalls {
     ) -> Result<Vec<usize>, (CallError, Option<Again>)> {
         let attempt = async {
             let signer = self.identity().await.map_err(|e| (e, None))?;
-            self.attempt(table, items, &signer.identity)
+            self.attempt(table, items, &signer)
                 .await
                 .map_err(|(e, refusal)| {
                     let again = match refusal {
@@ -432,11 +432,11 @@ impl BatchCalls {
         &self,
         table: &str,
         items: &[&EncodedItem],
-        identity: &Identity,
+        signer: &Signer,
     ) -> Result<Vec<usize>, (CallError, Refusal)> {
         let stands = |e| (e, Refusal::Stands);
         let request = self
-            .request(crate::body::batch_put_body(table, items), identity)
+            .request(crate::body::batch_put_body(table, items), signer)
             .map_err(stands)?;
         let response = self
             .inner

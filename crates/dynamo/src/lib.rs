@@ -24,6 +24,7 @@ pub mod local;
 pub mod pointer;
 pub mod progress;
 pub mod read;
+mod sign;
 pub mod update;
 pub mod writer;
 

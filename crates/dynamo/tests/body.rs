@@ -220,10 +220,20 @@ async fn the_signature_checks_out_from_the_bytes_that_arrived() {
         ),
     )
     .await;
+    // Signed from the parts settled once, not by aws-sigv4's general signer:
+    // the check below is of that way.
+    assert!(calls.signs_directly());
     let encoded = encoded(&items());
     let refs: Vec<&EncodedItem> = encoded.iter().collect();
     calls.batch_put("shop-t", &refs).await.unwrap();
+    // A second call signs with the signing key kept from the first.
+    calls.batch_put("shop-t", &refs[..1]).await.unwrap();
     let c = requests.recv().await.unwrap();
+    let again = requests.recv().await.unwrap();
+    assert_eq!(
+        again.headers["authorization"],
+        expected_authorization(&again, "AKIDEXAMPLE", "the-secret")
+    );
     assert_eq!(c.headers["x-amz-security-token"], "the-token");
     assert!(signed_headers(&c).contains(&"x-amz-security-token".to_string()));
     assert!(
@@ -261,7 +271,7 @@ impl ProvideCredentials for Counting {
         let n = self.fetches.fetch_add(1, Ordering::SeqCst);
         future::ProvideCredentials::ready(Ok(Credentials::new(
             format!("AKID{n}"),
-            "secret",
+            format!("secret{n}"),
             None,
             Some(SystemTime::now() + self.lifetime),
             "counting",
@@ -311,6 +321,16 @@ async fn credentials_are_cached_until_they_are_about_to_expire() {
     let second = requests.recv().await.unwrap();
     assert!(first.headers["authorization"].contains("Credential=AKID0/"));
     assert!(second.headers["authorization"].contains("Credential=AKID1/"));
+    // Signed with each one's own secret: no signing key outlives its
+    // credentials.
+    assert_eq!(
+        first.headers["authorization"],
+        expected_authorization(&first, "AKID0", "secret0")
+    );
+    assert_eq!(
+        second.headers["authorization"],
+        expected_authorization(&second, "AKID1", "secret1")
+    );
 }
 
 /// Answers `ExpiredTokenException` to every request signed with
