@@ -2,9 +2,11 @@
 //! codec`: pages of 500 items shaped like the bench's orders (8 attributes,
 //! about 270 bytes by DynamoDB's rules, a source key each) encoded and
 //! decoded in the current format ([`codec::FORMAT_VERSION`]: a head line,
-//! then the items' text) and in the format of earlier releases
-//! ([`codec::LEGACY_FORMAT_VERSION`]: the batch as JSON), in turns, in one
-//! process, so both see the same host. Prints the figures as JSON.
+//! then the items' text, in zstd), in the format before it
+//! ([`codec::DEFLATE_FORMAT_VERSION`]: the same in deflate) and in the
+//! format of the first releases ([`codec::LEGACY_FORMAT_VERSION`]: the batch
+//! as JSON), in turns, in one process, so all see the same host. Prints the
+//! figures as JSON.
 //!
 //! codec_bench [--items 200000] [--rounds 3]
 
@@ -110,15 +112,21 @@ fn main() {
         .collect();
     let (mut enc_new, mut enc_old, mut dec_new, mut dec_old) =
         (f64::MAX, f64::MAX, f64::MAX, f64::MAX);
-    let (mut bytes_new, mut bytes_old) = (0, 0);
+    let (mut enc_prev, mut dec_prev) = (f64::MAX, f64::MAX);
+    let (mut bytes_new, mut bytes_old, mut bytes_prev) = (0, 0, 0);
     for _ in 0..rounds {
         let mut new = Vec::new();
         enc_new = enc_new.min(per_item(n, || {
             new = pages.iter().map(codec::encode).collect()
         }));
+        let mut prev = Vec::new();
+        enc_prev = enc_prev.min(per_item(n, || {
+            prev = pages.iter().map(codec::encode_deflate_format).collect()
+        }));
         let mut old = Vec::new();
         enc_old = enc_old.min(per_item(n, || old = pages.iter().map(legacy).collect()));
         bytes_new = new.iter().map(String::len).sum::<usize>();
+        bytes_prev = prev.iter().map(String::len).sum::<usize>();
         bytes_old = old.iter().map(String::len).sum::<usize>();
         let check = |bodies: &[String]| {
             let mut items = 0;
@@ -131,11 +139,16 @@ fn main() {
             assert_eq!(items, n);
         };
         dec_new = dec_new.min(per_item(n, || check(&new)));
+        dec_prev = dec_prev.min(per_item(n, || check(&prev)));
         dec_old = dec_old.min(per_item(n, || check(&old)));
-        // Both formats read back to the same batches.
+        // The formats read back to the same batches.
         assert_eq!(
             codec::decode(&new[0]).unwrap(),
             codec::decode(&old[0]).unwrap()
+        );
+        assert_eq!(
+            codec::decode(&new[0]).unwrap(),
+            codec::decode(&prev[0]).unwrap()
         );
     }
     let item_bytes: usize = all.iter().map(|m| m.item.get().len()).sum::<usize>() / n;
@@ -148,6 +161,10 @@ fn main() {
             "decode_us_per_item": dec_new,
             "encode_us_per_item": enc_new,
             "body_bytes_per_item": bytes_new as f64 / n as f64,
+            "previous_format": codec::DEFLATE_FORMAT_VERSION,
+            "previous_decode_us_per_item": dec_prev,
+            "previous_encode_us_per_item": enc_prev,
+            "previous_body_bytes_per_item": bytes_prev as f64 / n as f64,
             "legacy_decode_us_per_item": dec_old,
             "legacy_encode_us_per_item": enc_old,
             "legacy_body_bytes_per_item": bytes_old as f64 / n as f64,

@@ -1,23 +1,34 @@
 //! The message body of a queued [`WorkBatch`]: a format version byte, then the
-//! batch compressed with raw deflate, the whole base64-encoded so it is valid
-//! SQS text. Size limits are computed here, never left to the service: a
-//! batch whose body would exceed the limit is split by items into parts that
-//! each fit, never dropped.
+//! batch compressed (zstd or raw deflate, by format), the whole
+//! base64-encoded so it is valid SQS text. Size limits are computed here,
+//! never left to the service: a batch whose body would exceed the limit is
+//! split by items into parts that each fit, never dropped.
 //!
 //! The formats, by their first byte:
 //!
-//! - [`FORMAT_VERSION`] (3), a migration batch: the batch without its items'
+//! - [`FORMAT_VERSION`] (4), a migration batch: the batch without its items'
 //!   text as one line of JSON (each item as `[text length, size, key values,
 //!   source key]`), a newline, then the items' DynamoDB JSON one after
-//!   another. A worker cuts the items out by their lengths instead of
-//!   parsing them; each is checked to be one closed JSON object
-//!   ([`ItemJson::from_object_text`]), so none can reach outside its place
-//!   in a request body.
+//!   another, compressed as one zstd frame that states its size. A worker
+//!   cuts the items out by their lengths instead of parsing them; each is
+//!   checked to be one closed JSON object ([`ItemJson::from_object_text`]),
+//!   so none can reach outside its place in a request body. zstd, not
+//!   deflate, because a worker reads every byte a reader wrote: it
+//!   decompresses the orders of the benchmark in about a third of
+//!   inflate's instructions, for bodies no larger.
+//! - [`DEFLATE_FORMAT_VERSION`] (3), the same payload in raw deflate, as
+//!   releases before format 4 wrote it: still read, never written.
 //! - [`UPDATE_FORMAT_VERSION`] (2), a page of an update job (a batch with
-//!   [`WorkBatch::update`]): the batch as JSON. A release that knows only
-//!   migration batches refuses it instead of writing its keys as items.
-//! - [`LEGACY_FORMAT_VERSION`] (1), a migration batch as JSON, as releases
-//!   before format 3 wrote it: still read, never written.
+//!   [`WorkBatch::update`]): the batch as JSON, in raw deflate. A release
+//!   that knows only migration batches refuses it instead of writing its
+//!   keys as items.
+//! - [`LEGACY_FORMAT_VERSION`] (1), a migration batch as JSON in raw
+//!   deflate, as releases before format 3 wrote it: still read, never
+//!   written.
+//!
+//! A worker reads every format up to its own; a body of a newer one is
+//! refused ([`CodecError::Version`]) and stays in the queue, so workers are
+//! upgraded before (or with) the readers that feed them.
 
 use std::io::Write;
 
@@ -40,8 +51,12 @@ pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 pub const MAX_DECODED_BYTES: u64 = 256 * 1024 * 1024;
 
 /// The body format of a migration batch (the first byte before base64):
-/// a head line of JSON, then the items' text.
-pub const FORMAT_VERSION: u8 = 3;
+/// a head line of JSON, then the items' text, in zstd.
+pub const FORMAT_VERSION: u8 = 4;
+
+/// The migration batch format before [`FORMAT_VERSION`]: the same payload in
+/// raw deflate. Read, never written.
+pub const DEFLATE_FORMAT_VERSION: u8 = 3;
 
 /// The body format of an update job's batch.
 pub const UPDATE_FORMAT_VERSION: u8 = 2;
@@ -50,11 +65,14 @@ pub const UPDATE_FORMAT_VERSION: u8 = 2;
 /// never written.
 pub const LEGACY_FORMAT_VERSION: u8 = 1;
 
-/// The deflate level of every body written. Level 2 of zlib-rs costs about
-/// half of the default level's (6) instructions per item on the bench's
-/// orders for about 9% more bytes, and inflating either costs the same: a
-/// reader spends less of its CPU compressing, a worker none more reading.
+/// The deflate level of the update batches written. Level 2 of zlib-rs
+/// costs about half of the default level's (6) instructions per item for
+/// about 9% more bytes, and inflating either costs the same.
 const DEFLATE_LEVEL: Compression = Compression::new(2);
+
+/// The zstd level of the migration batches written: see [`ZSTD_LEVEL`]'s
+/// figures in docs/performance.md (the codec scenario).
+const ZSTD_LEVEL: i32 = 1;
 
 /// Room kept while choosing where to split, for the part numbers that are
 /// only settled once every cut is known (they change a few bytes at most).
@@ -129,16 +147,46 @@ struct ItemHeadOut<'a>(usize, usize, &'a [AttrValue], &'a SourceKey);
 
 /// Encodes one batch as one body, whatever its size.
 pub fn encode(batch: &WorkBatch) -> String {
-    let (version, payload) = match batch.update {
-        Some(_) => (
-            UPDATE_FORMAT_VERSION,
-            serde_json::to_vec(batch).expect("a work batch always serialises"),
-        ),
-        None => (FORMAT_VERSION, text_payload(batch)),
-    };
-    // The payload is whole before it is deflated: one write, not one per token.
+    let mut bytes;
+    match batch.update {
+        Some(_) => {
+            let payload = serde_json::to_vec(batch).expect("a work batch always serialises");
+            // The payload is whole before it is deflated: one write, not one per token.
+            bytes = Vec::with_capacity(1 + payload.len() / 3);
+            bytes.push(UPDATE_FORMAT_VERSION);
+            let mut encoder = DeflateEncoder::new(&mut bytes, DEFLATE_LEVEL);
+            encoder
+                .write_all(&payload)
+                .expect("writing to memory cannot fail");
+            encoder.finish().expect("writing to memory cannot fail");
+        }
+        None => {
+            let payload = text_payload(batch);
+            bytes = Vec::with_capacity(1 + zstd::zstd_safe::compress_bound(payload.len()));
+            bytes.push(FORMAT_VERSION);
+            ZSTD.with_borrow_mut(|z| {
+                let compressor = z.compressor.get_or_insert_with(|| {
+                    zstd::bulk::Compressor::new(ZSTD_LEVEL).expect("a zstd context")
+                });
+                // After the version byte.
+                let mut after = std::io::Cursor::new(&mut bytes);
+                after.set_position(1);
+                compressor
+                    .compress_to_buffer(&payload, &mut after)
+                    .expect("the buffer has zstd's bound of room");
+            });
+        }
+    }
+    base64_simd::STANDARD.encode_to_string(bytes)
+}
+
+/// A migration batch as a body of [`DEFLATE_FORMAT_VERSION`], as releases
+/// before format 4 wrote it (deflate level 2): for tests and benchmarks that
+/// compare the two. Every worker of this release reads it.
+pub fn encode_deflate_format(batch: &WorkBatch) -> String {
+    let payload = text_payload(batch);
     let mut bytes = Vec::with_capacity(1 + payload.len() / 3);
-    bytes.push(version);
+    bytes.push(DEFLATE_FORMAT_VERSION);
     let mut encoder = DeflateEncoder::new(&mut bytes, DEFLATE_LEVEL);
     encoder
         .write_all(&payload)
@@ -147,7 +195,19 @@ pub fn encode(batch: &WorkBatch) -> String {
     base64_simd::STANDARD.encode_to_string(bytes)
 }
 
-/// A format-3 payload: the head line, a newline, the items' text.
+/// Each thread's zstd contexts, made once: a context is hundreds of
+/// kilobytes, more than a page's text.
+#[derive(Default)]
+struct ZstdContexts {
+    compressor: Option<zstd::bulk::Compressor<'static>>,
+    decompressor: Option<zstd::bulk::Decompressor<'static>>,
+}
+
+thread_local! {
+    static ZSTD: std::cell::RefCell<ZstdContexts> = Default::default();
+}
+
+/// A format-4 (and 3) payload: the head line, a newline, the items' text.
 pub(crate) fn text_payload(batch: &WorkBatch) -> Vec<u8> {
     let head = HeadOut {
         run_id: &batch.run_id,
@@ -183,8 +243,11 @@ pub fn decode(body: &str) -> Result<WorkBatch, CodecError> {
     if !(LEGACY_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
         return Err(CodecError::Version { found: version });
     }
-    let payload = inflate(compressed)?;
     if version == FORMAT_VERSION {
+        return read_text_payload(&unzstd(compressed)?);
+    }
+    let payload = inflate(compressed)?;
+    if version == DEFLATE_FORMAT_VERSION {
         return read_text_payload(&payload);
     }
     let batch: WorkBatch =
@@ -210,6 +273,43 @@ fn from_base64(text: &str) -> Result<Vec<u8>, CodecError> {
             .decode(text)
             .map_err(|e| CodecError::NotBase64(e.to_string()))
     })
+}
+
+/// Decompresses one zstd frame, which states its size (at most
+/// [`MAX_DECODED_BYTES`]), into a buffer of exactly that size. A frame cut
+/// short, or holding more or less than it states, is refused.
+fn unzstd(compressed: &[u8]) -> Result<Vec<u8>, CodecError> {
+    let corrupt =
+        |why: String| CodecError::Corrupt(format!("the zstd frame is cut short or damaged: {why}"));
+    let size = match zstd::zstd_safe::get_frame_content_size(compressed) {
+        Ok(Some(size)) => size,
+        Ok(None) => return Err(corrupt("it does not state its size".into())),
+        Err(_) => return Err(corrupt("no frame header".into())),
+    };
+    if size > MAX_DECODED_BYTES {
+        return Err(CodecError::Corrupt(format!(
+            "decompresses past {MAX_DECODED_BYTES} bytes ({size})"
+        )));
+    }
+    let mut out = Vec::with_capacity(size as usize);
+    ZSTD.with_borrow_mut(|z| {
+        let decompressor = match &mut z.decompressor {
+            Some(d) => d,
+            slot => {
+                slot.insert(zstd::bulk::Decompressor::new().map_err(|e| corrupt(e.to_string()))?)
+            }
+        };
+        decompressor
+            .decompress_to_buffer(compressed, &mut out)
+            .map_err(|e| corrupt(e.to_string()))
+    })?;
+    if out.len() as u64 != size {
+        return Err(corrupt(format!(
+            "it holds {} bytes, not the {size} it states",
+            out.len()
+        )));
+    }
+    Ok(out)
 }
 
 /// Inflates a raw deflate stream, at most [`MAX_DECODED_BYTES`] of it,
@@ -241,11 +341,12 @@ fn inflate(compressed: &[u8]) -> Result<Vec<u8>, CodecError> {
     }
 }
 
-/// Reads a format-3 payload: the head line, then each item cut out of the
+/// Reads a format-4 (or 3) payload: the head line, then each item cut out of the
 /// text by its length and checked to be one closed JSON object.
 fn read_text_payload(payload: &[u8]) -> Result<WorkBatch, CodecError> {
-    let end = memchr::memchr(b'\n', payload)
-        .ok_or_else(|| CodecError::Json("a format 3 body has no end to its head line".into()))?;
+    let end = memchr::memchr(b'\n', payload).ok_or_else(|| {
+        CodecError::Json("a migration batch body has no end to its head line".into())
+    })?;
     let line = &payload[..end];
     // By hand as written; serde reads (or refuses, with its reason) the rest.
     let head = match head::read(line) {
@@ -551,20 +652,31 @@ mod tests {
         base64::engine::general_purpose::STANDARD.encode(bytes)
     }
 
-    /// A format-3 body of `payload` as it is.
+    /// A body of the current format holding `payload` as it is.
     fn text_body(payload: &[u8]) -> String {
         let mut bytes = vec![FORMAT_VERSION];
-        let mut enc = DeflateEncoder::new(&mut bytes, Compression::default());
+        bytes.extend(zstd::bulk::compress(payload, 3).unwrap());
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    /// A format-3 body of `payload`, deflated as releases before format 4
+    /// wrote them.
+    fn deflate_text_body(payload: &[u8]) -> String {
+        let mut bytes = vec![DEFLATE_FORMAT_VERSION];
+        let mut enc = DeflateEncoder::new(&mut bytes, Compression::new(2));
         enc.write_all(payload).unwrap();
         enc.finish().unwrap();
         base64::engine::general_purpose::STANDARD.encode(bytes)
     }
 
-    /// The payload of a body.
+    /// The payload of a body, whatever its format.
     fn payload(body: &str) -> Vec<u8> {
         let bytes = base64::engine::general_purpose::STANDARD
             .decode(body)
             .unwrap();
+        if bytes[0] == FORMAT_VERSION {
+            return zstd::stream::decode_all(&bytes[1..]).unwrap();
+        }
         let mut out = Vec::new();
         DeflateDecoder::new(&bytes[1..])
             .read_to_end(&mut out)
@@ -660,6 +772,17 @@ mod tests {
     fn a_body_of_an_earlier_release_is_still_read() {
         let b = varied_batch();
         assert_eq!(decode(&legacy_body(&b)).unwrap(), b);
+        // Format 3: the same payload as now, deflated.
+        let body = encode(&b);
+        assert_eq!(
+            base64::engine::general_purpose::STANDARD
+                .decode(&body)
+                .unwrap()[0],
+            4
+        );
+        let format_3 = deflate_text_body(&payload(&body));
+        assert_eq!(decode(&format_3).unwrap(), b);
+        assert_eq!(format_3, encode_deflate_format(&b));
         let mut update = batch(vec![], 0);
         update.update = Some(sql2ddb_core::UpdateChange {
             table: "shop".into(),
@@ -814,7 +937,7 @@ mod tests {
         assert_eq!(decode(&body).unwrap(), b);
         // A body whose version and content disagree is refused.
         let mut bytes = b64.decode(&body).unwrap();
-        bytes[0] = FORMAT_VERSION;
+        bytes[0] = DEFLATE_FORMAT_VERSION;
         assert!(matches!(
             decode(&b64.encode(&bytes)),
             Err(CodecError::Json(_))
@@ -837,7 +960,11 @@ mod tests {
             Err(CodecError::Corrupt(_))
         ));
         assert!(matches!(decode(""), Err(CodecError::Corrupt(_))));
-        let mut not_a_batch = vec![FORMAT_VERSION];
+        assert!(matches!(
+            decode(&text_body(br#"{"hello": 1}"#)),
+            Err(CodecError::Json(_))
+        ));
+        let mut not_a_batch = vec![DEFLATE_FORMAT_VERSION];
         let mut enc = DeflateEncoder::new(&mut not_a_batch, Compression::default());
         enc.write_all(br#"{"hello": 1}"#).unwrap();
         enc.finish().unwrap();
@@ -845,5 +972,16 @@ mod tests {
             decode(&b64(&not_a_batch)),
             Err(CodecError::Json(_))
         ));
+        // A zstd frame that does not state its size (a streaming encoder's)
+        // is not one of ours.
+        let mut unsized_frame = vec![FORMAT_VERSION];
+        let mut enc = zstd::stream::Encoder::new(&mut unsized_frame, 1).unwrap();
+        enc.write_all(b"x\n").unwrap();
+        enc.finish().unwrap();
+        assert!(
+            matches!(decode(&b64(&unsized_frame)), Err(CodecError::Corrupt(ref why)) if why.contains("state its size")),
+            "{:?}",
+            decode(&b64(&unsized_frame))
+        );
     }
 }
