@@ -59,9 +59,19 @@ struct Direct {
     /// The signed header names, without and with a session token.
     signed: String,
     signed_with_token: String,
-    /// The last signing key: for which credentials (the fetch that gave
-    /// them) and which day (`YYYYMMDD`).
-    key: Mutex<Option<(u64, [u8; 8], [u8; 32])>>,
+    /// The last signing key, if any.
+    key: Mutex<Option<KeptKey>>,
+}
+
+/// A signing key kept for the calls that follow.
+#[derive(Clone, Copy)]
+struct KeptKey {
+    /// The credentials' fetch number that the key was derived from.
+    fetch: u64,
+    /// The day it signs for (`YYYYMMDD`).
+    day: [u8; 8],
+    /// The key.
+    key: [u8; 32],
 }
 
 impl Signing {
@@ -239,7 +249,7 @@ impl Signing {
     ) -> [u8; 32] {
         let mut kept = direct.key.lock().expect("signing key");
         match *kept {
-            Some((f, d, key)) if f == fetch && d == day => key,
+            Some(kept) if kept.fetch == fetch && kept.day == day => kept.key,
             _ => {
                 let derived = v4::generate_signing_key(
                     credentials.secret_access_key(),
@@ -248,7 +258,7 @@ impl Signing {
                     self.service,
                 );
                 let key: [u8; 32] = derived.as_ref().try_into().expect("an HMAC-SHA256 tag");
-                *kept = Some((fetch, day, key));
+                *kept = Some(KeptKey { fetch, day, key });
                 key
             }
         }
