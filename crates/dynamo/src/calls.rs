@@ -18,8 +18,11 @@
 //!   halfway through a shorter lifetime), by one task at a time, and at
 //!   once, for one more try of the call, when the service refuses cached
 //!   ones as expired;
-//! - signing: `aws-sigv4`, the SDK's signer, with its default settings and
-//!   the SDK's headers for the call;
+//! - signing: SigV4 as `aws-sigv4`, the SDK's signer, does it with its
+//!   default settings and the SDK's headers for the call; the canonical
+//!   request's fixed parts are settled once and the signing key kept per
+//!   day and credentials (the `sign` module), with `aws-sigv4`'s HMAC, after
+//!   a probe signed both ways agreed; else `aws-sigv4` signs every call;
 //! - HTTP: the SDK's connector (hyper with its connection pool, rustls on
 //!   aws-lc, the proxy settings of the environment, the connect timeout),
 //!   each attempt bounded by the attempt timeout;

@@ -12,10 +12,13 @@
 //!   another, compressed as one zstd frame that states its size. A worker
 //!   cuts the items out by their lengths instead of parsing them; each is
 //!   checked to be one closed JSON object ([`ItemJson::from_object_text`]),
-//!   so none can reach outside its place in a request body. zstd, not
-//!   deflate, because a worker reads every byte a reader wrote: it
-//!   decompresses the orders of the benchmark in about a third of
-//!   inflate's instructions, for bodies no larger.
+//!   so none can reach outside its place in a request body. zstd (level
+//!   1), not deflate: on the codec bench's orders a reader compresses a
+//!   page in about 60% of deflate's CPU, into bodies about 45% smaller
+//!   (so a worker holds and receives less), and a worker decodes it in
+//!   about 90% of the time (decompressing takes about as many
+//!   instructions as inflating, a little more or less by the items, but
+//!   fewer cycles).
 //! - [`DEFLATE_FORMAT_VERSION`] (3), the same payload in raw deflate, as
 //!   releases before format 4 wrote it: still read, never written.
 //! - [`UPDATE_FORMAT_VERSION`] (2), a page of an update job (a batch with
