@@ -150,22 +150,14 @@ struct ItemHeadOut<'a>(usize, usize, &'a [AttrValue], &'a SourceKey);
 
 /// Encodes one batch as one body, whatever its size.
 pub fn encode(batch: &WorkBatch) -> String {
-    let mut bytes;
-    match batch.update {
+    let bytes = match batch.update {
         Some(_) => {
             let payload = serde_json::to_vec(batch).expect("a work batch always serialises");
-            // The payload is whole before it is deflated: one write, not one per token.
-            bytes = Vec::with_capacity(1 + payload.len() / 3);
-            bytes.push(UPDATE_FORMAT_VERSION);
-            let mut encoder = DeflateEncoder::new(&mut bytes, DEFLATE_LEVEL);
-            encoder
-                .write_all(&payload)
-                .expect("writing to memory cannot fail");
-            encoder.finish().expect("writing to memory cannot fail");
+            deflated(UPDATE_FORMAT_VERSION, &payload)
         }
         None => {
             let payload = text_payload(batch);
-            bytes = Vec::with_capacity(1 + zstd::zstd_safe::compress_bound(payload.len()));
+            let mut bytes = Vec::with_capacity(1 + zstd::zstd_safe::compress_bound(payload.len()));
             bytes.push(FORMAT_VERSION);
             ZSTD.with_borrow_mut(|z| {
                 let compressor = z.compressor.get_or_insert_with(|| {
@@ -178,8 +170,9 @@ pub fn encode(batch: &WorkBatch) -> String {
                     .compress_to_buffer(&payload, &mut after)
                     .expect("the buffer has zstd's bound of room");
             });
+            bytes
         }
-    }
+    };
     base64_simd::STANDARD.encode_to_string(bytes)
 }
 
@@ -187,15 +180,21 @@ pub fn encode(batch: &WorkBatch) -> String {
 /// before format 4 wrote it (deflate level 2): for tests and benchmarks that
 /// compare the two. Every worker of this release reads it.
 pub fn encode_deflate_format(batch: &WorkBatch) -> String {
-    let payload = text_payload(batch);
+    let bytes = deflated(DEFLATE_FORMAT_VERSION, &text_payload(batch));
+    base64_simd::STANDARD.encode_to_string(bytes)
+}
+
+/// `version`, then `payload` in raw deflate. The payload is whole before it
+/// is deflated: one write, not one per token.
+fn deflated(version: u8, payload: &[u8]) -> Vec<u8> {
     let mut bytes = Vec::with_capacity(1 + payload.len() / 3);
-    bytes.push(DEFLATE_FORMAT_VERSION);
+    bytes.push(version);
     let mut encoder = DeflateEncoder::new(&mut bytes, DEFLATE_LEVEL);
     encoder
-        .write_all(&payload)
+        .write_all(payload)
         .expect("writing to memory cannot fail");
     encoder.finish().expect("writing to memory cannot fail");
-    base64_simd::STANDARD.encode_to_string(bytes)
+    bytes
 }
 
 /// Each thread's zstd contexts, made once: a context is hundreds of
