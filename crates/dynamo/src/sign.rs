@@ -249,7 +249,7 @@ impl Signing {
     ) -> [u8; 32] {
         let mut kept = direct.key.lock().expect("signing key");
         match *kept {
-            Some(kept) if kept.fetch == fetch && kept.day == day => kept.key,
+            Some(k) if k.fetch == fetch && k.day == day => k.key,
             _ => {
                 let derived = v4::generate_signing_key(
                     credentials.secret_access_key(),
