@@ -146,6 +146,7 @@ impl AdaptiveConcurrency {
     fn release(&self, epoch: u64, outcome: Outcome) {
         let mut s = self.state();
         s.in_flight -= 1;
+        let limit_before = s.limit;
         if self.adaptive {
             match outcome {
                 Outcome::Success => {
@@ -172,8 +173,20 @@ impl AdaptiveConcurrency {
                 Outcome::Throttled | Outcome::Neutral => {}
             }
         }
+        // One waiter per slot this release frees (two when the limit grew
+        // with it; none while a halved limit is still over-full): waking
+        // every waiter would make each of them take the lock and wait again
+        // for one slot, which on a busy writer (eight batches of twenty
+        // calls waiting on eight slots) cost more than the calls' own
+        // bookkeeping. A waiter woken but gone (its call cancelled) hands
+        // the wake-up to the next one (`Notify::notify_one`), and the
+        // waiters are woken in the order they came.
+        let free = s.limit.saturating_sub(s.in_flight);
+        let wake = free.min(1 + s.limit.saturating_sub(limit_before));
         drop(s);
-        self.released.notify_waiters();
+        for _ in 0..wake {
+            self.released.notify_one();
+        }
     }
 }
 
@@ -319,6 +332,68 @@ mod tests {
         a.success();
         assert_eq!(waiting.await.unwrap(), freed_at);
         assert_eq!(c.snapshot().in_flight, 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_waiter_cancelled_after_its_wake_up_passes_it_on() {
+        let c = Arc::new(AdaptiveConcurrency::fixed(1));
+        let held = c.acquire().await;
+        let spawn_waiter = |c: Arc<AdaptiveConcurrency>| {
+            tokio::spawn(async move {
+                let _p = c.acquire().await;
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            })
+        };
+        let first = spawn_waiter(c.clone());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let second = spawn_waiter(c.clone());
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        // The slot is freed and the first waiter, the one woken, is gone
+        // before it could take it: the second must not wait for ever.
+        held.success();
+        first.abort();
+        tokio::time::timeout(Duration::from_secs(60), second)
+            .await
+            .expect("the second waiter got the slot")
+            .unwrap();
+        assert_eq!(c.snapshot().in_flight, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_waiters_all_get_through_and_never_exceed_the_limit() {
+        let c = Arc::new(AdaptiveConcurrency::new(8));
+        let peak = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..64 {
+            let (c, peak) = (c.clone(), peak.clone());
+            tasks.spawn(async move {
+                for j in 0..20 {
+                    let p = c.acquire().await;
+                    let now = c.snapshot().in_flight;
+                    peak.fetch_max(now, std::sync::atomic::Ordering::Relaxed);
+                    tokio::task::yield_now().await;
+                    // Now and then a throttle halves the limit, and clean
+                    // rounds grow it again.
+                    if (i + j) % 97 == 0 {
+                        p.throttled()
+                    } else {
+                        p.success()
+                    }
+                }
+            });
+        }
+        let all = async {
+            while let Some(done) = tasks.join_next().await {
+                done.unwrap();
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), all)
+            .await
+            .expect("every waiter got a slot");
+        let s = c.snapshot();
+        assert_eq!(s.in_flight, 0);
+        assert!(s.decreases > 0, "the test throttles now and then");
+        assert!(peak.load(std::sync::atomic::Ordering::Relaxed) <= 8);
     }
 
     #[tokio::test(start_paused = true)]
