@@ -12,7 +12,9 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 use sql2ddb_core::{KeyAttr, KeyType};
 
-use crate::error::{call_error, local_error, DynamoError};
+use crate::error::{local_error, DynamoError};
+use crate::retry::retried;
+use crate::writer::RetryPolicy;
 
 /// How long to wait for a new table and its indexes to become ACTIVE.
 pub const CREATE_TIMEOUT: Duration = Duration::from_secs(300);
@@ -154,7 +156,11 @@ async fn ensure(
     compare_gsis: bool,
 ) -> Result<bool, DynamoError> {
     let table = spec.name.as_str();
-    match client.describe_table().table_name(table).send().await {
+    let described = retried(&RetryPolicy::default(), "DescribeTable", || {
+        client.describe_table().table_name(table).send()
+    })
+    .await;
+    match described {
         Ok(out) => {
             let desc = out
                 .table
@@ -166,11 +172,12 @@ async fn ensure(
         }
         Err(e) => {
             let missing = e
+                .error
                 .as_service_error()
                 .map(|s| s.is_resource_not_found_exception())
                 .unwrap_or(false);
             if !missing {
-                return Err(call_error("DescribeTable", table, &e));
+                return Err(e.into_error("DescribeTable", table));
             }
             if !create {
                 return Err(DynamoError::TableMissing {
@@ -285,10 +292,16 @@ async fn create_table(client: &Client, spec: &TableSpec) -> Result<(), DynamoErr
             .map_err(|e| local_error("CreateTable", table, e.to_string()))?;
         req = req.global_secondary_indexes(index);
     }
-    req.send()
-        .await
-        .map_err(|e| call_error("CreateTable", table, &e))?;
-    Ok(())
+    match retried(&RetryPolicy::default(), "CreateTable", || {
+        req.clone().send()
+    })
+    .await
+    {
+        Ok(_) => Ok(()),
+        // An attempt whose answer was lost may have created it.
+        Err(e) if e.attempts > 1 && e.code() == Some("ResourceInUseException") => Ok(()),
+        Err(e) => Err(e.into_error("CreateTable", table)),
+    }
 }
 
 /// Keys of a key schema with their types from the attribute definitions, HASH first.
@@ -408,12 +421,11 @@ fn compare(
 async fn wait_active(client: &Client, table: &str, gsis: &[GsiSpec]) -> Result<(), DynamoError> {
     let start = tokio::time::Instant::now();
     loop {
-        let out = client
-            .describe_table()
-            .table_name(table)
-            .send()
-            .await
-            .map_err(|e| call_error("DescribeTable", table, &e))?;
+        let out = retried(&RetryPolicy::default(), "DescribeTable", || {
+            client.describe_table().table_name(table).send()
+        })
+        .await
+        .map_err(|e| e.into_error("DescribeTable", table))?;
         let desc = out.table();
         let table_active = desc.and_then(|t| t.table_status()) == Some(&TableStatus::Active);
         let indexes = desc

@@ -114,9 +114,8 @@ pub async fn connect_with_calls(
     endpoint: &Endpoint,
     region: Option<&str>,
 ) -> Result<(Client, BatchCalls), DynamoError> {
-    let config = load_config(endpoint, region).await?;
-    let calls = BatchCalls::new(&config).await?;
-    Ok((client_of(&config), calls))
+    let client = client_of(&load_config(endpoint, region).await?);
+    Ok((client.clone(), BatchCalls::new(client)))
 }
 
 /// The configuration of [`connect`]: see there.
@@ -137,17 +136,13 @@ async fn load_config(endpoint: &Endpoint, region: Option<&str>) -> Result<SdkCon
 }
 
 /// The SDK's client of `config`.
-fn client_of(config: &SdkConfig) -> Client {
+pub fn client_of(config: &SdkConfig) -> Client {
     // No stalled-stream protection: DynamoDB's bodies are small and whole,
     // and ATTEMPT_TIMEOUT already ends an attempt that stalls; the
     // protection's throughput checks cost every call about as much as
     // building its request.
-    // The user agent is written once, here, not on every call; the SDK's
-    // invocation id and attempt headers are left out: see `headers`.
-    let fixed = crate::headers::FixedHeaders::new(config.app_name());
     let config = aws_sdk_dynamodb::config::Builder::from(config)
         .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
-        .interceptor(fixed)
         .build();
     Client::from_conf(config)
 }

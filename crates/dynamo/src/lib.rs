@@ -1,12 +1,16 @@
 //! Everything of sql2ddb that calls DynamoDB: the client, the batch writer
 //! with its retry loop, table admin, and the embedded local endpoint.
 //!
-//! Retries have one owner: the SDK's own retries are switched off
-//! ([`client::connect`]) and [`writer::BatchWriter`] retries both failed calls
-//! (classified retryable or not) and `UnprocessedItems`, with capped
-//! exponential backoff and full jitter, so attempts never multiply. Every
-//! failed call is classified once, from its error code and HTTP status, as a
-//! [`Failure`]: throttled, transient, a fault of the table, or a refused request.
+//! Every request goes through the SDK's client ([`client::connect`]); the
+//! batch writer's body is the items' own text ([`calls`]).
+//!
+//! Retries have one owner per call: the SDK's own retries are switched off;
+//! [`writer::BatchWriter`] retries failed calls and `UnprocessedItems` of
+//! its chunks, and every other call is retried by one loop (`retry`), with
+//! the same capped exponential backoff and full jitter, so attempts never
+//! multiply. Every failed call is classified once, from its error code and
+//! HTTP status, as a [`Failure`]: throttled, transient, a fault of the
+//! table, or a refused request.
 
 #![warn(missing_docs)]
 
@@ -18,20 +22,20 @@ pub mod concurrency;
 pub mod convert;
 pub mod error;
 pub mod failure;
-pub mod headers;
 pub mod limiter;
 pub mod local;
 pub mod pointer;
 pub mod progress;
 pub mod read;
-mod sign;
+mod retry;
+pub mod unprocessed;
 pub mod update;
 pub mod writer;
 
 pub use admin::{ensure_table, ensure_table_spec, Billing, GsiSpec, Projection, TableSpec};
 pub use aws_sdk_dynamodb::Client;
 pub use calls::BatchCalls;
-pub use client::{connect, connect_with_calls, Endpoint};
+pub use client::{client_of, connect, connect_with_calls, Endpoint};
 pub use concurrency::{AdaptiveConcurrency, ConcurrencySnapshot, Permit};
 pub use error::{DynamoError, ErrorKind};
 pub use failure::Failure;

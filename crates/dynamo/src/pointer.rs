@@ -15,6 +15,7 @@ use sql2ddb_core::{KeyAttr, PointerUpdate};
 use crate::convert::to_sdk;
 use crate::error::DynamoError;
 use crate::failure::Failure;
+use crate::retry::retried;
 use crate::writer::RetryPolicy;
 
 /// What became of one pointer write.
@@ -60,43 +61,26 @@ pub async fn write_pointer(
     let op = if update.is_max { "<" } else { ">" };
     let condition = format!("attribute_not_exists(#v) OR #v {op} :new");
     let expression = format!("SET {}", sets.join(", "));
-    let mut attempt = 0u32;
-    loop {
-        attempt += 1;
-        let result = client
-            .update_item()
-            .table_name(table)
-            .set_key(Some(key.clone()))
-            .update_expression(&expression)
-            .condition_expression(&condition)
-            .set_expression_attribute_names(Some(names.clone()))
-            .set_expression_attribute_values(Some(values.clone()))
-            .send()
-            .await;
-        let err = match result {
-            Ok(_) => return Ok(PointerOutcome::Written),
-            Err(e) => e,
-        };
-        if err
-            .as_service_error()
-            .is_some_and(|s| s.is_conditional_check_failed_exception())
+    let req = client
+        .update_item()
+        .table_name(table)
+        .set_key(Some(key))
+        .update_expression(&expression)
+        .condition_expression(&condition)
+        .set_expression_attribute_names(Some(names))
+        .set_expression_attribute_values(Some(values));
+    match retried(policy, "UpdateItem", || req.clone().send()).await {
+        Ok(_) => Ok(PointerOutcome::Written),
+        // A value at least as far along is there: another writer's, a
+        // replayed batch's, or this very write's whose first answer was lost.
+        Err(e)
+            if e.error
+                .as_service_error()
+                .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
         {
-            return Ok(PointerOutcome::AlreadyNewer);
+            Ok(PointerOutcome::AlreadyNewer)
         }
-        let message = sql2ddb_aws::sdk_message(&err);
-        let failure = Failure::of(&err);
-        if !failure.is_retryable() {
-            return Err(fail(message, Some(failure)));
-        }
-        if attempt >= policy.max_attempts {
-            return Err(fail(
-                format!("not written after {attempt} attempts: {message}"),
-                Some(failure),
-            ));
-        }
-        let delay = policy.delay(attempt, &mut rand::rng());
-        tracing::debug!(table, pointer = %update.name, attempt, ?delay, %message, "retrying pointer write");
-        tokio::time::sleep(delay).await;
+        Err(e) => Err(fail(e.message(), Some(e.failure))),
     }
 }
 
@@ -158,14 +142,14 @@ pub async fn read_pointer(
 ) -> Result<Option<sql2ddb_core::AttrValue>, DynamoError> {
     let fail = |message, failure| pointer_error("GetItem", table, update, message, failure);
     let key = pointer_key(keys, update).map_err(|m| fail(m, None))?;
-    let out = client
+    let req = client
         .get_item()
         .table_name(table)
         .set_key(Some(key))
-        .consistent_read(true)
-        .send()
+        .consistent_read(true);
+    let out = retried(&RetryPolicy::default(), "GetItem", || req.clone().send())
         .await
-        .map_err(|e| fail(sql2ddb_aws::sdk_message(&e), Some(Failure::of(&e))))?;
+        .map_err(|e| fail(e.message(), Some(e.failure)))?;
     Ok(out
         .item()
         .and_then(|item| item.get(&update.attribute))

@@ -47,11 +47,13 @@ impl CallError {
 /// against a scripted client with paused time. The real one is
 /// [`crate::BatchCalls`].
 pub trait BatchWriteApi: Send + Sync {
-    /// Puts `items` into `table` in one `BatchWriteItem` call and returns the
-    /// indices (into `items`) of the items DynamoDB left unprocessed.
+    /// Puts `items` into `table`, whose key attributes are `keys`, in one
+    /// `BatchWriteItem` call and returns the indices (into `items`) of the
+    /// items DynamoDB left unprocessed, found by their keys.
     fn batch_put(
         &self,
         table: &str,
+        keys: &[KeyAttr],
         items: &[&EncodedItem],
     ) -> impl Future<Output = Result<Vec<usize>, CallError>> + Send;
 }
@@ -267,7 +269,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             limiter.acquire(units * multiplier).await;
         }
         let refs: Vec<&EncodedItem> = chunk.iter().collect();
-        let result = self.client.batch_put(&self.table, &refs).await;
+        let result = self.client.batch_put(&self.table, &self.keys, &refs).await;
         if let Some(permit) = permit {
             match &result {
                 Ok(unprocessed) if unprocessed.is_empty() => permit.success(),

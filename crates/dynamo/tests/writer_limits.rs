@@ -55,6 +55,7 @@ impl BatchWriteApi for &Scripted {
     async fn batch_put(
         &self,
         _table: &str,
+        _keys: &[KeyAttr],
         items: &[&EncodedItem],
     ) -> Result<Vec<usize>, CallError> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);

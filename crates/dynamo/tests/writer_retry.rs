@@ -54,6 +54,7 @@ impl BatchWriteApi for &Scripted {
     async fn batch_put(
         &self,
         _table: &str,
+        _keys: &[KeyAttr],
         items: &[&EncodedItem],
     ) -> Result<Vec<usize>, CallError> {
         let items: Vec<Item> = items.iter().map(|i| i.decode().unwrap()).collect();
@@ -280,6 +281,7 @@ impl BatchWriteApi for &MissingTable {
     async fn batch_put(
         &self,
         _table: &str,
+        _keys: &[KeyAttr],
         _items: &[&EncodedItem],
     ) -> Result<Vec<usize>, CallError> {
         *self.0.lock().unwrap() += 1;

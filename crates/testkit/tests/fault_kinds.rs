@@ -26,9 +26,10 @@ async fn every_fault_kind_looks_like_dynamodb_to_the_writers_calls() {
     let calls = calls(&proxy.url()).await;
     let batch = items(0, 10, 10);
     let refs: Vec<&EncodedItem> = batch.iter().collect();
+    let keys = support::keys();
     let call = |config: FaultConfig| {
         proxy.set_config(config).unwrap();
-        BatchWriteApi::batch_put(&calls, &table, &refs)
+        BatchWriteApi::batch_put(&calls, &table, &keys, &refs)
     };
 
     let failed = |r: Result<Vec<usize>, CallError>| r.expect_err("the call failed");
@@ -73,7 +74,7 @@ async fn every_fault_kind_looks_like_dynamodb_to_the_writers_calls() {
     proxy.set_config(only(|c| c.unprocessed = 1.0)).unwrap();
     let other = items(100, 110, 10);
     let other_refs: Vec<&EncodedItem> = other.iter().collect();
-    let unprocessed = BatchWriteApi::batch_put(&calls, &table, &other_refs)
+    let unprocessed = BatchWriteApi::batch_put(&calls, &table, &support::keys(), &other_refs)
         .await
         .unwrap();
     assert!(
@@ -134,10 +135,10 @@ async fn a_throttle_window_starts_when_the_configuration_is_applied() {
             c.throttle_all_for = Some(Duration::from_millis(300))
         }))
         .unwrap();
-    let during = BatchWriteApi::batch_put(&calls, &table, &refs).await;
+    let during = BatchWriteApi::batch_put(&calls, &table, &support::keys(), &refs).await;
     assert!(during.unwrap_err().is_throttling());
     tokio::time::sleep(Duration::from_millis(400)).await;
-    let after = BatchWriteApi::batch_put(&calls, &table, &refs).await;
+    let after = BatchWriteApi::batch_put(&calls, &table, &support::keys(), &refs).await;
     assert_eq!(after.unwrap(), Vec::<usize>::new());
     assert_same_items(&upstream.scan(&table).await, &batch);
 }

@@ -10,19 +10,26 @@
 //! - `CURSOR#<entity>#<segment>`: a segment's keyset cursor and how many pages
 //!   it has handed on, updated as the segment advances;
 //! - `TOTAL#<entity>#<segment>`: a segment's final row count, written when the
-//!   reader reaches its end.
+//!   reader reaches its end;
+//! - `DONE`: written once, by the first check that finds every row accounted
+//!   for ([`DoneCounts`]).
 //!
 //! There is no shared counter: racing writers would corrupt it. Every record
 //! has a deterministic key, so a redelivered batch rewrites its own record
 //! instead of counting twice, and the engine's verification adds the records up.
 //!
-//! Each call is one attempt (the client's retries are off): a failed record
-//! leaves its message unacknowledged, so the batch is delivered again, and a
-//! failed cursor update stops the reader, which resumes from the last cursor.
+//! Each call is retried by the crate's one retry loop (the client's own
+//! retries are off); a record that still fails leaves its message
+//! unacknowledged, so the batch is delivered again, and a cursor update that
+//! still fails stops the reader, which resumes from the last cursor. Every
+//! write is idempotent: written twice (a retry whose first answer was lost),
+//! a record is the same record.
 
+mod done;
 mod records;
 mod store;
 
+pub use done::{DoneCounts, DoneState};
 pub use records::{
     BatchCost, BatchRecord, EntityMeta, RunMeta, RunProgress, SegmentBounds, SegmentCursor,
     SegmentTotal, SnapshotMark,

@@ -7,24 +7,27 @@ use aws_sdk_dynamodb::Client;
 use sql2ddb_core::{redact_secrets, KeyAttr, KeyType, SqlValue};
 
 use super::{BatchCost, BatchRecord, RunMeta, RunProgress, SegmentCursor, SegmentTotal};
-use crate::error::{call_error, local_error, DynamoError};
+use crate::error::{local_error, DynamoError};
+use crate::retry::retried;
+use crate::writer::RetryPolicy;
 
 /// A store of run progress in one DynamoDB table.
 #[derive(Debug, Clone)]
 pub struct ProgressStore {
-    client: Client,
-    table: String,
+    pub(super) client: Client,
+    pub(super) table: String,
+    pub(super) retry: RetryPolicy,
 }
 
-fn pk(run: &str) -> AttributeValue {
+pub(super) fn pk(run: &str) -> AttributeValue {
     AttributeValue::S(format!("RUN#{run}"))
 }
 
-fn s(v: impl Into<String>) -> AttributeValue {
+pub(super) fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())
 }
 
-fn n(v: impl ToString) -> AttributeValue {
+pub(super) fn n(v: impl ToString) -> AttributeValue {
     AttributeValue::N(v.to_string())
 }
 
@@ -57,7 +60,14 @@ impl ProgressStore {
         ProgressStore {
             client,
             table: table.into(),
+            retry: RetryPolicy::default(),
         }
+    }
+
+    /// The same store with another retry policy for its calls.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
     }
 
     /// The table's name.
@@ -94,9 +104,9 @@ impl ProgressStore {
         for (name, value) in attrs {
             req = req.item(name, value);
         }
-        req.send()
+        retried(&self.retry, "PutItem", || req.clone().send())
             .await
-            .map_err(|e| call_error("PutItem", &self.table, &e))?;
+            .map_err(|e| e.into_error("PutItem", &self.table))?;
         Ok(())
     }
 
@@ -125,21 +135,20 @@ impl ProgressStore {
 
     /// Whether the progress table exists (one `DescribeTable`).
     pub async fn exists(&self) -> Result<bool, DynamoError> {
-        match self
-            .client
-            .describe_table()
-            .table_name(&self.table)
-            .send()
-            .await
-        {
+        let described = retried(&self.retry, "DescribeTable", || {
+            self.client.describe_table().table_name(&self.table).send()
+        })
+        .await;
+        match described {
             Ok(_) => Ok(true),
             Err(e)
-                if e.as_service_error()
+                if e.error
+                    .as_service_error()
                     .is_some_and(|s| s.is_resource_not_found_exception()) =>
             {
                 Ok(false)
             }
-            Err(e) => Err(call_error("DescribeTable", &self.table, &e)),
+            Err(e) => Err(e.into_error("DescribeTable", &self.table)),
         }
     }
 
@@ -180,7 +189,7 @@ impl ProgressStore {
         rows_sent: u64,
     ) -> Result<(), DynamoError> {
         let json = serde_json::to_string(cursor).expect("SQL values serialise");
-        let out = self
+        let req = self
             .client
             .put_item()
             .table_name(&self.table)
@@ -192,18 +201,19 @@ impl ProgressStore {
             .item("pages_sent", n(pages_sent))
             .item("rows_sent", n(rows_sent))
             .condition_expression("attribute_not_exists(pages_sent) OR pages_sent <= :p")
-            .expression_attribute_values(":p", n(pages_sent))
-            .send()
-            .await;
-        match out {
+            .expression_attribute_values(":p", n(pages_sent));
+        match retried(&self.retry, "PutItem", || req.clone().send()).await {
             Ok(_) => Ok(()),
+            // A cursor as far along is there already (perhaps this very
+            // write, whose first answer was lost).
             Err(e)
-                if e.as_service_error()
+                if e.error
+                    .as_service_error()
                     .is_some_and(|s| s.is_conditional_check_failed_exception()) =>
             {
                 Ok(())
             }
-            Err(e) => Err(call_error("PutItem", &self.table, &e)),
+            Err(e) => Err(e.into_error("PutItem", &self.table)),
         }
     }
 
@@ -232,16 +242,16 @@ impl ProgressStore {
     /// The run's description alone (one strongly consistent `GetItem`);
     /// `None` when the run is not recorded in this table.
     pub async fn run_meta(&self, run: &str) -> Result<Option<RunMeta>, DynamoError> {
-        let out = self
+        let req = self
             .client
             .get_item()
             .table_name(&self.table)
             .key("PK", pk(run))
             .key("SK", s("RUN"))
-            .consistent_read(true)
-            .send()
+            .consistent_read(true);
+        let out = retried(&self.retry, "GetItem", || req.clone().send())
             .await
-            .map_err(|e| call_error("GetItem", &self.table, &e))?;
+            .map_err(|e| e.into_error("GetItem", &self.table))?;
         let Some(item) = out.item else {
             return Ok(None);
         };
@@ -256,17 +266,17 @@ impl ProgressStore {
         let mut progress = RunProgress::default();
         let mut start = None;
         loop {
-            let out = self
+            let req = self
                 .client
                 .query()
                 .table_name(&self.table)
                 .key_condition_expression("PK = :pk")
                 .expression_attribute_values(":pk", pk(run))
                 .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
+                .set_exclusive_start_key(start);
+            let out = retried(&self.retry, "Query", || req.clone().send())
                 .await
-                .map_err(|e| call_error("Query", &self.table, &e))?;
+                .map_err(|e| e.into_error("Query", &self.table))?;
             for item in out.items() {
                 self.read_record(item, &mut progress)?;
             }
