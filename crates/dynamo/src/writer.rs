@@ -8,6 +8,7 @@
 
 use std::collections::HashSet;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -105,6 +106,10 @@ pub struct BatchWriter<C> {
     concurrency: Option<Arc<AdaptiveConcurrency>>,
     capacity: Option<(Arc<WriteCapacityLimiter>, u64)>,
     deadline: Option<Duration>,
+    /// The run's budget: set when a chunk spent its whole budget on
+    /// retryable failures, cleared by the next call that succeeds. While
+    /// set, a chunk gets one attempt.
+    spent: AtomicBool,
 }
 
 impl<C: BatchWriteApi> BatchWriter<C> {
@@ -123,6 +128,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             concurrency: None,
             capacity: None,
             deadline: None,
+            spent: AtomicBool::new(false),
         }
     }
 
@@ -293,7 +299,11 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         let mut attempt = 0u32;
         loop {
             attempt += 1;
-            let reason = match self.call(&chunk).await {
+            let result = self.call(&chunk).await;
+            if result.is_ok() {
+                self.spent.store(false, Ordering::Relaxed);
+            }
+            let reason = match result {
                 Ok(unprocessed) => {
                     let (left, done) = split_indices(chunk, &unprocessed);
                     for m in &done {
@@ -326,7 +336,12 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             };
             let delay = self.policy.delay(attempt, &mut rand::rng());
             let why = if attempt >= self.policy.max_attempts {
+                self.spent.store(true, Ordering::Relaxed);
                 Some(format!("not written after {attempt} attempts: {reason}"))
+            } else if self.spent.load(Ordering::Relaxed) {
+                Some(format!(
+                    "not written: an earlier chunk spent its whole retry budget and no call has succeeded since ({attempt} attempts): {reason}"
+                ))
             } else {
                 self.deadline
                     .filter(|d| started.elapsed() + delay > *d)

@@ -399,3 +399,31 @@ async fn a_call_never_carries_a_body_over_16_mb() {
     sizes.sort();
     assert_eq!(sizes, vec![9, 21]);
 }
+
+#[tokio::test(start_paused = true)]
+async fn once_a_chunk_spent_its_budget_later_chunks_get_one_attempt_until_a_call_succeeds() {
+    let fail = || Answer::Fail { retryable: true };
+    let client = Scripted::new((0..9).map(|_| fail()).collect());
+    let writer = BatchWriter::new(&client, "t", keys(), policy());
+    // Four chunks, one after the other: the first spends its 6 attempts,
+    // the three others one each.
+    let out = writer.write(items(100)).await;
+    assert_eq!(out.failed.len(), 100);
+    assert_eq!(out.written, 0);
+    assert_eq!(client.calls().len(), 6 + 3);
+    assert!(
+        out.failed[99]
+            .1
+            .contains("an earlier chunk spent its whole retry budget"),
+        "{}",
+        out.failed[99].1
+    );
+    // The service is back: a call succeeds, and the budget is whole again.
+    let out = writer.write(items(30)).await;
+    assert_eq!(out.written, 30);
+    client.script.lock().unwrap().extend((0..5).map(|_| fail()));
+    let before = client.calls().len();
+    let out = writer.write(items(25)).await;
+    assert_eq!(out.written, 25, "written at the 6th attempt");
+    assert_eq!(client.calls().len() - before, 6);
+}
