@@ -15,6 +15,9 @@ use sql2ddb_mapping::UpdateJob;
 
 use crate::common::{item, key, n, s, Items, Run, Scenario};
 
+mod hold;
+mod once;
+
 /// Items per entity type: customers, orders and products, a third each.
 pub(crate) const PER_TYPE: usize = 1000;
 
@@ -82,7 +85,13 @@ async fn shop_of(per_type: usize) -> Scenario {
         .await
         .unwrap();
     let all: Vec<Item> = (0..per_type).flat_map(entities).collect();
-    for chunk in all.chunks(25) {
+    put_items(&sc, &all).await;
+    sc
+}
+
+/// Writes `items` into the scenario's table, 25 a call.
+async fn put_items(sc: &Scenario, items: &[Item]) {
+    for chunk in items.chunks(25) {
         let requests: Vec<WriteRequest> = chunk
             .iter()
             .map(|it| {
@@ -103,7 +112,6 @@ async fn shop_of(per_type: usize) -> Scenario {
             .unwrap();
         assert!(out.unprocessed_items().is_none_or(|u| u.is_empty()));
     }
-    sc
 }
 
 /// Writes `job.toml` (`TABLE` replaced by the scenario's table); returns its path.

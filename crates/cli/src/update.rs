@@ -65,10 +65,12 @@ pub(crate) struct UpdateArgs {
     /// Where run directories (report, failed.jsonl) are created.
     #[arg(long, default_value = DEFAULT_RUNS_DIR)]
     runs_dir: PathBuf,
-    /// Use this run id instead of a new one. A job that is not idempotent
-    /// (ADD, `SET a = a + :x`, list_append) marks each item it changed with
-    /// its run id: running it again with the same id finishes an interrupted
-    /// run without changing any item twice.
+    /// Use this run id instead of a new one. A job whose update reads the
+    /// item's current value (ADD, DELETE, `SET a = a + :x`, `SET a = b`,
+    /// list_append, if_not_exists, a list index such as `REMOVE tags[0]`)
+    /// marks each item it changed with its run id: running it again with
+    /// the same id finishes an interrupted run without changing any item
+    /// twice. The report (--dry-run too) says which kind a job is.
     #[arg(long, conflicts_with = "resume")]
     run_id: Option<String>,
     /// Continue run RUN_ID (interrupted, stopped at --max-seconds, or

@@ -21,6 +21,7 @@
 mod batch_put;
 mod expr;
 mod load;
+mod repeat;
 mod reserved;
 #[cfg(test)]
 mod tests;
@@ -49,7 +50,8 @@ pub const DEFAULT_SEGMENTS: u32 = 4;
 pub const MAX_SEGMENTS: u32 = 1000;
 /// Most items per Scan or Query call (`page_size`).
 pub const MAX_PAGE_SIZE: usize = 100_000;
-/// The attribute a non-idempotent job marks each item it changed with (the run id).
+/// The attribute a job whose update depends on the item's current value
+/// marks each item it changed with (the run id).
 pub const RUN_MARKER: &str = "sql2ddb_run";
 /// The attribute-name placeholder of [`RUN_MARKER`] in the expressions sql2ddb adds.
 pub const MARKER_NAME: &str = "#sql2ddb_run";
@@ -165,9 +167,11 @@ pub enum JobAction {
     Update {
         /// The expression as written.
         expression: String,
-        /// Why applying it twice differs from once (`ADD`, `+` in SET,
-        /// `list_append`): such a job marks each item with the run
-        /// ([`RUN_MARKER`]) so a retry or a rerun applies it once.
+        /// Why applying it twice can differ from once: its result depends
+        /// on the item's current value (`ADD`, `DELETE`, `list_append`,
+        /// `if_not_exists`, `+`/`-`, a list index, an attribute read by
+        /// `SET`). Such a job marks each item with the run ([`RUN_MARKER`])
+        /// so a retry, a resumed page or a rerun applies it once per item.
         not_idempotent: Option<String>,
     },
     /// `delete = true`: a conditional `DeleteItem`.
@@ -270,7 +274,9 @@ impl UpdateJob {
         &self.file
     }
 
-    /// Why the update is not idempotent, if it is not.
+    /// Why the update is not idempotent (it depends on the item's current
+    /// value), if it is not; `None` for an update that gives the same item
+    /// however often it is applied, and for a delete.
     pub fn not_idempotent(&self) -> Option<&str> {
         match &self.action {
             JobAction::Update { not_idempotent, .. } => not_idempotent.as_deref(),

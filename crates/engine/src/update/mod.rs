@@ -9,12 +9,15 @@
 //! read is left alone and counted `skipped`, never overwritten by a stale
 //! judgement.
 //!
-//! An update that is not idempotent (`ADD`, `SET a = a + :x`,
-//! `list_append`) also writes the run id into the item's
-//! [`RUN_MARKER`] attribute, and both its read filter and its condition
-//! require that attribute to differ from the run id: a retried call, or the
-//! same job run again with the same `--run-id`, changes each item once. The
-//! marker stays on the items (remove it with a later job if it matters).
+//! An update whose result depends on the item's current value (`ADD`,
+//! `DELETE`, `SET a = a + :x`, `SET a = b`, `list_append`, `if_not_exists`,
+//! a list index such as `REMOVE tags[0]`: judged from the parsed expression)
+//! also writes the run id into the item's [`RUN_MARKER`] attribute, and its
+//! condition requires that attribute to differ from the run id: a retried
+//! call, a page read again by `--resume`, or the same job run again with the
+//! same `--run-id`, changes each item once; an item found already carrying
+//! the mark counts as updated. The marker stays on the items (remove it with
+//! a later job if it matters).
 
 mod apply;
 mod checkpoint;
@@ -62,8 +65,8 @@ pub struct UpdateOptions {
     pub region: Option<String>,
     /// Where run directories go (`<runs_dir>/<run id>/`).
     pub runs_dir: PathBuf,
-    /// The run id; a new one when `None`. A non-idempotent job run again
-    /// with the same id changes each item once.
+    /// The run id; a new one when `None`. A job that is not idempotent,
+    /// run again with the same id, changes each item once.
     pub run_id: Option<String>,
     /// Continue run `run_id` from its checkpoint (in its run directory).
     pub resume: bool,
@@ -204,7 +207,7 @@ async fn prepare(
     check_declared_keys(job, &table)?;
     job.check_table(&shape(&table))?;
     let queued = opts.queue.is_some() && !opts.dry_run;
-    let read = requests::read_request(job, run_id, queued);
+    let read = requests::read_request(job, run_id, queued || opts.resume);
     let write = (!opts.dry_run).then(|| requests::write_request(job, &table, run_id));
     let written: Option<BTreeSet<String>> = match job.action {
         JobAction::Update { .. } => Some(job.written_attributes().map(str::to_string).collect()),
@@ -387,10 +390,8 @@ fn new_report(
             "mode = \"batch-put\": matching items are rewritten whole with BatchWriteItem, without a condition; an application's write to one of them between its read and its rewrite is LOST (use mode = \"update-item\", the default, while the application writes)".into(),
         );
     }
-    if let Some(why) = job.not_idempotent() {
-        notes.push(format!(
-            "the update is not idempotent ({why}): each changed item is marked {RUN_MARKER} = {run_id}; run the job again with --run-id {run_id} to finish it without changing any item twice"
-        ));
+    if let Some(note) = repeat_note(job, run_id) {
+        notes.push(note);
     }
     UpdateReport {
         run_id: run_id.to_string(),
@@ -406,6 +407,7 @@ fn new_report(
             JobMode::BatchPut => "batch-put".into(),
         },
         dry_run: opts.dry_run,
+        idempotent: job.not_idempotent().is_none(),
         table: job.target.table.clone(),
         endpoint: resources.endpoint().to_string(),
         read: read_description(job),
@@ -430,6 +432,20 @@ fn new_report(
         notes,
         error: None,
     }
+}
+
+/// What applying the update again does: harmless, or prevented by the run's
+/// marker (the update reads the item's current value). `None` for a delete.
+fn repeat_note(job: &UpdateJob, run_id: &str) -> Option<String> {
+    let JobAction::Update { .. } = job.action else {
+        return None;
+    };
+    Some(match job.not_idempotent() {
+        None => "the update is idempotent: applied again (a retried call, a page read again after a crash) it leaves the item as once".into(),
+        Some(why) => format!(
+            "the update is not idempotent ({why}): it reads the item's current value, so it is applied at most once per item per run: each changed item is marked {RUN_MARKER} = {run_id}, and a retried call or a page read again by --resume that finds the mark leaves the item alone and counts it updated; run the job again with --run-id {run_id} (or --resume {run_id}) to finish it without changing any item twice"
+        ),
+    })
 }
 
 /// The read segments: each part of a parallel Scan, or the one query.

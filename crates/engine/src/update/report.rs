@@ -112,7 +112,7 @@ pub struct IndexUnits {
 /// (and saved as `report.json` in the run directory).
 #[derive(Debug, Clone, Serialize)]
 pub struct UpdateReport {
-    /// Run id (also the marker value of a non-idempotent job).
+    /// Run id (also the marker value of a job that is not idempotent).
     pub run_id: String,
     /// Whether this was a resumed run (the counts are every attempt's together).
     pub resumed: bool,
@@ -126,6 +126,11 @@ pub struct UpdateReport {
     pub mode: String,
     /// Whether it was a dry run (nothing written).
     pub dry_run: bool,
+    /// Whether the update gives the same item however often it is applied
+    /// (true for a delete). When false it reads the item's current value
+    /// and is applied at most once per item per run, by the run's marker
+    /// (the notes say why).
+    pub idempotent: bool,
     /// The table.
     pub table: String,
     /// DynamoDB endpoint as shown (`aws`, a URL with any password masked).

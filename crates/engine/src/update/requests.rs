@@ -1,6 +1,7 @@
 //! The calls of an update job: the read (Scan or Query, `where` as its
 //! filter) and each item's conditional write (`where` again, the item's
-//! existence, and for a non-idempotent update the run's marker).
+//! existence, and for an update that reads the item's current value the
+//! run's marker).
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -16,24 +17,35 @@ fn run_clause() -> String {
     format!("(attribute_not_exists({MARKER_NAME}) OR {MARKER_NAME} <> {MARKER_VALUE})")
 }
 
-/// The read: the job's Scan or Query, `where` (and the run's marker, for a
-/// non-idempotent update written here) as the filter.
+/// The read: the job's Scan or Query, `where` as the filter, and for an
+/// update that is marked (it reads the item's current value) the run's marker.
 ///
-/// A run whose pages go to a queue leaves the marker out of the filter: a
-/// resumed reader then reads again the page it may have sent just before it
-/// stopped with the same keys as the first time, whatever the workers have
-/// applied since, so the page's two messages agree on its count (the
-/// condition still keeps each item from changing twice).
-pub(super) fn read_request(job: &UpdateJob, run_id: &str, queued: bool) -> PageRequest {
+/// A fresh run written here reads only the items that do not carry its
+/// marker yet. A resumed run, and a run whose pages go to a queue, read
+/// instead the items that meet `where` *or* carry the marker: a page cut
+/// short by a crash (or sent just before the reader stopped) is read again
+/// with the same items as the first time, whatever was applied since, and
+/// each item an earlier attempt changed fails the write's condition on its
+/// own mark and counts as updated, once (the checkpoint never counted it).
+pub(super) fn read_request(job: &UpdateJob, run_id: &str, reread: bool) -> PageRequest {
     let (names, values) = job.read_placeholders();
     let mut ph = placeholders(names, values);
     let mut filter = job.filter.clone().map(|w| format!("({w})"));
-    if job.not_idempotent().is_some() && !queued {
-        add_marker(&mut ph, run_id);
-        filter = Some(match filter {
-            Some(w) => format!("{w} AND {}", run_clause()),
-            None => run_clause(),
-        });
+    if job.not_idempotent().is_some() {
+        match (reread, filter) {
+            (false, w) => {
+                add_marker(&mut ph, run_id);
+                filter = Some(match w {
+                    Some(w) => format!("{w} AND {}", run_clause()),
+                    None => run_clause(),
+                });
+            }
+            (true, Some(w)) => {
+                add_marker(&mut ph, run_id);
+                filter = Some(format!("({w} OR {MARKER_NAME} = {MARKER_VALUE})"));
+            }
+            (true, None) => filter = None,
+        }
     }
     let (index, key_condition) = match &job.read {
         JobRead::Query { index, key } => (Some(index.clone()), Some(key.clone())),

@@ -197,14 +197,15 @@ pub(crate) struct UpdateShape {
     /// The top-level attribute of each action's path, as written (`#st`,
     /// `retry_count`), with its offset.
     pub targets: Vec<(String, usize)>,
-    /// Why applying it twice differs from once (`ADD`, `+`, `list_append`),
-    /// with the offset; `None` for an idempotent expression.
+    /// Why applying it twice can differ from once (it depends on the item's
+    /// current value: see [`super::repeat`]), with the offset; `None` for
+    /// an idempotent expression.
     pub not_idempotent: Option<(String, usize)>,
     /// Byte offset just after the `SET` keyword, when there is a SET clause.
     pub set_end: Option<usize>,
 }
 
-const CLAUSES: [&str; 4] = ["SET", "REMOVE", "ADD", "DELETE"];
+pub(crate) const CLAUSES: [&str; 4] = ["SET", "REMOVE", "ADD", "DELETE"];
 
 /// Reads the clauses and actions of an update expression
 /// (`SET a = :x, b = b + :y REMOVE c ADD d :n DELETE e :s`).
@@ -235,9 +236,6 @@ pub(crate) fn update_shape(tokens: &[(Tok<'_>, usize)]) -> Result<UpdateShape, E
             if c == "SET" {
                 shape.set_end = Some(at + 3);
             }
-            if c == "ADD" && shape.not_idempotent.is_none() {
-                shape.not_idempotent = Some(("ADD".into(), at));
-            }
         } else if clause.is_none() {
             return Err((
                 at,
@@ -254,16 +252,6 @@ pub(crate) fn update_shape(tokens: &[(Tok<'_>, usize)]) -> Result<UpdateShape, E
                 Tok::Punct("(") | Tok::Punct("[") => depth += 1,
                 Tok::Punct(")") | Tok::Punct("]") => depth -= 1,
                 Tok::Punct(",") if depth == 0 => expect_path = true,
-                Tok::Punct(op @ ("+" | "-")) if clause == Some("SET") => {
-                    shape
-                        .not_idempotent
-                        .get_or_insert((format!("`{op}` in SET"), at));
-                }
-                Tok::Word(w) if w.eq_ignore_ascii_case("list_append") => {
-                    shape
-                        .not_idempotent
-                        .get_or_insert(("list_append".into(), at));
-                }
                 _ => {}
             }
         }
@@ -279,6 +267,7 @@ pub(crate) fn update_shape(tokens: &[(Tok<'_>, usize)]) -> Result<UpdateShape, E
     if clause.is_none() {
         return Err((0, "the update expression is empty".into()));
     }
+    shape.not_idempotent = super::repeat::why_not_idempotent(tokens);
     Ok(shape)
 }
 
@@ -308,6 +297,8 @@ mod tests {
             .unwrap();
         let targets: Vec<&str> = s.targets.iter().map(|(t, _)| t.as_str()).collect();
         assert_eq!(targets, ["#st", "closed_at", "retry_count", "x", "tags"]);
+        assert_eq!(s.not_idempotent.unwrap().0, "DELETE from a set");
+        let s = shape("SET #st = :closed, closed_at = :now REMOVE retry_count, x.y").unwrap();
         assert_eq!(s.not_idempotent, None);
         let s = shape("set a = if_not_exists(a, :z), b = list_append(b, :l)").unwrap();
         assert_eq!(s.not_idempotent.unwrap().0, "list_append");

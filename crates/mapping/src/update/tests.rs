@@ -240,6 +240,10 @@ fn non_idempotent_updates_are_recognised() {
         ("ADD visits :one", "ADD"),
         ("SET visits = visits + :one", "`+` in SET"),
         ("SET tags = list_append(tags, :one)", "list_append"),
+        ("SET n = if_not_exists(n, :one)", "if_not_exists"),
+        ("DELETE labels :one", "DELETE from a set"),
+        ("REMOVE tags[0] SET one = :one", "a list index, tags[0]"),
+        ("SET a = b, b = a, one = :one", "SET reads b"),
     ] {
         let text = format!("version = 1\n[target]\ntable = \"shop\"\n[update]\nname = \"n\"\nset = \"{set}\"\nvalues = {{ \":one\" = 1 }}\n");
         assert_eq!(parse(&text).unwrap().not_idempotent(), Some(why), "{set}");
@@ -281,6 +285,14 @@ fn the_run_marker_joins_the_set_clause_or_makes_one() {
     assert_eq!(
         parse(&set).unwrap().marked_expression().unwrap(),
         "REMOVE x set #sql2ddb_run = :sql2ddb_run, visits = visits + :one"
+    );
+    let index = add.replace("ADD visits :one", "REMOVE tags[0]");
+    let index = index.replace("values = { \":one\" = 1 }\n", "");
+    let job = parse(&index).unwrap();
+    assert_eq!(job.not_idempotent(), Some("a list index, tags[0]"));
+    assert_eq!(
+        job.marked_expression().unwrap(),
+        "REMOVE tags[0] SET #sql2ddb_run = :sql2ddb_run"
     );
 }
 
