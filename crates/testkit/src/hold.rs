@@ -50,7 +50,11 @@ pub(crate) async fn hold_back_writes(
     let Some(tables) = request_items(&body) else {
         return relay(shared.forward(op, parts, body).await, false);
     };
-    let total: usize = tables.values().filter_map(Json::as_array).map(Vec::len).sum();
+    let total: usize = tables
+        .values()
+        .filter_map(Json::as_array)
+        .map(Vec::len)
+        .sum();
     let mut rng = StdRng::seed_from_u64(hold.seed);
     let must_hold = hold.random.then(|| rng.random_range(0..total.max(1)));
     let (mut sent, mut held): (Held, Held) = (Vec::new(), Vec::new());
@@ -64,7 +68,11 @@ pub(crate) async fn hold_back_writes(
         let by_chance = hold.random && (must_hold == Some(index) || rng.random_bool(0.5));
         let first = hold.first_sight && shared.first_sight(&format!("{table}\n{}", identity(req)));
         first_sights += u64::from(first);
-        let side = if by_chance || first { &mut held } else { &mut sent };
+        let side = if by_chance || first {
+            &mut held
+        } else {
+            &mut sent
+        };
         push(side, table, req.clone());
     }
     if held.is_empty() {
@@ -227,7 +235,11 @@ fn write_unprocessed_writes(
     out: &mut String,
 ) {
     let mut tables: Vec<String> = rest.keys().cloned().collect();
-    tables.extend(held.iter().map(|(t, _)| t.clone()).filter(|t| !rest.contains_key(t)));
+    tables.extend(
+        held.iter()
+            .map(|(t, _)| t.clone())
+            .filter(|t| !rest.contains_key(t)),
+    );
     out.push('{');
     for (i, table) in tables.iter().enumerate() {
         if i > 0 {

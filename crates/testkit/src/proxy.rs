@@ -246,7 +246,12 @@ impl Shared {
 
     /// Sends `body` upstream with the request's headers; `None` when the
     /// upstream server cannot be reached.
-    pub(crate) async fn forward(&self, op: &str, parts: &Parts, body: Bytes) -> Option<Response<Bytes>> {
+    pub(crate) async fn forward(
+        &self,
+        op: &str,
+        parts: &Parts,
+        body: Bytes,
+    ) -> Option<Response<Bytes>> {
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let mut req = Request::builder()
             .method(parts.method.clone())

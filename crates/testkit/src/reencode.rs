@@ -302,13 +302,27 @@ mod tests {
     fn every_respelling_of_a_number_has_its_value() {
         let mut rng = StdRng::seed_from_u64(1);
         for text in [
-            "0", "5", "-5", "5.5", "12345.67", "0.001", "-0.00012", "1200", "1E+2", "1e-130",
-            "99999999999999999999999999999999999999", "0.0",
+            "0",
+            "5",
+            "-5",
+            "5.5",
+            "12345.67",
+            "0.001",
+            "-0.00012",
+            "1200",
+            "1E+2",
+            "1e-130",
+            "99999999999999999999999999999999999999",
+            "0.0",
         ] {
             for _ in 0..20 {
                 let other = respell_number(text, &mut rng);
                 assert_ne!(other, text);
-                assert_eq!(canonical_number(&other), canonical_number(text), "{text} → {other}");
+                assert_eq!(
+                    canonical_number(&other),
+                    canonical_number(text),
+                    "{text} → {other}"
+                );
                 assert_eq!(
                     other.parse::<f64>().unwrap(),
                     text.parse::<f64>().unwrap(),
@@ -343,7 +357,10 @@ mod tests {
         let sent: Vec<&String> = item.as_object().unwrap().keys().collect();
         assert_ne!(names, sent, "attributes in another order");
         assert_eq!(back["blob"]["B"], "QQ==");
-        assert_ne!(back["tags"]["SS"], item["tags"]["SS"], "set in another order");
+        assert_ne!(
+            back["tags"]["SS"], item["tags"]["SS"],
+            "set in another order"
+        );
     }
 
     #[test]
