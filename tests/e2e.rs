@@ -24,6 +24,7 @@ mod export;
 mod init;
 mod nothing_lost;
 mod plan;
+mod real_service;
 mod secrets;
 mod snapshot;
 mod update;

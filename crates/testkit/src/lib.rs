@@ -2,8 +2,10 @@
 //!
 //! - [`FaultProxy`] sits between sql2ddb and a DynamoDB-compatible server and
 //!   injects what real DynamoDB does and emulators never do: throttling
-//!   errors, 5xx, unprocessed items, delays, dropped connections. It counts
-//!   what it did and the write units that went through, per second.
+//!   errors (400 and 429), 5xx, request timeouts, expired tokens, unprocessed
+//!   items and keys (re-encoded as the service may spell them), slow
+//!   answers, delays, dropped connections, on any operation. It counts what
+//!   it did and the write units that went through, per second.
 //! - [`NullSink`] accepts every `BatchWriteItem` and keeps nothing, to measure
 //!   sql2ddb's own ceiling; for `sql2ddb update` it also answers `Scan` from a
 //!   [`SyntheticTable`] and counts each `UpdateItem` and `DeleteItem`.
@@ -19,13 +21,15 @@
 
 pub mod bench_input;
 pub mod fault;
+mod hold;
 pub mod proxy;
+mod reencode;
 pub mod sdk_load;
 pub mod sink;
 pub mod synthetic;
 mod wire;
 
-pub use fault::{FaultConfig, FaultConfigError, FaultKind};
+pub use fault::{FaultConfig, FaultConfigError, FaultKind, DEFAULT_SLOW_FOR, EVERY_OPERATION};
 pub use proxy::{FaultProxy, ProxyStats};
 pub use sink::{NullSink, SinkStats};
 pub use synthetic::SyntheticTable;

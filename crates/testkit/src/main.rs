@@ -110,10 +110,18 @@ struct ProxyArgs {
     /// Seed of the fault draws.
     #[arg(long, default_value_t = 0)]
     seed: u64,
-    /// Fault this share of the calls, spread evenly over all fault kinds, and
-    /// delay as many; the per-kind rates below override their part.
-    #[arg(long)]
+    /// Fault this share of the calls, spread evenly over six fault kinds
+    /// (both throttles, 500, 503, unprocessed, dropped), and delay as many;
+    /// the per-kind rates below override their part.
+    #[arg(long, conflicts_with = "every_fault_rate")]
     fault_rate: Option<f64>,
+    /// Everything at once: fault this share of the calls of every operation,
+    /// spread evenly over all nine fault kinds, delay as many, re-encode the
+    /// unprocessed items and expire each credential's first token; at most
+    /// --slow-limit (default 2) slow answers. The options below override
+    /// their part.
+    #[arg(long)]
+    every_fault_rate: Option<f64>,
     /// Rate of ProvisionedThroughputExceededException answers.
     #[arg(long)]
     provisioned_rate: Option<f64>,
@@ -132,6 +140,35 @@ struct ProxyArgs {
     /// Rate of connections closed without an answer.
     #[arg(long)]
     drop_rate: Option<f64>,
+    /// Rate of HTTP 429 TooManyRequestsException answers.
+    #[arg(long)]
+    too_many_requests_rate: Option<f64>,
+    /// Rate of HTTP 408 RequestTimeout answers.
+    #[arg(long)]
+    request_timeout_rate: Option<f64>,
+    /// Rate of slow answers: the call is forwarded, its answer held for
+    /// --slow-secs.
+    #[arg(long)]
+    slow_rate: Option<f64>,
+    /// How long a slow answer is held, in seconds (default 35: past the
+    /// 30 s sql2ddb gives one attempt).
+    #[arg(long)]
+    slow_secs: Option<f64>,
+    /// Hold at most this many answers slow.
+    #[arg(long)]
+    slow_limit: Option<u64>,
+    /// Answer unprocessed items and keys re-encoded: attributes and set
+    /// elements in another order, numbers in another spelling of their
+    /// value, a character of a string as a \u escape.
+    #[arg(long)]
+    reencode: bool,
+    /// Answer every BatchWriteItem item the proxy sees for the first time
+    /// as unprocessed.
+    #[arg(long)]
+    first_sight_unprocessed: bool,
+    /// Answer ExpiredTokenException to the first call of each access key id.
+    #[arg(long)]
+    expired_token: bool,
     /// Rate of delayed calls.
     #[arg(long)]
     delay_rate: Option<f64>,
@@ -141,16 +178,20 @@ struct ProxyArgs {
     /// Throttle every call for this many seconds after starting.
     #[arg(long)]
     throttle_all_secs: Option<f64>,
-    /// Operations the faults apply to, comma-separated.
-    #[arg(long, default_value = "BatchWriteItem")]
-    operations: String,
+    /// Operations the faults apply to, comma-separated; `*` for every
+    /// operation (the default with --every-fault-rate, else BatchWriteItem).
+    #[arg(long)]
+    operations: Option<String>,
 }
 
 impl ProxyArgs {
     fn config(&self) -> anyhow::Result<FaultConfig> {
-        let mut c = match self.fault_rate {
-            Some(rate) => FaultConfig::mix(rate, self.seed),
-            None => FaultConfig {
+        let mut c = match (self.fault_rate, self.every_fault_rate) {
+            (Some(rate), _) => FaultConfig::mix(rate, self.seed),
+            (None, Some(rate)) => {
+                FaultConfig::every_fault(rate, self.seed, self.slow_limit.unwrap_or(2))
+            }
+            (None, None) => FaultConfig {
                 seed: self.seed,
                 ..FaultConfig::default()
             },
@@ -166,6 +207,9 @@ impl ProxyArgs {
             (self.unprocessed_rate, &mut c.unprocessed),
             (self.drop_rate, &mut c.dropped_connection),
             (self.delay_rate, &mut c.delay),
+            (self.too_many_requests_rate, &mut c.too_many_requests),
+            (self.request_timeout_rate, &mut c.request_timeout),
+            (self.slow_rate, &mut c.slow),
         ];
         for (given, field) in overrides {
             if let Some(rate) = given {
@@ -183,12 +227,22 @@ impl ProxyArgs {
             c.throttle_all_for =
                 Some(Duration::try_from_secs_f64(secs).context("--throttle-all-secs")?);
         }
-        c.operations = self
-            .operations
-            .split(',')
-            .map(|o| o.trim().to_string())
-            .filter(|o| !o.is_empty())
-            .collect();
+        if let Some(secs) = self.slow_secs {
+            c.slow_for = Duration::try_from_secs_f64(secs).context("--slow-secs")?;
+        }
+        if self.slow_limit.is_some() {
+            c.slow_limit = self.slow_limit;
+        }
+        c.reencode |= self.reencode;
+        c.first_sight_unprocessed |= self.first_sight_unprocessed;
+        c.expired_token |= self.expired_token;
+        if let Some(operations) = &self.operations {
+            c.operations = operations
+                .split(',')
+                .map(|o| o.trim().to_string())
+                .filter(|o| !o.is_empty())
+                .collect();
+        }
         Ok(c)
     }
 }

@@ -4,25 +4,30 @@
 //!
 //! It rewrites request bodies (the unprocessed part of a batch is held back),
 //! which breaks SigV4 signatures: it is for emulators, which do not check them.
+//!
+//! A slow answer is forwarded first and held after: the request was
+//! applied, and the client that gave up waiting cannot know it.
 
+use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
-use hyper::header::{HeaderName, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING};
+use hyper::header::{
+    HeaderName, AUTHORIZATION, CONNECTION, CONTENT_LENGTH, HOST, TRANSFER_ENCODING,
+};
 use hyper::http::request::Parts;
 use hyper::{Request, Response, StatusCode};
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
 use serde::Serialize;
-use serde_json::{Map, Value as Json};
+use serde_json::Value as Json;
 
 use crate::fault::{FaultConfig, FaultDraw, FaultKind};
+use crate::hold::{hold_back_keys, hold_back_writes, Hold};
 use crate::wire::{error_response, operation, request_units, write_requests, Body, Hangup, Server};
 use crate::TestkitError;
 
@@ -43,10 +48,23 @@ pub struct ProxyStats {
     pub internal_error: u64,
     /// Answered HTTP 503.
     pub service_unavailable: u64,
-    /// `BatchWriteItem` calls answered with part of their items unprocessed.
+    /// `BatchWriteItem` and `BatchGetItem` calls answered with part of their
+    /// items (keys) unprocessed.
     pub unprocessed: u64,
-    /// Items held back and answered as unprocessed.
+    /// Items (keys) held back and answered as unprocessed.
     pub unprocessed_items: u64,
+    /// Of those, items held back because the proxy saw them the first time.
+    pub first_sight_items: u64,
+    /// Of those, items (keys) answered re-encoded.
+    pub reencoded_items: u64,
+    /// Answered HTTP 429 `TooManyRequestsException`.
+    pub too_many_requests: u64,
+    /// Answered HTTP 408 `RequestTimeout`.
+    pub request_timeout: u64,
+    /// Answered `ExpiredTokenException` (once per credential).
+    pub expired_token: u64,
+    /// Forwarded, then answered only after the slow hold.
+    pub slow: u64,
     /// Connections closed without an answer, before forwarding the request.
     pub dropped_before_forward: u64,
     /// Connections closed without an answer, after the upstream server had the request.
@@ -69,6 +87,10 @@ impl ProxyStats {
             + self.unprocessed
             + self.dropped_before_forward
             + self.dropped_after_forward
+            + self.too_many_requests
+            + self.request_timeout
+            + self.expired_token
+            + self.slow
     }
 
     /// The most write units accepted in any `seconds` consecutive seconds.
@@ -94,9 +116,24 @@ struct Control {
     config: FaultConfig,
     draw: FaultDraw,
     throttle_until: Option<Instant>,
+    /// Access key ids already answered `ExpiredTokenException`.
+    expired: HashSet<String>,
+    /// Identities of the write requests seen (`first_sight_unprocessed`).
+    seen: HashSet<String>,
+    /// Answers held slow so far.
+    slow_answers: u64,
 }
 
-struct Shared {
+/// What one affected request gets, decided under the lock.
+struct Plan {
+    decision: crate::fault::Decision,
+    expired_token: bool,
+    slow_for: Option<Duration>,
+    reencode: bool,
+    first_sight: bool,
+}
+
+pub(crate) struct Shared {
     upstream: String,
     client: Client<HttpConnector, Body>,
     started: Instant,
@@ -165,12 +202,28 @@ fn control(config: FaultConfig) -> Control {
         draw: FaultDraw::new(config.seed),
         throttle_until: config.throttle_all_for.map(|d| Instant::now() + d),
         config,
+        expired: HashSet::new(),
+        seen: HashSet::new(),
+        slow_answers: 0,
     }
+}
+
+/// The access key id a request is signed with (`Credential=AKID/…` in its
+/// `Authorization` header); empty when it is not signed.
+fn credential(parts: &Parts) -> String {
+    parts
+        .headers
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|a| a.split("Credential=").nth(1))
+        .and_then(|c| c.split('/').next())
+        .unwrap_or_default()
+        .to_string()
 }
 
 impl Shared {
     // Both hold plain values, consistent after every statement.
-    fn stats(&self) -> MutexGuard<'_, ProxyStats> {
+    pub(crate) fn stats(&self) -> MutexGuard<'_, ProxyStats> {
         self.stats.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -178,9 +231,27 @@ impl Shared {
         self.control.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether the write request of identity `id` is seen for the first time
+    /// (it is seen from now on).
+    pub(crate) fn first_sight(&self, id: &str) -> bool {
+        self.control().seen.insert(id.to_string())
+    }
+
+    /// Counts the held requests of `held` as answered re-encoded.
+    pub(crate) fn count_reencoded<T>(&self, reencode: bool, held: &[(String, Vec<T>)]) {
+        if reencode {
+            self.stats().reencoded_items += held.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
+        }
+    }
+
     /// Sends `body` upstream with the request's headers; `None` when the
     /// upstream server cannot be reached.
-    async fn forward(&self, op: &str, parts: &Parts, body: Bytes) -> Option<Response<Bytes>> {
+    pub(crate) async fn forward(
+        &self,
+        op: &str,
+        parts: &Parts,
+        body: Bytes,
+    ) -> Option<Response<Bytes>> {
         let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
         let mut req = Request::builder()
             .method(parts.method.clone())
@@ -232,21 +303,9 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
     let (parts, body) = req.into_parts();
     let body = body.collect().await.map_err(|_| Hangup)?.to_bytes();
     shared.stats().requests += 1;
-    let decision = {
-        let mut control = shared.control();
-        let c = &mut *control;
-        c.config.affects(&op).then(|| {
-            let throttle_all = c.throttle_until.is_some_and(|t| Instant::now() < t);
-            c.draw.decide(&c.config, throttle_all)
-        })
-    };
-    let Some(decision) = decision else {
+    let Some(plan) = plan(&shared, &op, &parts) else {
         return Ok(relay(shared.forward(&op, &parts, body).await, false));
     };
-    if let Some(delay) = decision.delay {
-        shared.stats().delayed += 1;
-        tokio::time::sleep(delay).await;
-    }
     let injected = |count: fn(&mut ProxyStats) -> &mut u64, status, type_name: &str| {
         *count(&mut shared.stats()) += 1;
         Ok(error_response(
@@ -255,8 +314,25 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
             "injected by the fault proxy",
         ))
     };
+    if plan.expired_token {
+        return injected(
+            |s| &mut s.expired_token,
+            StatusCode::BAD_REQUEST,
+            "com.amazon.coral.service#ExpiredTokenException",
+        );
+    }
+    let decision = plan.decision;
+    if let Some(delay) = decision.delay {
+        shared.stats().delayed += 1;
+        tokio::time::sleep(delay).await;
+    }
+    let hold = |random| Hold {
+        random,
+        first_sight: plan.first_sight,
+        reencode: plan.reencode,
+        seed: decision.split_seed,
+    };
     match decision.fault {
-        None => Ok(relay(shared.forward(&op, &parts, body).await, false)),
         Some(FaultKind::ProvisionedThroughputExceeded) => injected(
             |s| &mut s.provisioned_throughput_exceeded,
             StatusCode::BAD_REQUEST,
@@ -277,6 +353,16 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
             StatusCode::SERVICE_UNAVAILABLE,
             "com.amazonaws.dynamodb.v20120810#ServiceUnavailable",
         ),
+        Some(FaultKind::TooManyRequests) => injected(
+            |s| &mut s.too_many_requests,
+            StatusCode::TOO_MANY_REQUESTS,
+            "com.amazonaws.dynamodb.v20120810#TooManyRequestsException",
+        ),
+        Some(FaultKind::RequestTimeout) => injected(
+            |s| &mut s.request_timeout,
+            StatusCode::REQUEST_TIMEOUT,
+            "com.amazon.coral.service#RequestTimeoutException",
+        ),
         Some(FaultKind::DroppedConnection) => {
             if decision.forward_before_drop {
                 let _ = shared.forward(&op, &parts, body).await;
@@ -286,97 +372,61 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
             }
             Err(Hangup)
         }
-        Some(FaultKind::Unprocessed) if op == "BatchWriteItem" => {
-            Ok(hold_back(&shared, &op, &parts, body, decision.split_seed).await)
+        Some(FaultKind::Slow) if plan.slow_for.is_some() => {
+            // Forwarded to the end even when the client hangs up meanwhile.
+            let forwarding = shared.clone();
+            let forwarded =
+                tokio::spawn(async move { forwarding.forward(&op, &parts, body).await });
+            let answer = forwarded.await.ok().flatten();
+            shared.stats().slow += 1;
+            tokio::time::sleep(plan.slow_for.unwrap_or_default()).await;
+            Ok(relay(answer, false))
         }
-        Some(FaultKind::Unprocessed) => Ok(relay(shared.forward(&op, &parts, body).await, false)),
+        Some(FaultKind::Unprocessed) if op == "BatchWriteItem" => {
+            Ok(hold_back_writes(&shared, &op, &parts, body, hold(true)).await)
+        }
+        Some(FaultKind::Unprocessed) if op == "BatchGetItem" => {
+            Ok(hold_back_keys(&shared, &op, &parts, body, hold(true)).await)
+        }
+        _ if plan.first_sight && op == "BatchWriteItem" => {
+            Ok(hold_back_writes(&shared, &op, &parts, body, hold(false)).await)
+        }
+        // No fault, or one that does not apply: a slow answer past the
+        // limit, unprocessed items of an operation without any.
+        _ => Ok(relay(shared.forward(&op, &parts, body).await, false)),
     }
 }
 
-/// Forwards a random part of a `BatchWriteItem` (at least one item held
-/// back) and answers the rest as unprocessed, merged into the upstream's answer.
-async fn hold_back(
-    shared: &Shared,
-    op: &str,
-    parts: &Parts,
-    body: Bytes,
-    seed: u64,
-) -> Response<Body> {
-    let Ok(mut json) = serde_json::from_slice::<Json>(&body) else {
-        return relay(shared.forward(op, parts, body).await, false);
+/// What an affected request gets; `None` when `op` is not affected. The
+/// draw is taken for every affected request but one answered
+/// `ExpiredTokenException`.
+fn plan(shared: &Shared, op: &str, parts: &Parts) -> Option<Plan> {
+    let mut control = shared.control();
+    let c = &mut *control;
+    if !c.config.affects(op) {
+        return None;
+    }
+    let expired_token = c.config.expired_token && c.expired.insert(credential(parts));
+    let throttle_all = c.throttle_until.is_some_and(|t| Instant::now() < t);
+    let decision = match expired_token {
+        true => crate::fault::Decision::default(),
+        false => c.draw.decide(&c.config, throttle_all),
     };
-    let Some(Json::Object(tables)) = json.get_mut("RequestItems").map(Json::take) else {
-        return relay(shared.forward(op, parts, body).await, false);
-    };
-    let total: usize = tables
-        .values()
-        .filter_map(Json::as_array)
-        .map(Vec::len)
-        .sum();
-    let mut rng = StdRng::seed_from_u64(seed);
-    let must_hold = rng.random_range(0..total.max(1));
-    let (mut sent, mut held) = (Map::new(), Map::new());
-    let mut index = 0;
-    for (table, reqs) in tables {
-        for req in reqs.as_array().cloned().unwrap_or_default() {
-            let hold = index == must_hold || rng.random_bool(0.5);
-            index += 1;
-            let side = if hold { &mut held } else { &mut sent };
-            side.entry(table.clone())
-                .or_insert_with(|| Json::Array(Vec::new()))
-                .as_array_mut()
-                .expect("inserted as an array")
-                .push(req);
-        }
-    }
-    {
-        let mut stats = shared.stats();
-        stats.unprocessed += 1;
-        stats.unprocessed_items += held
-            .values()
-            .filter_map(Json::as_array)
-            .map(Vec::len)
-            .sum::<usize>() as u64;
-    }
-    if sent.is_empty() {
-        let answer = serde_json::json!({ "UnprocessedItems": held });
-        return crate::wire::json_response(StatusCode::OK, &answer);
-    }
-    json["RequestItems"] = Json::Object(sent);
-    let Some(resp) = shared
-        .forward(op, parts, Bytes::from(json.to_string()))
-        .await
-    else {
-        return relay(None, false);
-    };
-    if resp.status() != StatusCode::OK {
-        return relay(Some(resp), false);
-    }
-    let (parts, bytes) = resp.into_parts();
-    let mut answer: Json = serde_json::from_slice(&bytes).unwrap_or_else(|_| serde_json::json!({}));
-    let unprocessed = answer.as_object_mut().map(|a| {
-        a.entry("UnprocessedItems")
-            .or_insert_with(|| Json::Object(Map::new()))
-    });
-    if let Some(Json::Object(unprocessed)) = unprocessed {
-        for (table, reqs) in held {
-            let slot = unprocessed
-                .entry(table)
-                .or_insert_with(|| Json::Array(Vec::new()));
-            if let (Some(slot), Json::Array(reqs)) = (slot.as_array_mut(), reqs) {
-                slot.extend(reqs);
-            }
-        }
-    }
-    relay(
-        Some(Response::from_parts(parts, Bytes::from(answer.to_string()))),
-        true,
-    )
+    let slow = decision.fault == Some(FaultKind::Slow)
+        && c.config.slow_limit.is_none_or(|l| c.slow_answers < l);
+    c.slow_answers += u64::from(slow);
+    Some(Plan {
+        decision,
+        expired_token,
+        slow_for: slow.then_some(c.config.slow_for),
+        reencode: c.config.reencode,
+        first_sight: c.config.first_sight_unprocessed,
+    })
 }
 
 /// The upstream's answer as ours (502 when it could not be reached). A body
 /// we rewrote loses the upstream's checksum header.
-fn relay(resp: Option<Response<Bytes>>, rewritten: bool) -> Response<Body> {
+pub(crate) fn relay(resp: Option<Response<Bytes>>, rewritten: bool) -> Response<Body> {
     let Some(resp) = resp else {
         return error_response(
             StatusCode::BAD_GATEWAY,

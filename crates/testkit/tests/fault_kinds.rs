@@ -26,10 +26,9 @@ async fn every_fault_kind_looks_like_dynamodb_to_the_writers_calls() {
     let calls = calls(&proxy.url()).await;
     let batch = items(0, 10, 10);
     let refs: Vec<&EncodedItem> = batch.iter().collect();
-    let keys = support::keys();
     let call = |config: FaultConfig| {
         proxy.set_config(config).unwrap();
-        BatchWriteApi::batch_put(&calls, &table, &keys, &refs)
+        BatchWriteApi::batch_put(&calls, &table, &support::keys(), &refs)
     };
 
     let failed = |r: Result<Vec<usize>, CallError>| r.expect_err("the call failed");
@@ -124,23 +123,34 @@ async fn only_the_chosen_operations_are_faulted() {
 async fn a_throttle_window_starts_when_the_configuration_is_applied() {
     let upstream = Upstream::start().await;
     let table = upstream.table("window").await;
-    let proxy = FaultProxy::start(upstream.local.url(), FaultConfig::default())
+    let window = |d: Duration| only(|c| c.throttle_all_for = Some(d));
+    // A short window from the start: it has passed after the wait.
+    let short = Duration::from_millis(200);
+    let proxy = FaultProxy::start(upstream.local.url(), window(short))
         .await
         .unwrap();
     let calls = calls(&proxy.url()).await;
     let batch = items(0, 5, 10);
     let refs: Vec<&EncodedItem> = batch.iter().collect();
-    proxy
-        .set_config(only(|c| {
-            c.throttle_all_for = Some(Duration::from_millis(300))
-        }))
-        .unwrap();
+    tokio::time::sleep(short * 2).await;
+    assert_eq!(
+        BatchWriteApi::batch_put(&calls, &table, &support::keys(), &refs)
+            .await
+            .unwrap(),
+        Vec::<usize>::new()
+    );
+    // A window applied now throttles from now, not from the start (an hour:
+    // no call can outlast it).
+    proxy.set_config(window(Duration::from_secs(3600))).unwrap();
     let during = BatchWriteApi::batch_put(&calls, &table, &support::keys(), &refs).await;
     assert!(during.unwrap_err().is_throttling());
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // And ends when its time is up.
+    proxy.set_config(window(short)).unwrap();
+    tokio::time::sleep(short * 2).await;
     let after = BatchWriteApi::batch_put(&calls, &table, &support::keys(), &refs).await;
     assert_eq!(after.unwrap(), Vec::<usize>::new());
     assert_same_items(&upstream.scan(&table).await, &batch);
+    assert_eq!(proxy.stats().provisioned_throughput_exceeded, 1);
 }
 
 #[tokio::test]

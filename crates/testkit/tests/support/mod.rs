@@ -276,3 +276,37 @@ impl TestkitProcess {
         assert!(kill.success());
     }
 }
+
+/// One DynamoDB call by hand, to read the answer's text as it came:
+/// `operation` (`PutItem`) with `body`, with the `Authorization` header of
+/// access key id `credential` (the `Credential=` part a proxy reads, no
+/// real signature: emulators check only that there is one). Returns the
+/// status and the body.
+pub async fn post(
+    url: &str,
+    operation: &str,
+    body: &serde_json::Value,
+    credential: &str,
+) -> (u16, String) {
+    use http_body_util::{BodyExt, Full};
+    let client: hyper_util::client::legacy::Client<_, Full<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http();
+    let req = hyper::Request::post(url)
+        .header("x-amz-target", format!("DynamoDB_20120810.{operation}"))
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("x-amz-date", "20240101T000000Z")
+        .header(
+            "authorization",
+            format!(
+                "AWS4-HMAC-SHA256 Credential={credential}/20240101/us-east-1/dynamodb/aws4_request, \
+                 SignedHeaders=host;x-amz-date, Signature=00"
+            ),
+        )
+        .body(Full::new(bytes::Bytes::from(body.to_string())))
+        .unwrap();
+    let resp = client.request(req).await.unwrap();
+    let status = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8(bytes.to_vec()).unwrap())
+}
