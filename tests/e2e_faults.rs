@@ -205,27 +205,27 @@ async fn until(what: &str, mut ready: impl FnMut() -> bool) {
 /// `sql2ddb run` through the proxy with a progress table, two writers and
 /// pages of 100 rows, paced at 500 items a second: the reader waits for
 /// room in the writers' queue most of the time, as on a large table.
-fn start_paced(sc: &Scenario, proxy: &FaultProxy, mapping: &str) -> Proc {
+fn start_paced(sc: &Scenario, proxy: &FaultProxy, mapping: &str, extra: &[&str]) -> Proc {
     let progress = format!("{}_progress", sc.table);
-    Proc::spawn(
-        sc.path(),
-        &[
-            "run",
-            mapping,
-            "--endpoint",
-            &proxy.url(),
-            "--progress-table",
-            &progress,
-            "--page-size",
-            "100",
-            "--concurrency",
-            "2",
-            "--max-wcu",
-            "500",
-            "--json",
-            "--quiet",
-        ],
-    )
+    let endpoint = proxy.url();
+    let mut args = vec![
+        "run",
+        mapping,
+        "--endpoint",
+        &endpoint,
+        "--progress-table",
+        &progress,
+        "--page-size",
+        "100",
+        "--concurrency",
+        "2",
+        "--max-wcu",
+        "500",
+        "--json",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    Proc::spawn(sc.path(), &args)
 }
 
 /// The report a run saved in its run directory.
@@ -242,10 +242,11 @@ fn saved_report(sc: &Scenario, report: &serde_json::Value) -> serde_json::Value 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_service_3_lost_endpoint_ends_the_run_with_a_report() {
     const ROWS: i64 = 3_000;
-    let (sc, proxy, mapping) = scenario("lost", ROWS, FaultConfig::default(), "max_attempts = 3").await;
+    let (sc, proxy, mapping) =
+        scenario("lost", ROWS, FaultConfig::default(), "max_attempts = 3").await;
     let endpoint = proxy.url();
     let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
-    let running = start_paced(&sc, &proxy, &mapping);
+    let running = start_paced(&sc, &proxy, &mapping, &[]);
     // The endpoint goes away (connections refused) once 500 items went through.
     until("500 items written", || proxy.stats().items_forwarded >= 500).await;
     drop(proxy);
@@ -274,7 +275,10 @@ async fn real_service_3_lost_endpoint_ends_the_run_with_a_report() {
     // Once the endpoint is back, the printed command finishes the run.
     let run_id = report["run_id"].as_str().unwrap();
     let command = crate::e2e_resume::printed_command(&run.stderr);
-    assert!(command.windows(2).any(|w| w == ["--resume", run_id]), "{command:?}");
+    assert!(
+        command.windows(2).any(|w| w == ["--resume", run_id]),
+        "{command:?}"
+    );
     let _back = FaultProxy::start_on(port, &sc.dynamo.url, FaultConfig::default())
         .await
         .unwrap();
@@ -287,7 +291,9 @@ async fn real_service_3_lost_endpoint_ends_the_run_with_a_report() {
 async fn real_service_3_first_sigterm_ends_a_stuck_run() {
     const ROWS: i64 = 3_000;
     let (sc, proxy, mapping) = scenario("stuck", ROWS, FaultConfig::default(), "").await;
-    let running = start_paced(&sc, &proxy, &mapping);
+    // A grace period shorter than a call's attempt timeout (30 s): the
+    // writers are still stuck in their calls when it ends.
+    let running = start_paced(&sc, &proxy, &mapping, &["--shutdown-grace", "5"]);
     until("300 items written", || proxy.stats().items_forwarded >= 300).await;
     // From now on the endpoint holds every request for an hour: the
     // writers' calls, the progress table's, the report's.

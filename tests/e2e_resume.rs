@@ -376,9 +376,7 @@ pub(crate) fn printed_command(stderr: &str) -> Vec<String> {
                     w.push(q);
                 }
             }
-            '\\' => word
-                .get_or_insert_with(String::new)
-                .extend(chars.next()),
+            '\\' => word.get_or_insert_with(String::new).extend(chars.next()),
             '"' | '$' | '`' => panic!("unexpected {c:?} in the printed command: {line}"),
             c => word.get_or_insert_with(String::new).push(c),
         }
@@ -451,8 +449,7 @@ async fn real_service_7_resume_command_keeps_endpoint_and_runs_dir() {
     let command = printed_command(&first.stderr);
     let resumed = run_printed(f.sc.path(), &command).await;
     assert_eq!(
-        resumed.code,
-        0,
+        resumed.code, 0,
         "pasted as printed: {command:?}\n{}",
         resumed.stderr
     );
