@@ -3,9 +3,12 @@
 //! front of a real DynamoDB-compatible server, and every row still arrives
 //! exactly as mapped; throttling lowers concurrency; the capacity cap holds by
 //! the proxy's own count; a permanent failure exhausts its budget and is
-//! reported with its keys.
+//! reported with its keys; an endpoint lost or holding every request ends
+//! the run (on its own, or at the first SIGTERM) with a report and the
+//! command that continues it.
 
-use std::time::Duration;
+use std::path::Path;
+use std::time::{Duration, Instant};
 
 use sql2ddb_core::AttrValue;
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
@@ -188,4 +191,154 @@ async fn a_permanent_failure_exhausts_its_budget_and_lists_the_keys() {
         .collect();
     ids.sort();
     assert_eq!(ids, (1..=ROWS).collect::<Vec<_>>());
+}
+
+/// Waits until `ready` holds, looking every 20 ms.
+async fn until(what: &str, mut ready: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !ready() {
+        assert!(start.elapsed() < PATIENCE, "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// `sql2ddb run` through the proxy with a progress table, two writers and
+/// pages of 100 rows, paced at 500 items a second: the reader waits for
+/// room in the writers' queue most of the time, as on a large table.
+fn start_paced(sc: &Scenario, proxy: &FaultProxy, mapping: &str, extra: &[&str]) -> Proc {
+    let progress = format!("{}_progress", sc.table);
+    let endpoint = proxy.url();
+    let mut args = vec![
+        "run",
+        mapping,
+        "--endpoint",
+        &endpoint,
+        "--progress-table",
+        &progress,
+        "--page-size",
+        "100",
+        "--concurrency",
+        "2",
+        "--max-wcu",
+        "500",
+        "--json",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    Proc::spawn(sc.path(), &args)
+}
+
+/// The report a run saved in its run directory.
+fn saved_report(sc: &Scenario, report: &serde_json::Value) -> serde_json::Value {
+    let path = sc
+        .path()
+        .join(report["run_dir"].as_str().unwrap())
+        .join("report.json");
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", Path::new(&path).display()));
+    serde_json::from_str(&text).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_service_3_lost_endpoint_ends_the_run_with_a_report() {
+    const ROWS: i64 = 3_000;
+    let (sc, proxy, mapping) =
+        scenario("lost", ROWS, FaultConfig::default(), "max_attempts = 3").await;
+    let endpoint = proxy.url();
+    let port: u16 = endpoint.rsplit(':').next().unwrap().parse().unwrap();
+    let running = start_paced(&sc, &proxy, &mapping, &[]);
+    // The endpoint goes away (connections refused) once 500 items went through.
+    until("500 items written", || proxy.stats().items_forwarded >= 500).await;
+    drop(proxy);
+
+    // It ends on its own (the hang guard is `wait`'s patience).
+    let run = running.wait().await;
+    assert_eq!(run.code, 1, "stderr:\n{}", run.stderr);
+    let report = run.report();
+    assert_eq!(report["status"], "failed");
+    assert!(report["error"].is_string(), "{report}");
+    assert_eq!(saved_report(&sc, &report)["status"], "failed");
+    let e = run.entity("event");
+    let figure = |name: &str| e[name].as_u64().unwrap();
+    assert!(figure("failed") > 0, "{e}");
+    assert_eq!(
+        figure("items_written") + figure("failed"),
+        figure("rows_read"),
+        "every row read is written or counted failed: {e}"
+    );
+    assert_eq!(figure("pending"), 0, "{e}");
+    assert!(
+        sc.items().await.len() as u64 >= figure("items_written"),
+        "nothing counted that was not written"
+    );
+
+    // Once the endpoint is back, the printed command finishes the run.
+    let run_id = report["run_id"].as_str().unwrap();
+    let command = crate::e2e_resume::printed_command(&run.stderr);
+    assert!(
+        command.windows(2).any(|w| w == ["--resume", run_id]),
+        "{command:?}"
+    );
+    let _back = FaultProxy::start_on(port, &sc.dynamo.url, FaultConfig::default())
+        .await
+        .unwrap();
+    let resumed = crate::e2e_resume::run_printed(sc.path(), &command).await;
+    assert_eq!(resumed.code, 0, "{command:?}\n{}", resumed.stderr);
+    assert_all_written(&sc, ROWS).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_service_3_first_sigterm_ends_a_stuck_run() {
+    const ROWS: i64 = 3_000;
+    let (sc, proxy, mapping) = scenario("stuck", ROWS, FaultConfig::default(), "").await;
+    // A grace period shorter than a call's attempt timeout (30 s): the
+    // writers are still stuck in their calls when it ends.
+    let running = start_paced(&sc, &proxy, &mapping, &["--shutdown-grace", "5"]);
+    until("300 items written", || proxy.stats().items_forwarded >= 300).await;
+    // From now on the endpoint holds every request for an hour: the
+    // writers' calls, the progress table's, the report's.
+    let hold = FaultConfig {
+        delay: 1.0,
+        delay_ms: (3_600_000, 3_600_000),
+        operations: [
+            "BatchWriteItem",
+            "PutItem",
+            "GetItem",
+            "Query",
+            "Scan",
+            "UpdateItem",
+            "DescribeTable",
+        ]
+        .map(String::from)
+        .to_vec(),
+        ..FaultConfig::default()
+    };
+    proxy.set_config(hold).unwrap();
+    until("a call held", || proxy.stats().delayed > 0).await;
+
+    running.terminate();
+    let run = running.wait().await;
+    assert_eq!(run.code, 130, "stderr:\n{}", run.stderr);
+    assert!(
+        !run.stderr.contains("exiting at once"),
+        "one signal was sent:\n{}",
+        run.stderr
+    );
+    let report = run.report();
+    assert_eq!(report["status"], "interrupted");
+    assert_eq!(saved_report(&sc, &report)["status"], "interrupted");
+    let e = run.entity("event");
+    let figure = |name: &str| e[name].as_u64().unwrap();
+    assert_eq!(
+        figure("items_written") + figure("failed") + figure("pending"),
+        figure("rows_read"),
+        "{e}"
+    );
+    assert!(figure("pending") > 0, "the held pages stay pending: {e}");
+    let run_id = report["run_id"].as_str().unwrap();
+    assert!(
+        run.stderr.contains(&format!("--resume {run_id}")),
+        "{}",
+        run.stderr
+    );
 }

@@ -352,3 +352,114 @@ async fn nothing_lost_10_resumed_report_shows_run_totals() {
         resumed.stderr
     );
 }
+
+/// The words of the command a run printed to continue it (the first line
+/// that starts with `sql2ddb run`), split as a POSIX shell splits them.
+pub(crate) fn printed_command(stderr: &str) -> Vec<String> {
+    let line = stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("sql2ddb run "))
+        .unwrap_or_else(|| panic!("no command printed:\n{stderr}"));
+    let mut words = Vec::new();
+    let mut word: Option<String> = None;
+    let mut chars = line.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            ' ' | '\t' => words.extend(word.take()),
+            '\'' => {
+                let w = word.get_or_insert_with(String::new);
+                for q in chars.by_ref() {
+                    if q == '\'' {
+                        break;
+                    }
+                    w.push(q);
+                }
+            }
+            '\\' => word.get_or_insert_with(String::new).extend(chars.next()),
+            '"' | '$' | '`' => panic!("unexpected {c:?} in the printed command: {line}"),
+            c => word.get_or_insert_with(String::new).push(c),
+        }
+    }
+    words.extend(word);
+    assert_eq!(words[0], "sql2ddb", "{line}");
+    words
+}
+
+/// Runs a printed command (without its leading `sql2ddb`) as pasted in `dir`.
+pub(crate) async fn run_printed(dir: &std::path::Path, command: &[String]) -> Run {
+    let args: Vec<&str> = command[1..].iter().map(String::as_str).collect();
+    sql2ddb(dir, &args).await
+}
+
+#[tokio::test]
+async fn real_service_7_resume_command_keeps_endpoint_and_runs_dir() {
+    let f = Fixture::new("resume_paste", 600).await;
+    let table = f.table("t");
+    let progress = f.table("p");
+    // Neither endpoint nor region in the mapping: only the command line
+    // says where the run writes; pasted without them, it would go to AWS.
+    let mapping = f.sc.path().join("paste.toml");
+    std::fs::write(
+        &mapping,
+        format!(
+            "version = 1\n[source]\nurl = \"{}\"\n[target]\ntable = \"{table}\"\ncreate = true\npk = {{ name = \"PK\", type = \"S\" }}\nsk = {{ name = \"SK\", type = \"S\" }}\n[writer]\nconcurrency = 1\n\n[[entity]]\nname = \"item\"\nfrom = \"{}.items\"\npk = \"ITEM#{{id}}\"\nsk = \"ITEM\"\n",
+            pg_url(),
+            f.sc.pg().name
+        ),
+    )
+    .unwrap();
+    let mapping = mapping.display().to_string();
+    let endpoint = f.sc.dynamo.url.clone();
+    // A runs directory whose name the shell must be given quoted.
+    let runs = "runs of today";
+    let running = Proc::spawn(
+        f.sc.path(),
+        &[
+            "run",
+            &mapping,
+            "--endpoint",
+            &endpoint,
+            "--runs-dir",
+            runs,
+            "--progress-table",
+            &progress,
+            "--page-size",
+            "20",
+            "--max-wcu",
+            "100",
+            "--quiet",
+        ],
+    );
+    let run_id = running.run_id().await;
+    let store = f.store(&progress);
+    let start = Instant::now();
+    while store
+        .load(&run_id)
+        .await
+        .map_or(true, |p| p.batches.len() < 3)
+    {
+        assert!(start.elapsed() < PATIENCE, "no pages written");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    running.interrupt();
+    let first = running.wait().await;
+    assert_eq!(first.code, 130, "{}", first.stderr);
+
+    let command = printed_command(&first.stderr);
+    let resumed = run_printed(f.sc.path(), &command).await;
+    assert_eq!(
+        resumed.code, 0,
+        "pasted as printed: {command:?}\n{}",
+        resumed.stderr
+    );
+    // The same run, in the same runs directory, against the same endpoint.
+    let saved = f.sc.path().join(runs).join(&run_id).join("report.json");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    assert_eq!(report["status"], "ok", "{report}");
+    assert_eq!(report["endpoint"], endpoint.as_str(), "{report}");
+    assert_eq!(report["progress_table"], progress.as_str(), "{report}");
+    assert_eq!(report["totals"]["items_written"], f.rows, "{report}");
+    assert_all_items(&f, &table, "ITEM#").await;
+}

@@ -128,13 +128,7 @@ fn main() -> ExitCode {
         .init();
     let code = match cli.command {
         Command::Check { mapping } => check(&mapping),
-        Command::Run(args) => {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .expect("tokio runtime");
-            rt.block_on(run::run(args))
-        }
+        Command::Run(args) => block_on(run::run(args)),
         Command::Export(args) => block_on(export::export(args)),
         Command::Worker(args) => block_on(worker::work(args)),
         Command::Status(args) => block_on(verify::status(args)),
@@ -167,12 +161,17 @@ fn log_filter() -> tracing_subscriber::EnvFilter {
     EnvFilter::new("warn,dynoxide=error,aws_config=error,sqlx=error")
 }
 
+/// Runs a job to its end, then exits without waiting for what it left
+/// behind: a thread still blocked (a name lookup, a connection that never
+/// answers) would otherwise keep the process after its report.
 fn block_on(job: impl std::future::Future<Output = u8>) -> u8 {
-    tokio::runtime::Builder::new_multi_thread()
+    let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .expect("tokio runtime")
-        .block_on(job)
+        .expect("tokio runtime");
+    let code = rt.block_on(job);
+    rt.shutdown_timeout(std::time::Duration::from_secs(1));
+    code
 }
 
 fn env(name: &str) -> Option<String> {

@@ -1,6 +1,7 @@
 //! `sql2ddb run`: its arguments, the run, and how an interrupted run goes on.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use sql2ddb_core::redact_secrets;
 use sql2ddb_engine::{RunOptions, RunProgress, RunReport, RunStatus, SnapshotMode, StopSignal};
@@ -16,8 +17,19 @@ Exit codes:
   2   the run finished, but some rows were rejected (see the rejects file)
   64  usage error: unknown option, missing argument, value out of range;
       nothing was done
-  130 interrupted (Ctrl-C, SIGTERM): the pages in flight were written, the
-      report says where it stopped and how to continue";
+  130 interrupted (Ctrl-C, SIGTERM): the pages in flight were written
+      (within --shutdown-grace), the report says where it stopped and how to
+      continue";
+
+/// `--shutdown-grace`'s default, in seconds.
+const DEFAULT_SHUTDOWN_GRACE: u64 = sql2ddb_engine::stop::STOP_GRACE.as_secs();
+
+/// `--runs-dir`'s default.
+const DEFAULT_RUNS_DIR: &str = "sql2ddb-runs";
+
+/// Past the grace period and the report's time, how long a stopped run may
+/// still take (closing its source) before the process exits without it.
+const LAST_RESORT: Duration = Duration::from_secs(10);
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -38,7 +50,7 @@ pub struct RunArgs {
     #[arg(long)]
     json: bool,
     /// Where run directories (rejects file, report, local data) are created.
-    #[arg(long, default_value = "sql2ddb-runs")]
+    #[arg(long, default_value = DEFAULT_RUNS_DIR)]
     runs_dir: PathBuf,
     /// Most BatchWriteItem calls in flight, 1..=256 (default: the mapping's
     /// [writer] concurrency, else 8). It adapts to throttling within [1, N]
@@ -84,6 +96,11 @@ pub struct RunArgs {
     /// read sees the source as it is then.
     #[arg(long, value_enum, default_value = "consistent")]
     snapshot: SnapshotArg,
+    /// On the first SIGTERM or Ctrl-C, seconds the pages already handed to
+    /// the writers get to be written; past it they stay pending (a rerun or
+    /// --resume writes them). The report follows within 10 more seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_SHUTDOWN_GRACE)]
+    shutdown_grace: u64,
     /// No progress bars.
     #[arg(long, short)]
     quiet: bool,
@@ -116,6 +133,7 @@ pub async fn run(args: RunArgs) -> u8 {
         max_wcu: args.max_wcu,
         fixed_concurrency: args.fixed_concurrency,
         only_rejects: args.only_rejects.clone(),
+        shutdown_grace: Duration::from_secs(args.shutdown_grace),
         snapshot: match args.snapshot {
             SnapshotArg::Consistent => SnapshotMode::Consistent,
             SnapshotArg::None => SnapshotMode::None,
@@ -150,11 +168,26 @@ pub async fn run(args: RunArgs) -> u8 {
     let _ = std::io::Write::write_all(&mut std::io::stderr(), first.as_bytes());
     let stop = StopSignal::new();
     opts.stop = Some(stop.clone());
-    let signals = tokio::spawn(stop_on_signals(stop));
+    let signals = tokio::spawn(stop_on_signals(stop.clone()));
     let progress = RunProgress::new();
     let notes = tokio::spawn(print_notes(progress.clone()));
     let bars = (!args.quiet).then(|| tokio::spawn(draw_progress(progress.clone())));
-    let result = sql2ddb_engine::run(&plan, &opts, progress.clone()).await;
+    // The run ends within its grace period and the report's time once
+    // stopped; should anything still hold it, the process does not wait.
+    let last_resort = opts.shutdown_grace + sql2ddb_engine::run::REPORT_WAIT + LAST_RESORT;
+    let result = tokio::select! {
+        result = sql2ddb_engine::run(&plan, &opts, progress.clone()) => result,
+        _ = async {
+            stop.stopped().await;
+            tokio::time::sleep(last_resort).await
+        } => {
+            eprintln!(
+                "exiting: the run did not end within {} s of the stop; the report is not written",
+                last_resort.as_secs()
+            );
+            return sql2ddb_engine::report::EXIT_INTERRUPTED as u8;
+        }
+    };
     signals.abort();
     notes.abort();
     if let Some(b) = bars {
@@ -167,8 +200,8 @@ pub async fn run(args: RunArgs) -> u8 {
             if let Some(err) = &report.error {
                 eprintln!("error: {}", redact_secrets(err));
             }
-            if report.status == RunStatus::Interrupted {
-                eprintln!("{}", how_to_continue(&args, &report));
+            if let Some(hint) = how_to_continue(&args, &report) {
+                eprintln!("{hint}");
             }
             if args.json {
                 println!(
@@ -182,16 +215,256 @@ pub async fn run(args: RunArgs) -> u8 {
     }
 }
 
-/// What to run to finish an interrupted run.
-fn how_to_continue(args: &RunArgs, report: &RunReport) -> String {
-    let mapping = args.mapping.display();
-    match &report.progress_table {
-        Some(table) => format!(
-            "interrupted: to continue where it stopped, run\n  sql2ddb run {mapping} --resume {} --progress-table {table}",
-            report.run_id
+/// What to run to go on with a run that ended before its end: interrupted,
+/// or failed on an error once it was reading.
+fn how_to_continue(args: &RunArgs, report: &RunReport) -> Option<String> {
+    let (state, fixed) = match report.status {
+        RunStatus::Interrupted => ("interrupted", ""),
+        RunStatus::Failed if report.error.is_some() && report.totals.pages > 0 => {
+            ("failed", "once the cause is fixed, ")
+        }
+        _ => return None,
+    };
+    let resume = report.progress_table.is_some();
+    let (command, note) = continue_command(args, report, resume);
+    Some(match resume {
+        true => format!("{state}: {fixed}continue where it stopped with\n  {command}{note}"),
+        false => format!(
+            "{state}: this run kept no progress table, so it cannot be resumed; {fixed}running it again\n  {command}{note}\nrewrites the same items with the same values (nothing is duplicated). To make the next run resumable, pass --progress-table."
         ),
-        None => format!(
-            "interrupted: this run kept no progress table, so it cannot be resumed; running it again\n  sql2ddb run {mapping}\nrewrites the same items with the same values (nothing is duplicated). To make the next run resumable, pass --progress-table."
+    })
+}
+
+/// The `sql2ddb run` command that goes on with this run (`resume`: from its
+/// checkpoints; else from the start), with every option that decides where
+/// it reads and writes — source, endpoint, region, runs directory, progress
+/// table, queue — and those that set its pace, so that pasted as printed it
+/// does what this one did. Secrets are not printed: a URL's password is
+/// masked, and the note (a line of its own, or empty) says to put it back.
+fn continue_command(args: &RunArgs, report: &RunReport, resume: bool) -> (String, String) {
+    let mut words = vec![
+        "sql2ddb".to_string(),
+        "run".to_string(),
+        shell_word(&args.mapping.display().to_string()),
+    ];
+    let mut masked = Vec::new();
+    let mut option = |name: &str, value: &str| {
+        words.push(name.to_string());
+        words.push(shell_word(value));
+    };
+    let mut url = |name: &'static str, value: &str, option: &mut dyn FnMut(&str, &str)| {
+        let shown = redact_secrets(value);
+        if shown != value {
+            masked.push(name);
+        }
+        option(name, &shown);
+    };
+    if resume {
+        option("--resume", &report.run_id);
+        if let Some(table) = &report.progress_table {
+            option("--progress-table", table);
+        }
+    }
+    if let Some(source) = &args.source {
+        url("--source", source, &mut option);
+    }
+    if let Some(endpoint) = &args.endpoint {
+        url("--endpoint", endpoint, &mut option);
+    }
+    if let Some(region) = &args.region {
+        option("--region", region);
+    }
+    if args.runs_dir != Path::new(DEFAULT_RUNS_DIR) {
+        option("--runs-dir", &args.runs_dir.display().to_string());
+    }
+    if let Some(queue) = report.queue.as_ref().or(args.distributed.queue.as_ref()) {
+        url("--queue", queue, &mut option);
+    }
+    if let Some(sqs) = &args.distributed.sqs_endpoint {
+        url("--sqs-endpoint", sqs, &mut option);
+    }
+    if !resume {
+        if let Some(file) = &args.only_rejects {
+            option("--only-rejects", &file.display().to_string());
+        }
+    }
+    let numbers = [
+        ("--max-queued", args.distributed.max_queued),
+        ("--concurrency", args.concurrency.map(|c| c as u64)),
+        ("--max-wcu", args.max_wcu),
+        ("--page-size", args.page_size.map(|p| p as u64)),
+        ("--read-parallelism", args.read_parallelism.map(u64::from)),
+        (
+            "--source-connections",
+            Some(u64::from(args.source_connections))
+                .filter(|c| *c != u64::from(sql2ddb_engine::run::DEFAULT_SOURCE_CONNECTIONS)),
         ),
+        (
+            "--shutdown-grace",
+            Some(args.shutdown_grace).filter(|g| *g != DEFAULT_SHUTDOWN_GRACE),
+        ),
+    ];
+    for (name, value) in numbers {
+        if let Some(v) = value {
+            option(name, &v.to_string());
+        }
+    }
+    if args.fixed_concurrency {
+        words.push("--fixed-concurrency".to_string());
+    }
+    if matches!(args.snapshot, SnapshotArg::None) {
+        words.push("--snapshot".to_string());
+        words.push("none".to_string());
+    }
+    if args.dry_run && !resume {
+        words.push("--dry-run".to_string());
+    }
+    let note = match masked.is_empty() {
+        true => String::new(),
+        false => format!(
+            "\n(passwords are not printed: put them back in {} where it shows ***)",
+            masked.join(", ")
+        ),
+    };
+    (words.join(" "), note)
+}
+
+/// `word` as a POSIX shell reads it back: as is when it holds nothing the
+/// shell would interpret, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=@%+,".contains(c));
+    match plain {
+        true => word.to_string(),
+        false => format!("'{}'", word.replace('\'', r"'\''")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use sql2ddb_engine::{EntityReport, SnapshotReport, WriterReport};
+
+    use super::*;
+
+    fn args(line: &[&str]) -> RunArgs {
+        let mut argv = vec!["sql2ddb", "run", "m.toml"];
+        argv.extend_from_slice(line);
+        match crate::Cli::try_parse_from(argv).expect("parses").command {
+            crate::Command::Run(args) => args,
+            _ => unreachable!("a run"),
+        }
+    }
+
+    fn report(status: RunStatus, progress_table: Option<&str>, pages: u64) -> RunReport {
+        RunReport {
+            run_id: "R1".into(),
+            status,
+            source: String::new(),
+            table: "t".into(),
+            endpoint: String::new(),
+            local_data_file: None,
+            table_created: false,
+            queue: None,
+            progress_table: progress_table.map(str::to_string),
+            run_dir: String::new(),
+            rejects_file: String::new(),
+            entities: Vec::new(),
+            totals: EntityReport {
+                pages,
+                ..EntityReport::default()
+            },
+            writer: WriterReport::default(),
+            pointers: Vec::new(),
+            warnings: Vec::new(),
+            error: (status == RunStatus::Failed).then(|| "DynamoDB: gone".to_string()),
+            snapshot: SnapshotReport::default(),
+        }
+    }
+
+    #[test]
+    fn the_resume_command_keeps_where_the_run_reads_and_writes_and_no_password() {
+        let args = args(&[
+            "--source",
+            "postgres://app:s3cret@db.internal/shop",
+            "--endpoint",
+            "http://127.0.0.1:8000",
+            "--region",
+            "eu-west-1",
+            "--runs-dir",
+            "my runs",
+            "--progress-table",
+            "p",
+            "--queue",
+            "https://sqs.eu-west-1.amazonaws.com/1/q",
+            "--sqs-endpoint",
+            "http://127.0.0.1:4566",
+            "--max-wcu",
+            "100",
+            "--snapshot",
+            "none",
+            "--fixed-concurrency",
+            "--shutdown-grace",
+            "5",
+            "--json",
+        ]);
+        let hint = how_to_continue(&args, &report(RunStatus::Interrupted, Some("p"), 3))
+            .expect("an interrupted run says how to continue");
+        assert!(!hint.contains("s3cret"), "{hint}");
+        for part in [
+            "sql2ddb run m.toml --resume R1 --progress-table p",
+            "--source 'postgres://app:***@db.internal/shop'",
+            "--endpoint http://127.0.0.1:8000",
+            "--region eu-west-1",
+            "--runs-dir 'my runs'",
+            "--queue https://sqs.eu-west-1.amazonaws.com/1/q",
+            "--sqs-endpoint http://127.0.0.1:4566",
+            "--max-wcu 100",
+            "--shutdown-grace 5",
+            "--fixed-concurrency",
+            "--snapshot none",
+            "put them back in --source",
+        ] {
+            assert!(hint.contains(part), "{part}:\n{hint}");
+        }
+        assert!(!hint.contains("--json"), "{hint}");
+    }
+
+    #[test]
+    fn a_run_failed_while_writing_says_how_to_continue_and_one_that_never_read_does_not() {
+        let args = args(&["--endpoint", "http://127.0.0.1:8000"]);
+        let failed = how_to_continue(&args, &report(RunStatus::Failed, Some("p"), 3))
+            .expect("a run that failed while writing can be continued");
+        assert!(
+            failed.contains("once the cause is fixed")
+                && failed
+                    .contains("--resume R1 --progress-table p --endpoint http://127.0.0.1:8000"),
+            "{failed}"
+        );
+        let untracked = how_to_continue(&args, &report(RunStatus::Failed, None, 3)).unwrap();
+        assert!(
+            untracked.contains("cannot be resumed")
+                && untracked.contains("sql2ddb run m.toml --endpoint http://127.0.0.1:8000"),
+            "{untracked}"
+        );
+        assert_eq!(
+            how_to_continue(&args, &report(RunStatus::Failed, Some("p"), 0)),
+            None
+        );
+        assert_eq!(
+            how_to_continue(&args, &report(RunStatus::Ok, Some("p"), 3)),
+            None
+        );
+    }
+
+    #[test]
+    fn words_are_quoted_only_when_the_shell_would_read_them_otherwise() {
+        assert_eq!(shell_word("runs/2024-05"), "runs/2024-05");
+        assert_eq!(shell_word("my runs"), "'my runs'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word("$HOME"), "'$HOME'");
+        assert_eq!(shell_word(""), "''");
     }
 }

@@ -10,8 +10,9 @@ use sql2ddb_mapping::Plan;
 use sql2ddb_queue::MemoryQueue;
 use tokio::task::JoinSet;
 
+use super::ending::Ending;
 use super::handoff::{Handoff, PageOut};
-use super::{drain, read, Context, Prepared, RunOptions};
+use super::{drain, read, Context, Prepared, RunOptions, REPORT_WAIT};
 use crate::checkpoint::Checkpoints;
 use crate::error::EngineError;
 use crate::report::{PointerReport, WriterReport};
@@ -25,6 +26,7 @@ impl Context {
         opts: &RunOptions,
         prepared: &[Arc<Prepared>],
         checkpoints: Option<Arc<Checkpoints>>,
+        ending: &Ending,
     ) -> Result<(), EngineError> {
         let result = match self.queue_url.clone() {
             Some(url) => {
@@ -32,11 +34,15 @@ impl Context {
                     queue: self.resources.queue(&url).await?,
                     max_queued: opts.max_queued,
                 };
-                self.readers(opts, handoff, checkpoints)
-                    .read_all(prepared)
+                let reading = self
+                    .readers(opts, handoff, checkpoints, ending)
+                    .spawn(prepared);
+                ending.wait(reading, JoinSet::new()).await.0
+            }
+            None => {
+                self.pipeline(plan, opts, prepared, checkpoints, ending)
                     .await
             }
-            None => self.pipeline(plan, opts, prepared, checkpoints).await,
         };
         for p in prepared {
             p.counters.done.store(true, Ordering::Relaxed);
@@ -44,12 +50,14 @@ impl Context {
         result
     }
 
-    /// The run's segment readers, handing pages to `handoff`.
+    /// The run's segment readers, handing pages to `handoff`; they end
+    /// after their page once `ending` halts them.
     fn readers(
         &self,
         opts: &RunOptions,
         handoff: Handoff,
         checkpoints: Option<Arc<Checkpoints>>,
+        ending: &Ending,
     ) -> read::Readers {
         read::Readers {
             source: self.source.clone(),
@@ -62,20 +70,23 @@ impl Context {
             slots: Arc::new(tokio::sync::Semaphore::new(
                 opts.source_connections.max(1) as usize
             )),
-            stop: opts.stop.clone(),
+            stop: Some(ending.halt.clone()),
         }
     }
 
     /// `read_parallelism` segment readers per entity, all entities at once
     /// (at most `source_connections` reading at a time), feed a bounded
     /// queue that a few writer tasks drain, keeping up to `concurrency`
-    /// calls in flight.
+    /// calls in flight. Readers and writers run together until both end
+    /// (see [`Ending`]): a reader waiting for room in the queue never
+    /// outlives the writers that would make it.
     async fn pipeline(
         &mut self,
         plan: &Plan,
         opts: &RunOptions,
         prepared: &[Arc<Prepared>],
         checkpoints: Option<Arc<Checkpoints>>,
+        ending: &Ending,
     ) -> Result<(), EngineError> {
         let setup = build_sink(
             plan,
@@ -94,14 +105,26 @@ impl Context {
                 setup.sink.clone(),
                 entities.clone(),
                 checkpoints.clone(),
+                ending.failed.clone(),
             ));
         }
-        let readers = self.readers(opts, Handoff::Memory(queue.producer()), checkpoints);
+        let reading = self
+            .readers(opts, Handoff::Memory(queue.producer()), checkpoints, ending)
+            .spawn(prepared);
+        // The readers hold the only producer: the queue ends when they do.
         drop(queue);
-        let read_result = readers.read_all(prepared).await;
-        let write_result = join_writers(writers, opts).await;
+        let (read_result, write_result) = ending.wait(reading, writers).await;
         self.report.writer = writer_report(&setup);
-        self.report.pointers = pointer_reports(&setup.sink).await?;
+        // A run that ended early reads its pointers back within a bound,
+        // and an error there does not hide the one that ended it.
+        let pointers = match ending.early() {
+            true => match tokio::time::timeout(REPORT_WAIT, pointer_reports(&setup.sink)).await {
+                Ok(Ok(p)) => p,
+                _ => pointer_reports_unread(&setup.sink),
+            },
+            false => pointer_reports(&setup.sink).await?,
+        };
+        self.report.pointers = pointers;
         read_result.and(write_result)
     }
 }
@@ -119,43 +142,6 @@ fn writer_tasks(prepared: &[Arc<Prepared>], concurrency: usize) -> usize {
         .max(1);
     ((concurrency * sql2ddb_core::limits::MAX_BATCH_ITEMS).div_ceil(smallest_page) + 1)
         .min(concurrency)
-}
-
-/// Waits for the writers; once a stop is asked they get a grace period for
-/// what they hold, then are abandoned (their pages stay pending).
-async fn join_writers(
-    mut writers: JoinSet<Result<(), EngineError>>,
-    opts: &RunOptions,
-) -> Result<(), EngineError> {
-    let mut result = Ok(());
-    let grace = async {
-        match &opts.stop {
-            Some(s) => {
-                s.stopped().await;
-                tokio::time::sleep(crate::stop::STOP_GRACE).await
-            }
-            None => std::future::pending().await,
-        }
-    };
-    tokio::pin!(grace);
-    let mut given_up = false;
-    loop {
-        tokio::select! {
-            joined = writers.join_next() => match joined {
-                None => break,
-                Some(Ok(Ok(()))) => {}
-                Some(Ok(Err(e))) => result = Err(e),
-                Some(Err(e)) if e.is_cancelled() => {}
-                Some(Err(panic)) => std::panic::resume_unwind(panic.into_panic()),
-            },
-            _ = &mut grace, if !given_up => {
-                tracing::warn!("writers did not finish within the stop grace period; their pages stay pending");
-                given_up = true;
-                writers.abort_all();
-            }
-        }
-    }
-    result
 }
 
 /// How the writers behaved: concurrency, throttling, the capacity cap.
@@ -176,6 +162,21 @@ fn writer_report(setup: &SinkSetup) -> WriterReport {
             .map(|l| l.snapshot().waited.as_secs_f64())
             .unwrap_or(0.0),
     }
+}
+
+/// What each pointer did, its value not read back.
+fn pointer_reports_unread(sink: &BatchSink) -> Vec<PointerReport> {
+    let stats = sink.pointer_stats.lock().expect("pointer stats lock");
+    stats
+        .iter()
+        .map(|(name, s)| PointerReport {
+            name: name.clone(),
+            keys: s.items.len() as u64,
+            moved: s.moved,
+            already_newer: s.already_newer,
+            value: serde_json::Value::Null,
+        })
+        .collect()
 }
 
 /// What each pointer did, with its value read back when it has one key.

@@ -11,6 +11,7 @@ use sql2ddb_queue::{Producer, SqsQueue, WorkQueue};
 
 use crate::checkpoint::{Checkpoints, SegmentStart};
 use crate::error::EngineError;
+use crate::stop::StopSignal;
 
 /// How long a reader waits before looking at a full queue again.
 const QUEUE_FULL_WAIT: Duration = Duration::from_secs(1);
@@ -44,13 +45,23 @@ impl PageOut {
     }
 
     /// Hands a page on. `cursor` is the key of its last row and `rows` the
-    /// rows of its segment so far, this page included.
+    /// rows of its segment so far, this page included. Once `stop` is
+    /// raised, a page waiting for room is not handed on: it stays pending
+    /// (the segment's cursor stays before it), as the writers that would
+    /// make room may be gone or stuck.
     pub async fn hand_on(
         &self,
         batch: WorkBatch,
         cursor: Vec<SqlValue>,
         rows: u64,
+        stop: Option<&StopSignal>,
     ) -> Result<(), EngineError> {
+        let stopped = async {
+            match stop {
+                Some(s) => s.stopped().await,
+                None => std::future::pending().await,
+            }
+        };
         let (entity, segment, page) = (batch.entity.clone(), batch.segment, batch.page);
         if let Some(c) = &self.checkpoints {
             c.handed(&entity, segment, page, cursor, rows);
@@ -58,14 +69,21 @@ impl PageOut {
         match &self.handoff {
             Handoff::Memory(producer) => {
                 // The writer marks the page done once it is written and recorded.
-                producer.push(batch).await.map_err(|e| EngineError::Entity {
-                    entity,
-                    message: e.to_string(),
-                })
+                tokio::select! {
+                    biased;
+                    pushed = producer.push(batch) => pushed.map_err(|e| EngineError::Entity {
+                        entity,
+                        message: e.to_string(),
+                    }),
+                    _ = stopped => Ok(()),
+                }
             }
             Handoff::Sqs { queue, max_queued } => {
                 if let Some(max) = max_queued {
                     while queue.depth().await?.visible >= *max {
+                        if stop.is_some_and(StopSignal::is_stopped) {
+                            return Ok(());
+                        }
                         tokio::time::sleep(QUEUE_FULL_WAIT).await;
                     }
                 }

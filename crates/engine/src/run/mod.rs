@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sql2ddb_core::redact_url;
 use sql2ddb_dynamo::RetryPolicy;
@@ -18,6 +18,7 @@ use sql2ddb_source::{PageQuery, Segment, Source};
 
 mod drain;
 mod embed;
+mod ending;
 mod execute;
 mod expected;
 mod handoff;
@@ -41,6 +42,13 @@ use crate::resources::{Job, ResourceOptions, Resources};
 
 /// Default number of source connections per run (keeps the source healthy).
 pub const DEFAULT_SOURCE_CONNECTIONS: u32 = 4;
+
+/// Once a run ended early (stopped, or failed while writing), how long
+/// reading its figures back for the report may take (the progress table's
+/// records, the pointers' values): past it, the report keeps this
+/// process's own figures. An endpoint that holds every request cannot
+/// keep the report from being written.
+pub const REPORT_WAIT: Duration = Duration::from_secs(10);
 
 /// Everything a run takes besides the mapping.
 #[derive(Debug, Clone)]
@@ -87,9 +95,13 @@ pub struct RunOptions {
     /// Pause reading while the queue holds this many messages waiting.
     pub max_queued: Option<u64>,
     /// Raised to stop the run cleanly (Ctrl-C): readers stop after their
-    /// page, writers finish within [`crate::stop::STOP_GRACE`], the report
-    /// says `interrupted`.
+    /// page, writers finish within `shutdown_grace`, the report says
+    /// `interrupted`.
     pub stop: Option<Arc<crate::stop::StopSignal>>,
+    /// Once `stop` is raised, how long the pages handed to the writers may
+    /// take to be written before the run gives up on them (they stay
+    /// pending); then the report is written, within [`REPORT_WAIT`].
+    pub shutdown_grace: Duration,
     /// Replay the rows of this rejects file (read again by key through the
     /// current mapping) instead of reading every row.
     pub only_rejects: Option<PathBuf>,
@@ -161,6 +173,7 @@ impl Default for RunOptions {
             sqs_endpoint: None,
             max_queued: None,
             stop: None,
+            shutdown_grace: crate::stop::STOP_GRACE,
             only_rejects: None,
             snapshot: SnapshotMode::default(),
             export: None,
@@ -237,9 +250,13 @@ pub async fn run(
     let started = Instant::now();
     let mut ctx = Context::open(plan, opts).await?;
     snapshot::announce(&ctx.report.snapshot, &progress);
+    let ending = ending::Ending::new(opts.stop.clone(), opts.shutdown_grace);
     let prepared = match ctx.prepare(plan, opts, &progress).await {
         Ok((prepared, checkpoints)) => {
-            if let Err(e) = ctx.execute(plan, opts, &prepared, checkpoints).await {
+            if let Err(e) = ctx
+                .execute(plan, opts, &prepared, checkpoints, &ending)
+                .await
+            {
                 ctx.fail(&e);
             }
             prepared

@@ -8,6 +8,7 @@ use std::time::Instant;
 use sql2ddb_core::{BatchPart, BatchPointer, EncodedItem, Reject, Row, SqlValue, WorkBatch};
 use sql2ddb_source::{Segment, Source};
 use tokio::sync::Semaphore;
+use tokio::task::JoinHandle;
 
 use super::handoff::PageOut;
 use super::{embed, Prepared};
@@ -24,11 +25,23 @@ pub(super) struct Readers {
     pub out: PageOut,
     /// Segments reading at once, at most the run's source connections.
     pub slots: Arc<Semaphore>,
-    /// A stop request: readers end after the page they are reading.
+    /// A stop request: readers end after the page they are reading, and a
+    /// page waiting for room in the queue stays pending.
     pub stop: Option<Arc<crate::stop::StopSignal>>,
 }
 
 impl Readers {
+    /// [`Readers::read_all`] in a task of its own, so that the run can
+    /// abandon it.
+    pub fn spawn(self, prepared: &[Arc<Prepared>]) -> JoinHandle<Result<(), EngineError>> {
+        let prepared = prepared.to_vec();
+        tokio::spawn(async move { self.read_all(&prepared).await })
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.as_ref().is_some_and(|s| s.is_stopped())
+    }
+
     /// Reads every segment of every entity, concurrently, and returns the
     /// first error (the other readers stop at their next page).
     pub async fn read_all(self, prepared: &[Arc<Prepared>]) -> Result<(), EngineError> {
@@ -116,7 +129,7 @@ impl Readers {
         let keys = p.replay.as_deref().unwrap_or(&[]);
         let mut rows_so_far = 0;
         for (page, chunk) in keys.chunks(p.query.page_size().max(1)).enumerate() {
-            if self.stop.as_ref().is_some_and(|s| s.is_stopped()) {
+            if self.stopped() {
                 break;
             }
             let rows = self.source.read_keys(&p.query, chunk).await?;
@@ -148,7 +161,7 @@ impl Readers {
         let start = self.out.start(name, segment.index);
         let (mut page, mut segment_rows) = (start.page, start.rows);
         loop {
-            if self.stop.as_ref().is_some_and(|s| s.is_stopped()) {
+            if self.stopped() {
                 // Not finished: no segment total; the checkpoint says where it stopped.
                 p.stats.touch();
                 return Ok(());
@@ -168,6 +181,11 @@ impl Readers {
                 segment_rows,
             };
             self.map_and_hand_on(p, rows, at).await?;
+            if self.stopped() {
+                // The page may not have been handed on: not finished either.
+                p.stats.touch();
+                return Ok(());
+            }
             page += 1;
             if !full {
                 break;
@@ -222,7 +240,9 @@ impl Readers {
             pointers,
             update: None,
         };
-        self.out.hand_on(batch, at.cursor, at.segment_rows).await
+        self.out
+            .hand_on(batch, at.cursor, at.segment_rows, self.stop.as_deref())
+            .await
     }
 }
 

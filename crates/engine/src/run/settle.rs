@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{keys, Context, Prepared, RunOptions};
+use super::{keys, Context, Prepared, RunOptions, REPORT_WAIT};
 use crate::error::EngineError;
 use crate::progress::EntityProgress;
 use crate::report::{EntityReport, RunReport, RunStatus};
@@ -22,22 +22,49 @@ impl Context {
     ) -> Result<RunReport, EngineError> {
         self.rejects.flush()?;
         self.report.entities = prepared.iter().map(|p| entity_report(p)).collect();
+        let interrupted = opts.stop.as_ref().is_some_and(|s| s.is_stopped());
+        let failed = self.report.error.is_some();
         if let Some(t) = &self.tracking {
             self.report.progress_table = Some(t.table().to_string());
             let in_process = self.queue_url.is_none();
-            if let Err(e) = t
-                .settle_report(&self.run_id, &mut self.report.entities, in_process)
-                .await
-            {
-                self.report.error.get_or_insert_with(|| e.to_string());
+            let whole_run = t.settle_report(&self.run_id, &mut self.report.entities, in_process);
+            // A run that ended early may have lost its endpoint: its own
+            // figures do then, not a report that is never written.
+            let early = interrupted || failed;
+            let settled = match early {
+                true => match tokio::time::timeout(REPORT_WAIT, whole_run).await {
+                    Ok(r) => r.map_err(|e| e.to_string()),
+                    Err(_) => Err(format!(
+                        "the progress table {} did not answer within {} s",
+                        t.table(),
+                        REPORT_WAIT.as_secs()
+                    )),
+                },
+                false => whole_run.await.map_err(|e| e.to_string()),
+            };
+            match settled {
+                Ok(()) => {}
+                Err(e) if early => self.report.warnings.push(format!(
+                    "{e}: the report shows this attempt's own figures, not the whole run's"
+                )),
+                Err(e) => {
+                    self.report.error.get_or_insert(e);
+                }
             }
         }
-        let interrupted = opts.stop.as_ref().is_some_and(|s| s.is_stopped());
-        if interrupted && self.queue_url.is_none() {
+        if self.queue_url.is_none() {
+            // Rows read that no writer confirmed: a stopped run's are
+            // pending (a rerun or --resume writes them), a failed run's
+            // were not written, and say so.
             for e in &mut self.report.entities {
-                e.pending = e
+                let unconfirmed = e
                     .rows_read
                     .saturating_sub(e.items_written + e.overwritten + e.rejected + e.failed);
+                if failed && !opts.dry_run {
+                    e.failed += unconfirmed;
+                } else if interrupted {
+                    e.pending = unconfirmed;
+                }
             }
         }
         if self.report.error.is_none() && !interrupted {
