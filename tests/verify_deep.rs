@@ -588,3 +588,142 @@ async fn throttled_failing_and_dropped_reads_are_retried() {
     assert_eq!(summary(&diff_lines(&sc, &sample)), without_extra);
     assert!(proxy.stats().faults() > 0, "faults were injected");
 }
+
+const STAMPED: &str = "
+CREATE TABLE {schema}.orders (order_id int PRIMARY KEY, customer_id int NOT NULL, created_at timestamptz NOT NULL);
+INSERT INTO {schema}.orders SELECT o, o % 7 + 1,
+  timestamptz '2024-01-01 00:00:00+00' + (CASE WHEN o = 1 THEN 30 ELSE o END) * interval '1 day'
+  FROM generate_series(1, 30) o;
+";
+
+/// Two pointers carrying attributes: the newest order, and the latest day,
+/// which orders 1 and 30 share (on different pages, so either may be the
+/// one the run wrote).
+const STAMPED_MAPPING: &str = r#"version = 1
+[source]
+url = "postgres://root@127.0.0.1:5432/test"
+page_size = 7
+[target]
+table = "TABLE"
+create = true
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+
+[[entity]]
+name = "order"
+from = "SCHEMA.orders"
+pk = "ORDER#{order_id:04}"
+sk = "ORDER"
+
+[[pointer]]
+entity = "order"
+pk = "LAST_ORDER"
+sk = "LAST_ORDER"
+max = { attribute = "orderId", column = "order_id" }
+attributes = { createdAt = { column = "created_at", format = "rfc3339" }, customerId = { column = "customer_id" } }
+
+[[pointer]]
+entity = "order"
+pk = "LATEST_DAY"
+sk = "LATEST_DAY"
+max = { attribute = "day", column = "created_at" }
+attributes = { orderId = { column = "order_id" } }
+"#;
+
+/// Issue 33, case 6: a pointer item whose value is right but whose carried
+/// attributes are corrupted (one retyped to garbage, one removed), or which
+/// holds an attribute the mapping does not put there, is a difference.
+#[tokio::test(flavor = "multi_thread")]
+async fn real_service_6_verify_deep_finds_a_corrupted_pointer() {
+    let sc = Scenario::new("deep_ptr").postgres(STAMPED).start().await;
+    let mapping = sc.mapping(STAMPED_MAPPING);
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let items = sc.items().await;
+    let last = items[&key("LAST_ORDER", "LAST_ORDER")].clone();
+    assert_eq!(last["customerId"], n(3), "{last:?}");
+    let latest = items[&key("LATEST_DAY", "LATEST_DAY")].clone();
+
+    let (clean, report) = deep(&sc, &mapping, &[]).await;
+    assert_eq!(clean.code, 0, "{}\n{}", clean.stdout, clean.stderr);
+    assert_eq!(report["pointers"].as_array().unwrap().len(), 2, "{report}");
+    assert!(
+        report["pointers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["ok"] == true),
+        "{report}"
+    );
+
+    // The other order of the latest day is as right as the one written.
+    let mut other = latest.clone();
+    let written = latest["orderId"].clone();
+    other.insert("orderId".into(), if written == n(1) { n(30) } else { n(1) });
+    put(&sc, &other).await;
+    let mut corrupted = last.clone();
+    corrupted.insert("createdAt".into(), s("garbage"));
+    corrupted.remove("customerId");
+    put(&sc, &corrupted).await;
+
+    let (dirty, report) = deep(&sc, &mapping, &[]).await;
+    assert_eq!(dirty.code, 1, "{}\n{}", dirty.stdout, dirty.stderr);
+    assert_eq!(report["differences"], 1, "{report}");
+    let lines = diff_lines(&sc, &report);
+    assert_eq!(
+        summary(&lines),
+        [line(
+            "pointer",
+            "LAST_ORDER",
+            "LAST_ORDER",
+            "LAST_ORDER",
+            &["createdAt", "customerId"]
+        )]
+        .into_iter()
+        .collect()
+    );
+    let attrs = &lines[0]["attributes"];
+    assert_eq!(attrs[0]["expected"], last["createdAt"].to_dynamo_json());
+    assert_eq!(attrs[0]["actual"], json!({"S": "garbage"}));
+    assert_eq!(attrs[1]["expected"], json!({"N": "3"}));
+    assert_eq!(attrs[1]["actual"], Json::Null);
+    assert_eq!(counts(&report, "order"), [30, 30, 30, 0, 0, 0, 0]);
+
+    // On the terminal: not verified, both attributes named.
+    let text = sc
+        .sql2ddb(&["verify", &mapping, "--deep", "--endpoint", &sc.dynamo.url])
+        .await;
+    assert_eq!(text.code, 1, "{}", text.stderr);
+    assert!(
+        !text.stderr.contains("verified: every item"),
+        "{}",
+        text.stderr
+    );
+    for name in ["createdAt", "customerId"] {
+        assert!(text.stderr.contains(name), "{name}: {}", text.stderr);
+    }
+
+    // A number written as text, and an attribute the mapping does not put there.
+    let mut retyped = last.clone();
+    retyped.insert("customerId".into(), s("3"));
+    retyped.insert("note".into(), s("hand-edited"));
+    put(&sc, &retyped).await;
+    let (again, report) = deep(&sc, &mapping, &["--sample", "1"]).await;
+    assert_eq!(again.code, 1, "{}", again.stderr);
+    assert_eq!(
+        summary(&diff_lines(&sc, &report)),
+        [line(
+            "pointer",
+            "LAST_ORDER",
+            "LAST_ORDER",
+            "LAST_ORDER",
+            &["customerId", "note"]
+        )]
+        .into_iter()
+        .collect()
+    );
+
+    put(&sc, &last).await;
+    let (restored, _) = deep(&sc, &mapping, &[]).await;
+    assert_eq!(restored.code, 0, "{}\n{}", restored.stdout, restored.stderr);
+}

@@ -171,12 +171,16 @@ pub fn render(r: &DeepReport) -> String {
             .actual
             .as_ref()
             .map_or("none".to_string(), |a| a.to_string());
+        let verdict = match p.ok {
+            true => "ok".to_string(),
+            false => {
+                let names: Vec<&str> = p.attributes.iter().map(|a| a.name.as_str()).collect();
+                format!("WRONG in {}", names.join(", "))
+            }
+        };
         out.push_str(&format!(
-            "pointer {} {}: {} (expected {}, found {actual})\n",
-            p.name,
-            p.key,
-            if p.ok { "ok" } else { "WRONG" },
-            p.expected
+            "pointer {} {}: {verdict} ({} expected {}, found {actual})\n",
+            p.name, p.key, p.attribute, p.expected
         ));
     }
     if r.mode == "full" {

@@ -29,7 +29,9 @@ pub enum DiffKind {
     Different,
     /// Several source rows map to this one key.
     Collapsed,
-    /// A pointer item that does not hold the source's max (or min).
+    /// A pointer item that is not what the mapping makes of the source row
+    /// with the max (or min) value: its value or a carried attribute differs,
+    /// or it holds an attribute the mapping does not put there.
     Pointer,
 }
 

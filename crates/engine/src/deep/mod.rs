@@ -207,8 +207,9 @@ async fn compare_all(
         seconds = started.elapsed().as_secs_f64(),
         "buckets compared"
     );
+    let reads = (side.limiter.as_ref(), side.retry);
     let pointers = pointers
-        .check(&side.client, &side.table, &side.keys)
+        .check(&side.client, &side.table, &side.keys, reads)
         .await?;
     for p in pointers.iter().filter(|p| !p.ok) {
         findings.add(pointer_difference(p))?;
@@ -362,10 +363,6 @@ fn pointer_difference(p: &PointerCheck) -> Difference {
         entity: p.name.clone(),
         key: p.key.clone(),
         source_keys: Vec::new(),
-        attributes: vec![AttrDiff {
-            name: p.attribute.clone(),
-            expected: Some(p.expected.clone()),
-            actual: p.actual.clone(),
-        }],
+        attributes: p.attributes.clone(),
     }
 }
