@@ -101,3 +101,59 @@ impl Ending {
         (read.expect("joined"), write)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fault() -> EngineError {
+        EngineError::Config("the progress table cannot be written".into())
+    }
+
+    #[tokio::test]
+    async fn a_writer_failure_halts_the_readers_and_the_other_writers() {
+        let ending = Ending::new(None, Duration::from_secs(30));
+        // A reader waiting for room that only the writers could make.
+        let halt = ending.halt.clone();
+        let reading = tokio::spawn(async move {
+            halt.stopped().await;
+            Ok(())
+        });
+        let mut writers = JoinSet::new();
+        writers.spawn(async { Err(fault()) });
+        let failed = ending.failed.clone();
+        writers.spawn(async move {
+            failed.stopped().await;
+            Ok(())
+        });
+        let (read, write) = ending.wait(reading, writers).await;
+        assert!(read.is_ok());
+        assert!(write.is_err(), "the writer's error is the run's");
+        assert!(ending.early() && ending.failed.is_stopped());
+    }
+
+    #[tokio::test]
+    async fn a_stop_abandons_tasks_stuck_past_the_grace_period() {
+        let asked = StopSignal::new();
+        let ending = Ending::new(Some(asked.clone()), Duration::from_millis(10));
+        let reading = tokio::spawn(std::future::pending());
+        let mut writers = JoinSet::new();
+        writers.spawn(std::future::pending());
+        asked.stop();
+        // Tasks that would never end: it returns all the same.
+        let (read, write) = ending.wait(reading, writers).await;
+        assert!(read.is_ok() && write.is_ok());
+        assert!(ending.early() && !ending.failed.is_stopped());
+    }
+
+    #[tokio::test]
+    async fn a_run_that_reads_and_writes_everything_ends_without_halting() {
+        let ending = Ending::new(Some(StopSignal::new()), Duration::from_secs(5));
+        let reading = tokio::spawn(async { Ok(()) });
+        let mut writers = JoinSet::new();
+        writers.spawn(async { Ok(()) });
+        let (read, write) = ending.wait(reading, writers).await;
+        assert!(read.is_ok() && write.is_ok());
+        assert!(!ending.early());
+    }
+}
