@@ -26,9 +26,10 @@ async fn every_fault_kind_looks_like_dynamodb_to_the_writers_calls() {
     let calls = calls(&proxy.url()).await;
     let batch = items(0, 10, 10);
     let refs: Vec<&EncodedItem> = batch.iter().collect();
+    let keys = support::keys();
     let call = |config: FaultConfig| {
         proxy.set_config(config).unwrap();
-        BatchWriteApi::batch_put(&calls, &table, &support::keys(), &refs)
+        BatchWriteApi::batch_put(&calls, &table, &keys, &refs)
     };
 
     let failed = |r: Result<Vec<usize>, CallError>| r.expect_err("the call failed");
