@@ -1,12 +1,11 @@
 //! The queue message codec's CPU per item, for `scripts/bench.sh --only
 //! codec`: pages of 500 items shaped like the bench's orders (8 attributes,
 //! about 270 bytes by DynamoDB's rules, a source key each) encoded and
-//! decoded in the current format ([`codec::FORMAT_VERSION`]: a head line,
-//! then the items' text, in zstd), in the format before it
-//! ([`codec::DEFLATE_FORMAT_VERSION`]: the same in deflate) and in the
-//! format of the first releases ([`codec::LEGACY_FORMAT_VERSION`]: the batch
-//! as JSON), in turns, in one process, so all see the same host. Prints the
-//! figures as JSON.
+//! decoded as a migration's pages ([`codec::FORMAT_VERSION`]: a head line,
+//! then the items' text, in zstd) and, for the same keys, as an update job's
+//! pages ([`codec::UPDATE_FORMAT_VERSION`]: the batch as JSON in deflate,
+//! each item its key), in turns, in one process, so both see the same host.
+//! Prints the figures as JSON.
 //!
 //! codec_bench [--items 200000] [--rounds 3]
 
@@ -15,12 +14,8 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::collections::BTreeMap;
-use std::io::Write;
 
-use base64::Engine;
-use flate2::write::DeflateEncoder;
-use flate2::Compression;
-use sql2ddb_core::{AttrValue, BatchPart, EncodedItem, KeyAttr, KeyType, WorkBatch};
+use sql2ddb_core::{AttrValue, BatchPart, EncodedItem, KeyAttr, KeyType, UpdateChange, WorkBatch};
 use sql2ddb_queue::codec;
 use sql2ddb_testkit::bench_input::cpu_seconds;
 
@@ -70,13 +65,40 @@ fn item(i: usize, keys: &[KeyAttr]) -> EncodedItem {
     EncodedItem::new(&item, keys, serde_json::json!({ "order_id": i }), size)
 }
 
-/// A body as releases before format 3 wrote it.
-fn legacy(batch: &WorkBatch) -> String {
-    let mut bytes = vec![codec::LEGACY_FORMAT_VERSION];
-    let mut enc = DeflateEncoder::new(&mut bytes, Compression::default());
-    enc.write_all(&serde_json::to_vec(batch).unwrap()).unwrap();
-    enc.finish().unwrap();
-    base64::engine::general_purpose::STANDARD.encode(bytes)
+/// The update page of the same keys as `page`, as `sql2ddb update` queues
+/// them: each item its key attributes, the change once per page.
+fn update_page(page: &WorkBatch, keys: &[KeyAttr]) -> WorkBatch {
+    let items = page
+        .items
+        .iter()
+        .map(|m| {
+            let key: BTreeMap<String, AttrValue> = keys
+                .iter()
+                .zip(&m.key)
+                .map(|(k, v)| (k.name.clone(), v.clone()))
+                .collect();
+            let source_key = serde_json::json!({
+                "PK": m.key[0].to_dynamo_json(),
+                "SK": m.key[1].to_dynamo_json(),
+            });
+            EncodedItem::new(&key, keys, source_key, m.size)
+        })
+        .collect();
+    WorkBatch {
+        items,
+        update: Some(UpdateChange {
+            table: "bench".into(),
+            keys: keys.to_vec(),
+            update: Some("SET #s = :s".into()),
+            condition: "attribute_exists(#k)".into(),
+            names: [("#s", "status"), ("#k", "PK")]
+                .map(|(a, b)| (a.to_string(), b.to_string()))
+                .into(),
+            values: [(":s".to_string(), AttrValue::S("archived".into()))].into(),
+            own_mark: None,
+        }),
+        ..page.clone()
+    }
 }
 
 /// CPU µs per item of `f` over `items` items.
@@ -110,24 +132,21 @@ fn main() {
             update: None,
         })
         .collect();
-    let (mut enc_new, mut enc_old, mut dec_new, mut dec_old) =
+    let updates: Vec<WorkBatch> = pages.iter().map(|p| update_page(p, &keys)).collect();
+    let (mut enc_new, mut dec_new, mut enc_update, mut dec_update) =
         (f64::MAX, f64::MAX, f64::MAX, f64::MAX);
-    let (mut enc_prev, mut dec_prev) = (f64::MAX, f64::MAX);
-    let (mut bytes_new, mut bytes_old, mut bytes_prev) = (0, 0, 0);
+    let (mut bytes_new, mut bytes_update) = (0, 0);
     for _ in 0..rounds {
         let mut new = Vec::new();
         enc_new = enc_new.min(per_item(n, || {
             new = pages.iter().map(codec::encode).collect()
         }));
-        let mut prev = Vec::new();
-        enc_prev = enc_prev.min(per_item(n, || {
-            prev = pages.iter().map(codec::encode_deflate_format).collect()
+        let mut update = Vec::new();
+        enc_update = enc_update.min(per_item(n, || {
+            update = updates.iter().map(codec::encode).collect()
         }));
-        let mut old = Vec::new();
-        enc_old = enc_old.min(per_item(n, || old = pages.iter().map(legacy).collect()));
         bytes_new = new.iter().map(String::len).sum::<usize>();
-        bytes_prev = prev.iter().map(String::len).sum::<usize>();
-        bytes_old = old.iter().map(String::len).sum::<usize>();
+        bytes_update = update.iter().map(String::len).sum::<usize>();
         let check = |bodies: &[String]| {
             let mut items = 0;
             for body in bodies {
@@ -139,17 +158,10 @@ fn main() {
             assert_eq!(items, n);
         };
         dec_new = dec_new.min(per_item(n, || check(&new)));
-        dec_prev = dec_prev.min(per_item(n, || check(&prev)));
-        dec_old = dec_old.min(per_item(n, || check(&old)));
-        // The formats read back to the same batches.
-        assert_eq!(
-            codec::decode(&new[0]).unwrap(),
-            codec::decode(&old[0]).unwrap()
-        );
-        assert_eq!(
-            codec::decode(&new[0]).unwrap(),
-            codec::decode(&prev[0]).unwrap()
-        );
+        dec_update = dec_update.min(per_item(n, || check(&update)));
+        // Each format reads back to the batch it was made of.
+        assert_eq!(codec::decode(&new[0]).unwrap(), pages[0]);
+        assert_eq!(codec::decode(&update[0]).unwrap(), updates[0]);
     }
     let item_bytes: usize = all.iter().map(|m| m.item.get().len()).sum::<usize>() / n;
     println!(
@@ -161,13 +173,10 @@ fn main() {
             "decode_us_per_item": dec_new,
             "encode_us_per_item": enc_new,
             "body_bytes_per_item": bytes_new as f64 / n as f64,
-            "previous_format": codec::DEFLATE_FORMAT_VERSION,
-            "previous_decode_us_per_item": dec_prev,
-            "previous_encode_us_per_item": enc_prev,
-            "previous_body_bytes_per_item": bytes_prev as f64 / n as f64,
-            "legacy_decode_us_per_item": dec_old,
-            "legacy_encode_us_per_item": enc_old,
-            "legacy_body_bytes_per_item": bytes_old as f64 / n as f64,
+            "update_format": codec::UPDATE_FORMAT_VERSION,
+            "update_decode_us_per_item": dec_update,
+            "update_encode_us_per_item": enc_update,
+            "update_body_bytes_per_item": bytes_update as f64 / n as f64,
         })
     );
 }

@@ -1,4 +1,4 @@
-//! A format-3 head line read by hand, the way [`crate::codec`] writes it:
+//! A format-4 head line read by hand, the way [`crate::codec`] writes it:
 //! compact JSON, its fields in their order, each item
 //! `[text length,size,[key values],source key]` with key values of the
 //! kinds a key can hold (`S`, `N`, `B`, and `NULL` for a key an item

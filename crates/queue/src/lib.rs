@@ -13,8 +13,8 @@
 //!   queue ([`admin::create_queue`] makes both, [`admin::redrive`] moves
 //!   messages back).
 //!
-//! Messages are encoded by [`codec`]: versioned, compressed, and split by
-//! items when a page would exceed SQS's 1 MiB, never dropped.
+//! Messages are encoded by [`codec`]: versioned and compressed; [`parts`]
+//! splits a page by items when it would exceed SQS's 1 MiB, never drops it.
 
 #![warn(missing_docs)]
 
@@ -29,6 +29,7 @@ pub mod codec;
 pub mod error;
 mod head;
 pub mod memory;
+pub mod parts;
 pub mod sqs;
 pub mod visibility;
 
@@ -36,9 +37,10 @@ pub use admin::{create_queue, delete_queue, depths, redrive, QueueUrls};
 /// The SQS client type [`connect`] builds.
 pub use aws_sdk_sqs::Client as SqsClient;
 pub use client::connect;
-pub use codec::{CodecError, MAX_MESSAGE_BYTES};
+pub use codec::CodecError;
 pub use error::{ErrorKind, QueueError};
 pub use memory::{Consumer, MemoryQueue, Producer, QueueClosed};
+pub use parts::{encode_split, MAX_MESSAGE_BYTES};
 pub use sql2ddb_aws::RetryPolicy;
 pub use sqs::{SqsQueue, DEFAULT_ENTRY_RETRY};
 pub use visibility::VisibilityExtender;

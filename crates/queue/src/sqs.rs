@@ -10,8 +10,9 @@ use aws_sdk_sqs::Client;
 use sql2ddb_aws::{sdk_message, RetryPolicy};
 use sql2ddb_core::WorkBatch;
 
-use crate::codec::{self, MAX_MESSAGE_BYTES};
+use crate::codec;
 use crate::error::call_err;
+use crate::parts::{encode_split, MAX_MESSAGE_BYTES};
 use crate::{AckHandle, QueueDepth, QueueError, Received, WorkQueue};
 
 /// Entries per `SendMessageBatch` call (the service's limit).
@@ -254,7 +255,7 @@ impl WorkQueue for SqsQueue {
     async fn send(&self, batches: Vec<WorkBatch>) -> Result<usize, QueueError> {
         let mut bodies = Vec::with_capacity(batches.len());
         for batch in &batches {
-            bodies.extend(codec::encode_split(batch, self.max_message_bytes)?);
+            bodies.extend(encode_split(batch, self.max_message_bytes)?);
         }
         let n = bodies.len();
         self.send_bodies(bodies).await?;

@@ -307,3 +307,39 @@ async fn a_foreign_message_is_never_handed_out_and_ends_in_the_dead_letter_queue
     }
     f.clean_up().await;
 }
+
+#[tokio::test]
+async fn a_message_of_a_retired_format_is_never_handed_out_and_ends_in_the_dead_letter_queue() {
+    let f = Fixture::new("retired", Duration::from_secs(1), 1).await;
+    // A format-3 body (format 4's payload in deflate), as a development
+    // build before 0.1.0 sent it, beside one of this release.
+    const FORMAT_3: &str = "A1XOvQrCMBQF4N2nKMc1iKloIbNOgkodaynFXkrAJpKmWAl5MzdfzKTi4Hbvx7k/DmZQlWwgYDgYSFlpn6HTpiEToKe2CwiRMtzrliCyWJggDlI1NEIsGa56iCHuGYx+9JWhuplmpKWuhyiKTcZWnBUO57D9mG93+ZzDl8x9T00/cF+WfuZw2sftf0EGpS39+P1KLkjGyFbb+hb9EJyni/US3n8A";
+    assert!(matches!(
+        sql2ddb_queue::codec::decode(FORMAT_3),
+        Err(sql2ddb_queue::CodecError::Retired { found: 3 })
+    ));
+    f.client
+        .send_message()
+        .queue_url(&f.urls.queue)
+        .message_body(FORMAT_3)
+        .send()
+        .await
+        .unwrap();
+    let sent = batch(1, vec![item(1, 10)]);
+    assert_eq!(f.queue.send(vec![sent.clone()]).await.unwrap(), 1);
+    let start = Instant::now();
+    let mut current = Vec::new();
+    loop {
+        assert!(start.elapsed() < PATIENCE, "never dead-lettered");
+        for got in f.queue.receive(10, Duration::from_secs(1)).await.unwrap() {
+            assert_eq!(got.batch, sent, "a retired body was decoded as a batch");
+            f.queue.ack(&got.handle).await.unwrap();
+            current.push(got.batch);
+        }
+        if f.queue.depth().await.unwrap().dead_letter == Some(1) && !current.is_empty() {
+            break;
+        }
+    }
+    assert_eq!(current, [sent]);
+    f.clean_up().await;
+}
