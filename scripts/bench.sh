@@ -34,11 +34,11 @@
 #                 CPU per item
 #   codec         the queue message codec (crates/queue example
 #                 codec_bench): 200,000 synthetic items shaped like the
-#                 orders, in 500-item pages, encoded and decoded in the
-#                 current message format (4, zstd), in format 3 (deflate)
-#                 and in format 1 (the first releases'), in turns in one
-#                 process; the last lines print CPU per item and body bytes
-#                 per item of each
+#                 orders, in 500-item pages, encoded and decoded in
+#                 format 4 (zstd, migration pages) and, for the same keys,
+#                 format 2 (update pages), in turns in one process; the
+#                 last lines print CPU per item and body bytes per item of
+#                 each
 #   memory        the heap bytes per item in flight (crates/testkit example
 #                 item_memory): the first 100,000 items of an untimed export
 #                 as a run holds them (serialised once, with their key values
@@ -407,7 +407,7 @@ fi
 # Memory per item in flight: what a run holds for each item between the
 # reader and the writers (target: under 1 KB beyond the item itself).
 if [ -s "$work/codec.json" ]; then
-  jq -r 'def r: . * 100 | round / 100; "\nqueue message codec, \(.items) items of \(.item_text_bytes) bytes of text: format \(.format) decodes in \(.decode_us_per_item | r) us per item and encodes in \(.encode_us_per_item | r) us, \(.body_bytes_per_item | r) body bytes per item; format \(.previous_format): \(.previous_decode_us_per_item | r) us, \(.previous_encode_us_per_item | r) us, \(.previous_body_bytes_per_item | r) bytes; format 1: \(.legacy_decode_us_per_item | r) us, \(.legacy_encode_us_per_item | r) us, \(.legacy_body_bytes_per_item | r) bytes"' "$work/codec.json"
+  jq -r 'def r: . * 100 | round / 100; "\nqueue message codec, \(.items) items of \(.item_text_bytes) bytes of text: format \(.format) (migration pages) decodes in \(.decode_us_per_item | r) us per item and encodes in \(.encode_us_per_item | r) us, \(.body_bytes_per_item | r) body bytes per item; format \(.update_format) (update pages of the same keys): \(.update_decode_us_per_item | r) us, \(.update_encode_us_per_item | r) us, \(.update_body_bytes_per_item | r) bytes"' "$work/codec.json"
 fi
 if [ -s "$work/memory.json" ]; then
   jq -r '"\nmemory per item in flight (first \(.items) items): \(.encoded_bytes) bytes serialised once, \(.encoded_overhead) beyond the \(.item_bytes) bytes of the item by DynamoDB size rules (target: under 1024); as an attribute map: \(.mapped_bytes)"' "$work/memory.json"
