@@ -122,7 +122,13 @@ async fn run_through(sc: &Scenario, proxy: &FaultProxy, writer: &str, extra: &[&
     let mut args = vec!["run", &mapping, "--endpoint", &endpoint];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--json", "--quiet"]);
-    sc.sql2ddb(&args).await
+    bounded(sc, &args).await
+}
+
+/// The binary run in the scenario's directory to its end, given up (and
+/// killed) after [`PATIENCE`]: a job that hangs fails its test.
+async fn bounded(sc: &Scenario, args: &[&str]) -> Run {
+    Proc::spawn(sc.path(), args).wait().await
 }
 
 /// A failed run's message, with what the proxy did.
@@ -220,7 +226,7 @@ async fn assert_recorded(sc: &Scenario, mapping_writer: &str, run_id: &str, rows
         &sc.dynamo.url,
         "--json",
     ];
-    let v = sc.sql2ddb(&args).await;
+    let v = bounded(sc, &args).await;
     assert_eq!(v.code, 0, "verify:\n{}\n{}", v.stdout, v.stderr);
     let state = v.report();
     assert_eq!(state["complete"], true, "{state}");
@@ -544,7 +550,7 @@ async fn real_service_update_add_every_fault_once() {
         "--json",
         "--quiet",
     ];
-    let run = sc.sql2ddb(&args).await;
+    let run = bounded(&sc, &args).await;
     assert_eq!(run.code, 0, "{}", said(&run, &proxy));
     let r = run.report();
     assert_eq!(count(&r, "scanned"), before.len() as u64, "{r}");
@@ -571,7 +577,7 @@ async fn real_service_update_add_every_fault_once() {
         "--endpoint",
         &sc.dynamo.url,
     ];
-    let v = sc.sql2ddb(&verify).await;
+    let v = bounded(&sc, &verify).await;
     assert_eq!(v.code, 0, "{}\n{}", v.stdout, v.stderr);
 }
 
@@ -607,7 +613,7 @@ async fn real_service_update_budget_too_small() {
         "--json",
         "--quiet",
     ];
-    let run = sc.sql2ddb(&args).await;
+    let run = bounded(&sc, &args).await;
     assert_eq!(
         run.code,
         1,
@@ -684,7 +690,7 @@ async fn deep_through(sc: &Scenario, proxy: &FaultProxy, mapping: &str, extra: &
         &endpoint,
     ];
     args.extend_from_slice(extra);
-    sc.sql2ddb(&args).await
+    bounded(sc, &args).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -801,16 +807,18 @@ sk = "T"
     };
     let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
     let endpoint = proxy.url();
-    let run = sc
-        .sql2ddb(&[
+    let run = bounded(
+        &sc,
+        &[
             "run",
             &mapping,
             "--endpoint",
             &endpoint,
             "--json",
             "--quiet",
-        ])
-        .await;
+        ],
+    )
+    .await;
     assert_eq!(run.code, 0, "{}", said(&run, &proxy));
     assert_eq!(run.entity("tagged")["items_written"], ROWS as u64);
     let items = sc.items().await;
