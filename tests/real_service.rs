@@ -451,10 +451,35 @@ async fn real_service_queue_budget_too_small() {
     // One segment: page p holds the rows p·50+1 ..= p·50+50.
     let reader = queue_reader(&f, &endpoint, "1");
     let run_id = reader.run_id().await;
-    let workers: Vec<Proc> = (0..2)
-        .map(|_| queue_worker(&f, &endpoint, &["--idle-exit", "10"]))
-        .collect();
+    let workers: Vec<Proc> = (0..2).map(|_| queue_worker(&f, &endpoint, &[])).collect();
     assert_eq!(reader.wait().await.code, 0);
+    // Until nothing left in the queue can complete the run: every page
+    // written or in the dead-letter queue.
+    let watch = Proc::spawn(
+        f.sc.path(),
+        &[
+            "verify",
+            &f.mapping,
+            "--run",
+            &run_id,
+            "--sqs-endpoint",
+            f.moto.url(),
+            "--watch",
+            "--interval",
+            "1",
+        ],
+    )
+    .wait()
+    .await;
+    assert_eq!(watch.code, 1, "{}", said(&watch, &proxy));
+    assert!(
+        watch.stderr.contains("nothing left in the queue"),
+        "{}",
+        watch.stderr
+    );
+    for w in &workers {
+        w.terminate();
+    }
     for w in wait_all(workers).await {
         assert_eq!(w.code, 0, "worker: {}", said(&w, &proxy));
     }
@@ -488,6 +513,7 @@ async fn real_service_queue_budget_too_small() {
     );
     // Counted: the rows of the recorded pages, each in the table.
     let e = &state["entities"][0];
+    assert_eq!(e["rejected"], 0, "no row is at fault: {state}");
     let counted: BTreeSet<u64> = (1..=ROWS as u64)
         .filter(|i| !missing.contains(&((i - 1) / PAGE)))
         .collect();
