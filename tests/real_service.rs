@@ -122,7 +122,13 @@ async fn run_through(sc: &Scenario, proxy: &FaultProxy, writer: &str, extra: &[&
     let mut args = vec!["run", &mapping, "--endpoint", &endpoint];
     args.extend_from_slice(extra);
     args.extend_from_slice(&["--json", "--quiet"]);
-    sc.sql2ddb(&args).await
+    bounded(sc, &args).await
+}
+
+/// The binary run in the scenario's directory to its end, given up (and
+/// killed) after [`PATIENCE`]: a job that hangs fails its test.
+async fn bounded(sc: &Scenario, args: &[&str]) -> Run {
+    Proc::spawn(sc.path(), args).wait().await
 }
 
 /// A failed run's message, with what the proxy did.
@@ -220,7 +226,7 @@ async fn assert_recorded(sc: &Scenario, mapping_writer: &str, run_id: &str, rows
         &sc.dynamo.url,
         "--json",
     ];
-    let v = sc.sql2ddb(&args).await;
+    let v = bounded(sc, &args).await;
     assert_eq!(v.code, 0, "verify:\n{}\n{}", v.stdout, v.stderr);
     let state = v.report();
     assert_eq!(state["complete"], true, "{state}");
@@ -445,10 +451,35 @@ async fn real_service_queue_budget_too_small() {
     // One segment: page p holds the rows p·50+1 ..= p·50+50.
     let reader = queue_reader(&f, &endpoint, "1");
     let run_id = reader.run_id().await;
-    let workers: Vec<Proc> = (0..2)
-        .map(|_| queue_worker(&f, &endpoint, &["--idle-exit", "10"]))
-        .collect();
+    let workers: Vec<Proc> = (0..2).map(|_| queue_worker(&f, &endpoint, &[])).collect();
     assert_eq!(reader.wait().await.code, 0);
+    // Until nothing left in the queue can complete the run: every page
+    // written or in the dead-letter queue.
+    let watch = Proc::spawn(
+        f.sc.path(),
+        &[
+            "verify",
+            &f.mapping,
+            "--run",
+            &run_id,
+            "--sqs-endpoint",
+            f.moto.url(),
+            "--watch",
+            "--interval",
+            "1",
+        ],
+    )
+    .wait()
+    .await;
+    assert_eq!(watch.code, 1, "{}", said(&watch, &proxy));
+    assert!(
+        watch.stderr.contains("nothing left in the queue"),
+        "{}",
+        watch.stderr
+    );
+    for w in &workers {
+        w.terminate();
+    }
     for w in wait_all(workers).await {
         assert_eq!(w.code, 0, "worker: {}", said(&w, &proxy));
     }
@@ -485,6 +516,7 @@ async fn real_service_queue_budget_too_small() {
     assert!(q["dead_letter"].as_u64().unwrap() > 0, "{}", status.stdout);
     // Counted: the rows of the recorded pages, each in the table.
     let e = &state["entities"][0];
+    assert_eq!(e["rejected"], 0, "no row is at fault: {state}");
     let counted: BTreeSet<u64> = (1..=ROWS as u64)
         .filter(|i| !missing.contains(&((i - 1) / PAGE)))
         .collect();
@@ -547,7 +579,7 @@ async fn real_service_update_add_every_fault_once() {
         "--json",
         "--quiet",
     ];
-    let run = sc.sql2ddb(&args).await;
+    let run = bounded(&sc, &args).await;
     assert_eq!(run.code, 0, "{}", said(&run, &proxy));
     let r = run.report();
     assert_eq!(count(&r, "scanned"), before.len() as u64, "{r}");
@@ -574,7 +606,7 @@ async fn real_service_update_add_every_fault_once() {
         "--endpoint",
         &sc.dynamo.url,
     ];
-    let v = sc.sql2ddb(&verify).await;
+    let v = bounded(&sc, &verify).await;
     assert_eq!(v.code, 0, "{}\n{}", v.stdout, v.stderr);
 }
 
@@ -610,7 +642,7 @@ async fn real_service_update_budget_too_small() {
         "--json",
         "--quiet",
     ];
-    let run = sc.sql2ddb(&args).await;
+    let run = bounded(&sc, &args).await;
     assert_eq!(
         run.code,
         1,
@@ -687,7 +719,7 @@ async fn deep_through(sc: &Scenario, proxy: &FaultProxy, mapping: &str, extra: &
         &endpoint,
     ];
     args.extend_from_slice(extra);
-    sc.sql2ddb(&args).await
+    bounded(sc, &args).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -804,16 +836,18 @@ sk = "T"
     };
     let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
     let endpoint = proxy.url();
-    let run = sc
-        .sql2ddb(&[
+    let run = bounded(
+        &sc,
+        &[
             "run",
             &mapping,
             "--endpoint",
             &endpoint,
             "--json",
             "--quiet",
-        ])
-        .await;
+        ],
+    )
+    .await;
     assert_eq!(run.code, 0, "{}", said(&run, &proxy));
     assert_eq!(run.entity("tagged")["items_written"], ROWS as u64);
     let items = sc.items().await;

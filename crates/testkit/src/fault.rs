@@ -36,7 +36,7 @@ pub struct FaultConfig {
     pub delay_ms: (u64, u64),
     /// Answer HTTP 429 `TooManyRequestsException`.
     pub too_many_requests: f64,
-    /// Answer HTTP 408 `RequestTimeout`.
+    /// Answer HTTP 408 `RequestTimeoutException`.
     pub request_timeout: f64,
     /// Forward the request, then hold the answer for `slow_for` (longer than
     /// the client waits for an attempt): the request was applied, the client
@@ -237,7 +237,7 @@ pub enum FaultKind {
     DroppedConnection,
     /// HTTP 429.
     TooManyRequests,
-    /// HTTP 408 `RequestTimeout`.
+    /// HTTP 408 `RequestTimeoutException`.
     RequestTimeout,
     /// Forwarded, answered after `slow_for`.
     Slow,

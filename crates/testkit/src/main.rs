@@ -143,7 +143,7 @@ struct ProxyArgs {
     /// Rate of HTTP 429 TooManyRequestsException answers.
     #[arg(long)]
     too_many_requests_rate: Option<f64>,
-    /// Rate of HTTP 408 RequestTimeout answers.
+    /// Rate of HTTP 408 RequestTimeoutException answers.
     #[arg(long)]
     request_timeout_rate: Option<f64>,
     /// Rate of slow answers: the call is forwarded, its answer held for

@@ -59,7 +59,7 @@ pub struct ProxyStats {
     pub reencoded_items: u64,
     /// Answered HTTP 429 `TooManyRequestsException`.
     pub too_many_requests: u64,
-    /// Answered HTTP 408 `RequestTimeout`.
+    /// Answered HTTP 408 `RequestTimeoutException`.
     pub request_timeout: u64,
     /// Answered `ExpiredTokenException` (once per credential).
     pub expired_token: u64,
