@@ -58,7 +58,9 @@ pub struct EntityReport {
     pub overwritten: u64,
     /// Rows rejected, each in the rejects file with its reason.
     pub rejected: u64,
-    /// Rows not written when their retry budget ran out (also in the rejects file).
+    /// Rows not written when their retry budget ran out (also in the rejects
+    /// file); in a run that failed while writing, also the rows read and not
+    /// confirmed written (not in the rejects file: a resume writes them).
     pub failed: u64,
     /// Rows read but not confirmed written when an interrupted run stopped
     /// (a rerun or `--resume` writes them); 0 for a run that finished.
