@@ -168,15 +168,27 @@ async fn a_batch_that_always_fails_is_reported_with_its_keys_after_its_attempts(
     let out = writer.write(batch.clone()).await;
 
     assert_eq!(out.written, 0);
-    assert_eq!(out.retries, 3 * 3, "three chunks, four attempts each");
-    assert_eq!(proxy.stats().internal_error, 3 * 4);
+    // Three chunks at once: one spends its four attempts; once it has, the
+    // run's budget is spent and the others stop at their next retry.
+    let calls = proxy.stats().internal_error;
+    assert!((4..=3 * 4).contains(&calls), "{calls} calls");
+    assert_eq!(out.retries, calls - 3, "every call but each chunk's first");
     let failed: Vec<_> = out.failed.iter().map(|(m, _)| m.clone()).collect();
     assert_eq!(failed.len(), 60);
     assert_eq!(by_key(&failed), by_key(&batch), "every item, with its key");
-    let why = &out.failed[0].1;
     assert!(
-        why.contains("not written after 4 attempts") && why.contains("InternalServerError"),
-        "{why}"
+        out.failed
+            .iter()
+            .all(|(_, why)| why.contains("InternalServerError")),
+        "{:?}",
+        out.failed[0].1
+    );
+    assert!(
+        out.failed
+            .iter()
+            .any(|(_, why)| why.contains("not written after 4 attempts")),
+        "{:?}",
+        out.failed[0].1
     );
     assert!(upstream.scan(&table).await.is_empty());
 }
