@@ -174,16 +174,27 @@ async fn a_permanent_failure_exhausts_its_budget_and_lists_the_keys() {
     let e = run.entity("event");
     assert_eq!(e["failed"], ROWS);
     assert_eq!(e["items_written"], 0);
-    // Three calls per 25-item chunk, no more.
-    assert_eq!(proxy.stats().internal_error, 3 * (ROWS as u64).div_ceil(25));
-    let mut ids: Vec<i64> = rejects_of(sc.path(), &report)
+    // At most three calls per 25-item chunk; once one chunk has spent its
+    // three, the run's budget is spent and chunks still going stop sooner.
+    let calls = proxy.stats().internal_error;
+    assert!(
+        (3..=3 * (ROWS as u64).div_ceil(25)).contains(&calls),
+        "{calls} calls"
+    );
+    let rejects = rejects_of(sc.path(), &report);
+    let reason = |r: &serde_json::Value| r["reason"].as_str().unwrap().to_string();
+    assert!(
+        rejects
+            .iter()
+            .any(|r| reason(r).contains("not written after 3 attempts")),
+        "{rejects:?}"
+    );
+    let mut ids: Vec<i64> = rejects
         .into_iter()
         .inspect(|r| {
             assert!(
-                r["reason"]
-                    .as_str()
-                    .unwrap()
-                    .contains("not written after 3 attempts"),
+                reason(r).contains("not written after 3 attempts")
+                    || reason(r).contains("an earlier chunk spent its whole retry budget"),
                 "{r}"
             )
         })
