@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 pub mod bench_input;
+pub mod capacity;
 pub mod fault;
 mod hold;
 pub mod proxy;

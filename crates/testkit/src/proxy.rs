@@ -26,6 +26,8 @@ use hyper_util::rt::TokioExecutor;
 use serde::Serialize;
 use serde_json::Value as Json;
 
+use crate::capacity::serve::{intercept, Capacity};
+use crate::capacity::{CapacityConfig, CapacityConfigError, CapacityStats};
 use crate::fault::{FaultConfig, FaultDraw, FaultKind};
 use crate::hold::{hold_back_keys, hold_back_writes, Hold};
 use crate::wire::{error_response, operation, request_units, write_requests, Body, Hangup, Server};
@@ -139,6 +141,8 @@ pub(crate) struct Shared {
     started: Instant,
     control: Mutex<Control>,
     stats: Mutex<ProxyStats>,
+    /// The capacity model, when one is set: it decides the write calls.
+    capacity: Mutex<Option<Arc<Capacity>>>,
 }
 
 /// A running proxy on 127.0.0.1; stops when dropped.
@@ -170,6 +174,7 @@ impl FaultProxy {
             started: Instant::now(),
             control: Mutex::new(control(config)),
             stats: Mutex::new(ProxyStats::default()),
+            capacity: Mutex::new(None),
         });
         let handler_state = shared.clone();
         let server = Server::start(port, move |req| handle(handler_state.clone(), req))
@@ -194,6 +199,29 @@ impl FaultProxy {
         config.validate()?;
         *self.shared.control() = control(config);
         Ok(())
+    }
+}
+
+impl FaultProxy {
+    /// Puts a capacity model in front of the upstream server from now on
+    /// (its clock starts now), or takes it away (`None`). The model then
+    /// decides every `BatchWriteItem`, `PutItem`, `UpdateItem` and
+    /// `DeleteItem` it can meter; the faults apply to the other calls.
+    pub fn set_capacity(&self, config: Option<CapacityConfig>) -> Result<(), CapacityConfigError> {
+        let model = match config {
+            Some(config) => {
+                config.validate()?;
+                Some(Arc::new(Capacity::new(config)))
+            }
+            None => None,
+        };
+        *self.shared.capacity_slot() = model;
+        Ok(())
+    }
+
+    /// What the capacity model did so far; `None` without one.
+    pub fn capacity_stats(&self) -> Option<CapacityStats> {
+        self.shared.capacity().map(|c| c.stats())
     }
 }
 
@@ -225,6 +253,14 @@ impl Shared {
     // Both hold plain values, consistent after every statement.
     pub(crate) fn stats(&self) -> MutexGuard<'_, ProxyStats> {
         self.stats.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn capacity_slot(&self) -> MutexGuard<'_, Option<Arc<Capacity>>> {
+        self.capacity.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn capacity(&self) -> Option<Arc<Capacity>> {
+        self.capacity_slot().clone()
     }
 
     fn control(&self) -> MutexGuard<'_, Control> {
@@ -303,6 +339,11 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
     let (parts, body) = req.into_parts();
     let body = body.collect().await.map_err(|_| Hangup)?.to_bytes();
     shared.stats().requests += 1;
+    if let Some(capacity) = shared.capacity() {
+        if let Some(resp) = intercept(&shared, &capacity, &op, &parts, &body).await {
+            return Ok(resp);
+        }
+    }
     let Some(plan) = plan(&shared, &op, &parts) else {
         return Ok(relay(shared.forward(&op, &parts, body).await, false));
     };
