@@ -3,7 +3,8 @@
 //! in-memory DynamoDB-compatible server (dynoxide) as processes. Each prints
 //! its URL on the first line of stdout and runs until SIGINT or SIGTERM; the
 //! proxy and the sink then print their counts as JSON. `sdk-load`, `load`
-//! and `scan` are the benchmark's one-shot loads and reads.
+//! and `scan` are the benchmark's one-shot loads and reads; `capacity-ideal`
+//! is the ideal time of an export's items under a capacity model.
 
 use std::io::Write;
 use std::time::Duration;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 use clap::{Parser, Subcommand};
 use sql2ddb_core::KeyAttr;
+use sql2ddb_testkit::capacity::{self, CapacityConfig, TableSchema};
 use sql2ddb_testkit::{sdk_load, FaultConfig, FaultProxy, NullSink};
 
 mod scan;
@@ -64,6 +66,20 @@ enum Command {
         /// Calls in flight.
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
+        /// The SDK's own retries of a failed call: off (one attempt), or
+        /// its standard or adaptive retry mode with their defaults.
+        #[arg(long, value_enum, default_value_t = RetryMode::Off)]
+        retry_mode: RetryMode,
+    },
+    /// The ideal time of writing an export's items (`--compression none`)
+    /// under a capacity model whose `partition_key` is set; print it as JSON.
+    CapacityIdeal {
+        /// The capacity model (TOML).
+        #[arg(long)]
+        capacity: std::path::PathBuf,
+        /// The export's data directory (`OUT/data`).
+        #[arg(long)]
+        items: std::path::PathBuf,
     },
     /// Write the synthetic items a `null-sink --scan-items N` scans into a
     /// table (created when missing); print the figures as JSON.
@@ -97,6 +113,18 @@ enum Command {
         #[arg(long, default_value_t = 4)]
         segments: u32,
     },
+}
+
+/// The SDK's retry modes.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum RetryMode {
+    /// One attempt per call.
+    Off,
+    /// The SDK's standard mode: 3 attempts, exponential backoff with jitter.
+    Standard,
+    /// The SDK's adaptive mode: standard, and a client-side rate limit
+    /// that backs off on throttling.
+    Adaptive,
 }
 
 #[derive(clap::Args)]
@@ -182,6 +210,14 @@ struct ProxyArgs {
     /// operation (the default with --every-fault-rate, else BatchWriteItem).
     #[arg(long)]
     operations: Option<String>,
+    /// A capacity model of the tables (TOML): the write calls are admitted
+    /// by it and throttled as DynamoDB throttles; the faults apply to the
+    /// other calls.
+    #[arg(long)]
+    capacity: Option<std::path::PathBuf>,
+    /// Model seconds per real second, over the file's `time_scale`.
+    #[arg(long, requires = "capacity")]
+    time_scale: Option<f64>,
 }
 
 impl ProxyArgs {
@@ -247,6 +283,59 @@ impl ProxyArgs {
     }
 }
 
+/// The capacity model of a TOML file.
+fn capacity_config(path: &std::path::Path) -> anyhow::Result<CapacityConfig> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    CapacityConfig::from_toml(&text).with_context(|| path.display().to_string())
+}
+
+impl ProxyArgs {
+    fn capacity(&self) -> anyhow::Result<Option<CapacityConfig>> {
+        let Some(path) = &self.capacity else {
+            return Ok(None);
+        };
+        let mut config = capacity_config(path)?;
+        if let Some(scale) = self.time_scale {
+            config.time_scale = scale;
+        }
+        config.validate()?;
+        Ok(Some(config))
+    }
+}
+
+/// The ideal time of the items of the export files under `dir`.
+fn capacity_ideal(capacity: &std::path::Path, dir: &std::path::Path) -> anyhow::Result<String> {
+    let config = capacity_config(capacity)?;
+    let Some(partition_key) = config.partition_key.clone() else {
+        bail!("{}: capacity-ideal needs partition_key", capacity.display());
+    };
+    let schema = TableSchema {
+        partition_key,
+        sort_key: None,
+        indexes: config.gsi.clone().unwrap_or_default(),
+    };
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "json"))
+        .collect();
+    files.sort();
+    let mut items = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        for line in text.lines().filter(|l| !l.is_empty()) {
+            let mut line: serde_json::Value = serde_json::from_str(line)
+                .with_context(|| format!("{}: not an export line", file.display()))?;
+            items.push(line["Item"].take());
+        }
+    }
+    Ok(serde_json::to_string(&capacity::ideal(
+        &config, &schema, &items,
+    ))?)
+}
+
 fn parse_keys(spec: &str) -> anyhow::Result<Vec<KeyAttr>> {
     let keys: Vec<KeyAttr> = spec
         .split(',')
@@ -308,15 +397,34 @@ async fn serve_dynamodb(port: u16) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `client` with the SDK's own retries in `mode` (it is built with them off).
+fn with_retry_mode(client: aws_sdk_dynamodb::Client, mode: RetryMode) -> aws_sdk_dynamodb::Client {
+    use aws_sdk_dynamodb::config::retry::RetryConfig;
+    let retry = match mode {
+        RetryMode::Off => return client,
+        RetryMode::Standard => RetryConfig::standard(),
+        RetryMode::Adaptive => RetryConfig::adaptive(),
+    };
+    aws_sdk_dynamodb::Client::from_conf(client.config().to_builder().retry_config(retry).build())
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let stats = match cli.command {
         Command::Proxy(args) => {
+            let capacity = args.capacity()?;
             let proxy = FaultProxy::start_on(args.port, &args.upstream, args.config()?).await?;
+            if capacity.is_some() {
+                proxy.set_capacity(capacity)?;
+            }
             announce(&proxy.url())?;
             stopped().await?;
-            serde_json::to_string_pretty(&proxy.stats())?
+            let mut stats = serde_json::to_value(proxy.stats())?;
+            if let Some(capacity) = proxy.capacity_stats() {
+                stats["capacity"] = serde_json::to_value(capacity)?;
+            }
+            serde_json::to_string_pretty(&stats)?
         }
         Command::NullSink {
             port,
@@ -329,15 +437,18 @@ async fn main() -> anyhow::Result<()> {
             serde_json::to_string_pretty(&sink.stats())?
         }
         Command::Dynamodb { port } => return serve_dynamodb(port).await,
+        Command::CapacityIdeal { capacity, items } => capacity_ideal(&capacity, &items)?,
         Command::SdkLoad {
             endpoint,
             table,
             items,
             concurrency,
+            retry_mode,
         } => {
             let batches = sdk_load::batches(sdk_load::read_items(&items)?);
             let endpoint = sql2ddb_dynamo::Endpoint::Url(endpoint);
             let client = sql2ddb_dynamo::connect(&endpoint, Some("us-east-1")).await?;
+            let client = with_retry_mode(client, retry_mode);
             serde_json::to_string(&sdk_load::send(&client, &table, batches, concurrency).await?)?
         }
         Command::Load {

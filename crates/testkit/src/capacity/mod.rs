@@ -19,6 +19,7 @@
 
 mod bucket;
 mod config;
+mod ideal;
 mod meter;
 mod model;
 pub(crate) mod serve;
@@ -30,6 +31,7 @@ pub use config::{
     BURST_SECS, ON_DEMAND_DOUBLE_AFTER_SECS, ON_DEMAND_WARM_WCU, PARTITION_RCU, PARTITION_WCU,
     TABLE_QUOTA_WCU,
 };
+pub use ideal::{ideal, Ideal};
 pub use meter::{key_hash, TableSchema, WriteCost};
 pub use model::{TableModel, TableUsage, WriteDemand};
 pub use serve::CapacityStats;

@@ -31,6 +31,8 @@ pub struct TableUsage {
     pub index_write_units: u64,
     /// Write units consumed per partition (the table's own).
     pub partition_write_units: Vec<u64>,
+    /// Write requests refused per partition (by its bucket or the table's).
+    pub partition_refused_writes: Vec<u64>,
     /// Read units consumed, in half units (an eventually consistent read
     /// of 4 KB is one half unit).
     pub read_half_units: u64,
@@ -86,6 +88,7 @@ impl TableModel {
             table_read,
             usage: TableUsage {
                 partition_write_units: vec![0; config.partitions as usize],
+                partition_refused_writes: vec![0; config.partitions as usize],
                 ..TableUsage::default()
             },
             partitions,
@@ -133,6 +136,7 @@ impl TableModel {
                 Some(r) => {
                     let u = &mut self.usage;
                     u.refused_writes += 1;
+                    u.partition_refused_writes[p] += 1;
                     match r {
                         Refusal::Partition => u.refused_by_partition += 1,
                         _ => u.refused_by_table += 1,
@@ -260,6 +264,11 @@ mod tests {
         let usage = m.usage();
         assert_eq!(usage.partition_write_units[3], 750);
         assert_eq!(usage.refused_by_partition, 4000 - 750);
+        assert_eq!(usage.partition_refused_writes[3], 4000 - 750);
+        assert_eq!(
+            usage.partition_refused_writes.iter().sum::<u64>(),
+            4000 - 750
+        );
     }
 
     #[test]
