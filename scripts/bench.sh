@@ -51,18 +51,32 @@
 #                 (`null-sink --scan-items`), then at most 100,000 of them
 #                 loaded (untimed, `sql2ddb-testkit load`) into a
 #                 `sql2ddb-testkit dynamodb` server
+#   capacity      at the service's limit (scripts/bench-capacity.sh): three
+#                 data sets of --capacity-rows rows (uniform keys; item
+#                 collections of 200 read in key order; 4 keys holding 20%)
+#                 written by `sql2ddb run` and by the bare SDK loop with the
+#                 SDK's standard and adaptive retry modes into
+#                 `sql2ddb-testkit proxy --capacity` (2,000 WCU/s over 8
+#                 partitions of 250, no burst) in front of a null sink;
+#                 prints time / ideal, throttled calls, retried items and
+#                 consumed / needed write units of each (not the table below)
 # and prints, per run: rows, wall seconds, items per second, CPU seconds per
 # million items, peak RSS, the share of the read ceiling's rate, and for
 # exports the file bytes per item.
 #
-#   scripts/bench.sh [--rows N] [--clean] [--skip-build] [--only SCENARIOS] [-- RUN ARGS…]
+#   scripts/bench.sh [--rows N] [--clean] [--skip-build] [--only SCENARIOS]
+#                    [--capacity-rows N] [--capacity-scale S] [-- RUN ARGS…]
 #
 #   --rows N        rows to generate (default 1000000); the data lives in schema
 #                   bench_<N> and is reused by later runs
 #   --clean         drop the bench_<N> schema afterwards
 #   --skip-build    use the release binaries already built
 #   --only LIST     comma-separated subset of:
-#                   ceiling,null,dynoxide,export,memory,sdk,lambda,worker,update,verify,codec
+#                   ceiling,null,dynoxide,export,memory,sdk,lambda,worker,update,verify,codec,capacity
+#   --capacity-rows N   rows of each capacity data set (default 20000: an
+#                   ideal of 10 model seconds); kept in schema bench_capacity_<N>
+#   --capacity-scale S  the capacity model's seconds per real second
+#                   (default 1); under 1 slows the model for slow builds
 #   -- RUN ARGS     passed to every `sql2ddb run` (e.g. -- --concurrency 16),
 #                   not to `sql2ddb export`
 #
@@ -75,6 +89,8 @@ rows=1000000
 clean=false
 build=true
 only="ceiling,null,dynoxide,export,memory"
+capacity_rows=20000
+capacity_scale=1
 run_args=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -82,6 +98,8 @@ while [ $# -gt 0 ]; do
     --clean) clean=true; shift ;;
     --skip-build) build=false; shift ;;
     --only) only=${2:?--only needs a list}; shift 2 ;;
+    --capacity-rows) capacity_rows=${2:?--capacity-rows needs a number}; shift 2 ;;
+    --capacity-scale) capacity_scale=${2:?--capacity-scale needs a number}; shift 2 ;;
     --) shift; run_args=("$@"); break ;;
     -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument $1 (see --help)" >&2; exit 1 ;;
@@ -89,6 +107,12 @@ while [ $# -gt 0 ]; do
 done
 if ! [[ $rows =~ ^[1-9][0-9]*$ ]]; then
   echo "bench: --rows must be a positive integer, got $rows" >&2; exit 1
+fi
+if ! [[ $capacity_rows =~ ^[1-9][0-9]*$ ]]; then
+  echo "bench: --capacity-rows must be a positive integer, got $capacity_rows" >&2; exit 1
+fi
+if ! [[ $capacity_scale =~ ^[0-9]*\.?[0-9]+$ ]] || ! awk -v s="$capacity_scale" 'BEGIN { exit !(s > 0) }'; then
+  echo "bench: --capacity-scale must be a positive number, got $capacity_scale" >&2; exit 1
 fi
 
 db_url=${BENCH_DATABASE_URL:-postgres://root@127.0.0.1:5432/test}
@@ -132,8 +156,11 @@ sql() { psql "$db_url" -X -q -v ON_ERROR_STOP=1 -At "$@"; }
 
 # --- data: created once per row count, in one transaction, so a table that
 # exists is complete.
+# The capacity scenario has data sets of its own.
+orders=true
+[ "$only" = capacity ] && orders=false
 have=$(sql -c "SELECT to_regclass('${schema}.orders') IS NOT NULL")
-if [ "$have" != t ]; then
+if $orders && [ "$have" != t ]; then
   log "generating $rows rows in ${schema}.orders"
   started=$(date +%s)
   sql -1 <<SQL
@@ -168,12 +195,14 @@ SQL
   sql -c "VACUUM ANALYZE ${schema}.orders"
   log "generated in $(( $(date +%s) - started ))s"
 fi
-count=$(sql -c "SELECT count(*) FROM ${schema}.orders")
-if [ "$count" != "$rows" ]; then
-  log "${schema}.orders has $count rows, expected $rows; rerun with --clean"; exit 1
+if $orders; then
+  count=$(sql -c "SELECT count(*) FROM ${schema}.orders")
+  if [ "$count" != "$rows" ]; then
+    log "${schema}.orders has $count rows, expected $rows; rerun with --clean"; exit 1
+  fi
+  row_bytes=$(sql -c "SELECT pg_relation_size('${schema}.orders') / ${rows}")
+  log "${schema}.orders: $count rows, ~${row_bytes} bytes per row"
 fi
-row_bytes=$(sql -c "SELECT pg_relation_size('${schema}.orders') / ${rows}")
-log "${schema}.orders: $count rows, ~${row_bytes} bytes per row"
 
 needed=(sql2ddb sql2ddb-testkit)
 if [[ ,$only, == *,lambda,* ]]; then needed+=(examples/worker_bench); fi
@@ -340,6 +369,12 @@ if has dynoxide; then
   measure "dynoxide (embedded)" --endpoint local
 fi
 
+if has capacity; then
+  # shellcheck source=scripts/bench-capacity.sh
+  source scripts/bench-capacity.sh
+  capacity_scenario
+fi
+
 if has export; then
   for compression in gzip zstd; do
     measure "export ($compression)" --out "$work/export" --compression "$compression"
@@ -347,6 +382,7 @@ if has export; then
 fi
 
 # --- the table
+if [ -s "$results" ]; then
 ceiling_rate=$(awk -F'\t' '$1 ~ /^read ceiling/ { if ($3 > 0) print $2 / $3 }' "$results")
 echo
 echo "sql2ddb bench: ${rows} rows of ${schema}.orders (~${row_bytes} bytes per row), $(nproc) CPUs"
@@ -360,6 +396,7 @@ awk -F'\t' -v ceiling="${ceiling_rate:-0}" '
     printf "%-26s %10d %8.2f %10.0f %14.2f %12.1f %10s %11s %11s\n", $1, $2, $3, rate, $4 / ($2 / 1e6), $5 / 1024, share, $6 "%", $7
   }
 ' "$results"
+fi
 
 # sql2ddb against the bare SDK loop, both into a null sink, in this run.
 awk -F'\t' '
@@ -413,7 +450,12 @@ if [ -s "$work/memory.json" ]; then
   jq -r '"\nmemory per item in flight (first \(.items) items): \(.encoded_bytes) bytes serialised once, \(.encoded_overhead) beyond the \(.item_bytes) bytes of the item by DynamoDB size rules (target: under 1024); as an attribute map: \(.mapped_bytes)"' "$work/memory.json"
 fi
 
+if has capacity; then
+  capacity_report
+fi
+
 if $clean; then
   log "dropping schema ${schema}"
-  sql -c "DROP SCHEMA ${schema} CASCADE"
+  sql -c "DROP SCHEMA IF EXISTS ${schema} CASCADE"
+  if has capacity; then sql -c "DROP SCHEMA IF EXISTS bench_capacity_${capacity_rows} CASCADE"; fi
 fi

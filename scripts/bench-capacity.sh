@@ -1,0 +1,183 @@
+# The capacity scenario of scripts/bench.sh, which sources this file after
+# setting what it uses: capacity_rows, capacity_scale, db_url, bin_dir,
+# work, run_args, servers, and the functions sql, log, serve and stop.
+#
+# Three data sets of capacity_rows rows each, in schema
+# bench_capacity_<rows>, written into `sql2ddb-testkit proxy --capacity` in
+# front of a null sink (a provisioned table of 2,000 WCU/s over 8
+# partitions of 250 WCU/s, no burst credit; every item one write unit):
+#   uniform     one item per partition key (`ITEM#{id}`)
+#   collection  item collections read in key order: 200 items per
+#               partition key (`CUSTOMER#{customer_id}`), adjacent
+#   skewed      4 partition keys hold 20% of the items (5% each), the rest
+#               one item per key; the busiest partition makes the ideal
+#               longer than the table's
+# each by `sql2ddb run` and by the bare SDK loop (`sql2ddb-testkit
+# sdk-load`, the same items from an untimed export) with the SDK's standard
+# and adaptive retry modes. A fresh model for each load.
+# shellcheck shell=bash
+# shellcheck disable=SC2154 # those variables are bench.sh's
+
+capacity_schema="bench_capacity_${capacity_rows}"
+capacity_table="bench_capacity"
+capacity_results="$work/capacity.tsv"
+
+# capacity_data: the three source tables, created once per row count in one
+# transaction (a schema that exists is complete).
+capacity_data() {
+  local have
+  have=$(sql -c "SELECT to_regclass('${capacity_schema}.skewed') IS NOT NULL")
+  [ "$have" = t ] && return 0
+  log "generating ${capacity_rows} rows per data set in ${capacity_schema}"
+  sql -1 <<SQL
+SET client_min_messages = warning;
+DROP SCHEMA IF EXISTS ${capacity_schema} CASCADE;
+CREATE SCHEMA ${capacity_schema};
+CREATE TABLE ${capacity_schema}.uniform (
+  id bigint PRIMARY KEY, status text NOT NULL, note text NOT NULL);
+INSERT INTO ${capacity_schema}.uniform
+SELECT g, (ARRAY['new','paid','shipped','delivered','returned'])[1 + g % 5], md5(g::text)
+FROM generate_series(1::bigint, ${capacity_rows}) AS g;
+CREATE TABLE ${capacity_schema}.collection (
+  customer_id integer NOT NULL, seq integer NOT NULL, status text NOT NULL, note text NOT NULL,
+  PRIMARY KEY (customer_id, seq));
+INSERT INTO ${capacity_schema}.collection
+SELECT (g - 1) / 200, (g - 1) % 200, (ARRAY['new','paid','shipped','delivered','returned'])[1 + g % 5], md5(g::text)
+FROM generate_series(1, ${capacity_rows}) AS g;
+CREATE TABLE ${capacity_schema}.skewed (
+  id bigint PRIMARY KEY, customer_id integer NOT NULL, status text NOT NULL, note text NOT NULL);
+INSERT INTO ${capacity_schema}.skewed
+SELECT g, CASE WHEN g % 5 = 0 THEN (g / 5) % 4 ELSE 1000 + g END,
+       (ARRAY['new','paid','shipped','delivered','returned'])[1 + g % 5], md5(g::text)
+FROM generate_series(1::bigint, ${capacity_rows}) AS g;
+SQL
+}
+
+# capacity_mapping SET: the mapping of data set SET in $work/capacity-SET.toml.
+capacity_mapping() {
+  local pk sk
+  case $1 in
+    uniform) pk='ITEM#{id}'; sk='ITEM#{id}' ;;
+    collection) pk='CUSTOMER#{customer_id}'; sk='ORDER#{seq:05}' ;;
+    skewed) pk='CUSTOMER#{customer_id}'; sk='ITEM#{id:010}' ;;
+  esac
+  cat >"$work/capacity-$1.toml" <<TOML
+version = 1
+
+[source]
+url = "${db_url}"
+
+[target]
+table = "${capacity_table}"
+create = true
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+
+[[entity]]
+name = "$1"
+from = "${capacity_schema}.$1"
+pk = "${pk}"
+sk = "${sk}"
+TOML
+}
+
+# capacity_load SET LOADER: one load of SET through a fresh model; appends
+# set, loader, status, items, ideal s, model s, throttled calls, partial
+# calls, retried items, consumed units, needed units to the results.
+capacity_load() {
+  local set=$1 loader=$2 file="$work/capacity-$1-${2// /-}" code started ended seconds items
+  serve capacity-proxy proxy --upstream "$sink_url" --port 0 --capacity "$work/capacity-model.toml"
+  local proxy_pid=$served_pid proxy_url=$served_url
+  log "running: capacity, $set, $loader"
+  set +e
+  started=$(date +%s.%N)
+  case $loader in
+    run)
+      "$bin_dir/sql2ddb" run "$work/capacity-$set.toml" --endpoint "$proxy_url" --runs-dir "$work/runs" \
+        --json --quiet ${run_args[@]+"${run_args[@]}"} >"$file.json" 2>"$file.err"
+      code=$? ;;
+    sdk*)
+      "$bin_dir/sql2ddb-testkit" sdk-load --endpoint "$proxy_url" --table "$capacity_table" \
+        --items "$work/capacity-$set-items/data" --concurrency "$capacity_concurrency" \
+        --retry-mode "${loader#sdk }" >"$file.json" 2>"$file.err"
+      code=$? ;;
+  esac
+  ended=$(date +%s.%N)
+  set -e
+  stop "$proxy_pid"
+  rm -rf "$work/runs"
+  items=-
+  if [ $code -eq 0 ]; then
+    case $loader in
+      run) items=$(jq -r '.totals.items_written' "$file.json"); seconds=$(echo "$started $ended" | awk '{ print $2 - $1 }') ;;
+      *) items=$(jq -r '.items' "$file.json"); seconds=$(jq -r '.seconds' "$file.json") ;;
+    esac
+  else
+    log "capacity, $set, $loader: exited with $code: $(tail -n 1 "$file.err")"
+    seconds=$(echo "$started $ended" | awk '{ print $2 - $1 }')
+  fi
+  local status=ok
+  if [ $code -ne 0 ]; then status="failed"; elif [ "$items" != "$capacity_rows" ]; then status="incomplete"; fi
+  sed -n '2,$p' "$work/capacity-proxy.out" >"$file.proxy.json"
+  jq -r --arg set "$set" --arg loader "$loader" --arg status "$status" --arg items "$items" \
+    --arg seconds "$seconds" --arg scale "$capacity_scale" --arg table "$capacity_table" \
+    --slurpfile ideal "$work/capacity-$set-ideal.json" '
+    .capacity as $c | ($c.tables[$table] // {}) as $t |
+    [$set, $loader, $status, $items, $ideal[0].ideal_seconds, (($seconds | tonumber) * ($scale | tonumber)),
+     ($c.provisioned_throughput_exceeded + $c.throttling), $c.partial_calls, $c.refused_items,
+     ($t.write_units // 0), $ideal[0].write_units] | @tsv' "$file.proxy.json" >>"$capacity_results"
+}
+
+capacity_scenario() {
+  capacity_concurrency=8
+  for ((i = 0; i < ${#run_args[@]}; i++)); do
+    if [ "${run_args[$i]}" = --concurrency ]; then capacity_concurrency=${run_args[$((i + 1))]}; fi
+  done
+  capacity_data
+  cat >"$work/capacity-model.toml" <<TOML
+time_scale = ${capacity_scale}
+partitions = 8
+partition_wcu = 250
+burst = false
+partition_key = "PK"
+
+[table]
+mode = "provisioned"
+wcu = 2000
+TOML
+  : >"$capacity_results"
+  start_sink
+  local set loader
+  for set in uniform collection skewed; do
+    capacity_mapping "$set"
+    log "exporting the $set items for the capacity scenario (untimed)"
+    "$bin_dir/sql2ddb" export "$work/capacity-$set.toml" --out "$work/capacity-$set-items" \
+      --compression none --runs-dir "$work/runs" --json --quiet >/dev/null 2>"$work/capacity-export.err" \
+      || { log "the export of $set failed"; cat "$work/capacity-export.err" >&2; exit 1; }
+    rm -rf "$work/runs"
+    "$bin_dir/sql2ddb-testkit" capacity-ideal --capacity "$work/capacity-model.toml" \
+      --items "$work/capacity-$set-items/data" >"$work/capacity-$set-ideal.json"
+    for loader in run "sdk standard" "sdk adaptive"; do
+      capacity_load "$set" "$loader"
+    done
+    rm -rf "$work/capacity-$set-items"
+  done
+  stop "$sink_pid"
+}
+
+# capacity_table: the figures, one line per data set and loader.
+capacity_report() {
+  echo
+  echo "capacity: ${capacity_rows} rows per data set; model: provisioned table of 2,000 WCU/s over 8 partitions of 250 WCU/s, no burst credit; time scale ${capacity_scale} model s per real s"
+  awk -F'\t' '
+    BEGIN {
+      printf "%-11s %-13s %-10s %7s %8s %8s %11s %10s %8s %9s %16s\n", "data set", "loader", "status", "items", "ideal s", "model s", "time/ideal", "throttled", "partial", "retried", "consumed/needed"
+    }
+    {
+      ratio = ($5 > 0) ? sprintf("%.2f", $6 / $5) : "-"
+      waste = ($11 > 0) ? sprintf("%.3f", $10 / $11) : "-"
+      printf "%-11s %-13s %-10s %7s %8.1f %8.1f %11s %10d %8d %9d %16s\n", $1, $2, $3, $4, $5, $6, ratio, $7, $8, $9, waste
+    }
+  ' "$capacity_results"
+  echo "time/ideal: the load's wall time (sql2ddb run: the whole process; sdk: its sending only) in model seconds over the ideal; throttled: calls answered ProvisionedThroughputExceeded or Throttling; partial: BatchWriteItem calls answered with items unprocessed; retried: items refused (each sent again); consumed/needed: write units the model charged over the items' own"
+}
