@@ -325,3 +325,74 @@ async fn the_proxy_process_takes_the_model_from_a_file_and_counts_index_writes()
     assert_eq!(usage["partition_write_units"], json!([0, 2]));
     assert_eq!(stats["requests"], 1, "{text}");
 }
+
+#[tokio::test]
+async fn the_key_schema_and_indexes_are_learnt_from_a_create_table_through_the_proxy() {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
+        Projection, ProjectionType, ScalarAttributeType,
+    };
+    let upstream = Upstream::start().await;
+    let proxy = proxy_with(&upstream, frozen_two_partitions()).await;
+    let sdk = client(&proxy.url()).await;
+    let table = support::unique("capacity-learnt");
+    let key = |name: &str, kind| {
+        KeySchemaElement::builder()
+            .attribute_name(name)
+            .key_type(kind)
+            .build()
+            .unwrap()
+    };
+    let attr = |name: &str| {
+        AttributeDefinition::builder()
+            .attribute_name(name)
+            .attribute_type(ScalarAttributeType::S)
+            .build()
+            .unwrap()
+    };
+    let index = |name: &str, pk: &str, projection| {
+        GlobalSecondaryIndex::builder()
+            .index_name(name)
+            .key_schema(key(pk, KeyType::Hash))
+            .projection(Projection::builder().projection_type(projection).build())
+            .build()
+            .unwrap()
+    };
+    sdk.create_table()
+        .table_name(&table)
+        .key_schema(key("Id", KeyType::Hash))
+        .attribute_definitions(attr("Id"))
+        .attribute_definitions(attr("G1"))
+        .attribute_definitions(attr("G2"))
+        .global_secondary_indexes(index("Everything", "G1", ProjectionType::All))
+        .global_secondary_indexes(index("Keys", "G2", ProjectionType::KeysOnly))
+        .billing_mode(BillingMode::PayPerRequest)
+        .send()
+        .await
+        .unwrap();
+    let requests_after_create = proxy.stats().requests;
+    // A 2 KB item with both index keys: 2 units, 2 for the ALL index, 1
+    // for the KEYS_ONLY one.
+    let out = sdk
+        .put_item()
+        .table_name(&table)
+        .item("Id", AttributeValue::S(keys_of(1, 1)[0].clone()))
+        .item("G1", AttributeValue::S("a".into()))
+        .item("G2", AttributeValue::S("b".into()))
+        .item("body", AttributeValue::S("x".repeat(1500)))
+        .return_consumed_capacity(ReturnConsumedCapacity::Indexes)
+        .send()
+        .await
+        .unwrap();
+    let consumed = out.consumed_capacity().unwrap();
+    assert_eq!(consumed.capacity_units(), Some(5.0));
+    let indexes = consumed.global_secondary_indexes().unwrap();
+    assert_eq!(indexes["Everything"].capacity_units(), Some(2.0));
+    assert_eq!(indexes["Keys"].capacity_units(), Some(1.0));
+    // Learnt from the answer that passed through: no DescribeTable of its own.
+    let stats = proxy.stats();
+    assert_eq!(stats.requests, requests_after_create + 1);
+    assert_eq!(stats.forwarded, stats.requests);
+    let usage = &proxy.capacity_stats().unwrap().tables[&table];
+    assert_eq!(usage.partition_write_units, vec![0, 2]);
+}
