@@ -7,6 +7,9 @@
 //!
 //! A slow answer is forwarded first and held after: the request was
 //! applied, and the client that gave up waiting cannot know it.
+//!
+//! With a capacity model ([`FaultProxy::set_capacity`]) the write calls are
+//! metered and throttled by it first (see [`crate::capacity`]).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
