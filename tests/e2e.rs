@@ -7,8 +7,6 @@
 
 mod common;
 mod distributed;
-#[path = "../crates/queue/tests/moto_server/mod.rs"]
-mod moto_server;
 
 mod bad_input;
 mod cli_usage;
