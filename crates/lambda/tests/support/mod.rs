@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use lambda_runtime::{Context, LambdaEvent};
 use sql2ddb_core::{AttrValue, Item};
-pub use sql2ddb_testkit::support::{pg_url, scan_all, unique_name as unique, Dynamo, Moto};
+pub use sql2ddb_testkit::support::{pg_url, unique_name as unique, Dynamo, Moto};
 
 /// A PostgreSQL schema of the test's own, dropped at the end.
 pub struct PgSchema {
