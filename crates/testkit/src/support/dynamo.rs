@@ -16,7 +16,7 @@ pub struct Dynamo {
     /// A client connected to it (region `us-east-1`).
     pub client: Client,
     /// The server in this process; `None` for an external one.
-    _local: Option<LocalDynamo>,
+    local: Option<LocalDynamo>,
 }
 
 impl Dynamo {
@@ -46,7 +46,15 @@ impl Dynamo {
         Dynamo {
             url,
             client,
-            _local: local,
+            local,
+        }
+    }
+
+    /// Stops a server in this process and waits until it has finished its
+    /// requests; an external server is left as it is.
+    pub async fn stop(mut self) {
+        if let Some(local) = self.local.take() {
+            local.stop().await;
         }
     }
 

@@ -1,7 +1,8 @@
 //! What the workspace's tests share, defined once: names no other test
 //! uses, where the test databases are, a DynamoDB-compatible server of the
 //! test's own, moto's server for SQS, S3 and the other AWS services, reading
-//! a table back whole, and comparing items as DynamoDB compares them.
+//! a table back whole, comparing items as DynamoDB compares them, and a
+//! progress store of the test's own.
 //!
 //! Every service can be pointed elsewhere by an environment variable
 //! (`SQL2DDB_TEST_PG_URL`, `SQL2DDB_TEST_MYSQL_URL`,
@@ -12,6 +13,7 @@
 
 mod dynamo;
 mod moto;
+mod progress;
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::LazyLock;
@@ -20,6 +22,7 @@ use sql2ddb_core::{AttrValue, Item};
 
 pub use dynamo::{scan_all, Dynamo};
 pub use moto::Moto;
+pub use progress::{progress_store, run_meta};
 
 /// The local PostgreSQL the tests use unless `SQL2DDB_TEST_PG_URL` says otherwise.
 pub const DEFAULT_PG_URL: &str = "postgres://root@127.0.0.1:5432/test";
