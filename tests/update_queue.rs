@@ -11,8 +11,8 @@ use sql2ddb_dynamo::progress::{default_table, ProgressStore, RunProgress};
 use sql2ddb_queue::{create_queue, delete_queue, QueueUrls};
 
 use crate::common::*;
-use sql2ddb_testkit::support::Moto;
 use crate::update::{job, shop, PER_TYPE};
+use sql2ddb_testkit::support::Moto;
 
 const COUNT_VISITS: &str = r#"version = 1
 [target]

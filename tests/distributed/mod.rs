@@ -5,10 +5,10 @@
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use sql2ddb_testkit::support::Moto;
 use sql2ddb_core::Item;
 use sql2ddb_dynamo::progress::{default_table, ProgressStore};
 use sql2ddb_queue::{create_queue, QueueUrls, SqsQueue};
+use sql2ddb_testkit::support::Moto;
 
 pub const PAGE: i64 = 2_500;
 

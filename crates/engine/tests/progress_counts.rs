@@ -106,7 +106,10 @@ async fn a_redelivered_batch_is_counted_once_and_the_run_completes_when_sums_mee
 async fn pages_sent_without_a_record_are_named_and_keep_the_run_incomplete() {
     let (local, store) = progress_store("missing").await;
     let run = "r2";
-    store.record_run(run, &run_meta(&[("order", 2)])).await.unwrap();
+    store
+        .record_run(run, &run_meta(&[("order", 2)]))
+        .await
+        .unwrap();
     // Segment 0: pages 0..3 sent, page 1 never written.
     store
         .set_cursor(run, "order", 0, &[SqlValue::Int(300)], 3, 30)
@@ -164,7 +167,10 @@ async fn pages_sent_without_a_record_are_named_and_keep_the_run_incomplete() {
 async fn complete_only_when_the_records_add_up_to_the_rows_read() {
     let (local, store) = progress_store("sums").await;
     let run = "r3";
-    store.record_run(run, &run_meta(&[("order", 1)])).await.unwrap();
+    store
+        .record_run(run, &run_meta(&[("order", 1)]))
+        .await
+        .unwrap();
     store
         .record_batch(run, &record("order", 0, 0, 10))
         .await
@@ -214,7 +220,10 @@ async fn load_reads_every_record_of_a_run_over_many_query_pages() {
     // Long entity names make each record ~1 KB: 2,500 of them are over 2 MB,
     // more than one Query answer (1 MB) holds.
     let entity = format!("order_{}", "x".repeat(400));
-    store.record_run(run, &run_meta(&[(&entity, 1)])).await.unwrap();
+    store
+        .record_run(run, &run_meta(&[(&entity, 1)]))
+        .await
+        .unwrap();
     let records: Vec<BatchRecord> = (0..2_500).map(|page| record(&entity, 0, page, 3)).collect();
     for chunk in records.chunks(16) {
         let mut writes = tokio::task::JoinSet::new();

@@ -178,7 +178,8 @@ async fn an_update_job_runs_as_a_time_boxed_reader_chain_and_queue_fed_workers()
     let items = dynamo.scan_all(&table).await;
     assert_eq!(items.len(), 2 * PER_TYPE);
     for item in &items {
-        let order = matches!(&item["SK"], sql2ddb_core::AttrValue::S(sk) if sk.starts_with("ORDER#"));
+        let order =
+            matches!(&item["SK"], sql2ddb_core::AttrValue::S(sk) if sk.starts_with("ORDER#"));
         match order {
             true => {
                 assert_eq!(item["visits"], n(1), "{item:?}");

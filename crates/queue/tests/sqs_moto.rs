@@ -7,11 +7,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sql2ddb_core::{AttrValue, BatchPart, EncodedItem, KeyAttr, KeyType, WorkBatch};
-use sql2ddb_testkit::support::Moto;
 use sql2ddb_queue::{
     connect, create_queue, delete_queue, depths, redrive, QueueUrls, Received, SqsQueue,
     VisibilityExtender, WorkQueue, MAX_MESSAGE_BYTES,
 };
+use sql2ddb_testkit::support::Moto;
 
 /// Gives up on a condition that never comes.
 const PATIENCE: Duration = Duration::from_secs(60);

@@ -43,11 +43,7 @@ impl Dynamo {
         let client = connect(&Endpoint::Url(url.clone()), Some("us-east-1"))
             .await
             .unwrap_or_else(|e| panic!("a client of {url}: {e}"));
-        Dynamo {
-            url,
-            client,
-            local,
-        }
+        Dynamo { url, client, local }
     }
 
     /// Stops a server in this process and waits until it has finished its

@@ -5,12 +5,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use sql2ddb_testkit::support::scan_all;
 use sql2ddb_core::{check_item, AttrValue, EncodedItem, Item, KeyAttr};
 use sql2ddb_dynamo::{
     connect, connect_with_calls, ensure_table, BatchCalls, BatchWriter, Client, Endpoint,
     LocalDynamo, WriteOutcome,
 };
+use sql2ddb_testkit::support::scan_all;
 
 pub use sql2ddb_testkit::support::unique_name as unique;
 
