@@ -48,7 +48,10 @@ cargo test --workspace --all-targets --locked
 
 # The end-to-end group a second time against a DynamoDB endpoint in another
 # process (the path SQL2DDB_TEST_DYNAMODB_URL takes for DynamoDB Local), so
-# that path runs on every CI run. The testkit binary was built above.
+# that path runs on every CI run. The testkit binary and the e2e test binary
+# were built above: `--workspace` resolves features as that build did, so
+# nothing is compiled again (`-p sql2ddb` would resolve them for the cli
+# alone and rebuild part of the workspace).
 dynamo_log="$(mktemp)"
 dynamo_pid=""
 stop_dynamo() {
@@ -73,4 +76,4 @@ if [ -z "$dynamo_url" ]; then
   exit 1
 fi
 echo "test.sh: end-to-end tests again against $dynamo_url"
-SQL2DDB_TEST_DYNAMODB_URL="$dynamo_url" cargo test -p sql2ddb --test e2e --locked
+SQL2DDB_TEST_DYNAMODB_URL="$dynamo_url" cargo test --workspace --test e2e --locked

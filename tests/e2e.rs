@@ -3,12 +3,12 @@
 //!
 //! One test binary with a module per topic, so the dependency tree is linked
 //! once rather than once per topic. Run one topic with its module path, e.g.
-//! `cargo test -p sql2ddb --test e2e e2e_mysql::`.
+//! `cargo test --workspace --test e2e e2e_mysql::` (`--workspace` reuses the
+//! workspace build; `-p sql2ddb` resolves features for the cli alone and
+//! builds part of the workspace again).
 
 mod common;
 mod distributed;
-#[path = "../crates/queue/tests/moto_server/mod.rs"]
-mod moto_server;
 
 mod bad_input;
 mod cli_usage;

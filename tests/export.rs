@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use sql2ddb_core::Item;
 
 use crate::common::*;
-use crate::moto_server::s3_server;
+use sql2ddb_testkit::support::Moto;
 
 /// The example shop's mapping, into the scenario's table on its server.
 fn shop_mapping(sc: &Scenario) -> String {
@@ -277,10 +277,8 @@ fn s3_client(url: &str) -> aws_sdk_s3::Client {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
-    let Some((_moto, url)) = s3_server() else {
-        eprintln!("skipped: SQL2DDB_TEST_SQS_URL names an SQS server that may lack S3; set SQL2DDB_TEST_S3_URL to an S3-compatible endpoint to run this test");
-        return;
-    };
+    let moto = Moto::s3();
+    let url = moto.url().to_string();
     let sc = Scenario::new("export_s3").start().await;
     let mapping = shop_mapping(&sc);
     let run = sc.run(&mapping, &["--json", "--quiet"]).await;
@@ -474,10 +472,8 @@ async fn export_rejects_the_rows_run_rejects() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_file_larger_than_a_part_is_uploaded_in_several_parts() {
-    let Some((_moto, url)) = s3_server() else {
-        eprintln!("skipped: SQL2DDB_TEST_SQS_URL names an SQS server that may lack S3; set SQL2DDB_TEST_S3_URL to an S3-compatible endpoint to run this test");
-        return;
-    };
+    let moto = Moto::s3();
+    let url = moto.url().to_string();
     // About 13 MB of lines in one file: a part of exactly 8 MiB and the
     // rest, however the pages that filled it were sized.
     let sc = Scenario::new("export_parts")

@@ -178,13 +178,22 @@ INSERT INTO o VALUES (1,1),(1,2),(2,3),(3,4),(3,5);";
     assert_eq!(sc.dynamo.scan(&table2).await.len(), 5);
 }
 
-/// 30,000 rows: long enough on the in-process server to interrupt.
+/// Rows of [`MANY`].
+const MANY_ROWS: u64 = 5_000;
+
+/// [`MANY_ROWS`] rows of one write unit each.
 const MANY: &str = "CREATE TABLE m (id INTEGER PRIMARY KEY, v TEXT NOT NULL);
-WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 30000)
+WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 5000)
 INSERT INTO m SELECT i, 'row ' || i FROM s;";
 
-/// Starts a run, waits until items arrive in `table`, sends SIGINT, and
-/// returns what it did.
+/// Write units per second the interrupted runs may spend: the 300 items
+/// the test waits for take 3 s, the rest of [`MANY`] at least 47 s more,
+/// however fast the machine is. The run is still writing when it is
+/// interrupted because it cannot go faster, not because it happens to be slow.
+const INTERRUPTED_WCU: &str = "100";
+
+/// Starts a run capped at [`INTERRUPTED_WCU`], waits until 300 items are in
+/// `table`, sends SIGINT, and returns what it did.
 async fn interrupted_run(sc: &Scenario, mapping: &str, table: &str, extra: &[&str]) -> Run {
     let runs = sc.path().join("runs");
     let mut slow = vec![
@@ -194,6 +203,8 @@ async fn interrupted_run(sc: &Scenario, mapping: &str, table: &str, extra: &[&st
         "1",
         "--read-parallelism",
         "1",
+        "--max-wcu",
+        INTERRUPTED_WCU,
     ];
     slow.extend_from_slice(extra);
     let child = Proc::spawn(sc.path(), &args(sc, mapping, runs.to_str().unwrap(), &slow));
@@ -238,7 +249,7 @@ async fn nothing_lost_07_interrupt_reports_exact_counts_and_how_to_continue() {
     let e = out.entity("m");
     let read = e["rows_read"].as_u64().unwrap();
     let written = e["items_written"].as_u64().unwrap();
-    assert!(read < 30_000, "stopped before the end: {read}");
+    assert!(read < MANY_ROWS, "stopped before the end: {read}");
     assert_eq!(written + e["pending"].as_u64().unwrap(), read);
     assert_eq!(
         sc.dynamo.scan(&table).await.len() as u64,
@@ -267,10 +278,10 @@ async fn nothing_lost_07_interrupt_reports_exact_counts_and_how_to_continue() {
         out.stderr
     );
     // Pages of 100 rows, as the interrupted run read them (the mapping's 2
-    // would make the rest of the 30,000 rows 15,000 pages).
+    // would make the rest of the rows thousands of pages); no cap.
     let resumed = run(&sc, &mapping, &["--resume", &run_id, "--page-size", "100"]).await;
     assert_eq!(resumed.code, 0, "{}", resumed.stderr);
-    assert_eq!(sc.dynamo.scan(&table2).await.len(), 30_000);
+    assert_eq!(sc.dynamo.scan(&table2).await.len() as u64, MANY_ROWS);
 }
 
 #[tokio::test]

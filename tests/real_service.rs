@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde_json::Value as Json;
 use sql2ddb_core::{AttrValue, Item};
+use sql2ddb_testkit::support::item_by_value;
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
 
 use crate::common::*;
@@ -140,37 +141,6 @@ fn said(run: &Run, proxy: &FaultProxy) -> String {
         run.stdout,
         proxy.stats()
     )
-}
-
-/// Numbers by value (the service may spell a number another way), sets
-/// sorted (they have no order).
-fn by_value(v: &AttrValue) -> AttrValue {
-    let number = |n: &String| format!("{}", n.parse::<f64>().expect("a number"));
-    match v {
-        AttrValue::N(n) => AttrValue::N(number(n)),
-        AttrValue::NS(s) => {
-            let mut s: Vec<String> = s.iter().map(number).collect();
-            s.sort();
-            AttrValue::NS(s)
-        }
-        AttrValue::SS(s) => {
-            let mut s = s.clone();
-            s.sort();
-            AttrValue::SS(s)
-        }
-        AttrValue::BS(s) => {
-            let mut s = s.clone();
-            s.sort();
-            AttrValue::BS(s)
-        }
-        AttrValue::M(m) => AttrValue::M(m.iter().map(|(k, v)| (k.clone(), by_value(v))).collect()),
-        AttrValue::L(l) => AttrValue::L(l.iter().map(by_value).collect()),
-        other => other.clone(),
-    }
-}
-
-fn item_by_value(item: &Item) -> Item {
-    item.iter().map(|(k, v)| (k.clone(), by_value(v))).collect()
 }
 
 /// The table holds exactly the items of `want`: the same keys, each once,

@@ -11,8 +11,8 @@ use sql2ddb_dynamo::progress::{default_table, ProgressStore, RunProgress};
 use sql2ddb_queue::{create_queue, delete_queue, QueueUrls};
 
 use crate::common::*;
-use crate::moto_server::MotoServer;
 use crate::update::{job, shop, PER_TYPE};
+use sql2ddb_testkit::support::Moto;
 
 const COUNT_VISITS: &str = r#"version = 1
 [target]
@@ -48,7 +48,7 @@ const RUN: &str = "visits-q1";
 
 struct World {
     sc: Scenario,
-    moto: MotoServer,
+    moto: Moto,
     urls: QueueUrls,
     job: String,
 }
@@ -57,7 +57,7 @@ impl World {
     /// `sc` with an SQS server, a queue whose deliveries stay invisible for
     /// `visibility` seconds, and the job file.
     async fn new(sc: Scenario, visibility: u64) -> World {
-        let moto = MotoServer::start();
+        let moto = Moto::sqs();
         let sqs = sql2ddb_queue::connect(Some(moto.url()), Some("us-east-1"), None)
             .await
             .unwrap();

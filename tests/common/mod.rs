@@ -11,93 +11,34 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use sql2ddb_core::{AttrValue, Item};
-use sql2ddb_dynamo::{connect, Client, Endpoint};
+pub use sql2ddb_testkit::support::Dynamo;
 
 pub use process::{command, sql2ddb, wait_all, Proc, Run, PATIENCE};
 pub use scenario::Scenario;
-pub use sources::{pg_url, sqlite_file, MyDatabase, PgSchema};
+pub use sources::{pg_url, sqlite_file, unique, MyDatabase, PgSchema};
 
 /// A table's items, keyed by (PK, SK) rendered as text.
 pub type Items = BTreeMap<(String, String), Item>;
 
-/// A DynamoDB-compatible server: in this process (stopped when dropped), or
-/// the one `SQL2DDB_TEST_DYNAMODB_URL` names (tests use table names of their
-/// own, so they can share it).
-pub struct Dynamo {
-    /// Its `http://127.0.0.1:PORT` endpoint.
-    pub url: String,
-    /// A client connected to it.
-    pub client: Client,
-    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+/// Reading a table back keyed by its items' (PK, SK).
+#[allow(async_fn_in_trait)] // used by this test binary alone
+pub trait ScanKeyed {
+    /// Every item of a table, keyed by (PK, SK) rendered as text; a key
+    /// seen twice fails the test.
+    async fn scan(&self, table: &str) -> Items;
 }
 
-impl Dynamo {
-    /// Connects to `SQL2DDB_TEST_DYNAMODB_URL` if it is set, else starts a
-    /// server with an empty in-memory database.
-    pub async fn start() -> Dynamo {
-        let external = sources::from_env("SQL2DDB_TEST_DYNAMODB_URL", "");
-        if !external.is_empty() {
-            let client = connect(&Endpoint::Url(external.clone()), Some("us-east-1"))
-                .await
-                .unwrap();
-            return Dynamo {
-                url: external,
-                client,
-                shutdown: None,
-            };
-        }
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let db = dynoxide::Database::memory().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(dynoxide::server::serve_with_shutdown(listener, db, async {
-            let _ = rx.await;
-        }));
-        let client = connect(&Endpoint::Url(url.clone()), Some("us-east-1"))
-            .await
-            .unwrap();
-        Dynamo {
-            url,
-            client,
-            shutdown: Some(tx),
-        }
-    }
-
-    /// Every item of a table, keyed by (PK, SK) rendered as text.
-    pub async fn scan(&self, table: &str) -> Items {
+impl ScanKeyed for Dynamo {
+    async fn scan(&self, table: &str) -> Items {
         let mut out = BTreeMap::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .scan()
-                .table_name(table)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .unwrap();
-            for raw in page.items() {
-                let item = sql2ddb_dynamo::convert::item_from_sdk(raw);
-                let key = key_of(&item);
-                assert!(
-                    out.insert(key.clone(), item).is_none(),
-                    "duplicate key {key:?}"
-                );
-            }
-            match page.last_evaluated_key() {
-                Some(k) if !k.is_empty() => start = Some(k.clone()),
-                _ => break,
-            }
+        for item in self.scan_all(table).await {
+            let key = key_of(&item);
+            assert!(
+                out.insert(key.clone(), item).is_none(),
+                "duplicate key {key:?}"
+            );
         }
         out
-    }
-}
-
-impl Drop for Dynamo {
-    fn drop(&mut self) {
-        if let Some(tx) = self.shutdown.take() {
-            let _ = tx.send(());
-        }
     }
 }
 
@@ -119,15 +60,6 @@ pub fn key_of(item: &Item) -> (String, String) {
 /// The [`Items`] key of `pk` and `sk`.
 pub fn key(pk: &str, sk: &str) -> (String, String) {
     (pk.to_string(), sk.to_string())
-}
-
-/// A unique name for this test's schema, table, directory.
-pub fn unique(prefix: &str) -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("{prefix}_{}_{nanos:x}", std::process::id())
 }
 
 /// The workspace root (mappings and examples are relative to it).

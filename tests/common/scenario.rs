@@ -13,6 +13,7 @@ use std::path::Path;
 use super::sources::DEFAULT_PG_URL;
 use super::{
     pg_url, sql2ddb, sqlite_file, unique, write_mapping, Dynamo, Items, MyDatabase, PgSchema, Run,
+    ScanKeyed,
 };
 
 /// What a scenario is made of, before anything starts.

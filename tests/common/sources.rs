@@ -4,38 +4,11 @@
 
 use std::future::Future;
 use std::path::Path;
-use std::sync::LazyLock;
 use std::time::Duration;
 
 use sqlx::Connection;
 
-use super::unique;
-
-/// The local PostgreSQL, where the tests look unless told otherwise.
-pub const DEFAULT_PG_URL: &str = "postgres://root@127.0.0.1:5432/test";
-
-/// PostgreSQL as the tests reach it: `SQL2DDB_TEST_PG_URL`, else the local server.
-pub fn pg_url() -> &'static str {
-    static URL: LazyLock<String> =
-        LazyLock::new(|| from_env("SQL2DDB_TEST_PG_URL", DEFAULT_PG_URL));
-    &URL
-}
-
-/// MariaDB as the tests reach it (a database every test may use to create its
-/// own): `SQL2DDB_TEST_MYSQL_URL`, else the local server.
-pub fn my_url() -> &'static str {
-    static URL: LazyLock<String> =
-        LazyLock::new(|| from_env("SQL2DDB_TEST_MYSQL_URL", "mysql://root@127.0.0.1:3306/test"));
-    &URL
-}
-
-/// `var` if it is set and not empty, else `default`.
-pub(crate) fn from_env(var: &str, default: &str) -> String {
-    match std::env::var(var) {
-        Ok(v) if !v.trim().is_empty() => v.trim().to_string(),
-        _ => default.to_string(),
-    }
-}
+pub use sql2ddb_testkit::support::{mysql_url, pg_url, unique_name as unique, DEFAULT_PG_URL};
 
 /// How long a clean-up may take before it is given up (and said so).
 const CLEAN_UP_PATIENCE: Duration = Duration::from_secs(20);
@@ -77,7 +50,7 @@ fn clean_up_sql(postgres: bool, what: String, sql: String) {
                 Err(_) => conn.map(drop),
             }
         } else {
-            let mut conn = sqlx::MySqlConnection::connect(my_url()).await;
+            let mut conn = sqlx::MySqlConnection::connect(mysql_url()).await;
             match &mut conn {
                 Ok(conn) => sql.execute(conn).await.map(drop),
                 Err(_) => conn.map(drop),
@@ -152,12 +125,12 @@ impl MyDatabase {
     /// Creates a database named after `prefix`.
     pub async fn create(prefix: &str) -> MyDatabase {
         let name = unique(prefix);
-        let mut admin = sqlx::MySqlConnection::connect(my_url())
+        let mut admin = sqlx::MySqlConnection::connect(mysql_url())
             .await
             .unwrap_or_else(|e| {
                 panic!(
                     "MariaDB at {} ({e}); scripts/services.sh starts it",
-                    my_url()
+                    mysql_url()
                 )
             });
         exec(
@@ -166,7 +139,7 @@ impl MyDatabase {
         )
         .await;
         let _ = admin.close().await;
-        let url = with_database(my_url(), &name);
+        let url = with_database(mysql_url(), &name);
         let pool = sqlx::mysql::MySqlPoolOptions::new()
             .max_connections(2)
             .connect(&url)

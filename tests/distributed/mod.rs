@@ -5,10 +5,10 @@
 use std::time::{Duration, Instant};
 
 use crate::common::*;
-use crate::moto_server::MotoServer;
 use sql2ddb_core::Item;
 use sql2ddb_dynamo::progress::{default_table, ProgressStore};
 use sql2ddb_queue::{create_queue, QueueUrls, SqsQueue};
+use sql2ddb_testkit::support::Moto;
 
 pub const PAGE: i64 = 2_500;
 
@@ -32,7 +32,7 @@ pub fn expected(i: i64) -> Item {
 /// dead-letter queue, a mapping.
 pub struct Fixture {
     pub sc: Scenario,
-    pub moto: MotoServer,
+    pub moto: Moto,
     pub urls: QueueUrls,
     pub queue: SqsQueue,
     pub table: String,
@@ -52,7 +52,7 @@ impl Fixture {
             ))
             .start()
             .await;
-        let moto = MotoServer::start();
+        let moto = Moto::sqs();
         let sqs = sql2ddb_queue::connect(Some(moto.url()), Some("us-east-1"), None)
             .await
             .unwrap();

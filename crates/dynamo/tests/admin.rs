@@ -3,7 +3,6 @@
 //! table that differs from the mapping before anything is written.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use aws_sdk_dynamodb::types::{AttributeValue, BillingMode};
 use sql2ddb_core::KeyAttr;
@@ -11,15 +10,7 @@ use sql2ddb_dynamo::{
     connect, ensure_table, ensure_table_spec, Billing, Client, DynamoError, Endpoint, ErrorKind,
     GsiSpec, LocalDynamo, Projection, TableSpec,
 };
-
-fn unique(prefix: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
+use sql2ddb_testkit::support::unique_name as unique;
 
 fn key(name: &str, kind: &str) -> KeyAttr {
     KeyAttr {

@@ -3,7 +3,6 @@
 //! attributes.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -13,6 +12,7 @@ use sql2ddb_dynamo::{
     connect, ensure_table, write_pointer, Client, Endpoint, LocalDynamo, PointerOutcome,
     RetryPolicy,
 };
+use sql2ddb_testkit::support::unique_name;
 
 fn key(name: &str) -> KeyAttr {
     KeyAttr {
@@ -26,16 +26,11 @@ fn keys() -> Vec<KeyAttr> {
 }
 
 async fn table() -> (LocalDynamo, Client, String) {
-    static N: AtomicU32 = AtomicU32::new(0);
     let local = LocalDynamo::start(None).await.unwrap();
     let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1"))
         .await
         .unwrap();
-    let name = format!(
-        "pointer-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    );
+    let name = unique_name("pointer");
     ensure_table(&client, &name, &keys(), true).await.unwrap();
     (local, client, name)
 }

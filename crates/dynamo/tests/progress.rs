@@ -1,44 +1,12 @@
 //! The progress store against an in-process DynamoDB-compatible server.
 
 use sql2ddb_core::{BatchPart, SqlValue, WorkBatch};
-use sql2ddb_dynamo::progress::{
-    default_table, BatchRecord, EntityMeta, ProgressStore, RunMeta, SegmentBounds,
-};
-use sql2ddb_dynamo::{connect, Endpoint, LocalDynamo};
-
-async fn store(name: &str) -> (LocalDynamo, ProgressStore) {
-    let local = LocalDynamo::start(None).await.unwrap();
-    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1"))
-        .await
-        .unwrap();
-    let store = ProgressStore::new(client, default_table(name));
-    assert!(store.ensure().await.unwrap(), "a new table is created");
-    assert!(!store.ensure().await.unwrap(), "an existing one is kept");
-    (local, store)
-}
-
-fn meta(entities: &[(&str, u32)]) -> RunMeta {
-    RunMeta {
-        mapping: "mappings/shop.toml".into(),
-        source: "postgres://root:hunter2@db/shop".into(),
-        table: "shop".into(),
-        entities: entities
-            .iter()
-            .map(|(name, segments)| EntityMeta {
-                name: name.to_string(),
-                segments: *segments,
-                bounds: Vec::new(),
-            })
-            .collect(),
-        started: "2024-05-01T10:00:00Z".into(),
-        queue: None,
-        snapshots: Vec::new(),
-    }
-}
+use sql2ddb_dynamo::progress::{BatchRecord, SegmentBounds};
+use sql2ddb_testkit::support::{progress_store, run_meta};
 
 #[tokio::test]
 async fn a_cursor_reads_back_with_its_types_and_only_moves_forward() {
-    let (local, store) = store("cursor").await;
+    let (local, store) = progress_store("cursor").await;
     let run = "r4";
     let cursor = vec![
         SqlValue::Text("EU#7".into()),
@@ -68,9 +36,9 @@ async fn a_cursor_reads_back_with_its_types_and_only_moves_forward() {
 
 #[tokio::test]
 async fn a_run_description_reads_back_alone_with_its_segment_bounds_and_queue() {
-    let (local, store) = store("meta").await;
+    let (local, store) = progress_store("meta").await;
     assert_eq!(store.run_meta("r6").await.unwrap(), None);
-    let mut described = meta(&[("order", 2)]);
+    let mut described = run_meta(&[("order", 2)]);
     described.entities[0].bounds = vec![
         SegmentBounds {
             after: None,

@@ -3,39 +3,9 @@
 
 use sql2ddb_core::{AttrValue, SqlValue};
 use sql2ddb_dynamo::convert::to_sdk;
-use sql2ddb_dynamo::progress::{default_table, BatchRecord, EntityMeta, ProgressStore, RunMeta};
-use sql2ddb_dynamo::{connect, Endpoint, LocalDynamo};
+use sql2ddb_dynamo::progress::BatchRecord;
 use sql2ddb_engine::verify::{summarize, MissingPage};
-
-async fn store(name: &str) -> (LocalDynamo, ProgressStore) {
-    let local = LocalDynamo::start(None).await.unwrap();
-    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1"))
-        .await
-        .unwrap();
-    let store = ProgressStore::new(client, default_table(name));
-    assert!(store.ensure().await.unwrap(), "a new table is created");
-    assert!(!store.ensure().await.unwrap(), "an existing one is kept");
-    (local, store)
-}
-
-fn meta(entities: &[(&str, u32)]) -> RunMeta {
-    RunMeta {
-        mapping: "mappings/shop.toml".into(),
-        source: "postgres://root:hunter2@db/shop".into(),
-        table: "shop".into(),
-        entities: entities
-            .iter()
-            .map(|(name, segments)| EntityMeta {
-                name: name.to_string(),
-                segments: *segments,
-                bounds: Vec::new(),
-            })
-            .collect(),
-        started: "2024-05-01T10:00:00Z".into(),
-        queue: None,
-        snapshots: Vec::new(),
-    }
-}
+use sql2ddb_testkit::support::{progress_store, run_meta};
 
 fn record(entity: &str, segment: u32, page: u64, rows: u64) -> BatchRecord {
     BatchRecord {
@@ -53,10 +23,10 @@ fn record(entity: &str, segment: u32, page: u64, rows: u64) -> BatchRecord {
 
 #[tokio::test]
 async fn a_redelivered_batch_is_counted_once_and_the_run_completes_when_sums_meet() {
-    let (local, store) = store("redelivered").await;
+    let (local, store) = progress_store("redelivered").await;
     let run = "r1";
     store
-        .record_run(run, &meta(&[("order", 2), ("customer", 1)]))
+        .record_run(run, &run_meta(&[("order", 2), ("customer", 1)]))
         .await
         .unwrap();
     for segment in 0..2 {
@@ -127,16 +97,19 @@ async fn a_redelivered_batch_is_counted_once_and_the_run_completes_when_sums_mee
     );
     assert_eq!(
         meta_back.entities,
-        meta(&[("order", 2), ("customer", 1)]).entities
+        run_meta(&[("order", 2), ("customer", 1)]).entities
     );
     local.stop().await;
 }
 
 #[tokio::test]
 async fn pages_sent_without_a_record_are_named_and_keep_the_run_incomplete() {
-    let (local, store) = store("missing").await;
+    let (local, store) = progress_store("missing").await;
     let run = "r2";
-    store.record_run(run, &meta(&[("order", 2)])).await.unwrap();
+    store
+        .record_run(run, &run_meta(&[("order", 2)]))
+        .await
+        .unwrap();
     // Segment 0: pages 0..3 sent, page 1 never written.
     store
         .set_cursor(run, "order", 0, &[SqlValue::Int(300)], 3, 30)
@@ -192,9 +165,12 @@ async fn pages_sent_without_a_record_are_named_and_keep_the_run_incomplete() {
 
 #[tokio::test]
 async fn complete_only_when_the_records_add_up_to_the_rows_read() {
-    let (local, store) = store("sums").await;
+    let (local, store) = progress_store("sums").await;
     let run = "r3";
-    store.record_run(run, &meta(&[("order", 1)])).await.unwrap();
+    store
+        .record_run(run, &run_meta(&[("order", 1)]))
+        .await
+        .unwrap();
     store
         .record_batch(run, &record("order", 0, 0, 10))
         .await
@@ -239,12 +215,15 @@ async fn complete_only_when_the_records_add_up_to_the_rows_read() {
 
 #[tokio::test]
 async fn load_reads_every_record_of_a_run_over_many_query_pages() {
-    let (local, store) = store("pages").await;
+    let (local, store) = progress_store("pages").await;
     let run = "r5";
     // Long entity names make each record ~1 KB: 2,500 of them are over 2 MB,
     // more than one Query answer (1 MB) holds.
     let entity = format!("order_{}", "x".repeat(400));
-    store.record_run(run, &meta(&[(&entity, 1)])).await.unwrap();
+    store
+        .record_run(run, &run_meta(&[(&entity, 1)]))
+        .await
+        .unwrap();
     let records: Vec<BatchRecord> = (0..2_500).map(|page| record(&entity, 0, page, 3)).collect();
     for chunk in records.chunks(16) {
         let mut writes = tokio::task::JoinSet::new();
@@ -262,10 +241,8 @@ async fn load_reads_every_record_of_a_run_over_many_query_pages() {
         .unwrap();
 
     // One Query does not return it all: the store must follow LastEvaluatedKey.
-    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1"))
-        .await
-        .unwrap();
-    let first = client
+    let first = local
+        .client
         .query()
         .table_name(store.table())
         .key_condition_expression("PK = :pk")

@@ -33,7 +33,7 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
     let rows = rows();
     let pg = PgSchema::create("lambda_chain", &items_sql(rows)).await;
     let dynamo = Dynamo::start().await;
-    let moto = moto_server::MotoServer::start();
+    let moto = Moto::sqs();
     let sqs = sqs(moto.url()).await;
     let table = unique("lambda_chain");
     let urls =
@@ -185,6 +185,6 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
     assert_eq!(recorded.batches.len() as u64, pages);
     assert_eq!(received, pages, "messages received = pages sent");
 
-    assert_items(&dynamo.items(&table).await, rows);
+    assert_items(&items(&dynamo, &table).await, rows);
     pg.drop_schema().await;
 }

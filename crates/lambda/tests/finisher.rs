@@ -68,7 +68,7 @@ async fn bursts_and_duplicates_announce_a_complete_run_once() {
     let proxy = FaultProxy::start(&dynamo.url, count_queries())
         .await
         .unwrap();
-    let moto = moto_server::MotoServer::start();
+    let moto = Moto::start();
     let table = unique("lambda_finisher");
     let store = ProgressStore::new(dynamo.client.clone(), table.clone());
     store.ensure().await.unwrap();

@@ -105,7 +105,7 @@ async fn the_next_invocation_is_an_event_invoke_of_the_function_with_run_id_and_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_invoke_names_the_function() {
-    let moto = moto_server::MotoServer::start();
+    let moto = Moto::start();
     let function = unique("sql2ddb-reader-gone").replace('_', "-");
     let invoker = LambdaInvoker::new(lambda_client(moto.url()), function.clone());
     let e = invoker

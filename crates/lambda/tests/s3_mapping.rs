@@ -51,7 +51,7 @@ async fn put(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, text: &str) {
 async fn a_reader_given_an_s3_mapping_migrates_every_row() {
     let pg = PgSchema::create("lambda_s3map", &items_sql(ROWS)).await;
     let dynamo = Dynamo::start().await;
-    let moto = moto_server::MotoServer::start();
+    let moto = Moto::start();
     let sqs = sqs(moto.url()).await;
     let table = unique("lambda_s3map");
     let urls =
@@ -114,13 +114,13 @@ async fn a_reader_given_an_s3_mapping_migrates_every_row() {
     let summary = sql2ddb_engine::verify::summarize(&recorded);
     assert!(summary.complete, "{summary:?}");
     assert_eq!(summary.entities[0].written, ROWS);
-    assert_items(&dynamo.items(&table).await, ROWS);
+    assert_items(&items(&dynamo, &table).await, ROWS);
     pg.drop_schema().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_or_bad_s3_mapping_is_named_by_its_url() {
-    let moto = moto_server::MotoServer::start();
+    let moto = Moto::start();
     let (s3, bucket) = bucket(moto.url()).await;
     let runs = tempfile::tempdir().unwrap();
     let missing = format!("s3://{bucket}/no/such/mapping.toml");

@@ -41,7 +41,7 @@ fn closed_port() -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_source_url_comes_from_a_secure_string_and_its_password_stays_secret() {
-    let moto = moto_server::MotoServer::start();
+    let moto = Moto::start();
     let aws = aws(moto.url()).await;
     let ssm = aws_sdk_ssm::Client::new(&aws);
     let name = unique("sql2ddb-source-url");

@@ -89,7 +89,7 @@ async fn an_update_job_runs_as_a_time_boxed_reader_chain_and_queue_fed_workers()
     let dynamo = Dynamo::start().await;
     let table = unique("lambda_update");
     load_table(&dynamo, &table).await;
-    let moto = moto_server::MotoServer::start();
+    let moto = Moto::sqs();
     let sqs = sqs(moto.url()).await;
     let urls =
         sql2ddb_queue::create_queue(&sqs, &table.replace('_', "-"), Duration::from_secs(60), 5)
@@ -175,14 +175,15 @@ async fn an_update_job_runs_as_a_time_boxed_reader_chain_and_queue_fed_workers()
     assert!(received > 0);
 
     // Every order once, nothing else.
-    let items = scan_all(&dynamo, &table).await;
+    let items = dynamo.scan_all(&table).await;
     assert_eq!(items.len(), 2 * PER_TYPE);
     for item in &items {
-        let order = item["SK"].as_s().unwrap().starts_with("ORDER#");
+        let order =
+            matches!(&item["SK"], sql2ddb_core::AttrValue::S(sk) if sk.starts_with("ORDER#"));
         match order {
             true => {
-                assert_eq!(item["visits"].as_n().unwrap(), "1", "{item:?}");
-                assert_eq!(item["sql2ddb_run"].as_s().unwrap(), &run_id);
+                assert_eq!(item["visits"], n(1), "{item:?}");
+                assert_eq!(item["sql2ddb_run"], s(run_id.as_str()), "{item:?}");
             }
             false => assert_eq!(item.len(), 2, "{item:?}"),
         }

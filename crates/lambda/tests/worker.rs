@@ -76,7 +76,7 @@ async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
     let proxy = FaultProxy::start(&dynamo.url, pointer_faults(0.0))
         .await
         .unwrap();
-    let moto = moto_server::MotoServer::start();
+    let moto = Moto::sqs();
     let sqs = sqs(moto.url()).await;
     let table = unique("lambda_worker");
     // Failed messages come back after 2 s, as with a real queue.
@@ -180,12 +180,12 @@ async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
 
     let recorded = store.load(&step.run_id).await.unwrap();
     assert!(sql2ddb_engine::verify::summarize(&recorded).complete);
-    let items = dynamo.items(&table).await;
+    let items = items(&dynamo, &table).await;
     assert_eq!(
         items.len(),
         70 + 30 + 1,
         "customers, orders and the pointer"
     );
-    assert_eq!(items["LAST_ORDER"]["orderId"].as_n().unwrap(), "30");
+    assert_eq!(items["LAST_ORDER"]["orderId"], n(30));
     pg.drop_schema().await;
 }

@@ -2,18 +2,16 @@
 //! test. Queues stay shallow and messages carry many items each: moto slows
 //! down as a queue fills, and nothing here measures speed.
 
-mod moto_server;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use moto_server::MotoServer;
 use sql2ddb_core::{AttrValue, BatchPart, EncodedItem, KeyAttr, KeyType, WorkBatch};
 use sql2ddb_queue::{
     connect, create_queue, delete_queue, depths, redrive, QueueUrls, Received, SqsQueue,
     VisibilityExtender, WorkQueue, MAX_MESSAGE_BYTES,
 };
+use sql2ddb_testkit::support::Moto;
 
 /// Gives up on a condition that never comes.
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -60,7 +58,7 @@ fn batch(page: u64, items: Vec<EncodedItem>) -> WorkBatch {
 }
 
 struct Fixture {
-    _moto: MotoServer,
+    _moto: Moto,
     client: aws_sdk_sqs::Client,
     urls: QueueUrls,
     queue: Arc<SqsQueue>,
@@ -68,7 +66,7 @@ struct Fixture {
 
 impl Fixture {
     async fn new(name: &str, visibility: Duration, max_receive_count: u32) -> Fixture {
-        let moto = MotoServer::start();
+        let moto = Moto::sqs();
         let client = connect(Some(moto.url()), Some("us-east-1"), None)
             .await
             .unwrap();

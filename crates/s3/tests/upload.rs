@@ -2,12 +2,9 @@
 //! whatever the sizes of the writes, so the number of parts (and the
 //! memory an upload holds) depends on the object's size alone.
 
-#[path = "../../queue/tests/moto_server/mod.rs"]
-mod moto_server;
-
 use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
-use moto_server::s3_server;
 use sql2ddb_s3::{S3Options, S3Prefix, PART_SIZE};
+use sql2ddb_testkit::support::Moto;
 
 fn client(url: &str) -> aws_sdk_s3::Client {
     let config = aws_sdk_s3::Config::builder()
@@ -72,11 +69,8 @@ async fn upload(url: &str, key: &str, writes: &[usize]) -> (Vec<u8>, Vec<u8>, St
 /// Uploads `writes` and checks the object holds every byte written, in
 /// `parts` parts (a multipart ETag ends with `-N`, N the number of parts).
 async fn check_upload(key: &str, writes: &[usize], parts: usize) {
-    let Some((_moto, url)) = s3_server() else {
-        eprintln!("skipped: set SQL2DDB_TEST_S3_URL to an S3-compatible endpoint");
-        return;
-    };
-    let (sent, got, etag) = upload(&url, key, writes).await;
+    let s3 = Moto::s3();
+    let (sent, got, etag) = upload(s3.url(), key, writes).await;
     assert!(
         got == sent,
         "the object holds {} bytes, not the {} written",

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{my_url, pg_url, unique, Cleanup};
+use common::{mysql_url, pg_url, unique, Cleanup};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{Relation, Source, SourceErrorKind};
 use sqlx::Connection;
@@ -149,7 +149,7 @@ async fn postgres_children_of_a_page() {
 async fn mariadb_children_of_a_page() {
     let db = unique("children_my");
     let _guard = Cleanup {
-        url: my_url().to_string(),
+        url: mysql_url().to_string(),
         sql: format!("DROP DATABASE IF EXISTS `{db}`"),
     };
     let p = format!("`{db}`.");
@@ -160,12 +160,12 @@ async fn mariadb_children_of_a_page() {
          {}",
         ROWS.replace("{p}", &p)
     );
-    let mut conn = sqlx::MySqlConnection::connect(my_url()).await.unwrap();
+    let mut conn = sqlx::MySqlConnection::connect(mysql_url()).await.unwrap();
     sqlx::raw_sql(sqlx::AssertSqlSafe(setup))
         .execute(&mut conn)
         .await
         .unwrap();
-    let source = Source::connect(my_url(), 2).await.unwrap();
+    let source = Source::connect(mysql_url(), 2).await.unwrap();
     check(&source, &format!("{db}.")).await;
     source.close().await;
 }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{my_database, my_url, pg_schema, pg_url, sqlite_file};
+use common::{my_database, mysql_url, pg_schema, pg_url, sqlite_file};
 use sql2ddb_core::SqlValue;
 use sql2ddb_source::{PageQuery, Relation, Segment, Source};
 
@@ -107,7 +107,7 @@ async fn postgres_segment_counts_match_their_pages() {
 #[tokio::test]
 async fn mariadb_segment_counts_match_their_pages() {
     let (db, _guard) = my_database("count_my", &tables("{d}.")).await;
-    let source = Source::connect(my_url(), 2).await.unwrap();
+    let source = Source::connect(mysql_url(), 2).await.unwrap();
     assert_table_counts(&source, &format!("{db}.")).await;
     source.close().await;
 }

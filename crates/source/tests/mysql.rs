@@ -4,7 +4,7 @@
 mod common;
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime};
-use common::{my_database, my_url, read_all, text};
+use common::{my_database, mysql_url, read_all, text};
 use sql2ddb_core::SqlValue;
 use sql2ddb_source::{Dialect, Relation, Source, SourceErrorKind};
 
@@ -33,7 +33,7 @@ async fn decodes_every_type_exactly() {
            INSERT INTO {d}.all_types (id, tm) VALUES (3, '838:59:59');"#,
     )
     .await;
-    let source = Source::connect(my_url(), 2).await.unwrap();
+    let source = Source::connect(mysql_url(), 2).await.unwrap();
     assert_eq!(source.dialect(), Dialect::MySql);
     let table = format!("{d}.all_types");
     let from = Relation::Table(&table);
@@ -150,7 +150,7 @@ async fn latin1_text_arrives_as_utf8() {
          INSERT INTO {d}.latin VALUES (1, 'café', 'Ünïcödé'), (2, 'naïve', NULL);",
     )
     .await;
-    let source = Source::connect(my_url(), 1).await.unwrap();
+    let source = Source::connect(mysql_url(), 1).await.unwrap();
     let table = format!("{d}.latin");
     let from = Relation::Table(&table);
     let shape = source.describe(&from).await.unwrap();
@@ -189,7 +189,7 @@ async fn pages_composite_decimal_and_query_entities() {
          INSERT INTO {d}.prices SELECT n / 4, 18446744073709551615 - n FROM {d}.comp WHERE g = 'a';",
     )
     .await;
-    let source = Source::connect(&my_url().replace("mysql://", "mariadb://"), 2)
+    let source = Source::connect(&mysql_url().replace("mysql://", "mariadb://"), 2)
         .await
         .unwrap();
     let table = format!("{d}.comp");
@@ -272,7 +272,7 @@ async fn errors_never_show_the_password() {
     let message = format!("{err} {err:?}");
     assert!(!message.contains("hunter2"), "{message}");
 
-    let source = Source::connect(my_url(), 1).await.unwrap();
+    let source = Source::connect(mysql_url(), 1).await.unwrap();
     let err = source
         .describe(&Relation::Table("test.no_such_table"))
         .await

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{my_database, my_url, pg_schema, pg_url, sqlite_file};
+use common::{my_database, mysql_url, pg_schema, pg_url, sqlite_file};
 use sql2ddb_source::{KeyProof, Relation, Source, SourceErrorKind};
 
 fn keys(k: &[&str]) -> Vec<String> {
@@ -151,7 +151,7 @@ async fn nothing_lost_01_key_uniqueness_mariadb() {
             + &ROWS.replace("{t}", "{d}.")),
     )
     .await;
-    let source = Source::connect(my_url(), 2).await.unwrap();
+    let source = Source::connect(mysql_url(), 2).await.unwrap();
     assert_table_proofs(&source, &format!("{d}.")).await;
     assert_query_proofs(&source, &format!("`{d}`.")).await;
 }
@@ -215,7 +215,7 @@ async fn nothing_lost_12_query_syntax_error_names_entity() {
     assert!(msg.contains(&caret), "{msg}");
 
     // MariaDB names the line and the text where it stopped.
-    let source = Source::connect(my_url(), 1).await.unwrap();
+    let source = Source::connect(mysql_url(), 1).await.unwrap();
     let err = source
         .describe_named("customers_q", &Relation::Query(query))
         .await

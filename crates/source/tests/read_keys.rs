@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{my_url, pg_url, read_all, sqlite_file, unique, Cleanup};
+use common::{mysql_url, pg_url, read_all, sqlite_file, unique, Cleanup};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{Relation, Source, MAX_PARENTS_PER_QUERY};
 use sqlx::Connection;
@@ -92,10 +92,10 @@ async fn postgres_reads_rows_by_key() {
 async fn mysql_reads_rows_by_key() {
     let name = unique("rk_my");
     let _guard = Cleanup {
-        url: my_url().to_string(),
+        url: mysql_url().to_string(),
         sql: format!("DROP DATABASE IF EXISTS `{name}`"),
     };
-    let mut conn = sqlx::MySqlConnection::connect(my_url()).await.unwrap();
+    let mut conn = sqlx::MySqlConnection::connect(mysql_url()).await.unwrap();
     let sql = format!(
         "CREATE DATABASE `{name}`;
          CREATE TABLE `{name}`.t (id INT, g VARCHAR(5) NOT NULL, d DATE NOT NULL,
@@ -110,7 +110,7 @@ async fn mysql_reads_rows_by_key() {
         .execute(&mut conn)
         .await
         .unwrap();
-    let source = Source::connect(my_url(), 2).await.unwrap();
+    let source = Source::connect(mysql_url(), 2).await.unwrap();
     let table = format!("{name}.t");
     assert_reads_keys(
         &source,

@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::{my_url, pg_url, unique, Cleanup};
+use common::{mysql_url, pg_url, unique, Cleanup};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{default_read_parallelism, PageQuery, Relation, Segment, Source};
 use sqlx::sqlite::SqliteConnectOptions;
@@ -197,10 +197,10 @@ async fn postgres_segments_cover_every_row_once() {
 async fn mariadb_segments_cover_every_row_once() {
     let name = unique("seg_my");
     let _guard = Cleanup {
-        url: my_url().to_string(),
+        url: mysql_url().to_string(),
         sql: format!("DROP DATABASE IF EXISTS `{name}`"),
     };
-    let mut conn = sqlx::MySqlConnection::connect(my_url()).await.unwrap();
+    let mut conn = sqlx::MySqlConnection::connect(mysql_url()).await.unwrap();
     let setup = r#"
         CREATE DATABASE D;
         CREATE TABLE D.ints (id BIGINT PRIMARY KEY, v VARCHAR(20));
@@ -228,7 +228,7 @@ async fn mariadb_segments_cover_every_row_once() {
         .execute(&mut conn)
         .await
         .unwrap();
-    let source = Source::connect(my_url(), 8).await.unwrap();
+    let source = Source::connect(mysql_url(), 8).await.unwrap();
     let t = |x: &str| format!("{name}.{x}");
 
     let ints = same_rows_split(&source, &t("ints"), 8, INT_ROWS).await;

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{my_database, my_url, pg_schema, pg_url, sqlite_file};
+use common::{my_database, mysql_url, pg_schema, pg_url, sqlite_file};
 use sql2ddb_source::{Relation, Source};
 use sqlx::Connection;
 
@@ -55,10 +55,10 @@ async fn mysql_reads_see_the_snapshot() {
     )
     .await;
     let table = format!("{db}.t");
-    let source = Source::connect_for_snapshot(my_url(), 4).await.unwrap();
+    let source = Source::connect_for_snapshot(mysql_url(), 4).await.unwrap();
     let snapshot = source.take_snapshot().await.unwrap().expect("a snapshot");
     assert_eq!(snapshot.kind, "mysql");
-    let mut other = sqlx::MySqlConnection::connect(my_url()).await.unwrap();
+    let mut other = sqlx::MySqlConnection::connect(mysql_url()).await.unwrap();
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "INSERT INTO `{db}`.t VALUES (11),(12); DELETE FROM `{db}`.t WHERE id = 1"
     )))

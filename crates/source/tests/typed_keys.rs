@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{my_url, pg_url, read_all, sqlite_file, unique, Cleanup};
+use common::{mysql_url, pg_url, read_all, sqlite_file, unique, Cleanup};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{PageQuery, Relation, Source};
 use sqlx::Connection;
@@ -155,10 +155,10 @@ async fn postgres_timestamptz_date_and_uuid_keys() {
 async fn mysql_datetime_and_binary_keys() {
     let name = unique("tk_my");
     let _guard = Cleanup {
-        url: my_url().to_string(),
+        url: mysql_url().to_string(),
         sql: format!("DROP DATABASE IF EXISTS `{name}`"),
     };
-    let mut conn = sqlx::MySqlConnection::connect(my_url()).await.unwrap();
+    let mut conn = sqlx::MySqlConnection::connect(mysql_url()).await.unwrap();
     let sql = format!(
         "CREATE DATABASE `{name}`;
          CREATE TABLE `{name}`.ev (id INT, at DATETIME(6) PRIMARY KEY, day DATE NOT NULL UNIQUE,
@@ -176,7 +176,7 @@ async fn mysql_datetime_and_binary_keys() {
         .execute(&mut conn)
         .await
         .unwrap();
-    let source = Source::connect(my_url(), 2).await.unwrap();
+    let source = Source::connect(mysql_url(), 2).await.unwrap();
     let table = format!("{name}.ev");
     let all: Vec<i64> = (1..=7).collect();
     for key in ["at", "day", "b", "at0", "tz"] {

@@ -13,6 +13,8 @@
 //! - [`bench_input`] holds what the queue-consumer benchmark drivers share.
 //! - [`sdk_load`] sends prebuilt items through the bare SDK: the benchmark's
 //!   yardstick.
+//! - [`support`] is what the workspace's tests share: unique names,
+//!   database URLs, servers of their own, reading a table back.
 //!
 //! Both bind to 127.0.0.1 and stop when dropped. The `sql2ddb-testkit`
 //! binary runs either as a process.
@@ -27,6 +29,7 @@ pub mod proxy;
 mod reencode;
 pub mod sdk_load;
 pub mod sink;
+pub mod support;
 pub mod synthetic;
 mod wire;
 

@@ -13,7 +13,8 @@ use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
 use serde::Deserialize;
 use serde_json::{json, Value as Json};
-use sql2ddb_core::{AttrValue, Item};
+use sql2ddb_core::Item;
+use sql2ddb_testkit::support::item_by_value;
 use sql2ddb_testkit::{FaultConfig, FaultProxy, EVERY_OPERATION};
 use support::{client, post, TestkitProcess, Upstream};
 
@@ -36,35 +37,8 @@ fn raw_item(i: usize) -> Json {
     })
 }
 
-/// Sets sorted, numbers by value: what makes two spellings the same item.
-fn by_value(v: &AttrValue) -> AttrValue {
-    let number = |n: &String| format!("{}", n.parse::<f64>().expect("a number"));
-    match v {
-        AttrValue::N(n) => AttrValue::N(number(n)),
-        AttrValue::NS(s) => {
-            let mut s: Vec<String> = s.iter().map(number).collect();
-            s.sort();
-            AttrValue::NS(s)
-        }
-        AttrValue::SS(s) => {
-            let mut s = s.clone();
-            s.sort();
-            AttrValue::SS(s)
-        }
-        AttrValue::BS(s) => {
-            let mut s = s.clone();
-            s.sort();
-            AttrValue::BS(s)
-        }
-        AttrValue::M(m) => AttrValue::M(m.iter().map(|(k, v)| (k.clone(), by_value(v))).collect()),
-        AttrValue::L(l) => AttrValue::L(l.iter().map(by_value).collect()),
-        other => other.clone(),
-    }
-}
-
-fn item_by_value(json: &Json) -> Item {
-    let item = Item::deserialize(json).expect("an item in DynamoDB's JSON");
-    item.iter().map(|(k, v)| (k.clone(), by_value(v))).collect()
+fn json_by_value(json: &Json) -> Item {
+    item_by_value(&Item::deserialize(json).expect("an item in DynamoDB's JSON"))
 }
 
 fn pk(item: &Json) -> String {
@@ -114,7 +88,7 @@ async fn unprocessed_items_come_back_as_the_same_values_in_another_text() {
     for req in returned {
         let got = &req["PutRequest"]["Item"];
         let want = &sent[&pk(got)];
-        assert_eq!(item_by_value(got), item_by_value(want), "the same item");
+        assert_eq!(json_by_value(got), json_by_value(want), "the same item");
         assert_ne!(got, want, "not the same JSON: {got}");
         assert_ne!(got["n"], want["n"], "the number spelled another way");
         assert!(!text.contains(&want.to_string()), "not the text sent");
@@ -192,8 +166,8 @@ async fn the_first_sight_of_each_item_is_held_back_and_the_next_goes_through() {
     assert_eq!(stored.len(), 10);
     for want in &items {
         let got = &stored[&pk(want)];
-        let got: Item = got.iter().map(|(k, v)| (k.clone(), by_value(v))).collect();
-        assert_eq!(got, item_by_value(want));
+        let got = item_by_value(got);
+        assert_eq!(got, json_by_value(want));
     }
 
     // Five seen, five new: the new ones are held.

@@ -8,29 +8,9 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use aws_sdk_dynamodb::types::AttributeValue;
 use lambda_runtime::{Context, LambdaEvent};
-use sql2ddb_dynamo::{connect, Client, Endpoint};
-
-#[path = "../../../queue/tests/moto_server/mod.rs"]
-pub mod moto_server;
-
-/// A name unique to this test and process.
-pub fn unique(prefix: &str) -> String {
-    let nanos = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!("{prefix}_{}_{nanos:x}", std::process::id())
-}
-
-/// PostgreSQL as the tests reach it.
-pub fn pg_url() -> String {
-    std::env::var("SQL2DDB_TEST_PG_URL")
-        .ok()
-        .filter(|v| !v.trim().is_empty())
-        .unwrap_or_else(|| "postgres://root@127.0.0.1:5432/test".into())
-}
+use sql2ddb_core::{AttrValue, Item};
+pub use sql2ddb_testkit::support::{pg_url, unique_name as unique, Dynamo, Moto};
 
 /// A PostgreSQL schema of the test's own, dropped at the end.
 pub struct PgSchema {
@@ -42,7 +22,7 @@ impl PgSchema {
     pub async fn create(prefix: &str, sql: &str) -> PgSchema {
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(2)
-            .connect(&pg_url())
+            .connect(pg_url())
             .await
             .unwrap_or_else(|e| panic!("PostgreSQL ({e}); scripts/services.sh starts it"));
         let name = unique(prefix);
@@ -63,39 +43,27 @@ impl PgSchema {
     }
 }
 
-/// A dynoxide server in this process, on a loopback port.
-pub struct Dynamo {
-    pub url: String,
-    pub client: Client,
-    _shutdown: tokio::sync::oneshot::Sender<()>,
+/// Every item of `table`, by its `PK`.
+pub async fn items(dynamo: &Dynamo, table: &str) -> HashMap<String, Item> {
+    dynamo
+        .scan_all(table)
+        .await
+        .into_iter()
+        .map(|item| match &item["PK"] {
+            AttrValue::S(pk) => (pk.clone(), item),
+            other => panic!("PK is not a string: {other:?}"),
+        })
+        .collect()
 }
 
-impl Dynamo {
-    pub async fn start() -> Dynamo {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let url = format!("http://{}", listener.local_addr().unwrap());
-        let db = dynoxide::Database::memory().unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(dynoxide::server::serve_with_shutdown(listener, db, async {
-            let _ = rx.await;
-        }));
-        let client = connect(&Endpoint::Url(url.clone()), Some("us-east-1"))
-            .await
-            .unwrap();
-        Dynamo {
-            url,
-            client,
-            _shutdown: tx,
-        }
-    }
+/// `S` value.
+pub fn s(v: impl Into<String>) -> AttrValue {
+    AttrValue::S(v.into())
+}
 
-    /// Every item of `table`, by its `PK`.
-    pub async fn items(&self, table: &str) -> HashMap<String, HashMap<String, AttributeValue>> {
-        let all = scan_all(self, table).await;
-        all.into_iter()
-            .map(|item| (item["PK"].as_s().unwrap().clone(), item))
-            .collect()
-    }
+/// `N` value.
+pub fn n(v: impl ToString) -> AttrValue {
+    AttrValue::N(v.to_string())
 }
 
 /// A Lambda context whose deadline is `left` from now.
@@ -230,15 +198,15 @@ pub async fn drain(
 }
 
 /// Asserts that `items` holds exactly the items of rows `1..=rows`.
-pub fn assert_items(items: &HashMap<String, HashMap<String, AttributeValue>>, rows: u64) {
+pub fn assert_items(items: &HashMap<String, Item>, rows: u64) {
     assert_eq!(items.len() as u64, rows);
     for i in 1..=rows {
         let item = &items[&format!("ITEM#{i}")];
-        assert_eq!(item["SK"].as_s().unwrap(), "ITEM");
-        assert_eq!(item["entity"].as_s().unwrap(), "item");
-        assert_eq!(item["id"].as_n().unwrap(), &i.to_string());
-        assert_eq!(item["name"].as_s().unwrap(), &format!("Name {i}"));
-        assert_eq!(item["qty"].as_n().unwrap(), &(i % 100).to_string());
+        assert_eq!(item["SK"], s("ITEM"));
+        assert_eq!(item["entity"], s("item"));
+        assert_eq!(item["id"], n(i));
+        assert_eq!(item["name"], s(format!("Name {i}")));
+        assert_eq!(item["qty"], n(i % 100));
         assert_eq!(item.len(), 6, "{item:?}");
     }
 }
@@ -263,27 +231,5 @@ impl sql2ddb_lambda::reader::Invoker for RecordedInvocations {
     ) -> sql2ddb_lambda::reader::InvokeFuture<'_> {
         self.0.lock().unwrap().push(event.clone());
         Box::pin(async { Ok(()) })
-    }
-}
-
-/// Every item of `table`, in scan order ([`Dynamo::items`] keys them by
-/// `PK`, which a table with a sort key repeats).
-pub async fn scan_all(dynamo: &Dynamo, table: &str) -> Vec<HashMap<String, AttributeValue>> {
-    let mut all = Vec::new();
-    let mut start = None;
-    loop {
-        let out = dynamo
-            .client
-            .scan()
-            .table_name(table)
-            .set_exclusive_start_key(start)
-            .send()
-            .await
-            .unwrap();
-        all.extend(out.items().iter().cloned());
-        start = out.last_evaluated_key;
-        if start.is_none() {
-            return all;
-        }
     }
 }

@@ -1,45 +1,13 @@
-//! Helpers shared by the integration tests: unique names, cleanup guards and
-//! reading an entity to the end.
+//! Helpers shared by the source's integration tests: fresh schemas and
+//! databases, cleanup guards and reading an entity to the end.
 #![allow(dead_code)]
-
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use sqlx::Connection;
 
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{PageQuery, Source};
 
-/// PostgreSQL as the tests reach it: `SQL2DDB_TEST_PG_URL`, else the local server.
-pub fn pg_url() -> &'static str {
-    static URL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        std::env::var("SQL2DDB_TEST_PG_URL")
-            .unwrap_or_else(|_| "postgres://root@127.0.0.1:5432/test".into())
-    });
-    &URL
-}
-
-/// MariaDB as the tests reach it: `SQL2DDB_TEST_MYSQL_URL`, else the local server.
-pub fn my_url() -> &'static str {
-    static URL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        std::env::var("SQL2DDB_TEST_MYSQL_URL")
-            .unwrap_or_else(|_| "mysql://root@127.0.0.1:3306/test".into())
-    });
-    &URL
-}
-
-/// A name no other test (or test run) uses.
-pub fn unique(prefix: &str) -> String {
-    static COUNTER: AtomicU32 = AtomicU32::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .subsec_nanos();
-    format!(
-        "{prefix}_{}_{}_{nanos}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
+pub use sql2ddb_testkit::support::{mysql_url, pg_url, unique_name as unique};
 
 /// A fresh PostgreSQL schema named after `prefix`, created with `setup`
 /// (`{s}` stands for its name), dropped at the end.
@@ -66,10 +34,10 @@ pub async fn pg_schema(prefix: &str, setup: &str) -> (String, Cleanup) {
 pub async fn my_database(prefix: &str, setup: &str) -> (String, Cleanup) {
     let name = unique(prefix);
     let guard = Cleanup {
-        url: my_url().to_string(),
+        url: mysql_url().to_string(),
         sql: format!("DROP DATABASE IF EXISTS `{name}`"),
     };
-    let mut conn = sqlx::MySqlConnection::connect(my_url()).await.unwrap();
+    let mut conn = sqlx::MySqlConnection::connect(mysql_url()).await.unwrap();
     let sql = format!(
         "CREATE DATABASE `{name}`; {}",
         setup.replace("{d}", &format!("`{name}`"))

@@ -3,7 +3,6 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use sql2ddb_core::{check_item, AttrValue, EncodedItem, Item, KeyAttr};
@@ -11,16 +10,9 @@ use sql2ddb_dynamo::{
     connect, connect_with_calls, ensure_table, BatchCalls, BatchWriter, Client, Endpoint,
     LocalDynamo, WriteOutcome,
 };
+use sql2ddb_testkit::support::scan_all;
 
-/// A name no other test uses.
-pub fn unique(prefix: &str) -> String {
-    static N: AtomicU32 = AtomicU32::new(0);
-    format!(
-        "{prefix}-{}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
-}
+pub use sql2ddb_testkit::support::unique_name as unique;
 
 /// The tables' keys: `PK` (S), `SK` (S).
 pub fn keys() -> Vec<KeyAttr> {
@@ -58,27 +50,11 @@ impl Upstream {
     /// Every item of `table`, by partition key.
     pub async fn scan(&self, table: &str) -> BTreeMap<String, Item> {
         let mut out = BTreeMap::new();
-        let mut start = None;
-        loop {
-            let page = self
-                .client
-                .scan()
-                .table_name(table)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .unwrap();
-            for raw in page.items() {
-                let item = sql2ddb_dynamo::convert::item_from_sdk(raw);
-                let AttrValue::S(pk) = &item["PK"] else {
-                    panic!("PK is not a string: {item:?}")
-                };
-                assert!(out.insert(pk.clone(), item).is_none(), "duplicate item");
-            }
-            match page.last_evaluated_key() {
-                Some(k) if !k.is_empty() => start = Some(k.clone()),
-                _ => break,
-            }
+        for item in scan_all(&self.client, table).await {
+            let AttrValue::S(pk) = &item["PK"] else {
+                panic!("PK is not a string: {item:?}")
+            };
+            assert!(out.insert(pk.clone(), item).is_none(), "duplicate item");
         }
         out
     }

@@ -1,39 +1,32 @@
-//! moto's SQS server as a child process on a free loopback port, one per test,
-//! stopped when dropped. `scripts/test.sh` installs moto; nothing is
-//! installed here. With `SQL2DDB_TEST_SQS_URL` set, that SQS-compatible
-//! server is used instead and nothing is started (tests name their queues
-//! uniquely, so they can share it).
-#![allow(dead_code)]
+//! moto's server (SQS, S3, SNS, SSM, Lambda on one port) as a child process
+//! on a free loopback port, stopped when dropped. `scripts/test.sh` installs
+//! moto; nothing is installed here.
 
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::env_var;
+
 /// How long moto may take to start answering.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A running `moto_server`, or the external server the environment names.
-pub struct MotoServer {
+/// How many free ports are tried (another test may take a port between
+/// the moment it is found free and the moment moto binds it).
+const PORT_ATTEMPTS: usize = 5;
+
+/// A running `moto_server` of the test's own, or the external server the
+/// environment names for one service.
+pub struct Moto {
     /// `None` for an external server, which is not ours to stop.
     child: Option<Child>,
     url: String,
 }
 
-impl MotoServer {
-    /// Uses `SQL2DDB_TEST_SQS_URL` if it is set, else starts a server and
-    /// waits until it accepts connections.
-    pub fn start() -> MotoServer {
-        if let Ok(url) = std::env::var("SQL2DDB_TEST_SQS_URL") {
-            if !url.trim().is_empty() {
-                return MotoServer {
-                    child: None,
-                    url: url.trim().to_string(),
-                };
-            }
-        }
-        // A port freed just now can be taken by another test before moto binds
-        // it; moto then exits, and another port is tried.
-        for _ in 0..5 {
+impl Moto {
+    /// A moto server of the test's own, for any service it emulates.
+    pub fn start() -> Moto {
+        for _ in 0..PORT_ATTEMPTS {
             let port = TcpListener::bind("127.0.0.1:0")
                 .and_then(|l| l.local_addr())
                 .expect("a free loopback port")
@@ -47,7 +40,7 @@ impl MotoServer {
                 .unwrap_or_else(|e| {
                     panic!("cannot run moto_server ({e}); scripts/test.sh installs it (pip install 'moto[server]')")
                 });
-            let mut server = MotoServer {
+            let mut server = Moto {
                 child: Some(child),
                 url: format!("http://127.0.0.1:{port}"),
             };
@@ -55,9 +48,28 @@ impl MotoServer {
                 return server;
             }
         }
-        panic!("moto_server did not start on any of 5 ports");
+        panic!("moto_server did not start on any of {PORT_ATTEMPTS} ports");
     }
 
+    /// SQS: the server `SQL2DDB_TEST_SQS_URL` names if it is set (tests name
+    /// their queues uniquely, so they can share it), else [`Moto::start`].
+    pub fn sqs() -> Moto {
+        Self::external("SQL2DDB_TEST_SQS_URL").unwrap_or_else(Moto::start)
+    }
+
+    /// S3: the server `SQL2DDB_TEST_S3_URL` names if it is set, else
+    /// [`Moto::start`] (never the SQS server of `SQL2DDB_TEST_SQS_URL`,
+    /// which may have no S3).
+    pub fn s3() -> Moto {
+        Self::external("SQL2DDB_TEST_S3_URL").unwrap_or_else(Moto::start)
+    }
+
+    fn external(var: &str) -> Option<Moto> {
+        env_var(var).map(|url| Moto { child: None, url })
+    }
+
+    /// Whether moto answers on `port`; `false` if it exited (the port was
+    /// taken); panics if it neither answers nor exits in time.
     fn wait_ready(&mut self, port: u16) -> bool {
         let start = Instant::now();
         while start.elapsed() < START_TIMEOUT {
@@ -80,27 +92,11 @@ impl MotoServer {
     }
 }
 
-impl Drop for MotoServer {
+impl Drop for Moto {
     fn drop(&mut self) {
         if let Some(child) = self.child.as_mut() {
             let _ = child.kill();
             let _ = child.wait();
         }
-    }
-}
-
-/// An S3-compatible server: moto's (started, stopped when dropped), unless
-/// `SQL2DDB_TEST_SQS_URL` names another SQS server, which may lack S3: then
-/// `SQL2DDB_TEST_S3_URL` (nothing to stop), or `None` when that is unset.
-pub fn s3_server() -> Option<(Option<MotoServer>, String)> {
-    let sqs = std::env::var("SQL2DDB_TEST_SQS_URL").unwrap_or_default();
-    if sqs.trim().is_empty() {
-        let moto = MotoServer::start();
-        let url = moto.url().to_string();
-        return Some((Some(moto), url));
-    }
-    match std::env::var("SQL2DDB_TEST_S3_URL") {
-        Ok(url) if !url.trim().is_empty() => Some((None, url.trim().to_string())),
-        _ => None,
     }
 }
