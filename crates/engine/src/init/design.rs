@@ -129,6 +129,8 @@ pub fn references(tables: &[SchemaTable], i: usize) -> Vec<Reference> {
             });
         }
     }
+    // By column names, not the catalog's order: the same on every dialect.
+    out.sort_by(|a, b| a.columns.cmp(&b.columns));
     out
 }
 
