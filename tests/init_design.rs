@@ -79,7 +79,8 @@ CREATE TABLE event_log (author_id INT NULL, message VARCHAR(60) NOT NULL);
         )
     });
     sql += &format!("INSERT INTO book VALUES {};\n", values(books.collect()));
-    let loans = (1..=READERS).flat_map(|r| loans_of(r).into_iter().map(move |b| format!("({r}, {b})")));
+    let loans =
+        (1..=READERS).flat_map(|r| loans_of(r).into_iter().map(move |b| format!("({r}, {b})")));
     sql += &format!("INSERT INTO loan VALUES {};\n", values(loans.collect()));
     let events = (1..EVENTS).map(|e| format!("({}, 'event {e}')", e as i64 % AUTHORS + 1));
     sql += &format!(
@@ -93,7 +94,15 @@ CREATE TABLE event_log (author_id INT NULL, message VARCHAR(60) NOT NULL);
 /// that explain them, without what differs by dialect (the schema in
 /// `from`, the table without a key, column settings).
 fn design_of(text: &str) -> Vec<String> {
-    let placing = ["name =", "pk =", "sk =", "parent_key", "GSI1P", "GSI1S", "[["];
+    let placing = [
+        "name =",
+        "pk =",
+        "sk =",
+        "parent_key",
+        "GSI1P",
+        "GSI1S",
+        "[[",
+    ];
     let explaining = [
         "# not under",
         "# in the item",
@@ -120,7 +129,15 @@ fn design_of(text: &str) -> Vec<String> {
 async fn init_to_verify(sc: &Scenario, url: &str, tables: &[String]) -> String {
     let tables = tables.join(",");
     let init = sc
-        .sql2ddb(&["init", "--source", url, "--tables", &tables, "--single-table", &sc.table])
+        .sql2ddb(&[
+            "init",
+            "--source",
+            url,
+            "--tables",
+            &tables,
+            "--single-table",
+            &sc.table,
+        ])
         .await;
     assert_eq!(init.code, 0, "{}", init.stderr);
     let mapping = sc.mapping(&init.stdout);
@@ -151,7 +168,8 @@ async fn init_to_verify(sc: &Scenario, url: &str, tables: &[String]) -> String {
 /// What every dialect must have written.
 async fn assert_design_holds(sc: &Scenario, keyless_items: usize) {
     let items = sc.items().await;
-    let keyed = (GENRES + AUTHORS + EDITORS + BOOKS + READERS + READERS * LOANS_PER_READER) as usize;
+    let keyed =
+        (GENRES + AUTHORS + EDITORS + BOOKS + READERS + READERS * LOANS_PER_READER) as usize;
     assert_eq!(items.len(), keyed + keyless_items);
     // No partition key holds more than 5% of the items.
     let mut per_pk: BTreeMap<&str, usize> = BTreeMap::new();
@@ -159,7 +177,11 @@ async fn assert_design_holds(sc: &Scenario, keyless_items: usize) {
         *per_pk.entry(pk.as_str()).or_default() += 1;
     }
     let (hottest, most) = per_pk.iter().max_by_key(|(_, n)| **n).unwrap();
-    assert!(*most * 20 <= items.len(), "{hottest} holds {most} of {}", items.len());
+    assert!(
+        *most * 20 <= items.len(),
+        "{hottest} holds {most} of {}",
+        items.len()
+    );
     // The lookup is an entity of its own, never a partition of books.
     assert_eq!(per_pk["GENRE#1"], 1);
     assert!(items.contains_key(&key("GENRE#1", "GENRE")));
@@ -171,7 +193,11 @@ async fn assert_design_holds(sc: &Scenario, keyless_items: usize) {
             continue;
         }
         books += 1;
-        assert_eq!(item["author_id"], AttrValue::N(pk["AUTHOR#".len()..].into()), "{item:?}");
+        assert_eq!(
+            item["author_id"],
+            AttrValue::N(pk["AUTHOR#".len()..].into()),
+            "{item:?}"
+        );
         without_editor += usize::from(!item.contains_key("editor_id"));
     }
     assert_eq!(books, BOOKS as usize);
@@ -183,11 +209,16 @@ async fn assert_design_holds(sc: &Scenario, keyless_items: usize) {
         .filter(|(pk, sk)| pk == &format!("READER#{reader}") && sk.starts_with("BOOK#"))
         .map(|(_, sk)| sk.clone())
         .collect();
-    let want: BTreeSet<String> = loans_of(reader).iter().map(|b| format!("BOOK#{b:010}")).collect();
+    let want: BTreeSet<String> = loans_of(reader)
+        .iter()
+        .map(|b| format!("BOOK#{b:010}"))
+        .collect();
     assert_eq!(got, want);
     // …and a book's readers through the inverted index.
     let book = loans_of(reader)[0];
-    let readers: BTreeSet<i64> = (1..=READERS).filter(|r| loans_of(*r).contains(&book)).collect();
+    let readers: BTreeSet<i64> = (1..=READERS)
+        .filter(|r| loans_of(*r).contains(&book))
+        .collect();
     let by_book = sc
         .dynamo
         .client
@@ -262,16 +293,26 @@ sk = "READER"
 
 fn assert_same_design(text: &str) {
     let got = design_of(text).join("\n");
-    assert_eq!(got, DESIGN.trim(), "the design differs:\n{got}\n\nmapping:\n{text}");
+    assert_eq!(
+        got,
+        DESIGN.trim(),
+        "the design differs:\n{got}\n\nmapping:\n{text}"
+    );
 }
 
 #[tokio::test]
 async fn sqlite_design_lookups_owners_links_and_a_table_without_key() {
-    let sc = Scenario::new("init_design_sqlite").sqlite(&fixture()).start().await;
+    let sc = Scenario::new("init_design_sqlite")
+        .sqlite(&fixture())
+        .start()
+        .await;
     let url = sc.sqlite_url().to_string();
     let tables: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
     let text = init_to_verify(&sc, &url, &tables).await;
-    assert!(text.contains("query = \"SELECT rowid, * FROM \\\"event_log\\\"\""), "{text}");
+    assert!(
+        text.contains("query = \"SELECT rowid, * FROM \\\"event_log\\\"\""),
+        "{text}"
+    );
     assert_design_holds(&sc, EVENTS).await;
     assert_same_design(&text);
 }
@@ -290,7 +331,10 @@ async fn postgres_design_lookups_owners_links_and_a_table_without_key() {
 
 #[tokio::test]
 async fn mariadb_design_lookups_owners_links_and_a_table_without_key() {
-    let sc = Scenario::new("init_design_my").mariadb(&fixture()).start().await;
+    let sc = Scenario::new("init_design_my")
+        .mariadb(&fixture())
+        .start()
+        .await;
     let url = sc.my().url.clone();
     let tables: Vec<String> = TABLES.iter().map(|t| t.to_string()).collect();
     let text = init_to_verify(&sc, &url, &tables).await;
@@ -298,4 +342,44 @@ async fn mariadb_design_lookups_owners_links_and_a_table_without_key() {
     assert!(text.contains("# event_log: not mapped"), "{text}");
     assert_design_holds(&sc, 0).await;
     assert_same_design(&text);
+}
+
+#[tokio::test]
+async fn postgres_one_entity_per_table_maps_the_table_without_key_too() {
+    let sql = format!("SET search_path TO {{schema}};\n{}", fixture());
+    let sc = Scenario::new("init_flat_pg").postgres(&sql).start().await;
+    let schema = sc.pg().name.clone();
+    let tables: Vec<String> = TABLES.iter().map(|t| format!("{schema}.{t}")).collect();
+    let init = sc
+        .sql2ddb(&["init", "--source", pg_url(), "--tables", &tables.join(",")])
+        .await;
+    assert_eq!(init.code, 0, "{}", init.stderr);
+    let text = init
+        .stdout
+        .replace("table = \"sql2ddb-target\"", "table = \"TABLE\"");
+    // One entity per table, none nested, no index.
+    assert_eq!(text.matches("[[entity]]").count(), TABLES.len(), "{text}");
+    assert!(
+        !text.contains("[[entity.embed]]") && !text.contains("GSI1"),
+        "{text}"
+    );
+    let mapping = sc.mapping(&text);
+    let endpoint = sc.dynamo.url.clone();
+    for args in [
+        vec!["check", mapping.as_str()],
+        vec!["run", &mapping, "--endpoint", &endpoint, "--quiet"],
+    ] {
+        let out = command(sc.path(), &args)
+            .env("DATABASE_URL", pg_url())
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}\n{text}\n{out:?}");
+    }
+    let items = sc.items().await;
+    let events = items.keys().filter(|(_, sk)| sk == "EVENT_LOG").count();
+    assert_eq!(events, EVENTS);
+    let keyed =
+        (GENRES + AUTHORS + EDITORS + BOOKS + READERS + READERS * LOANS_PER_READER) as usize;
+    assert_eq!(items.len(), keyed + EVENTS);
 }

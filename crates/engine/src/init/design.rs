@@ -300,7 +300,9 @@ pub fn design(tables: &[SchemaTable], measured: &Measured, single: bool) -> Desi
             continue;
         }
         if notes[i].is_empty() {
-            notes[i].push("its own partition per row: no foreign key to a mapped table's primary key".into());
+            notes[i].push(
+                "its own partition per row: no foreign key to a mapped table's primary key".into(),
+            );
         }
         partition_note(tables, i, &roles, measured, total, &mut notes[i]);
     }
@@ -338,7 +340,10 @@ fn link_role(
         true => (a, b),
         false => (b, a),
     };
-    let (s, o) = (short(&tables[side.parent].name), short(&tables[other.parent].name));
+    let (s, o) = (
+        short(&tables[side.parent].name),
+        short(&tables[other.parent].name),
+    );
     notes.push(format!(
         "many-to-many link of {s} and {o}: one item per link in the collection of its {s} (at most {} per {s}, {} of the {total} rows mapped; {} per {o} at most)",
         most(side),
@@ -603,7 +608,9 @@ mod tests {
             let d = design(&tables, &m, true);
             assert_eq!(d.roles[0], Role::Root);
             assert!(matches!(&d.roles[1], Role::Collection { parent: 0, .. }));
-            assert!(matches!(&d.roles[2], Role::Embedded { parent: 1, columns } if columns == &["order_id"]));
+            assert!(
+                matches!(&d.roles[2], Role::Embedded { parent: 1, columns } if columns == &["order_id"])
+            );
             assert_eq!(d.roles[3], Role::Root);
         }
         // ON DELETE CASCADE names the owner among foreign keys outside the key.
@@ -623,7 +630,11 @@ mod tests {
         let m = measured(&[100, 100, 1000], &[((2, 0), 10), ((2, 1), 10)]);
         let d = design(&tables, &m, true);
         assert!(matches!(&d.roles[2], Role::Collection { parent: 1, .. }));
-        assert!(d.notes[2][0].contains("ON DELETE CASCADE"), "{:?}", d.notes[2]);
+        assert!(
+            d.notes[2][0].contains("ON DELETE CASCADE"),
+            "{:?}",
+            d.notes[2]
+        );
     }
 
     #[test]

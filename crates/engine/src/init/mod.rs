@@ -69,7 +69,13 @@ async fn read_and_render(source: &Source, opts: &InitOptions) -> Result<String, 
     let single = opts.single_table.is_some();
     let measured = measure(source, &tables, single).await?;
     let design = design::design(&tables, &measured, single);
-    Ok(render::render(&tables, &design, &measured, source.dialect(), opts))
+    Ok(render::render(
+        &tables,
+        &design,
+        &measured,
+        source.dialect(),
+        opts,
+    ))
 }
 
 /// Rows per table and, with `single`, the largest group of rows per
@@ -81,7 +87,9 @@ async fn measure(
 ) -> Result<design::Measured, EngineError> {
     let mut measured = design::Measured::default();
     for t in tables {
-        measured.rows.push(source.count(&Relation::Table(&t.name)).await?);
+        measured
+            .rows
+            .push(source.count(&Relation::Table(&t.name)).await?);
     }
     if !single {
         return Ok(measured);
@@ -108,4 +116,3 @@ async fn measure(
 fn short(name: &str) -> &str {
     name.rsplit('.').next().unwrap_or(name)
 }
-
