@@ -254,7 +254,7 @@ pk = { name = "GSI1PK", type = "S" }
 sk = { name = "GSI1SK", type = "S" }
 [[entity]]
 name = "author"
-# its own partition per row: no foreign key to a mapped table's primary key
+# its own partition per row: no foreign key to another mapped table's primary key
 # a partition holds at most 11 items (its own, 10 book): 0.3% of the 4024 rows mapped
 pk = "AUTHOR#{author_id}"
 sk = "AUTHOR"
@@ -267,12 +267,12 @@ pk = "AUTHOR#{author_id}"
 sk = "BOOK#{book_id:010}"   # integers zero-padded: string order is numeric order
 [[entity]]
 name = "editor"
-# its own partition per row: no foreign key to a mapped table's primary key
+# its own partition per row: no foreign key to another mapped table's primary key
 pk = "EDITOR#{editor_id}"
 sk = "EDITOR"
 [[entity]]
 name = "genre"
-# its own partition per row: no foreign key to a mapped table's primary key
+# its own partition per row: no foreign key to another mapped table's primary key
 pk = "GENRE#{genre_id}"
 sk = "GENRE"
 [[entity]]
@@ -285,7 +285,7 @@ GSI1PK = "BOOK#{book_id}"
 GSI1SK = "READER#{reader_id:010}"
 [[entity]]
 name = "reader"
-# its own partition per row: no foreign key to a mapped table's primary key
+# its own partition per row: no foreign key to another mapped table's primary key
 # a partition holds at most 6 items (its own, 5 loan): 0.1% of the 4024 rows mapped
 pk = "READER#{reader_id}"
 sk = "READER"
