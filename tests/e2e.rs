@@ -22,6 +22,7 @@ mod e2e_single_table;
 mod e2e_sqlite;
 mod export;
 mod init;
+mod init_design;
 mod nothing_lost;
 mod plan;
 mod real_service;

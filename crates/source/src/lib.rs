@@ -62,6 +62,7 @@ pub use segment::{
     default_read_parallelism, Segment, MAX_DEFAULT_READ_PARALLELISM, ROWS_PER_SEGMENT,
 };
 pub use snapshot::Snapshot;
+pub use sql::quote_table;
 pub use stats::{Duplicates, ValueGroup};
 
 use page::Decoders;

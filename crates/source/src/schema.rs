@@ -47,6 +47,9 @@ pub struct ForeignKey {
     pub ref_table: String,
     /// The referenced columns, in key order.
     pub ref_columns: Vec<String>,
+    /// Whether deleting the referenced row deletes this one (`ON DELETE
+    /// CASCADE`): the referenced row owns it.
+    pub on_delete_cascade: bool,
 }
 
 /// The schema part of `schema.table`, or the current one, per dialect.
@@ -92,8 +95,14 @@ impl Source {
         let t = text_type(d);
         let columns_sql = match d {
             Dialect::Sqlite => {
-                "SELECT name, type, CASE WHEN \"notnull\" = 0 AND pk = 0 THEN 'YES' ELSE 'NO' END, \
-                NULL, NULL FROM pragma_table_info(?) ORDER BY cid"
+                // A primary key column is never NULL only when it is the
+                // rowid (a lone INTEGER key) or the table is WITHOUT ROWID:
+                // SQLite lets any other key column hold NULL.
+                "SELECT name, type, CASE WHEN \"notnull\" <> 0 THEN 'NO' \
+                WHEN pk > 0 AND (SELECT wr FROM pragma_table_list(?1) WHERE name = ?1) <> 0 THEN 'NO' \
+                WHEN pk > 0 AND upper(trim(type)) = 'INTEGER' \
+                 AND (SELECT count(*) FROM pragma_table_info(?1) WHERE pk > 0) = 1 THEN 'NO' \
+                ELSE 'YES' END, NULL, NULL FROM pragma_table_info(?1) ORDER BY cid"
                     .to_string()
             }
             _ => format!(
@@ -172,20 +181,26 @@ impl Source {
         let d = self.dialect();
         let t = text_type(d);
         let sql = match d {
-            Dialect::Sqlite => "SELECT CAST(id AS TEXT), \"from\", \"table\", \"to\" \
+            Dialect::Sqlite => "SELECT CAST(id AS TEXT), \"from\", \"table\", \"to\", on_delete \
                 FROM pragma_foreign_key_list(?) ORDER BY id, seq"
                 .to_string(),
             Dialect::MySql => format!(
-                "SELECT CAST(constraint_name AS {t}), CAST(column_name AS {t}), \
-                 CAST(referenced_table_name AS {t}), CAST(referenced_column_name AS {t}) \
-                 FROM information_schema.key_column_usage WHERE table_schema = {} \
-                 AND table_name = {p2} AND referenced_table_name IS NOT NULL \
-                 ORDER BY constraint_name, ordinal_position",
+                "SELECT CAST(k.constraint_name AS {t}), CAST(k.column_name AS {t}), \
+                 CAST(k.referenced_table_name AS {t}), CAST(k.referenced_column_name AS {t}), \
+                 CAST(r.delete_rule AS {t}) \
+                 FROM information_schema.key_column_usage k \
+                 JOIN information_schema.referential_constraints r \
+                 ON r.constraint_schema = k.table_schema AND r.constraint_name = k.constraint_name \
+                 AND r.table_name = k.table_name \
+                 WHERE k.table_schema = {} \
+                 AND k.table_name = {p2} AND k.referenced_table_name IS NOT NULL \
+                 ORDER BY k.constraint_name, k.ordinal_position",
                 schema_expr(d, p1)
             ),
             Dialect::Postgres => format!(
                 "SELECT CAST(kcu.constraint_name AS {t}), CAST(kcu.column_name AS {t}), \
-                 CAST(ccu.table_name AS {t}), CAST(ccu.column_name AS {t}) \
+                 CAST(ccu.table_name AS {t}), CAST(ccu.column_name AS {t}), \
+                 CAST(rc.delete_rule AS {t}) \
                  FROM information_schema.referential_constraints rc \
                  JOIN information_schema.key_column_usage kcu ON kcu.constraint_name = rc.constraint_name \
                  AND kcu.constraint_schema = rc.constraint_schema \
@@ -198,11 +213,11 @@ impl Source {
             ),
         };
         let context = format!("read the foreign keys of {name}");
-        let rows = self.text_rows(&context, &sql, binds, 4).await?;
+        let rows = self.text_rows(&context, &sql, binds, 5).await?;
         let mut out: Vec<(String, ForeignKey)> = Vec::new();
         for r in rows {
-            let [id, col, table, ref_col] =
-                [&r[0], &r[1], &r[2], &r[3]].map(|v| v.clone().unwrap_or_default());
+            let [id, col, table, ref_col, rule] =
+                [&r[0], &r[1], &r[2], &r[3], &r[4]].map(|v| v.clone().unwrap_or_default());
             match out.iter_mut().find(|(i, _)| *i == id) {
                 Some((_, fk)) => {
                     fk.columns.push(col);
@@ -214,6 +229,7 @@ impl Source {
                         columns: vec![col],
                         ref_table: table,
                         ref_columns: vec![ref_col],
+                        on_delete_cascade: rule.eq_ignore_ascii_case("CASCADE"),
                     },
                 )),
             }

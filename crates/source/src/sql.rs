@@ -25,8 +25,9 @@ pub(crate) fn split_table(name: &str) -> (Option<&str>, &str) {
     }
 }
 
-/// A table name, quoted part by part.
-pub(crate) fn quote_table(dialect: Dialect, name: &str) -> String {
+/// A table name (`table` or `schema.table`), quoted part by part for the
+/// dialect.
+pub fn quote_table(dialect: Dialect, name: &str) -> String {
     match split_table(name) {
         (Some(schema), table) => format!(
             "{}.{}",

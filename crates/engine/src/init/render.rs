@@ -1,0 +1,354 @@
+//! The mapping's text: one `[[entity]]` per table (children embedded where
+//! the design says), each choice explained in a comment line.
+
+use std::fmt::Write as _;
+
+use sql2ddb_source::{quote_table, Dialect, SchemaColumn, SchemaTable};
+
+use super::design::{Design, Measured, Role};
+use super::{short, InitOptions, EMBED_SUGGESTED_MAX};
+
+fn is_integer(c: &SchemaColumn) -> bool {
+    let t = c.sql_type.to_ascii_lowercase();
+    t.contains("int") && !t.contains("point") && !t.contains("interval")
+}
+
+/// `{col}` for each key column, integers zero-padded when `pad`.
+fn placeholders(t: &SchemaTable, columns: &[String], pad: bool) -> String {
+    columns
+        .iter()
+        .map(|c| {
+            let int = t.columns.iter().any(|x| &x.name == c && is_integer(x));
+            match pad && int {
+                true => format!("{{{c}:010}}"),
+                false => format!("{{{c}}}"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("#")
+}
+
+fn upper(t: &SchemaTable) -> String {
+    short(&t.name).to_ascii_uppercase()
+}
+
+fn comments(out: &mut String, lines: &[String]) {
+    for l in lines {
+        let _ = writeln!(out, "# {l}");
+    }
+}
+
+/// The whole mapping.
+pub(super) fn render(
+    tables: &[SchemaTable],
+    design: &Design,
+    measured: &Measured,
+    dialect: Dialect,
+    opts: &InitOptions,
+) -> String {
+    let table = opts.single_table.as_deref().unwrap_or("sql2ddb-target");
+    let mut out = String::new();
+    out.push_str("# A mapping scaffolded by `sql2ddb init` from the source's catalog.\n");
+    out.push_str(
+        "# Review it, then: sql2ddb check → sql2ddb plan → sql2ddb run → sql2ddb verify.\n",
+    );
+    out.push_str("# The source URL is read from DATABASE_URL (never written here: it may hold a password).\n");
+    if opts.single_table.is_some() {
+        let _ = writeln!(
+            out,
+            "# Keys are chosen from foreign keys and measured row counts (docs/planning.md says how, and how to\n\
+             # change each choice); shares are of the {} rows of the tables with a key.",
+            design.total
+        );
+    }
+    out.push_str("version = 1\n\n[source]\nurl = \"${DATABASE_URL}\"\n\n[target]\n");
+    let _ = writeln!(out, "table = {table:?}");
+    if opts.single_table.is_none() {
+        out.push_str("# (name the DynamoDB table; with --single-table NAME, init names it)\n");
+    }
+    out.push_str("create = true\npk = { name = \"PK\", type = \"S\" }\nsk = { name = \"SK\", type = \"S\" }\n");
+    if design.has_links() {
+        out.push_str(
+            "\n# The many-to-many links, inverted: each link read from its other side.\n\
+             [[target.gsi]]\nname = \"GSI1\"\npk = { name = \"GSI1PK\", type = \"S\" }\n\
+             sk = { name = \"GSI1SK\", type = \"S\" }\nprojection = \"all\"\n",
+        );
+    }
+    let mut pointers = String::new();
+    for (i, t) in tables.iter().enumerate() {
+        if matches!(design.roles[i], Role::Embedded { .. }) {
+            continue;
+        }
+        out.push('\n');
+        if t.primary_key.is_empty() {
+            render_keyless(&mut out, t, dialect);
+            continue;
+        }
+        render_entity(&mut out, tables, design, measured, i, dialect);
+        for (j, r) in design.roles.iter().enumerate() {
+            if matches!(r, Role::Embedded { parent, .. } if *parent == i) {
+                render_embed(&mut out, tables, design, j);
+            }
+        }
+        if let [k] = t.primary_key.as_slice() {
+            if t.columns.iter().any(|c| &c.name == k && is_integer(c)) {
+                let _ = write!(
+                    pointers,
+                    "\n# The newest {name} (its largest {k}), kept in one item a GetItem reads:\n\
+                     # [[pointer]]\n# entity = {name:?}\n# pk = \"LAST_{up}\"\n# sk = \"LAST_{up}\"\n\
+                     # max = {{ attribute = {k:?}, column = {k:?} }}\n",
+                    name = short(&t.name),
+                    up = upper(t)
+                );
+            }
+        }
+    }
+    out.push_str(&pointers);
+    out
+}
+
+/// A table with neither a primary key nor a unique index over NOT NULL
+/// columns: read by the row's address where the dialect has one that is
+/// stable under the run's snapshot, else left out with what to do.
+fn render_keyless(out: &mut String, t: &SchemaTable, dialect: Dialect) {
+    let name = short(&t.name);
+    let has = |c: &str| t.columns.iter().any(|x| x.name.eq_ignore_ascii_case(c));
+    let address = match dialect {
+        Dialect::Postgres => Some(("ctid", "ctid", "its PostgreSQL row address (ctid)")),
+        Dialect::Sqlite if !has("rowid") => Some(("rowid", "rowid", "its SQLite rowid")),
+        _ => None,
+    };
+    let Some((expr, column, what)) = address else {
+        let _ = writeln!(
+            out,
+            "# {name}: not mapped — no primary key and no unique index over NOT NULL columns, so no key\n\
+             # reads each row once, and {} has no row address to read it by. Give it one\n\
+             # (ALTER TABLE {} ADD COLUMN id BIGINT AUTO_INCREMENT PRIMARY KEY, or a unique index over\n\
+             # NOT NULL columns) and run init again, or map a query whose `key` is unique and NOT NULL.",
+            match dialect {
+                Dialect::MySql => "MySQL",
+                Dialect::Sqlite => "this table (it has a column named rowid)",
+                Dialect::Postgres => "PostgreSQL",
+            },
+            quote_table(dialect, &t.name)
+        );
+        return;
+    };
+    let _ = writeln!(
+        out,
+        "[[entity]]\nname = {name:?}\n\
+         # no primary key and no unique index over NOT NULL columns: read by {what}, unique\n\
+         # under the run's snapshot, in one segment. The item key is that address: a later run after the\n\
+         # table was rewritten (UPDATE, VACUUM) writes other keys. Give it a primary key for stable items.\n\
+         query = {:?}\nkey = [{column:?}]\nread_parallelism = 1\npk = \"{}#{{{column}}}\"\nsk = \"{}\"",
+        format!("SELECT {expr}, * FROM {}", quote_table(dialect, &t.name)),
+        upper(t),
+        upper(t)
+    );
+    let attrs = column_settings(&t.columns, dialect, out);
+    let _ = writeln!(out, "[entity.attributes]\nentity = {name:?}");
+    out.push_str(&attrs);
+}
+
+fn render_entity(
+    out: &mut String,
+    tables: &[SchemaTable],
+    design: &Design,
+    measured: &Measured,
+    i: usize,
+    dialect: Dialect,
+) {
+    let t = &tables[i];
+    let _ = writeln!(
+        out,
+        "[[entity]]\nname = {:?}\nfrom = {:?}",
+        short(&t.name),
+        t.name
+    );
+    if t.unique.contains(&t.primary_key) {
+        let _ = writeln!(
+            out,
+            "key = {:?}   # no primary key: its unique index over NOT NULL columns",
+            t.primary_key
+        );
+    }
+    let nullable_key: Vec<&str> = t
+        .primary_key
+        .iter()
+        .filter(|k| t.columns.iter().any(|c| &c.name == *k && c.nullable))
+        .map(String::as_str)
+        .collect();
+    if !nullable_key.is_empty() {
+        let _ = writeln!(
+            out,
+            "# key column(s) {} may hold NULL (not declared NOT NULL): `run` checks that no row does, and refuses the table if one does",
+            nullable_key.join(", ")
+        );
+    }
+    for u in t.unique.iter().filter(|u| **u != t.primary_key) {
+        let _ = writeln!(
+            out,
+            "# unique ({}): one row per value; a GSI keyed by it would serve lookups by it",
+            u.join(", ")
+        );
+    }
+    comments(out, &design.notes[i]);
+    let mut gsi = String::new();
+    match &design.roles[i] {
+        Role::Collection { parent, columns } => {
+            let p = &tables[*parent];
+            let _ = writeln!(
+                out,
+                "pk = \"{}#{}\"\nsk = \"{}#{}\"   # integers zero-padded: string order is numeric order",
+                upper(p),
+                placeholders(t, columns, false),
+                upper(t),
+                placeholders(t, &t.primary_key, true)
+            );
+            let most = super::design::references(tables, i)
+                .iter()
+                .find(|r| r.parent == *parent && &r.columns == columns)
+                .and_then(|r| measured.largest.get(&(i, r.index)).copied())
+                .unwrap_or(0);
+            if most <= EMBED_SUGGESTED_MAX {
+                let _ = writeln!(
+                    out,
+                    "# Few per {p}: they could be embedded in its item instead (remove this entity, and add to {p}'s):\n\
+                     # [[entity.embed]]\n# name = {:?}\n# from = {:?}\n# parent_key = {:?}\n# order_by = {:?}",
+                    short(&t.name),
+                    t.name,
+                    columns,
+                    t.primary_key,
+                    p = short(&p.name),
+                );
+            }
+        }
+        Role::Link {
+            side,
+            side_columns,
+            other,
+            other_columns,
+        } => {
+            let (s, o) = (&tables[*side], &tables[*other]);
+            let _ = writeln!(
+                out,
+                "pk = \"{}#{}\"\nsk = \"{}#{}\"",
+                upper(s),
+                placeholders(t, side_columns, false),
+                upper(o),
+                placeholders(t, other_columns, true)
+            );
+            let _ = writeln!(
+                gsi,
+                "GSI1PK = \"{}#{}\"\nGSI1SK = \"{}#{}\"",
+                upper(o),
+                placeholders(t, other_columns, false),
+                upper(s),
+                placeholders(t, side_columns, true)
+            );
+        }
+        _ => {
+            let own = placeholders(t, &t.primary_key, false);
+            let _ = writeln!(out, "pk = \"{}#{own}\"\nsk = \"{}\"", upper(t), upper(t));
+        }
+    }
+    let attrs = column_settings(&t.columns, dialect, out);
+    let _ = writeln!(out, "[entity.attributes]\nentity = {:?}", short(&t.name));
+    out.push_str(&gsi);
+    out.push_str(&attrs);
+}
+
+fn render_embed(out: &mut String, tables: &[SchemaTable], design: &Design, j: usize) {
+    let Role::Embedded { columns, .. } = &design.roles[j] else {
+        return;
+    };
+    let t = &tables[j];
+    out.push('\n');
+    comments(out, &design.notes[j]);
+    let _ = writeln!(
+        out,
+        "[[entity.embed]]\nname = {:?}\nfrom = {:?}\nparent_key = {:?}\norder_by = {:?}\nexclude = {:?}",
+        short(&t.name),
+        t.name,
+        columns,
+        t.primary_key,
+        columns
+    );
+}
+
+/// Comments on columns that cannot be carried as they are, and the
+/// attribute settings that fix them (returned, for `[entity.attributes]`).
+pub(super) fn column_settings(
+    columns: &[SchemaColumn],
+    dialect: Dialect,
+    out: &mut String,
+) -> String {
+    let mut attrs = String::new();
+    for c in columns {
+        let ty = c.sql_type.to_ascii_lowercase();
+        let n = &c.name;
+        if (ty.starts_with("numeric") || ty.starts_with("decimal"))
+            && c.precision.is_some_and(|p| p > 38)
+        {
+            let _ = writeln!(
+                out,
+                "# {n}: {} digits, over DynamoDB's 38: written as a string",
+                c.precision.unwrap_or(0)
+            );
+            let _ = writeln!(attrs, "{n} = {{ column = {n:?}, type = \"S\" }}");
+        } else if ty == "numeric" && c.precision.is_none() && dialect == Dialect::Postgres {
+            let _ = writeln!(out, "# {n}: numeric without a precision may exceed 38 digits; if so: {n} = {{ column = {n:?}, type = \"S\" }}");
+        }
+        if dialect == Dialect::MySql && (ty.starts_with("date") || ty.starts_with("timestamp")) {
+            let _ = writeln!(out, "# {n}: a MySQL zero date ('0000-00-00') is written as NULL instead of rejecting the row");
+            let _ = writeln!(attrs, "{n} = {{ column = {n:?}, invalid = \"null\" }}");
+        }
+        if ty == "tinyint(1)" {
+            let _ = writeln!(out, "# {n}: TINYINT(1) is read as a boolean when it holds 0 and 1; if it holds numbers: {n} = {{ column = {n:?}, type = \"N\" }}");
+        }
+        let large = [
+            "bytea",
+            "blob",
+            "longblob",
+            "mediumblob",
+            "longtext",
+            "mediumtext",
+        ];
+        if (large.contains(&ty.as_str()) && c.max_length.is_none_or(|m| m > 65_535))
+            || c.max_length.is_some_and(|m| m > 100_000)
+        {
+            let _ = writeln!(out, "# {n}: {} values can be large, and an item holds at most 400 KB: `sql2ddb plan` shows the sizes", c.sql_type);
+        }
+    }
+    attrs
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn column(name: &str, ty: &str) -> SchemaColumn {
+        SchemaColumn {
+            name: name.into(),
+            sql_type: ty.into(),
+            nullable: false,
+            precision: None,
+            max_length: None,
+        }
+    }
+
+    #[test]
+    fn columns_that_need_a_setting_get_it() {
+        let mut wide = column("balance", "decimal(50,2)");
+        wide.precision = Some(50);
+        let cols = [wide, column("joined", "date"), column("vip", "tinyint(1)")];
+        let mut comments = String::new();
+        let attrs = column_settings(&cols, Dialect::MySql, &mut comments);
+        assert!(attrs.contains("balance = { column = \"balance\", type = \"S\" }"));
+        assert!(attrs.contains("joined = { column = \"joined\", invalid = \"null\" }"));
+        assert!(comments.contains("# vip: TINYINT(1)"));
+        // PostgreSQL has no zero dates.
+        let attrs = column_settings(&cols[1..2], Dialect::Postgres, &mut String::new());
+        assert!(attrs.is_empty());
+    }
+}
