@@ -28,6 +28,7 @@ pub mod pointer;
 pub mod progress;
 pub mod read;
 mod retry;
+mod spread;
 pub mod unprocessed;
 pub mod update;
 pub mod writer;

@@ -20,6 +20,7 @@ use sql2ddb_core::{write_units, AttrValue, EncodedItem, ItemProblem, KeyAttr};
 use crate::concurrency::AdaptiveConcurrency;
 use crate::failure::Failure;
 use crate::limiter::WriteCapacityLimiter;
+use crate::spread::spread;
 
 /// A failed call: what it means, and what the service or the transport said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,7 +186,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         let sent = sendable.len();
         let items = self.dedupe(sendable);
         out.superseded = (sent - items.len()) as u64;
-        let mut pending = chunks(items);
+        let mut pending = chunks(spread(items));
         // The permits bound the calls in flight; this only bounds the futures.
         let width = self.concurrency.as_ref().map_or(1, |c| c.max());
         while !pending.is_empty() {
