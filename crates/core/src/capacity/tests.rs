@@ -3,7 +3,6 @@
 use super::*;
 use serde_json::json;
 
-
 fn schema(indexes: Vec<GsiConfig>) -> TableSchema {
     TableSchema {
         partition_key: "PK".into(),
@@ -78,7 +77,6 @@ fn the_hash_is_of_the_value_not_its_spelling() {
     assert!(counts.iter().all(|c| (850..1150).contains(c)), "{counts:?}");
 }
 
-
 #[test]
 fn the_table_or_the_busiest_partition_decides() {
     let config = CapacityLimits {
@@ -130,7 +128,11 @@ fn an_attribute_value_hashes_as_its_json_does() {
         ..TableSchema::default()
     };
     let item = |v: Json| Item::deserialize(&json!({ "PK": v })).unwrap();
-    for v in [json!({"S": "CUSTOMER#1"}), json!({"N": "5.0"}), json!({"B": "AQI="})] {
+    for v in [
+        json!({"S": "CUSTOMER#1"}),
+        json!({"N": "5.0"}),
+        json!({"B": "AQI="}),
+    ] {
         assert_eq!(schema.item_hash(&item(v.clone())), key_hash(&v), "{v}");
     }
     assert_eq!(schema.item_hash(&Item::new()), None);

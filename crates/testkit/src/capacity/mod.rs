@@ -35,7 +35,7 @@ pub use config::{
     TABLE_QUOTA_WCU,
 };
 pub use ideal::{ideal, Ideal};
-pub use sql2ddb_core::capacity::{key_hash, CapacityLimits, TableSchema, WriteCost};
 pub use model::{TableModel, TableUsage, WriteDemand};
 pub use serve::CapacityStats;
+pub use sql2ddb_core::capacity::{key_hash, CapacityLimits, TableSchema, WriteCost};
 pub use table::Refusal;
