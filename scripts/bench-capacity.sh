@@ -14,7 +14,9 @@
 #               longer than the table's
 # each by `sql2ddb run` and by the bare SDK loop (`sql2ddb-testkit
 # sdk-load`, the same items from an untimed export) with the SDK's standard
-# and adaptive retry modes. A fresh model for each load.
+# and adaptive retry modes. A fresh model for each load. Each set is also
+# planned with `sql2ddb plan --capacity` on the same model, and each load's
+# time is shown over the plan's prediction (target: `run` within 15%).
 # shellcheck shell=bash
 # shellcheck disable=SC2154 # those variables are bench.sh's
 
@@ -83,7 +85,8 @@ TOML
 
 # capacity_load SET LOADER: one load of SET through a fresh model; appends
 # set, loader, status, items, ideal s, model s, throttled calls, partial
-# calls, retried items, consumed units, needed units to the results.
+# calls, retried items, consumed units, needed units, plan's predicted s to
+# the results.
 capacity_load() {
   local set=$1 loader=$2 file="$work/capacity-$1-${2// /-}" code started ended seconds items
   serve capacity-proxy proxy --upstream "$sink_url" --port 0 --capacity "$work/capacity-model.toml"
@@ -121,11 +124,23 @@ capacity_load() {
   sed -n '2,$p' "$work/capacity-proxy.out" >"$file.proxy.json"
   jq -r --arg set "$set" --arg loader "$loader" --arg status "$status" --arg items "$items" \
     --arg seconds "$seconds" --arg scale "$capacity_scale" --arg table "$capacity_table" \
-    --slurpfile ideal "$work/capacity-$set-ideal.json" '
+    --slurpfile ideal "$work/capacity-$set-ideal.json" --slurpfile plan "$work/capacity-$set-plan.json" '
     .capacity as $c | ($c.tables[$table] // {}) as $t |
     [$set, $loader, $status, $items, $ideal[0].ideal_seconds, (($seconds | tonumber) * ($scale | tonumber)),
      ($c.provisioned_throughput_exceeded + $c.throttling), $c.partial_calls, $c.refused_items,
-     ($t.write_units // 0), $ideal[0].write_units] | @tsv' "$file.proxy.json" >>"$capacity_results"
+     ($t.write_units // 0), $ideal[0].write_units, ($plan[0].capacity.seconds // 0)] | @tsv' "$file.proxy.json" >>"$capacity_results"
+}
+
+# capacity_plan SET: `sql2ddb plan --capacity` of SET on the model's table
+# (exit 2, warnings, is a plan too: the skewed set's hot keys warn).
+capacity_plan() {
+  local code=0
+  "$bin_dir/sql2ddb" plan "$work/capacity-$1.toml" --json --capacity 2000 --partitions 8 \
+    --partition-wcu 250 >"$work/capacity-$1-plan.json" 2>"$work/capacity-plan.err" || code=$?
+  if [ $code -ne 0 ] && [ $code -ne 2 ]; then
+    log "the plan of $1 failed"; cat "$work/capacity-plan.err" >&2; exit 1
+  fi
+  log "capacity, $1: plan predicts $(jq -r '.capacity.seconds' "$work/capacity-$1-plan.json") model s, the ideal is $(jq -r '.ideal_seconds' "$work/capacity-$1-ideal.json")"
 }
 
 capacity_scenario() {
@@ -157,6 +172,7 @@ TOML
     rm -rf "$work/runs"
     "$bin_dir/sql2ddb-testkit" capacity-ideal --capacity "$work/capacity-model.toml" \
       --items "$work/capacity-$set-items/data" >"$work/capacity-$set-ideal.json"
+    capacity_plan "$set"
     for loader in run "sdk standard" "sdk adaptive"; do
       capacity_load "$set" "$loader"
     done
@@ -171,13 +187,14 @@ capacity_report() {
   echo "capacity: ${capacity_rows} rows per data set; model: provisioned table of 2,000 WCU/s over 8 partitions of 250 WCU/s, no burst credit; time scale ${capacity_scale} model s per real s"
   awk -F'\t' '
     BEGIN {
-      printf "%-11s %-13s %-10s %7s %8s %8s %11s %10s %8s %9s %16s\n", "data set", "loader", "status", "items", "ideal s", "model s", "time/ideal", "throttled", "partial", "retried", "consumed/needed"
+      printf "%-11s %-13s %-10s %7s %8s %8s %11s %10s %8s %9s %16s %7s %10s\n", "data set", "loader", "status", "items", "ideal s", "model s", "time/ideal", "throttled", "partial", "retried", "consumed/needed", "plan s", "time/plan"
     }
     {
       ratio = ($5 > 0) ? sprintf("%.2f", $6 / $5) : "-"
       waste = ($11 > 0) ? sprintf("%.3f", $10 / $11) : "-"
-      printf "%-11s %-13s %-10s %7s %8.1f %8.1f %11s %10d %8d %9d %16s\n", $1, $2, $3, $4, $5, $6, ratio, $7, $8, $9, waste
+      versus = ($12 > 0) ? sprintf("%.2f", $6 / $12) : "-"
+      printf "%-11s %-13s %-10s %7s %8.1f %8.1f %11s %10d %8d %9d %16s %7.1f %10s\n", $1, $2, $3, $4, $5, $6, ratio, $7, $8, $9, waste, $12, versus
     }
   ' "$capacity_results"
-  echo "time/ideal: the load's wall time (sql2ddb run: the whole process; sdk: its sending only) in model seconds over the ideal; throttled: calls answered ProvisionedThroughputExceeded or Throttling; partial: BatchWriteItem calls answered with items unprocessed; retried: items refused (each sent again); consumed/needed: write units the model charged over the items' own"
+  echo "time/ideal: the load's wall time (sql2ddb run: the whole process; sdk: its sending only) in model seconds over the ideal; throttled: calls answered ProvisionedThroughputExceeded or Throttling; partial: BatchWriteItem calls answered with items unprocessed; retried: items refused (each sent again); consumed/needed: write units the model charged over the items' own; plan s: \`sql2ddb plan --capacity\`'s prediction for the set (from its sample); time/plan: model s over it (target for run: 0.85 to 1.15)"
 }

@@ -344,3 +344,143 @@ pk = "CODE#{{code}}#{{id}}"
     );
     assert_eq!(rejects[0]["example_key"]["id"], 2);
 }
+
+/// 2,000 orders on 2,000 customers, and 2,000 orders of which 1,000 are
+/// customer HOT's: every item under 1 KB, one write unit.
+const SPREAD_AND_SKEWED: &str = r#"
+CREATE TABLE spread (id INTEGER PRIMARY KEY, customer TEXT NOT NULL);
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+INSERT INTO spread SELECT i, 'C' || i FROM n;
+CREATE TABLE skewed (id INTEGER PRIMARY KEY, customer TEXT NOT NULL);
+WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2000)
+INSERT INTO skewed SELECT i, CASE WHEN i <= 1000 THEN 'HOT' ELSE 'C' || i END FROM n;
+"#;
+
+fn orders_mapping(url: &str, from: &str) -> String {
+    format!(
+        r#"version = 1
+[source]
+url = "{url}"
+
+[target]
+table = "TABLE"
+pk = {{ name = "PK", type = "S" }}
+sk = {{ name = "SK", type = "S" }}
+
+[[entity]]
+name = "order"
+from = "{from}"
+pk = "CUSTOMER#{{customer}}"
+sk = "ORDER#{{id}}"
+"#
+    )
+}
+
+/// The units of each of `partitions` partitions, by hand: one unit per
+/// row, placed by the hash of its partition key value.
+fn by_hand(customers: impl Iterator<Item = String>, partitions: u64) -> Vec<u64> {
+    let mut units = vec![0; partitions as usize];
+    for c in customers {
+        let hash =
+            sql2ddb_core::capacity::key_hash(&serde_json::json!({ "S": format!("CUSTOMER#{c}") }));
+        units[(hash.unwrap() % partitions) as usize] += 1;
+    }
+    units
+}
+
+fn units_of(capacity: &Value) -> Vec<u64> {
+    capacity["partition_units"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_u64().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn capacity_predicts_per_partition_and_a_hot_key_makes_the_run_longer() {
+    let sc = Scenario::new("plan_capacity")
+        .sqlite(SPREAD_AND_SKEWED)
+        .start()
+        .await;
+    // A table of 400 WCU/s over 4 partitions of 100.
+    let flags = [
+        "--capacity",
+        "400",
+        "--partitions",
+        "4",
+        "--partition-wcu",
+        "100",
+    ];
+
+    let mapping = sc.mapping(&orders_mapping(sc.sqlite_url(), "spread"));
+    let (_, spread) = plan(&sc, &mapping, &flags).await;
+    let c = &spread["capacity"];
+    assert_eq!(c["limits"]["table_wcu"], 400);
+    assert_eq!(c["limits"]["partitions"], 4);
+    assert_eq!(c["write_units"], 2000);
+    // 2,000 units at 400 a second: 5 s; each partition about 500 units.
+    assert_eq!(c["table_seconds"], 5.0);
+    let units = units_of(c);
+    assert_eq!(units, by_hand((1..=2000).map(|i| format!("C{i}")), 4));
+    let busiest = *units.iter().max().unwrap();
+    assert!(busiest < 600, "{units:?}");
+    assert_eq!(c["partition_seconds"], busiest as f64 / 100.0);
+    let spread_seconds = c["seconds"].as_f64().unwrap();
+    assert_eq!(spread_seconds, 5.0_f64.max(busiest as f64 / 100.0));
+
+    let mapping = sc.mapping(&orders_mapping(sc.sqlite_url(), "skewed"));
+    let (run, skewed) = plan(&sc, &mapping, &flags).await;
+    let c = &skewed["capacity"];
+    assert_eq!(c["table_seconds"], 5.0);
+    let units = units_of(c);
+    let hand = by_hand(
+        (1..=2000).map(|i| match i <= 1000 {
+            true => "HOT".to_string(),
+            false => format!("C{i}"),
+        }),
+        4,
+    );
+    assert_eq!(units, hand);
+    // HOT's 1,000 units and the others that hash there: over 10 s.
+    let busiest = *hand.iter().max().unwrap();
+    assert!(busiest > 1000, "{hand:?}");
+    assert_eq!(c["partition_seconds"], busiest as f64 / 100.0);
+    assert_eq!(c["seconds"], busiest as f64 / 100.0);
+    assert!(c["seconds"].as_f64().unwrap() > 1.8 * spread_seconds);
+    assert_eq!(c["partition_bound"], true);
+    assert_eq!(c["hot_key"], "CUSTOMER#HOT");
+    let share = c["hot_key_share"].as_f64().unwrap();
+    assert!((share - 1000.0 / busiest as f64).abs() < 1e-9, "{share}");
+    assert_eq!(run.code, 2, "the hot key is a warning: {}", run.stdout);
+    let warnings = skewed["warnings"].to_string();
+    assert!(
+        warnings.contains("CUSTOMER#HOT") && warnings.contains("per-partition limit"),
+        "{warnings}"
+    );
+
+    // The terminal names the hot key and says why the time is longer.
+    let human = sc
+        .sql2ddb(&[&["plan", mapping.as_str()][..], &flags].concat())
+        .await;
+    assert!(
+        human.stdout.contains("time the table's capacity allows")
+            && human.stdout.contains("key CUSTOMER#HOT")
+            && human
+                .stdout
+                .contains("the per-partition limit makes it longer"),
+        "{}",
+        human.stdout
+    );
+
+    // On demand: a new table's 4,000 WCU/s over 4 partitions of 1,000.
+    let (_, on_demand) = plan(&sc, &mapping, &["--capacity", "on-demand"]).await;
+    let c = &on_demand["capacity"];
+    assert_eq!(c["limits"]["table_wcu"], 4000);
+    assert_eq!(c["limits"]["partitions"], 4);
+    assert_eq!(c["table_seconds"], 0.5);
+    assert_eq!(c["seconds"], busiest as f64 / 1000.0);
+    // Without --capacity, no prediction.
+    let (_, none) = plan(&sc, &mapping, &[]).await;
+    assert!(none.get("capacity").is_none(), "{none}");
+}

@@ -4,7 +4,11 @@
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-use sql2ddb_engine::plan::{EntityPlan, PlanOptions, PlanReport, DEFAULT_SAMPLE};
+use sql2ddb_core::capacity::{ON_DEMAND_WARM_WCU, PARTITION_WCU};
+use sql2ddb_engine::plan::{
+    CapacityOptions, CapacityPrediction, EntityPlan, PlanOptions, PlanReport, TableMode,
+    DEFAULT_SAMPLE,
+};
 
 use crate::table::thousands;
 use crate::{fail, limits, load};
@@ -53,6 +57,33 @@ pub struct PlanArgs {
     /// mapping's `max_wcu`.
     #[arg(long, value_parser = limits::max_wcu())]
     pub max_wcu: Option<u64>,
+    /// Predict the time DynamoDB's capacity allows for these items, per
+    /// partition: `on-demand` (at its warm throughput) or a provisioned
+    /// table's write units per second.
+    #[arg(long, value_name = "on-demand|WCU", value_parser = capacity_mode)]
+    pub capacity: Option<TableMode>,
+    /// With --capacity on-demand: the table's warm write throughput.
+    #[arg(long, value_name = "WCU", default_value_t = ON_DEMAND_WARM_WCU, requires = "capacity", value_parser = limits::positive::<u64>)]
+    pub warm_wcu: u64,
+    /// With --capacity: the table's partitions (default: as many as carry
+    /// the table's rate at --partition-wcu each).
+    #[arg(long, value_name = "N", requires = "capacity", value_parser = limits::positive::<u32>)]
+    pub partitions: Option<u32>,
+    /// With --capacity: write units per second of one partition.
+    #[arg(long, value_name = "WCU", default_value_t = PARTITION_WCU, requires = "capacity", value_parser = limits::positive::<u64>)]
+    pub partition_wcu: u64,
+}
+
+fn capacity_mode(text: &str) -> Result<TableMode, String> {
+    match text {
+        "on-demand" => Ok(TableMode::OnDemand),
+        _ => match text.parse::<u64>() {
+            Ok(wcu) if wcu > 0 => Ok(TableMode::Provisioned(wcu)),
+            _ => Err(format!(
+                "{text:?} is neither on-demand nor a positive number of write units per second"
+            )),
+        },
+    }
 }
 
 fn positive_f64(text: &str) -> Result<f64, String> {
@@ -84,6 +115,12 @@ pub async fn plan(args: PlanArgs) -> u8 {
         price_gb: args.price_gb,
         region: args.region.clone(),
         max_wcu: args.max_wcu,
+        capacity: args.capacity.map(|table| CapacityOptions {
+            warm_wcu: args.warm_wcu,
+            partitions: args.partitions,
+            partition_wcu: args.partition_wcu,
+            ..CapacityOptions::new(table)
+        }),
         ..PlanOptions::default()
     };
     let report = match sql2ddb_engine::plan::plan(&mapping, &opts).await {
@@ -236,6 +273,9 @@ pub fn render(r: &PlanReport) -> String {
     for d in &r.time {
         let _ = writeln!(out, "  at {:<40} {}", d.at, seconds(d.seconds));
     }
+    if let Some(c) = &r.capacity {
+        render_capacity(c, &mut out);
+    }
     render_partitions(r, &mut out);
     render_details(r, &mut out);
     if !r.warnings.is_empty() {
@@ -276,6 +316,46 @@ fn render_indexes(r: &PlanReport, out: &mut String) {
         ];
         out.push_str(&table(&header, &rows));
     }
+}
+
+fn render_capacity(c: &CapacityPrediction, out: &mut String) {
+    let l = &c.limits;
+    let _ = writeln!(
+        out,
+        "\ntime the table's capacity allows ({}, {} partitions of {} WCU/s)",
+        c.table, l.partitions, l.partition_wcu
+    );
+    let _ = writeln!(
+        out,
+        "  table                   {} for {} WRU at {} WCU/s",
+        seconds(c.table_seconds),
+        thousands(c.write_units),
+        l.table_wcu
+    );
+    let busiest = c
+        .partition_units
+        .get(c.busiest_partition)
+        .copied()
+        .unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "  busiest partition       {} for {} WRU at {} WCU/s (partition {}, key {}: {:.0}% of it)",
+        seconds(c.partition_seconds),
+        thousands(busiest),
+        l.partition_wcu,
+        c.busiest_partition,
+        c.hot_key.as_deref().unwrap_or("-"),
+        c.hot_key_share * 100.0
+    );
+    let why = match c.partition_bound {
+        true => "the per-partition limit makes it longer than the table's rate",
+        false => "the table's rate decides",
+    };
+    let _ = writeln!(
+        out,
+        "  predicted               {} ({why})",
+        seconds(c.seconds)
+    );
 }
 
 fn render_partitions(r: &PlanReport, out: &mut String) {

@@ -6,6 +6,7 @@
 
 pub mod attr;
 pub mod batch;
+pub mod capacity;
 pub mod encoded;
 pub mod json;
 pub mod limits;

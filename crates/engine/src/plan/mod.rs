@@ -14,11 +14,13 @@ use sql2ddb_core::attr::map_to_dynamo_json;
 use sql2ddb_core::{redact_url, write_units};
 use sql2ddb_mapping::{Entity, GsiProjection, Plan};
 
+pub mod capacity;
 mod keys;
 mod prices;
 mod report;
 pub mod size;
 
+pub use capacity::{CapacityOptions, CapacityPrediction, TableMode};
 pub use prices::Prices;
 pub use report::{
     Collisions, Cost, Duration, EntityPlan, IndexPlan, KeyCount, Partition, PlanReport,
@@ -27,6 +29,7 @@ pub use report::{
 
 use crate::error::EngineError;
 use crate::run::{EntitySample, RunOptions, Sampler};
+use capacity::CapacityLoad;
 use keys::{collisions, hot_partitions, partition_keys, EntityPartitions};
 use size::SizeStats;
 
@@ -65,6 +68,8 @@ pub struct PlanOptions {
     pub max_wcu: Option<u64>,
     /// Source connections.
     pub source_connections: u32,
+    /// Predict the time with the capacity model for this table (`--capacity`).
+    pub capacity: Option<CapacityOptions>,
 }
 
 impl Default for PlanOptions {
@@ -79,6 +84,7 @@ impl Default for PlanOptions {
             region: None,
             max_wcu: None,
             source_connections: crate::run::DEFAULT_SOURCE_CONNECTIONS,
+            capacity: None,
         }
     }
 }
@@ -129,6 +135,7 @@ async fn build(
     let mut entities = Vec::new();
     let mut partitions = Vec::new();
     let mut warnings = Vec::new();
+    let mut load = opts.capacity.map(|c| CapacityLoad::new(mapping, c));
     for (i, (name, counted)) in sampler.entities().into_iter().enumerate() {
         let entity = mapping
             .entity(&name)
@@ -138,6 +145,13 @@ async fn build(
             plan_entity(mapping, entity, sampler, i, counted, &sample, opts).await?;
         e.collisions = collisions(mapping, entity, sampler, i, &sample, opts.estimate).await?;
         entity_warnings(entity, &e, &mut warnings);
+        if let Some(load) = &mut load {
+            let scale = match sample.rows {
+                0 => 0.0,
+                n => e.rows as f64 / n as f64,
+            };
+            load.add(&sample, scale);
+        }
         partitions.push((name, parts));
         entities.push(e);
     }
@@ -158,6 +172,8 @@ async fn build(
             ));
         }
     }
+    let capacity = load.map(CapacityLoad::predict);
+    warnings.extend(capacity.as_ref().and_then(CapacityPrediction::warning));
     let gb = |b: u64| b as f64 / (1024.0 * 1024.0 * 1024.0);
     let cost = Cost {
         writes_usd: (totals.write_units + totals.index_write_units) as f64 / 1e6
@@ -177,6 +193,7 @@ async fn build(
         hot_partitions: hot,
         planned_wcu_per_second: planned,
         planned_rate_from: planned_from,
+        capacity,
         warnings,
     })
 }

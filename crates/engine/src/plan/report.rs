@@ -33,6 +33,9 @@ pub struct PlanReport {
     pub planned_wcu_per_second: f64,
     /// Where `planned_wcu_per_second` comes from.
     pub planned_rate_from: String,
+    /// The time the capacity model allows (`--capacity`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<super::CapacityPrediction>,
     /// Anything to act on before running.
     pub warnings: Vec<String>,
 }

@@ -1,20 +1,10 @@
 //! The capacity model's parameters, as a small TOML file or built in code.
 
 use serde::Deserialize;
-
-/// A partition's write units per second in DynamoDB.
-pub const PARTITION_WCU: u64 = 1_000;
-/// A partition's read units per second in DynamoDB.
-pub const PARTITION_RCU: u64 = 3_000;
-/// Seconds of unused capacity DynamoDB banks as burst credit.
-pub const BURST_SECS: f64 = 300.0;
-/// A new on-demand table's warm write throughput.
-pub const ON_DEMAND_WARM_WCU: u64 = 4_000;
-/// The default per-table write quota of an account.
-pub const TABLE_QUOTA_WCU: u64 = 40_000;
-/// How long on-demand traffic stays near the warm throughput before it
-/// doubles (DynamoDB: "double the previous peak within 30 minutes").
-pub const ON_DEMAND_DOUBLE_AFTER_SECS: f64 = 1_800.0;
+pub use sql2ddb_core::capacity::{
+    CapacityLimits, GsiConfig, Projection, ProjectionKind, BURST_SECS, ON_DEMAND_DOUBLE_AFTER_SECS,
+    ON_DEMAND_WARM_WCU, PARTITION_RCU, PARTITION_WCU, TABLE_QUOTA_WCU,
+};
 
 /// The model of a table's capacity (see [`crate::capacity`]).
 ///
@@ -100,49 +90,6 @@ pub enum TableCapacity {
     },
 }
 
-/// A global secondary index.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct GsiConfig {
-    /// The index's name.
-    pub name: String,
-    /// Its partition key attribute.
-    pub partition_key: String,
-    /// Its sort key attribute, if any.
-    #[serde(default)]
-    pub sort_key: Option<String>,
-    /// What it holds of an item.
-    #[serde(default)]
-    pub projection: Projection,
-}
-
-/// What an index holds of each item it projects.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
-pub enum Projection {
-    /// `"ALL"` or `"KEYS_ONLY"`.
-    Kind(ProjectionKind),
-    /// The keys and these attributes (`INCLUDE`).
-    Include(Vec<String>),
-}
-
-impl Default for Projection {
-    /// Every attribute.
-    fn default() -> Self {
-        Projection::Kind(ProjectionKind::All)
-    }
-}
-
-/// A projection named by its kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ProjectionKind {
-    /// Every attribute.
-    All,
-    /// The table's and the index's keys.
-    KeysOnly,
-}
-
 fn one() -> f64 {
     1.0
 }
@@ -207,6 +154,20 @@ impl CapacityConfig {
                 near: near(),
             },
             ..CapacityConfig::provisioned(0, partitions, PARTITION_WCU)
+        }
+    }
+
+    /// The rates the ideal time is computed from: a provisioned table's
+    /// write units or an on-demand table's warm throughput (not doubled),
+    /// and the partitions'.
+    pub fn limits(&self) -> CapacityLimits {
+        CapacityLimits {
+            table_wcu: match self.table {
+                TableCapacity::Provisioned { wcu, .. } => wcu,
+                TableCapacity::OnDemand { warm_wcu, .. } => warm_wcu,
+            },
+            partitions: self.partitions,
+            partition_wcu: self.partition_wcu,
         }
     }
 

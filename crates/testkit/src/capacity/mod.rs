@@ -12,6 +12,10 @@
 //! size by its size rules rounded up to 1 KB, and again for each global
 //! secondary index the item projects into ([`TableSchema::put_cost`]).
 //!
+//! The metering, the partition choice and the ideal time are
+//! [`sql2ddb_core::capacity`]'s, the rules `sql2ddb plan --capacity`
+//! predicts with.
+//!
 //! Time is the model's: the caller passes model seconds to [`TableModel`],
 //! so unit tests run instantly; the proxy ([`crate::FaultProxy`] with a
 //! [`CapacityConfig`]) converts real time with the configuration's
@@ -20,7 +24,6 @@
 mod bucket;
 mod config;
 mod ideal;
-mod meter;
 mod model;
 pub(crate) mod serve;
 mod table;
@@ -32,7 +35,7 @@ pub use config::{
     TABLE_QUOTA_WCU,
 };
 pub use ideal::{ideal, Ideal};
-pub use meter::{key_hash, TableSchema, WriteCost};
 pub use model::{TableModel, TableUsage, WriteDemand};
 pub use serve::CapacityStats;
+pub use sql2ddb_core::capacity::{key_hash, CapacityLimits, TableSchema, WriteCost};
 pub use table::Refusal;

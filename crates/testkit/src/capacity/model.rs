@@ -59,6 +59,7 @@ pub struct WriteDemand {
 #[derive(Debug, Clone)]
 pub struct TableModel {
     partitions: Vec<Partition>,
+    limits: sql2ddb_core::capacity::CapacityLimits,
     table: TableBucket,
     table_read: Option<TokenBucket>,
     usage: TableUsage,
@@ -92,12 +93,14 @@ impl TableModel {
                 ..TableUsage::default()
             },
             partitions,
+            limits: config.limits(),
         }
     }
 
-    /// The partition of a partition key value's hash.
+    /// The partition of a partition key value's hash (the rule the ideal
+    /// time and `plan --capacity` use).
     pub fn partition_of(&self, key_hash: u64) -> usize {
-        (key_hash % self.partitions.len() as u64) as usize
+        self.limits.partition_of(key_hash)
     }
 
     /// Admits the write requests of one call at model time `now`, in order:

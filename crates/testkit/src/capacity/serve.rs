@@ -25,11 +25,11 @@ use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 
 use super::config::{CapacityConfig, GsiConfig, Projection, ProjectionKind};
-use super::meter::{key_hash, TableSchema, WriteCost};
 use super::model::{TableModel, TableUsage, WriteDemand};
 use super::table::Refusal;
 use crate::proxy::{relay, Shared};
 use crate::wire::{error_response, text_response, Body};
+use sql2ddb_core::capacity::{key_hash, TableSchema, WriteCost};
 
 /// What the capacity model did in the proxy.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
