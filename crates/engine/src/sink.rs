@@ -426,3 +426,6 @@ fn write_reject(entity: &str, m: &EncodedItem, reason: &str) -> Reject {
         row: m.to_json(),
     }
 }
+
+#[cfg(test)]
+mod tests;

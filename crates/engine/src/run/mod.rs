@@ -157,4 +157,20 @@ mod tests {
             serde_json::from_str(&std::fs::read_to_string(saved).unwrap()).unwrap();
         assert_eq!(saved["status"], "failed");
     }
+
+    #[tokio::test]
+    async fn a_run_handed_an_update_jobs_destination_is_refused_before_it_starts() {
+        let runs = tempfile::tempdir().unwrap();
+        let opts = RunOptions {
+            destination: crate::sink::Destination::Updates,
+            ..options(runs.path())
+        };
+        let err = run(&plan("C#{customer_id}"), &opts, RunProgress::new())
+            .await
+            .expect_err("a run's pages are never an update job's");
+        assert_eq!(err.kind(), ErrorKind::Config, "{err}");
+        assert!(err.to_string().contains("never to an update job"), "{err}");
+        // Refused before anything was made: no run directory.
+        assert_eq!(std::fs::read_dir(runs.path()).unwrap().count(), 0);
+    }
 }
