@@ -275,9 +275,8 @@ async fn a_worker_started_with_a_job_refuses_migration_batches_and_leaves_them_q
             20,
         )],
         pointers: Vec::new(),
-        update: None,
     };
-    sql2ddb_queue::WorkQueue::send(&queue, vec![batch])
+    sql2ddb_queue::WorkQueue::send(&queue, vec![batch.into()])
         .await
         .unwrap();
     let worker = w.worker(&["--idle-exit", "3"]).wait().await;

@@ -1,25 +1,12 @@
-//! What travels from the reader to the writers, and what is set aside.
+//! What travels from the reader to the writers (a page of a migration), and
+//! what is set aside.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
-use std::collections::BTreeMap;
-
-use crate::attr::{AttrValue, Item};
+use crate::attr::AttrValue;
 use crate::encoded::EncodedItem;
-use crate::limits::KeyAttr;
 use crate::pointer::PointerUpdate;
-
-/// An item ready to write, with the source key of the row it came from.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct MappedItem {
-    /// The DynamoDB item.
-    pub item: Item,
-    /// The source row's key (`{"order_id": 7}`), for rejects and reports.
-    pub source_key: Json,
-    /// Size by DynamoDB's rules, computed when the item was checked.
-    pub size: usize,
-}
 
 /// One page of one segment of one entity, mapped and ready for the writers.
 ///
@@ -48,36 +35,6 @@ pub struct WorkBatch {
     /// item it points at is written.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pointers: Vec<BatchPointer>,
-    /// Set for a page of an update job (`sql2ddb update --queue`): its
-    /// items are the keys of the matching items, and a worker applies this
-    /// change to each instead of writing them. Such a batch travels in a
-    /// message format of its own, which releases that know only migration
-    /// batches refuse rather than write the keys as items.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub update: Option<UpdateChange>,
-}
-
-/// The conditional write an update job makes of each matching item: an
-/// `UpdateItem` with `update` as its expression, or a `DeleteItem` when
-/// `update` is `None`, both with `condition` (the job's `where` again, the
-/// item's existence, and for a non-idempotent change the run's marker).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct UpdateChange {
-    /// The table.
-    pub table: String,
-    /// The table's key attributes (partition key first).
-    pub keys: Vec<KeyAttr>,
-    /// `UpdateExpression`; `None` deletes the item.
-    pub update: Option<String>,
-    /// `ConditionExpression`.
-    pub condition: String,
-    /// `ExpressionAttributeNames`.
-    pub names: BTreeMap<String, String>,
-    /// `ExpressionAttributeValues`.
-    pub values: BTreeMap<String, AttrValue>,
-    /// `(attribute, run id)` of a change that marks each item with its run.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub own_mark: Option<(String, String)>,
 }
 
 /// A pointer update and the key of the item whose row produced it: a writer

@@ -7,9 +7,19 @@ use serde_json::value::RawValue;
 use serde_json::Value as Json;
 
 use crate::attr::{AttrValue, Attrs, Item};
-use crate::batch::MappedItem;
 use crate::limits::KeyAttr;
 use crate::structure::MAX_DEPTH;
+
+/// An item ready to write, with the source key of the row it came from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MappedItem {
+    /// The DynamoDB item.
+    pub item: Item,
+    /// The source row's key (`{"order_id": 7}`), for rejects and reports.
+    pub source_key: Json,
+    /// Size by DynamoDB's rules, computed when the item was checked.
+    pub size: usize,
+}
 
 /// A mapped item serialised once, as DynamoDB JSON, with what the writers
 /// need without reading it again: its key values, its size, its source key.

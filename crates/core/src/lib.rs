@@ -1,5 +1,5 @@
 //! Plain data shared by every sql2ddb crate: SQL values and rows as read from
-//! a source, DynamoDB attribute values and items, work batches and rejects,
+//! a source, DynamoDB attribute values and items, work batches, update pages and rejects,
 //! DynamoDB's size and number rules, and secret redaction. No IO.
 
 #![warn(missing_docs)]
@@ -15,16 +15,18 @@ pub mod pointer;
 pub mod redact;
 mod structure;
 pub mod tagged;
+pub mod update;
 pub mod value;
 pub mod wire;
 
 pub use attr::{AttrValue, Attrs, Item};
-pub use batch::{BatchPart, BatchPointer, MappedItem, Reject, UpdateChange, WorkBatch};
-pub use encoded::{EncodedItem, ItemJson, SourceKey};
+pub use batch::{BatchPart, BatchPointer, Reject, WorkBatch};
+pub use encoded::{EncodedItem, ItemJson, MappedItem, SourceKey};
 pub use limits::{
     check_item, item_size, write_units, ItemProblem, KeyAttr, KeyType, UnknownKeyType,
 };
 pub use number::{normalize_number, NumberError};
 pub use pointer::PointerUpdate;
 pub use redact::{redact_secrets, redact_url};
+pub use update::{UpdateChange, UpdatePage};
 pub use value::{Column, Row, SqlValue};

@@ -205,7 +205,6 @@ mod tests {
             page: 41,
             part: BatchPart { index: 1, count: 2 },
             pointers: Vec::new(),
-            update: None,
             rows_read: 5,
             items: vec![EncodedItem::new(
                 &item,

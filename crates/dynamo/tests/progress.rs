@@ -67,7 +67,6 @@ fn a_batch_record_counts_rows_rejected_while_mapping() {
         page: 17,
         part: BatchPart { index: 1, count: 3 },
         pointers: Vec::new(),
-        update: None,
         rows_read: 7,
         items: Vec::new(),
     };

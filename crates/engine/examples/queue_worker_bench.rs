@@ -18,13 +18,12 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sql2ddb_core::WorkBatch;
 use sql2ddb_dynamo::RetryPolicy;
 use sql2ddb_engine::rejects::RejectsFile;
 use sql2ddb_engine::serverless::{load_mapping, Plan};
-use sql2ddb_engine::sink::{BatchSink, SinkOptions};
+use sql2ddb_engine::sink::{BatchSink, Destination, SinkOptions};
 use sql2ddb_engine::worker::{Worker, WorkerOptions};
-use sql2ddb_queue::{codec, AckHandle, QueueDepth, QueueError, Received, WorkQueue};
+use sql2ddb_queue::{codec, AckHandle, Message, QueueDepth, QueueError, Received, WorkQueue};
 use sql2ddb_testkit::bench_input::{arg, cpu_seconds, each_page, progress_store};
 use tokio::sync::Notify;
 
@@ -67,14 +66,14 @@ impl BodyQueue {
 }
 
 impl WorkQueue for BodyQueue {
-    async fn send(&self, batches: Vec<WorkBatch>) -> Result<usize, QueueError> {
+    async fn send(&self, messages: Vec<Message>) -> Result<usize, QueueError> {
         let mut state = self.state.lock().unwrap();
-        for batch in &batches {
+        for message in &messages {
             let id = state.next;
             state.next += 1;
-            state.ready.push_back((id, codec::encode(batch)));
+            state.ready.push_back((id, codec::encode_message(message)));
         }
-        Ok(batches.len())
+        Ok(messages.len())
     }
 
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Received>, QueueError> {
@@ -94,7 +93,7 @@ impl WorkQueue for BodyQueue {
         Ok(taken
             .into_iter()
             .map(|(id, body)| Received {
-                batch: codec::decode(&body).expect("the bench's own bodies decode"),
+                message: codec::decode(&body).expect("the bench's own bodies decode"),
                 handle: AckHandle(id.to_string()),
                 receive_count: 1,
             })
@@ -162,7 +161,7 @@ async fn worker_sink(
         max_wcu: None,
         retry: RetryPolicy::default(),
         dry_run: false,
-        export: None,
+        destination: Destination::Table,
     };
     BatchSink::for_plan(plan, &opts, &client, &calls, rejects)
 }

@@ -14,9 +14,10 @@ use std::sync::Mutex;
 
 use sql2ddb_core::{BatchPart, SqlValue, WorkBatch};
 use sql2ddb_dynamo::progress::{BatchCost, BatchRecord, ProgressStore};
+use sql2ddb_queue::Message;
 
 use crate::error::EngineError;
-use crate::sink::BatchOutcome;
+use crate::outcome::BatchOutcome;
 
 /// What identifies a batch and what its record needs, kept while its items
 /// are being written (writing consumes the batch).
@@ -49,6 +50,19 @@ impl BatchId {
             part: batch.part,
             rows_read: batch.rows_read,
             items: batch.items.len() as u64,
+        }
+    }
+
+    /// The identity of a message's page, whichever its kind.
+    pub fn of_message(message: &Message) -> BatchId {
+        BatchId {
+            run_id: message.run_id().to_string(),
+            entity: message.entity().to_string(),
+            segment: message.segment(),
+            page: message.page(),
+            part: message.part(),
+            rows_read: message.rows_read(),
+            items: message.items().len() as u64,
         }
     }
 

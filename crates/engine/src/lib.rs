@@ -8,7 +8,9 @@ pub mod checkpoint;
 pub mod deep;
 pub mod error;
 pub mod export;
+mod ids;
 pub mod init;
+mod outcome;
 pub mod plan;
 pub mod progress;
 pub mod queues;
@@ -27,10 +29,11 @@ pub mod worker;
 
 pub use check::{check, CheckSummary};
 pub use error::{EngineError, ErrorKind};
+pub use ids::new_run_id;
 pub use progress::{EntityProgress, RunProgress};
 pub use report::{EntityReport, PointerReport, RunReport, RunStatus, SnapshotReport, WriterReport};
 pub use resources::{Job, ResourceOptions, Resources};
-pub use run::{new_run_id, run, RunOptions, SnapshotMode};
+pub use run::{run, RunOptions, SnapshotMode};
 /// The progress table of runs, as `status` and `verify` read it.
 pub use sql2ddb_dynamo::progress::ProgressStore;
 pub use stop::StopSignal;

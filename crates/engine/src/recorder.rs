@@ -1,22 +1,45 @@
 //! What every queue consumer does with a batch it took — a `sql2ddb worker`
 //! process or a Lambda function fed by the queue: write it through the one
-//! write path ([`BatchSink::write_batch`], which applies an update job's
-//! batch to the keys it carries) and record it in the run's progress table. An error leaves the batch unrecorded, to be delivered
+//! write path ([`BatchSink::write`]: a migration page is written, an update
+//! page applied to the keys it carries) and record it in the run's progress
+//! table. An error leaves the batch unrecorded, to be delivered
 //! again.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use sql2ddb_core::WorkBatch;
 use sql2ddb_dynamo::progress::{default_table, ProgressStore, RunMeta};
 use sql2ddb_mapping::{Plan, UpdateJob};
+use sql2ddb_queue::Message;
 
 use crate::checkpoint::BatchId;
 use crate::error::EngineError;
+use crate::ids::new_run_id;
+use crate::outcome::BatchOutcome;
 use crate::rejects::RejectsFile;
 use crate::resources::{Job, ResourceOptions, Resources};
-use crate::sink::{build_sink, BatchOutcome, BatchSink};
-use crate::worker::WorkerSetup;
+use crate::run::RunOptions;
+use crate::sink::{build_sink, BatchSink};
+
+/// Everything a worker process needs besides the mapping.
+#[derive(Debug, Clone, Default)]
+pub struct WorkerSetup {
+    /// The queue URL.
+    pub queue: String,
+    /// SQS endpoint URL; default AWS.
+    pub sqs_endpoint: Option<String>,
+    /// Overrides the mapping's DynamoDB endpoint.
+    pub endpoint: Option<String>,
+    /// Overrides the mapping's region.
+    pub region: Option<String>,
+    /// The progress table; default `<target>-sql2ddb-progress`.
+    pub progress_table: Option<String>,
+    /// Where the worker's directory (its rejects file) is created.
+    pub runs_dir: PathBuf,
+    /// The writer options (concurrency, capacity cap) as for a run.
+    pub writer: RunOptions,
+}
 
 /// Writes and records the batches of runs into one mapping's table.
 pub(crate) struct BatchRecorder {
@@ -24,9 +47,6 @@ pub(crate) struct BatchRecorder {
     pub store: ProgressStore,
     pub table: String,
     pub rejects: Arc<RejectsFile>,
-    /// Whether migration batches can be written (a recorder set up from an
-    /// update job has no mapping: it applies update batches only).
-    migrations: bool,
     /// Each run's description, read once.
     runs: Mutex<HashMap<String, RunMeta>>,
 }
@@ -44,7 +64,6 @@ impl BatchRecorder {
             store,
             table: table.into(),
             rejects,
-            migrations: true,
             runs: Mutex::new(HashMap::new()),
         }
     }
@@ -107,13 +126,12 @@ impl BatchRecorder {
             &setup.writer.sink_options(),
             rejects.clone(),
         );
-        let mut recorder = BatchRecorder::new(
+        let recorder = BatchRecorder::new(
             Arc::new(sink),
             resources.progress_store()?,
             table.clone(),
             rejects,
         );
-        recorder.migrations = false;
         Ok((recorder, resources))
     }
 
@@ -135,29 +153,31 @@ impl BatchRecorder {
         Ok(meta)
     }
 
-    /// Writes one batch and records it; an error leaves it unrecorded.
-    pub async fn write(&self, batch: WorkBatch) -> Result<(BatchId, BatchOutcome), EngineError> {
-        if batch.update.is_none() && !self.migrations {
+    /// Writes one message's page and records it; an error leaves it unrecorded.
+    pub async fn write(&self, message: Message) -> Result<(BatchId, BatchOutcome), EngineError> {
+        let run = message.run_id();
+        if matches!(message, Message::Migration(_)) && !self.sink.writes_migrations() {
             return Err(EngineError::Worker(format!(
-                "run {} is a migration: this worker was started with an update job; start workers of migrations with the mapping",
-                batch.run_id
+                "run {run} is a migration: this worker was started with an update job; start workers of migrations with the mapping"
             )));
         }
-        let meta = self.run_meta(&batch.run_id).await?;
+        let meta = self.run_meta(run).await?;
         if meta.table != self.table {
             return Err(EngineError::Worker(format!(
-                "run {} writes table {}, this mapping targets {}",
-                batch.run_id, meta.table, self.table
+                "run {run} writes table {}, this mapping targets {}",
+                meta.table, self.table
             )));
         }
-        if let Some(change) = batch.update.as_ref().filter(|c| c.table != self.table) {
-            return Err(EngineError::Worker(format!(
-                "run {} updates table {}, this mapping targets {}",
-                batch.run_id, change.table, self.table
-            )));
+        if let Message::Update(page) = &message {
+            if page.change.table != self.table {
+                return Err(EngineError::Worker(format!(
+                    "run {run} updates table {}, this mapping targets {}",
+                    page.change.table, self.table
+                )));
+            }
         }
-        let id = BatchId::of(&batch);
-        let out = self.sink.write_batch(batch).await?;
+        let id = BatchId::of_message(&message);
+        let out = self.sink.write(message).await?;
         if out.failed > 0 {
             return Err(EngineError::Worker(format!(
                 "{} items not written within their retry budget",
@@ -173,9 +193,7 @@ impl BatchRecorder {
 
 /// The rejects file of a worker, in a directory of its own under `setup.runs_dir`.
 fn worker_rejects(setup: &WorkerSetup) -> Result<Arc<RejectsFile>, EngineError> {
-    let dir = setup
-        .runs_dir
-        .join(format!("worker-{}", crate::run::new_run_id()));
+    let dir = setup.runs_dir.join(format!("worker-{}", new_run_id()));
     std::fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
     Ok(Arc::new(RejectsFile::new(dir.join("rejects.jsonl"))))
 }

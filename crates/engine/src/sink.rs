@@ -1,59 +1,74 @@
-//! The one write path: [`BatchSink::write_batch`] writes a batch's items,
-//! then its pointers, and records what was refused. In-process runs, queue
-//! workers (and the jobs to come) all write through it.
+//! The one write path, at the end of read → map → sink: a page goes to
+//! the one [`Destination`] the job was started with. [`BatchSink::write_batch`]
+//! writes a migration page's items, then its pointers (or its lines into
+//! export files), [`BatchSink::apply_updates`] applies an update job's page
+//! to the keys it carries; both record what was refused. In-process runs,
+//! exports and queue workers all write through it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sql2ddb_core::{AttrValue, EncodedItem, KeyAttr, PointerUpdate, Reject, WorkBatch};
+use sql2ddb_core::{AttrValue, EncodedItem, KeyAttr, PointerUpdate, Reject, UpdatePage, WorkBatch};
 use sql2ddb_dynamo::{
     write_pointer, AdaptiveConcurrency, BatchCalls, BatchWriter, Client, Failure, PointerOutcome,
     RetryPolicy, WriteCapacityLimiter,
 };
 use sql2ddb_mapping::Plan;
+use sql2ddb_queue::Message;
 
 use crate::error::EngineError;
+use crate::export::files::ItemFiles;
+pub use crate::outcome::BatchOutcome;
 use crate::rejects::RejectsFile;
+use crate::update::UpdateApplier;
 
-/// What became of one batch.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct BatchOutcome {
-    /// Rows whose item is in the table.
-    pub written: u64,
-    /// Rows DynamoDB refused (validation): rejected.
-    pub rejected: u64,
-    /// Rows still unwritten when the retry budget ran out.
-    pub failed: u64,
-    /// Bytes written, by DynamoDB's size rules.
-    pub bytes: u64,
-    /// Write units billed.
-    pub write_units: u64,
-    /// Calls retried.
-    pub retries: u64,
-    /// Of `written`, keys of an update batch left alone because the item no
-    /// longer met the job's `where` when it was written.
-    pub skipped: u64,
+/// Where a job's pages go: one choice, made by whoever starts the job and
+/// handed to it.
+#[derive(Debug, Clone, Default)]
+pub enum Destination {
+    /// The mapping's DynamoDB table: items, then pointers. A worker writing
+    /// it also applies an update job's pages of the same table.
+    #[default]
+    Table,
+    /// Files for DynamoDB's import from S3 (`sql2ddb export`): no DynamoDB
+    /// call at all.
+    Files(Arc<ItemFiles>),
+    /// An update job's changes, applied to the keys its pages carry (a
+    /// worker started with the job instead of a mapping: it cannot write
+    /// a migration's pages).
+    Updates,
 }
 
-/// Writes batches: items, then (later) pointers; refused rows go to the
-/// rejects file. Without a writer (a dry run) items count as written and
-/// nothing is sent.
+/// Writes pages to its destination and records what was refused. In a
+/// dry run, items count as written and nothing is sent.
 pub struct BatchSink {
-    /// The writer; `None` in a dry run.
-    pub writer: Option<Arc<BatchWriter<BatchCalls>>>,
+    /// Where the pages go.
+    route: Route,
     /// Where refused rows go.
     pub rejects: Arc<RejectsFile>,
     /// Calls throttled or answered with unprocessed items, over all batches.
     pub throttled: AtomicU64,
-    /// Where pointer updates go; `None` in a dry run.
-    pub pointers: Option<PointerTarget>,
     /// What each pointer did, by name.
     pub pointer_stats: Mutex<BTreeMap<String, PointerStats>>,
-    /// Files the items go to instead (`sql2ddb export`).
-    pub files: Option<Arc<crate::export::ItemFiles>>,
-    /// How update batches are applied; `None` in a dry run.
-    pub updates: Option<crate::update::UpdateApplier>,
+}
+
+/// A [`Destination`] made ready to write.
+enum Route {
+    /// The table: items through the writer, pointers through their
+    /// target, update pages through the applier (all sharing one
+    /// concurrency and capacity cap).
+    Table {
+        writer: Arc<BatchWriter<BatchCalls>>,
+        pointers: PointerTarget,
+        updates: UpdateApplier,
+    },
+    /// A dry run: nothing is sent.
+    Nowhere,
+    /// Export files.
+    Files(Arc<ItemFiles>),
+    /// An update job's worker.
+    Updates(UpdateApplier),
 }
 
 /// The table pointer items are written to.
@@ -95,8 +110,9 @@ fn write_limits(
 }
 
 impl BatchSink {
-    /// A sink that applies update batches only (a worker started with an
-    /// update job: no mapping, so no batch writer and no pointers).
+    /// The sink of [`Destination::Updates`]: it applies update pages only (a
+    /// worker started with an update job: no mapping, so no batch writer
+    /// and no pointers).
     pub fn for_updates(
         client: &Client,
         opts: &SinkOptions,
@@ -110,18 +126,15 @@ impl BatchSink {
         let max_wcu = opts.max_wcu.filter(|w| *w > 0);
         let (controller, limiter) = write_limits(concurrency, !opts.fixed_concurrency, max_wcu);
         BatchSink {
-            writer: None,
-            rejects,
-            throttled: Default::default(),
-            pointers: None,
-            pointer_stats: Default::default(),
-            files: None,
-            updates: Some(crate::update::UpdateApplier {
+            route: Route::Updates(UpdateApplier {
                 client: client.clone(),
                 retry: opts.retry,
                 concurrency: controller,
                 limiter,
             }),
+            rejects,
+            throttled: Default::default(),
+            pointer_stats: Default::default(),
         }
     }
 
@@ -139,36 +152,64 @@ impl BatchSink {
         build_sink(plan, opts, client, calls, rejects).sink
     }
 
-    /// Writes one batch and records what was refused.
+    /// Whether a migration's pages can be written here (not by a worker
+    /// started with an update job, which has no mapping).
+    pub fn writes_migrations(&self) -> bool {
+        !matches!(self.route, Route::Updates(_))
+    }
+
+    /// The table pointers are written to, when pages go to a table.
+    pub fn pointer_target(&self) -> Option<&PointerTarget> {
+        match &self.route {
+            Route::Table { pointers, .. } => Some(pointers),
+            _ => None,
+        }
+    }
+
+    /// Writes one message's page and records what was refused.
+    pub async fn write(&self, message: Message) -> Result<BatchOutcome, EngineError> {
+        match message {
+            Message::Migration(batch) => self.write_batch(batch).await,
+            Message::Update(page) => self.apply_updates(page).await,
+        }
+    }
+
+    /// Writes one migration page and records what was refused.
     pub async fn write_batch(&self, batch: WorkBatch) -> Result<BatchOutcome, EngineError> {
-        if batch.update.is_some() {
-            return self.apply_update(batch).await;
-        }
-        if let Some(files) = &self.files {
-            return files.write_batch(batch).await;
-        }
-        let Some(writer) = &self.writer else {
-            return Ok(BatchOutcome {
-                written: batch.items.len() as u64,
-                bytes: batch.items.iter().map(|m| m.size as u64).sum(),
-                write_units: batch
-                    .items
-                    .iter()
-                    .map(|m| sql2ddb_core::write_units(m.size))
-                    .sum(),
-                ..BatchOutcome::default()
-            });
+        let (writer, pointers) = match &self.route {
+            Route::Table {
+                writer, pointers, ..
+            } => (writer, pointers),
+            Route::Files(files) => return files.write_batch(batch).await,
+            Route::Nowhere => {
+                return Ok(BatchOutcome {
+                    written: batch.items.len() as u64,
+                    bytes: batch.items.iter().map(|m| m.size as u64).sum(),
+                    write_units: batch
+                        .items
+                        .iter()
+                        .map(|m| sql2ddb_core::write_units(m.size))
+                        .sum(),
+                    ..BatchOutcome::default()
+                })
+            }
+            Route::Updates(_) => {
+                return Err(EngineError::Worker(format!(
+                    "run {} is a migration: this worker was started with an update job; start workers of migrations with the mapping",
+                    batch.run_id
+                )))
+            }
         };
         let mut items = batch.items;
-        let all_keys: Vec<Vec<AttrValue>> = match &self.pointers {
-            Some(t) if !batch.pointers.is_empty() => {
+        let all_keys: Vec<Vec<AttrValue>> = match batch.pointers.is_empty() {
+            false => {
                 // A page queued by an older release carries no key values.
                 for m in &mut items {
-                    m.ensure_key(&t.keys);
+                    m.ensure_key(&pointers.keys);
                 }
                 items.iter().map(|m| m.key.clone()).collect()
             }
-            _ => Vec::new(),
+            true => Vec::new(),
         };
         let out = writer.write(items).await;
         self.throttled.fetch_add(out.throttled, Ordering::Relaxed);
@@ -199,7 +240,7 @@ impl BatchSink {
                 .collect();
             for p in &batch.pointers {
                 if written.contains(&p.item_key) {
-                    self.move_pointer(&p.update).await?;
+                    self.move_pointer(pointers, &p.update).await?;
                 }
             }
         }
@@ -234,10 +275,10 @@ pub struct SinkOptions {
     pub max_wcu: Option<u64>,
     /// Retry parameters (the mapping's `max_attempts` overrides the attempts).
     pub retry: RetryPolicy,
-    /// Write nothing: every item counts as written.
+    /// Write nothing: every item counts as written, no call is made.
     pub dry_run: bool,
-    /// Write the items to files instead (`sql2ddb export`).
-    pub export: Option<Arc<crate::export::ItemFiles>>,
+    /// Where the pages go.
+    pub destination: Destination,
 }
 
 /// A sink and the shared limits its writer obeys.
@@ -263,44 +304,33 @@ pub(crate) fn build_sink(
     let adaptive = plan.writer.adaptive && !opts.fixed_concurrency;
     let max_wcu = opts.max_wcu.or(plan.writer.max_wcu).filter(|w| *w > 0);
     let (controller, limiter) = write_limits(concurrency, adaptive, max_wcu);
+    let updates = || UpdateApplier {
+        client: client.clone(),
+        retry: opts.retry,
+        concurrency: controller.clone(),
+        limiter: limiter.clone(),
+    };
+    let route = match &opts.destination {
+        // Files take the pages even in a dry run: an export makes no DynamoDB call.
+        Destination::Files(files) => Route::Files(files.clone()),
+        _ if opts.dry_run => Route::Nowhere,
+        Destination::Updates => Route::Updates(updates()),
+        Destination::Table => Route::Table {
+            writer: Arc::new(table_writer(plan, opts, calls, &controller, &limiter)),
+            pointers: PointerTarget {
+                client: client.clone(),
+                table: plan.target.table.clone(),
+                keys: plan.key_attrs(),
+                retry: opts.retry,
+            },
+            updates: updates(),
+        },
+    };
     let sink = Arc::new(BatchSink {
-        writer: (!opts.dry_run).then(|| {
-            let retry = RetryPolicy {
-                max_attempts: plan.writer.max_attempts,
-                ..opts.retry
-            };
-            let mut w = BatchWriter::new(
-                calls.clone(),
-                plan.target.table.clone(),
-                plan.key_attrs(),
-                retry,
-            )
-            .with_concurrency(controller.clone());
-            if let Some(l) = &limiter {
-                // Each GSI bills its own write for an item it projects.
-                w = w.with_capacity_limit(l.clone(), 1 + plan.target.gsis.len() as u64);
-            }
-            if let Some(secs) = plan.writer.retry_seconds {
-                w = w.with_retry_deadline(std::time::Duration::from_secs(secs));
-            }
-            Arc::new(w)
-        }),
+        route,
         rejects,
         throttled: Default::default(),
-        pointers: (!opts.dry_run).then(|| PointerTarget {
-            client: client.clone(),
-            table: plan.target.table.clone(),
-            keys: plan.key_attrs(),
-            retry: opts.retry,
-        }),
         pointer_stats: Default::default(),
-        files: opts.export.clone(),
-        updates: (!opts.dry_run && opts.export.is_none()).then(|| crate::update::UpdateApplier {
-            client: client.clone(),
-            retry: opts.retry,
-            concurrency: controller.clone(),
-            limiter: limiter.clone(),
-        }),
     });
     SinkSetup {
         sink,
@@ -311,36 +341,68 @@ pub(crate) fn build_sink(
     }
 }
 
+/// The batch writer of `plan`'s table, within the process's shared limits.
+fn table_writer(
+    plan: &Plan,
+    opts: &SinkOptions,
+    calls: &BatchCalls,
+    controller: &Arc<AdaptiveConcurrency>,
+    limiter: &Option<Arc<WriteCapacityLimiter>>,
+) -> BatchWriter<BatchCalls> {
+    let retry = RetryPolicy {
+        max_attempts: plan.writer.max_attempts,
+        ..opts.retry
+    };
+    let mut w = BatchWriter::new(
+        calls.clone(),
+        plan.target.table.clone(),
+        plan.key_attrs(),
+        retry,
+    )
+    .with_concurrency(controller.clone());
+    if let Some(l) = limiter {
+        // Each GSI bills its own write for an item it projects.
+        w = w.with_capacity_limit(l.clone(), 1 + plan.target.gsis.len() as u64);
+    }
+    if let Some(secs) = plan.writer.retry_seconds {
+        w = w.with_retry_deadline(std::time::Duration::from_secs(secs));
+    }
+    w
+}
+
 impl BatchSink {
-    /// Applies an update job's batch (`sql2ddb update --queue`) to the keys
+    /// Applies an update job's page (`sql2ddb update --queue`) to the keys
     /// it carries; keys DynamoDB refuses go to the rejects file.
-    async fn apply_update(&self, batch: WorkBatch) -> Result<BatchOutcome, EngineError> {
-        let change = batch.update.as_ref().expect("an update batch");
-        if self.files.is_some() {
-            return Err(EngineError::Entity {
-                entity: batch.entity.clone(),
-                message: "an export writes files: it cannot apply an update job's batch".into(),
-            });
-        }
-        let Some(applier) = &self.updates else {
-            return Ok(BatchOutcome {
-                written: batch.items.len() as u64,
-                ..BatchOutcome::default()
-            });
+    pub async fn apply_updates(&self, page: UpdatePage) -> Result<BatchOutcome, EngineError> {
+        let applier = match &self.route {
+            Route::Table { updates, .. } | Route::Updates(updates) => updates,
+            Route::Files(_) => {
+                return Err(EngineError::Entity {
+                    entity: page.entity.clone(),
+                    message: "an export writes files: it cannot apply an update job's batch".into(),
+                })
+            }
+            Route::Nowhere => {
+                return Ok(BatchOutcome {
+                    written: page.keys.len() as u64,
+                    ..BatchOutcome::default()
+                })
+            }
         };
-        let (out, refused) = applier.apply(&batch, change).await?;
+        let (out, refused) = applier.apply(&page).await?;
         let refused: Vec<Reject> = refused
             .iter()
-            .map(|(m, reason)| write_reject(&batch.entity, m, reason))
+            .map(|(m, reason)| write_reject(&page.entity, m, reason))
             .collect();
         self.rejects.write(&refused)?;
         Ok(out)
     }
 
-    async fn move_pointer(&self, update: &PointerUpdate) -> Result<(), EngineError> {
-        let Some(t) = &self.pointers else {
-            return Ok(());
-        };
+    async fn move_pointer(
+        &self,
+        t: &PointerTarget,
+        update: &PointerUpdate,
+    ) -> Result<(), EngineError> {
         let outcome = write_pointer(&t.client, &t.table, &t.keys, update, &t.retry).await?;
         let mut stats = self.pointer_stats.lock().expect("pointer stats lock");
         let s = stats.entry(update.name.clone()).or_default();
@@ -364,3 +426,6 @@ fn write_reject(entity: &str, m: &EncodedItem, reason: &str) -> Reject {
         row: m.to_json(),
     }
 }
+
+#[cfg(test)]
+mod tests;

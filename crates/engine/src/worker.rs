@@ -15,7 +15,6 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::future::Future;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -29,11 +28,12 @@ use tokio::time::Instant;
 
 use crate::checkpoint::BatchId;
 use crate::error::EngineError;
+use crate::outcome::BatchOutcome;
 use crate::recorder::BatchRecorder;
+pub use crate::recorder::WorkerSetup;
 use crate::rejects::RejectsFile;
 use crate::resources::Resources;
-use crate::run::RunOptions;
-use crate::sink::{BatchOutcome, BatchSink};
+use crate::sink::BatchSink;
 
 impl WorkerReport {
     /// A report of nothing done yet.
@@ -142,25 +142,6 @@ pub struct Worker<Q> {
     recorder: BatchRecorder,
 }
 
-/// Everything a worker process needs besides the mapping.
-#[derive(Debug, Clone, Default)]
-pub struct WorkerSetup {
-    /// The queue URL.
-    pub queue: String,
-    /// SQS endpoint URL; default AWS.
-    pub sqs_endpoint: Option<String>,
-    /// Overrides the mapping's DynamoDB endpoint.
-    pub endpoint: Option<String>,
-    /// Overrides the mapping's region.
-    pub region: Option<String>,
-    /// The progress table; default `<target>-sql2ddb-progress`.
-    pub progress_table: Option<String>,
-    /// Where the worker's directory (its rejects file) is created.
-    pub runs_dir: PathBuf,
-    /// The writer options (concurrency, capacity cap) as for a run.
-    pub writer: RunOptions,
-}
-
 /// A worker of an SQS queue, as `sql2ddb worker` runs it.
 pub type SqsWorker = Worker<SqsQueue>;
 
@@ -215,7 +196,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
 
     /// Writes one batch and records it; an error leaves the batch unrecorded.
     async fn write(&self, received: Received) -> Result<(BatchId, BatchOutcome), EngineError> {
-        self.recorder.write(received.batch).await
+        self.recorder.write(received.message).await
     }
 
     /// Whether every run in `runs` is complete by its progress records.
@@ -298,7 +279,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
             }
             last_batch = Instant::now();
             for (r, permit) in received.into_iter().zip(permits) {
-                runs.insert(r.batch.run_id.clone());
+                runs.insert(r.message.run_id().to_string());
                 held.lock().expect("held lock").insert(r.handle.clone());
                 tasks.spawn(self.clone().process(r, permit, held.clone()));
             }

@@ -112,7 +112,7 @@ async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
         .iter()
         .filter(|m| {
             let batch = sql2ddb_queue::codec::decode(m.body.as_deref().unwrap()).unwrap();
-            batch.entity == "order"
+            batch.entity() == "order"
         })
         .map(|m| m.message_id.clone().unwrap())
         .collect();

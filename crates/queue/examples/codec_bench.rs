@@ -15,7 +15,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::collections::BTreeMap;
 
-use sql2ddb_core::{AttrValue, BatchPart, EncodedItem, KeyAttr, KeyType, UpdateChange, WorkBatch};
+use sql2ddb_core::{
+    AttrValue, BatchPart, EncodedItem, KeyAttr, KeyType, UpdateChange, UpdatePage, WorkBatch,
+};
 use sql2ddb_queue::codec;
 use sql2ddb_testkit::bench_input::cpu_seconds;
 
@@ -67,7 +69,7 @@ fn item(i: usize, keys: &[KeyAttr]) -> EncodedItem {
 
 /// The update page of the same keys as `page`, as `sql2ddb update` queues
 /// them: each item its key attributes, the change once per page.
-fn update_page(page: &WorkBatch, keys: &[KeyAttr]) -> WorkBatch {
+fn update_page(page: &WorkBatch, keys: &[KeyAttr]) -> UpdatePage {
     let items = page
         .items
         .iter()
@@ -84,9 +86,15 @@ fn update_page(page: &WorkBatch, keys: &[KeyAttr]) -> WorkBatch {
             EncodedItem::new(&key, keys, source_key, m.size)
         })
         .collect();
-    WorkBatch {
-        items,
-        update: Some(UpdateChange {
+    UpdatePage {
+        run_id: page.run_id.clone(),
+        entity: page.entity.clone(),
+        segment: page.segment,
+        page: page.page,
+        part: page.part,
+        rows_read: page.rows_read,
+        keys: items,
+        change: UpdateChange {
             table: "bench".into(),
             keys: keys.to_vec(),
             update: Some("SET #s = :s".into()),
@@ -96,8 +104,7 @@ fn update_page(page: &WorkBatch, keys: &[KeyAttr]) -> WorkBatch {
                 .into(),
             values: [(":s".to_string(), AttrValue::S("archived".into()))].into(),
             own_mark: None,
-        }),
-        ..page.clone()
+        },
     }
 }
 
@@ -129,10 +136,9 @@ fn main() {
             rows_read: chunk.len() as u64,
             items: chunk.to_vec(),
             pointers: Vec::new(),
-            update: None,
         })
         .collect();
-    let updates: Vec<WorkBatch> = pages.iter().map(|p| update_page(p, &keys)).collect();
+    let updates: Vec<UpdatePage> = pages.iter().map(|p| update_page(p, &keys)).collect();
     let (mut enc_new, mut dec_new, mut enc_update, mut dec_update) =
         (f64::MAX, f64::MAX, f64::MAX, f64::MAX);
     let (mut bytes_new, mut bytes_update) = (0, 0);
@@ -143,7 +149,7 @@ fn main() {
         }));
         let mut update = Vec::new();
         enc_update = enc_update.min(per_item(n, || {
-            update = updates.iter().map(codec::encode).collect()
+            update = updates.iter().map(codec::encode_update).collect()
         }));
         bytes_new = new.iter().map(String::len).sum::<usize>();
         bytes_update = update.iter().map(String::len).sum::<usize>();
@@ -152,7 +158,7 @@ fn main() {
             for body in bodies {
                 items += codec::decode(body)
                     .expect("the bench's own bodies decode")
-                    .items
+                    .items()
                     .len();
             }
             assert_eq!(items, n);
@@ -160,8 +166,11 @@ fn main() {
         dec_new = dec_new.min(per_item(n, || check(&new)));
         dec_update = dec_update.min(per_item(n, || check(&update)));
         // Each format reads back to the batch it was made of.
-        assert_eq!(codec::decode(&new[0]).unwrap(), pages[0]);
-        assert_eq!(codec::decode(&update[0]).unwrap(), updates[0]);
+        assert_eq!(codec::decode(&new[0]).unwrap(), pages[0].clone().into());
+        assert_eq!(
+            codec::decode(&update[0]).unwrap(),
+            updates[0].clone().into()
+        );
     }
     let item_bytes: usize = all.iter().map(|m| m.item.get().len()).sum::<usize>() / n;
     println!(

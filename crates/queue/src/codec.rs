@@ -1,5 +1,5 @@
-//! The message body of a queued [`WorkBatch`]: a format version byte, then the
-//! batch compressed (zstd or raw deflate, by format), the whole
+//! The message body of a queued [`Message`]: a format version byte, then the
+//! page compressed (zstd or raw deflate, by format), the whole
 //! base64-encoded so it is valid SQS text. A batch whose body would exceed
 //! a message is split into parts by [`crate::parts`].
 //!
@@ -18,8 +18,8 @@
 //!   about 90% of the time (decompressing takes about as many
 //!   instructions as inflating, a little more or less by the items, but
 //!   fewer cycles).
-//! - [`UPDATE_FORMAT_VERSION`] (2), a page of an update job (a batch with
-//!   [`WorkBatch::update`]): the batch as JSON, in raw deflate. A release
+//! - [`UPDATE_FORMAT_VERSION`] (2), a page of an update job
+//!   ([`Message::Update`]): the [`UpdatePage`] as JSON, in raw deflate. A release
 //!   that knows only migration batches refuses it instead of writing its
 //!   keys as items.
 //!
@@ -37,10 +37,11 @@ use flate2::write::DeflateEncoder;
 use flate2::{Compression, Decompress, FlushDecompress, Status};
 use serde::Serialize;
 use sql2ddb_core::{
-    AttrValue, BatchPart, BatchPointer, EncodedItem, ItemJson, SourceKey, WorkBatch,
+    AttrValue, BatchPart, BatchPointer, EncodedItem, ItemJson, SourceKey, UpdatePage, WorkBatch,
 };
 
 use crate::head::{self, HeadIn, ItemHeadIn};
+use crate::message::Message;
 
 /// The largest batch JSON a body may inflate to; a guard against corrupt or
 /// hostile bodies, far above anything the reader produces.
@@ -141,31 +142,38 @@ struct HeadOut<'a> {
 #[derive(Serialize)]
 struct ItemHeadOut<'a>(usize, usize, &'a [AttrValue], &'a SourceKey);
 
-/// Encodes one batch as one body, whatever its size.
+/// Encodes one message as one body, whatever its size.
+pub fn encode_message(message: &Message) -> String {
+    match message {
+        Message::Migration(batch) => encode(batch),
+        Message::Update(page) => encode_update(page),
+    }
+}
+
+/// Encodes a page of an update job as one body (format
+/// [`UPDATE_FORMAT_VERSION`]), whatever its size.
+pub fn encode_update(page: &UpdatePage) -> String {
+    let payload = serde_json::to_vec(page).expect("an update page always serialises");
+    base64_simd::STANDARD.encode_to_string(deflated(UPDATE_FORMAT_VERSION, &payload))
+}
+
+/// Encodes a page of a migration as one body (format [`FORMAT_VERSION`]),
+/// whatever its size.
 pub fn encode(batch: &WorkBatch) -> String {
-    let bytes = match batch.update {
-        Some(_) => {
-            let payload = serde_json::to_vec(batch).expect("a work batch always serialises");
-            deflated(UPDATE_FORMAT_VERSION, &payload)
-        }
-        None => {
-            let payload = text_payload(batch);
-            let mut bytes = Vec::with_capacity(1 + zstd::zstd_safe::compress_bound(payload.len()));
-            bytes.push(FORMAT_VERSION);
-            ZSTD.with_borrow_mut(|z| {
-                let compressor = z.compressor.get_or_insert_with(|| {
-                    zstd::bulk::Compressor::new(ZSTD_LEVEL).expect("a zstd context")
-                });
-                // After the version byte.
-                let mut after = std::io::Cursor::new(&mut bytes);
-                after.set_position(1);
-                compressor
-                    .compress_to_buffer(&payload, &mut after)
-                    .expect("the buffer has zstd's bound of room");
-            });
-            bytes
-        }
-    };
+    let payload = text_payload(batch);
+    let mut bytes = Vec::with_capacity(1 + zstd::zstd_safe::compress_bound(payload.len()));
+    bytes.push(FORMAT_VERSION);
+    ZSTD.with_borrow_mut(|z| {
+        let compressor = z.compressor.get_or_insert_with(|| {
+            zstd::bulk::Compressor::new(ZSTD_LEVEL).expect("a zstd context")
+        });
+        // After the version byte.
+        let mut after = std::io::Cursor::new(&mut bytes);
+        after.set_position(1);
+        compressor
+            .compress_to_buffer(&payload, &mut after)
+            .expect("the buffer has zstd's bound of room");
+    });
     base64_simd::STANDARD.encode_to_string(bytes)
 }
 
@@ -221,24 +229,17 @@ pub(crate) fn text_payload(batch: &WorkBatch) -> Vec<u8> {
     out
 }
 
-/// Reads a body back into its batch.
-pub fn decode(body: &str) -> Result<WorkBatch, CodecError> {
+/// Reads a body back into its message.
+pub fn decode(body: &str) -> Result<Message, CodecError> {
     let bytes = from_base64(body.trim())?;
     let Some((&version, compressed)) = bytes.split_first() else {
         return Err(CodecError::Corrupt("empty body".into()));
     };
     match version {
-        FORMAT_VERSION => read_text_payload(&unzstd(compressed)?),
-        UPDATE_FORMAT_VERSION => {
-            let batch: WorkBatch = serde_json::from_slice(&inflate(compressed)?)
-                .map_err(|e| CodecError::Json(e.to_string()))?;
-            if batch.update.is_none() {
-                return Err(CodecError::Json(format!(
-                    "a format {UPDATE_FORMAT_VERSION} body must carry an update"
-                )));
-            }
-            Ok(batch)
-        }
+        FORMAT_VERSION => read_text_payload(&unzstd(compressed)?).map(Message::Migration),
+        UPDATE_FORMAT_VERSION => serde_json::from_slice::<UpdatePage>(&inflate(compressed)?)
+            .map(Message::Update)
+            .map_err(|e| CodecError::Json(e.to_string())),
         v if RETIRED_FORMAT_VERSIONS.contains(&v) => Err(CodecError::Retired { found: v }),
         found => Err(CodecError::Version { found }),
     }
@@ -371,7 +372,6 @@ fn read_text_payload(payload: &[u8]) -> Result<WorkBatch, CodecError> {
         rows_read: head.rows_read,
         items,
         pointers: head.pointers,
-        update: None,
     })
 }
 

@@ -318,7 +318,6 @@ mod tests {
             rows_read: 0,
             items,
             pointers,
-            update: None,
         }
     }
 

@@ -1,7 +1,8 @@
 //! Work queues between the reader and the writers.
 //!
-//! [`WorkQueue`] is what both sides see: send batches; receive some, each with
-//! an [`AckHandle`]; acknowledge a batch once its items, pointers and progress
+//! [`WorkQueue`] is what both sides see: send messages (a [`Message`] is a
+//! page of a migration or of an update job); receive some, each with an
+//! [`AckHandle`]; acknowledge one once its items, pointers and progress
 //! record are written; extend its visibility while still writing it; release it
 //! to be taken again at once. Two queues implement it:
 //! - [`MemoryQueue`], a bounded in-process queue, so a slow table slows the
@@ -21,14 +22,13 @@
 use std::future::Future;
 use std::time::Duration;
 
-use sql2ddb_core::WorkBatch;
-
 pub mod admin;
 pub mod client;
 pub mod codec;
 pub mod error;
 mod head;
 pub mod memory;
+pub mod message;
 pub mod parts;
 pub mod sqs;
 pub mod visibility;
@@ -40,6 +40,7 @@ pub use client::connect;
 pub use codec::CodecError;
 pub use error::{ErrorKind, QueueError};
 pub use memory::{Consumer, MemoryQueue, Producer, QueueClosed};
+pub use message::Message;
 pub use parts::{encode_split, MAX_MESSAGE_BYTES};
 pub use sql2ddb_aws::RetryPolicy;
 pub use sqs::{SqsQueue, DEFAULT_ENTRY_RETRY};
@@ -58,12 +59,12 @@ impl AckHandle {
     }
 }
 
-/// A batch taken from a queue, invisible to other receivers until it is
+/// A message taken from a queue, invisible to other receivers until it is
 /// acknowledged, released, or its visibility runs out.
 #[derive(Debug, Clone)]
 pub struct Received {
-    /// The batch.
-    pub batch: WorkBatch,
+    /// The message.
+    pub message: Message,
     /// The delivery's handle.
     pub handle: AckHandle,
     /// How many times the batch has been received, this time included.
@@ -87,15 +88,15 @@ pub struct QueueDepth {
 /// until then a crash, a [`release`](WorkQueue::release) or the end of its
 /// visibility hands the batch to another receiver.
 pub trait WorkQueue: Send + Sync {
-    /// Enqueues the batches (splitting any that do not fit one message);
-    /// returns how many messages were sent. `Ok` means every batch is in the
+    /// Enqueues the messages (splitting any that do not fit one message);
+    /// returns how many messages were sent. `Ok` means every page is in the
     /// queue, which is when a reader may advance its cursor past them.
     fn send(
         &self,
-        batches: Vec<WorkBatch>,
+        messages: Vec<Message>,
     ) -> impl Future<Output = Result<usize, QueueError>> + Send;
 
-    /// Takes up to `max` batches, waiting up to `wait` for the first one;
+    /// Takes up to `max` messages, waiting up to `wait` for the first one;
     /// an empty list when none came in time.
     fn receive(
         &self,

@@ -5,7 +5,8 @@
 //! but no visibility timeout: a batch held by a task of this process is only
 //! lost with the process itself, and a run resumes from its cursors then.
 //! [`Producer`] and [`Consumer`] are the simple push/pop handles of a run in
-//! one process; the queue ends for consumers when every producer handle (and
+//! one process (a queue of [`sql2ddb_core::WorkBatch`]es there: an
+//! in-process run has migration pages only); the queue ends for consumers when every producer handle (and
 //! every [`MemoryQueue`] clone) is dropped, or on [`MemoryQueue::close`].
 
 use std::collections::{HashMap, VecDeque};
@@ -13,17 +14,23 @@ use std::pin::pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sql2ddb_core::WorkBatch;
 use tokio::sync::{Notify, Semaphore};
 use tokio::time::Instant;
 
-use crate::{AckHandle, QueueDepth, QueueError, Received, WorkQueue};
+use crate::{AckHandle, Message, QueueDepth, QueueError, Received, WorkQueue};
 
-/// A bounded in-process queue of work batches, shared by one or more
-/// producers and any number of consumers.
-#[derive(Clone)]
-pub struct MemoryQueue {
-    sender: SenderGuard,
+/// A bounded in-process queue of `T` ([`Message`]s behind [`WorkQueue`]), shared by one
+/// or more producers and any number of consumers.
+pub struct MemoryQueue<T> {
+    sender: SenderGuard<T>,
+}
+
+impl<T> Clone for MemoryQueue<T> {
+    fn clone(&self) -> Self {
+        MemoryQueue {
+            sender: self.sender.clone(),
+        }
+    }
 }
 
 /// The queue was closed: no consumer will take the batch.
@@ -31,41 +38,40 @@ pub struct MemoryQueue {
 #[error("the work queue is closed")]
 pub struct QueueClosed;
 
-struct Shared {
-    state: Mutex<State>,
+struct Shared<T> {
+    state: Mutex<State<T>>,
     /// Woken when a batch becomes available, one is acknowledged, or the queue closes.
     changed: Notify,
     /// One permit per free slot among newly sent batches; released batches do not wait.
     room: Semaphore,
 }
 
-#[derive(Default)]
-struct State {
-    ready: VecDeque<Waiting>,
-    in_flight: HashMap<u64, Waiting>,
+struct State<T> {
+    ready: VecDeque<Waiting<T>>,
+    in_flight: HashMap<u64, Waiting<T>>,
     next_handle: u64,
     senders: usize,
     closed: bool,
 }
 
-struct Waiting {
-    batch: WorkBatch,
+struct Waiting<T> {
+    batch: T,
     receives: u32,
     /// Whether the batch holds a slot of `room` (newly sent, not released).
     holds_room: bool,
 }
 
 /// Counts the handles that can still send; the last one dropped closes the queue.
-struct SenderGuard(Arc<Shared>);
+struct SenderGuard<T>(Arc<Shared<T>>);
 
-impl Clone for SenderGuard {
+impl<T> Clone for SenderGuard<T> {
     fn clone(&self) -> Self {
         self.0.state.lock().expect("queue lock").senders += 1;
         SenderGuard(self.0.clone())
     }
 }
 
-impl Drop for SenderGuard {
+impl<T> Drop for SenderGuard<T> {
     fn drop(&mut self) {
         let last = {
             let mut state = self.0.state.lock().expect("queue lock");
@@ -78,19 +84,22 @@ impl Drop for SenderGuard {
     }
 }
 
-fn close(shared: &Shared) {
+fn close<T>(shared: &Shared<T>) {
     shared.state.lock().expect("queue lock").closed = true;
     shared.room.close();
     shared.changed.notify_waiters();
 }
 
-impl MemoryQueue {
+impl<T> MemoryQueue<T> {
     /// A queue holding at most `capacity` newly sent batches before `send` waits.
     pub fn new(capacity: usize) -> Self {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
+                ready: VecDeque::new(),
+                in_flight: HashMap::new(),
+                next_handle: 0,
                 senders: 1,
-                ..State::default()
+                closed: false,
             }),
             changed: Notify::new(),
             room: Semaphore::new(capacity.max(1)),
@@ -102,14 +111,14 @@ impl MemoryQueue {
 
     /// A producer handle; the queue ends for consumers once every producer
     /// handle (and the queue's own) is dropped.
-    pub fn producer(&self) -> Producer {
+    pub fn producer(&self) -> Producer<T> {
         Producer {
             sender: self.sender.clone(),
         }
     }
 
     /// A consumer handle. Consumers share the batches: each goes to one of them.
-    pub fn consumer(&self) -> Consumer {
+    pub fn consumer(&self) -> Consumer<T> {
         Consumer {
             shared: self.sender.0.clone(),
         }
@@ -121,12 +130,12 @@ impl MemoryQueue {
         close(&self.sender.0);
     }
 
-    fn shared(&self) -> &Shared {
+    fn shared(&self) -> &Shared<T> {
         &self.sender.0
     }
 }
 
-async fn push(shared: &Shared, batch: WorkBatch) -> Result<(), QueueError> {
+async fn push<T>(shared: &Shared<T>, batch: T) -> Result<(), QueueError> {
     let permit = shared
         .room
         .acquire()
@@ -150,7 +159,7 @@ async fn push(shared: &Shared, batch: WorkBatch) -> Result<(), QueueError> {
 
 /// Takes up to `max` batches, waiting until `deadline` (`None`: for ever) for the first.
 async fn take(
-    shared: &Shared,
+    shared: &Shared<Message>,
     max: usize,
     deadline: Option<Instant>,
 ) -> Result<Vec<Received>, QueueError> {
@@ -174,7 +183,7 @@ async fn take(
                     let id = state.next_handle;
                     state.next_handle += 1;
                     out.push(Received {
-                        batch: waiting.batch.clone(),
+                        message: waiting.batch.clone(),
                         handle: AckHandle(id.to_string()),
                         receive_count: waiting.receives,
                     });
@@ -204,11 +213,11 @@ fn handle_id(handle: &AckHandle) -> Result<u64, QueueError> {
         .map_err(|_| QueueError::UnknownHandle(handle.0.clone()))
 }
 
-impl WorkQueue for MemoryQueue {
-    async fn send(&self, batches: Vec<WorkBatch>) -> Result<usize, QueueError> {
-        let n = batches.len();
-        for batch in batches {
-            push(self.shared(), batch).await?;
+impl WorkQueue for MemoryQueue<Message> {
+    async fn send(&self, messages: Vec<Message>) -> Result<usize, QueueError> {
+        let n = messages.len();
+        for message in messages {
+            push(self.shared(), message).await?;
         }
         Ok(n)
     }
@@ -277,27 +286,41 @@ impl WorkQueue for MemoryQueue {
 }
 
 /// Sends batches into a [`MemoryQueue`].
-#[derive(Clone)]
-pub struct Producer {
-    sender: SenderGuard,
+pub struct Producer<T> {
+    sender: SenderGuard<T>,
 }
 
-impl Producer {
+impl<T> Clone for Producer<T> {
+    fn clone(&self) -> Self {
+        Producer {
+            sender: self.sender.clone(),
+        }
+    }
+}
+
+impl<T> Producer<T> {
     /// Waits for room, then enqueues the batch.
-    pub async fn push(&self, batch: WorkBatch) -> Result<(), QueueClosed> {
+    pub async fn push(&self, batch: T) -> Result<(), QueueClosed> {
         push(&self.sender.0, batch).await.map_err(|_| QueueClosed)
     }
 }
 
 /// Takes batches from a [`MemoryQueue`], each acknowledged as it is taken.
-#[derive(Clone)]
-pub struct Consumer {
-    shared: Arc<Shared>,
+pub struct Consumer<T> {
+    shared: Arc<Shared<T>>,
 }
 
-impl Consumer {
+impl<T> Clone for Consumer<T> {
+    fn clone(&self) -> Self {
+        Consumer {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<T> Consumer<T> {
     /// The next batch, or `None` once all producers are gone and the queue is empty.
-    pub async fn pop(&self) -> Option<WorkBatch> {
+    pub async fn pop(&self) -> Option<T> {
         // The batch is moved out, never cloned: unlike `receive`, nothing is
         // kept for an ack, and a page of items is costly to copy.
         let shared = &self.shared;
@@ -325,11 +348,15 @@ impl Consumer {
 
 #[cfg(test)]
 mod tests {
-    use sql2ddb_core::BatchPart;
+    use sql2ddb_core::{BatchPart, WorkBatch};
 
     use super::*;
 
-    fn batch(page: u64) -> WorkBatch {
+    fn batch(page: u64) -> Message {
+        Message::Migration(page_of(page))
+    }
+
+    fn page_of(page: u64) -> WorkBatch {
         WorkBatch {
             run_id: "r".into(),
             entity: "e".into(),
@@ -337,7 +364,6 @@ mod tests {
             page,
             part: BatchPart::WHOLE,
             pointers: Vec::new(),
-            update: None,
             rows_read: 0,
             items: vec![],
         }
@@ -345,13 +371,13 @@ mod tests {
 
     #[tokio::test]
     async fn every_batch_reaches_exactly_one_consumer_then_the_queue_ends() {
-        let q = MemoryQueue::new(2);
+        let q = MemoryQueue::<WorkBatch>::new(2);
         let producer = q.producer();
         let consumers: Vec<_> = (0..3).map(|_| q.consumer()).collect();
         drop(q);
         let send = tokio::spawn(async move {
             for page in 0..100 {
-                producer.push(batch(page)).await.unwrap();
+                producer.push(page_of(page)).await.unwrap();
             }
         });
         let mut handles = Vec::new();
@@ -396,7 +422,7 @@ mod tests {
         q.send((0..3).map(batch).collect()).await.unwrap();
         let first = q.receive(2, Duration::ZERO).await.unwrap();
         assert_eq!(
-            first.iter().map(|r| r.batch.page).collect::<Vec<_>>(),
+            first.iter().map(|r| r.message.page()).collect::<Vec<_>>(),
             [0, 1]
         );
         q.extend(&first[0].handle, Duration::from_secs(30))
@@ -407,7 +433,7 @@ mod tests {
         let again = q.receive(10, Duration::ZERO).await.unwrap();
         let pages: Vec<(u64, u32)> = again
             .iter()
-            .map(|r| (r.batch.page, r.receive_count))
+            .map(|r| (r.message.page(), r.receive_count))
             .collect();
         assert_eq!(pages, [(1, 2), (2, 1)]);
         // A handle works once.
@@ -436,7 +462,7 @@ mod tests {
         tokio::task::yield_now().await;
         q.release(&held[0].handle).await.unwrap();
         let back = waiter.await.unwrap().unwrap();
-        assert_eq!(back[0].batch.page, 0);
+        assert_eq!(back[0].message.page(), 0);
         q.ack(&back[0].handle).await.unwrap();
         let end = q.receive(1, Duration::from_secs(60)).await.unwrap_err();
         assert_eq!(end.kind(), crate::ErrorKind::Closed);

@@ -4,9 +4,10 @@
 //! whole `BatchWriteItem` calls (25 items) wherever those fit, so a part is
 //! written in full calls.
 
-use sql2ddb_core::{BatchPart, WorkBatch};
+use sql2ddb_core::BatchPart;
 
-use crate::codec::{encode, CodecError};
+use crate::codec::{encode_message, CodecError};
+use crate::message::Message;
 
 /// The largest message body SQS accepts (1 MiB), which is also the largest
 /// total of the bodies in one `SendMessageBatch` call.
@@ -16,84 +17,67 @@ pub const MAX_MESSAGE_BYTES: usize = 1024 * 1024;
 /// only settled once every cut is known (they change a few bytes at most).
 const PART_SLACK: usize = 64;
 
-/// Encodes a batch as one body if it fits `max_bytes`, else as several parts,
-/// each a batch of consecutive items of the page with its own
+/// Encodes a message as one body if it fits `max_bytes`, else as several
+/// parts, each a message of consecutive items of the page with its own
 /// [`BatchPart`], in order. Cuts fall on multiples of 25 items (one
-/// `BatchWriteItem`) unless 25 items alone do not fit. Rows rejected while mapping are carried by
-/// part 0, so the parts' `rows_read` add up to the page's.
-pub fn encode_split(batch: &WorkBatch, max_bytes: usize) -> Result<Vec<String>, CodecError> {
-    let whole = encode(batch);
+/// `BatchWriteItem`) unless 25 items alone do not fit. Rows rejected while
+/// mapping are carried by part 0, so the parts' `rows_read` add up to the page's.
+pub fn encode_split(message: &Message, max_bytes: usize) -> Result<Vec<String>, CodecError> {
+    let whole = encode_message(message);
     if whole.len() <= max_bytes {
         return Ok(vec![whole]);
     }
-    if batch.part != BatchPart::WHOLE {
-        return Err(CodecError::PartTooLarge {
-            entity: batch.entity.clone(),
-            segment: batch.segment,
-            page: batch.page,
-            part: batch.part.index,
-            max: max_bytes,
-        });
+    if message.part() != BatchPart::WHOLE {
+        return Err(too_large(message, message.part().index, max_bytes));
     }
-    let template = WorkBatch {
-        items: Vec::new(),
-        ..batch.clone()
-    };
     let budget = max_bytes.saturating_sub(PART_SLACK);
-    let ranges = plan_parts(&template, batch, budget)?;
+    let ranges = plan_parts(message, budget)?;
     let count = u32::try_from(ranges.len()).expect("fewer parts than items");
-    let rejected_at_read = batch.rows_read.saturating_sub(batch.items.len() as u64);
+    let rejected_at_read = message
+        .rows_read()
+        .saturating_sub(message.items().len() as u64);
     let mut bodies = Vec::with_capacity(ranges.len());
     for (index, (start, end)) in ranges.into_iter().enumerate() {
-        let part = WorkBatch {
-            part: BatchPart {
-                index: index as u32,
-                count,
-            },
-            rows_read: (end - start) as u64 + if index == 0 { rejected_at_read } else { 0 },
-            items: batch.items[start..end].to_vec(),
-            ..template.clone()
+        let part = BatchPart {
+            index: index as u32,
+            count,
         };
-        let body = encode(&part);
+        let rows = (end - start) as u64 + if index == 0 { rejected_at_read } else { 0 };
+        let body = encode_message(&message.cut(start, end, part, rows));
         if body.len() > max_bytes {
             // PART_SLACK covers the digits of the final part numbers; reaching
             // this means it was not enough, so refuse rather than send.
-            return Err(CodecError::PartTooLarge {
-                entity: batch.entity.clone(),
-                segment: batch.segment,
-                page: batch.page,
-                part: index as u32,
-                max: max_bytes,
-            });
+            return Err(too_large(message, index as u32, max_bytes));
         }
         bodies.push(body);
     }
     Ok(bodies)
 }
 
+/// A part of `message`'s page that does not fit and cannot be split again.
+fn too_large(message: &Message, part: u32, max: usize) -> CodecError {
+    CodecError::PartTooLarge {
+        entity: message.entity().to_string(),
+        segment: message.segment(),
+        page: message.page(),
+        part,
+        max,
+    }
+}
+
 /// Chooses the parts: consecutive item ranges whose bodies fit `budget`, each
 /// as long as possible while ending on a multiple of 25 items (the last
 /// excepted); a range shorter than 25 only when 25 items do not fit.
-fn plan_parts(
-    template: &WorkBatch,
-    batch: &WorkBatch,
-    budget: usize,
-) -> Result<Vec<(usize, usize)>, CodecError> {
+fn plan_parts(message: &Message, budget: usize) -> Result<Vec<(usize, usize)>, CodecError> {
     const CHUNK: usize = 25;
-    let n = batch.items.len();
-    let encoded_len = |start: usize, end: usize| {
-        // Widest part numbers and row count, so a trial is never smaller than the real part.
-        encode(&WorkBatch {
-            part: BatchPart {
-                index: u32::MAX,
-                count: u32::MAX,
-            },
-            rows_read: u64::MAX,
-            items: batch.items[start..end].to_vec(),
-            ..template.clone()
-        })
-        .len()
+    let n = message.items().len();
+    // Widest part numbers and row count, so a trial is never smaller than the real part.
+    let widest = BatchPart {
+        index: u32::MAX,
+        count: u32::MAX,
     };
+    let encoded_len =
+        |start: usize, end: usize| encode_message(&message.cut(start, end, widest, u64::MAX)).len();
     let fits = |start: usize, end: usize| encoded_len(start, end) <= budget;
     let mut ranges = Vec::new();
     let mut start = 0;
@@ -131,8 +115,8 @@ fn plan_parts(
             }
             if lo == start {
                 return Err(CodecError::ItemTooLarge {
-                    entity: batch.entity.clone(),
-                    source_key: batch.items[start].source_key.to_string(),
+                    entity: message.entity().to_string(),
+                    source_key: message.items()[start].source_key.to_string(),
                     bytes: encoded_len(start, start + 1),
                     max: budget + PART_SLACK,
                 });
@@ -149,17 +133,20 @@ fn plan_parts(
 mod tests {
     use super::*;
     use crate::codec::decode;
-    use crate::codec::tests::{batch, item};
-    use sql2ddb_core::EncodedItem;
+    use crate::codec::tests::{batch, item, migration};
+    use sql2ddb_core::{EncodedItem, WorkBatch};
 
     #[test]
     fn a_batch_over_the_limit_is_split_into_ordered_parts_that_each_fit() {
         // 60 items of 20 KB noise: ~1.6 MB of base64, more than one 1 MiB message.
         let items: Vec<_> = (0..60).map(|i| item(i, 20_000)).collect();
-        let b = batch(items.clone(), 67);
+        let b = batch(items.clone(), 67).into();
         let bodies = encode_split(&b, MAX_MESSAGE_BYTES).unwrap();
         assert!(bodies.len() >= 2, "{} parts", bodies.len());
-        let parts: Vec<WorkBatch> = bodies.iter().map(|body| decode(body).unwrap()).collect();
+        let parts: Vec<WorkBatch> = bodies
+            .iter()
+            .map(|body| migration(decode(body).unwrap()))
+            .collect();
         for (i, (body, part)) in bodies.iter().zip(&parts).enumerate() {
             assert!(body.len() <= MAX_MESSAGE_BYTES, "part {i}: {}", body.len());
             assert_eq!(
@@ -190,8 +177,8 @@ mod tests {
 
     #[test]
     fn a_batch_exactly_at_the_limit_is_not_split_and_one_byte_less_splits() {
-        let b = batch((0..10).map(|i| item(i, 3_000)).collect(), 10);
-        let len = encode(&b).len();
+        let b: Message = batch((0..10).map(|i| item(i, 3_000)).collect(), 10).into();
+        let len = encode_message(&b).len();
         assert_eq!(encode_split(&b, len).unwrap().len(), 1);
         let parts = encode_split(&b, len - 1).unwrap();
         assert!(parts.len() >= 2);
@@ -200,7 +187,7 @@ mod tests {
 
     #[test]
     fn an_item_too_large_for_any_message_is_an_error_not_a_drop() {
-        let b = batch(vec![item(1, 10), item(2, 900_000)], 2);
+        let b = batch(vec![item(1, 10), item(2, 900_000)], 2).into();
         let err = encode_split(&b, 256 * 1024).unwrap_err();
         assert!(
             matches!(&err, CodecError::ItemTooLarge { source_key, .. } if source_key == r#"{"id":2}"#),

@@ -8,12 +8,11 @@ use aws_sdk_sqs::types::{
 };
 use aws_sdk_sqs::Client;
 use sql2ddb_aws::{sdk_message, RetryPolicy};
-use sql2ddb_core::WorkBatch;
 
 use crate::codec;
 use crate::error::call_err;
 use crate::parts::{encode_split, MAX_MESSAGE_BYTES};
-use crate::{AckHandle, QueueDepth, QueueError, Received, WorkQueue};
+use crate::{AckHandle, Message, QueueDepth, QueueError, Received, WorkQueue};
 
 /// Entries per `SendMessageBatch` call (the service's limit).
 pub const MAX_BATCH_ENTRIES: usize = 10;
@@ -252,10 +251,10 @@ pub(crate) async fn queue_counts(client: &Client, url: &str) -> Result<(u64, u64
 }
 
 impl WorkQueue for SqsQueue {
-    async fn send(&self, batches: Vec<WorkBatch>) -> Result<usize, QueueError> {
-        let mut bodies = Vec::with_capacity(batches.len());
-        for batch in &batches {
-            bodies.extend(encode_split(batch, self.max_message_bytes)?);
+    async fn send(&self, messages: Vec<Message>) -> Result<usize, QueueError> {
+        let mut bodies = Vec::with_capacity(messages.len());
+        for message in &messages {
+            bodies.extend(encode_split(message, self.max_message_bytes)?);
         }
         let n = bodies.len();
         self.send_bodies(bodies).await?;
@@ -283,8 +282,8 @@ impl WorkQueue for SqsQueue {
                 continue;
             };
             match codec::decode(body) {
-                Ok(batch) => received.push(Received {
-                    batch,
+                Ok(decoded) => received.push(Received {
+                    message: decoded,
                     handle: AckHandle(handle.to_string()),
                     receive_count: message
                         .attributes()

@@ -62,10 +62,8 @@ impl Drop for VisibilityExtender {
 mod tests {
     use std::sync::atomic::{AtomicU32, Ordering};
 
-    use sql2ddb_core::WorkBatch;
-
     use super::*;
-    use crate::{QueueDepth, QueueError, Received};
+    use crate::{Message, QueueDepth, QueueError, Received};
 
     /// Counts extensions; nothing else is called.
     #[derive(Default)]
@@ -74,7 +72,7 @@ mod tests {
     }
 
     impl WorkQueue for Counting {
-        async fn send(&self, _: Vec<WorkBatch>) -> Result<usize, QueueError> {
+        async fn send(&self, _: Vec<Message>) -> Result<usize, QueueError> {
             unreachable!()
         }
         async fn receive(&self, _: usize, _: Duration) -> Result<Vec<Received>, QueueError> {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use sql2ddb_core::{AttrValue, BatchPart, EncodedItem, KeyAttr, KeyType, WorkBatch};
 use sql2ddb_queue::{
-    connect, create_queue, delete_queue, depths, redrive, QueueUrls, Received, SqsQueue,
+    connect, create_queue, delete_queue, depths, redrive, Message, QueueUrls, Received, SqsQueue,
     VisibilityExtender, WorkQueue, MAX_MESSAGE_BYTES,
 };
 use sql2ddb_testkit::support::Moto;
@@ -51,9 +51,16 @@ fn batch(page: u64, items: Vec<EncodedItem>) -> WorkBatch {
         page,
         part: BatchPart::WHOLE,
         pointers: Vec::new(),
-        update: None,
         rows_read: items.len() as u64 + 1,
         items,
+    }
+}
+
+/// The migration page a received message holds.
+fn migration(r: &Received) -> WorkBatch {
+    match &r.message {
+        Message::Migration(b) => b.clone(),
+        other => panic!("expected a migration page, got {other:?}"),
     }
 }
 
@@ -129,7 +136,13 @@ async fn packed_batches_are_sent_received_counted_and_acked_once() {
             )
         })
         .collect();
-    assert_eq!(f.queue.send(sent.clone()).await.unwrap(), 12);
+    assert_eq!(
+        f.queue
+            .send(sent.iter().cloned().map(Message::from).collect())
+            .await
+            .unwrap(),
+        12
+    );
 
     let first = f.receive_all(1).await;
     let depth = f.queue.depth().await.unwrap();
@@ -139,7 +152,7 @@ async fn packed_batches_are_sent_received_counted_and_acked_once() {
 
     let mut got = first;
     got.extend(f.receive_all(12 - got.len()).await);
-    let mut batches: Vec<WorkBatch> = got.iter().map(|r| r.batch.clone()).collect();
+    let mut batches: Vec<WorkBatch> = got.iter().map(migration).collect();
     batches.sort_by_key(|b| b.page);
     assert_eq!(batches, sent);
     assert!(got.iter().all(|r| r.receive_count == 1));
@@ -166,14 +179,18 @@ async fn a_page_too_large_for_one_message_arrives_whole_in_parts() {
     let f = Fixture::new("parts", Duration::from_secs(30), 5).await;
     // 60 items of 20 KB that do not compress: well over 1 MiB encoded.
     let items: Vec<EncodedItem> = (0..60).map(|i| item(i, 20_000)).collect();
-    let messages = f.queue.send(vec![batch(4, items.clone())]).await.unwrap();
+    let messages = f
+        .queue
+        .send(vec![batch(4, items.clone()).into()])
+        .await
+        .unwrap();
     assert!(messages >= 2, "sent as {messages} message(s)");
 
     let mut parts: Vec<WorkBatch> = f
         .receive_all(messages)
         .await
         .into_iter()
-        .map(|r| r.batch)
+        .map(|r| migration(&r))
         .collect();
     parts.sort_by_key(|b| b.part.index);
     for (i, p) in parts.iter().enumerate() {
@@ -196,7 +213,7 @@ async fn a_page_too_large_for_one_message_arrives_whole_in_parts() {
 async fn extending_keeps_a_message_invisible_past_its_timeout() {
     let f = Fixture::new("extend", Duration::from_secs(2), 5).await;
     f.queue
-        .send(vec![batch(0, vec![item(1, 8)])])
+        .send(vec![batch(0, vec![item(1, 8)]).into()])
         .await
         .unwrap();
     let held = f.receive_all(1).await.remove(0);
@@ -221,7 +238,7 @@ async fn a_released_message_is_visible_again_at_once() {
     // Two minutes of visibility: only the release can bring it back within the test.
     let f = Fixture::new("release", Duration::from_secs(120), 5).await;
     let sent = batch(7, vec![item(1, 8), item(2, 8)]);
-    f.queue.send(vec![sent.clone()]).await.unwrap();
+    f.queue.send(vec![sent.clone().into()]).await.unwrap();
     let held = f.receive_all(1).await.remove(0);
     assert!(f
         .queue
@@ -232,7 +249,7 @@ async fn a_released_message_is_visible_again_at_once() {
 
     f.queue.release(&held.handle).await.unwrap();
     let again = f.receive_all(1).await.remove(0);
-    assert_eq!(again.batch, sent);
+    assert_eq!(migration(&again), sent);
     assert_eq!(again.receive_count, 2);
     f.queue.ack(&again.handle).await.unwrap();
     f.clean_up().await;
@@ -242,7 +259,7 @@ async fn a_released_message_is_visible_again_at_once() {
 async fn a_message_never_acked_is_dead_lettered_then_redriven() {
     let f = Fixture::new("dlq", Duration::from_secs(1), 2).await;
     let sent = batch(3, (0..50).map(|i| item(i, 8)).collect());
-    f.queue.send(vec![sent.clone()]).await.unwrap();
+    f.queue.send(vec![sent.clone().into()]).await.unwrap();
 
     // Receive and drop it, as a crashing worker would, until SQS gives up on it.
     let start = Instant::now();
@@ -272,7 +289,7 @@ async fn a_message_never_acked_is_dead_lettered_then_redriven() {
     );
     assert_eq!(f.queue.depth().await.unwrap().dead_letter, Some(0));
     let back = f.receive_all(1).await.remove(0);
-    assert_eq!(back.batch, sent);
+    assert_eq!(migration(&back), sent);
     assert_eq!(back.receive_count, 1);
     f.queue.ack(&back.handle).await.unwrap();
     assert_eq!(
@@ -324,15 +341,19 @@ async fn a_message_of_a_retired_format_is_never_handed_out_and_ends_in_the_dead_
         .await
         .unwrap();
     let sent = batch(1, vec![item(1, 10)]);
-    assert_eq!(f.queue.send(vec![sent.clone()]).await.unwrap(), 1);
+    assert_eq!(f.queue.send(vec![sent.clone().into()]).await.unwrap(), 1);
     let start = Instant::now();
     let mut current = Vec::new();
     loop {
         assert!(start.elapsed() < PATIENCE, "never dead-lettered");
         for got in f.queue.receive(10, Duration::from_secs(1)).await.unwrap() {
-            assert_eq!(got.batch, sent, "a retired body was decoded as a batch");
+            assert_eq!(
+                migration(&got),
+                sent,
+                "a retired body was decoded as a batch"
+            );
             f.queue.ack(&got.handle).await.unwrap();
-            current.push(got.batch);
+            current.push(migration(&got));
         }
         if f.queue.depth().await.unwrap().dead_letter == Some(1) && !current.is_empty() {
             break;

@@ -85,7 +85,6 @@ pub fn each_page(run: &str, dir: &Path, page: usize, mut take: impl FnMut(WorkBa
             rows_read: chunk.len() as u64,
             items: chunk,
             pointers: Vec::new(),
-            update: None,
         });
     }
     count

@@ -15,13 +15,14 @@ use sql2ddb_core::WorkBatch;
 
 use super::compare::Findings;
 use super::digest::{Digests, Resolver};
+use super::options::{DeepOptions, DeepProgress};
 use super::pointers::PointerMax;
 use super::spill::Buckets;
 use super::table::TableSide;
-use super::{take_batch, DeepOptions, DeepProgress};
+use super::take::take_batch;
 use crate::error::EngineError;
 use crate::progress::RunProgress;
-use crate::run::SourceItems;
+use crate::run::expected::SourceItems;
 
 /// Source rows per bucket of the digests aimed at: the fewer rows a bucket
 /// holds, the fewer a difference makes the second pass keep.

@@ -1,7 +1,7 @@
 //! `sql2ddb verify MAPPING --deep`: the source, as the mapping maps it now,
 //! compared item by item with the table as it is now.
 //!
-//! The expected side is the run's own read path ([`crate::run::SourceItems`]:
+//! The expected side is the run's own read path ([`crate::run::expected::SourceItems`]:
 //! the same segments, keyset pages, embeds and mapping code); the actual side
 //! a parallel Scan of the table, its items attributed to entities by key
 //! shape ([`shape`]). Both sides are partitioned by a stable hash of the
@@ -19,10 +19,12 @@ pub mod canon;
 mod compare;
 mod digest;
 mod full;
+mod options;
 mod pointers;
 mod shape;
 mod spill;
 mod table;
+mod take;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -34,17 +36,17 @@ use sql2ddb_mapping::Plan;
 
 pub use canon::AttrDiff;
 pub use compare::{DiffKind, Difference, EntityDiff};
+pub use options::{DeepOptions, DeepProgress};
 pub use pointers::PointerCheck;
 
 use crate::error::EngineError;
 use crate::progress::RunProgress;
-use crate::run::{RunOptions, SourceItems};
-use canon::{in_sample, key_text, stable_hash};
+use crate::run::expected::SourceItems;
 use compare::Findings;
-use digest::Sink;
 use pointers::PointerMax;
-use spill::{Buckets, Record};
+use spill::Buckets;
 use table::TableSide;
+use take::take_batch;
 
 /// Bytes of records both sides hold in memory before spilling to files.
 pub const DEFAULT_MEMORY_BUDGET: usize = 256 << 20;
@@ -57,39 +59,6 @@ const ROWS_PER_BUCKET: u64 = 20_000;
 const BUCKETS: (u64, u64) = (16, 4096);
 /// The name of the differences file in the run directory.
 pub const DIFF_FILE: &str = "diff.jsonl";
-
-/// What `verify --deep` takes besides the mapping.
-#[derive(Debug, Clone)]
-pub struct DeepOptions {
-    /// Source, endpoint, region, run directory (`runs_dir` and `run_id`),
-    /// source connections, segments per entity, page size, snapshot.
-    pub run: RunOptions,
-    /// Only this entity.
-    pub entity: Option<String>,
-    /// Only a deterministic fraction (0..=1] of the keys, fetched by key.
-    pub sample: Option<f64>,
-    /// Read units per second the table side may spend.
-    pub max_rcu: Option<u64>,
-    /// Segments of the table's Scan.
-    pub segments: u32,
-    /// Bytes of records held in memory before spilling.
-    pub memory_budget: usize,
-}
-
-/// Counters for progress bars, updated while the verification runs.
-#[derive(Debug, Default)]
-pub struct DeepProgress {
-    /// Items mapped from the source (kept: in the sample, if any).
-    pub expected: AtomicU64,
-    /// Items read from the table.
-    pub scanned: AtomicU64,
-    /// Items compared (expected keys and table items).
-    pub compared: AtomicU64,
-    /// Buckets to compare, once reading is over.
-    pub buckets: AtomicU64,
-    /// Buckets compared.
-    pub buckets_done: AtomicU64,
-}
 
 /// What `verify --deep` found.
 #[derive(Debug, Clone, Serialize)]
@@ -310,51 +279,6 @@ fn table_side(
         outside: AtomicU64::new(0),
         progress: deep.clone(),
     })
-}
-
-/// Puts a mapped page's items in their buckets (those in the sample, with
-/// one). In the first pass (`first`: its pointer maximums) the page's
-/// pointer candidates are offered and its items counted.
-pub(crate) fn take_batch<S: Sink>(
-    batch: WorkBatch,
-    side: &TableSide,
-    sample: Option<f64>,
-    expected: &Mutex<S>,
-    first: Option<&mut PointerMax>,
-) -> Result<(), EngineError> {
-    let mut buckets = expected.lock().expect("buckets lock");
-    let counted = first.is_some();
-    for m in batch.items {
-        // Read back from the text the run would write: what is compared is
-        // exactly what a write would send.
-        let item = m.decode().map_err(|message| EngineError::Entity {
-            entity: batch.entity.clone(),
-            message,
-        })?;
-        let Some(key) = key_text(&item, &side.keys) else {
-            continue;
-        };
-        let hash = stable_hash(&key);
-        if sample.is_some_and(|f| !in_sample(hash, f)) {
-            continue;
-        }
-        let record = Record {
-            key,
-            entity: batch.entity.clone(),
-            item,
-            source_key: Some(m.source_key),
-        };
-        buckets.push(hash, record)?;
-        if counted {
-            side.progress.expected.fetch_add(1, Ordering::Relaxed);
-        }
-    }
-    if let Some(pointers) = first {
-        for p in batch.pointers {
-            pointers.offer(p.update);
-        }
-    }
-    Ok(())
 }
 
 fn pointer_difference(p: &PointerCheck) -> Difference {

@@ -14,9 +14,9 @@ use sql2ddb_dynamo::{
 
 use super::canon::{key_item, key_text, stable_hash};
 use super::digest::Sink;
+use super::options::DeepProgress;
 use super::shape::{KeySpace, Owner};
 use super::spill::Record;
-use super::DeepProgress;
 use crate::error::EngineError;
 
 /// What the table side reads with, shared by the scan's segments.

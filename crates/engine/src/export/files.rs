@@ -11,11 +11,11 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use sql2ddb_core::{AttrValue, EncodedItem, Item, PointerUpdate, WorkBatch};
 
+use super::compression::Compression;
 use super::output::{Destination, FileOut};
-use super::Compression;
 use crate::error::EngineError;
+use crate::outcome::BatchOutcome;
 use crate::progress::{EntityProgress, RunProgress};
-use crate::sink::BatchOutcome;
 
 /// Most files open at once (each holds a compressor and, for S3, one part).
 pub const MAX_OPEN_FILES: usize = 8;

@@ -8,8 +8,8 @@ use serde_json::{json, Value as Json};
 use sql2ddb_core::KeyAttr;
 use sql2ddb_mapping::{Billing, GsiProjection, Plan};
 
+use super::compression::Compression;
 use super::files::FileEntry;
-use super::Compression;
 use crate::report::RunReport;
 
 /// `manifest.json`: what the export wrote and how the rows add up.

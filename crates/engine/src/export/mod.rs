@@ -14,12 +14,14 @@ use std::sync::Arc;
 use serde::Serialize;
 use sql2ddb_mapping::Plan;
 
+pub mod compression;
 pub mod files;
 pub mod manifest;
 pub mod output;
 #[cfg(test)]
 mod tests;
 
+pub use compression::Compression;
 pub use files::{FileEntry, ItemFiles};
 pub use manifest::{EntityCounts, Manifest, PointerCount};
 pub use output::{Destination, S3Options};
@@ -28,47 +30,7 @@ use crate::error::EngineError;
 use crate::progress::RunProgress;
 use crate::report::{RunReport, RunStatus};
 use crate::run::RunOptions;
-
-/// How the data files are compressed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Compression {
-    /// gzip (`.json.gz`).
-    #[default]
-    Gzip,
-    /// Zstandard (`.json.zst`).
-    Zstd,
-    /// None (`.json`).
-    None,
-}
-
-impl Compression {
-    /// The name in the manifest: `gzip`, `zstd`, `none`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Compression::Gzip => "gzip",
-            Compression::Zstd => "zstd",
-            Compression::None => "none",
-        }
-    }
-
-    /// The name `import-table --input-compression-type` takes.
-    pub fn import_name(self) -> &'static str {
-        match self {
-            Compression::Gzip => "GZIP",
-            Compression::Zstd => "ZSTD",
-            Compression::None => "NONE",
-        }
-    }
-
-    /// The data files' extension after `.json`.
-    pub fn extension(self) -> &'static str {
-        match self {
-            Compression::Gzip => ".gz",
-            Compression::Zstd => ".zst",
-            Compression::None => "",
-        }
-    }
-}
+use crate::sink::Destination as PagesTo;
 
 /// Everything an export takes besides the mapping.
 #[derive(Debug, Clone)]
@@ -143,7 +105,7 @@ pub async fn export(
     ));
     let run_opts = RunOptions {
         dry_run: true,
-        export: Some(files.clone()),
+        destination: PagesTo::Files(files.clone()),
         track_progress: false,
         progress_table: None,
         ..opts.run.clone()

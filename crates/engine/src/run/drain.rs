@@ -4,9 +4,10 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use sql2ddb_core::WorkBatch;
 use sql2ddb_queue::Consumer;
 
-use super::Prepared;
+use super::prepared::Prepared;
 use crate::checkpoint::{BatchId, Checkpoints};
 use crate::error::EngineError;
 use crate::progress::EntityProgress;
@@ -18,7 +19,7 @@ use crate::stop::StopSignal;
 /// cannot be written, so the batches left stay pending), counting per
 /// entity.
 pub(super) async fn drain(
-    consumer: Consumer,
+    consumer: Consumer<WorkBatch>,
     sink: Arc<BatchSink>,
     entities: Arc<Vec<Arc<Prepared>>>,
     checkpoints: Option<Arc<Checkpoints>>,

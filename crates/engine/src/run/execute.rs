@@ -10,9 +10,12 @@ use sql2ddb_mapping::Plan;
 use sql2ddb_queue::MemoryQueue;
 use tokio::task::JoinSet;
 
+use super::context::Context;
 use super::ending::Ending;
 use super::handoff::{Handoff, PageOut};
-use super::{drain, read, Context, Prepared, RunOptions, REPORT_WAIT};
+use super::options::{RunOptions, REPORT_WAIT};
+use super::prepared::Prepared;
+use super::{drain, read};
 use crate::checkpoint::Checkpoints;
 use crate::error::EngineError;
 use crate::report::{PointerReport, WriterReport};
@@ -188,7 +191,7 @@ async fn pointer_reports(sink: &BatchSink) -> Result<Vec<PointerReport>, EngineE
         .clone();
     let mut out = Vec::with_capacity(stats.len());
     for (name, s) in stats {
-        let value = match (&sink.pointers, s.items.values().next()) {
+        let value = match (sink.pointer_target(), s.items.values().next()) {
             (Some(t), Some(update)) if s.items.len() == 1 => {
                 read_pointer(&t.client, &t.table, &t.keys, update)
                     .await?

@@ -19,7 +19,7 @@ const QUEUE_FULL_WAIT: Duration = Duration::from_secs(1);
 /// The queue a run's readers feed.
 pub(super) enum Handoff {
     /// This process's writers.
-    Memory(Producer),
+    Memory(Producer<WorkBatch>),
     /// An SQS queue; `max_queued` pauses reading while the queue holds that
     /// many messages waiting (keeps it shallow when workers fall behind).
     Sqs {
@@ -87,7 +87,7 @@ impl PageOut {
                         tokio::time::sleep(QUEUE_FULL_WAIT).await;
                     }
                 }
-                queue.send(vec![batch]).await?;
+                queue.send(vec![batch.into()]).await?;
                 match &self.checkpoints {
                     Some(c) => c.done(&entity, segment, page).await,
                     None => Ok(()),

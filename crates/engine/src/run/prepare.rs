@@ -10,7 +10,10 @@ use sql2ddb_dynamo::{ensure_table_spec, Billing, GsiSpec, Projection, TableSpec}
 use sql2ddb_mapping::{BoundEntity, BoundPointer, Entity, EntitySource, GsiProjection, Plan};
 use sql2ddb_source::{default_read_parallelism, Relation, Shape};
 
-use super::{embed, keys, Context, Prepared, RunOptions, WriteStats};
+use super::context::Context;
+use super::options::RunOptions;
+use super::prepared::{Prepared, WriteStats};
+use super::{embed, keys};
 use crate::checkpoint::Checkpoints;
 use crate::error::EngineError;
 use crate::progress::RunProgress;

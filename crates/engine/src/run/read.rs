@@ -10,8 +10,9 @@ use sql2ddb_source::{Segment, Source};
 use tokio::sync::Semaphore;
 use tokio::task::JoinHandle;
 
+use super::embed;
 use super::handoff::PageOut;
-use super::{embed, Prepared};
+use super::prepared::Prepared;
 use crate::error::EngineError;
 use crate::progress::EntityProgress;
 use crate::rejects::RejectsFile;
@@ -238,7 +239,6 @@ impl Readers {
             rows_read: read,
             items,
             pointers,
-            update: None,
         };
         self.out
             .hand_on(batch, at.cursor, at.segment_rows, self.stop.as_deref())

@@ -7,7 +7,9 @@ use sql2ddb_core::{MappedItem, Reject, Row, SqlValue};
 use sql2ddb_mapping::{BoundEntity, EntitySource, Plan};
 use sql2ddb_source::{Relation, Shape, Source};
 
-use super::{embed, prepare, Context, RunOptions, SnapshotMode};
+use super::context::Context;
+use super::options::{RunOptions, SnapshotMode};
+use super::{embed, prepare};
 use crate::error::EngineError;
 
 /// Most parts a sample is read from (each a short read at a key bound).

@@ -6,7 +6,11 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use super::{keys, Context, Prepared, RunOptions, REPORT_WAIT};
+use super::context::Context;
+use super::counts::check_counts;
+use super::keys;
+use super::options::{RunOptions, REPORT_WAIT};
+use super::prepared::Prepared;
 use crate::error::EngineError;
 use crate::progress::EntityProgress;
 use crate::report::{EntityReport, RunReport, RunStatus};
@@ -68,7 +72,7 @@ impl Context {
             }
         }
         if self.report.error.is_none() && !interrupted {
-            keys::check_counts(&self.source, prepared, &mut self.report).await;
+            check_counts(&self.source, prepared, &mut self.report).await;
         }
         let report = &mut self.report;
         report.finish(started.elapsed().as_secs_f64());

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use sql2ddb_source::Source;
 
-use super::{RunOptions, SnapshotMode};
+use super::options::{RunOptions, SnapshotMode};
 use crate::error::EngineError;
 use crate::progress::RunProgress;
 use crate::report::SnapshotReport;

@@ -24,7 +24,7 @@ use sql2ddb_dynamo::progress::{
 use sql2ddb_mapping::{ItemDigest, Plan};
 use sql2ddb_source::Segment;
 
-use super::RunOptions;
+use super::options::RunOptions;
 use crate::checkpoint::{Checkpoints, SegmentStart};
 use crate::error::EngineError;
 use crate::report::{EntityReport, SnapshotReport};

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sql2ddb_core::{item_size, BatchPart, EncodedItem, Item, KeyAttr, UpdateChange, WorkBatch};
+use sql2ddb_core::{item_size, BatchPart, EncodedItem, Item, KeyAttr, UpdateChange, UpdatePage};
 use sql2ddb_dynamo::convert::{item_from_sdk, to_sdk};
 use sql2ddb_dynamo::update::{
     read_page, write_item, ConditionalWrite, ItemOutcome, Page, PageRequest,
@@ -365,19 +365,18 @@ impl QueuedPages {
                 EncodedItem::new(&key, keys, source_key, item_size(&item))
             })
             .collect();
-        let batch = WorkBatch {
+        let page = UpdatePage {
             run_id: self.run_id.clone(),
             entity: self.entity.clone(),
             segment,
             page,
             part: BatchPart::WHOLE,
             rows_read: items.len() as u64,
-            items,
-            pointers: Vec::new(),
-            update: Some(self.change.clone()),
+            keys: items,
+            change: self.change.clone(),
         };
         self.queue
-            .send(vec![batch])
+            .send(vec![page.into()])
             .await
             .map(|_| ())
             .map_err(|e| format!("queue: {e}"))

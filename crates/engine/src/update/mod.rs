@@ -45,8 +45,8 @@ pub use report::{
 };
 
 use crate::error::EngineError;
+use crate::ids::new_run_id;
 use crate::resources::{Job, ResourceOptions, Resources};
-use crate::run::new_run_id;
 use crate::stop::StopSignal;
 use apply::{run_segment, BatchPut, FailuresFile, QueuedPages, Shared};
 use checkpoint::{Checkpoint, CheckpointFile};

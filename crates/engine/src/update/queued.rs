@@ -12,12 +12,12 @@
 
 use std::sync::Arc;
 
-use sql2ddb_core::{EncodedItem, KeyAttr, UpdateChange, WorkBatch};
+use sql2ddb_core::{EncodedItem, KeyAttr, UpdatePage};
 use sql2ddb_dynamo::update::{write_item, ConditionalWrite, ItemOutcome};
 use sql2ddb_dynamo::{AdaptiveConcurrency, Client, Failure, RetryPolicy, WriteCapacityLimiter};
 
 use crate::error::EngineError;
-use crate::sink::BatchOutcome;
+use crate::outcome::BatchOutcome;
 
 /// Items of one batch being written at once (each call also takes a permit
 /// of the shared concurrency, so this only bounds the tasks).
@@ -46,19 +46,18 @@ enum Applied {
 }
 
 impl UpdateApplier {
-    /// Applies `change` to every key of `batch`. Keys DynamoDB refuses
-    /// (validation) come back with their reason, to be rejected; a table
-    /// that cannot be written at all fails the batch.
+    /// Applies the page's change to every key it carries. Keys DynamoDB
+    /// refuses (validation) come back with their reason, to be rejected; a
+    /// table that cannot be written at all fails the page.
     pub(crate) async fn apply(
         &self,
-        batch: &WorkBatch,
-        change: &UpdateChange,
+        page: &UpdatePage,
     ) -> Result<(BatchOutcome, Vec<(EncodedItem, String)>), EngineError> {
-        let write = Arc::new(ConditionalWrite::from_change(change));
-        let keys = Arc::new(change.keys.clone());
-        let mut results = Vec::with_capacity(batch.items.len());
+        let write = Arc::new(ConditionalWrite::from_change(&page.change));
+        let keys = Arc::new(page.change.keys.clone());
+        let mut results = Vec::with_capacity(page.keys.len());
         let mut tasks = tokio::task::JoinSet::new();
-        for (i, m) in batch.items.iter().enumerate() {
+        for (i, m) in page.keys.iter().enumerate() {
             if tasks.len() >= ITEMS_AT_ONCE {
                 results.push(joined(tasks.join_next().await)?);
             }
@@ -75,7 +74,7 @@ impl UpdateApplier {
         let mut refused = Vec::new();
         for (i, applied, retries) in results {
             out.retries += retries;
-            let m = &batch.items[i];
+            let m = &page.keys[i];
             match applied {
                 Applied::Written { units, skipped } => {
                     out.written += 1;
@@ -90,13 +89,13 @@ impl UpdateApplier {
                 }
                 Applied::Failed(reason) => {
                     out.failed += 1;
-                    tracing::warn!(entity = %batch.entity, key = %m.source_key, "{reason}");
+                    tracing::warn!(entity = %page.entity, key = %m.source_key, "{reason}");
                 }
                 // Not a bad key: the table cannot be written at all. The
                 // batch fails whole, so it is retried or dead-lettered.
                 Applied::TableFault(reason) => {
                     return Err(EngineError::Entity {
-                        entity: batch.entity.clone(),
+                        entity: page.entity.clone(),
                         message: format!("the table cannot be written: {reason}"),
                     })
                 }

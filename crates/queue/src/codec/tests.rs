@@ -47,9 +47,16 @@ pub(crate) fn batch(items: Vec<EncodedItem>, rows_read: u64) -> WorkBatch {
         page: 9,
         part: BatchPart::WHOLE,
         pointers: Vec::new(),
-        update: None,
         rows_read,
         items,
+    }
+}
+
+/// The migration page a body holds (a test fails on an update page).
+pub(crate) fn migration(message: Message) -> WorkBatch {
+    match message {
+        Message::Migration(batch) => batch,
+        other => panic!("expected a migration page, got {other:?}"),
     }
 }
 
@@ -60,12 +67,15 @@ fn a_batch_round_trips_compressed() {
     let b = batch(items, 503);
     let body = encode(&b);
     assert!(body.len() < 20_000, "{} bytes", body.len());
-    assert_eq!(decode(&body).unwrap(), b);
-    assert_eq!(encode_split(&b, MAX_MESSAGE_BYTES).unwrap(), vec![body]);
+    assert_eq!(migration(decode(&body).unwrap()), b);
+    assert_eq!(
+        encode_split(&b.clone().into(), MAX_MESSAGE_BYTES).unwrap(),
+        vec![body]
+    );
 }
 
 /// A body as development builds before format 3 wrote it: the batch as JSON.
-fn legacy_body(batch: &WorkBatch) -> String {
+fn legacy_body(batch: &impl serde::Serialize) -> String {
     let mut bytes = vec![1];
     let mut enc = DeflateEncoder::new(&mut bytes, Compression::default());
     serde_json::to_writer(&mut enc, batch).unwrap();
@@ -174,37 +184,36 @@ fn a_migration_batch_travels_as_a_head_line_then_its_items_text() {
         head["items"][0][3],
         serde_json::json!({"id": 0, "name": "ü\n"})
     );
-    assert_eq!(decode(&body).unwrap(), b);
+    assert_eq!(migration(decode(&body).unwrap()), b);
     // Split pages are made of the same format.
     let whole = WorkBatch {
         part: BatchPart::WHOLE,
         ..b.clone()
     };
-    let parts = encode_split(&whole, encode(&whole).len() - 1).unwrap();
+    let parts = encode_split(&whole.clone().into(), encode(&whole).len() - 1).unwrap();
     assert!(parts.len() > 1, "{} parts", parts.len());
     let joined: Vec<EncodedItem> = parts
         .iter()
-        .flat_map(|p| decode(p).unwrap().items)
+        .flat_map(|p| migration(decode(p).unwrap()).items)
         .collect();
     assert_eq!(joined, b.items);
 }
 
 /// The update page of [`a_body_deflated_by_another_encoder_is_read`].
-fn update_page() -> WorkBatch {
+fn update_page() -> UpdatePage {
     let keys = [KeyAttr::new("PK", KeyType::S)];
     let mut key = BTreeMap::new();
     key.insert("PK".to_string(), AttrValue::S("ORDER#1 ü \" x".into()));
     let item = EncodedItem::new(&key, &keys, serde_json::json!({"PK": "ORDER#1"}), 31);
-    WorkBatch {
+    UpdatePage {
         run_id: "r1".into(),
         entity: "order".into(),
         segment: 2,
         page: 7,
         part: BatchPart::WHOLE,
         rows_read: 1,
-        items: vec![item],
-        pointers: Vec::new(),
-        update: Some(sql2ddb_core::UpdateChange {
+        keys: vec![item],
+        change: sql2ddb_core::UpdateChange {
             table: "shop".into(),
             keys: keys.to_vec(),
             update: Some("ADD visits :one".into()),
@@ -212,7 +221,7 @@ fn update_page() -> WorkBatch {
             names: [("#k".to_string(), "PK".to_string())].into(),
             values: [(":one".to_string(), AttrValue::N("1".into()))].into(),
             own_mark: None,
-        }),
+        },
     }
 }
 
@@ -230,8 +239,11 @@ fn a_body_of_a_retired_format_is_refused_naming_its_format_and_what_to_do() {
     // JSON, with or without an update; and a format-3 body deflated by
     // zlib (Python's, level 9), as a development build's queue held them.
     const FORMAT_3_BY_ZLIB: &str = "A1XOvQrCMBQF4N2nKMc1iKloIbNOgkodaynFXkrAJpKmWAl5MzdfzKTi4Hbvx7k/DmZQlWwgYDgYSFlpn6HTpiEToKe2CwiRMtzrliCyWJggDlI1NEIsGa56iCHuGYx+9JWhuplmpKWuhyiKTcZWnBUO57D9mG93+ZzDl8x9T00/cF+WfuZw2sftf0EGpS39+P1KLkjGyFbb+hb9EJyni/US3n8A";
-    let mut update = batch(vec![], 0);
-    update.update = update_page().update;
+    let update = UpdatePage {
+        keys: Vec::new(),
+        rows_read: 0,
+        ..update_page()
+    };
     for (found, old) in [
         (3, deflate_text_body(&payload(&body))),
         (3, FORMAT_3_BY_ZLIB.to_string()),
@@ -263,7 +275,7 @@ fn a_body_that_inflates_far_past_its_size_is_read_whole() {
     let b = batch(vec![m.clone(), m], 2);
     let body = encode(&b);
     assert!(body.len() * 50 < 600_000, "{} bytes", body.len());
-    assert_eq!(decode(&body).unwrap(), b);
+    assert_eq!(migration(decode(&body).unwrap()), b);
 }
 
 #[test]
@@ -288,14 +300,16 @@ fn a_body_deflated_by_another_encoder_is_read() {
     // deflate stream holds, so readers and workers built with different
     // deflate libraries share a queue.
     const BODY: &str = "Am1PQU7DMBD8SrS9gJQDgQOSb0jhhASoPQKK3GZVVmnsyF6XlKg/48bHGCdC4oAP9np2ZnZ2opBcIy0ZChWVxE5FT/j50HIAEHnfAyRzXdJg90zmNhcByETiWh7JXJW08ymTqnNJwX/EJrCFZ1WSKPeRzMs0V1n0/JDvDWY8rev79aoqvr+KVypGOkPd8Wlm/9t/Qx6fwo6bmbZ4/dII6iifSHhTZWYaWqucWWq3BxQU3/1A84glkbN9hmECELug3tBfKd3VdXGUKBoL4x1TXtS1ouIdulY1yDYpNzxK1Hix6i5BybYxz111izuCHe0hLeDsg/cRPWTG+QE=";
-    let b = decode(BODY).unwrap();
+    let Message::Update(b) = decode(BODY).unwrap() else {
+        panic!("an update page's body holds an update page");
+    };
     assert_eq!(
         (b.run_id.as_str(), b.entity.as_str(), b.segment, b.page),
         ("r1", "order", 2, 7)
     );
     assert_eq!((b.part, b.rows_read), (BatchPart::WHOLE, 1));
-    assert_eq!(b.items.len(), 1);
-    let item = &b.items[0];
+    assert_eq!(b.keys.len(), 1);
+    let item = &b.keys[0];
     assert_eq!(item.item.get(), r#"{"PK":{"S":"ORDER#1 ü \" x"}}"#);
     assert_eq!(item.key, vec![AttrValue::S("ORDER#1 ü \" x".into())]);
     assert_eq!(item.source_key.get(), r#"{"PK":"ORDER#1"}"#);
@@ -365,35 +379,44 @@ fn a_format_4_body_whose_items_do_not_fit_their_head_is_refused() {
 }
 
 #[test]
-fn an_update_batch_travels_in_its_own_format_and_round_trips() {
+fn an_update_page_travels_in_its_own_format_and_round_trips() {
     use sql2ddb_core::{KeyAttr, KeyType, UpdateChange};
     let b64 = base64::engine::general_purpose::STANDARD;
-    let mut b = batch((0..3).map(|i| item(i, 0)).collect(), 3);
+    let b = batch((0..3).map(|i| item(i, 0)).collect(), 3);
     assert_eq!(b64.decode(encode(&b)).unwrap()[0], FORMAT_VERSION);
-    b.update = Some(UpdateChange {
-        table: "shop".into(),
-        keys: vec![KeyAttr::new("PK", KeyType::S)],
-        update: Some("ADD visits :one".into()),
-        condition: "attribute_exists(#k)".into(),
-        names: [("#k".to_string(), "PK".to_string())].into(),
-        values: [(":one".to_string(), AttrValue::N("1".into()))].into(),
-        own_mark: Some(("sql2ddb_run".into(), "run-1".into())),
-    });
-    let body = encode(&b);
+    let page = UpdatePage {
+        run_id: b.run_id.clone(),
+        entity: b.entity.clone(),
+        segment: b.segment,
+        page: b.page,
+        part: b.part,
+        rows_read: b.rows_read,
+        keys: b.items.clone(),
+        change: UpdateChange {
+            table: "shop".into(),
+            keys: vec![KeyAttr::new("PK", KeyType::S)],
+            update: Some("ADD visits :one".into()),
+            condition: "attribute_exists(#k)".into(),
+            names: [("#k".to_string(), "PK".to_string())].into(),
+            values: [(":one".to_string(), AttrValue::N("1".into()))].into(),
+            own_mark: Some(("sql2ddb_run".into(), "run-1".into())),
+        },
+    };
+    let body = encode_update(&page);
+    assert_eq!(encode_message(&page.clone().into()), body);
     // A release reading only migration batches stops at this byte: it
     // never takes the keys for items to write.
     assert_eq!(b64.decode(&body).unwrap()[0], UPDATE_FORMAT_VERSION);
-    assert_eq!(decode(&body).unwrap(), b);
+    assert_eq!(decode(&body).unwrap(), Message::Update(page));
     // A body whose version and content disagree is refused: a migration
     // batch in the update format.
-    b.update = None;
     let mut bytes = vec![UPDATE_FORMAT_VERSION];
     let mut enc = DeflateEncoder::new(&mut bytes, Compression::default());
     serde_json::to_writer(&mut enc, &b).unwrap();
     enc.finish().unwrap();
     assert!(matches!(
         decode(&b64.encode(&bytes)),
-        Err(CodecError::Json(ref why)) if why.contains("must carry an update")
+        Err(CodecError::Json(ref why)) if why.contains("missing field `update`")
     ));
 }
 

@@ -1,0 +1,131 @@
+//! What a run holds from its start to its report, and how it opens: the
+//! options checked, the run directory, the source, [`Resources`] and the
+//! progress store.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use sql2ddb_core::redact_url;
+use sql2ddb_mapping::Plan;
+use sql2ddb_source::Source;
+
+use super::options::RunOptions;
+use super::replay::Rejected;
+use super::snapshot;
+use super::tracking::{self, Tracking};
+use crate::error::EngineError;
+use crate::ids::new_run_id;
+use crate::rejects::RejectsFile;
+use crate::report::{EntityReport, RunReport, RunStatus, WriterReport};
+use crate::resources::{Job, Resources};
+use crate::sink::Destination;
+
+/// What a run holds from its start to its report.
+pub(super) struct Context {
+    pub(super) run_id: String,
+    pub(super) run_dir: PathBuf,
+    /// The source URL as given (the report shows it redacted).
+    pub(super) source_url: String,
+    pub(super) source: Arc<Source>,
+    pub(super) resources: Resources,
+    pub(super) tracking: Option<Tracking>,
+    /// The SQS queue pages go to, for a run cut at the queue.
+    pub(super) queue_url: Option<String>,
+    pub(super) rejects: Arc<RejectsFile>,
+    /// With `--only-rejects`: the rows to read again.
+    pub(super) rejected: Option<Rejected>,
+    pub(super) report: RunReport,
+}
+
+impl Context {
+    /// Checks the options, creates the run directory, connects to the
+    /// source and DynamoDB, and opens the progress store when the run keeps
+    /// one.
+    pub(super) async fn open(plan: &Plan, opts: &RunOptions) -> Result<Context, EngineError> {
+        if matches!(opts.destination, Destination::Updates) {
+            return Err(EngineError::Config(
+                "a run reads a SQL source: its pages go to a table or to files, never to an update job's changes".into(),
+            ));
+        }
+        if opts.resume && opts.run_id.is_none() {
+            return Err(EngineError::Resume {
+                run_id: String::new(),
+                message: "to resume, give the run id".into(),
+            });
+        }
+        let rejected = match &opts.only_rejects {
+            Some(_) if opts.resume || opts.queue.is_some() || opts.track_progress => {
+                return Err(EngineError::Config(
+                    "--only-rejects replays rows in this process: it cannot be combined with --queue, --resume or --progress-table".into(),
+                ))
+            }
+            Some(path) => Some(Rejected::load(path, plan)?),
+            None => None,
+        };
+        let run_id = opts.run_id.clone().unwrap_or_else(new_run_id);
+        let run_dir = opts.runs_dir.join(&run_id);
+        std::fs::create_dir_all(&run_dir).map_err(|e| EngineError::io(&run_dir, e))?;
+        let rejects = Arc::new(RejectsFile::new(run_dir.join("rejects.jsonl")));
+        let source_url = opts
+            .source
+            .clone()
+            .unwrap_or_else(|| plan.source.url.clone());
+        let (source, mut snapshot) = snapshot::connect(&source_url, opts).await?;
+        let job = Job::Run {
+            run_dir: &run_dir,
+            dry_run: opts.dry_run,
+        };
+        let resources = Resources::open(Some(plan), &opts.resource_options(), job).await?;
+        let tracking = match tracking::wanted(opts) {
+            true => Some(Tracking::open(plan, opts, resources.progress_store()?, &run_id).await?),
+            false => None,
+        };
+        if let Some(t) = &tracking {
+            snapshot.earlier = t.recorded_snapshots();
+        }
+        // A resumed run sends to the queue it sent to before, unless told otherwise.
+        let queue_url = opts
+            .queue
+            .clone()
+            .or_else(|| tracking.as_ref()?.recorded_queue().map(str::to_string));
+        let report = RunReport {
+            run_id: run_id.clone(),
+            status: RunStatus::Ok,
+            source: redact_url(&source_url),
+            table: plan.target.table.clone(),
+            endpoint: resources.endpoint().to_string(),
+            local_data_file: resources.local_data_file().map(|p| p.display().to_string()),
+            table_created: false,
+            queue: queue_url.clone(),
+            progress_table: None,
+            run_dir: run_dir.display().to_string(),
+            rejects_file: rejects.path().display().to_string(),
+            entities: Vec::new(),
+            totals: EntityReport::default(),
+            writer: WriterReport::default(),
+            pointers: Vec::new(),
+            warnings: Vec::new(),
+            error: None,
+            snapshot,
+        };
+        Ok(Context {
+            run_id,
+            run_dir,
+            source_url,
+            source,
+            resources,
+            tracking,
+            queue_url,
+            rejects,
+            rejected,
+            report,
+        })
+    }
+
+    /// Records the error that ended the run (the first one), secrets masked.
+    pub(super) fn fail(&mut self, e: &EngineError) {
+        self.report
+            .error
+            .get_or_insert_with(|| sql2ddb_core::redact_secrets(&e.to_string()));
+    }
+}
