@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use sql2ddb_testkit::sdk::types::AttributeValue;
 use sql2ddb_core::KeyAttr;
 use sql2ddb_dynamo::progress::default_table;
 use sql2ddb_engine::verify::summarize;

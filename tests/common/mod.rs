@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use sql2ddb_core::{AttrValue, Item};
-use sql2ddb_dynamo::{connect, Client, Endpoint};
+use sql2ddb_dynamo::{connect, Endpoint};
+use sql2ddb_testkit::sdk::{self, Client};
 
 pub use process::{command, sql2ddb, wait_all, Proc, Run, PATIENCE};
 pub use scenario::Scenario;
@@ -26,8 +27,10 @@ pub type Items = BTreeMap<(String, String), Item>;
 pub struct Dynamo {
     /// Its `http://127.0.0.1:PORT` endpoint.
     pub url: String,
-    /// A client connected to it.
+    /// A bare SDK client of it, to look at tables directly.
     pub client: Client,
+    /// sql2ddb's handle of it.
+    pub handle: sql2ddb_dynamo::Dynamo,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
@@ -37,12 +40,13 @@ impl Dynamo {
     pub async fn start() -> Dynamo {
         let external = sources::from_env("SQL2DDB_TEST_DYNAMODB_URL", "");
         if !external.is_empty() {
-            let client = connect(&Endpoint::Url(external.clone()), Some("us-east-1"))
+            let handle = connect(&Endpoint::Url(external.clone()), Some("us-east-1"))
                 .await
                 .unwrap();
             return Dynamo {
+                client: sdk::client(&external),
                 url: external,
-                client,
+                handle,
                 shutdown: None,
             };
         }
@@ -53,12 +57,13 @@ impl Dynamo {
         tokio::spawn(dynoxide::server::serve_with_shutdown(listener, db, async {
             let _ = rx.await;
         }));
-        let client = connect(&Endpoint::Url(url.clone()), Some("us-east-1"))
+        let handle = connect(&Endpoint::Url(url.clone()), Some("us-east-1"))
             .await
             .unwrap();
         Dynamo {
+            client: sdk::client(&url),
             url,
-            client,
+            handle,
             shutdown: Some(tx),
         }
     }
@@ -77,7 +82,7 @@ impl Dynamo {
                 .await
                 .unwrap();
             for raw in page.items() {
-                let item = sql2ddb_dynamo::convert::item_from_sdk(raw);
+                let item = sdk::item_from_sdk(raw);
                 let key = key_of(&item);
                 assert!(
                     out.insert(key.clone(), item).is_none(),

@@ -37,9 +37,8 @@ pub struct BatchCalls {
 }
 
 impl BatchCalls {
-    /// Calls through `client` (made by [`crate::connect`], whose retries
-    /// are off).
-    pub fn new(client: Client) -> BatchCalls {
+    /// Calls through `client` (of a [`crate::Dynamo`], whose retries are off).
+    pub(crate) fn new(client: Client) -> BatchCalls {
         BatchCalls { client }
     }
 
@@ -59,7 +58,7 @@ impl BatchCalls {
     }
 
     /// The client the calls go through.
-    pub fn client(&self) -> &Client {
+    pub(crate) fn client(&self) -> &Client {
         &self.client
     }
 }

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use sql2ddb_core::{AttrValue, EncodedItem, KeyAttr, PointerUpdate, Reject, WorkBatch};
 use sql2ddb_dynamo::{
-    write_pointer, AdaptiveConcurrency, BatchCalls, BatchWriter, Client, Failure, PointerOutcome,
-    RetryPolicy, WriteCapacityLimiter,
+    write_pointer, AdaptiveConcurrency, BatchCalls, Dynamo, Failure, PointerOutcome,
+    RetryPolicy, TableWriter, WriteCapacityLimiter,
 };
 use sql2ddb_mapping::Plan;
 
@@ -41,7 +41,7 @@ pub struct BatchOutcome {
 /// nothing is sent.
 pub struct BatchSink {
     /// The writer; `None` in a dry run.
-    pub writer: Option<Arc<BatchWriter<BatchCalls>>>,
+    pub writer: Option<Arc<TableWriter>>,
     /// Where refused rows go.
     pub rejects: Arc<RejectsFile>,
     /// Calls throttled or answered with unprocessed items, over all batches.
@@ -59,7 +59,7 @@ pub struct BatchSink {
 /// The table pointer items are written to.
 pub struct PointerTarget {
     /// The client.
-    pub client: Client,
+    pub client: Dynamo,
     /// Target table.
     pub table: String,
     /// The table's key attributes (partition key first).
@@ -98,7 +98,7 @@ impl BatchSink {
     /// A sink that applies update batches only (a worker started with an
     /// update job: no mapping, so no batch writer and no pointers).
     pub fn for_updates(
-        client: &Client,
+        client: &Dynamo,
         opts: &SinkOptions,
         rejects: Arc<RejectsFile>,
     ) -> BatchSink {
@@ -132,7 +132,7 @@ impl BatchSink {
     pub fn for_plan(
         plan: &Plan,
         opts: &SinkOptions,
-        client: &Client,
+        client: &Dynamo,
         calls: &BatchCalls,
         rejects: Arc<RejectsFile>,
     ) -> Arc<BatchSink> {
@@ -255,7 +255,7 @@ pub(crate) struct SinkSetup {
 pub(crate) fn build_sink(
     plan: &Plan,
     opts: &SinkOptions,
-    client: &Client,
+    client: &Dynamo,
     calls: &BatchCalls,
     rejects: Arc<RejectsFile>,
 ) -> SinkSetup {
@@ -269,7 +269,7 @@ pub(crate) fn build_sink(
                 max_attempts: plan.writer.max_attempts,
                 ..opts.retry
             };
-            let mut w = BatchWriter::new(
+            let mut w = TableWriter::new(
                 calls.clone(),
                 plan.target.table.clone(),
                 plan.key_attrs(),

@@ -2,7 +2,7 @@
 //! against an in-process DynamoDB-compatible server.
 
 use sql2ddb_core::{AttrValue, SqlValue};
-use sql2ddb_dynamo::convert::to_sdk;
+use sql2ddb_testkit::sdk::to_sdk;
 use sql2ddb_dynamo::progress::{default_table, BatchRecord, EntityMeta, ProgressStore, RunMeta};
 use sql2ddb_dynamo::{connect, Endpoint, LocalDynamo};
 use sql2ddb_engine::verify::{summarize, MissingPage};
@@ -262,9 +262,7 @@ async fn load_reads_every_record_of_a_run_over_many_query_pages() {
         .unwrap();
 
     // One Query does not return it all: the store must follow LastEvaluatedKey.
-    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1"))
-        .await
-        .unwrap();
+    let client = sql2ddb_testkit::sdk::client(local.url());
     let first = client
         .query()
         .table_name(store.table())

@@ -214,11 +214,11 @@ async fn bursts_and_duplicates_announce_a_complete_run_once() {
         .table_name(&table)
         .key(
             "PK",
-            aws_sdk_dynamodb::types::AttributeValue::S(format!("RUN#{run}")),
+            sql2ddb_testkit::sdk::types::AttributeValue::S(format!("RUN#{run}")),
         )
         .key(
             "SK",
-            aws_sdk_dynamodb::types::AttributeValue::S("DONE".into()),
+            sql2ddb_testkit::sdk::types::AttributeValue::S("DONE".into()),
         )
         .send()
         .await
@@ -261,11 +261,11 @@ async fn an_incomplete_run_is_never_announced() {
         .table_name(&table)
         .key(
             "PK",
-            aws_sdk_dynamodb::types::AttributeValue::S(format!("RUN#{run}")),
+            sql2ddb_testkit::sdk::types::AttributeValue::S(format!("RUN#{run}")),
         )
         .key(
             "SK",
-            aws_sdk_dynamodb::types::AttributeValue::S("DONE".into()),
+            sql2ddb_testkit::sdk::types::AttributeValue::S("DONE".into()),
         )
         .send()
         .await

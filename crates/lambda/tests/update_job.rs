@@ -10,7 +10,7 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
+use sql2ddb_testkit::sdk::types::{AttributeValue, PutRequest, WriteRequest};
 use sql2ddb_core::{KeyAttr, KeyType};
 use sql2ddb_dynamo::progress::{default_table, ProgressStore};
 use sql2ddb_dynamo::{ensure_table_spec, TableSpec};

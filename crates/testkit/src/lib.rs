@@ -12,7 +12,8 @@
 //!
 //! - [`bench_input`] holds what the queue-consumer benchmark drivers share.
 //! - [`sdk_load`] sends prebuilt items through the bare SDK: the benchmark's
-//!   yardstick.
+//!   yardstick; [`sdk`] is that bare SDK for tests that look at a table
+//!   directly.
 //!
 //! Both bind to 127.0.0.1 and stop when dropped. The `sql2ddb-testkit`
 //! binary runs either as a process.
@@ -24,6 +25,7 @@ pub mod fault;
 mod hold;
 pub mod proxy;
 mod reencode;
+pub mod sdk;
 pub mod sdk_load;
 pub mod sink;
 pub mod synthetic;

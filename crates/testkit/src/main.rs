@@ -336,8 +336,7 @@ async fn main() -> anyhow::Result<()> {
             concurrency,
         } => {
             let batches = sdk_load::batches(sdk_load::read_items(&items)?);
-            let endpoint = sql2ddb_dynamo::Endpoint::Url(endpoint);
-            let client = sql2ddb_dynamo::connect(&endpoint, Some("us-east-1")).await?;
+            let client = sql2ddb_testkit::sdk::client(&endpoint);
             serde_json::to_string(&sdk_load::send(&client, &table, batches, concurrency).await?)?
         }
         Command::Load {
@@ -348,9 +347,12 @@ async fn main() -> anyhow::Result<()> {
             concurrency,
         } => {
             let keys = parse_keys(&keys)?;
+            let client = sql2ddb_testkit::sdk::client(&endpoint);
             let endpoint = sql2ddb_dynamo::Endpoint::Url(endpoint);
-            let client = sql2ddb_dynamo::connect(&endpoint, Some("us-east-1")).await?;
-            let stats = sdk_load::load_synthetic(&client, &table, keys, items, concurrency).await?;
+            let dynamo = sql2ddb_dynamo::connect(&endpoint, Some("us-east-1")).await?;
+            let stats =
+                sdk_load::load_synthetic(&client, &dynamo, &table, keys, items, concurrency)
+                    .await?;
             serde_json::to_string(&stats)?
         }
         Command::Scan {

@@ -6,7 +6,7 @@ mod support;
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
+use sql2ddb_testkit::sdk::types::AttributeValue;
 use sql2ddb_dynamo::ensure_table;
 use support::{client, keys, TestkitProcess};
 

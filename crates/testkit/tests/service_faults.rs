@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
+use sql2ddb_testkit::sdk::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
 use serde::Deserialize;
 use serde_json::{json, Value as Json};
 use sql2ddb_core::{AttrValue, Item};
@@ -147,7 +147,7 @@ fn put_requests(items: &[Json]) -> Vec<WriteRequest> {
         .map(|it| {
             let item = Item::deserialize(it).unwrap();
             let put = PutRequest::builder()
-                .set_item(Some(sql2ddb_dynamo::convert::item_to_sdk(&item)))
+                .set_item(Some(sql2ddb_testkit::sdk::item_to_sdk(&item)))
                 .build()
                 .unwrap();
             WriteRequest::builder().put_request(put).build()
@@ -418,7 +418,7 @@ async fn keys_of_a_batch_get_come_back_unprocessed_in_another_text() {
             .client
             .put_item()
             .table_name(&table)
-            .set_item(Some(sql2ddb_dynamo::convert::item_to_sdk(&item)))
+            .set_item(Some(sql2ddb_testkit::sdk::item_to_sdk(&item)))
             .send()
             .await
             .unwrap();
@@ -479,7 +479,7 @@ async fn keys_of_a_batch_get_come_back_unprocessed_in_another_text() {
     let client = client(&proxy.url()).await;
     let mut pending: Vec<_> = keys
         .iter()
-        .map(|k| sql2ddb_dynamo::convert::item_to_sdk(&Item::deserialize(k).unwrap()))
+        .map(|k| sql2ddb_testkit::sdk::item_to_sdk(&Item::deserialize(k).unwrap()))
         .collect();
     let mut got = BTreeSet::new();
     for _ in 0..100 {

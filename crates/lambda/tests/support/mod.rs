@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use aws_sdk_dynamodb::types::AttributeValue;
+use sql2ddb_testkit::sdk::AttributeValue;
 use lambda_runtime::{Context, LambdaEvent};
-use sql2ddb_dynamo::{connect, Client, Endpoint};
+use sql2ddb_dynamo::{connect, Endpoint};
+use sql2ddb_testkit::sdk::{self, Client};
 
 #[path = "../../../queue/tests/moto_server/mod.rs"]
 pub mod moto_server;
@@ -66,7 +67,10 @@ impl PgSchema {
 /// A dynoxide server in this process, on a loopback port.
 pub struct Dynamo {
     pub url: String,
+    /// A bare SDK client, to look at tables directly.
     pub client: Client,
+    /// sql2ddb's handle.
+    pub handle: sql2ddb_dynamo::Dynamo,
     _shutdown: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -79,12 +83,13 @@ impl Dynamo {
         tokio::spawn(dynoxide::server::serve_with_shutdown(listener, db, async {
             let _ = rx.await;
         }));
-        let client = connect(&Endpoint::Url(url.clone()), Some("us-east-1"))
+        let handle = connect(&Endpoint::Url(url.clone()), Some("us-east-1"))
             .await
             .unwrap();
         Dynamo {
+            client: sdk::client(&url),
             url,
-            client,
+            handle,
             _shutdown: tx,
         }
     }

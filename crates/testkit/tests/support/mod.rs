@@ -69,7 +69,7 @@ impl Upstream {
                 .await
                 .unwrap();
             for raw in page.items() {
-                let item = sql2ddb_dynamo::convert::item_from_sdk(raw);
+                let item = sql2ddb_testkit::sdk::item_from_sdk(raw);
                 let AttrValue::S(pk) = &item["PK"] else {
                     panic!("PK is not a string: {item:?}")
                 };
