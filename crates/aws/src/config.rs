@@ -151,7 +151,7 @@ impl AwsContext {
 mod tests {
     use super::*;
 
-    fn options(endpoint: Option<&str>, hint: Option<&str>) -> ServiceOptions<'_> {
+    fn options<'a>(endpoint: Option<&'a str>, hint: Option<&str>) -> ServiceOptions<'a> {
         ServiceOptions {
             endpoint,
             region_hint: hint.map(str::to_string),

@@ -4,6 +4,8 @@
 
 mod common;
 
+use aws_sdk_dynamodb::Client;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -192,7 +194,7 @@ async fn provisioned_billing_applies_to_table_and_indexes() {
 
 #[tokio::test]
 async fn existing_table_that_differs_is_an_error() {
-    let (local, dynamo, client) = start().await;
+    let (local, dynamo, _client) = start().await;
     let table = unique("admin-diff");
     let spec = shop(&table);
     ensure_table_spec(&dynamo, &spec, true).await.unwrap();

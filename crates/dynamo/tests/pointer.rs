@@ -4,6 +4,8 @@
 
 mod common;
 
+use aws_sdk_dynamodb::Client;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
