@@ -326,7 +326,7 @@ async fn a_batch_that_always_fails_is_dead_lettered_shown_and_not_verified_until
             kind: sql2ddb_core::KeyType::S,
         },
     ];
-    sql2ddb_dynamo::ensure_table(&f.sc.dynamo.client, &f.table, &keys, true)
+    sql2ddb_dynamo::ensure_table(&f.sc.dynamo.handle, &f.table, &keys, true)
         .await
         .unwrap();
     let redriven = sql2ddb(

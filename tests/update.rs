@@ -81,7 +81,7 @@ async fn shop_of(per_type: usize) -> Scenario {
             ],
         )
     };
-    ensure_table_spec(&sc.dynamo.client, &spec, true)
+    ensure_table_spec(&sc.dynamo.handle, &spec, true)
         .await
         .unwrap();
     let all: Vec<Item> = (0..per_type).flat_map(entities).collect();

@@ -69,8 +69,7 @@ async fn numbered_table() -> (Scenario, Items) {
         KeyAttr::new("PK", KeyType::S),
         KeyAttr::new("SK", KeyType::S),
     ];
-    ensure_table_spec(
-        &sc.dynamo.client,
+    ensure_table_spec(&sc.dynamo.handle,
         &TableSpec::new(sc.table.clone(), keys),
         true,
     )

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use sql2ddb_engine::verify::{inspect, RunState};
-use sql2ddb_engine::{Job, ProgressStore, ResourceOptions, Resources};
+use sql2ddb_engine::{Job, ResourceOptions, Resources};
 
 use crate::{fail, limits, load};
 

@@ -46,8 +46,7 @@ async fn load_table(dynamo: &Dynamo, table: &str) {
         KeyAttr::new("PK", KeyType::S),
         KeyAttr::new("SK", KeyType::S),
     ];
-    ensure_table_spec(
-        &dynamo.client,
+    ensure_table_spec(&dynamo.handle,
         &TableSpec::new(table.to_string(), keys),
         true,
     )
@@ -160,7 +159,7 @@ async fn an_update_job_runs_as_a_time_boxed_reader_chain_and_queue_fed_workers()
         .unwrap();
     assert_eq!(again.outcome, "already_finished", "{again:?}");
 
-    let store = ProgressStore::new(dynamo.client.clone(), default_table(&table));
+    let store = ProgressStore::new(dynamo.handle.clone(), default_table(&table));
     let started = std::time::Instant::now();
     loop {
         received += drain(&writer, &sqs, &urls.queue).await;

@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{json, Value as Json};
 use sql2ddb_core::{AttrValue, Item};
 use sql2ddb_testkit::{FaultConfig, FaultProxy, EVERY_OPERATION};
-use support::{client, post, TestkitProcess, Upstream};
+use support::{post, TestkitProcess, Upstream};
 
 /// Longest wait for something that must come (nothing here measures speed).
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -168,7 +168,7 @@ async fn the_first_sight_of_each_item_is_held_back_and_the_next_goes_through() {
     )
     .await
     .unwrap();
-    let client = client(&proxy.url()).await;
+    let client = sql2ddb_testkit::sdk::client(&proxy.url());
     let items: Vec<Json> = (0..10).map(raw_item).collect();
     let first = client
         .batch_write_item()
@@ -301,7 +301,7 @@ async fn every_operation_gets_each_error_as_dynamodb_sends_it() {
     );
 
     // The SDK reads the codes as the service's.
-    let client = client(&proxy.url()).await;
+    let client = sql2ddb_testkit::sdk::client(&proxy.url());
     for (set, status, code) in &kinds[2..4] {
         proxy
             .set_config(only(|c| {
@@ -347,7 +347,7 @@ async fn an_expired_token_is_answered_once_per_credential() {
     assert_eq!(answers, [true, false, true, true, false, false]);
 
     // The SDK's own credentials ("local" for an emulator) get theirs once.
-    let client = client(&proxy.url()).await;
+    let client = sql2ddb_testkit::sdk::client(&proxy.url());
     let err = client
         .describe_table()
         .table_name(&table)
@@ -476,7 +476,7 @@ async fn keys_of_a_batch_get_come_back_unprocessed_in_another_text() {
             c.operations = vec!["BatchGetItem".into()];
         }))
         .unwrap();
-    let client = client(&proxy.url()).await;
+    let client = sql2ddb_testkit::sdk::client(&proxy.url());
     let mut pending: Vec<_> = keys
         .iter()
         .map(|k| sql2ddb_testkit::sdk::item_to_sdk(&Item::deserialize(k).unwrap()))
@@ -527,7 +527,7 @@ async fn the_binary_takes_the_service_faults_from_its_flags() {
         "*",
     ])
     .await;
-    let client = client(&proxy.url).await;
+    let client = sql2ddb_testkit::sdk::client(&proxy.url);
     let err = client
         .describe_table()
         .table_name(&table)
