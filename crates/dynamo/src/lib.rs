@@ -2,7 +2,7 @@
 //! with its retry loop, table admin, and the embedded local endpoint.
 //!
 //! Every request goes through the SDK's client, held by a [`Dynamo`] made
-//! from the process's AWS context; no other crate names an SDK type; the
+//! from the process's AWS context (no other crate names a DynamoDB SDK type); the
 //! batch writer's body is the items' own text ([`calls`]).
 //!
 //! Retries have one owner per call: the SDK's own retries are switched off;
