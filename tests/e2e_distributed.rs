@@ -8,11 +8,11 @@
 
 use std::time::{Duration, Instant};
 
-use sql2ddb_testkit::sdk::types::AttributeValue;
 use sql2ddb_core::KeyAttr;
 use sql2ddb_dynamo::progress::default_table;
 use sql2ddb_engine::verify::summarize;
 use sql2ddb_queue::WorkQueue;
+use sql2ddb_testkit::sdk::types::AttributeValue;
 
 use crate::common::*;
 use crate::distributed::*;

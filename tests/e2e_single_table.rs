@@ -3,8 +3,8 @@
 //! concurrent writers and replays, a table whose keys differ stopping the run
 //! before any write, and `check` flagging keys that can collide.
 
-use sql2ddb_testkit::sdk::types::AttributeValue as Sdk;
 use sql2ddb_core::{AttrValue, Item};
+use sql2ddb_testkit::sdk::types::AttributeValue as Sdk;
 
 use crate::common::*;
 

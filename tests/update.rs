@@ -7,11 +7,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use sql2ddb_testkit::sdk::types::{PutRequest, WriteRequest};
 use sql2ddb_core::{AttrValue, Item, KeyAttr, KeyType};
 use sql2ddb_dynamo::{ensure_table_spec, GsiSpec, Projection, TableSpec};
 use sql2ddb_engine::update::{update, UpdateOptions, UpdateProgress};
 use sql2ddb_mapping::UpdateJob;
+use sql2ddb_testkit::sdk::types::{PutRequest, WriteRequest};
 
 use crate::common::{item, key, n, s, Items, Run, Scenario};
 

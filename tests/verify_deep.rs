@@ -10,11 +10,11 @@
 
 use std::collections::BTreeSet;
 
-use sql2ddb_testkit::sdk::types::AttributeValue as Sdk;
 use serde_json::{json, Value as Json};
 use sql2ddb_core::limits::KeyType;
 use sql2ddb_core::{Item, KeyAttr};
 use sql2ddb_engine::deep::canon::{in_sample, key_text, stable_hash};
+use sql2ddb_testkit::sdk::types::AttributeValue as Sdk;
 
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
 

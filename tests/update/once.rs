@@ -69,7 +69,8 @@ async fn numbered_table() -> (Scenario, Items) {
         KeyAttr::new("PK", KeyType::S),
         KeyAttr::new("SK", KeyType::S),
     ];
-    ensure_table_spec(&sc.dynamo.handle,
+    ensure_table_spec(
+        &sc.dynamo.handle,
         &TableSpec::new(sc.table.clone(), keys),
         true,
     )

@@ -12,8 +12,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use aws_sdk_dynamodb::types::{AttributeValue, BillingMode};
 use sql2ddb_core::KeyAttr;
 use sql2ddb_dynamo::{
-    ensure_table, ensure_table_spec, Billing, Dynamo, DynamoError, ErrorKind,
-    GsiSpec, LocalDynamo, Projection, TableSpec,
+    ensure_table, ensure_table_spec, Billing, Dynamo, DynamoError, ErrorKind, GsiSpec, LocalDynamo,
+    Projection, TableSpec,
 };
 
 fn unique(prefix: &str) -> String {

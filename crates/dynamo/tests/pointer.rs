@@ -14,8 +14,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use rand::seq::SliceRandom;
 use sql2ddb_core::{AttrValue, Item, KeyAttr, PointerUpdate};
 use sql2ddb_dynamo::{
-    ensure_table, write_pointer, Dynamo, LocalDynamo, PointerOutcome,
-    RetryPolicy,
+    ensure_table, write_pointer, Dynamo, LocalDynamo, PointerOutcome, RetryPolicy,
 };
 
 fn key(name: &str) -> KeyAttr {

@@ -30,8 +30,8 @@ pub use error::{EngineError, ErrorKind};
 pub use progress::{EntityProgress, RunProgress};
 pub use report::{EntityReport, PointerReport, RunReport, RunStatus, SnapshotReport, WriterReport};
 pub use resources::{Job, ResourceOptions, Resources};
-pub use sql2ddb_aws::{AwsContext, SdkConfig};
 pub use run::{new_run_id, run, RunOptions, SnapshotMode};
+pub use sql2ddb_aws::{AwsContext, SdkConfig};
 /// The progress table of runs, as `status` and `verify` read it.
 pub use sql2ddb_dynamo::progress::ProgressStore;
 pub use stop::StopSignal;

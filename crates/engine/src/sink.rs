@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use sql2ddb_core::{AttrValue, EncodedItem, KeyAttr, PointerUpdate, Reject, WorkBatch};
 use sql2ddb_dynamo::{
-    write_pointer, AdaptiveConcurrency, BatchCalls, Dynamo, Failure, PointerOutcome,
-    RetryPolicy, TableWriter, WriteCapacityLimiter,
+    write_pointer, AdaptiveConcurrency, BatchCalls, Dynamo, Failure, PointerOutcome, RetryPolicy,
+    TableWriter, WriteCapacityLimiter,
 };
 use sql2ddb_mapping::Plan;
 

@@ -35,7 +35,8 @@ async fn signature_catcher() -> (String, mpsc::UnboundedReceiver<String>) {
                 {
                     let _ = tx.send(line.to_string());
                 }
-                let body = r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"no"}"#;
+                let body =
+                    r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"no"}"#;
                 let answer = format!(
                     "HTTP/1.1 400 Bad Request\r\ncontent-type: application/x-amz-json-1.0\r\n\
                      content-length: {}\r\nconnection: close\r\n\r\n{body}",

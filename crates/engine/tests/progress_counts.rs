@@ -2,10 +2,10 @@
 //! against an in-process DynamoDB-compatible server.
 
 use sql2ddb_core::{AttrValue, SqlValue};
-use sql2ddb_testkit::sdk::to_sdk;
 use sql2ddb_dynamo::progress::{default_table, BatchRecord, EntityMeta, ProgressStore, RunMeta};
 use sql2ddb_dynamo::{connect, Endpoint, LocalDynamo};
 use sql2ddb_engine::verify::{summarize, MissingPage};
+use sql2ddb_testkit::sdk::to_sdk;
 
 async fn store(name: &str) -> (LocalDynamo, ProgressStore) {
     let local = LocalDynamo::start(None).await.unwrap();

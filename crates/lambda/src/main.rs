@@ -31,7 +31,8 @@ async fn main() -> Result<(), Error> {
     // The process's one AWS context: every client below is made from it.
     let aws = sql2ddb_engine::AwsContext::load(None, true).await;
     if let Some(name) = Settings::source_parameter() {
-        settings.source = Some(sql2ddb_lambda::settings::read_parameter(aws.sdk_config(), &name).await?);
+        settings.source =
+            Some(sql2ddb_lambda::settings::read_parameter(aws.sdk_config(), &name).await?);
     }
     match kind {
         HandlerKind::Reader => {

@@ -118,8 +118,7 @@ async fn bursts_and_duplicates_announce_a_complete_run_once() {
         .unwrap();
 
     let handler = FinisherHandler {
-        finisher: Finisher::connect(&context().await, Some(&proxy.url()), &table)
-            .unwrap(),
+        finisher: Finisher::connect(&context().await, Some(&proxy.url()), &table).unwrap(),
         topic: Some((sns.clone(), topic.clone())),
     };
     let run = unique("run");

@@ -10,7 +10,6 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sql2ddb_testkit::sdk::types::{AttributeValue, PutRequest, WriteRequest};
 use sql2ddb_core::{KeyAttr, KeyType};
 use sql2ddb_dynamo::progress::{default_table, ProgressStore};
 use sql2ddb_dynamo::{ensure_table_spec, TableSpec};
@@ -18,6 +17,7 @@ use sql2ddb_engine::serverless::{load_job, JobFile, MessageWriter};
 use sql2ddb_engine::worker::WorkerSetup;
 use sql2ddb_lambda::reader::{Reader, ReaderEvent};
 use sql2ddb_lambda::Settings;
+use sql2ddb_testkit::sdk::types::{AttributeValue, PutRequest, WriteRequest};
 use support::*;
 
 /// Customers and orders, `PER_TYPE` each; the job matches the orders.
@@ -46,7 +46,8 @@ async fn load_table(dynamo: &Dynamo, table: &str) {
         KeyAttr::new("PK", KeyType::S),
         KeyAttr::new("SK", KeyType::S),
     ];
-    ensure_table_spec(&dynamo.handle,
+    ensure_table_spec(
+        &dynamo.handle,
         &TableSpec::new(table.to_string(), keys),
         true,
     )

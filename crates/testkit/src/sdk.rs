@@ -7,12 +7,12 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-pub use aws_sdk_dynamodb::types::AttributeValue;
-pub use aws_sdk_dynamodb::{types, Client};
 use aws_sdk_dynamodb::config::retry::RetryConfig;
 use aws_sdk_dynamodb::config::timeout::TimeoutConfig;
 use aws_sdk_dynamodb::config::{BehaviorVersion, Credentials, Region};
 use aws_sdk_dynamodb::primitives::Blob;
+pub use aws_sdk_dynamodb::types::AttributeValue;
+pub use aws_sdk_dynamodb::{types, Client};
 use sql2ddb_core::{AttrValue, Item};
 
 /// A bare SDK client of the DynamoDB-compatible server at `url` (us-east-1,

@@ -12,12 +12,12 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
+use crate::sdk::item_to_sdk;
 use anyhow::{bail, Context};
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use sql2ddb_core::{Item, KeyAttr};
-use crate::sdk::item_to_sdk;
 
 use crate::synthetic::SyntheticTable;
 

@@ -6,8 +6,8 @@ mod support;
 
 use std::time::Duration;
 
-use sql2ddb_testkit::sdk::types::AttributeValue;
 use sql2ddb_dynamo::ensure_table;
+use sql2ddb_testkit::sdk::types::AttributeValue;
 use support::{client as handle, keys, TestkitProcess};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

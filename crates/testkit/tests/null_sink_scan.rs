@@ -121,9 +121,10 @@ async fn the_loader_writes_the_items_the_sink_scans() {
     let sink = NullSink::start_scannable(0, keys(), 2_500).await.unwrap();
     let upstream = Upstream::start().await;
     let table = unique("synthetic");
-    let loaded = sdk_load::load_synthetic(&upstream.client, &upstream.dynamo, &table, keys(), 2_500, 4)
-        .await
-        .unwrap();
+    let loaded =
+        sdk_load::load_synthetic(&upstream.client, &upstream.dynamo, &table, keys(), 2_500, 4)
+            .await
+            .unwrap();
     assert_eq!(loaded.items, 2_500);
     let (in_table, _, _) = scan(&upstream.dynamo, &table, 3).await;
     let (in_sink, _, _) = scan(&client(&sink.url()).await, &table, 2).await;

@@ -10,10 +10,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-use sql2ddb_testkit::sdk::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
 use serde::Deserialize;
 use serde_json::{json, Value as Json};
 use sql2ddb_core::{AttrValue, Item};
+use sql2ddb_testkit::sdk::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
 use sql2ddb_testkit::{FaultConfig, FaultProxy, EVERY_OPERATION};
 use support::{post, TestkitProcess, Upstream};
 

@@ -125,21 +125,30 @@ pub fn to_sdk(v: &sql2ddb_core::AttrValue) -> aws_sdk_dynamodb::types::Attribute
     match v {
         sql2ddb_core::AttrValue::S(s) => aws_sdk_dynamodb::types::AttributeValue::S(s.clone()),
         sql2ddb_core::AttrValue::N(n) => aws_sdk_dynamodb::types::AttributeValue::N(n.clone()),
-        sql2ddb_core::AttrValue::B(b) => aws_sdk_dynamodb::types::AttributeValue::B(aws_sdk_dynamodb::primitives::Blob::new(b.clone())),
+        sql2ddb_core::AttrValue::B(b) => aws_sdk_dynamodb::types::AttributeValue::B(
+            aws_sdk_dynamodb::primitives::Blob::new(b.clone()),
+        ),
         sql2ddb_core::AttrValue::Bool(b) => aws_sdk_dynamodb::types::AttributeValue::Bool(*b),
         sql2ddb_core::AttrValue::Null => aws_sdk_dynamodb::types::AttributeValue::Null(true),
-        sql2ddb_core::AttrValue::L(l) => aws_sdk_dynamodb::types::AttributeValue::L(l.iter().map(to_sdk).collect()),
-        sql2ddb_core::AttrValue::M(m) => {
-            aws_sdk_dynamodb::types::AttributeValue::M(m.iter().map(|(k, v)| (k.clone(), to_sdk(v))).collect())
+        sql2ddb_core::AttrValue::L(l) => {
+            aws_sdk_dynamodb::types::AttributeValue::L(l.iter().map(to_sdk).collect())
         }
+        sql2ddb_core::AttrValue::M(m) => aws_sdk_dynamodb::types::AttributeValue::M(
+            m.iter().map(|(k, v)| (k.clone(), to_sdk(v))).collect(),
+        ),
         sql2ddb_core::AttrValue::SS(s) => aws_sdk_dynamodb::types::AttributeValue::Ss(s.clone()),
         sql2ddb_core::AttrValue::NS(s) => aws_sdk_dynamodb::types::AttributeValue::Ns(s.clone()),
-        sql2ddb_core::AttrValue::BS(s) => aws_sdk_dynamodb::types::AttributeValue::Bs(s.iter().map(|b| aws_sdk_dynamodb::primitives::Blob::new(b.clone())).collect()),
+        sql2ddb_core::AttrValue::BS(s) => aws_sdk_dynamodb::types::AttributeValue::Bs(
+            s.iter()
+                .map(|b| aws_sdk_dynamodb::primitives::Blob::new(b.clone()))
+                .collect(),
+        ),
     }
 }
 
 /// Converts an item to the SDK's map.
-pub fn item_to_sdk(item: &sql2ddb_core::Item) -> std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
+pub fn item_to_sdk(
+    item: &sql2ddb_core::Item,
+) -> std::collections::HashMap<String, aws_sdk_dynamodb::types::AttributeValue> {
     item.iter().map(|(k, v)| (k.clone(), to_sdk(v))).collect()
 }
-

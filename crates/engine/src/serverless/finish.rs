@@ -9,8 +9,8 @@
 //! Query. Its `announced` attribute says whether the announcement went out.
 
 use serde::Serialize;
-use sql2ddb_dynamo::progress::{DoneCounts, DoneState, ProgressStore};
 use sql2ddb_aws::AwsContext;
+use sql2ddb_dynamo::progress::{DoneCounts, DoneState, ProgressStore};
 use sql2ddb_dynamo::Dynamo;
 
 use crate::error::EngineError;

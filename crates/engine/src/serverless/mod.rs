@@ -23,10 +23,10 @@ pub use reader::{read_until, run_is_read, ReaderOutcome, ReaderStep, MIN_MARGIN}
 pub use sql2ddb_core::{redact_secrets, redact_url};
 /// A validated mapping, as the handlers load it.
 pub use sql2ddb_mapping::Plan;
-/// Objects read from S3 (an `s3://` mapping), with the process's AWS settings.
-pub use sql2ddb_s3::{read_object, S3Error, S3Options};
 /// An update job, as the handlers load it.
 pub use sql2ddb_mapping::UpdateJob;
+/// Objects read from S3 (an `s3://` mapping), with the process's AWS settings.
+pub use sql2ddb_s3::{read_object, S3Error, S3Options};
 pub use update::{update_until, UpdateStep};
 
 use std::path::Path;

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
-use sql2ddb_testkit::sdk::AttributeValue;
 use lambda_runtime::{Context, LambdaEvent};
 use sql2ddb_dynamo::{connect, Endpoint};
+use sql2ddb_testkit::sdk::AttributeValue;
 use sql2ddb_testkit::sdk::{self, Client};
 
 #[path = "../../../queue/tests/moto_server/mod.rs"]
