@@ -158,17 +158,6 @@ impl Dynamo {
         &self.calls
     }
 
-    /// The same handle with another bound on each attempt of a call.
-    pub fn with_attempt_timeout(&self, timeout: Duration) -> Dynamo {
-        Dynamo::of(
-            self.calls
-                .clone()
-                .with_attempt_timeout(timeout)
-                .client()
-                .clone(),
-        )
-    }
-
     /// The writer of `table`, whose key attributes are `keys` (partition
     /// key first), retrying by `policy`.
     pub fn table_writer(
