@@ -56,11 +56,6 @@ impl BatchCalls {
             client: Client::from_conf(config),
         }
     }
-
-    /// The client the calls go through.
-    pub(crate) fn client(&self) -> &Client {
-        &self.client
-    }
 }
 
 impl BatchWriteApi for BatchCalls {
