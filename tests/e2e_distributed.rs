@@ -8,11 +8,11 @@
 
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use sql2ddb_core::KeyAttr;
 use sql2ddb_dynamo::progress::default_table;
 use sql2ddb_engine::verify::summarize;
 use sql2ddb_queue::WorkQueue;
+use sql2ddb_testkit::sdk::types::AttributeValue;
 
 use crate::common::*;
 use crate::distributed::*;
@@ -326,7 +326,7 @@ async fn a_batch_that_always_fails_is_dead_lettered_shown_and_not_verified_until
             kind: sql2ddb_core::KeyType::S,
         },
     ];
-    sql2ddb_dynamo::ensure_table(&f.sc.dynamo.client, &f.table, &keys, true)
+    sql2ddb_dynamo::ensure_table(&f.sc.dynamo.handle, &f.table, &keys, true)
         .await
         .unwrap();
     let redriven = sql2ddb(

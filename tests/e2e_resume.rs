@@ -83,7 +83,7 @@ sk = "ITEM"
     }
 
     fn store(&self, table: &str) -> ProgressStore {
-        ProgressStore::new(self.sc.dynamo.client.clone(), table)
+        ProgressStore::new(self.sc.dynamo.handle.clone(), table)
     }
 }
 

@@ -3,8 +3,8 @@
 //! concurrent writers and replays, a table whose keys differ stopping the run
 //! before any write, and `check` flagging keys that can collide.
 
-use aws_sdk_dynamodb::types::AttributeValue as Sdk;
 use sql2ddb_core::{AttrValue, Item};
+use sql2ddb_testkit::sdk::types::AttributeValue as Sdk;
 
 use crate::common::*;
 
@@ -282,18 +282,18 @@ async fn an_existing_table_with_other_keys_stops_the_run_before_any_write() {
         .client
         .create_table()
         .table_name(&sc.table)
-        .billing_mode(aws_sdk_dynamodb::types::BillingMode::PayPerRequest)
+        .billing_mode(sql2ddb_testkit::sdk::types::BillingMode::PayPerRequest)
         .key_schema(
-            aws_sdk_dynamodb::types::KeySchemaElement::builder()
+            sql2ddb_testkit::sdk::types::KeySchemaElement::builder()
                 .attribute_name("PK")
-                .key_type(aws_sdk_dynamodb::types::KeyType::Hash)
+                .key_type(sql2ddb_testkit::sdk::types::KeyType::Hash)
                 .build()
                 .unwrap(),
         )
         .attribute_definitions(
-            aws_sdk_dynamodb::types::AttributeDefinition::builder()
+            sql2ddb_testkit::sdk::types::AttributeDefinition::builder()
                 .attribute_name("PK")
-                .attribute_type(aws_sdk_dynamodb::types::ScalarAttributeType::N)
+                .attribute_type(sql2ddb_testkit::sdk::types::ScalarAttributeType::N)
                 .build()
                 .unwrap(),
         )

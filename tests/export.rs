@@ -127,7 +127,7 @@ async fn assert_table_creation(sc: &Scenario, params: &serde_json::Value) {
         .unwrap();
     assert_eq!(params["TableName"], sc.table);
     assert_eq!(params["BillingMode"], "PAY_PER_REQUEST");
-    let schema = |keys: &[aws_sdk_dynamodb::types::KeySchemaElement]| -> serde_json::Value {
+    let schema = |keys: &[sql2ddb_testkit::sdk::types::KeySchemaElement]| -> serde_json::Value {
         keys.iter()
             .map(|k| serde_json::json!({"AttributeName": k.attribute_name(), "KeyType": k.key_type().as_str()}))
             .collect()

@@ -8,8 +8,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use aws_sdk_dynamodb::types::AttributeValue as Sdk;
 use sql2ddb_core::AttrValue;
+use sql2ddb_testkit::sdk::AttributeValue as Sdk;
 
 use crate::common::*;
 

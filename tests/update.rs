@@ -7,11 +7,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use aws_sdk_dynamodb::types::{PutRequest, WriteRequest};
 use sql2ddb_core::{AttrValue, Item, KeyAttr, KeyType};
 use sql2ddb_dynamo::{ensure_table_spec, GsiSpec, Projection, TableSpec};
 use sql2ddb_engine::update::{update, UpdateOptions, UpdateProgress};
 use sql2ddb_mapping::UpdateJob;
+use sql2ddb_testkit::sdk::types::{PutRequest, WriteRequest};
 
 use crate::common::{item, key, n, s, Items, Run, Scenario};
 
@@ -81,7 +81,7 @@ async fn shop_of(per_type: usize) -> Scenario {
             ],
         )
     };
-    ensure_table_spec(&sc.dynamo.client, &spec, true)
+    ensure_table_spec(&sc.dynamo.handle, &spec, true)
         .await
         .unwrap();
     let all: Vec<Item> = (0..per_type).flat_map(entities).collect();
@@ -96,7 +96,7 @@ async fn put_items(sc: &Scenario, items: &[Item]) {
             .iter()
             .map(|it| {
                 let put = PutRequest::builder()
-                    .set_item(Some(sql2ddb_dynamo::convert::item_to_sdk(it)))
+                    .set_item(Some(sql2ddb_testkit::sdk::item_to_sdk(it)))
                     .build()
                     .unwrap();
                 WriteRequest::builder().put_request(put).build()
@@ -283,7 +283,7 @@ async fn items_changed_between_read_and_write_are_skipped_not_overwritten() {
                 client
                     .put_item()
                     .table_name(&table)
-                    .set_item(Some(sql2ddb_dynamo::convert::item_to_sdk(&paid)))
+                    .set_item(Some(sql2ddb_testkit::sdk::item_to_sdk(&paid)))
                     .send()
                     .await
                     .unwrap();

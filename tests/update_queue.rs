@@ -121,7 +121,7 @@ impl World {
     }
 
     fn store(&self) -> ProgressStore {
-        ProgressStore::new(self.sc.dynamo.client.clone(), default_table(&self.sc.table))
+        ProgressStore::new(self.sc.dynamo.handle.clone(), default_table(&self.sc.table))
     }
 
     async fn progress(&self) -> Option<RunProgress> {

@@ -10,11 +10,11 @@
 
 use std::collections::BTreeSet;
 
-use aws_sdk_dynamodb::types::AttributeValue as Sdk;
 use serde_json::{json, Value as Json};
 use sql2ddb_core::limits::KeyType;
 use sql2ddb_core::{Item, KeyAttr};
 use sql2ddb_engine::deep::canon::{in_sample, key_text, stable_hash};
+use sql2ddb_testkit::sdk::types::AttributeValue as Sdk;
 
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
 
@@ -172,7 +172,7 @@ async fn put(sc: &Scenario, item: &Item) {
         .client
         .put_item()
         .table_name(&sc.table)
-        .set_item(Some(sql2ddb_dynamo::convert::item_to_sdk(item)))
+        .set_item(Some(sql2ddb_testkit::sdk::item_to_sdk(item)))
         .send()
         .await
         .unwrap();

@@ -165,7 +165,7 @@ entity = "item"
     }
 
     pub fn store(&self) -> ProgressStore {
-        ProgressStore::new(self.sc.dynamo.client.clone(), default_table(&self.table))
+        ProgressStore::new(self.sc.dynamo.handle.clone(), default_table(&self.table))
     }
 
     /// Waits until `done` holds for the run's records.

@@ -70,7 +70,7 @@ async fn numbered_table() -> (Scenario, Items) {
         KeyAttr::new("SK", KeyType::S),
     ];
     ensure_table_spec(
-        &sc.dynamo.client,
+        &sc.dynamo.handle,
         &TableSpec::new(sc.table.clone(), keys),
         true,
     )

@@ -1,10 +1,12 @@
-//! Loading the AWS configuration of a client, with the one region rule.
+//! The one AWS configuration of a process ([`AwsContext`]), and each
+//! service's configuration made from it with the one region rule.
 
 use std::time::Duration;
 
 use aws_config::retry::RetryConfig;
 use aws_config::timeout::TimeoutConfig;
 use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_credential_types::provider::SharedCredentialsProvider;
 use aws_credential_types::Credentials;
 
 /// Region used to sign requests to a custom endpoint when none is set:
@@ -23,15 +25,13 @@ pub enum SdkRetry {
     },
 }
 
-/// How to build a client's configuration.
+/// How one service's client is made from the context.
 #[derive(Debug, Clone)]
-pub struct ConfigOptions<'a> {
+pub struct ServiceOptions<'a> {
     /// A custom endpoint URL (an emulator); `None` for AWS itself.
     pub endpoint: Option<&'a str>,
-    /// The region the user gave, if any.
-    pub region: Option<&'a str>,
     /// A region the caller found elsewhere (an AWS queue URL's host), used
-    /// when neither `region` nor the environment names one.
+    /// when the context has none.
     pub region_hint: Option<String>,
     /// Whether the SDK retries.
     pub retry: SdkRetry,
@@ -46,64 +46,153 @@ pub struct ConfigOptions<'a> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct MissingRegion;
 
-/// Loads the configuration of a client.
-///
-/// The region is `region` if given. For a custom endpoint it is else
-/// `AWS_REGION`, `AWS_DEFAULT_REGION`, the hint, or [`EMULATOR_REGION`]
-/// (asking the SDK's default chain would probe the instance metadata service
-/// for nothing). For AWS it is else the SDK's default chain (environment,
-/// profile, instance metadata), or the hint; without any, [`MissingRegion`]:
-/// writing to a region nobody chose would put the data where nobody looks.
-///
-/// For a custom endpoint without AWS credentials in the environment,
-/// placeholder credentials are used (emulators accept any).
-pub async fn load(options: ConfigOptions<'_>) -> Result<SdkConfig, MissingRegion> {
-    let retry = match options.retry {
-        SdkRetry::Off => RetryConfig::disabled(),
-        SdkRetry::Standard { max_attempts } => {
-            RetryConfig::standard().with_max_attempts(max_attempts)
+/// The AWS configuration of a process — region, credentials chain, HTTP
+/// settings — loaded once; every service client is made from it
+/// ([`AwsContext::service`]) with its own endpoint, retry and timeouts.
+/// Cloning shares the credentials cache.
+#[derive(Debug, Clone)]
+pub struct AwsContext {
+    base: SdkConfig,
+    /// Whether AWS credentials are named in the environment (a key or a
+    /// profile); without them, custom endpoints get placeholders.
+    named_credentials: bool,
+}
+
+impl AwsContext {
+    /// Loads the configuration once.
+    ///
+    /// The region is `region` if given, else `AWS_REGION` or
+    /// `AWS_DEFAULT_REGION`. When `aws_target` (a service of the process is
+    /// AWS itself) and neither is set, the SDK's default chain is asked too
+    /// (profile, instance metadata); otherwise it is not, since probing the
+    /// instance metadata service costs time for nothing when every service
+    /// is an emulator.
+    pub async fn load(region: Option<&str>, aws_target: bool) -> AwsContext {
+        let mut loader = aws_config::defaults(BehaviorVersion::latest());
+        let chosen = region.map(str::to_string).or_else(|| {
+            (!aws_target)
+                .then(|| {
+                    std::env::var("AWS_REGION")
+                        .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
+                        .ok()
+                })
+                .flatten()
+        });
+        match chosen {
+            Some(r) => loader = loader.region(Region::new(r)),
+            // No chain: a service that needs a region says so.
+            None if !aws_target => loader = loader.region(None::<Region>),
+            None => {}
         }
-    };
-    let mut loader = aws_config::defaults(BehaviorVersion::latest())
-        .retry_config(retry)
-        .timeout_config(
-            TimeoutConfig::builder()
-                .connect_timeout(options.connect_timeout)
-                .operation_attempt_timeout(options.attempt_timeout)
-                .build(),
-        );
-    let region = options.region.map(str::to_string).or_else(|| {
-        options.endpoint.map(|_| {
-            std::env::var("AWS_REGION")
-                .or_else(|_| std::env::var("AWS_DEFAULT_REGION"))
-                .ok()
-                .or_else(|| options.region_hint.clone())
-                .unwrap_or_else(|| EMULATOR_REGION.to_string())
-        })
-    });
-    if let Some(region) = region {
-        loader = loader.region(Region::new(region));
+        AwsContext {
+            base: loader.load().await,
+            named_credentials: std::env::var_os("AWS_ACCESS_KEY_ID").is_some()
+                || std::env::var_os("AWS_PROFILE").is_some(),
+        }
     }
-    if let Some(url) = options.endpoint {
-        loader = loader.endpoint_url(url);
-        if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
-            && std::env::var_os("AWS_PROFILE").is_none()
+
+    /// The region the context resolved, if any.
+    pub fn region(&self) -> Option<&str> {
+        self.base.region().map(Region::as_ref)
+    }
+
+    /// The configuration every client is made from, as loaded.
+    pub fn sdk_config(&self) -> &SdkConfig {
+        &self.base
+    }
+
+    /// The configuration of one service's client: the context's, with the
+    /// service's endpoint, retry and timeouts.
+    ///
+    /// The region is the context's; else the hint; else, for a custom
+    /// endpoint, [`EMULATOR_REGION`]. AWS itself gets no default:
+    /// [`MissingRegion`], since writing to a region nobody chose would put
+    /// the data where nobody looks. For a custom endpoint without AWS
+    /// credentials in the environment, placeholder credentials are used
+    /// (emulators accept any).
+    pub fn service(&self, options: ServiceOptions<'_>) -> Result<SdkConfig, MissingRegion> {
+        let retry = match options.retry {
+            SdkRetry::Off => RetryConfig::disabled(),
+            SdkRetry::Standard { max_attempts } => {
+                RetryConfig::standard().with_max_attempts(max_attempts)
+            }
+        };
+        let region = match (self.base.region(), options.region_hint, options.endpoint) {
+            (Some(region), _, _) => region.clone(),
+            (None, Some(hint), _) => Region::new(hint),
+            (None, None, Some(_)) => Region::from_static(EMULATOR_REGION),
+            (None, None, None) => return Err(MissingRegion),
+        };
+        let mut builder = self
+            .base
+            .clone()
+            .into_builder()
+            .region(region)
+            .retry_config(retry)
+            .timeout_config(
+                TimeoutConfig::builder()
+                    .connect_timeout(options.connect_timeout)
+                    .operation_attempt_timeout(options.attempt_timeout)
+                    .build(),
+            );
+        if let Some(url) = options.endpoint {
+            builder = builder.endpoint_url(url);
+            if !self.named_credentials {
+                builder = builder.credentials_provider(SharedCredentialsProvider::new(
+                    Credentials::new("local", "local", None, None, "sql2ddb-local"),
+                ));
+            }
+        }
+        Ok(builder.build())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options<'a>(endpoint: Option<&'a str>, hint: Option<&str>) -> ServiceOptions<'a> {
+        ServiceOptions {
+            endpoint,
+            region_hint: hint.map(str::to_string),
+            retry: SdkRetry::Off,
+            connect_timeout: Duration::from_secs(1),
+            attempt_timeout: Duration::from_secs(2),
+        }
+    }
+
+    #[tokio::test]
+    async fn every_service_takes_the_given_region_and_its_own_endpoint() {
+        let aws = AwsContext::load(Some("eu-west-3"), false).await;
+        let dynamo = aws
+            .service(options(Some("http://127.0.0.1:9"), None))
+            .unwrap();
+        let sqs = aws.service(options(None, Some("ap-south-1"))).unwrap();
+        assert_eq!(dynamo.region().unwrap().as_ref(), "eu-west-3");
+        assert_eq!(sqs.region().unwrap().as_ref(), "eu-west-3");
+        assert_eq!(dynamo.endpoint_url(), Some("http://127.0.0.1:9"));
+        assert_eq!(sqs.endpoint_url(), None);
+        let timeouts = dynamo.timeout_config().unwrap();
+        assert_eq!(timeouts.connect_timeout(), Some(Duration::from_secs(1)));
+        assert_eq!(dynamo.retry_config().unwrap().max_attempts(), 1);
+    }
+
+    #[tokio::test]
+    async fn without_a_region_aws_is_refused_and_emulators_get_a_default() {
+        if std::env::var_os("AWS_REGION").is_some()
+            || std::env::var_os("AWS_DEFAULT_REGION").is_some()
         {
-            loader = loader.credentials_provider(Credentials::new(
-                "local",
-                "local",
-                None,
-                None,
-                "sql2ddb-local",
-            ));
+            eprintln!("skipped: the environment sets a region");
+            return;
         }
-    }
-    let config = loader.load().await;
-    if config.region().is_some() {
-        return Ok(config);
-    }
-    match options.region_hint {
-        Some(region) => Ok(config.into_builder().region(Region::new(region)).build()),
-        None => Err(MissingRegion),
+        let aws = AwsContext::load(None, false).await;
+        assert_eq!(aws.region(), None);
+        assert_eq!(aws.service(options(None, None)).unwrap_err(), MissingRegion);
+        let hinted = aws.service(options(None, Some("eu-north-1"))).unwrap();
+        assert_eq!(hinted.region().unwrap().as_ref(), "eu-north-1");
+        let local = aws
+            .service(options(Some("http://127.0.0.1:9"), None))
+            .unwrap();
+        assert_eq!(local.region().unwrap().as_ref(), EMULATOR_REGION);
     }
 }

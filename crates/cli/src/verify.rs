@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use sql2ddb_engine::verify::{inspect, RunState};
-use sql2ddb_engine::{Job, ProgressStore, ResourceOptions, Resources};
+use sql2ddb_engine::{Job, ResourceOptions, Resources};
 
 use crate::{fail, limits, load};
 
@@ -72,8 +72,8 @@ With --deep: 0 every item is exactly what the mapping makes of the source,
   1 an item is missing, extra, different or collapsed, a pointer is wrong,
   or the comparison could not be made.";
 
-/// The progress store these arguments name.
-async fn store(args: &StatusArgs) -> Result<ProgressStore, String> {
+/// The resources (progress store, queue) these arguments name.
+async fn resources(args: &StatusArgs) -> Result<Resources, String> {
     let plan = match &args.mapping {
         Some(path) => Some(load(path)?),
         None if args.progress_table.is_none() => {
@@ -87,12 +87,13 @@ async fn store(args: &StatusArgs) -> Result<ProgressStore, String> {
         endpoint: args.endpoint.clone(),
         region: args.region.clone(),
         progress_table: args.progress_table.clone(),
-        sqs_endpoint: None,
+        sqs_endpoint: args.sqs_endpoint.clone(),
     };
     let resources = Resources::open(plan.as_ref(), &options, Job::Status)
         .await
         .map_err(|e| e.to_string())?;
-    resources.progress_store().map_err(|e| e.to_string())
+    resources.progress_store().map_err(|e| e.to_string())?;
+    Ok(resources)
 }
 
 /// `sql2ddb status`.
@@ -109,8 +110,8 @@ pub async fn verify(args: VerifyArgs) -> u8 {
 }
 
 async fn follow(args: StatusArgs, verifying: bool) -> u8 {
-    let store = match store(&args).await {
-        Ok(s) => s,
+    let resources = match resources(&args).await {
+        Ok(r) => r,
         Err(e) => return fail(&e),
     };
     // Required at the command line unless --deep.
@@ -120,7 +121,7 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
     let started = Instant::now();
     let mut stalled_before = false;
     loop {
-        let state = match inspect(&store, args.sqs_endpoint.as_deref(), &run).await {
+        let state = match inspect(&resources, &run).await {
             Ok(s) => s,
             Err(e) => return fail(&e.to_string()),
         };

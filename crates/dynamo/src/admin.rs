@@ -12,6 +12,7 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 use sql2ddb_core::{KeyAttr, KeyType};
 
+use crate::client::Dynamo;
 use crate::error::{local_error, DynamoError};
 use crate::retry::retried;
 use crate::writer::RetryPolicy;
@@ -127,11 +128,12 @@ fn describe_keys(keys: &[FoundKey]) -> String {
 /// The table's global secondary indexes are not compared: use
 /// [`ensure_table_spec`] for a mapping that declares them.
 pub async fn ensure_table(
-    client: &Client,
+    dynamo: &Dynamo,
     table: &str,
     keys: &[KeyAttr],
     create: bool,
 ) -> Result<bool, DynamoError> {
+    let client = dynamo.sdk();
     ensure(client, &TableSpec::new(table, keys.to_vec()), create, false).await
 }
 
@@ -142,14 +144,15 @@ pub async fn ensure_table(
 /// `create` is set, creates it with its indexes and billing and waits until
 /// the table and every index are ACTIVE. Returns whether it was created.
 pub async fn ensure_table_spec(
-    client: &Client,
+    dynamo: &Dynamo,
     spec: &TableSpec,
     create: bool,
 ) -> Result<bool, DynamoError> {
+    let client = dynamo.sdk();
     ensure(client, spec, create, true).await
 }
 
-async fn ensure(
+pub(crate) async fn ensure(
     client: &Client,
     spec: &TableSpec,
     create: bool,

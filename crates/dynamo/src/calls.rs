@@ -37,9 +37,8 @@ pub struct BatchCalls {
 }
 
 impl BatchCalls {
-    /// Calls through `client` (made by [`crate::connect`], whose retries
-    /// are off).
-    pub fn new(client: Client) -> BatchCalls {
+    /// Calls through `client` (of a [`crate::Dynamo`], whose retries are off).
+    pub(crate) fn new(client: Client) -> BatchCalls {
         BatchCalls { client }
     }
 
@@ -56,11 +55,6 @@ impl BatchCalls {
         BatchCalls {
             client: Client::from_conf(config),
         }
-    }
-
-    /// The client the calls go through.
-    pub fn client(&self) -> &Client {
-        &self.client
     }
 }
 

@@ -1,15 +1,16 @@
-//! Building the one DynamoDB client of a process.
+//! The DynamoDB handle of a process ([`Dynamo`]), made from its AWS context.
 
 use std::time::Duration;
 
 use aws_sdk_dynamodb::config::StalledStreamProtectionConfig;
 use aws_sdk_dynamodb::Client;
 use aws_types::SdkConfig;
-use sql2ddb_aws::{ConfigOptions, SdkRetry};
-use sql2ddb_core::redact_secrets;
+use sql2ddb_aws::{AwsContext, RetryPolicy, SdkRetry, ServiceOptions};
+use sql2ddb_core::{redact_secrets, KeyAttr};
 
 use crate::calls::BatchCalls;
 use crate::error::DynamoError;
+use crate::writer::TableWriter;
 
 /// Where requests go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,56 +96,92 @@ pub const NO_REGION_MESSAGE: &str = "no AWS region is set for DynamoDB: give --r
      `region` under [target] in the mapping, the AWS_REGION environment variable, \
      or a `region` in your AWS profile";
 
-/// Builds a client. The SDK's retries are disabled: the writer owns every
-/// retry. For a custom endpoint without AWS credentials in the environment,
-/// placeholder credentials are used (emulators accept any).
-///
-/// The region is `region` if given, else the SDK's default chain
-/// (`AWS_REGION`, `AWS_DEFAULT_REGION`, the profile, the instance's metadata).
-/// A custom endpoint falls back to [`EMULATOR_REGION`]; AWS itself does not:
-/// writing to a region nobody chose would put the data where nobody looks,
-/// so that is a [`DynamoError::Config`] before any call is made.
-pub async fn connect(endpoint: &Endpoint, region: Option<&str>) -> Result<Client, DynamoError> {
-    Ok(client_of(&load_config(endpoint, region).await?))
+/// The DynamoDB of a process: the SDK's client, with its retries off (the
+/// crate's loops own every retry), and the batch writer's calls through it.
+/// Every call of this crate goes through one; cheap to clone, clones share
+/// the client (its connections and cached credentials).
+#[derive(Clone, Debug)]
+pub struct Dynamo {
+    client: Client,
+    calls: BatchCalls,
 }
 
-/// The client of [`connect`] and the writer's [`BatchCalls`], both of one
-/// configuration (endpoint, region, credentials, timeouts) loaded once.
-pub async fn connect_with_calls(
-    endpoint: &Endpoint,
-    region: Option<&str>,
-) -> Result<(Client, BatchCalls), DynamoError> {
-    let client = client_of(&load_config(endpoint, region).await?);
-    Ok((client.clone(), BatchCalls::new(client)))
+impl Dynamo {
+    /// The handle for `endpoint`, made from the process's AWS context (its
+    /// region, credentials and HTTP settings) with this crate's retry rule
+    /// and timeouts. AWS itself without a region anywhere is a
+    /// [`DynamoError::Config`] before any call is made: writing to a region
+    /// nobody chose would put the data where nobody looks.
+    pub fn new(aws: &AwsContext, endpoint: &Endpoint) -> Result<Dynamo, DynamoError> {
+        let config = aws
+            .service(ServiceOptions {
+                endpoint: match endpoint {
+                    Endpoint::Url(url) => Some(url),
+                    Endpoint::Aws => None,
+                },
+                region_hint: None,
+                retry: SdkRetry::Off,
+                connect_timeout: CONNECT_TIMEOUT,
+                attempt_timeout: ATTEMPT_TIMEOUT,
+            })
+            .map_err(|_| DynamoError::Config(NO_REGION_MESSAGE.to_string()))?;
+        Ok(Dynamo::from_config(&config))
+    }
+
+    /// The handle of a service configuration made elsewhere (its retries
+    /// are the caller's to turn off).
+    pub fn from_config(config: &SdkConfig) -> Dynamo {
+        // No stalled-stream protection: DynamoDB's bodies are small and whole,
+        // and ATTEMPT_TIMEOUT already ends an attempt that stalls; the
+        // protection's throughput checks cost every call about as much as
+        // building its request.
+        let config = aws_sdk_dynamodb::config::Builder::from(config)
+            .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
+            .build();
+        Dynamo::of(Client::from_conf(config))
+    }
+
+    fn of(client: Client) -> Dynamo {
+        Dynamo {
+            calls: BatchCalls::new(client.clone()),
+            client,
+        }
+    }
+
+    /// The region requests are signed for.
+    pub fn region(&self) -> Option<&str> {
+        self.client.config().region().map(|r| r.as_ref())
+    }
+
+    /// The batch writer's `BatchWriteItem` calls.
+    pub fn calls(&self) -> &BatchCalls {
+        &self.calls
+    }
+
+    /// The writer of `table`, whose key attributes are `keys` (partition
+    /// key first), retrying by `policy`.
+    pub fn table_writer(
+        &self,
+        table: impl Into<String>,
+        keys: Vec<KeyAttr>,
+        policy: RetryPolicy,
+    ) -> TableWriter {
+        TableWriter::new(self.calls.clone(), table, keys, policy)
+    }
+
+    /// The SDK's client, for this crate's calls.
+    pub(crate) fn sdk(&self) -> &Client {
+        &self.client
+    }
 }
 
-/// The configuration of [`connect`]: see there.
-async fn load_config(endpoint: &Endpoint, region: Option<&str>) -> Result<SdkConfig, DynamoError> {
-    sql2ddb_aws::load(ConfigOptions {
-        endpoint: match endpoint {
-            Endpoint::Url(url) => Some(url),
-            Endpoint::Aws => None,
-        },
-        region,
-        region_hint: None,
-        retry: SdkRetry::Off,
-        connect_timeout: CONNECT_TIMEOUT,
-        attempt_timeout: ATTEMPT_TIMEOUT,
-    })
-    .await
-    .map_err(|_| DynamoError::Config(NO_REGION_MESSAGE.to_string()))
-}
-
-/// The SDK's client of `config`.
-pub fn client_of(config: &SdkConfig) -> Client {
-    // No stalled-stream protection: DynamoDB's bodies are small and whole,
-    // and ATTEMPT_TIMEOUT already ends an attempt that stalls; the
-    // protection's throughput checks cost every call about as much as
-    // building its request.
-    let config = aws_sdk_dynamodb::config::Builder::from(config)
-        .stalled_stream_protection(StalledStreamProtectionConfig::disabled())
-        .build();
-    Client::from_conf(config)
+/// Connects to `endpoint` with a context of its own: for a process whose
+/// only AWS service is DynamoDB (tools, tests). The region is `region` if
+/// given, else the environment (and, for AWS, the SDK's default chain);
+/// see [`Dynamo::new`].
+pub async fn connect(endpoint: &Endpoint, region: Option<&str>) -> Result<Dynamo, DynamoError> {
+    let aws = AwsContext::load(region, *endpoint == Endpoint::Aws).await;
+    Dynamo::new(&aws, endpoint)
 }
 
 #[cfg(test)]
@@ -154,13 +191,13 @@ mod tests {
     #[tokio::test]
     async fn the_client_leaves_stalls_to_the_attempt_timeout_and_retries_to_the_writer() {
         // Nothing is called: building a client makes no request.
-        let client = connect(
+        let dynamo = connect(
             &Endpoint::Url("http://127.0.0.1:9".into()),
             Some("eu-west-1"),
         )
         .await
         .unwrap();
-        let config = client.config();
+        let config = dynamo.sdk().config();
         let stalls = config
             .stalled_stream_protection()
             .expect("stalled-stream protection is configured");

@@ -1,7 +1,8 @@
 //! Everything of sql2ddb that calls DynamoDB: the client, the batch writer
 //! with its retry loop, table admin, and the embedded local endpoint.
 //!
-//! Every request goes through the SDK's client ([`client::connect`]); the
+//! Every request goes through the SDK's client, held by a [`Dynamo`] made
+//! from the process's AWS context (no other crate names a DynamoDB SDK type); the
 //! batch writer's body is the items' own text ([`calls`]).
 //!
 //! Retries have one owner per call: the SDK's own retries are switched off;
@@ -19,7 +20,7 @@ pub mod body;
 pub mod calls;
 pub mod client;
 pub mod concurrency;
-pub mod convert;
+mod convert;
 pub mod error;
 pub mod failure;
 pub mod limiter;
@@ -34,9 +35,8 @@ pub mod update;
 pub mod writer;
 
 pub use admin::{ensure_table, ensure_table_spec, Billing, GsiSpec, Projection, TableSpec};
-pub use aws_sdk_dynamodb::Client;
 pub use calls::BatchCalls;
-pub use client::{client_of, connect, connect_with_calls, Endpoint};
+pub use client::{connect, Dynamo, Endpoint};
 pub use concurrency::{AdaptiveConcurrency, ConcurrencySnapshot, Permit};
 pub use error::{DynamoError, ErrorKind};
 pub use failure::Failure;
@@ -44,4 +44,4 @@ pub use limiter::{CapacitySnapshot, WriteCapacityLimiter};
 pub use local::LocalDynamo;
 pub use pointer::{read_pointer, write_pointer, PointerOutcome};
 pub use read::{batch_get, scan_segment, ScanSegment, MAX_BATCH_GET_KEYS};
-pub use writer::{BatchWriteApi, BatchWriter, CallError, RetryPolicy, WriteOutcome};
+pub use writer::{BatchWriteApi, BatchWriter, CallError, RetryPolicy, TableWriter, WriteOutcome};

@@ -9,9 +9,9 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_sdk_dynamodb::Client;
 use sql2ddb_core::{KeyAttr, PointerUpdate};
 
+use crate::client::Dynamo;
 use crate::convert::to_sdk;
 use crate::error::DynamoError;
 use crate::failure::Failure;
@@ -37,12 +37,13 @@ pub enum PointerOutcome {
 /// [`PointerOutcome::AlreadyNewer`], never an error. Call it only once the
 /// item the candidate points at has been written.
 pub async fn write_pointer(
-    client: &Client,
+    dynamo: &Dynamo,
     table: &str,
     keys: &[KeyAttr],
     update: &PointerUpdate,
     policy: &RetryPolicy,
 ) -> Result<PointerOutcome, DynamoError> {
+    let client = dynamo.sdk();
     let fail = |message, failure| pointer_error("UpdateItem", table, update, message, failure);
     let key = pointer_key(keys, update).map_err(|m| fail(m, None))?;
     let mut names = HashMap::from([("#v".to_string(), update.attribute.clone())]);
@@ -135,11 +136,12 @@ fn pointer_key(
 /// The value a pointer item holds now (strongly consistent read), for the
 /// report; `None` when the item or its attribute does not exist.
 pub async fn read_pointer(
-    client: &Client,
+    dynamo: &Dynamo,
     table: &str,
     keys: &[KeyAttr],
     update: &PointerUpdate,
 ) -> Result<Option<sql2ddb_core::AttrValue>, DynamoError> {
+    let client = dynamo.sdk();
     let fail = |message, failure| pointer_error("GetItem", table, update, message, failure);
     let key = pointer_key(keys, update).map_err(|m| fail(m, None))?;
     let req = client

@@ -9,10 +9,10 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnConsumedCapacity};
-use aws_sdk_dynamodb::Client;
 use sql2ddb_aws::RetryPolicy;
 use sql2ddb_core::Item;
 
+use crate::client::Dynamo;
 use crate::convert::{item_from_sdk, item_to_sdk};
 use crate::error::{call_error, local_error, DynamoError};
 use crate::limiter::WriteCapacityLimiter;
@@ -39,10 +39,11 @@ pub struct ScanSegment<'a> {
 /// `page` as they come (only one page is held at a time); `page` ends the
 /// scan early with `Break`.
 pub async fn scan_segment(
-    client: &Client,
+    dynamo: &Dynamo,
     s: ScanSegment<'_>,
     mut page: impl FnMut(Vec<Item>) -> ControlFlow<()>,
 ) -> Result<(), DynamoError> {
+    let client = dynamo.sdk();
     let mut start: Option<HashMap<String, AttributeValue>> = None;
     loop {
         let mut attempt = 1;
@@ -84,12 +85,13 @@ pub async fn scan_segment(
 /// answer. `UnprocessedKeys` are asked again after a backoff, up to the
 /// policy's attempts.
 pub async fn batch_get(
-    client: &Client,
+    dynamo: &Dynamo,
     table: &str,
     keys: &[Item],
     limiter: Option<&WriteCapacityLimiter>,
     retry: RetryPolicy,
 ) -> Result<Vec<Item>, DynamoError> {
+    let client = dynamo.sdk();
     let mut found = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(MAX_BATCH_GET_KEYS) {
         let mut pending: Vec<HashMap<String, AttributeValue>> =

@@ -21,8 +21,9 @@ use aws_sdk_dynamodb::types::{
 use aws_sdk_dynamodb::Client;
 use sql2ddb_core::{AttrValue, Item, KeyAttr, UpdateChange};
 
+use crate::client::Dynamo;
 use crate::concurrency::AdaptiveConcurrency;
-use crate::convert::{item_from_sdk, to_sdk};
+use crate::convert::{item_from_sdk, item_to_sdk, to_sdk};
 use crate::error::DynamoError;
 use crate::failure::Failure;
 use crate::writer::RetryPolicy;
@@ -75,8 +76,13 @@ pub struct PageRequest {
     pub limit: Option<usize>,
 }
 
-/// A page's start or end: DynamoDB's `LastEvaluatedKey`.
-pub type PageKey = HashMap<String, AttributeValue>;
+/// A page's start or end (DynamoDB's `LastEvaluatedKey`): the key
+/// attributes of the last item evaluated, by name.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PageKey(pub Item);
+
+/// A key as the SDK takes it.
+type SdkKey = HashMap<String, AttributeValue>;
 
 /// One page of a Scan or Query.
 #[derive(Debug, Default)]
@@ -167,14 +173,16 @@ impl ConditionalWrite {
 
 /// Reads one page from `start`, retrying as the module says.
 pub async fn read_page(
-    client: &Client,
+    dynamo: &Dynamo,
     req: &PageRequest,
     start: Option<PageKey>,
     policy: &RetryPolicy,
 ) -> Result<Page, DynamoError> {
+    let client = dynamo.sdk();
     let op = if req.index.is_some() { "Query" } else { "Scan" };
     let mut page = Page::default();
     let (retries, throttled) = (&mut page.retries, &mut page.throttled);
+    let start: Option<SdkKey> = start.map(|k| item_to_sdk(&k.0));
     let raw = retrying(policy, None, &req.table, op, retries, throttled, || {
         let start = start.clone();
         async move {
@@ -192,7 +200,10 @@ pub async fn read_page(
         .map(item_from_sdk)
         .collect();
     page.scanned = raw.scanned.max(0) as u64;
-    page.next = raw.next.filter(|k| !k.is_empty());
+    page.next = raw
+        .next
+        .filter(|k| !k.is_empty())
+        .map(|k| PageKey(item_from_sdk(&k)));
     page.read_units = units(raw.consumed.as_ref());
     Ok(page)
 }
@@ -201,7 +212,7 @@ pub async fn read_page(
 struct RawPage {
     items: Option<Vec<HashMap<String, AttributeValue>>>,
     scanned: i32,
-    next: Option<PageKey>,
+    next: Option<SdkKey>,
     consumed: Option<ConsumedCapacity>,
 }
 
@@ -236,7 +247,7 @@ async fn send_query(
     client: &Client,
     req: &PageRequest,
     index: &str,
-    start: Option<PageKey>,
+    start: Option<SdkKey>,
 ) -> Result<RawPage, Attempt> {
     client
         .query()
@@ -258,7 +269,7 @@ async fn send_query(
 async fn send_scan(
     client: &Client,
     req: &PageRequest,
-    start: Option<PageKey>,
+    start: Option<SdkKey>,
 ) -> Result<RawPage, Attempt> {
     client
         .scan()
@@ -279,13 +290,14 @@ async fn send_scan(
 
 /// Writes one item conditionally: its key is taken from `item` by `keys`.
 pub async fn write_item(
-    client: &Client,
+    dynamo: &Dynamo,
     write: &ConditionalWrite,
     keys: &[KeyAttr],
     item: &Item,
     policy: &RetryPolicy,
     concurrency: Option<&AdaptiveConcurrency>,
 ) -> Result<ItemWrite, DynamoError> {
+    let client = dynamo.sdk();
     let key = item_key(write, keys, item)?;
     let op = if write.update.is_some() {
         "UpdateItem"
@@ -324,8 +336,8 @@ fn item_key(
     write: &ConditionalWrite,
     keys: &[KeyAttr],
     item: &Item,
-) -> Result<PageKey, DynamoError> {
-    let key: PageKey = keys
+) -> Result<SdkKey, DynamoError> {
+    let key: SdkKey = keys
         .iter()
         .filter_map(|k| Some((k.name.clone(), to_sdk(item.get(&k.name)?))))
         .collect();
@@ -344,7 +356,7 @@ async fn send_update(
     client: &Client,
     write: &ConditionalWrite,
     expression: &str,
-    key: PageKey,
+    key: SdkKey,
 ) -> Result<Option<ConsumedCapacity>, Attempt> {
     client
         .update_item()
@@ -373,7 +385,7 @@ async fn send_update(
 async fn send_delete(
     client: &Client,
     write: &ConditionalWrite,
-    key: PageKey,
+    key: SdkKey,
 ) -> Result<Option<ConsumedCapacity>, Attempt> {
     client
         .delete_item()

@@ -2,13 +2,17 @@
 //! table with global secondary indexes and billing, and refusing an existing
 //! table that differs from the mapping before anything is written.
 
+mod common;
+
+use aws_sdk_dynamodb::Client;
+
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{AttributeValue, BillingMode};
 use sql2ddb_core::KeyAttr;
 use sql2ddb_dynamo::{
-    connect, ensure_table, ensure_table_spec, Billing, Client, DynamoError, Endpoint, ErrorKind,
-    GsiSpec, LocalDynamo, Projection, TableSpec,
+    ensure_table, ensure_table_spec, Billing, Dynamo, DynamoError, ErrorKind, GsiSpec, LocalDynamo,
+    Projection, TableSpec,
 };
 use sql2ddb_testkit::support::unique_name as unique;
 
@@ -19,12 +23,10 @@ fn key(name: &str, kind: &str) -> KeyAttr {
     }
 }
 
-async fn start() -> (LocalDynamo, Client) {
+async fn start() -> (LocalDynamo, Dynamo, Client) {
     let local = LocalDynamo::start(None).await.unwrap();
-    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1"))
-        .await
-        .unwrap();
-    (local, client)
+    let (dynamo, client) = common::both(local.url());
+    (local, dynamo, client)
 }
 
 /// PK/SK table with GSI1 (GSI1PK S, GSI1SK N, KEYS_ONLY) and GSI2 (SK, PK: an
@@ -69,12 +71,12 @@ async fn put(client: &Client, table: &str, attrs: &[(&str, AttributeValue)]) {
 
 #[tokio::test]
 async fn creates_table_with_indexes_and_queries_through_each() {
-    let (local, client) = start().await;
+    let (local, dynamo, client) = start().await;
     let table = unique("admin-gsi");
     let spec = shop(&table);
-    assert!(ensure_table_spec(&client, &spec, true).await.unwrap());
+    assert!(ensure_table_spec(&dynamo, &spec, true).await.unwrap());
     // The second time the table exists and matches: nothing is created.
-    assert!(!ensure_table_spec(&client, &spec, true).await.unwrap());
+    assert!(!ensure_table_spec(&dynamo, &spec, true).await.unwrap());
     let desc = client
         .describe_table()
         .table_name(&table)
@@ -152,11 +154,11 @@ async fn creates_table_with_indexes_and_queries_through_each() {
 
 #[tokio::test]
 async fn provisioned_billing_applies_to_table_and_indexes() {
-    let (local, client) = start().await;
+    let (local, dynamo, client) = start().await;
     let table = unique("admin-prov");
     let mut spec = shop(&table);
     spec.billing = Billing::Provisioned { read: 5, write: 7 };
-    assert!(ensure_table_spec(&client, &spec, true).await.unwrap());
+    assert!(ensure_table_spec(&dynamo, &spec, true).await.unwrap());
     let desc = client
         .describe_table()
         .table_name(&table)
@@ -183,15 +185,15 @@ async fn provisioned_billing_applies_to_table_and_indexes() {
 
 #[tokio::test]
 async fn existing_table_that_differs_is_an_error() {
-    let (local, client) = start().await;
+    let (local, dynamo, _client) = start().await;
     let table = unique("admin-diff");
     let spec = shop(&table);
-    ensure_table_spec(&client, &spec, true).await.unwrap();
+    ensure_table_spec(&dynamo, &spec, true).await.unwrap();
 
     // Other key schema.
     let mut other_keys = spec.clone();
     other_keys.keys = vec![key("PK", "S"), key("SK", "N")];
-    let e = ensure_table_spec(&client, &other_keys, true)
+    let e = ensure_table_spec(&dynamo, &other_keys, true)
         .await
         .unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Table);
@@ -201,7 +203,7 @@ async fn existing_table_that_differs_is_an_error() {
         format!("table {table} exists with key schema PK (S), SK (S), but the mapping declares PK (S), SK (N)")
     );
     // The keys-only path sees the same mismatch.
-    let e = ensure_table(&client, &table, &[key("id", "S")], false)
+    let e = ensure_table(&dynamo, &table, &[key("id", "S")], false)
         .await
         .unwrap_err();
     assert!(matches!(e, DynamoError::KeySchemaMismatch { .. }), "{e}");
@@ -213,7 +215,7 @@ async fn existing_table_that_differs_is_an_error() {
         keys: vec![key("GSI3PK", "S")],
         projection: Projection::All,
     });
-    let e = ensure_table_spec(&client, &missing, true)
+    let e = ensure_table_spec(&dynamo, &missing, true)
         .await
         .unwrap_err();
     assert!(
@@ -225,7 +227,7 @@ async fn existing_table_that_differs_is_an_error() {
     // An index the mapping does not declare.
     let mut undeclared = spec.clone();
     undeclared.gsis.truncate(1);
-    let e = ensure_table_spec(&client, &undeclared, true)
+    let e = ensure_table_spec(&dynamo, &undeclared, true)
         .await
         .unwrap_err();
     assert!(
@@ -236,7 +238,7 @@ async fn existing_table_that_differs_is_an_error() {
     // Other index keys, other projection.
     let mut other_gsi_keys = spec.clone();
     other_gsi_keys.gsis[0].keys[1].kind = sql2ddb_core::KeyType::S;
-    let e = ensure_table_spec(&client, &other_gsi_keys, true)
+    let e = ensure_table_spec(&dynamo, &other_gsi_keys, true)
         .await
         .unwrap_err();
     assert!(
@@ -245,7 +247,7 @@ async fn existing_table_that_differs_is_an_error() {
     );
     let mut other_projection = spec.clone();
     other_projection.gsis[1].projection = Projection::All;
-    let e = ensure_table_spec(&client, &other_projection, true)
+    let e = ensure_table_spec(&dynamo, &other_projection, true)
         .await
         .unwrap_err();
     assert!(
@@ -255,7 +257,7 @@ async fn existing_table_that_differs_is_an_error() {
     );
 
     // A missing table without create.
-    let e = ensure_table_spec(&client, &shop(&unique("admin-none")), false)
+    let e = ensure_table_spec(&dynamo, &shop(&unique("admin-none")), false)
         .await
         .unwrap_err();
     assert!(matches!(e, DynamoError::TableMissing { .. }), "{e}");

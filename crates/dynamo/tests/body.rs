@@ -18,9 +18,8 @@ use aws_smithy_runtime_api::client::identity::Identity;
 use aws_types::region::Region;
 use aws_types::SdkConfig;
 use sql2ddb_core::{AttrValue, EncodedItem, Item, KeyAttr, KeyType};
-use sql2ddb_dynamo::convert::item_to_sdk;
 use sql2ddb_dynamo::writer::BatchWriteApi;
-use sql2ddb_dynamo::{client_of, connect_with_calls, BatchCalls, Endpoint, Failure};
+use sql2ddb_dynamo::{BatchCalls, Failure};
 use tokio::net::TcpListener;
 
 mod common;
@@ -74,7 +73,7 @@ async fn calls_with(url: &str, credentials: impl ProvideCredentials + 'static) -
         .behavior_version(aws_sdk_dynamodb::config::BehaviorVersion::latest())
         .retry_config(aws_sdk_dynamodb::config::retry::RetryConfig::disabled())
         .build();
-    BatchCalls::new(client_of(&config))
+    sql2ddb_dynamo::Dynamo::from_config(&config).calls().clone()
 }
 
 /// The headers the SDK writes anew for every call.
@@ -83,9 +82,8 @@ const PER_CALL: [&str; 3] = ["x-amz-date", "authorization", "amz-sdk-invocation-
 #[tokio::test]
 async fn the_body_serialised_once_is_the_request_the_sdk_sends() {
     let (url, mut requests) = capture_server().await;
-    let (client, calls) = connect_with_calls(&Endpoint::Url(url), Some("us-east-1"))
-        .await
-        .unwrap();
+    let (dynamo, client) = common::both(&url);
+    let calls = dynamo.calls().clone();
     let items = items();
 
     // The SDK's own request for these items.
@@ -93,7 +91,7 @@ async fn the_body_serialised_once_is_the_request_the_sdk_sends() {
         .iter()
         .map(|item| {
             let put = PutRequest::builder()
-                .set_item(Some(item_to_sdk(item)))
+                .set_item(Some(common::item_to_sdk(item)))
                 .build()
                 .unwrap();
             WriteRequest::builder().put_request(put).build()
@@ -345,9 +343,8 @@ async fn every_kind_of_answer_comes_back_classified() {
 #[tokio::test]
 async fn calls_carry_the_sdks_invocation_id_and_user_agent() {
     let (url, mut requests) = capture_server().await;
-    let (_, calls) = connect_with_calls(&Endpoint::Url(url), Some("us-east-1"))
-        .await
-        .unwrap();
+    let (dynamo, _) = common::both(&url);
+    let calls = dynamo.calls().clone();
     let encoded = encoded(&items());
     let refs: Vec<&EncodedItem> = encoded.iter().collect();
     for _ in 0..2 {

@@ -2,6 +2,10 @@
 //! writers and replays leave exactly the true max (or min) with its row's
 //! attributes.
 
+mod common;
+
+use aws_sdk_dynamodb::Client;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -9,8 +13,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use rand::seq::SliceRandom;
 use sql2ddb_core::{AttrValue, Item, KeyAttr, PointerUpdate};
 use sql2ddb_dynamo::{
-    connect, ensure_table, write_pointer, Client, Endpoint, LocalDynamo, PointerOutcome,
-    RetryPolicy,
+    ensure_table, write_pointer, Dynamo, LocalDynamo, PointerOutcome, RetryPolicy,
 };
 use sql2ddb_testkit::support::unique_name;
 
@@ -25,14 +28,12 @@ fn keys() -> Vec<KeyAttr> {
     vec![key("PK"), key("SK")]
 }
 
-async fn table() -> (LocalDynamo, Client, String) {
+async fn table() -> (LocalDynamo, Dynamo, Client, String) {
     let local = LocalDynamo::start(None).await.unwrap();
-    let client = connect(&Endpoint::Url(local.url().to_string()), Some("us-east-1"))
-        .await
-        .unwrap();
+    let (dynamo, client) = common::both(local.url());
     let name = unique_name("pointer");
-    ensure_table(&client, &name, &keys(), true).await.unwrap();
-    (local, client, name)
+    ensure_table(&dynamo, &name, &keys(), true).await.unwrap();
+    (local, dynamo, client, name)
 }
 
 /// A candidate for order `value` of the LAST_ORDER (or FIRST_ORDER) pointer.
@@ -72,7 +73,7 @@ async fn pointer_item(
 }
 
 /// Writes `candidates` from 8 concurrent tasks; returns (written, already newer).
-async fn race(client: &Client, table: &str, candidates: Vec<PointerUpdate>) -> (usize, usize) {
+async fn race(client: &Dynamo, table: &str, candidates: Vec<PointerUpdate>) -> (usize, usize) {
     let candidates = Arc::new(candidates);
     let mut tasks = Vec::new();
     for t in 0..8 {
@@ -114,13 +115,13 @@ fn shuffled_values() -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_writers_leave_the_true_max_and_replays_change_nothing() {
-    let (local, client, table) = table().await;
+    let (local, dynamo, client, table) = table().await;
     let candidates: Vec<PointerUpdate> = shuffled_values()
         .iter()
         .map(|v| candidate(v, true))
         .collect();
     let total = candidates.len();
-    let (written, newer) = race(&client, &table, candidates.clone()).await;
+    let (written, newer) = race(&dynamo, &table, candidates.clone()).await;
     assert_eq!(written + newer, total);
     assert!(
         written >= 1 && written < total,
@@ -131,7 +132,7 @@ async fn racing_writers_leave_the_true_max_and_replays_change_nothing() {
     assert_eq!(item["createdAt"], AttributeValue::S("created-120".into()));
 
     // Replaying every candidate (a redelivered batch) moves nothing.
-    let (written, newer) = race(&client, &table, candidates).await;
+    let (written, newer) = race(&dynamo, &table, candidates).await;
     assert_eq!((written, newer), (0, total));
     assert_eq!(pointer_item(&client, &table, "LAST_ORDER").await, item);
     local.stop().await;
@@ -139,24 +140,24 @@ async fn racing_writers_leave_the_true_max_and_replays_change_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn min_pointer_keeps_the_smallest() {
-    let (local, client, table) = table().await;
+    let (local, dynamo, client, table) = table().await;
     let candidates: Vec<PointerUpdate> = shuffled_values()
         .iter()
         .map(|v| candidate(v, false))
         .collect();
-    let (written, _) = race(&client, &table, candidates.clone()).await;
+    let (written, _) = race(&dynamo, &table, candidates.clone()).await;
     assert!(written >= 1);
     let item = pointer_item(&client, &table, "FIRST_ORDER").await;
     assert_eq!(item["orderId"], AttributeValue::N("-7.5".into()));
     assert_eq!(item["createdAt"], AttributeValue::S("created--7.5".into()));
-    let (written, _) = race(&client, &table, candidates).await;
+    let (written, _) = race(&dynamo, &table, candidates).await;
     assert_eq!(written, 0);
     local.stop().await;
 }
 
 #[tokio::test]
 async fn pointer_leaves_other_attributes_alone_and_needs_the_full_key() {
-    let (local, client, table) = table().await;
+    let (local, dynamo, client, table) = table().await;
     client
         .put_item()
         .table_name(&table)
@@ -170,21 +171,21 @@ async fn pointer_leaves_other_attributes_alone_and_needs_the_full_key() {
     let policy = RetryPolicy::default();
     let older = candidate("4", true);
     assert_eq!(
-        write_pointer(&client, &table, &keys(), &older, &policy)
+        write_pointer(&dynamo, &table, &keys(), &older, &policy)
             .await
             .unwrap(),
         PointerOutcome::AlreadyNewer
     );
     let same = candidate("5", true);
     assert_eq!(
-        write_pointer(&client, &table, &keys(), &same, &policy)
+        write_pointer(&dynamo, &table, &keys(), &same, &policy)
             .await
             .unwrap(),
         PointerOutcome::AlreadyNewer
     );
     let newer = candidate("6", true);
     assert_eq!(
-        write_pointer(&client, &table, &keys(), &newer, &policy)
+        write_pointer(&dynamo, &table, &keys(), &newer, &policy)
             .await
             .unwrap(),
         PointerOutcome::Written
@@ -196,7 +197,7 @@ async fn pointer_leaves_other_attributes_alone_and_needs_the_full_key() {
 
     let mut no_sk = candidate("7", true);
     no_sk.sk = None;
-    let e = write_pointer(&client, &table, &keys(), &no_sk, &policy)
+    let e = write_pointer(&dynamo, &table, &keys(), &no_sk, &policy)
         .await
         .unwrap_err();
     assert!(e.to_string().contains("sort key SK has no value"), "{e}");

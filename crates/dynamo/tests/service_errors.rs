@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use sql2ddb_core::{AttrValue, EncodedItem, Item, KeyAttr};
-use sql2ddb_dynamo::{connect_with_calls, ensure_table, BatchWriter, Endpoint, RetryPolicy};
+use sql2ddb_dynamo::{connect, ensure_table, BatchWriter, Endpoint, RetryPolicy};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
@@ -74,12 +74,13 @@ fn assert_says_500(message: &str) {
 #[tokio::test]
 async fn nothing_lost_12_http_500_html_shows_status_and_body() {
     let url = html_500_server().await;
-    let (client, calls) = connect_with_calls(&Endpoint::Url(url), Some("us-east-1"))
+    let dynamo = connect(&Endpoint::Url(url), Some("us-east-1"))
         .await
         .unwrap();
+    let calls = dynamo.calls().clone();
 
     // DescribeTable, called once by the table check.
-    let err = ensure_table(&client, "t", &keys(), false)
+    let err = ensure_table(&dynamo, "t", &keys(), false)
         .await
         .unwrap_err();
     let message = err.to_string();

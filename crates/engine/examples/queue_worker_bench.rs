@@ -149,7 +149,7 @@ async fn worker_sink(
     concurrency: usize,
     rejects: Arc<RejectsFile>,
 ) -> Arc<BatchSink> {
-    let (client, calls) = sql2ddb_dynamo::connect_with_calls(
+    let client = sql2ddb_dynamo::connect(
         &sql2ddb_dynamo::Endpoint::Url(endpoint.into()),
         Some("us-east-1"),
     )
@@ -163,7 +163,7 @@ async fn worker_sink(
         dry_run: false,
         destination: Destination::Table,
     };
-    BatchSink::for_plan(plan, &opts, &client, &calls, rejects)
+    BatchSink::for_plan(plan, &opts, &client, client.calls(), rejects)
 }
 
 #[tokio::main]

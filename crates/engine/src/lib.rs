@@ -34,6 +34,7 @@ pub use progress::{EntityProgress, RunProgress};
 pub use report::{EntityReport, PointerReport, RunReport, RunStatus, SnapshotReport, WriterReport};
 pub use resources::{Job, ResourceOptions, Resources};
 pub use run::{run, RunOptions, SnapshotMode};
+pub use sql2ddb_aws::{AwsContext, SdkConfig};
 /// The progress table of runs, as `status` and `verify` read it.
 pub use sql2ddb_dynamo::progress::ProgressStore;
 pub use stop::StopSignal;

@@ -1,17 +1,20 @@
-//! What every job connects to, settled once: the DynamoDB endpoint (AWS, a
-//! URL, or the embedded `local` server), its client, the progress table and
-//! the SQS endpoint. `run`, `worker`, `status` and `verify` open their
+//! What every job connects to, settled once: the AWS context (region,
+//! credentials, timeouts, loaded once), the DynamoDB endpoint (AWS, a URL,
+//! or the embedded `local` server) and its handle, the progress table, and
+//! the SQS endpoint and its client, all made from that one context. `run`, `worker`, `status` and `verify` open their
 //! [`Resources`] the same way, so flags override the mapping the same way
 //! everywhere and a mistake is reported the same way everywhere.
 
 use std::path::Path;
 use std::sync::Arc;
 
+use sql2ddb_aws::AwsContext;
 use sql2ddb_core::redact_url;
 use sql2ddb_dynamo::progress::{default_table, ProgressStore};
-use sql2ddb_dynamo::{connect_with_calls, BatchCalls, Client, Endpoint, LocalDynamo};
+use sql2ddb_dynamo::{BatchCalls, Dynamo, Endpoint, LocalDynamo};
 use sql2ddb_mapping::Plan;
-use sql2ddb_queue::SqsQueue;
+use sql2ddb_queue::{QueueDepth, SqsClient, SqsQueue, WorkQueue};
+use tokio::sync::OnceCell;
 
 use crate::error::EngineError;
 
@@ -48,8 +51,10 @@ pub enum Job<'a> {
 
 /// The settled connections of a job.
 pub struct Resources {
-    client: Client,
-    calls: BatchCalls,
+    aws: AwsContext,
+    dynamo: Dynamo,
+    /// Made at the first queue opened: an AWS queue's URL names its region.
+    sqs: OnceCell<SqsClient>,
     local: Option<LocalDynamo>,
     endpoint: String,
     progress_table: Option<String>,
@@ -58,8 +63,8 @@ pub struct Resources {
 
 impl Resources {
     /// Settles the endpoint, region and progress table from `opts` over
-    /// `plan` (absent for `status` given only a progress table), and builds
-    /// the one DynamoDB client of the job.
+    /// `plan` (absent for `status` given only a progress table), loads the
+    /// AWS context of the job once and makes its DynamoDB handle from it.
     pub async fn open(
         plan: Option<&Plan>,
         opts: &ResourceOptions,
@@ -96,15 +101,17 @@ impl Resources {
             .region
             .as_deref()
             .or(target.and_then(|t| t.region.as_deref()));
-        let (client, calls) = connect_with_calls(&endpoint, region).await?;
+        let aws = AwsContext::load(region, endpoint == Endpoint::Aws).await;
+        let dynamo = Dynamo::new(&aws, &endpoint)?;
         let progress_table = opts
             .progress_table
             .clone()
             .filter(|t| !t.is_empty())
             .or_else(|| target.map(|t| default_table(&t.table)));
         Ok(Resources {
-            client,
-            calls,
+            aws,
+            dynamo,
+            sqs: OnceCell::new(),
             local,
             endpoint: shown,
             progress_table,
@@ -112,15 +119,20 @@ impl Resources {
         })
     }
 
-    /// The DynamoDB client.
-    pub fn client(&self) -> &Client {
-        &self.client
+    /// The AWS context every client of the job is made from.
+    pub fn aws(&self) -> &AwsContext {
+        &self.aws
     }
 
-    /// The batch writer's `BatchWriteItem` calls, of the client's
+    /// The DynamoDB handle.
+    pub fn client(&self) -> &Dynamo {
+        &self.dynamo
+    }
+
+    /// The batch writer's `BatchWriteItem` calls, of the handle's
     /// configuration.
     pub fn calls(&self) -> &BatchCalls {
-        &self.calls
+        self.dynamo.calls()
     }
 
     /// The endpoint as reports show it: `aws`, `local`, `none (dry run)` or
@@ -146,15 +158,30 @@ impl Resources {
     /// The progress store.
     pub fn progress_store(&self) -> Result<ProgressStore, EngineError> {
         Ok(ProgressStore::new(
-            self.client.clone(),
+            self.dynamo.clone(),
             self.progress_table()?.to_string(),
         ))
     }
 
+    /// The SQS client of the job, made once from its AWS context (the
+    /// region given, else the environment's, else that of `url`, an AWS
+    /// queue's URL).
+    pub async fn sqs(&self, url: &str) -> Result<&SqsClient, EngineError> {
+        let made = self.sqs.get_or_try_init(|| async {
+            sql2ddb_queue::client_of(&self.aws, self.sqs_endpoint.as_deref(), Some(url))
+        });
+        Ok(made.await?)
+    }
+
     /// Opens the SQS queue at `url`.
     pub async fn queue(&self, url: &str) -> Result<Arc<SqsQueue>, EngineError> {
-        let sqs = sql2ddb_queue::connect(self.sqs_endpoint.as_deref(), None, Some(url)).await?;
+        let sqs = self.sqs(url).await?.clone();
         Ok(Arc::new(SqsQueue::open(sqs, url).await?))
+    }
+
+    /// The depths of the SQS queue at `url` and of its dead-letter queue.
+    pub async fn queue_depth(&self, url: &str) -> Result<QueueDepth, EngineError> {
+        Ok(self.queue(url).await?.depth().await?)
     }
 
     /// Stops the embedded server, if one runs.

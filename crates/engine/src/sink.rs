@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use sql2ddb_core::{AttrValue, EncodedItem, KeyAttr, PointerUpdate, Reject, UpdatePage, WorkBatch};
 use sql2ddb_dynamo::{
-    write_pointer, AdaptiveConcurrency, BatchCalls, BatchWriter, Client, Failure, PointerOutcome,
-    RetryPolicy, WriteCapacityLimiter,
+    write_pointer, AdaptiveConcurrency, BatchCalls, Dynamo, Failure, PointerOutcome, RetryPolicy,
+    TableWriter, WriteCapacityLimiter,
 };
 use sql2ddb_mapping::Plan;
 use sql2ddb_queue::Message;
@@ -59,7 +59,7 @@ enum Route {
     /// target, update pages through the applier (all sharing one
     /// concurrency and capacity cap).
     Table {
-        writer: Arc<BatchWriter<BatchCalls>>,
+        writer: Arc<TableWriter>,
         pointers: PointerTarget,
         updates: UpdateApplier,
     },
@@ -74,7 +74,7 @@ enum Route {
 /// The table pointer items are written to.
 pub struct PointerTarget {
     /// The client.
-    pub client: Client,
+    pub client: Dynamo,
     /// Target table.
     pub table: String,
     /// The table's key attributes (partition key first).
@@ -114,7 +114,7 @@ impl BatchSink {
     /// worker started with an update job: no mapping, so no batch writer
     /// and no pointers).
     pub fn for_updates(
-        client: &Client,
+        client: &Dynamo,
         opts: &SinkOptions,
         rejects: Arc<RejectsFile>,
     ) -> BatchSink {
@@ -145,7 +145,7 @@ impl BatchSink {
     pub fn for_plan(
         plan: &Plan,
         opts: &SinkOptions,
-        client: &Client,
+        client: &Dynamo,
         calls: &BatchCalls,
         rejects: Arc<RejectsFile>,
     ) -> Arc<BatchSink> {
@@ -296,7 +296,7 @@ pub(crate) struct SinkSetup {
 pub(crate) fn build_sink(
     plan: &Plan,
     opts: &SinkOptions,
-    client: &Client,
+    client: &Dynamo,
     calls: &BatchCalls,
     rejects: Arc<RejectsFile>,
 ) -> SinkSetup {
@@ -348,12 +348,12 @@ fn table_writer(
     calls: &BatchCalls,
     controller: &Arc<AdaptiveConcurrency>,
     limiter: &Option<Arc<WriteCapacityLimiter>>,
-) -> BatchWriter<BatchCalls> {
+) -> TableWriter {
     let retry = RetryPolicy {
         max_attempts: plan.writer.max_attempts,
         ..opts.retry
     };
-    let mut w = BatchWriter::new(
+    let mut w = TableWriter::new(
         calls.clone(),
         plan.target.table.clone(),
         plan.key_attrs(),

@@ -10,10 +10,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
-use sql2ddb_dynamo::progress::{ProgressStore, RunProgress, SegmentTotal};
-use sql2ddb_queue::{QueueDepth, SqsQueue, WorkQueue};
+use sql2ddb_dynamo::progress::{RunProgress, SegmentTotal};
 
 use crate::error::EngineError;
+use crate::resources::Resources;
 
 /// A segment whose reader has not reached its end.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -282,13 +282,11 @@ fn count_entity(progress: &RunProgress, entity: String, segments: u32) -> Entity
     count
 }
 
-/// Reads a run's state: its records from `store`, and its queue's depths
-/// through `sqs_endpoint` (default AWS) when it has a queue.
-pub async fn inspect(
-    store: &ProgressStore,
-    sqs_endpoint: Option<&str>,
-    run_id: &str,
-) -> Result<RunState, EngineError> {
+/// Reads a run's state: its records from the progress store of
+/// `resources`, and its queue's depths through their SQS client when it has
+/// a queue.
+pub async fn inspect(resources: &Resources, run_id: &str) -> Result<RunState, EngineError> {
+    let store = &resources.progress_store()?;
     let progress = store.load(run_id).await?;
     let Some(meta) = progress.meta.clone() else {
         return Err(EngineError::Resume {
@@ -337,7 +335,7 @@ pub async fn inspect(
         }
     }
     let (queue, queue_error) = match &meta.queue {
-        Some(url) => match queue_depth(sqs_endpoint, url).await {
+        Some(url) => match resources.queue_depth(url).await {
             Ok(d) => (
                 Some(QueueState {
                     url: url.clone(),
@@ -363,11 +361,6 @@ pub async fn inspect(
         queue,
         queue_error,
     })
-}
-
-async fn queue_depth(endpoint: Option<&str>, url: &str) -> Result<QueueDepth, EngineError> {
-    let client = sql2ddb_queue::connect(endpoint, None, Some(url)).await?;
-    Ok(SqsQueue::open(client, url).await?.depth().await?)
 }
 
 #[cfg(test)]

@@ -2,9 +2,9 @@
 //! against an in-process DynamoDB-compatible server.
 
 use sql2ddb_core::{AttrValue, SqlValue};
-use sql2ddb_dynamo::convert::to_sdk;
 use sql2ddb_dynamo::progress::BatchRecord;
 use sql2ddb_engine::verify::{summarize, MissingPage};
+use sql2ddb_testkit::sdk::to_sdk;
 use sql2ddb_testkit::support::{progress_store, run_meta};
 
 fn record(entity: &str, segment: u32, page: u64, rows: u64) -> BatchRecord {

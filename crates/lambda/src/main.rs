@@ -28,9 +28,11 @@ async fn main() -> Result<(), Error> {
         .init();
     let kind = HandlerKind::parse(&std::env::var(HANDLER).unwrap_or_default())?;
     let mut settings = Settings::from_env()?;
-    let aws = aws_config::load_from_env().await;
+    // The process's one AWS context: every client below is made from it.
+    let aws = sql2ddb_engine::AwsContext::load(None, true).await;
     if let Some(name) = Settings::source_parameter() {
-        settings.source = Some(sql2ddb_lambda::settings::read_parameter(&aws, &name).await?);
+        settings.source =
+            Some(sql2ddb_lambda::settings::read_parameter(aws.sdk_config(), &name).await?);
     }
     match kind {
         HandlerKind::Reader => {
@@ -39,7 +41,7 @@ async fn main() -> Result<(), Error> {
             let reader = Arc::new(Reader {
                 settings,
                 invoker: Arc::new(LambdaInvoker::new(
-                    aws_sdk_lambda::Client::new(&aws),
+                    aws_sdk_lambda::Client::new(aws.sdk_config()),
                     function,
                 )),
             });
@@ -76,11 +78,11 @@ async fn main() -> Result<(), Error> {
                 .progress_table
                 .clone()
                 .ok_or("the finisher needs SQL2DDB_PROGRESS_TABLE")?;
-            let finisher = Finisher::connect(settings.endpoint.as_deref(), None, &table).await?;
+            let finisher = Finisher::connect(&aws, settings.endpoint.as_deref(), &table)?;
             let topic = settings
                 .topic_arn
                 .clone()
-                .map(|arn| (aws_sdk_sns::Client::new(&aws), arn));
+                .map(|arn| (aws_sdk_sns::Client::new(aws.sdk_config()), arn));
             let handler = Arc::new(FinisherHandler { finisher, topic });
             lambda_runtime::run(service_fn(move |e: LambdaEvent<_>| {
                 let handler = handler.clone();

@@ -5,8 +5,7 @@
 
 use std::path::Path;
 
-use sql2ddb_engine::serverless::{load_job, load_mapping, JobFile, Plan};
-use sql2ddb_s3::S3Options;
+use sql2ddb_engine::serverless::{load_job, load_mapping, read_object, JobFile, Plan, S3Options};
 
 use crate::Error;
 
@@ -42,7 +41,7 @@ pub async fn load_file(
 /// The text of the object at `mapping` (an `s3://` URL), and the URL.
 async fn read_s3<'a>(mapping: &'a str, s3: &S3Options) -> Result<(&'a str, String), Error> {
     let url = mapping.trim_end();
-    let bytes = sql2ddb_s3::read_object(url, s3).await.map_err(|e| {
+    let bytes = read_object(url, s3).await.map_err(|e| {
         let said = e.to_string();
         // Most S3 errors start with the URL already.
         if said.starts_with(url) {

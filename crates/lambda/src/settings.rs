@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use sql2ddb_engine::serverless::MIN_MARGIN;
+use sql2ddb_engine::serverless::{S3Options, MIN_MARGIN};
+use sql2ddb_engine::SdkConfig;
 
 /// Which handler serves the function (`SQL2DDB_HANDLER`).
 pub const HANDLER: &str = "SQL2DDB_HANDLER";
@@ -139,8 +140,8 @@ impl Settings {
     }
 
     /// How `s3://` mappings are read: the function's region and endpoint.
-    pub fn s3_options(&self) -> sql2ddb_s3::S3Options {
-        sql2ddb_s3::S3Options {
+    pub fn s3_options(&self) -> S3Options {
+        S3Options {
             endpoint: self.s3_endpoint.clone(),
             region: None,
         }
@@ -176,7 +177,7 @@ impl Settings {
 
 /// Reads the SSM parameter `name` (a SecureString, decrypted): the source
 /// URL. The value is never logged; errors name the parameter only.
-pub async fn read_parameter(aws: &aws_config::SdkConfig, name: &str) -> Result<String, String> {
+pub async fn read_parameter(aws: &SdkConfig, name: &str) -> Result<String, String> {
     let ssm = aws_sdk_ssm::Client::new(aws);
     let out = ssm
         .get_parameter()

@@ -146,7 +146,7 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
     assert!(invocations.0.lock().unwrap().is_empty());
 
     // Workers drain the rest.
-    let store = ProgressStore::new(dynamo.client.clone(), default_table(&table));
+    let store = ProgressStore::new(dynamo.handle.clone(), default_table(&table));
     let started = std::time::Instant::now();
     loop {
         let recorded = store.load(&run_id).await.unwrap();

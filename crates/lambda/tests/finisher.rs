@@ -9,6 +9,7 @@ use std::time::Duration;
 use aws_lambda_events::event::dynamodb::Event;
 use sql2ddb_dynamo::progress::{BatchRecord, EntityMeta, ProgressStore, RunMeta, SegmentBounds};
 use sql2ddb_engine::serverless::Finisher;
+use sql2ddb_engine::AwsContext;
 use sql2ddb_lambda::finisher::FinisherHandler;
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
 use support::*;
@@ -70,7 +71,7 @@ async fn bursts_and_duplicates_announce_a_complete_run_once() {
         .unwrap();
     let moto = Moto::start();
     let table = unique("lambda_finisher");
-    let store = ProgressStore::new(dynamo.client.clone(), table.clone());
+    let store = ProgressStore::new(dynamo.handle.clone(), table.clone());
     store.ensure().await.unwrap();
 
     // The topic, and a queue subscribed to it to see what was announced.
@@ -117,9 +118,7 @@ async fn bursts_and_duplicates_announce_a_complete_run_once() {
         .unwrap();
 
     let handler = FinisherHandler {
-        finisher: Finisher::connect(Some(&proxy.url()), Some("us-east-1"), &table)
-            .await
-            .unwrap(),
+        finisher: Finisher::connect(&context().await, Some(&proxy.url()), &table).unwrap(),
         topic: Some((sns.clone(), topic.clone())),
     };
     let run = unique("run");
@@ -214,11 +213,11 @@ async fn bursts_and_duplicates_announce_a_complete_run_once() {
         .table_name(&table)
         .key(
             "PK",
-            aws_sdk_dynamodb::types::AttributeValue::S(format!("RUN#{run}")),
+            sql2ddb_testkit::sdk::types::AttributeValue::S(format!("RUN#{run}")),
         )
         .key(
             "SK",
-            aws_sdk_dynamodb::types::AttributeValue::S("DONE".into()),
+            sql2ddb_testkit::sdk::types::AttributeValue::S("DONE".into()),
         )
         .send()
         .await
@@ -233,12 +232,10 @@ async fn bursts_and_duplicates_announce_a_complete_run_once() {
 async fn an_incomplete_run_is_never_announced() {
     let dynamo = Dynamo::start().await;
     let table = unique("lambda_finisher_inc");
-    let store = ProgressStore::new(dynamo.client.clone(), table.clone());
+    let store = ProgressStore::new(dynamo.handle.clone(), table.clone());
     store.ensure().await.unwrap();
     let handler = FinisherHandler {
-        finisher: Finisher::connect(Some(&dynamo.url), Some("us-east-1"), &table)
-            .await
-            .unwrap(),
+        finisher: Finisher::connect(&context().await, Some(&dynamo.url), &table).unwrap(),
         topic: None,
     };
     let run = unique("run");
@@ -261,14 +258,19 @@ async fn an_incomplete_run_is_never_announced() {
         .table_name(&table)
         .key(
             "PK",
-            aws_sdk_dynamodb::types::AttributeValue::S(format!("RUN#{run}")),
+            sql2ddb_testkit::sdk::types::AttributeValue::S(format!("RUN#{run}")),
         )
         .key(
             "SK",
-            aws_sdk_dynamodb::types::AttributeValue::S("DONE".into()),
+            sql2ddb_testkit::sdk::types::AttributeValue::S("DONE".into()),
         )
         .send()
         .await
         .unwrap();
     assert!(done.item.is_none());
+}
+
+/// The AWS context of a test process: emulators, signed for us-east-1.
+async fn context() -> AwsContext {
+    AwsContext::load(Some("us-east-1"), false).await
 }

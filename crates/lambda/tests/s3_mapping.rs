@@ -103,7 +103,7 @@ async fn a_reader_given_an_s3_mapping_migrates_every_row() {
     assert_eq!(response.rows_read, ROWS);
     assert!(invocations.0.lock().unwrap().is_empty());
 
-    let store = ProgressStore::new(dynamo.client.clone(), default_table(&table));
+    let store = ProgressStore::new(dynamo.handle.clone(), default_table(&table));
     let mut received = 0;
     while received < ROWS / PAGE {
         let n = drain(&writer, &sqs, &urls.queue).await;

@@ -10,7 +10,6 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use sql2ddb_core::{KeyAttr, KeyType};
 use sql2ddb_dynamo::progress::{default_table, ProgressStore};
 use sql2ddb_dynamo::{ensure_table_spec, TableSpec};
@@ -18,6 +17,7 @@ use sql2ddb_engine::serverless::{load_job, JobFile, MessageWriter};
 use sql2ddb_engine::worker::WorkerSetup;
 use sql2ddb_lambda::reader::{Reader, ReaderEvent};
 use sql2ddb_lambda::Settings;
+use sql2ddb_testkit::sdk::types::{AttributeValue, PutRequest, WriteRequest};
 use support::*;
 
 /// Customers and orders, `PER_TYPE` each; the job matches the orders.
@@ -47,7 +47,7 @@ async fn load_table(dynamo: &Dynamo, table: &str) {
         KeyAttr::new("SK", KeyType::S),
     ];
     ensure_table_spec(
-        &dynamo.client,
+        &dynamo.handle,
         &TableSpec::new(table.to_string(), keys),
         true,
     )
@@ -160,7 +160,7 @@ async fn an_update_job_runs_as_a_time_boxed_reader_chain_and_queue_fed_workers()
         .unwrap();
     assert_eq!(again.outcome, "already_finished", "{again:?}");
 
-    let store = ProgressStore::new(dynamo.client.clone(), default_table(&table));
+    let store = ProgressStore::new(dynamo.handle.clone(), default_table(&table));
     let started = std::time::Instant::now();
     loop {
         received += drain(&writer, &sqs, &urls.queue).await;

@@ -149,7 +149,7 @@ async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
     assert_eq!(failed.len(), 3);
     settle(&sqs, &urls.queue, &messages, &failed).await;
 
-    let store = ProgressStore::new(dynamo.client.clone(), default_table(&table));
+    let store = ProgressStore::new(dynamo.handle.clone(), default_table(&table));
     let recorded = store.load(&step.run_id).await.unwrap();
     assert_eq!(
         recorded.batches.len(),

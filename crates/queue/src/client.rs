@@ -1,4 +1,4 @@
-//! Building the one SQS client of a process.
+//! The SQS client of a process, made from its AWS context.
 //!
 //! Unlike the DynamoDB client (whose retries the batch writer owns), SQS calls
 //! keep the SDK's standard retry: it is the only retry of a failed call
@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use aws_sdk_sqs::Client;
-use sql2ddb_aws::{ConfigOptions, SdkRetry};
+use sql2ddb_aws::{AwsContext, SdkRetry, ServiceOptions};
 
 use crate::QueueError;
 
@@ -25,35 +25,47 @@ pub const NO_REGION_MESSAGE: &str = "no AWS region is set for SQS: give --region
      the AWS_REGION environment variable, a `region` in your AWS profile, \
      or the queue's AWS URL (https://sqs.<region>.amazonaws.com/…)";
 
-/// Builds a client for AWS (`endpoint` `None`: found by the default chain) or
-/// any SQS-compatible endpoint URL, with the region rule of the DynamoDB
-/// client: `region` if given, else the environment (and, for AWS, the
-/// profile), else the queue URL's host (`sqs.<region>.amazonaws.com`) when
-/// `queue_url` is given. A custom endpoint then falls back to
-/// [`sql2ddb_aws::EMULATOR_REGION`]; AWS itself does not: that is a
-/// [`QueueError::Config`] before any call is made. For a custom endpoint
-/// without AWS credentials in the environment, placeholder credentials are
-/// used (emulators accept any).
+/// Builds a client for AWS (`endpoint` `None`) or any SQS-compatible
+/// endpoint URL with a context of its own: for a process whose only AWS
+/// service is SQS (queue administration, tests). See [`client_of`].
 pub async fn connect(
     endpoint: Option<&str>,
     region: Option<&str>,
     queue_url: Option<&str>,
 ) -> Result<Client, QueueError> {
-    let config = sql2ddb_aws::load(ConfigOptions {
+    client_of(
+        &AwsContext::load(region, endpoint.is_none()).await,
         endpoint,
-        region,
-        region_hint: queue_url.and_then(region_of_queue_url),
-        retry: SdkRetry::Standard {
-            max_attempts: CALL_ATTEMPTS,
-        },
-        connect_timeout: CONNECT_TIMEOUT,
-        attempt_timeout: ATTEMPT_TIMEOUT,
-    })
-    .await
-    .map_err(|_| QueueError::Config {
-        queue: queue_url.unwrap_or("SQS").to_string(),
-        message: NO_REGION_MESSAGE.to_string(),
-    })?;
+        queue_url,
+    )
+}
+
+/// The SQS client of the process's AWS context, for AWS (`endpoint` `None`)
+/// or any SQS-compatible endpoint URL, with the SDK's standard retry. The
+/// region is the context's (the region given, the environment, and for
+/// AWS the profile), else the queue URL's host
+/// (`sqs.<region>.amazonaws.com`) when `queue_url` is given. A custom
+/// endpoint then falls back to [`sql2ddb_aws::EMULATOR_REGION`]; AWS itself
+/// does not: that is a [`QueueError::Config`] before any call is made.
+pub fn client_of(
+    aws: &AwsContext,
+    endpoint: Option<&str>,
+    queue_url: Option<&str>,
+) -> Result<Client, QueueError> {
+    let config = aws
+        .service(ServiceOptions {
+            endpoint,
+            region_hint: queue_url.and_then(region_of_queue_url),
+            retry: SdkRetry::Standard {
+                max_attempts: CALL_ATTEMPTS,
+            },
+            connect_timeout: CONNECT_TIMEOUT,
+            attempt_timeout: ATTEMPT_TIMEOUT,
+        })
+        .map_err(|_| QueueError::Config {
+            queue: queue_url.unwrap_or("SQS").to_string(),
+            message: NO_REGION_MESSAGE.to_string(),
+        })?;
     Ok(Client::new(&config))
 }
 

@@ -36,7 +36,7 @@ pub mod visibility;
 pub use admin::{create_queue, delete_queue, depths, redrive, QueueUrls};
 /// The SQS client type [`connect`] builds.
 pub use aws_sdk_sqs::Client as SqsClient;
-pub use client::connect;
+pub use client::{client_of, connect};
 pub use codec::CodecError;
 pub use error::{ErrorKind, QueueError};
 pub use memory::{Consumer, MemoryQueue, Producer, QueueClosed};

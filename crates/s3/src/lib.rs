@@ -14,7 +14,7 @@ use aws_sdk_s3::config::RequestChecksumCalculation;
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::types::{CompletedMultipartUpload, CompletedPart};
-use sql2ddb_aws::{ConfigOptions, SdkRetry};
+use sql2ddb_aws::{AwsContext, SdkRetry, ServiceOptions};
 
 /// Bytes buffered per upload before a part is sent (S3 wants at least
 /// 5 MiB for every part but the last).
@@ -30,7 +30,7 @@ pub struct S3Options {
     /// `AWS_ENDPOINT_URL_S3`, else AWS. Custom endpoints use path-style
     /// addressing.
     pub endpoint: Option<String>,
-    /// The region; else the environment's (see `sql2ddb_aws::load`).
+    /// The region; else the environment's (see `sql2ddb_aws::AwsContext`).
     pub region: Option<String>,
 }
 
@@ -219,18 +219,18 @@ async fn client(opts: &S3Options) -> Result<aws_sdk_s3::Client, S3Error> {
             .ok()
             .filter(|v| !v.trim().is_empty())
     });
-    let config = sql2ddb_aws::load(ConfigOptions {
-        endpoint: endpoint.as_deref(),
-        region: opts.region.as_deref(),
-        region_hint: None,
-        retry: SdkRetry::Standard {
-            max_attempts: S3_ATTEMPTS,
-        },
-        connect_timeout: Duration::from_secs(10),
-        attempt_timeout: Duration::from_secs(300),
-    })
-    .await
-    .map_err(|_| S3Error::NoRegion)?;
+    let aws = AwsContext::load(opts.region.as_deref(), endpoint.is_none()).await;
+    let config = aws
+        .service(ServiceOptions {
+            endpoint: endpoint.as_deref(),
+            region_hint: None,
+            retry: SdkRetry::Standard {
+                max_attempts: S3_ATTEMPTS,
+            },
+            connect_timeout: Duration::from_secs(10),
+            attempt_timeout: Duration::from_secs(300),
+        })
+        .map_err(|_| S3Error::NoRegion)?;
     let s3 = aws_sdk_s3::config::Builder::from(&config)
         .force_path_style(endpoint.is_some())
         .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)

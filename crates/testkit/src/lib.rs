@@ -12,7 +12,8 @@
 //!
 //! - [`bench_input`] holds what the queue-consumer benchmark drivers share.
 //! - [`sdk_load`] sends prebuilt items through the bare SDK: the benchmark's
-//!   yardstick.
+//!   yardstick; [`sdk`] is that bare SDK for tests that look at a table
+//!   directly.
 //! - [`support`] is what the workspace's tests share: unique names,
 //!   database URLs, servers of their own, reading a table back.
 //!
@@ -27,6 +28,7 @@ pub mod fault;
 mod hold;
 pub mod proxy;
 mod reencode;
+pub mod sdk;
 pub mod sdk_load;
 pub mod sink;
 pub mod support;

@@ -446,8 +446,7 @@ async fn main() -> anyhow::Result<()> {
             retry_mode,
         } => {
             let batches = sdk_load::batches(sdk_load::read_items(&items)?);
-            let endpoint = sql2ddb_dynamo::Endpoint::Url(endpoint);
-            let client = sql2ddb_dynamo::connect(&endpoint, Some("us-east-1")).await?;
+            let client = sql2ddb_testkit::sdk::client(&endpoint);
             let client = with_retry_mode(client, retry_mode);
             serde_json::to_string(&sdk_load::send(&client, &table, batches, concurrency).await?)?
         }
@@ -459,9 +458,12 @@ async fn main() -> anyhow::Result<()> {
             concurrency,
         } => {
             let keys = parse_keys(&keys)?;
+            let client = sql2ddb_testkit::sdk::client(&endpoint);
             let endpoint = sql2ddb_dynamo::Endpoint::Url(endpoint);
-            let client = sql2ddb_dynamo::connect(&endpoint, Some("us-east-1")).await?;
-            let stats = sdk_load::load_synthetic(&client, &table, keys, items, concurrency).await?;
+            let dynamo = sql2ddb_dynamo::connect(&endpoint, Some("us-east-1")).await?;
+            let stats =
+                sdk_load::load_synthetic(&client, &dynamo, &table, keys, items, concurrency)
+                    .await?;
             serde_json::to_string(&stats)?
         }
         Command::Scan {

@@ -4,10 +4,10 @@
 
 use std::ops::ControlFlow;
 
-use sql2ddb_dynamo::{scan_segment, Client, RetryPolicy, ScanSegment};
+use sql2ddb_dynamo::{scan_segment, Dynamo, RetryPolicy, ScanSegment};
 
 /// Scans `table` in `segments` parallel segments; returns the items read.
-pub async fn scan(client: &Client, table: &str, segments: u32) -> anyhow::Result<u64> {
+pub async fn scan(client: &Dynamo, table: &str, segments: u32) -> anyhow::Result<u64> {
     let total = segments.clamp(1, 1_000_000) as i32;
     let mut tasks = tokio::task::JoinSet::new();
     for segment in 0..total {

@@ -12,12 +12,12 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::time::Instant;
 
+use crate::sdk::item_to_sdk;
 use anyhow::{bail, Context};
 use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use sql2ddb_core::{Item, KeyAttr};
-use sql2ddb_dynamo::convert::item_to_sdk;
 
 use crate::synthetic::SyntheticTable;
 
@@ -145,13 +145,14 @@ const LOAD_CHUNK: u64 = 10_000;
 /// started with as many scans. `concurrency` calls in flight.
 pub async fn load_synthetic(
     client: &aws_sdk_dynamodb::Client,
+    dynamo: &sql2ddb_dynamo::Dynamo,
     table: &str,
     keys: Vec<KeyAttr>,
     len: u64,
     concurrency: usize,
 ) -> anyhow::Result<LoadStats> {
     let items = SyntheticTable::new(len, keys.clone()).map_err(anyhow::Error::msg)?;
-    sql2ddb_dynamo::ensure_table(client, table, &keys, true).await?;
+    sql2ddb_dynamo::ensure_table(dynamo, table, &keys, true).await?;
     let mut total = LoadStats {
         items: 0,
         calls: 0,

@@ -18,7 +18,7 @@ use sql2ddb_core::EncodedItem;
 use sql2ddb_dynamo::{BatchWriter, RetryPolicy};
 use sql2ddb_testkit::capacity::{key_hash, CapacityConfig};
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
-use support::{assert_same_items, calls, client, items, write_all, Upstream};
+use support::{assert_same_items, calls, items, write_all, Upstream};
 
 /// The partition of `pk` in a table of `partitions`.
 fn partition(pk: &str, partitions: u64) -> u64 {
@@ -77,7 +77,7 @@ async fn the_hot_partitions_items_come_back_unprocessed_and_the_others_are_writt
     let table = upstream.table("capacity-batch").await;
     // No partition key configured: the proxy asks DescribeTable itself.
     let proxy = proxy_with(&upstream, frozen_two_partitions()).await;
-    let sdk = client(&proxy.url()).await;
+    let sdk = sql2ddb_testkit::sdk::client(&proxy.url());
     let (hot, cold) = (keys_of(0, 20), keys_of(1, 5));
     // Hot and cold interleaved: 4 hot, 1 cold, …
     let mut batch = Vec::new();
@@ -164,7 +164,7 @@ async fn an_on_demand_table_over_its_warm_throughput_answers_throttling() {
         ..CapacityConfig::on_demand(3, 4)
     };
     let proxy = proxy_with(&upstream, capacity).await;
-    let sdk = client(&proxy.url()).await;
+    let sdk = sql2ddb_testkit::sdk::client(&proxy.url());
     let mut outcomes = Vec::new();
     for pk in ["a", "b", "c", "d", "e"] {
         let out = sdk
@@ -293,7 +293,7 @@ async fn the_proxy_process_takes_the_model_from_a_file_and_counts_index_writes()
         file.to_str().unwrap(),
     ])
     .await;
-    let sdk = client(&proxy.url).await;
+    let sdk = sql2ddb_testkit::sdk::client(&proxy.url);
     let cold = keys_of(1, 1);
     let out = sdk
         .put_item()
@@ -334,7 +334,7 @@ async fn the_key_schema_and_indexes_are_learnt_from_a_create_table_through_the_p
     };
     let upstream = Upstream::start().await;
     let proxy = proxy_with(&upstream, frozen_two_partitions()).await;
-    let sdk = client(&proxy.url()).await;
+    let sdk = sql2ddb_testkit::sdk::client(&proxy.url());
     let table = support::unique("capacity-learnt");
     let key = |name: &str, kind| {
         KeySchemaElement::builder()

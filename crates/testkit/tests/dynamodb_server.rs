@@ -6,17 +6,17 @@ mod support;
 
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::AttributeValue;
 use sql2ddb_dynamo::ensure_table;
-use support::{client, keys, TestkitProcess};
+use sql2ddb_testkit::sdk::types::AttributeValue;
+use support::{client as handle, keys, TestkitProcess};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_serves_dynamodb_until_sigterm() {
     let mut server = TestkitProcess::start(&["dynamodb", "--port", "0"]).await;
     let url = server.url.as_str();
 
-    let client = client(url).await;
-    assert!(ensure_table(&client, "served", &keys(), true)
+    let client = sql2ddb_testkit::sdk::client(url);
+    assert!(ensure_table(&handle(url).await, "served", &keys(), true)
         .await
         .unwrap());
     client

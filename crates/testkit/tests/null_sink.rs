@@ -56,7 +56,11 @@ async fn a_writer_targets_the_sink_and_the_sink_counts_every_item() {
         stats.write_units,
         batch.iter().map(|m| write_units(m.size)).sum::<u64>()
     );
-    let tables = client.list_tables().send().await.unwrap();
+    let tables = sql2ddb_testkit::sdk::client(&sink.url())
+        .list_tables()
+        .send()
+        .await
+        .unwrap();
     assert_eq!(tables.table_names(), ["anything"]);
 }
 

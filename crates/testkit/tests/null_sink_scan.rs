@@ -11,7 +11,7 @@ use sql2ddb_core::{AttrValue, Item};
 use sql2ddb_dynamo::update::{
     read_page, write_item, ConditionalWrite, ItemOutcome, PageRequest, Placeholders,
 };
-use sql2ddb_dynamo::{Client, RetryPolicy};
+use sql2ddb_dynamo::{Dynamo, RetryPolicy};
 use sql2ddb_testkit::{sdk_load, NullSink};
 use support::{client, keys, unique, TestkitProcess, Upstream};
 use tokio::io::AsyncReadExt;
@@ -19,7 +19,7 @@ use tokio::io::AsyncReadExt;
 /// Every item of `table` by its SK, read as an update job reads it: a
 /// parallel Scan of `segments`, filtered on `status`, page after page.
 /// Returns the items, the pages and the read units reported.
-async fn scan(client: &Client, table: &str, segments: u32) -> (BTreeMap<String, Item>, u64, f64) {
+async fn scan(client: &Dynamo, table: &str, segments: u32) -> (BTreeMap<String, Item>, u64, f64) {
     let mut placeholders = Placeholders::default();
     placeholders.names.insert("#st".into(), "status".into());
     let (mut items, mut pages, mut units) = (BTreeMap::new(), 0, 0.0);
@@ -121,11 +121,12 @@ async fn the_loader_writes_the_items_the_sink_scans() {
     let sink = NullSink::start_scannable(0, keys(), 2_500).await.unwrap();
     let upstream = Upstream::start().await;
     let table = unique("synthetic");
-    let loaded = sdk_load::load_synthetic(&upstream.client, &table, keys(), 2_500, 4)
-        .await
-        .unwrap();
+    let loaded =
+        sdk_load::load_synthetic(&upstream.client, &upstream.dynamo, &table, keys(), 2_500, 4)
+            .await
+            .unwrap();
     assert_eq!(loaded.items, 2_500);
-    let (in_table, _, _) = scan(&upstream.client, &table, 3).await;
+    let (in_table, _, _) = scan(&upstream.dynamo, &table, 3).await;
     let (in_sink, _, _) = scan(&client(&sink.url()).await, &table, 2).await;
     assert_eq!(in_table.len(), 2_500);
     let differ = in_table
@@ -162,7 +163,7 @@ async fn the_binary_loads_and_serves_synthetic_items() {
     );
     let stats: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(stats["items"], 300);
-    let (in_table, _, _) = scan(&upstream.client, &table, 2).await;
+    let (in_table, _, _) = scan(&upstream.dynamo, &table, 2).await;
     assert_eq!(in_table.len(), 300);
 
     let mut sink =

@@ -42,10 +42,7 @@ async fn every_exported_item_is_sent_25_to_a_call() {
         },
     ];
     let sink = NullSink::start(keys).await.unwrap();
-    let endpoint = sql2ddb_dynamo::Endpoint::Url(sink.url());
-    let client = sql2ddb_dynamo::connect(&endpoint, Some("us-east-1"))
-        .await
-        .unwrap();
+    let client = sql2ddb_testkit::sdk::client(&sink.url());
     let stats = sdk_load::send(&client, "t", batches, 4).await.unwrap();
     assert_eq!((stats.items, stats.calls), (60, 3));
     assert_eq!(sink.stats().items, 60);

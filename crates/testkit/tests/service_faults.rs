@@ -10,13 +10,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use aws_sdk_dynamodb::error::ProvideErrorMetadata;
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
 use serde::Deserialize;
 use serde_json::{json, Value as Json};
 use sql2ddb_core::Item;
+use sql2ddb_testkit::sdk::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
 use sql2ddb_testkit::support::item_by_value;
 use sql2ddb_testkit::{FaultConfig, FaultProxy, EVERY_OPERATION};
-use support::{client, post, TestkitProcess, Upstream};
+use support::{post, TestkitProcess, Upstream};
 
 /// Longest wait for something that must come (nothing here measures speed).
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -121,7 +121,7 @@ fn put_requests(items: &[Json]) -> Vec<WriteRequest> {
         .map(|it| {
             let item = Item::deserialize(it).unwrap();
             let put = PutRequest::builder()
-                .set_item(Some(sql2ddb_dynamo::convert::item_to_sdk(&item)))
+                .set_item(Some(sql2ddb_testkit::sdk::item_to_sdk(&item)))
                 .build()
                 .unwrap();
             WriteRequest::builder().put_request(put).build()
@@ -142,7 +142,7 @@ async fn the_first_sight_of_each_item_is_held_back_and_the_next_goes_through() {
     )
     .await
     .unwrap();
-    let client = client(&proxy.url()).await;
+    let client = sql2ddb_testkit::sdk::client(&proxy.url());
     let items: Vec<Json> = (0..10).map(raw_item).collect();
     let first = client
         .batch_write_item()
@@ -275,7 +275,7 @@ async fn every_operation_gets_each_error_as_dynamodb_sends_it() {
     );
 
     // The SDK reads the codes as the service's.
-    let client = client(&proxy.url()).await;
+    let client = sql2ddb_testkit::sdk::client(&proxy.url());
     for (set, status, code) in &kinds[2..4] {
         proxy
             .set_config(only(|c| {
@@ -321,7 +321,7 @@ async fn an_expired_token_is_answered_once_per_credential() {
     assert_eq!(answers, [true, false, true, true, false, false]);
 
     // The SDK's own credentials ("local" for an emulator) get theirs once.
-    let client = client(&proxy.url()).await;
+    let client = sql2ddb_testkit::sdk::client(&proxy.url());
     let err = client
         .describe_table()
         .table_name(&table)
@@ -392,7 +392,7 @@ async fn keys_of_a_batch_get_come_back_unprocessed_in_another_text() {
             .client
             .put_item()
             .table_name(&table)
-            .set_item(Some(sql2ddb_dynamo::convert::item_to_sdk(&item)))
+            .set_item(Some(sql2ddb_testkit::sdk::item_to_sdk(&item)))
             .send()
             .await
             .unwrap();
@@ -450,10 +450,10 @@ async fn keys_of_a_batch_get_come_back_unprocessed_in_another_text() {
             c.operations = vec!["BatchGetItem".into()];
         }))
         .unwrap();
-    let client = client(&proxy.url()).await;
+    let client = sql2ddb_testkit::sdk::client(&proxy.url());
     let mut pending: Vec<_> = keys
         .iter()
-        .map(|k| sql2ddb_dynamo::convert::item_to_sdk(&Item::deserialize(k).unwrap()))
+        .map(|k| sql2ddb_testkit::sdk::item_to_sdk(&Item::deserialize(k).unwrap()))
         .collect();
     let mut got = BTreeSet::new();
     for _ in 0..100 {
@@ -501,7 +501,7 @@ async fn the_binary_takes_the_service_faults_from_its_flags() {
         "*",
     ])
     .await;
-    let client = client(&proxy.url).await;
+    let client = sql2ddb_testkit::sdk::client(&proxy.url);
     let err = client
         .describe_table()
         .table_name(&table)

@@ -7,6 +7,7 @@ use aws_sdk_dynamodb::Client;
 use sql2ddb_core::{redact_secrets, KeyAttr, KeyType, SqlValue};
 
 use super::{BatchCost, BatchRecord, RunMeta, RunProgress, SegmentCursor, SegmentTotal};
+use crate::client::Dynamo;
 use crate::error::{local_error, DynamoError};
 use crate::retry::retried;
 use crate::writer::RetryPolicy;
@@ -56,9 +57,9 @@ fn batch_attrs(record: &BatchRecord) -> Vec<(&'static str, AttributeValue)> {
 
 impl ProgressStore {
     /// A store in `table`.
-    pub fn new(client: Client, table: impl Into<String>) -> Self {
+    pub fn new(dynamo: Dynamo, table: impl Into<String>) -> Self {
         ProgressStore {
-            client,
+            client: dynamo.sdk().clone(),
             table: table.into(),
             retry: RetryPolicy::default(),
         }
@@ -82,7 +83,8 @@ impl ProgressStore {
             KeyAttr::new("PK", KeyType::S),
             KeyAttr::new("SK", KeyType::S),
         ];
-        crate::admin::ensure_table(&self.client, &self.table, &keys, true).await
+        let spec = crate::admin::TableSpec::new(&self.table, keys.to_vec());
+        crate::admin::ensure(&self.client, &spec, true, false).await
     }
 
     fn call_err(&self, operation: &'static str, message: String) -> DynamoError {

@@ -4,10 +4,10 @@
 use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::{KeySchemaElement, Projection};
-use aws_sdk_dynamodb::Client;
 use sql2ddb_core::KeyAttr;
 
 use super::{retrying, Attempt};
+use crate::client::Dynamo;
 use crate::error::DynamoError;
 use crate::failure::Failure;
 use crate::writer::RetryPolicy;
@@ -39,10 +39,11 @@ pub struct IndexDescription {
 /// Describes `table`: keys, indexes, size. Throttling, 5xx and dropped
 /// connections are retried with `policy`, as every call of the module.
 pub async fn describe(
-    client: &Client,
+    dynamo: &Dynamo,
     table: &str,
     policy: &RetryPolicy,
 ) -> Result<TableDescription, DynamoError> {
+    let client = dynamo.sdk();
     let (mut retries, mut throttled) = (0, 0);
     let call = || async {
         client

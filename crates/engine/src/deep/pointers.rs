@@ -17,7 +17,7 @@ use serde::Serialize;
 use serde_json::{Map, Value as Json};
 use sql2ddb_core::pointer::compare_values;
 use sql2ddb_core::{AttrValue, Item, KeyAttr, PointerUpdate};
-use sql2ddb_dynamo::{batch_get, Client, RetryPolicy, WriteCapacityLimiter};
+use sql2ddb_dynamo::{batch_get, Dynamo, RetryPolicy, WriteCapacityLimiter};
 
 use super::canon::{attribute_diffs, canonical, canonical_item, key_text, stable_hash, AttrDiff};
 use crate::error::EngineError;
@@ -95,7 +95,7 @@ impl PointerMax {
     /// all of its attributes with what the mapping makes of the source.
     pub async fn check(
         self,
-        client: &Client,
+        client: &Dynamo,
         table: &str,
         keys: &[KeyAttr],
         (limiter, retry): (Option<&WriteCapacityLimiter>, RetryPolicy),

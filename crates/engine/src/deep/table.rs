@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use sql2ddb_core::{Item, KeyAttr};
 use sql2ddb_dynamo::{
-    batch_get, scan_segment, Client, RetryPolicy, ScanSegment, WriteCapacityLimiter,
+    batch_get, scan_segment, Dynamo, RetryPolicy, ScanSegment, WriteCapacityLimiter,
 };
 
 use super::canon::{key_item, key_text, stable_hash};
@@ -22,7 +22,7 @@ use crate::error::EngineError;
 /// What the table side reads with, shared by the scan's segments.
 pub struct TableSide {
     /// The client.
-    pub client: Client,
+    pub client: Dynamo,
     /// The target table.
     pub table: String,
     /// The table's key attributes.

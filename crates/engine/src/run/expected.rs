@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use sql2ddb_core::WorkBatch;
-use sql2ddb_dynamo::Client;
+use sql2ddb_dynamo::Dynamo;
 use sql2ddb_mapping::Plan;
 use sql2ddb_queue::MemoryQueue;
 
@@ -66,7 +66,7 @@ impl SourceItems {
     }
 
     /// The DynamoDB client of the job.
-    pub fn client(&self) -> &Client {
+    pub fn client(&self) -> &Dynamo {
         self.ctx.resources.client()
     }
 

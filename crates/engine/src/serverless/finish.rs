@@ -9,8 +9,9 @@
 //! Query. Its `announced` attribute says whether the announcement went out.
 
 use serde::Serialize;
+use sql2ddb_aws::AwsContext;
 use sql2ddb_dynamo::progress::{DoneCounts, DoneState, ProgressStore};
-use sql2ddb_dynamo::Client;
+use sql2ddb_dynamo::Dynamo;
 
 use crate::error::EngineError;
 use crate::verify::summarize;
@@ -55,24 +56,24 @@ pub struct Finisher {
 
 impl Finisher {
     /// A finisher of the progress table `table`.
-    pub fn new(client: Client, table: impl Into<String>) -> Finisher {
+    pub fn new(client: Dynamo, table: impl Into<String>) -> Finisher {
         Finisher {
             store: ProgressStore::new(client, table),
         }
     }
 
-    /// Connects to the progress table `table` at `endpoint` (a URL; default AWS).
-    pub async fn connect(
+    /// Connects to the progress table `table` at `endpoint` (a URL; default
+    /// AWS), with the process's AWS context `aws`.
+    pub fn connect(
+        aws: &AwsContext,
         endpoint: Option<&str>,
-        region: Option<&str>,
         table: &str,
     ) -> Result<Finisher, EngineError> {
         let endpoint = match endpoint {
             Some(url) => sql2ddb_dynamo::Endpoint::parse(url)?,
             None => sql2ddb_dynamo::Endpoint::Aws,
         };
-        let client = sql2ddb_dynamo::connect(&endpoint, region).await?;
-        Ok(Finisher::new(client, table))
+        Ok(Finisher::new(Dynamo::new(aws, &endpoint)?, table))
     }
 
     /// The progress table.

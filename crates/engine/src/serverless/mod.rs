@@ -25,6 +25,8 @@ pub use sql2ddb_core::{redact_secrets, redact_url};
 pub use sql2ddb_mapping::Plan;
 /// An update job, as the handlers load it.
 pub use sql2ddb_mapping::UpdateJob;
+/// Objects read from S3 (an `s3://` mapping), with the process's AWS settings.
+pub use sql2ddb_s3::{read_object, S3Error, S3Options};
 pub use update::{update_until, UpdateStep};
 
 use std::path::Path;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use sql2ddb_mapping::UpdateJob;
 
-use super::ReaderOutcome;
+use super::reader::ReaderOutcome;
 use crate::error::EngineError;
 use crate::resources::{Job, ResourceOptions, Resources};
 use crate::update::{update, UpdateOptions, UpdateProgress, UpdateReport, UpdateStatus};

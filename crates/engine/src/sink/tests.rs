@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use sql2ddb_core::{BatchPart, EncodedItem, KeyAttr, KeyType, UpdateChange, UpdatePage, WorkBatch};
-use sql2ddb_dynamo::{connect_with_calls, Endpoint, RetryPolicy};
+use sql2ddb_dynamo::{connect, Endpoint, RetryPolicy};
 use sql2ddb_mapping::Plan;
 use sql2ddb_queue::Message;
 
@@ -85,12 +85,13 @@ fn update_page(n: usize) -> UpdatePage {
 }
 
 async fn sink(destination: Destination, dry_run: bool, dir: &std::path::Path) -> Arc<BatchSink> {
-    let (client, calls) = connect_with_calls(
+    let client = connect(
         &Endpoint::Url("http://127.0.0.1:1".into()),
         Some("us-east-1"),
     )
     .await
     .unwrap();
+    let calls = client.calls().clone();
     let rejects = Arc::new(RejectsFile::new(dir.join("rejects.jsonl")));
     let opts = options(destination.clone(), dry_run);
     match destination {

@@ -13,12 +13,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sql2ddb_core::{item_size, BatchPart, EncodedItem, Item, KeyAttr, UpdateChange, UpdatePage};
-use sql2ddb_dynamo::convert::{item_from_sdk, to_sdk};
 use sql2ddb_dynamo::update::{
-    read_page, write_item, ConditionalWrite, ItemOutcome, Page, PageRequest,
+    read_page, write_item, ConditionalWrite, ItemOutcome, Page, PageKey, PageRequest,
 };
 use sql2ddb_dynamo::{
-    AdaptiveConcurrency, BatchWriter, Client, Failure, RetryPolicy, WriteCapacityLimiter,
+    AdaptiveConcurrency, Dynamo, Failure, RetryPolicy, TableWriter, WriteCapacityLimiter,
 };
 use sql2ddb_mapping::UpdateJob;
 use sql2ddb_queue::{SqsQueue, WorkQueue};
@@ -40,7 +39,7 @@ const READ_UNIT_BYTES: f64 = 4096.0 * 2.0;
 
 /// What every segment of a job shares.
 pub(crate) struct Shared {
-    pub client: Client,
+    pub client: Dynamo,
     pub read: PageRequest,
     /// `None` in a dry run: nothing is written.
     pub write: Option<ConditionalWrite>,
@@ -75,7 +74,7 @@ pub(crate) struct Shared {
 impl Shared {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
-        client: Client,
+        client: Dynamo,
         read: PageRequest,
         write: Option<ConditionalWrite>,
         keys: Vec<KeyAttr>,
@@ -167,10 +166,7 @@ pub(crate) async fn run_segment(shared: Arc<Shared>, index: usize, segment: Opti
             return;
         }
         let began = tokio::time::Instant::now();
-        let start = state
-            .next
-            .as_ref()
-            .map(|k| k.iter().map(|(n, v)| (n.clone(), to_sdk(v))).collect());
+        let start = state.next.clone().map(PageKey);
         let page = match read_page(&shared.client, &req, start, &shared.policy).await {
             Ok(page) => page,
             Err(e) => return shared.halt(e.to_string()),
@@ -215,7 +211,7 @@ pub(crate) async fn run_segment(shared: Arc<Shared>, index: usize, segment: Opti
         }
         let page_index = state.counts.pages;
         state.counts.add(&tally);
-        state.next = page.next.as_ref().map(item_from_sdk);
+        state.next = page.next.clone().map(|k| k.0);
         state.done = page.next.is_none();
         if let Err(e) = record(&shared, index, page_index, &tally, &state).await {
             return shared.halt(e);
@@ -386,7 +382,7 @@ impl QueuedPages {
 /// How a `mode = "batch-put"` job rewrites items.
 pub(crate) struct BatchPut {
     pub job: Arc<UpdateJob>,
-    pub writer: BatchWriter<sql2ddb_dynamo::BatchCalls>,
+    pub writer: TableWriter,
 }
 
 /// Applies the job's changes to a page's items and rewrites them whole,

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use sql2ddb_dynamo::update::{describe, TableDescription};
-use sql2ddb_dynamo::{AdaptiveConcurrency, BatchWriter, RetryPolicy, WriteCapacityLimiter};
+use sql2ddb_dynamo::{AdaptiveConcurrency, RetryPolicy, TableWriter, WriteCapacityLimiter};
 use sql2ddb_mapping::{
     GsiProjection, IndexShape, JobAction, JobMode, JobRead, TableShape, UpdateJob, RUN_MARKER,
 };
@@ -259,7 +259,7 @@ async fn attach_writers(
     run_id: &str,
 ) -> Result<(), EngineError> {
     if job.mode == JobMode::BatchPut {
-        let mut writer = BatchWriter::new(
+        let mut writer = TableWriter::new(
             resources.calls().clone(),
             job.target.table.clone(),
             table.keys.clone(),

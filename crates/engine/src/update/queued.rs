@@ -14,7 +14,7 @@ use std::sync::Arc;
 
 use sql2ddb_core::{EncodedItem, KeyAttr, UpdatePage};
 use sql2ddb_dynamo::update::{write_item, ConditionalWrite, ItemOutcome};
-use sql2ddb_dynamo::{AdaptiveConcurrency, Client, Failure, RetryPolicy, WriteCapacityLimiter};
+use sql2ddb_dynamo::{AdaptiveConcurrency, Dynamo, Failure, RetryPolicy, WriteCapacityLimiter};
 
 use crate::error::EngineError;
 use crate::outcome::BatchOutcome;
@@ -28,7 +28,7 @@ const ITEMS_AT_ONCE: usize = 64;
 #[derive(Clone)]
 pub struct UpdateApplier {
     /// The DynamoDB client.
-    pub client: Client,
+    pub client: Dynamo,
     /// Retries of each conditional write.
     pub retry: RetryPolicy,
     /// Calls in flight, shared with the batch writer.

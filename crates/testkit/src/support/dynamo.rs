@@ -3,7 +3,7 @@
 use std::ops::ControlFlow;
 
 use sql2ddb_core::Item;
-use sql2ddb_dynamo::{connect, scan_segment, Client, Endpoint, LocalDynamo, ScanSegment};
+use sql2ddb_dynamo::{connect, scan_segment, Dynamo as Handle, Endpoint, LocalDynamo, ScanSegment};
 
 use super::env_var;
 
@@ -13,8 +13,10 @@ use super::env_var;
 pub struct Dynamo {
     /// Its `http://host:port` endpoint.
     pub url: String,
-    /// A client connected to it (region `us-east-1`).
-    pub client: Client,
+    /// A bare SDK client of it, for looking at a table directly.
+    pub client: crate::sdk::Client,
+    /// sql2ddb's handle on it (region `us-east-1`), for sql2ddb's own calls.
+    pub handle: Handle,
     /// The server in this process; `None` for an external one.
     local: Option<LocalDynamo>,
 }
@@ -40,10 +42,15 @@ impl Dynamo {
     }
 
     async fn with_url(url: String, local: Option<LocalDynamo>) -> Dynamo {
-        let client = connect(&Endpoint::Url(url.clone()), Some("us-east-1"))
+        let handle = connect(&Endpoint::Url(url.clone()), Some("us-east-1"))
             .await
             .unwrap_or_else(|e| panic!("a client of {url}: {e}"));
-        Dynamo { url, client, local }
+        Dynamo {
+            client: crate::sdk::client(&url),
+            url,
+            handle,
+            local,
+        }
     }
 
     /// Stops a server in this process and waits until it has finished its
@@ -56,13 +63,13 @@ impl Dynamo {
 
     /// Every item of `table`, in scan order.
     pub async fn scan_all(&self, table: &str) -> Vec<Item> {
-        scan_all(&self.client, table).await
+        scan_all(&self.handle, table).await
     }
 }
 
 /// Every item of `table`, in scan order, read page by page through the
 /// client (which may point at a proxy).
-pub async fn scan_all(client: &Client, table: &str) -> Vec<Item> {
+pub async fn scan_all(client: &Handle, table: &str) -> Vec<Item> {
     let mut all = Vec::new();
     let whole = ScanSegment {
         table,

@@ -9,7 +9,7 @@ use super::Dynamo;
 /// table once and keeps it the second time.
 pub async fn progress_store(name: &str) -> (Dynamo, ProgressStore) {
     let dynamo = Dynamo::in_process().await;
-    let store = ProgressStore::new(dynamo.client.clone(), default_table(name));
+    let store = ProgressStore::new(dynamo.handle.clone(), default_table(name));
     assert!(
         store.ensure().await.expect("the progress table"),
         "a new table is created"

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use sql2ddb_core::{check_item, AttrValue, EncodedItem, Item, KeyAttr};
 use sql2ddb_dynamo::{
-    connect, connect_with_calls, ensure_table, BatchCalls, BatchWriter, Client, Endpoint,
-    LocalDynamo, WriteOutcome,
+    connect, ensure_table, BatchCalls, BatchWriter, Dynamo, Endpoint, LocalDynamo, WriteOutcome,
 };
+use sql2ddb_testkit::sdk::Client;
 use sql2ddb_testkit::support::scan_all;
 
 pub use sql2ddb_testkit::support::unique_name as unique;
@@ -28,20 +28,28 @@ pub fn keys() -> Vec<KeyAttr> {
 /// A server in this process, with a client that talks to it directly.
 pub struct Upstream {
     pub local: LocalDynamo,
+    /// A bare SDK client, to look at tables directly.
     pub client: Client,
+    /// sql2ddb's handle.
+    pub dynamo: Dynamo,
 }
 
 impl Upstream {
     pub async fn start() -> Upstream {
         let local = LocalDynamo::start(None).await.unwrap();
-        let client = client(local.url()).await;
-        Upstream { local, client }
+        let dynamo = client(local.url()).await;
+        let client = sql2ddb_testkit::sdk::client(local.url());
+        Upstream {
+            local,
+            client,
+            dynamo,
+        }
     }
 
     /// Creates a table of the test's own and returns its name.
     pub async fn table(&self, prefix: &str) -> String {
         let name = unique(prefix);
-        ensure_table(&self.client, &name, &keys(), true)
+        ensure_table(&self.dynamo, &name, &keys(), true)
             .await
             .unwrap();
         name
@@ -50,7 +58,7 @@ impl Upstream {
     /// Every item of `table`, by partition key.
     pub async fn scan(&self, table: &str) -> BTreeMap<String, Item> {
         let mut out = BTreeMap::new();
-        for item in scan_all(&self.client, table).await {
+        for item in scan_all(&self.dynamo, table).await {
             let AttrValue::S(pk) = &item["PK"] else {
                 panic!("PK is not a string: {item:?}")
             };
@@ -60,8 +68,8 @@ impl Upstream {
     }
 }
 
-/// A client for `url` (the server itself or a proxy in front of it).
-pub async fn client(url: &str) -> Client {
+/// sql2ddb's handle of `url` (the server itself or a proxy in front of it).
+pub async fn client(url: &str) -> Dynamo {
     connect(&Endpoint::Url(url.to_string()), Some("us-east-1"))
         .await
         .unwrap()
@@ -70,10 +78,7 @@ pub async fn client(url: &str) -> Client {
 /// The batch writer's calls to the endpoint at `url`.
 #[allow(dead_code)] // not every test binary writes batches
 pub async fn calls(url: &str) -> BatchCalls {
-    connect_with_calls(&Endpoint::Url(url.to_string()), Some("us-east-1"))
-        .await
-        .unwrap()
-        .1
+    client(url).await.calls().clone()
 }
 
 /// Items `from..to` of a few attribute types; `pad` bytes of padding make

@@ -1,0 +1,103 @@
+//! One AWS context per job: the region given to a job (`--region`) signs
+//! its SQS calls as well as its DynamoDB calls. A listener on 127.0.0.1
+//! stands in for SQS and keeps the `Authorization` header of the first
+//! request, whose credential scope names the region the SDK signed for.
+
+use std::time::Duration;
+
+use sql2ddb_engine::{Job, ResourceOptions, Resources};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+/// An endpoint that answers every request with a 400 and hands the
+/// request's `Authorization` header to the test.
+async fn signature_catcher() -> (String, mpsc::UnboundedReceiver<String>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = mpsc::unbounded_channel();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let tx = tx.clone();
+            tokio::spawn(async move {
+                let mut head = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let text = String::from_utf8_lossy(&head).to_string();
+                if let Some(line) = text
+                    .lines()
+                    .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
+                {
+                    let _ = tx.send(line.to_string());
+                }
+                let body =
+                    r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"no"}"#;
+                let answer = format!(
+                    "HTTP/1.1 400 Bad Request\r\ncontent-type: application/x-amz-json-1.0\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (url, rx)
+}
+
+#[tokio::test]
+async fn the_region_given_to_a_job_signs_its_sqs_calls() {
+    let (sqs, mut signatures) = signature_catcher().await;
+    let opts = ResourceOptions {
+        // Opening makes no DynamoDB call.
+        endpoint: Some("http://127.0.0.1:9".into()),
+        region: Some("ap-southeast-2".into()),
+        progress_table: Some("p".into()),
+        sqs_endpoint: Some(sqs.clone()),
+    };
+    let resources = Resources::open(None, &opts, Job::Worker).await.unwrap();
+    assert_eq!(resources.aws().region(), Some("ap-southeast-2"));
+    assert_eq!(resources.client().region(), Some("ap-southeast-2"));
+
+    // Opening the queue asks SQS for its attributes.
+    let url = format!("{sqs}/123456789012/jobs");
+    assert!(resources.queue(&url).await.is_err(), "the catcher refuses");
+    let signed = tokio::time::timeout(Duration::from_secs(10), signatures.recv())
+        .await
+        .expect("the SQS call reached the endpoint")
+        .unwrap();
+    assert!(
+        signed.contains("/ap-southeast-2/sqs/aws4_request"),
+        "signed for another region: {signed}"
+    );
+    resources.close().await;
+}
+
+#[tokio::test]
+async fn without_a_region_an_aws_queue_url_names_it() {
+    if std::env::var_os("AWS_REGION").is_some() || std::env::var_os("AWS_DEFAULT_REGION").is_some()
+    {
+        eprintln!("skipped: the environment sets a region");
+        return;
+    }
+    let opts = ResourceOptions {
+        endpoint: Some("http://127.0.0.1:9".into()),
+        region: None,
+        progress_table: Some("p".into()),
+        sqs_endpoint: None,
+    };
+    let resources = Resources::open(None, &opts, Job::Status).await.unwrap();
+    let sqs = resources
+        .sqs("https://sqs.eu-north-1.amazonaws.com/123456789012/jobs")
+        .await
+        .unwrap();
+    assert_eq!(
+        sqs.config().region().map(|r| r.as_ref()),
+        Some("eu-north-1")
+    );
+    resources.close().await;
+}
