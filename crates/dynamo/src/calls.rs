@@ -27,7 +27,11 @@ use crate::body::batch_put_body;
 use crate::convert::item_from_sdk;
 use crate::failure::Failure;
 use crate::unprocessed::{match_by_key, Returned};
-use crate::writer::{BatchWriteApi, CallError};
+use crate::writer::{BatchWriteApi, BatchWriter, CallError};
+
+/// The writer of a table as a process uses it: [`BatchWriter`] over the
+/// SDK's client, made by [`crate::Dynamo::table_writer`].
+pub type TableWriter = BatchWriter<BatchCalls>;
 
 /// `BatchWriteItem` calls through one SDK client. Cheap to clone; clones
 /// share the client (its connections and cached credentials).

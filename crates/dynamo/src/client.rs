@@ -8,9 +8,8 @@ use aws_types::SdkConfig;
 use sql2ddb_aws::{AwsContext, RetryPolicy, SdkRetry, ServiceOptions};
 use sql2ddb_core::{redact_secrets, KeyAttr};
 
-use crate::calls::BatchCalls;
+use crate::calls::{BatchCalls, TableWriter};
 use crate::error::DynamoError;
-use crate::writer::TableWriter;
 
 /// Where requests go.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -35,7 +35,7 @@ pub mod update;
 pub mod writer;
 
 pub use admin::{ensure_table, ensure_table_spec, Billing, GsiSpec, Projection, TableSpec};
-pub use calls::BatchCalls;
+pub use calls::{BatchCalls, TableWriter};
 pub use client::{connect, Dynamo, Endpoint};
 pub use concurrency::{AdaptiveConcurrency, ConcurrencySnapshot, Permit};
 pub use error::{DynamoError, ErrorKind};
@@ -44,4 +44,4 @@ pub use limiter::{CapacitySnapshot, WriteCapacityLimiter};
 pub use local::LocalDynamo;
 pub use pointer::{read_pointer, write_pointer, PointerOutcome};
 pub use read::{batch_get, scan_segment, ScanSegment, MAX_BATCH_GET_KEYS};
-pub use writer::{BatchWriteApi, BatchWriter, CallError, RetryPolicy, TableWriter, WriteOutcome};
+pub use writer::{BatchWriteApi, BatchWriter, CallError, RetryPolicy, WriteOutcome};

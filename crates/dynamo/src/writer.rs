@@ -98,10 +98,6 @@ impl WriteOutcome {
     }
 }
 
-/// The writer of a table as a process uses it: [`BatchWriter`] over the
-/// SDK's client ([`crate::BatchCalls`]), made by [`crate::Dynamo::table_writer`].
-pub type TableWriter = BatchWriter<crate::calls::BatchCalls>;
-
 /// Writes batches of items to one table.
 pub struct BatchWriter<C> {
     client: C,
