@@ -64,7 +64,7 @@ mariadb_server() {
   if ! mariadb-admin -h 127.0.0.1 -P 3306 -uroot ping >/dev/null 2>&1; then
     mariadb_start
   fi
-  if [ "$(mariadb -h 127.0.0.1 -P 3306 -uroot -Nse 'select concat(@@log_bin, @@binlog_format)')" != 1ROW ]; then
+  if [ "$(mariadb -h 127.0.0.1 -P 3306 -uroot -Nse 'select concat(@@log_bin, @@binlog_format)')" != ONROW ]; then
     log "turning MariaDB's binary log on in row format (restart)"
     mariadb-admin -h 127.0.0.1 -P 3306 -uroot shutdown
     for _ in $(seq 1 60); do
