@@ -37,13 +37,35 @@ async fn three_workers_and_a_reader_migrate_every_row_verified_by_counting() {
     assert_eq!(report["totals"]["rows_read"], f.rows);
 
     let done = wait_all(workers).await;
-    assert_eq!(
-        worker_messages(&done),
-        f.pages(),
-        "one message per page, each written once"
+    // SQS delivers at least once: a send or receive retried after a lost
+    // answer may hand a page out twice. Every page is written; extra
+    // deliveries are written again and counted once.
+    assert!(
+        worker_messages(&done) >= f.pages(),
+        "every page came to a worker"
     );
     f.assert_verified_and_complete(&run_id).await;
 
+    // What the workers left behind (a duplicate delivery, or a message whose
+    // delete was lost) is a page already recorded; once drained, the queue
+    // is empty and `status` says so.
+    let recorded: Vec<(u32, u64)> = f
+        .store()
+        .load(&run_id)
+        .await
+        .unwrap()
+        .batches
+        .iter()
+        .map(|b| (b.segment, b.page))
+        .collect();
+    for left in f.drain_leftovers().await {
+        assert!(
+            recorded.contains(&(left.segment(), left.page())),
+            "a message left in the queue carries a page never recorded: segment {} page {}",
+            left.segment(),
+            left.page()
+        );
+    }
     let status = f.command("status", &run_id).await;
     assert_eq!(status.code, 0, "{}", status.stderr);
     let q = &status.report()["queue"];
@@ -99,11 +121,15 @@ async fn a_killed_workers_batches_are_written_by_the_others_after_the_visibility
     // The others wrote everything the killed worker had not recorded, held batches included.
     assert!(worker_messages(&done) >= (pages - recorded) as u64);
     f.assert_verified_and_complete(&run_id).await;
-    let depth = f.queue.depth().await.unwrap();
-    assert_eq!(
-        (depth.visible, depth.in_flight, depth.dead_letter),
-        (0, 0, Some(0))
-    );
+    // Only duplicate deliveries of written pages may be left; none went to
+    // the dead-letter queue.
+    let recorded = f.store().load(&run_id).await.unwrap().batches;
+    for left in f.drain_leftovers().await {
+        assert!(recorded
+            .iter()
+            .any(|b| (b.segment, b.page) == (left.segment(), left.page())));
+    }
+    assert_eq!(f.queue.depth().await.unwrap().dead_letter, Some(0));
     f.clean_up().await;
 }
 

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use sql2ddb_core::Item;
 use sql2ddb_dynamo::progress::{default_table, ProgressStore};
-use sql2ddb_queue::{create_queue, QueueUrls, SqsQueue};
+use sql2ddb_queue::{create_queue, QueueUrls, SqsQueue, WorkQueue};
 use sql2ddb_testkit::support::Moto;
 
 pub const PAGE: i64 = 2_500;
@@ -213,6 +213,33 @@ entity = "item"
                 .get(&key)
                 .unwrap_or_else(|| panic!("item {key:?} missing"));
             assert_item(&key, got, &expected(i));
+        }
+    }
+
+    /// Takes whatever is still in the queue, waiting out the visibility
+    /// timeout of messages taken but never deleted, and deletes it; returns
+    /// the messages taken.
+    pub async fn drain_leftovers(&self) -> Vec<sql2ddb_queue::Message> {
+        let start = Instant::now();
+        let mut taken = Vec::new();
+        loop {
+            let depth = self.queue.depth().await.unwrap();
+            if depth.visible == 0 && depth.in_flight == 0 {
+                return taken;
+            }
+            assert!(
+                start.elapsed() < PATIENCE,
+                "messages stayed in the queue: {depth:?}"
+            );
+            for r in self
+                .queue
+                .receive(10, Duration::from_secs(1))
+                .await
+                .unwrap()
+            {
+                self.queue.ack(&r.handle).await.unwrap();
+                taken.push(r.message);
+            }
         }
     }
 
