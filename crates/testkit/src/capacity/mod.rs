@@ -25,6 +25,7 @@ mod bucket;
 mod config;
 mod ideal;
 mod model;
+mod reads;
 pub(crate) mod serve;
 mod table;
 

@@ -7,6 +7,11 @@
 //!   `ProvisionedThroughputExceededException` (`ThrottlingException` when an
 //!   on-demand table is over its warm throughput).
 //! - `PutItem`, `UpdateItem`, `DeleteItem`: over the limit, the same errors.
+//! - `Scan`, `Query`, `GetItem`: the answer's items metered in read units
+//!   (4 KB rounding per call, half for an eventually consistent read) from
+//!   the partition of the items read; over the limit, the same errors;
+//!   `BatchGetItem`: the keys of over-limit partitions come back in
+//!   `UnprocessedKeys` (see [`super::reads`]).
 //! - `ReturnConsumedCapacity` (`TOTAL` or `INDEXES`) is answered with the
 //!   model's units, in place of the upstream server's.
 //!
@@ -49,6 +54,11 @@ pub struct CapacityStats {
     pub refused_items: u64,
     /// Of those, returned in `UnprocessedItems`.
     pub unprocessed_items: u64,
+    /// Read calls metered (`Scan`, `Query`, `GetItem`, `BatchGetItem`).
+    pub read_calls: u64,
+    /// Read calls answered with an error, or keys of a `BatchGetItem`
+    /// returned unprocessed, because a read bucket was empty.
+    pub refused_reads: u64,
     /// What each table's model admitted, refused and consumed.
     pub tables: BTreeMap<String, TableUsage>,
 }
@@ -60,14 +70,14 @@ impl CapacityStats {
     }
 }
 
-struct TableState {
-    schema: Option<TableSchema>,
-    model: TableModel,
+pub(super) struct TableState {
+    pub(super) schema: Option<TableSchema>,
+    pub(super) model: TableModel,
 }
 
-struct State {
+pub(super) struct State {
     tables: HashMap<String, TableState>,
-    stats: CapacityStats,
+    pub(super) stats: CapacityStats,
 }
 
 /// The model of every table the proxy sees, on the proxy's clock.
@@ -98,12 +108,12 @@ impl Capacity {
     }
 
     /// Model seconds since the proxy started.
-    fn now(&self) -> f64 {
+    pub(super) fn now(&self) -> f64 {
         self.started.elapsed().as_secs_f64() * self.config.time_scale
     }
 
     // Plain values, consistent after every statement.
-    fn state(&self) -> MutexGuard<'_, State> {
+    pub(super) fn state(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -119,7 +129,7 @@ impl Capacity {
         stats
     }
 
-    fn table<'s>(&self, state: &'s mut State, table: &str) -> &'s mut TableState {
+    pub(super) fn table<'s>(&self, state: &'s mut State, table: &str) -> &'s mut TableState {
         state
             .tables
             .entry(table.to_string())
@@ -231,12 +241,14 @@ pub(crate) async fn intercept(
         "PutItem" | "UpdateItem" | "DeleteItem" => {
             single_write(shared, capacity, op, parts, body).await
         }
+        "Scan" | "Query" | "GetItem" => super::reads::read(shared, capacity, op, parts, body).await,
+        "BatchGetItem" => super::reads::batch_get(shared, capacity, parts, body).await,
         _ => None,
     }
 }
 
 /// The table's schema: known, or asked for with a `DescribeTable`.
-async fn schema(
+pub(super) async fn schema(
     shared: &Shared,
     capacity: &Capacity,
     parts: &Parts,
@@ -289,9 +301,15 @@ fn meter(
 
 /// The error a call whose every request was refused gets.
 fn refused_answer(capacity: &Capacity, refusals: &[Refusal]) -> Response<Body> {
-    let on_demand = refusals.contains(&Refusal::OnDemandTable);
+    capacity.state().stats.refused_items += refusals.len() as u64;
+    throttled(capacity, refusals.contains(&Refusal::OnDemandTable))
+}
+
+/// The error of a call the model refused: `ThrottlingException` for an
+/// on-demand table over its warm throughput, else
+/// `ProvisionedThroughputExceededException`.
+pub(super) fn throttled(capacity: &Capacity, on_demand: bool) -> Response<Body> {
     let mut state = capacity.state();
-    state.stats.refused_items += refusals.len() as u64;
     let (type_name, message) = if on_demand {
         state.stats.throttling += 1;
         (
@@ -332,7 +350,7 @@ fn consumed(table: &str, costs: &[&WriteCost], indexes: bool) -> Json {
 }
 
 /// `Some(indexes?)` when the call asked for its consumed capacity.
-fn wants_capacity(body: &Json) -> Option<bool> {
+pub(super) fn wants_capacity(body: &Json) -> Option<bool> {
     match body.get("ReturnConsumedCapacity").and_then(Json::as_str) {
         Some("TOTAL") => Some(false),
         Some("INDEXES") => Some(true),
