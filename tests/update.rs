@@ -15,6 +15,7 @@ use sql2ddb_testkit::sdk::types::{PutRequest, WriteRequest};
 
 use crate::common::{item, key, n, s, Items, Run, Scenario};
 
+mod capacity;
 mod hold;
 mod once;
 
