@@ -17,6 +17,11 @@
 # and adaptive retry modes. A fresh model for each load. Each set is also
 # planned with `sql2ddb plan --capacity` on the same model, and each load's
 # time is shown over the plan's prediction (target: `run` within 15%).
+# Then `sql2ddb update` of capacity_rows items a null sink serves to its
+# Scan, through the same model: its Scan pages charged in read units, its
+# conditional writes in write units; its ideal is the larger of the write
+# units over what the table and its busiest partition allow and the read
+# units over the partitions' read capacity, from the model's own counts.
 # shellcheck shell=bash
 # shellcheck disable=SC2154 # those variables are bench.sh's
 
@@ -179,6 +184,59 @@ TOML
     rm -rf "$work/capacity-$set-items"
   done
   stop "$sink_pid"
+  capacity_update
+}
+
+# capacity_update: `sql2ddb update` of every item of a scannable null sink
+# through a fresh model; appends its line to the results.
+capacity_update() {
+  local file="$work/capacity-update" code started ended seconds items=- status=ok
+  cat >"$work/capacity-update.toml" <<TOML
+version = 1
+
+[target]
+table = "${capacity_table}"
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+
+[update]
+name = "close-every-order"
+scan = { segments = 8 }
+where = "attribute_exists(#st)"
+set = "SET #st = :closed"
+names = { "#st" = "status" }
+values = { ":closed" = "closed" }
+TOML
+  serve capacity-update-sink null-sink --port 0 --keys PK:S,SK:S --scan-items "$capacity_rows"
+  local update_sink_pid=$served_pid
+  serve capacity-proxy proxy --upstream "$served_url" --port 0 --capacity "$work/capacity-model.toml"
+  local proxy_pid=$served_pid proxy_url=$served_url
+  log "running: capacity, update"
+  set +e
+  started=$(date +%s.%N)
+  "$bin_dir/sql2ddb" update "$work/capacity-update.toml" --endpoint "$proxy_url" --runs-dir "$work/runs" \
+    --json --quiet >"$file.json" 2>"$file.err"
+  code=$?
+  ended=$(date +%s.%N)
+  set -e
+  stop "$proxy_pid" "$update_sink_pid"
+  rm -rf "$work/runs"
+  seconds=$(echo "$started $ended" | awk '{ print $2 - $1 }')
+  if [ $code -eq 0 ]; then
+    items=$(jq -r '.updated' "$file.json")
+  else
+    log "capacity, update: exited with $code: $(tail -n 1 "$file.err")"; status=failed
+  fi
+  if [ $code -eq 0 ] && [ "$items" != "$capacity_rows" ]; then status=incomplete; fi
+  sed -n '2,$p' "$work/capacity-proxy.out" >"$file.proxy.json"
+  jq -r --arg status "$status" --arg items "$items" --arg seconds "$seconds" --arg scale "$capacity_scale" \
+    --arg table "$capacity_table" --arg rows "$capacity_rows" '
+    .capacity as $c | ($c.tables[$table] // {}) as $t |
+    ($t.partition_write_units // [0]) as $p |
+    ([($t.write_units // 0) / 2000, ($p | max) / 250, (($t.read_half_units // 0) / 2) / (8 * 3000)] | max) as $ideal |
+    ["update", "run", $status, $items, $ideal, (($seconds | tonumber) * ($scale | tonumber)),
+     ($c.provisioned_throughput_exceeded + $c.throttling), $c.partial_calls, ($c.refused_items + $c.refused_reads),
+     ($t.write_units // 0), ($rows | tonumber), 0] | @tsv' "$file.proxy.json" >>"$capacity_results"
 }
 
 # capacity_table: the figures, one line per data set and loader.
@@ -196,5 +254,5 @@ capacity_report() {
       printf "%-11s %-13s %-10s %7s %8.1f %8.1f %11s %10d %8d %9d %16s %7.1f %10s\n", $1, $2, $3, $4, $5, $6, ratio, $7, $8, $9, waste, $12, versus
     }
   ' "$capacity_results"
-  echo "time/ideal: the load's wall time (sql2ddb run: the whole process; sdk: its sending only) in model seconds over the ideal; throttled: calls answered ProvisionedThroughputExceeded or Throttling; partial: BatchWriteItem calls answered with items unprocessed; retried: items refused (each sent again); consumed/needed: write units the model charged over the items' own; plan s: \`sql2ddb plan --capacity\`'s prediction for the set (from its sample); time/plan: model s over it (target for run: 0.85 to 1.15)"
+  echo "time/ideal: the load's wall time (sql2ddb run: the whole process; sdk: its sending only) in model seconds over the ideal; throttled: calls answered ProvisionedThroughputExceeded or Throttling; partial: BatchWriteItem calls answered with items unprocessed; retried: items refused (each sent again), and for update the reads refused too; update: the update job of every item, its ideal from the model's counts of what it wrote and read; consumed/needed: write units the model charged over the items' own; plan s: \`sql2ddb plan --capacity\`'s prediction for the set (from its sample); time/plan: model s over it (target for run: 0.85 to 1.15)"
 }
