@@ -458,6 +458,18 @@ async fn capacity_predicts_per_partition_and_a_hot_key_makes_the_run_longer() {
         warnings.contains("CUSTOMER#HOT") && warnings.contains("per-partition limit"),
         "{warnings}"
     );
+    // The hot-partition table is judged at the same capacity: HOT's half of
+    // the units at 400 WCU/s is 200 WCU/s, over the 100 of a partition.
+    assert_eq!(skewed["planned_wcu_per_second"], 400.0);
+    assert_eq!(skewed["planned_rate_from"], "--capacity 400 WCU/s");
+    let hot = &skewed["hot_partitions"][0];
+    assert_eq!(hot["key"], "CUSTOMER#HOT");
+    assert_eq!(hot["wcu_per_second"], 200.0);
+    assert!(
+        warnings
+            .contains("about 200 WCU/s at --capacity 400 WCU/s, over --partition-wcu 100 WCU/s"),
+        "{warnings}"
+    );
 
     // The terminal names the hot key and says why the time is longer.
     let human = sc
@@ -480,6 +492,7 @@ async fn capacity_predicts_per_partition_and_a_hot_key_makes_the_run_longer() {
     assert_eq!(c["limits"]["partitions"], 4);
     assert_eq!(c["table_seconds"], 0.5);
     assert_eq!(c["seconds"], busiest as f64 / 1000.0);
+    assert_eq!(on_demand["planned_wcu_per_second"], 4000.0);
     // Without --capacity, no prediction.
     let (_, none) = plan(&sc, &mapping, &[]).await;
     assert!(none.get("capacity").is_none(), "{none}");

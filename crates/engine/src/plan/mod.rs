@@ -158,10 +158,15 @@ async fn build(
     let totals = totals(&entities);
     let (planned, planned_from) = planned_rate(mapping, opts, &totals);
     let hot = hot_partitions(partitions, planned, &totals);
+    // A partition's rate: `--partition-wcu` with `--capacity`, else DynamoDB's.
+    let (partition_wcu, per_partition) = match &opts.capacity {
+        Some(c) => (c.partition_wcu as f64, "--partition-wcu"),
+        None => (PARTITION_WCU, "DynamoDB's"),
+    };
     for p in &hot {
-        if p.wcu_per_second > PARTITION_WCU {
+        if p.wcu_per_second > partition_wcu {
             warnings.push(format!(
-                "partition key {:?} needs about {:.0} WCU/s at {planned_from}, over DynamoDB's {PARTITION_WCU:.0} WCU/s per partition: its writes will be throttled and the run slowed; spread it (add a column or a shard suffix to the partition key) or lower the rate",
+                "partition key {:?} needs about {:.0} WCU/s at {planned_from}, over {per_partition} {partition_wcu:.0} WCU/s per partition: its writes will be throttled and the run slowed; spread it (add a column or a shard suffix to the partition key) or lower the rate",
                 p.key, p.wcu_per_second
             ));
         }
@@ -365,6 +370,18 @@ fn planned_rate(mapping: &Plan, opts: &PlanOptions, totals: &Totals) -> (f64, St
     }
     if let Some(wcu) = opts.max_wcu.or(mapping.writer.max_wcu) {
         return (wcu as f64, format!("max_wcu {wcu}"));
+    }
+    if let Some(c) = &opts.capacity {
+        return match c.table {
+            TableMode::Provisioned(wcu) => (wcu as f64, format!("--capacity {wcu} WCU/s")),
+            TableMode::OnDemand => (
+                c.warm_wcu as f64,
+                format!(
+                    "--capacity on-demand's {} WCU/s warm throughput",
+                    c.warm_wcu
+                ),
+            ),
+        };
     }
     (
         ON_DEMAND_NEW_TABLE_WRU,
