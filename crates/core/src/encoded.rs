@@ -1,5 +1,6 @@
 //! An item as it travels from the mapping to the table: serialised once.
 
+use crate::FormatError;
 use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -99,9 +100,9 @@ impl EncodedItem {
 
     /// The item read back into attribute values (for rejects, reports and
     /// tests: the write path never needs it).
-    pub fn decode(&self) -> Result<Item, String> {
+    pub fn decode(&self) -> Result<Item, FormatError> {
         serde_json::from_str(self.item.get())
-            .map_err(|e| format!("an encoded item is not DynamoDB JSON: {e}"))
+            .map_err(|e| FormatError(format!("an encoded item is not DynamoDB JSON: {e}")))
     }
 
     /// The item as a JSON value (DynamoDB JSON), as the rejects file shows it.
@@ -164,8 +165,8 @@ impl ItemJson {
     /// This is the check a worker makes of an item a queue message carried
     /// as text, without parsing it; an item that passes and is still not
     /// DynamoDB JSON is refused by the service, alone.
-    pub fn from_object_text(text: &str) -> Result<ItemJson, String> {
-        check_one_object(text.as_bytes())?;
+    pub fn from_object_text(text: &str) -> Result<ItemJson, FormatError> {
+        check_one_object(text.as_bytes()).map_err(FormatError)?;
         Ok(ItemJson(text.into()))
     }
 }
@@ -421,6 +422,7 @@ mod tests {
         let deeper = format!("{}1{}", "[".repeat(128), "]".repeat(128));
         assert!(ItemJson::from_object_text(&format!("{{\"a\":{deeper}}}"))
             .unwrap_err()
+            .0
             .contains("deeper than 128"));
     }
 

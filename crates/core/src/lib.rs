@@ -8,6 +8,7 @@ pub mod attr;
 pub mod batch;
 pub mod capacity;
 pub mod encoded;
+mod error;
 pub mod json;
 pub mod limits;
 pub mod number;
@@ -22,6 +23,7 @@ pub mod wire;
 pub use attr::{AttrValue, Attrs, Item};
 pub use batch::{BatchPart, BatchPointer, Reject, WorkBatch};
 pub use encoded::{EncodedItem, ItemJson, MappedItem, SourceKey};
+pub use error::FormatError;
 pub use limits::{
     check_item, item_size, write_units, ItemProblem, KeyAttr, KeyType, UnknownKeyType,
 };

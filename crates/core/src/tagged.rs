@@ -58,7 +58,11 @@ impl SqlValue {
     }
 
     /// Reads typed JSON back (the inverse of [`SqlValue::to_tagged_json`]).
-    pub fn from_tagged_json(json: &Json) -> Result<SqlValue, String> {
+    pub fn from_tagged_json(json: &Json) -> Result<SqlValue, crate::FormatError> {
+        SqlValue::read_tagged(json).map_err(crate::FormatError)
+    }
+
+    fn read_tagged(json: &Json) -> Result<SqlValue, String> {
         let text = |v: &Json| -> Result<String, String> {
             v.as_str()
                 .map(str::to_string)
@@ -83,7 +87,7 @@ impl SqlValue {
             Json::String(s) => SqlValue::Text(s.clone()),
             Json::Array(a) => SqlValue::Array(
                 a.iter()
-                    .map(SqlValue::from_tagged_json)
+                    .map(SqlValue::read_tagged)
                     .collect::<Result<_, _>>()?,
             ),
             Json::Object(m) if m.len() == 1 => {

@@ -41,17 +41,23 @@ pub enum HandlerKind {
 
 impl HandlerKind {
     /// Parses `reader`, `worker` or `finisher`.
-    pub fn parse(text: &str) -> Result<HandlerKind, String> {
+    pub fn parse(text: &str) -> Result<HandlerKind, SettingsError> {
         match text.trim() {
             "reader" => Ok(HandlerKind::Reader),
             "worker" => Ok(HandlerKind::Worker),
             "finisher" => Ok(HandlerKind::Finisher),
-            other => Err(format!(
+            other => Err(SettingsError(format!(
                 "{HANDLER}={other:?}: expected reader, worker or finisher"
-            )),
+            ))),
         }
     }
 }
+
+/// A function's settings are missing or wrong: the message says which and
+/// what to set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SettingsError(pub String);
 
 /// A function's settings.
 #[derive(Debug, Clone)]
@@ -103,11 +109,13 @@ impl Settings {
     /// Reads the settings from the environment (the source URL is read
     /// separately, from its parameter: [`Settings::source_parameter`]).
     /// A margin under 10 seconds is raised to 10.
-    pub fn from_env() -> Result<Settings, String> {
+    pub fn from_env() -> Result<Settings, SettingsError> {
         let reader_margin = match var(READER_MARGIN) {
             Some(text) => {
                 let secs: u64 = text.trim().parse().map_err(|_| {
-                    format!("{READER_MARGIN}={text:?}: expected a whole number of seconds")
+                    SettingsError(format!(
+                        "{READER_MARGIN}={text:?}: expected a whole number of seconds"
+                    ))
                 })?;
                 MIN_MARGIN.max(Duration::from_secs(secs))
             }
@@ -133,10 +141,12 @@ impl Settings {
     }
 
     /// The mapping to use: the event's, else the function's.
-    pub fn mapping_or<'a>(&'a self, event: Option<&'a str>) -> Result<&'a str, String> {
-        event
-            .or(self.mapping.as_deref())
-            .ok_or_else(|| format!("no mapping: give one in the event or set {MAPPING}"))
+    pub fn mapping_or<'a>(&'a self, event: Option<&'a str>) -> Result<&'a str, SettingsError> {
+        event.or(self.mapping.as_deref()).ok_or_else(|| {
+            SettingsError(format!(
+                "no mapping: give one in the event or set {MAPPING}"
+            ))
+        })
     }
 
     /// How `s3://` mappings are read: the function's region and endpoint.
@@ -177,7 +187,7 @@ impl Settings {
 
 /// Reads the SSM parameter `name` (a SecureString, decrypted): the source
 /// URL. The value is never logged; errors name the parameter only.
-pub async fn read_parameter(aws: &SdkConfig, name: &str) -> Result<String, String> {
+pub async fn read_parameter(aws: &SdkConfig, name: &str) -> Result<String, SettingsError> {
     let ssm = aws_sdk_ssm::Client::new(aws);
     let out = ssm
         .get_parameter()
@@ -186,17 +196,21 @@ pub async fn read_parameter(aws: &SdkConfig, name: &str) -> Result<String, Strin
         .send()
         .await
         .map_err(|e| {
-            format!(
+            SettingsError(format!(
                 "cannot read the SSM parameter {name} ({SOURCE_PARAMETER}): {}",
                 sql2ddb_engine::serverless::redact_secrets(
                     &aws_sdk_ssm::error::DisplayErrorContext(&e).to_string()
                 )
-            )
+            ))
         })?;
     out.parameter
         .and_then(|p| p.value)
         .filter(|v| !v.trim().is_empty())
-        .ok_or_else(|| format!("the SSM parameter {name} ({SOURCE_PARAMETER}) is empty"))
+        .ok_or_else(|| {
+            SettingsError(format!(
+                "the SSM parameter {name} ({SOURCE_PARAMETER}) is empty"
+            ))
+        })
 }
 
 #[cfg(test)]
@@ -208,6 +222,6 @@ mod tests {
         assert_eq!(HandlerKind::parse("reader"), Ok(HandlerKind::Reader));
         assert_eq!(HandlerKind::parse("finisher"), Ok(HandlerKind::Finisher));
         let e = HandlerKind::parse("writer").unwrap_err();
-        assert!(e.contains("reader, worker or finisher"), "{e}");
+        assert!(e.to_string().contains("reader, worker or finisher"), "{e}");
     }
 }

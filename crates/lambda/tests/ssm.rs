@@ -60,7 +60,10 @@ async fn the_source_url_comes_from_a_secure_string_and_its_password_stays_secret
     assert_eq!(read_parameter(&aws, &name).await.unwrap(), source);
 
     let missing = unique("sql2ddb-no-such-parameter");
-    let e = read_parameter(&aws, &missing).await.unwrap_err();
+    let e = read_parameter(&aws, &missing)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.contains(&missing), "{e}");
     assert!(e.contains("ParameterNotFound"), "{e}");
     assert!(!e.contains(PASSWORD) && !e.contains(&source), "{e}");

@@ -353,7 +353,7 @@ fn read_text_payload(payload: &[u8]) -> Result<WorkBatch, CodecError> {
         let item = text
             .get(at..at + len)
             .ok_or_else(|| format!("it does not end on a character ({len} bytes at {at})"))
-            .and_then(ItemJson::from_object_text)
+            .and_then(|t| ItemJson::from_object_text(t).map_err(String::from))
             .map_err(|e| CodecError::Json(format!("item {i} (source key {source_key}): {e}")))?;
         at += len;
         items.push(EncodedItem {

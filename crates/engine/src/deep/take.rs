@@ -30,7 +30,7 @@ pub(crate) fn take_batch<S: Sink>(
         // exactly what a write would send.
         let item = m.decode().map_err(|message| EngineError::Entity {
             entity: batch.entity.clone(),
-            message,
+            message: message.to_string(),
         })?;
         let Some(key) = key_text(&item, &side.keys) else {
             continue;
