@@ -117,6 +117,7 @@ pub async fn export(args: ExportArgs) -> u8 {
         s3: S3Options {
             endpoint: args.s3_endpoint.clone(),
             region: args.region.clone(),
+            aws: None,
         },
     };
     eprintln!("export to {}", redact_secrets(&args.out));

@@ -88,6 +88,7 @@ async fn resources(args: &StatusArgs) -> Result<Resources, String> {
         region: args.region.clone(),
         progress_table: args.progress_table.clone(),
         sqs_endpoint: args.sqs_endpoint.clone(),
+        aws: None,
     };
     let resources = Resources::open(plan.as_ref(), &options, Job::Status)
         .await

@@ -80,6 +80,7 @@ impl BatchRecorder {
             region: setup.region.clone(),
             progress_table: setup.progress_table.clone(),
             sqs_endpoint: setup.sqs_endpoint.clone(),
+            aws: setup.writer.aws.clone(),
         };
         let resources = Resources::open(Some(plan), &options, Job::Worker).await?;
         let rejects = worker_rejects(setup)?;
@@ -118,6 +119,7 @@ impl BatchRecorder {
                     .unwrap_or_else(|| default_table(table)),
             ),
             sqs_endpoint: setup.sqs_endpoint.clone(),
+            aws: setup.writer.aws.clone(),
         };
         let resources = Resources::open(None, &options, Job::Worker).await?;
         let rejects = worker_rejects(setup)?;

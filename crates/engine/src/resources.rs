@@ -30,6 +30,10 @@ pub struct ResourceOptions {
     pub progress_table: Option<String>,
     /// SQS endpoint URL (any SQS-compatible server); default AWS.
     pub sqs_endpoint: Option<String>,
+    /// The process's AWS context when it has one already (a Lambda
+    /// function's, loaded at its cold start), used as it is; else the job
+    /// loads one from `region` and the environment.
+    pub aws: Option<AwsContext>,
 }
 
 /// Which job opens the resources: it decides what `local` means.
@@ -101,7 +105,10 @@ impl Resources {
             .region
             .as_deref()
             .or(target.and_then(|t| t.region.as_deref()));
-        let aws = AwsContext::load(region, endpoint == Endpoint::Aws).await;
+        let aws = match &opts.aws {
+            Some(aws) => aws.clone(),
+            None => AwsContext::load(region, endpoint == Endpoint::Aws).await,
+        };
         let dynamo = Dynamo::new(&aws, &endpoint)?;
         let progress_table = opts
             .progress_table

@@ -58,6 +58,7 @@ async fn the_region_given_to_a_job_signs_its_sqs_calls() {
         region: Some("ap-southeast-2".into()),
         progress_table: Some("p".into()),
         sqs_endpoint: Some(sqs.clone()),
+        aws: None,
     };
     let resources = Resources::open(None, &opts, Job::Worker).await.unwrap();
     assert_eq!(resources.aws().region(), Some("ap-southeast-2"));
@@ -89,6 +90,7 @@ async fn without_a_region_an_aws_queue_url_names_it() {
         region: None,
         progress_table: Some("p".into()),
         sqs_endpoint: None,
+        aws: None,
     };
     let resources = Resources::open(None, &opts, Job::Status).await.unwrap();
     let sqs = resources
@@ -99,5 +101,24 @@ async fn without_a_region_an_aws_queue_url_names_it() {
         sqs.config().region().map(|r| r.as_ref()),
         Some("eu-north-1")
     );
+    resources.close().await;
+}
+
+#[tokio::test]
+async fn a_context_the_process_already_has_is_used_as_it_is() {
+    // A Lambda function loads its context once, at its cold start; each
+    // invocation's job must take it, not load another.
+    let loaded = sql2ddb_engine::AwsContext::load(Some("sa-east-1"), false).await;
+    let opts = ResourceOptions {
+        endpoint: Some("http://127.0.0.1:9".into()),
+        // Ignored: the context given is the process's.
+        region: Some("eu-west-1".into()),
+        progress_table: Some("p".into()),
+        sqs_endpoint: None,
+        aws: Some(loaded),
+    };
+    let resources = Resources::open(None, &opts, Job::Status).await.unwrap();
+    assert_eq!(resources.aws().region(), Some("sa-east-1"));
+    assert_eq!(resources.client().region(), Some("sa-east-1"));
     resources.close().await;
 }

@@ -30,6 +30,7 @@ async fn main() -> Result<(), Error> {
     let mut settings = Settings::from_env()?;
     // The process's one AWS context: every client below is made from it.
     let aws = sql2ddb_engine::AwsContext::load(None, true).await;
+    settings.aws = Some(aws.clone());
     if let Some(name) = Settings::source_parameter() {
         settings.source =
             Some(sql2ddb_lambda::settings::read_parameter(aws.sdk_config(), &name).await?);

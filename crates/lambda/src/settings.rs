@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use sql2ddb_engine::serverless::{S3Options, MIN_MARGIN};
-use sql2ddb_engine::SdkConfig;
+use sql2ddb_engine::{AwsContext, SdkConfig};
 
 /// Which handler serves the function (`SQL2DDB_HANDLER`).
 pub const HANDLER: &str = "SQL2DDB_HANDLER";
@@ -82,6 +82,9 @@ pub struct Settings {
     pub s3_endpoint: Option<String>,
     /// Where run directories (rejects files) go: Lambda's `/tmp`.
     pub runs_dir: PathBuf,
+    /// The function's AWS context, loaded once at its cold start; every
+    /// invocation's clients are made from it.
+    pub aws: Option<AwsContext>,
 }
 
 impl Default for Settings {
@@ -97,6 +100,7 @@ impl Default for Settings {
             sqs_endpoint: None,
             s3_endpoint: None,
             runs_dir: std::env::temp_dir().join("sql2ddb-runs"),
+            aws: None,
         }
     }
 }
@@ -154,6 +158,7 @@ impl Settings {
         S3Options {
             endpoint: self.s3_endpoint.clone(),
             region: None,
+            aws: self.aws.clone(),
         }
     }
 
@@ -166,6 +171,7 @@ impl Settings {
             queue: self.queue_url.clone(),
             sqs_endpoint: self.sqs_endpoint.clone(),
             runs_dir: self.runs_dir.clone(),
+            aws: self.aws.clone(),
             ..sql2ddb_engine::update::UpdateOptions::default()
         }
     }
@@ -180,6 +186,7 @@ impl Settings {
             sqs_endpoint: self.sqs_endpoint.clone(),
             runs_dir: self.runs_dir.clone(),
             track_progress: true,
+            aws: self.aws.clone(),
             ..sql2ddb_engine::RunOptions::default()
         }
     }

@@ -32,6 +32,9 @@ pub struct S3Options {
     pub endpoint: Option<String>,
     /// The region; else the environment's (see `sql2ddb_aws::AwsContext`).
     pub region: Option<String>,
+    /// The process's AWS context when it has one already (a Lambda
+    /// function's), used as it is; else each client loads one.
+    pub aws: Option<AwsContext>,
 }
 
 /// A failed S3 call: where, and what S3 or the transport said (secrets
@@ -219,7 +222,10 @@ async fn client(opts: &S3Options) -> Result<aws_sdk_s3::Client, S3Error> {
             .ok()
             .filter(|v| !v.trim().is_empty())
     });
-    let aws = AwsContext::load(opts.region.as_deref(), endpoint.is_none()).await;
+    let aws = match &opts.aws {
+        Some(aws) => aws.clone(),
+        None => AwsContext::load(opts.region.as_deref(), endpoint.is_none()).await,
+    };
     let config = aws
         .service(ServiceOptions {
             endpoint: endpoint.as_deref(),

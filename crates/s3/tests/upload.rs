@@ -38,6 +38,7 @@ async fn upload(url: &str, key: &str, writes: &[usize]) -> (Vec<u8>, Vec<u8>, St
     let opts = S3Options {
         endpoint: Some(url.to_string()),
         region: Some("us-east-1".into()),
+        aws: None,
     };
     let place = S3Prefix::open(&format!("s3://{bucket}/out"), &opts)
         .await

@@ -62,6 +62,9 @@ pub struct RunOptions {
     pub queue: Option<String>,
     /// SQS endpoint URL (any SQS-compatible server); default AWS.
     pub sqs_endpoint: Option<String>,
+    /// The process's AWS context, when it has one already (see
+    /// [`ResourceOptions::aws`]); else the run loads one.
+    pub aws: Option<sql2ddb_aws::AwsContext>,
     /// Pause reading while the queue holds this many messages waiting.
     pub max_queued: Option<u64>,
     /// Raised to stop the run cleanly (Ctrl-C): readers stop after their
@@ -106,6 +109,7 @@ impl RunOptions {
             region: self.region.clone(),
             progress_table: self.progress_table.clone(),
             sqs_endpoint: self.sqs_endpoint.clone(),
+            aws: self.aws.clone(),
         }
     }
 
@@ -143,6 +147,7 @@ impl Default for RunOptions {
             progress_table: None,
             queue: None,
             sqs_endpoint: None,
+            aws: None,
             max_queued: None,
             stop: None,
             shutdown_grace: crate::stop::STOP_GRACE,

@@ -89,6 +89,7 @@ async fn already_read(
                 .unwrap_or_else(|| default_table(table)),
         ),
         sqs_endpoint: None,
+        aws: opts.aws.clone(),
     };
     let resources = Resources::open(None, &options, Job::Status).await?;
     let read = super::reader::every_segment_read(&resources.progress_store()?, run_id).await;

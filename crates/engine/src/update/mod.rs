@@ -100,6 +100,9 @@ pub struct UpdateOptions {
     pub queue: Option<String>,
     /// SQS endpoint URL (default AWS).
     pub sqs_endpoint: Option<String>,
+    /// The process's AWS context, when it has one already (see
+    /// [`ResourceOptions::aws`]); else the job loads one.
+    pub aws: Option<sql2ddb_aws::AwsContext>,
 }
 
 /// Runs an update job.
@@ -140,6 +143,7 @@ pub async fn update(
             false => opts.progress_table.clone(),
         },
         sqs_endpoint: opts.sqs_endpoint.clone(),
+        aws: opts.aws.clone(),
     };
     // `local` is refused: the embedded server's data belongs to the run that started it.
     let resources = Resources::open(None, &resource_opts, Job::Status).await?;
