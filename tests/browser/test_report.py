@@ -105,7 +105,7 @@ class ReportPages(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         if not BIN.exists():
-            raise unittest.SkipTest(f"{BIN} is not built (cargo build -p sql2ddb)")
+            raise RuntimeError(f"{BIN} is not built (cargo build -p sql2ddb)")
         cls.tmp = tempfile.TemporaryDirectory()
         cls.dir = Path(cls.tmp.name)
         make_source(cls.dir)
