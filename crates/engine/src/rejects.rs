@@ -62,7 +62,7 @@ impl RejectsFile {
                 rows: *rows,
             })
             .collect();
-        out.sort_by(|a, b| b.rows.cmp(&a.rows));
+        out.sort_by_key(|r| std::cmp::Reverse(r.rows));
         out
     }
 

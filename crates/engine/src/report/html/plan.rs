@@ -119,7 +119,7 @@ fn time_table(r: &PlanReport) -> String {
 fn range(up_to: u64) -> String {
     match up_to {
         n if n < 1024 => format!("≤ {n} B"),
-        n if n % 1024 == 0 => format!("≤ {} KiB", n / 1024),
+        n if n.is_multiple_of(1024) => format!("≤ {} KiB", n / 1024),
         n => format!("≤ {} B", int(n)),
     }
 }
