@@ -23,7 +23,9 @@ pub struct Timeline {
     pub interval_seconds: u64,
     /// Items written in each second.
     pub items_written: Vec<u64>,
-    /// Calls throttled or answered with unprocessed items in each second.
+    /// Calls throttled or answered with unprocessed items in each second
+    /// (the signals the concurrency limit answers; the writer report's
+    /// `throttled` also counts calls retried after a transient error).
     pub throttled_calls: Vec<u64>,
     /// The concurrency limit (calls in flight allowed) at the end of each
     /// second.

@@ -48,7 +48,11 @@ pub fn run_page(r: &RunReport) -> String {
         ),
         Figure::count("Halvings", "decreases", w.decreases),
         Figure::count("Increases", "increases", w.increases),
-        Figure::count("Throttled calls", "throttled", w.throttled),
+        Figure::count(
+            "Calls retried (throttled, unprocessed, transient errors)",
+            "throttled",
+            w.throttled,
+        ),
         Figure::real(
             "Seconds waiting for capacity",
             "capacity_wait_seconds",
