@@ -77,3 +77,15 @@ if [ -z "$dynamo_url" ]; then
 fi
 echo "test.sh: end-to-end tests again against $dynamo_url"
 SQL2DDB_TEST_DYNAMODB_URL="$dynamo_url" cargo test --workspace --test e2e --locked
+
+# report.html in a real browser: Chromium from the distribution's packages,
+# Playwright from PyPI pointed at it (no browser download), then the pages of
+# a run, a plan and a deep verify of the binary built above.
+if [ ! -x /usr/bin/chromium ]; then
+  apt-get update -qq
+  apt-get install -y -qq chromium >/dev/null
+fi
+if ! python3 -c 'import playwright' 2>/dev/null; then
+  python3 -m pip install --quiet playwright
+fi
+python3 tests/browser/test_report.py

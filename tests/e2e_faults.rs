@@ -131,6 +131,36 @@ async fn full_throttling_lowers_concurrency_then_the_run_completes() {
         "the first seconds were throttled"
     );
     assert_eq!(run.entity("event")["items_written"], ROWS);
+    // The timeline (report.html's charts) holds the same story second by
+    // second: every item written in some second, every throttled call
+    // counted, the limit lowered in the throttled seconds.
+    let t = &report["timeline"];
+    let series = |name: &str| -> Vec<u64> {
+        t[name]
+            .as_array()
+            .unwrap_or_else(|| panic!("timeline.{name}: {t}"))
+            .iter()
+            .map(|v| v.as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!(
+        series("items_written").iter().sum::<u64>(),
+        ROWS as u64,
+        "{t}"
+    );
+    let throttled = series("throttled_calls");
+    assert_eq!(
+        throttled.iter().sum::<u64>(),
+        w["throttled"].as_u64().unwrap(),
+        "{t}"
+    );
+    assert!(throttled.iter().any(|n| *n > 0), "{t}");
+    let limits = series("concurrency");
+    assert!(
+        limits.iter().min() < w["max_concurrency"].as_u64().as_ref(),
+        "{t}"
+    );
+    assert_eq!(limits.len(), throttled.len());
     assert_all_written(&sc, ROWS).await;
 }
 

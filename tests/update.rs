@@ -239,6 +239,23 @@ async fn update_changes_exactly_the_matching_items_and_dry_run_changes_nothing()
         .join(r["run_dir"].as_str().unwrap())
         .join("report.json");
     assert!(saved.exists(), "{}", saved.display());
+    // The page beside it: the job's figures and its items changed per second.
+    let timeline = &r["timeline"]["items_written"];
+    let per_second: u64 = timeline
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        per_second, PER_TYPE as u64,
+        "every change falls in a second: {r}"
+    );
+    let page = std::fs::read_to_string(saved.with_file_name("report.html")).unwrap();
+    assert!(
+        page.contains(&format!("data-field=\"updated\" data-value=\"{PER_TYPE}\"")),
+        "{page}"
+    );
 
     let after = sc.items().await;
     assert_eq!(after.len(), before.len());

@@ -127,6 +127,12 @@ fn show(report: &DeepReport, json: bool) {
         ),
     };
     eprintln!("{verdict}");
+    let dir = std::path::Path::new(&report.run_dir);
+    eprintln!(
+        "report: {} (to look at: {})",
+        dir.join(sql2ddb_engine::deep::REPORT_JSON).display(),
+        dir.join(sql2ddb_engine::deep::REPORT_HTML).display()
+    );
 }
 
 /// The report as a table for the terminal.

@@ -72,6 +72,10 @@ pub struct PlanArgs {
     /// With --capacity: write units per second of one partition.
     #[arg(long, value_name = "WCU", default_value_t = PARTITION_WCU, requires = "capacity", value_parser = limits::positive::<u64>)]
     pub partition_wcu: u64,
+    /// Where the plan's directory is made (`plan-<id>/` with `report.json`
+    /// and `report.html`).
+    #[arg(long, value_name = "DIR", default_value = "sql2ddb-runs")]
+    pub runs_dir: PathBuf,
 }
 
 fn capacity_mode(text: &str) -> Result<TableMode, String> {
@@ -127,6 +131,17 @@ pub async fn plan(args: PlanArgs) -> u8 {
         Ok(r) => r,
         Err(e) => return fail(&e.to_string()),
     };
+    let dir = args
+        .runs_dir
+        .join(format!("plan-{}", sql2ddb_engine::new_run_id()));
+    match report.save(&dir) {
+        Ok(page) => eprintln!(
+            "report: {} (to look at: {})",
+            dir.join("report.json").display(),
+            page.display()
+        ),
+        Err(e) => return fail(&e.to_string()),
+    }
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(text) => println!("{text}"),

@@ -378,6 +378,8 @@ mod tests {
             },
             writer: WriterReport::default(),
             pointers: Vec::new(),
+            rejects_by_reason: Vec::new(),
+            timeline: Default::default(),
             warnings: Vec::new(),
             error: (status == RunStatus::Failed).then(|| "DynamoDB: gone".to_string()),
             snapshot: SnapshotReport::default(),

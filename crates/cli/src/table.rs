@@ -118,7 +118,10 @@ pub fn render(r: &RunReport) -> String {
     if r.totals.rejected + r.totals.failed > 0 {
         out.push_str(&format!("rejects: {}\n", r.rejects_file));
     }
-    out.push_str(&format!("report: {}/report.json", r.run_dir));
+    out.push_str(&format!(
+        "report: {0}/report.json (to look at: {0}/report.html)",
+        r.run_dir
+    ));
     out
 }
 

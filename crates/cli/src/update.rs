@@ -312,7 +312,10 @@ fn render(r: &UpdateReport) -> String {
             r.run_id
         ));
     }
-    out.push_str(&format!("report: {}/report.json", r.run_dir));
+    out.push_str(&format!(
+        "report: {0}/report.json (to look at: {0}/report.html)",
+        r.run_dir
+    ));
     if let Some(e) = &r.error {
         out.push_str(&format!("\nerror: {}", redact_secrets(e)));
     }

@@ -38,6 +38,8 @@ struct State {
     max_reached: usize,
     increases: u64,
     decreases: u64,
+    /// Calls reported throttled, whether or not they moved the limit.
+    throttled: u64,
 }
 
 /// The controller's figures, for the run report.
@@ -59,6 +61,8 @@ pub struct ConcurrencySnapshot {
     pub increases: u64,
     /// Times the limit halved.
     pub decreases: u64,
+    /// Calls reported throttled (or with unprocessed items) so far.
+    pub throttled: u64,
 }
 
 impl AdaptiveConcurrency {
@@ -87,6 +91,7 @@ impl AdaptiveConcurrency {
                 max_reached: max,
                 increases: 0,
                 decreases: 0,
+                throttled: 0,
             }),
             released: Notify::new(),
         }
@@ -140,6 +145,7 @@ impl AdaptiveConcurrency {
             max_reached: s.max_reached,
             increases: s.increases,
             decreases: s.decreases,
+            throttled: s.throttled,
         }
     }
 
@@ -147,6 +153,9 @@ impl AdaptiveConcurrency {
         let mut s = self.state();
         s.in_flight -= 1;
         let limit_before = s.limit;
+        if outcome == Outcome::Throttled {
+            s.throttled += 1;
+        }
         if self.adaptive {
             match outcome {
                 Outcome::Success => {
@@ -268,6 +277,8 @@ mod tests {
         // At the floor a throttle changes nothing.
         round(&c, 1, true).await;
         assert_eq!(c.snapshot().decreases, 3);
+        // Every throttled call counts, though a window halves only once.
+        assert_eq!(c.snapshot().throttled, 8 + 4 + 2 + 1 + 1);
         // Clean rounds that fill the limit: +1 per `limit` successes.
         for expected in [2, 3, 4, 5, 6, 7, 8, 8] {
             let limit = c.snapshot().current;

@@ -23,6 +23,7 @@ pub mod serverless;
 pub mod sink;
 pub mod stop;
 mod tasks;
+pub mod timeline;
 pub mod update;
 pub mod verify;
 pub mod worker;

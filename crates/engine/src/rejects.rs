@@ -1,17 +1,42 @@
 //! The rejects file: one JSON object per line, enough to fix and replay a row.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+use serde::Serialize;
 use sql2ddb_core::Reject;
 
 use crate::error::EngineError;
+
+/// Distinct reasons counted; rows of further reasons count under
+/// [`OTHER_REASONS`].
+pub const MAX_REASONS: usize = 50;
+/// The reason rows past [`MAX_REASONS`] distinct reasons are counted under.
+pub const OTHER_REASONS: &str = "(other reasons)";
+
+/// Rows rejected for one reason.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RejectCount {
+    /// Entity name.
+    pub entity: String,
+    /// The column at fault, when one is.
+    pub column: Option<String>,
+    /// The reason, with the quoted values in it shown as `"…"` so that
+    /// rows refused for the same cause count together.
+    pub reason: String,
+    /// Rows.
+    pub rows: u64,
+}
+
+type ReasonKey = (String, Option<String>, String);
 
 /// Appends rejects to `rejects.jsonl`; created on the first reject only.
 pub struct RejectsFile {
     path: PathBuf,
     file: Mutex<Option<std::io::BufWriter<std::fs::File>>>,
+    reasons: Mutex<BTreeMap<ReasonKey, u64>>,
 }
 
 impl RejectsFile {
@@ -20,6 +45,35 @@ impl RejectsFile {
         RejectsFile {
             path: path.as_ref().to_path_buf(),
             file: Mutex::new(None),
+            reasons: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// The rows written to this file so far, by entity, column and reason,
+    /// most rows first.
+    pub fn reasons(&self) -> Vec<RejectCount> {
+        let reasons = self.reasons.lock().expect("reasons lock");
+        let mut out: Vec<RejectCount> = reasons
+            .iter()
+            .map(|((entity, column, reason), rows)| RejectCount {
+                entity: entity.clone(),
+                column: column.clone(),
+                reason: reason.clone(),
+                rows: *rows,
+            })
+            .collect();
+        out.sort_by_key(|r| std::cmp::Reverse(r.rows));
+        out
+    }
+
+    fn count(&self, rejects: &[Reject]) {
+        let mut reasons = self.reasons.lock().expect("reasons lock");
+        for r in rejects {
+            let mut key = (r.entity.clone(), r.column.clone(), mask_values(&r.reason));
+            if !reasons.contains_key(&key) && reasons.len() >= MAX_REASONS {
+                key = (r.entity.clone(), None, OTHER_REASONS.to_string());
+            }
+            *reasons.entry(key).or_default() += 1;
         }
     }
 
@@ -33,6 +87,7 @@ impl RejectsFile {
         if rejects.is_empty() {
             return Ok(());
         }
+        self.count(rejects);
         let mut guard = self.file.lock().expect("rejects lock");
         if guard.is_none() {
             let f = std::fs::OpenOptions::new()
@@ -56,5 +111,80 @@ impl RejectsFile {
             w.flush().map_err(|e| EngineError::io(&self.path, e))?;
         }
         Ok(())
+    }
+}
+
+/// `reason` with each double-quoted value (as `{:?}` prints it, escapes
+/// included) shown as `"…"`.
+fn mask_values(reason: &str) -> String {
+    let mut out = String::with_capacity(reason.len());
+    let mut chars = reason.chars();
+    while let Some(c) = chars.next() {
+        if c != '"' {
+            out.push(c);
+            continue;
+        }
+        out.push_str("\"…\"");
+        let mut escaped = false;
+        for c in chars.by_ref() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => break,
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reject(entity: &str, column: &str, reason: &str) -> Reject {
+        Reject {
+            entity: entity.into(),
+            key: serde_json::json!({"id": 1}),
+            column: Some(column.into()),
+            reason: reason.into(),
+            row: serde_json::json!({}),
+        }
+    }
+
+    #[test]
+    fn rows_refused_for_one_cause_count_together_whatever_their_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RejectsFile::new(dir.path().join("rejects.jsonl"));
+        file.write(&[
+            reject("orders", "total", r#"text "12a" is not a number"#),
+            reject("orders", "total", r#"text "x\"y" is not a number"#),
+            reject("orders", "placed", r#"text "soon" is not a timestamp"#),
+        ])
+        .unwrap();
+        let reasons = file.reasons();
+        assert_eq!(reasons.len(), 2);
+        assert_eq!(reasons[0].reason, r#"text "…" is not a number"#);
+        assert_eq!(
+            (reasons[0].column.as_deref(), reasons[0].rows),
+            (Some("total"), 2)
+        );
+        assert_eq!(reasons[1].rows, 1);
+    }
+
+    #[test]
+    fn reasons_past_the_cap_count_as_other_reasons() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = RejectsFile::new(dir.path().join("rejects.jsonl"));
+        let many: Vec<Reject> = (0..MAX_REASONS + 5)
+            .map(|i| reject("e", &format!("c{i}"), "bad"))
+            .collect();
+        file.write(&many).unwrap();
+        let reasons = file.reasons();
+        assert_eq!(reasons.len(), MAX_REASONS + 1);
+        assert_eq!(reasons[0].reason, OTHER_REASONS);
+        assert_eq!(reasons[0].rows, 5);
+        let total: u64 = reasons.iter().map(|r| r.rows).sum();
+        assert_eq!(total, many.len() as u64);
     }
 }

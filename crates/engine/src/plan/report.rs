@@ -2,6 +2,8 @@
 //! sizes, write units, cost, time, hot partitions, key collisions, sample
 //! items and sample rejects. Serialised as is by `--json`.
 
+use std::path::{Path, PathBuf};
+
 use serde::Serialize;
 use serde_json::Value as Json;
 
@@ -38,6 +40,19 @@ pub struct PlanReport {
     pub capacity: Option<super::CapacityPrediction>,
     /// Anything to act on before running.
     pub warnings: Vec<String>,
+}
+
+impl PlanReport {
+    /// Writes `report.json` and `report.html` into `dir` (created), and
+    /// returns the page's path.
+    pub fn save(&self, dir: &Path) -> Result<PathBuf, crate::EngineError> {
+        use crate::report::html;
+        std::fs::create_dir_all(dir).map_err(|e| crate::EngineError::io(dir, e))?;
+        let path = dir.join("report.json");
+        let json = serde_json::to_vec_pretty(self).expect("the plan serialises");
+        std::fs::write(&path, json).map_err(|e| crate::EngineError::io(&path, e))?;
+        html::write_page(dir, html::REPORT_HTML, &html::plan_page(self))
+    }
 }
 
 /// One entity's numbers.

@@ -25,6 +25,50 @@ pub struct SizeStats {
     pub mean: f64,
     /// Share of the items (0..1) at 90% of the 400 KB limit or more.
     pub near_limit: f64,
+    /// How many sampled items fall in each size range, from the range of the
+    /// smallest to that of the largest (`report.html`'s histogram).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub histogram: Vec<SizeBucket>,
+}
+
+/// Sampled items of one size range.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct SizeBucket {
+    /// Largest size in the range, in bytes (ranges double from 64 bytes;
+    /// the last ends at the 400 KB limit).
+    pub up_to: u64,
+    /// Items in it.
+    pub items: u64,
+}
+
+/// Upper bounds of the histogram's ranges: 64 B, 128 B, … 256 KiB, 400 KB.
+fn bucket_bounds() -> Vec<u64> {
+    let mut bounds: Vec<u64> = (6..=18).map(|p| 1u64 << p).collect();
+    bounds.push(MAX_ITEM_BYTES as u64);
+    bounds
+}
+
+/// The histogram of `sorted` sizes (ascending), empty ranges outside the
+/// smallest and the largest size left out.
+fn histogram(sorted: &[usize]) -> Vec<SizeBucket> {
+    let bounds = bucket_bounds();
+    let mut buckets: Vec<SizeBucket> = bounds
+        .iter()
+        .map(|&up_to| SizeBucket { up_to, items: 0 })
+        .collect();
+    for &s in sorted {
+        let i = bounds
+            .iter()
+            .position(|&b| s as u64 <= b)
+            .unwrap_or(bounds.len() - 1);
+        buckets[i].items += 1;
+    }
+    let first = buckets.iter().position(|b| b.items > 0);
+    let last = buckets.iter().rposition(|b| b.items > 0);
+    match (first, last) {
+        (Some(a), Some(b)) => buckets[a..=b].to_vec(),
+        _ => Vec::new(),
+    }
 }
 
 impl SizeStats {
@@ -46,6 +90,7 @@ impl SizeStats {
             max: *sorted.last().unwrap_or(&0) as u64,
             mean: sorted.iter().sum::<usize>() as f64 / sorted.len() as f64,
             near_limit: near as f64 / sorted.len() as f64,
+            histogram: histogram(&sorted),
         }
     }
 }
@@ -191,6 +236,30 @@ pub fn render(text: &str, values: &BTreeMap<&str, Option<&str>>) -> String {
 mod tests {
     use super::*;
     use sql2ddb_core::{AttrValue, KeyType};
+
+    #[test]
+    fn the_histogram_counts_every_item_once_from_the_smallest_range_to_the_largest() {
+        let stats = SizeStats::of(&[100, 120, 128, 129, 3000, 5000]);
+        let ranges: Vec<(u64, u64)> = stats.histogram.iter().map(|b| (b.up_to, b.items)).collect();
+        assert_eq!(
+            ranges,
+            [
+                (128, 3),
+                (256, 1),
+                (512, 0),
+                (1024, 0),
+                (2048, 0),
+                (4096, 1),
+                (8192, 1)
+            ]
+        );
+        let near = SizeStats::of(&[MAX_ITEM_BYTES]);
+        assert_eq!(
+            near.histogram.last().map(|b| b.up_to),
+            Some(MAX_ITEM_BYTES as u64)
+        );
+        assert!(SizeStats::of(&[]).histogram.is_empty());
+    }
 
     #[test]
     fn templates_split_into_columns_and_render() {

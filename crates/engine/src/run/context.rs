@@ -104,6 +104,8 @@ impl Context {
             totals: EntityReport::default(),
             writer: WriterReport::default(),
             pointers: Vec::new(),
+            rejects_by_reason: Vec::new(),
+            timeline: Default::default(),
             warnings: Vec::new(),
             error: None,
             snapshot,

@@ -150,6 +150,8 @@ pk = "CUSTOMER#{customer_id}"
             totals: EntityReport::default(),
             writer: Default::default(),
             pointers: Vec::new(),
+            rejects_by_reason: Vec::new(),
+            timeline: Default::default(),
             warnings: Vec::new(),
             error: None,
             snapshot: Default::default(),

@@ -18,8 +18,10 @@ use super::prepared::Prepared;
 use super::{drain, read};
 use crate::checkpoint::Checkpoints;
 use crate::error::EngineError;
+use crate::progress::EntityProgress;
 use crate::report::{PointerReport, WriterReport};
 use crate::sink::{build_sink, BatchSink, SinkSetup};
+use crate::timeline::Recorder;
 
 impl Context {
     /// Reads every prepared entity and writes (or enqueues) its pages.
@@ -98,6 +100,13 @@ impl Context {
             self.resources.calls(),
             self.rejects.clone(),
         );
+        let counters: Vec<_> = prepared.iter().map(|p| p.counters.clone()).collect();
+        let timeline = Recorder::start(setup.controller.clone(), move || {
+            counters
+                .iter()
+                .map(|c| EntityProgress::get(&c.written))
+                .sum()
+        });
         let tasks = writer_tasks(prepared, setup.concurrency);
         let queue = MemoryQueue::new(tasks);
         let entities: Arc<Vec<Arc<Prepared>>> = Arc::new(prepared.to_vec());
@@ -117,6 +126,7 @@ impl Context {
         // The readers hold the only producer: the queue ends when they do.
         drop(queue);
         let (read_result, write_result) = ending.wait(reading, writers).await;
+        self.report.timeline = timeline.finish();
         self.report.writer = writer_report(&setup);
         // A run that ended early reads its pointers back within a bound,
         // and an error there does not hide the one that ended it.

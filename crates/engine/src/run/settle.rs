@@ -13,7 +13,7 @@ use super::options::{RunOptions, REPORT_WAIT};
 use super::prepared::Prepared;
 use crate::error::EngineError;
 use crate::progress::EntityProgress;
-use crate::report::{EntityReport, RunReport, RunStatus};
+use crate::report::{html, EntityReport, RunReport, RunStatus};
 
 impl Context {
     /// Fills in the report, closes the source and the local endpoint, and
@@ -26,6 +26,7 @@ impl Context {
     ) -> Result<RunReport, EngineError> {
         self.rejects.flush()?;
         self.report.entities = prepared.iter().map(|p| entity_report(p)).collect();
+        self.report.rejects_by_reason = self.rejects.reasons();
         let interrupted = opts.stop.as_ref().is_some_and(|s| s.is_stopped());
         let failed = self.report.error.is_some();
         if let Some(t) = &self.tracking {
@@ -91,6 +92,11 @@ impl Context {
             serde_json::to_vec_pretty(&self.report).expect("report serialises"),
         )
         .map_err(|e| EngineError::io(&path, e))?;
+        html::write_page(
+            &self.run_dir,
+            html::REPORT_HTML,
+            &html::run_page(&self.report),
+        )?;
         Ok(self.report)
     }
 }

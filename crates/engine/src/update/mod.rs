@@ -46,8 +46,10 @@ pub use report::{
 
 use crate::error::EngineError;
 use crate::ids::new_run_id;
+use crate::report::html;
 use crate::resources::{Job, ResourceOptions, Resources};
 use crate::stop::StopSignal;
+use crate::timeline::{Recorder, Timeline};
 use apply::{run_segment, BatchPut, FailuresFile, QueuedPages, Shared};
 use checkpoint::{Checkpoint, CheckpointFile};
 use cost::CostCounter;
@@ -161,6 +163,13 @@ pub async fn update(
         }
     };
     let mut report = new_report(job, opts, &run_id, &run_dir, &resources, &shared);
+    // Keys sent to a queue are changed by its workers, not here.
+    let timeline = shared.queued.is_none().then(|| {
+        let progress = progress.clone();
+        Recorder::start(shared.concurrency.clone(), move || {
+            UpdateProgress::get(&progress.updated)
+        })
+    });
     let mut segments = tokio::task::JoinSet::new();
     for (index, segment) in read_segments(job).into_iter().enumerate() {
         segments.spawn(run_segment(shared.clone(), index, segment));
@@ -180,6 +189,7 @@ pub async fn update(
     }
     let interrupted = opts.stop.as_ref().is_some_and(|s| s.is_stopped());
     let time_up = shared.time_up.load(std::sync::atomic::Ordering::SeqCst);
+    report.timeline = timeline.map(Recorder::finish).unwrap_or_default();
     report.finish(
         &progress,
         interrupted,
@@ -194,6 +204,7 @@ pub async fn update(
     let path = run_dir.join("report.json");
     let json = serde_json::to_vec_pretty(&report).expect("report serialises");
     std::fs::write(&path, json).map_err(|e| EngineError::io(&path, e))?;
+    html::write_page(&run_dir, html::REPORT_HTML, &html::update_page(&report))?;
     Ok(report)
 }
 
@@ -435,6 +446,7 @@ fn new_report(
         estimate: None,
         notes,
         error: None,
+        timeline: Timeline::default(),
     }
 }
 

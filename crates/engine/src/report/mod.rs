@@ -2,8 +2,13 @@
 //! The numbers add up: `rows_read = items_written + overwritten + rejected +
 //! failed`.
 
+pub mod html;
+
 use serde::Serialize;
 use sql2ddb_dynamo::progress::SnapshotMark;
+
+use crate::rejects::RejectCount;
+use crate::timeline::Timeline;
 
 /// The exit code of a run stopped by Ctrl-C or SIGTERM.
 pub const EXIT_INTERRUPTED: i32 = 130;
@@ -173,6 +178,12 @@ pub struct RunReport {
     pub writer: WriterReport,
     /// Each pointer, what it did and its final value.
     pub pointers: Vec<PointerReport>,
+    /// This attempt's rejected (and failed) rows by entity, column and
+    /// reason, as in the rejects file.
+    pub rejects_by_reason: Vec<RejectCount>,
+    /// Items written, calls throttled and the concurrency limit, second by
+    /// second (empty for a run cut at a queue: its workers write).
+    pub timeline: Timeline,
     /// Things worth knowing that did not stop the run (e.g. a key template
     /// that does not include the source's unique key).
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -1,0 +1,298 @@
+//! The page of a plan: the figures, the entities, the item-size histogram
+//! of each entity's sample, and the partition heat (the partition keys with
+//! the most items, against one partition's write units per second).
+
+use sql2ddb_core::capacity::PARTITION_WCU;
+
+use super::chart::bar;
+use super::{figures, int, none, table, warnings, Cell, Figure, Page, Row};
+use crate::plan::{EntityPlan, PlanReport};
+
+/// The page of a plan.
+pub fn plan_page(r: &PlanReport) -> String {
+    let mut page = Page::new(
+        &format!("sql2ddb plan of {}", r.table),
+        &format!("{} → {}", r.source, r.table),
+    );
+    let t = &r.totals;
+    let mut summary = figures(&[
+        Figure::text("Table", "table", &r.table),
+        Figure::text("Source", "source", &r.source),
+        Figure::count(
+            "Rows sampled per entity",
+            "sample_size",
+            r.sample_size as u64,
+        ),
+        Figure::count("Rows", "rows", t.rows),
+        Figure::count("Items", "items", t.items),
+        Figure::count("Write units", "write_units", t.write_units),
+        Figure::count(
+            "Index write units",
+            "index_write_units",
+            t.index_write_units,
+        ),
+        Figure::count("Storage bytes", "storage_bytes", t.storage_bytes),
+        Figure::real("Writes, USD", "writes_usd", r.cost.writes_usd, 4),
+        Figure::real(
+            "A month of storage, USD",
+            "storage_month_usd",
+            r.cost.storage_month_usd,
+            4,
+        ),
+        Figure::text("Prices taken", "taken", &r.prices.taken),
+    ]);
+    summary.push_str(&warnings(&r.warnings));
+    page.section("summary", "Summary", &summary);
+    page.section("entities", "Entities", &entity_table(&r.entities));
+    page.section("time", "Time to write", &time_table(r));
+    page.section(
+        "sizes",
+        "Item sizes (sampled items)",
+        &histograms(&r.entities),
+    );
+    page.section("heat", "Partition heat", &heat(r));
+    page.section(
+        "rejects",
+        "Sampled rejects by reason",
+        &rejects(&r.entities),
+    );
+    page.finish()
+}
+
+fn entity_table(entities: &[EntityPlan]) -> String {
+    let rows: Vec<Row> = entities
+        .iter()
+        .map(|e| Row {
+            kind: "entity",
+            name: Some(e.name.clone()),
+            cells: vec![
+                Cell::Text(e.name.clone()),
+                Cell::Count("rows", e.rows),
+                Cell::Count("sampled_rows", e.sampled_rows),
+                Cell::Count("items", e.items),
+                Cell::Count("write_units", e.write_units),
+                Cell::Count("p50", e.item_size.p50),
+                Cell::Count("p95", e.item_size.p95),
+                Cell::Count("max", e.item_size.max),
+                Cell::Count("storage_bytes", e.storage_bytes),
+            ],
+        })
+        .collect();
+    table(
+        "entity-table",
+        &[
+            "Entity",
+            "Rows",
+            "Sampled",
+            "Items",
+            "Write units",
+            "Median size",
+            "p95 size",
+            "Largest",
+            "Storage bytes",
+        ],
+        &rows,
+        None,
+    )
+}
+
+fn time_table(r: &PlanReport) -> String {
+    if r.time.is_empty() {
+        return none("No rate to judge the time by.");
+    }
+    let rows: Vec<Row> = r
+        .time
+        .iter()
+        .map(|d| Row {
+            kind: "time",
+            name: Some(d.at.clone()),
+            cells: vec![
+                Cell::Text(d.at.clone()),
+                Cell::Real("seconds", d.seconds, 1),
+            ],
+        })
+        .collect();
+    table("time-table", &["At", "Seconds"], &rows, None)
+}
+
+/// A size range's label: `≤ 64 B`, `≤ 2 KiB`.
+fn range(up_to: u64) -> String {
+    match up_to {
+        n if n < 1024 => format!("≤ {n} B"),
+        n if n.is_multiple_of(1024) => format!("≤ {} KiB", n / 1024),
+        n => format!("≤ {} B", int(n)),
+    }
+}
+
+fn histograms(entities: &[EntityPlan]) -> String {
+    let mut out = String::new();
+    for e in entities {
+        let h = &e.item_size.histogram;
+        if h.is_empty() {
+            continue;
+        }
+        let max = h.iter().map(|b| b.items).max().unwrap_or(0) as f64;
+        let rows: Vec<Row> = h
+            .iter()
+            .map(|b| Row {
+                kind: "bucket",
+                name: Some(b.up_to.to_string()),
+                cells: vec![
+                    Cell::Text(range(b.up_to)),
+                    Cell::Count("items", b.items),
+                    Cell::Html(bar(b.items as f64, max, false)),
+                ],
+            })
+            .collect();
+        out.push_str(&format!("<h3>{}</h3>\n", super::escape(&e.name)));
+        out.push_str(&table(
+            &format!("sizes-{}", e.name),
+            &["Size", "Items", ""],
+            &rows,
+            None,
+        ));
+    }
+    match out.is_empty() {
+        true => none("No items sampled."),
+        false => out,
+    }
+}
+
+fn heat(r: &PlanReport) -> String {
+    if r.hot_partitions.is_empty() {
+        return none("No partition keys.");
+    }
+    let mut out = format!(
+        "<p>Write units per second each partition key needs at {} ({} WCU/s), against one partition's {} WCU/s; red bars are over it.</p>\n",
+        super::escape(&r.planned_rate_from),
+        r.planned_wcu_per_second,
+        PARTITION_WCU
+    );
+    let max = r
+        .hot_partitions
+        .iter()
+        .map(|p| p.wcu_per_second)
+        .fold(PARTITION_WCU as f64, f64::max);
+    let rows: Vec<Row> = r
+        .hot_partitions
+        .iter()
+        .map(|p| Row {
+            kind: "partition",
+            name: Some(p.key.clone()),
+            cells: vec![
+                Cell::Text(p.key.clone()),
+                Cell::Text(p.entities.join(", ")),
+                Cell::Count("items", p.items),
+                Cell::Count("write_units", p.write_units),
+                Cell::Real("wcu_per_second", p.wcu_per_second, 1),
+                Cell::Html(bar(
+                    p.wcu_per_second,
+                    max,
+                    p.wcu_per_second > PARTITION_WCU as f64,
+                )),
+            ],
+        })
+        .collect();
+    out.push_str(&table(
+        "heat-table",
+        &[
+            "Partition key",
+            "Entities",
+            "Items",
+            "Write units",
+            "WCU/s",
+            "",
+        ],
+        &rows,
+        None,
+    ));
+    out
+}
+
+fn rejects(entities: &[EntityPlan]) -> String {
+    let rows: Vec<Row> = entities
+        .iter()
+        .flat_map(|e| {
+            e.rejects.iter().map(|r| Row {
+                kind: "reason",
+                name: Some(r.reason.clone()),
+                cells: vec![
+                    Cell::Text(e.name.clone()),
+                    Cell::Text(r.column.clone().unwrap_or_default()),
+                    Cell::Text(r.reason.clone()),
+                    Cell::Count("rows", r.rows),
+                ],
+            })
+        })
+        .collect();
+    match rows.is_empty() {
+        true => none("The sample held no rejected row."),
+        false => table(
+            "rejects-table",
+            &["Entity", "Column", "Reason", "Rows"],
+            &rows,
+            None,
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::size::SizeStats;
+    use crate::plan::{Cost, Partition, Prices, Totals};
+
+    fn report() -> PlanReport {
+        PlanReport {
+            table: "shop".into(),
+            source: "sqlite://x".into(),
+            sample_size: 100,
+            entities: vec![EntityPlan {
+                name: "orders".into(),
+                rows: 5000,
+                sampled_rows: 100,
+                items: 5000,
+                write_units: 5200,
+                item_size: SizeStats::of(&[100, 200, 3000]),
+                ..EntityPlan::default()
+            }],
+            totals: Totals {
+                rows: 5000,
+                items: 5000,
+                write_units: 5200,
+                ..Totals::default()
+            },
+            prices: Prices::lookup(None, None, None).unwrap(),
+            cost: Cost::default(),
+            time: Vec::new(),
+            hot_partitions: vec![Partition {
+                key: "CUSTOMER#<7>".into(),
+                entities: vec!["orders".into()],
+                items: 4000,
+                bytes: 1,
+                write_units: 4000,
+                wcu_per_second: 1500.0,
+            }],
+            planned_wcu_per_second: 4000.0,
+            planned_rate_from: "on-demand".into(),
+            capacity: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_histogram_and_the_heat_are_on_the_page() {
+        let html = plan_page(&report());
+        for needle in [
+            "data-field=\"items\" data-value=\"5000\">5,000<",
+            "id=\"sizes-orders\"",
+            "<td class=\"text\">≤ 128 B</td><td data-field=\"items\" data-value=\"1\">",
+            "<td class=\"text\">≤ 4 KiB</td><td data-field=\"items\" data-value=\"1\">",
+            "data-row=\"partition\" data-name=\"CUSTOMER#&lt;7&gt;\"",
+            "data-field=\"wcu_per_second\" data-value=\"1500\">1500.0<",
+            "class=\"hot\"",
+        ] {
+            assert!(html.contains(needle), "missing {needle:?} in\n{html}");
+        }
+    }
+}
