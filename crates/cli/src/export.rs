@@ -133,7 +133,11 @@ pub async fn export(args: ExportArgs) -> u8 {
     }
     match result {
         Ok(report) => {
-            eprintln!("{}", render(&report));
+            // The report on stdout; with --json, stdout holds the JSON alone.
+            match args.json {
+                true => eprintln!("{}", render(&report)),
+                false => println!("{}", render(&report)),
+            }
             if args.json {
                 println!(
                     "{}",
@@ -169,10 +173,9 @@ fn render(r: &ExportReport) -> String {
             if let Some(f) = &r.manifest_file {
                 out.push_str(&format!("\nmanifest: {f}"));
             }
-            if r.run.status == RunStatus::Rejected {
+            if let (RunStatus::Rejected, Some(f)) = (r.run.status, &r.run.rejects_file) {
                 out.push_str(&format!(
-                    "\nrows rejected: see {} (they are not in the files)",
-                    r.run.rejects_file
+                    "\nrows rejected: see {f} (they are not in the files)"
                 ));
             }
             if r.out.starts_with("s3://") {

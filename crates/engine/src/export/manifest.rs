@@ -33,8 +33,8 @@ pub struct Manifest {
     pub entities: Vec<EntityCounts>,
     /// Pointer items written, per pointer.
     pub pointers: Vec<PointerCount>,
-    /// The run's rejects file (present when a row was rejected).
-    pub rejects_file: String,
+    /// The run's rejects file; null when no row was rejected.
+    pub rejects_file: Option<String>,
 }
 
 /// How one entity's rows add up.

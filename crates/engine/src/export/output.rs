@@ -42,6 +42,15 @@ impl Destination {
         if !out.starts_with("s3://") {
             let dir = PathBuf::from(out);
             let data = dir.join(DATA_DIR);
+            for place in [&dir, &data] {
+                if place.exists() && !place.is_dir() {
+                    return Err(EngineError::Config(format!(
+                        "--out {}: {} is a file, not a directory: the data files go in a `{DATA_DIR}/` folder under --out, so move that file away or give --out another directory",
+                        dir.display(),
+                        place.display()
+                    )));
+                }
+            }
             std::fs::create_dir_all(&data).map_err(|e| EngineError::io(&data, e))?;
             let mut entries = std::fs::read_dir(&data).map_err(|e| EngineError::io(&data, e))?;
             if entries.next().is_some() {
