@@ -273,30 +273,6 @@ fn shorten(text: &str, from: usize) -> String {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_values_are_cut_where_they_differ() {
-        let common = "x".repeat(200);
-        let expected = format!("[{common}, \"apple\"]");
-        let found = format!("[{common}, \"pear\"]");
-        let (e, f) = shorten_pair(Some(expected.clone()), Some(found.clone()));
-        assert_ne!(e, f);
-        assert!(e.contains("apple") && f.contains("pear"), "{e}\n{f}");
-        assert!(e.starts_with('…') && e.contains("of 211"), "{e}");
-        assert!(e.chars().count() < 100, "{e}");
-
-        // Short values are shown whole; a missing one is "absent".
-        let (e, f) = shorten_pair(Some("1".into()), None);
-        assert_eq!((e.as_str(), f.as_str()), ("1", "absent"));
-        // A long value alone is cut from its start.
-        let (e, _) = shorten_pair(Some(common.clone()), None);
-        assert!(e.starts_with("xxx") && e.ends_with("… (200 chars)"), "{e}");
-    }
-}
-
 /// Two bars: source rows read, and items compared (after reading: buckets).
 async fn draw(progress: Arc<RunProgress>, deep: Arc<DeepProgress>, json: bool) {
     use std::sync::atomic::Ordering::Relaxed;
@@ -346,5 +322,29 @@ struct Clear(MultiProgress);
 impl Drop for Clear {
     fn drop(&mut self) {
         let _ = self.0.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_values_are_cut_where_they_differ() {
+        let common = "x".repeat(200);
+        let expected = format!("[{common}, \"apple\"]");
+        let found = format!("[{common}, \"pear\"]");
+        let (e, f) = shorten_pair(Some(expected.clone()), Some(found.clone()));
+        assert_ne!(e, f);
+        assert!(e.contains("apple") && f.contains("pear"), "{e}\n{f}");
+        assert!(e.starts_with('…') && e.contains("of 211"), "{e}");
+        assert!(e.chars().count() < 100, "{e}");
+
+        // Short values are shown whole; a missing one is "absent".
+        let (e, f) = shorten_pair(Some("1".into()), None);
+        assert_eq!((e.as_str(), f.as_str()), ("1", "absent"));
+        // A long value alone is cut from its start.
+        let (e, _) = shorten_pair(Some(common.clone()), None);
+        assert!(e.starts_with("xxx") && e.ends_with("… (200 chars)"), "{e}");
     }
 }

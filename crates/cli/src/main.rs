@@ -86,7 +86,8 @@ enum Command {
     #[command(after_help = footer(run::EXIT_CODES))]
     Run(run::RunArgs),
     /// Write the items as DynamoDB-JSON files for DynamoDB's import from S3
-    /// (a directory or s3://), with a manifest and the import command.
+    /// or its bulk put items (a directory or s3://), with a manifest and
+    /// the command that loads them.
     #[command(after_help = footer(export::EXIT_CODES))]
     Export(export::ExportArgs),
     /// Write the batches a `run --queue` sends, from the queue (run as many

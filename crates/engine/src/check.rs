@@ -27,8 +27,8 @@ pub struct CheckSummary {
 /// are not set (reported beside it, never instead of it).
 #[derive(Debug)]
 pub struct CheckFailure {
-    /// What is wrong.
-    pub error: MappingError,
+    /// What is wrong (boxed: the error is large beside the summary).
+    pub error: Box<MappingError>,
     /// Unset variables, `file:line:col: message` each.
     pub unset: Vec<String>,
 }
@@ -43,7 +43,7 @@ pub fn check(
     let (plan, unset) = Plan::parse_without_env(text, file, env);
     let unset: Vec<String> = unset.iter().map(ToString::to_string).collect();
     let plan = plan.map_err(|error| CheckFailure {
-        error,
+        error: Box::new(error),
         unset: unset.clone(),
     })?;
     Ok(CheckSummary {

@@ -85,6 +85,14 @@ impl Destination {
         }
     }
 
+    /// The S3 bucket and the export's key prefix, when the files are in S3.
+    pub fn s3_place(&self) -> Option<(String, String)> {
+        match self {
+            Destination::Dir(_) => None,
+            Destination::S3(p) => Some((p.bucket().to_string(), p.prefix().to_string())),
+        }
+    }
+
     /// The S3 bucket and the data files' key prefix, when the files are in S3.
     pub fn s3_source(&self) -> Option<(String, String)> {
         match self {
