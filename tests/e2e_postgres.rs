@@ -200,10 +200,10 @@ async fn every_row_of_every_type_arrives_as_mapped() {
     }
     assert_eq!(report["totals"]["rows_read"], 3 * ROWS);
     assert_eq!(report["totals"]["items_written"], 3 * ROWS);
-    let rejects = std::path::Path::new(report["rejects_file"].as_str().unwrap());
     assert!(
-        !sc.path().join(rejects).exists(),
-        "nothing rejected, no rejects file"
+        report["rejects_file"].is_null(),
+        "nothing rejected: no rejects file named, {}",
+        report["rejects_file"]
     );
 
     let items = sc.items().await;

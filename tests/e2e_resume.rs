@@ -354,13 +354,14 @@ async fn nothing_lost_10_resumed_report_shows_run_totals() {
 }
 
 /// The words of the command a run printed to continue it (the first line
-/// that starts with `sql2ddb run`), split as a POSIX shell splits them.
-pub(crate) fn printed_command(stderr: &str) -> Vec<String> {
-    let line = stderr
+/// of `output` that starts with `sql2ddb run`: stdout, or stderr with
+/// `--json`), split as a POSIX shell splits them.
+pub(crate) fn printed_command(output: &str) -> Vec<String> {
+    let line = output
         .lines()
         .map(str::trim)
         .find(|l| l.starts_with("sql2ddb run "))
-        .unwrap_or_else(|| panic!("no command printed:\n{stderr}"));
+        .unwrap_or_else(|| panic!("no command printed:\n{output}"));
     let mut words = Vec::new();
     let mut word: Option<String> = None;
     let mut chars = line.chars();
@@ -446,7 +447,8 @@ async fn real_service_7_resume_command_keeps_endpoint_and_runs_dir() {
     let first = running.wait().await;
     assert_eq!(first.code, 130, "{}", first.stderr);
 
-    let command = printed_command(&first.stderr);
+    // Without --json the report, and the command with it, is on stdout.
+    let command = printed_command(&first.stdout);
     let resumed = run_printed(f.sc.path(), &command).await;
     assert_eq!(
         resumed.code, 0,

@@ -541,3 +541,135 @@ async fn a_file_larger_than_a_part_is_uploaded_in_several_parts() {
     assert_eq!(exported.len(), 12000);
     assert_counts(&manifest, &export);
 }
+
+/// `--for bulk-put`, line by line against the developer guide's "Amazon S3
+/// input formats for bulk put items": input format DYNAMODB_JSON is JSON
+/// Lines, one record per line, each record holding the item in DynamoDB
+/// JSON; a record may carry a per-item condition, which the pointer item
+/// does (`run`'s condition); the command names the bucket, the prefix, the
+/// compression and the mapping's `max_wcu` as the write request units cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_shop_exported_for_bulk_put_carries_the_pointer_condition() {
+    let sc = Scenario::new("export_bulk").start().await;
+    let mapping = shop_mapping(&sc);
+    let run = sc.run(&mapping, &["--json", "--quiet"]).await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let table = sc.items().await;
+    let text = std::fs::read_to_string(&mapping).unwrap().replacen(
+        "[[entity]]",
+        "[writer]\nmax_wcu = 500\n\n[[entity]]",
+        1,
+    );
+    std::fs::write(&mapping, text).unwrap();
+
+    let args = [
+        "export",
+        &mapping,
+        "--for",
+        "bulk-put",
+        "--out",
+        "bulk",
+        "--compression",
+        "none",
+        "--json",
+        "--quiet",
+    ];
+    let export = sc.sql2ddb(&args).await;
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    let report = export.report();
+    let dir = sc.path().join("bulk");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["for"], "bulk-put");
+    assert_eq!(manifest["format"], "DYNAMODB_JSON");
+    assert!(
+        !dir.join("table-creation.json").exists(),
+        "bulk put items loads an existing table: nothing to create"
+    );
+
+    let mut exported = Items::new();
+    let mut conditional = Vec::new();
+    for f in manifest["files"].as_array().unwrap() {
+        let name = f["name"].as_str().unwrap();
+        assert!(
+            name.starts_with("data/") && name.ends_with(".json"),
+            "{name}"
+        );
+        let bytes = std::fs::read(dir.join(name)).unwrap();
+        assert!(bytes.ends_with(b"\n"), "{name}: every record ends its line");
+        let text = String::from_utf8(bytes).unwrap();
+        for line in text.lines() {
+            // One JSON record per line, an object with the item under `Item`.
+            let record: serde_json::Value = serde_json::from_str(line).unwrap();
+            let fields: Vec<&str> = record
+                .as_object()
+                .unwrap()
+                .keys()
+                .map(String::as_str)
+                .collect();
+            let item: Item = serde_json::from_value(record["Item"].clone()).unwrap();
+            match fields.len() {
+                1 => assert_eq!(fields, ["Item"], "{line}"),
+                _ => {
+                    let mut sorted = fields.clone();
+                    sorted.sort();
+                    assert_eq!(
+                        sorted,
+                        [
+                            "ConditionExpression",
+                            "ExpressionAttributeNames",
+                            "ExpressionAttributeValues",
+                            "Item"
+                        ],
+                        "{line}"
+                    );
+                    conditional.push(record.clone());
+                }
+            }
+            let key = key_of(&item);
+            assert!(
+                exported.insert(key.clone(), item).is_none(),
+                "{key:?} twice"
+            );
+        }
+    }
+    assert_same_items(&exported, &table);
+
+    // The pointer item, and only it, is conditional: as `run` writes it.
+    assert_eq!(conditional.len(), 1, "{conditional:?}");
+    let pointer = &conditional[0];
+    assert_eq!(
+        pointer["Item"]["PK"],
+        serde_json::json!({"S": "LAST_ORDER"})
+    );
+    assert_eq!(
+        pointer["ConditionExpression"],
+        "attribute_not_exists(#v) OR #v < :new"
+    );
+    assert_eq!(
+        pointer["ExpressionAttributeNames"],
+        serde_json::json!({"#v": "orderId"})
+    );
+    assert_eq!(
+        pointer["ExpressionAttributeValues"][":new"],
+        pointer["Item"]["orderId"]
+    );
+
+    let command = report["bulk_put_command"].as_str().unwrap();
+    assert!(report["import_command"].is_null(), "{report}");
+    assert!(export.stderr.contains(command), "{}", export.stderr);
+    assert!(
+        command.starts_with("aws dynamodb start-bulk-put-items"),
+        "{command}"
+    );
+    for part in [
+        format!("--table-name {}", sc.table),
+        "\"S3KeyPrefix\":\"PREFIX/data/\"".to_string(),
+        "\"InputFormat\":\"DYNAMODB_JSON\"".to_string(),
+        "\"InputCompressionType\":\"NONE\"".to_string(),
+        "\"OutputType\":[\"ERROR\",\"CONDITION_CHECK_FAILURE\"]".to_string(),
+        "--max-write-request-units 500".to_string(),
+    ] {
+        assert!(command.contains(&part), "{part} in {command}");
+    }
+}

@@ -1,7 +1,6 @@
 //! `sql2ddb verify MAPPING --deep`: the flags, the progress bars, and the
 //! summary on the terminal (long values shortened; `diff.jsonl` has them whole).
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -45,10 +44,6 @@ pub struct DeepArgs {
     /// With --deep: source URL, overriding the mapping's.
     #[arg(long, value_name = "URL", requires = "deep")]
     pub source: Option<String>,
-    /// With --deep: where run directories are (`diff.jsonl` goes into the
-    /// run's directory, or a new one without --run).
-    #[arg(long, value_name = "DIR", default_value = "sql2ddb-runs")]
-    pub runs_dir: PathBuf,
     /// Bytes of items held in memory before spilling to files.
     #[arg(long, hide = true, env = "SQL2DDB_VERIFY_MEMORY", value_name = "BYTES",
           value_parser = limits::positive::<usize>)]
@@ -85,7 +80,7 @@ pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> u8 {
             source: deep.source.clone(),
             endpoint: args.endpoint.clone(),
             region: args.region.clone(),
-            runs_dir: deep.runs_dir.clone(),
+            runs_dir: args.runs_dir.clone(),
             run_id: Some(args.run.clone().unwrap_or_else(new_run_id)),
             ..RunOptions::default()
         },
@@ -111,14 +106,6 @@ pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> u8 {
 }
 
 fn show(report: &DeepReport, json: bool) {
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string(report).expect("a report serialises")
-        );
-    } else {
-        eprint!("{}", render(report));
-    }
     let verdict = match report.differences {
         0 => "verified: every item is exactly what the mapping makes of the source".to_string(),
         n => format!(
@@ -126,7 +113,18 @@ fn show(report: &DeepReport, json: bool) {
             report.diff_file
         ),
     };
-    eprintln!("{verdict}");
+    // The report on stdout (`verify … > report.txt` keeps it); with --json
+    // stdout holds the JSON alone and the verdict goes to stderr.
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string(report).expect("a report serialises")
+        );
+        eprintln!("{verdict}");
+    } else {
+        print!("{}", render(report));
+        println!("{verdict}");
+    }
     let dir = std::path::Path::new(&report.run_dir);
     eprintln!(
         "report: {} (to look at: {})",
@@ -229,24 +227,55 @@ fn line(d: &Difference) -> String {
         text.push_str(&format!(" from {}", keys.join(", ")));
     }
     for a in &d.attributes {
-        let v = |v: &Option<serde_json::Value>| {
-            v.as_ref()
-                .map_or("absent".into(), |v| shorten(&v.to_string()))
-        };
+        let text_of = |v: &Option<serde_json::Value>| v.as_ref().map(|v| v.to_string());
+        let (expected, found) = shorten_pair(text_of(&a.expected), text_of(&a.actual));
         text.push_str(&format!(
-            "\n    {}: expected {}, found {}",
-            a.name,
-            v(&a.expected),
-            v(&a.actual)
+            "\n    {}: expected {expected}, found {found}",
+            a.name
         ));
     }
     text
 }
 
-fn shorten(text: &str) -> String {
-    match text.char_indices().nth(SHOWN_VALUE) {
-        Some((at, _)) => format!("{}… ({} chars)", &text[..at], text.chars().count()),
-        None => text.to_string(),
+/// Both values of an attribute, each cut to [`SHOWN_VALUE`] characters
+/// around the first character where they differ, so that two long values
+/// with a common beginning do not print as the same text.
+fn shorten_pair(expected: Option<String>, found: Option<String>) -> (String, String) {
+    let (expected, found) = match (expected, found) {
+        (Some(e), Some(f)) => (e, f),
+        (e, f) => {
+            let alone = |v: Option<String>| v.map_or("absent".into(), |v| shorten(&v, 0));
+            return (alone(e), alone(f));
+        }
+    };
+    let common = expected
+        .chars()
+        .zip(found.chars())
+        .take_while(|(a, b)| a == b)
+        .count();
+    // A little of what they share, for context, then where they part.
+    let from = common.saturating_sub(SHOWN_VALUE / 4);
+    (shorten(&expected, from), shorten(&found, from))
+}
+
+/// `text` from character `from`, at most [`SHOWN_VALUE`] characters of it,
+/// saying what was left out.
+fn shorten(text: &str, from: usize) -> String {
+    let total = text.chars().count();
+    if total <= SHOWN_VALUE {
+        return text.to_string();
+    }
+    let from = from.min(total.saturating_sub(SHOWN_VALUE));
+    let shown: String = text.chars().skip(from).take(SHOWN_VALUE).collect();
+    let before = if from > 0 { "…" } else { "" };
+    let after = if from + SHOWN_VALUE < total {
+        "…"
+    } else {
+        ""
+    };
+    match from {
+        0 => format!("{shown}{after} ({total} chars)"),
+        _ => format!("{before}{shown}{after} (chars {}.. of {total})", from + 1),
     }
 }
 
@@ -299,5 +328,29 @@ struct Clear(MultiProgress);
 impl Drop for Clear {
     fn drop(&mut self) {
         let _ = self.0.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_values_are_cut_where_they_differ() {
+        let common = "x".repeat(200);
+        let expected = format!("[{common}, \"apple\"]");
+        let found = format!("[{common}, \"pear\"]");
+        let (e, f) = shorten_pair(Some(expected.clone()), Some(found.clone()));
+        assert_ne!(e, f);
+        assert!(e.contains("apple") && f.contains("pear"), "{e}\n{f}");
+        assert!(e.starts_with('…') && e.contains("of 211"), "{e}");
+        assert!(e.chars().count() < 100, "{e}");
+
+        // Short values are shown whole; a missing one is "absent".
+        let (e, f) = shorten_pair(Some("1".into()), None);
+        assert_eq!((e.as_str(), f.as_str()), ("1", "absent"));
+        // A long value alone is cut from its start.
+        let (e, _) = shorten_pair(Some(common.clone()), None);
+        assert!(e.starts_with("xxx") && e.ends_with("… (200 chars)"), "{e}");
     }
 }

@@ -1,9 +1,10 @@
-//! `sql2ddb export`: the run's items as files for DynamoDB's import from S3.
+//! `sql2ddb export`: the run's items as files for DynamoDB's import from S3
+//! (a new table) or its bulk put items (an existing table).
 
 use std::path::PathBuf;
 
 use sql2ddb_core::redact_secrets;
-use sql2ddb_engine::export::{Compression, ExportOptions, ExportReport, S3Options};
+use sql2ddb_engine::export::{Compression, ExportFor, ExportOptions, ExportReport, S3Options};
 use sql2ddb_engine::{RunOptions, RunProgress, RunStatus, SnapshotMode, StopSignal};
 
 use crate::run::SnapshotArg;
@@ -31,6 +32,17 @@ pub struct ExportArgs {
     /// empty; `manifest.json` and `table-creation.json` beside it.
     #[arg(long, value_name = "DIR|s3://BUCKET/PREFIX")]
     pub out: String,
+    /// What loads the files: `import` (import from S3, which creates a new
+    /// table; `table-creation.json` and the `import-table` command) or
+    /// `bulk-put` (bulk put items, into an existing table; pointer items
+    /// carry their condition; the `start-bulk-put-items` command).
+    #[arg(
+        long = "for",
+        value_enum,
+        default_value = "import",
+        value_name = "LOADER"
+    )]
+    pub export_for: ExportForArg,
     /// How the data files are compressed.
     #[arg(long, value_enum, default_value = "gzip")]
     pub compression: CompressionArg,
@@ -78,6 +90,13 @@ pub struct ExportArgs {
     pub quiet: bool,
 }
 
+/// `--for`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+pub enum ExportForArg {
+    Import,
+    BulkPut,
+}
+
 /// `--compression`.
 #[derive(Clone, Copy, clap::ValueEnum)]
 pub enum CompressionArg {
@@ -114,6 +133,10 @@ pub async fn export(args: ExportArgs) -> u8 {
             CompressionArg::None => Compression::None,
         },
         items_per_file: args.items_per_file,
+        export_for: match args.export_for {
+            ExportForArg::Import => ExportFor::Import,
+            ExportForArg::BulkPut => ExportFor::BulkPut,
+        },
         s3: S3Options {
             endpoint: args.s3_endpoint.clone(),
             region: args.region.clone(),
@@ -134,7 +157,11 @@ pub async fn export(args: ExportArgs) -> u8 {
     }
     match result {
         Ok(report) => {
-            eprintln!("{}", render(&report));
+            // The report on stdout; with --json, stdout holds the JSON alone.
+            match args.json {
+                true => eprintln!("{}", render(&report)),
+                false => println!("{}", render(&report)),
+            }
             if args.json {
                 println!(
                     "{}",
@@ -153,7 +180,8 @@ fn render(r: &ExportReport) -> String {
     if let Some(err) = &r.run.error {
         out.push_str(&format!("\nerror: {}", redact_secrets(err)));
     }
-    match (&r.manifest, &r.import_command) {
+    let command = r.import_command.as_ref().or(r.bulk_put_command.as_ref());
+    match (&r.manifest, command) {
         (Some(m), Some(command)) => {
             let bytes: u64 = m.files.iter().map(|f| f.uncompressed_bytes).sum();
             let compressed: u64 = m.files.iter().map(|f| f.compressed_bytes).sum();
@@ -170,17 +198,20 @@ fn render(r: &ExportReport) -> String {
             if let Some(f) = &r.manifest_file {
                 out.push_str(&format!("\nmanifest: {f}"));
             }
-            if r.run.status == RunStatus::Rejected {
+            if let (RunStatus::Rejected, Some(f)) = (r.run.status, &r.run.rejects_file) {
                 out.push_str(&format!(
-                    "\nrows rejected: see {} (they are not in the files)",
-                    r.run.rejects_file
+                    "\nrows rejected: see {f} (they are not in the files)"
                 ));
             }
+            let what = match r.bulk_put_command {
+                Some(_) => "to load the files into the existing table (bulk put items)",
+                None => "to create the table from the files",
+            };
             if r.out.starts_with("s3://") {
-                out.push_str("\nto create the table from the files:");
+                out.push_str(&format!("\n{what}:"));
             } else {
                 out.push_str(&format!(
-                    "\nto create the table, upload {}/data/ to s3://BUCKET/PREFIX/data/, then:",
+                    "\n{what}, upload {}/data/ to s3://BUCKET/PREFIX/data/, then:",
                     r.out
                 ));
             }

@@ -22,7 +22,7 @@ pub struct InitArgs {
     pub tables: Option<Vec<String>>,
     /// One DynamoDB table named NAME: child tables go into their parent's
     /// item collection, or are embedded in the parent's items.
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = crate::limits::table_name)]
     pub single_table: Option<String>,
 }
 

@@ -16,6 +16,37 @@ pub const MAX_VISIBILITY_SECONDS: u64 = 43_200;
 /// Most receives SQS accepts in a redrive policy before dead-lettering.
 pub const MAX_RECEIVE_COUNT: u64 = 1_000;
 
+/// A DynamoDB table name (`init --single-table`), refused at the command
+/// line as `check` would refuse it in the mapping.
+pub fn table_name(text: &str) -> Result<String, String> {
+    match sql2ddb_mapping::is_table_name(text) {
+        true => Ok(text.to_string()),
+        false => Err(format!(
+            "{text:?} is not a DynamoDB table name: 3 to 255 of a-z, A-Z, 0-9, _ . - (no spaces), e.g. {:?}",
+            suggested_table_name(text)
+        )),
+    }
+}
+
+/// `text` with every character a table name cannot hold made `-`.
+fn suggested_table_name(text: &str) -> String {
+    let mut name: String = text
+        .trim()
+        .chars()
+        .map(
+            |c| match c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                true => c,
+                false => '-',
+            },
+        )
+        .take(255)
+        .collect();
+    while name.len() < 3 {
+        name.push_str("-db");
+    }
+    name
+}
+
 /// `--concurrency`: 1..=[`MAX_CONCURRENCY`], as `[writer] concurrency`.
 pub fn concurrency() -> RangedU64ValueParser<usize> {
     RangedU64ValueParser::new().range(1..=MAX_CONCURRENCY as u64)

@@ -14,6 +14,7 @@ mod live;
 mod plan;
 mod queue;
 mod run;
+mod shell;
 mod table;
 mod update;
 mod verify;
@@ -54,10 +55,19 @@ pub(crate) fn footer(exit_codes: &str) -> String {
     format!("{exit_codes}\n\n{LOGGING}")
 }
 
+/// The version and the commit the binary was built from ("unknown" when
+/// built outside a git checkout).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("SQL2DDB_COMMIT"),
+    ")"
+);
+
 /// Migrate relational data (PostgreSQL, MySQL/MariaDB, SQLite) into Amazon DynamoDB.
 #[derive(Parser)]
-#[command(name = "sql2ddb", version, about, after_help = footer(ALL_EXIT_CODES))]
-struct Cli {
+#[command(name = "sql2ddb", version = VERSION, about, after_help = footer(ALL_EXIT_CODES))]
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -76,7 +86,8 @@ enum Command {
     #[command(after_help = footer(run::EXIT_CODES))]
     Run(run::RunArgs),
     /// Write the items as DynamoDB-JSON files for DynamoDB's import from S3
-    /// (a directory or s3://), with a manifest and the import command.
+    /// or its bulk put items (a directory or s3://), with a manifest and
+    /// the command that loads them.
     #[command(after_help = footer(export::EXIT_CODES))]
     Export(export::ExportArgs),
     /// Write the batches a `run --queue` sends, from the queue (run as many
@@ -107,6 +118,12 @@ enum Command {
     /// (tables, keys, foreign keys, column types).
     #[command(after_help = footer(init::EXIT_CODES))]
     Init(init::InitArgs),
+    /// Print a completion script for a shell (see the README for where to put it).
+    #[command(after_help = footer(shell::COMPLETIONS_EXIT_CODES))]
+    Completions(shell::CompletionsArgs),
+    /// Print the man page, or write one page per command with --dir.
+    #[command(after_help = footer(shell::MAN_EXIT_CODES))]
+    Man(shell::ManArgs),
 }
 
 fn main() -> ExitCode {
@@ -137,6 +154,8 @@ fn main() -> ExitCode {
         Command::Update(args) => block_on(update::update(args)),
         Command::Plan(args) => block_on(plan::plan(args)),
         Command::Init(args) => block_on(init::init(args)),
+        Command::Completions(args) => shell::completions(args),
+        Command::Man(args) => shell::man(args),
     };
     ExitCode::from(code)
 }
@@ -214,13 +233,25 @@ fn check(path: &Path) -> u8 {
             for w in &summary.warnings {
                 eprintln!("warning: {w}");
             }
+            unset_notes(&summary.unset);
             if summary.warnings.is_empty() {
                 0
             } else {
                 2
             }
         }
-        Err(e) => fail(&e.to_string()),
+        Err(failure) => {
+            let code = fail(&failure.error.to_string());
+            unset_notes(&failure.unset);
+            code
+        }
+    }
+}
+
+/// `check` needs no environment variable; the jobs that connect do.
+fn unset_notes(unset: &[String]) {
+    for u in unset {
+        eprintln!("note: {u}; check goes on without it, but run, plan, export and verify need it");
     }
 }
 
@@ -239,7 +270,7 @@ mod tests {
         cmd.render_long_help().to_string()
     }
 
-    const COMMANDS: [&[&str]; 11] = [
+    const COMMANDS: [&[&str]; 13] = [
         &[],
         &["check"],
         &["run"],
@@ -251,6 +282,8 @@ mod tests {
         &["update"],
         &["plan"],
         &["init"],
+        &["completions"],
+        &["man"],
     ];
 
     #[test]

@@ -47,6 +47,13 @@ pub struct PlanArgs {
     /// US dollars per GB-month of storage, instead of the price table's.
     #[arg(long, value_name = "USD", value_parser = price)]
     pub price_gb: Option<f64>,
+    /// US dollars per GB imported from S3, instead of the price table's.
+    #[arg(long, value_name = "USD", value_parser = price)]
+    pub price_import_gb: Option<f64>,
+    /// US dollars per provisioned write capacity unit-hour, to cost the
+    /// provisioned path (the price table has none).
+    #[arg(long, value_name = "USD", value_parser = price)]
+    pub price_wcu_hour: Option<f64>,
     /// Source URL, overriding the mapping's (postgres://, mysql://, sqlite://).
     #[arg(long)]
     pub source: Option<String>,
@@ -117,6 +124,8 @@ pub async fn plan(args: PlanArgs) -> u8 {
         estimate: args.estimate,
         price_wru: args.price_wru,
         price_gb: args.price_gb,
+        price_import_gb: args.price_import_gb,
+        price_wcu_hour: args.price_wcu_hour,
         region: args.region.clone(),
         max_wcu: args.max_wcu,
         capacity: args.capacity.map(|table| CapacityOptions {
@@ -284,6 +293,7 @@ pub fn render(r: &PlanReport) -> String {
         usd(r.cost.import_from_s3_usd),
         bytes(t.import_bytes)
     );
+    render_load_paths(r, &mut out);
     out.push_str("\ntime to write\n");
     for d in &r.time {
         let _ = writeln!(out, "  at {:<40} {}", d.at, seconds(d.seconds));
@@ -300,6 +310,31 @@ pub fn render(r: &PlanReport) -> String {
         }
     }
     out
+}
+
+/// The three ways to load, side by side; what is not published says so.
+fn render_load_paths(r: &PlanReport, out: &mut String) {
+    out.push_str("\nways to load\n");
+    let rows: Vec<Vec<String>> = r
+        .load_paths
+        .iter()
+        .map(|p| {
+            vec![
+                p.path.clone(),
+                p.table.to_string(),
+                p.cost_usd.map_or("-".into(), usd),
+                p.seconds.map_or("-".into(), seconds),
+            ]
+        })
+        .collect();
+    out.push_str(&table(&["path", "table", "cost", "time"], &rows));
+    for p in &r.load_paths {
+        let _ = writeln!(
+            out,
+            "  {}: cost {}; time {}",
+            p.path, p.cost_basis, p.time_basis
+        );
+    }
 }
 
 fn render_indexes(r: &PlanReport, out: &mut String) {

@@ -196,12 +196,18 @@ pub async fn run(args: RunArgs) -> u8 {
     }
     match result {
         Ok(report) => {
-            eprintln!("{}", table::render(&report));
+            // The report on stdout (`run … > report.txt` keeps it), progress
+            // and logs on stderr; with --json, stdout holds the JSON alone.
+            let say = |text: &str| match args.json {
+                true => eprintln!("{text}"),
+                false => println!("{text}"),
+            };
+            say(&table::render(&report));
             if let Some(err) = &report.error {
                 eprintln!("error: {}", redact_secrets(err));
             }
             if let Some(hint) = how_to_continue(&args, &report) {
-                eprintln!("{hint}");
+                say(&hint);
             }
             if args.json {
                 println!(
@@ -370,7 +376,7 @@ mod tests {
             queue: None,
             progress_table: progress_table.map(str::to_string),
             run_dir: String::new(),
-            rejects_file: String::new(),
+            rejects_file: None,
             entities: Vec::new(),
             totals: EntityReport {
                 pages,

@@ -115,8 +115,8 @@ pub fn render(r: &RunReport) -> String {
     if let Some(f) = &r.local_data_file {
         out.push_str(&format!("local DynamoDB data: {f}\n"));
     }
-    if r.totals.rejected + r.totals.failed > 0 {
-        out.push_str(&format!("rejects: {}\n", r.rejects_file));
+    if let Some(f) = r.rejects_file.as_ref() {
+        out.push_str(&format!("rejects: {f}\n"));
     }
     out.push_str(&format!(
         "report: {0}/report.json (to look at: {0}/report.html)",

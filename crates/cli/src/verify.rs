@@ -43,6 +43,11 @@ pub struct StatusArgs {
     /// Print each state as one JSON object on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Where run directories are: with `--endpoint local`, the run's
+    /// directory holds the table's data; with --deep, `diff.jsonl` goes into
+    /// the run's directory (a new one without --run).
+    #[arg(long, value_name = "DIR", default_value = "sql2ddb-runs")]
+    pub runs_dir: PathBuf,
 }
 
 /// `verify`'s arguments: a run's counts, or with --deep its items.
@@ -90,7 +95,12 @@ async fn resources(args: &StatusArgs) -> Result<Resources, String> {
         sqs_endpoint: args.sqs_endpoint.clone(),
         aws: None,
     };
-    let resources = Resources::open(plan.as_ref(), &options, Job::Status)
+    let run_dir = args.run.as_ref().map(|run| args.runs_dir.join(run));
+    let job = match &run_dir {
+        Some(run_dir) => Job::Inspect { run_dir },
+        None => Job::Status,
+    };
+    let resources = Resources::open(plan.as_ref(), &options, job)
         .await
         .map_err(|e| e.to_string())?;
     resources.progress_store().map_err(|e| e.to_string())?;

@@ -17,16 +17,37 @@ pub struct CheckSummary {
     /// template that leaves out part of its entity's `key`, or two entities
     /// (or pointers) whose keys can be equal.
     pub warnings: Vec<String>,
+    /// `${VAR}`s that are not set, `file:line:col: message` each: `check`
+    /// connects to nothing and needs none of them; the jobs that read the
+    /// source or the table do.
+    pub unset: Vec<String>,
 }
 
-/// Validates mapping `text` (read from `file`); `env` resolves `${VAR}`.
+/// A mapping that `check` refuses: the first error, and the `${VAR}`s that
+/// are not set (reported beside it, never instead of it).
+#[derive(Debug)]
+pub struct CheckFailure {
+    /// What is wrong (boxed: the error is large beside the summary).
+    pub error: Box<MappingError>,
+    /// Unset variables, `file:line:col: message` each.
+    pub unset: Vec<String>,
+}
+
+/// Validates mapping `text` (read from `file`); `env` resolves `${VAR}`,
+/// and a variable that is not set does not make the mapping invalid.
 pub fn check(
     text: &str,
     file: &Path,
     env: &dyn Fn(&str) -> Option<String>,
-) -> Result<CheckSummary, MappingError> {
-    let plan = Plan::parse(text, file, env)?;
+) -> Result<CheckSummary, CheckFailure> {
+    let (plan, unset) = Plan::parse_without_env(text, file, env);
+    let unset: Vec<String> = unset.iter().map(ToString::to_string).collect();
+    let plan = plan.map_err(|error| CheckFailure {
+        error: Box::new(error),
+        unset: unset.clone(),
+    })?;
     Ok(CheckSummary {
+        unset,
         table: plan.target.table.clone(),
         keys: plan
             .key_attrs()

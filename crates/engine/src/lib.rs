@@ -28,7 +28,7 @@ pub mod update;
 pub mod verify;
 pub mod worker;
 
-pub use check::{check, CheckSummary};
+pub use check::{check, CheckFailure, CheckSummary};
 pub use error::{EngineError, ErrorKind};
 pub use ids::new_run_id;
 pub use progress::{EntityProgress, RunProgress};

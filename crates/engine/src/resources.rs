@@ -49,8 +49,15 @@ pub enum Job<'a> {
     },
     /// A queue worker: `local` is refused (it belongs to one process).
     Worker,
-    /// `status` / `verify`: `local` is refused likewise.
+    /// A job that reads a table another process wrote (`update`, the
+    /// serverless functions): `local` is refused likewise.
     Status,
+    /// `status` / `verify` of one run: `local` opens the data the run's
+    /// embedded server left in its directory.
+    Inspect {
+        /// The run's directory.
+        run_dir: &'a Path,
+    },
 }
 
 /// The settled connections of a job.
@@ -96,8 +103,21 @@ impl Resources {
                 "the embedded `local` endpoint belongs to one process; give workers the URL of a DynamoDB endpoint they share (--endpoint)".into(),
             )),
             (Some("local"), Job::Status) => return Err(EngineError::Config(
-                "the embedded `local` endpoint belongs to the run's own process; give --endpoint".into(),
+                "the embedded `local` endpoint lives only inside the process that started it; give the URL of a DynamoDB endpoint (--endpoint URL)".into(),
             )),
+            (Some("local"), Job::Inspect { run_dir }) => {
+                let data = run_dir.join("dynamodb.sqlite");
+                if !data.is_file() {
+                    return Err(EngineError::Config(format!(
+                        "`--endpoint local` reads the data the run's embedded endpoint kept in its directory, and {} is not there: give the id of a run made with `--endpoint local` (and --runs-dir if its directory is elsewhere)",
+                        data.display()
+                    )));
+                }
+                let l = LocalDynamo::start(Some(&data)).await?;
+                let e = Endpoint::Url(l.url().to_string());
+                local = Some(l);
+                (e, "local".to_string())
+            }
             (Some(url), _) => (Endpoint::parse(url)?, redact_url(url)),
             (None, _) => (Endpoint::Aws, "aws".to_string()),
         };

@@ -287,7 +287,17 @@ fn count_entity(progress: &RunProgress, entity: String, segments: u32) -> Entity
 /// a queue.
 pub async fn inspect(resources: &Resources, run_id: &str) -> Result<RunState, EngineError> {
     let store = &resources.progress_store()?;
-    let progress = store.load(run_id).await?;
+    let progress = match store.load(run_id).await {
+        Ok(p) => p,
+        // Said in words: the service's "resource not found" names no flag.
+        Err(_) if matches!(store.exists().await, Ok(false)) => {
+            return Err(EngineError::Config(format!(
+                "the progress table {} does not exist: a run's counts are kept there only when it runs with --progress-table (or --queue); without one, compare the table with the source: `sql2ddb verify MAPPING --deep`",
+                store.table()
+            )))
+        }
+        Err(e) => return Err(e.into()),
+    };
     let Some(meta) = progress.meta.clone() else {
         return Err(EngineError::Resume {
             run_id: run_id.to_string(),

@@ -144,6 +144,12 @@ pub use plan::{
 };
 pub use pointer::{BoundPointer, Pointer};
 pub use template::MAX_PAD_WIDTH;
+
+/// Whether `name` is a valid DynamoDB table (or index) name: 3 to 255
+/// characters of a-z, A-Z, 0-9, `_`, `.` and `-`.
+pub fn is_table_name(name: &str) -> bool {
+    load::is_table_or_index_name(name)
+}
 pub use update::{
     IndexShape, JobAction, JobMode, JobRead, JobTarget, PutChange, TableShape, UpdateJob,
     DEFAULT_SEGMENTS, JOB_VERSION, MARKER_NAME, MARKER_VALUE, MAX_PAGE_SIZE, MAX_SEGMENTS,

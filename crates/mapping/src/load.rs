@@ -19,11 +19,33 @@ use crate::template::Template;
 pub(crate) struct Loader<'a, 'e> {
     pub(crate) sm: &'a SourceMap<'a>,
     env: &'e dyn Fn(&str) -> Option<String>,
+    /// When set, a `${VAR}` that is not set stands for a placeholder and
+    /// is recorded here instead of failing the load (`check`, which
+    /// connects to nothing, needs no variable).
+    unset: Option<std::cell::RefCell<Vec<MappingError>>>,
 }
 
 impl<'a, 'e> Loader<'a, 'e> {
     pub(crate) fn new(sm: &'a SourceMap<'a>, env: &'e dyn Fn(&str) -> Option<String>) -> Self {
-        Loader { sm, env }
+        Loader {
+            sm,
+            env,
+            unset: None,
+        }
+    }
+
+    /// A loader that records unset variables rather than failing on them.
+    pub(crate) fn lenient(sm: &'a SourceMap<'a>, env: &'e dyn Fn(&str) -> Option<String>) -> Self {
+        Loader {
+            sm,
+            env,
+            unset: Some(Default::default()),
+        }
+    }
+
+    /// The unset variables met so far, each with its place.
+    pub(crate) fn take_unset(&self) -> Vec<MappingError> {
+        self.unset.as_ref().map(|u| u.take()).unwrap_or_default()
     }
 }
 
@@ -36,7 +58,32 @@ impl Loader<'_, '_> {
     }
 
     pub(crate) fn expand(&self, v: &Spanned<String>) -> Result<String, MappingError> {
-        expand(v.get_ref(), self.env).map_err(|e| match e {
+        self.expand_as(v, "unset")
+    }
+
+    /// As [`Loader::expand`]; a lenient loader puts `placeholder` (a value
+    /// the field's own checks accept) for each variable that is not set.
+    pub(crate) fn expand_as(
+        &self,
+        v: &Spanned<String>,
+        placeholder: &str,
+    ) -> Result<String, MappingError> {
+        let env = |name: &str| {
+            let value = (self.env)(name);
+            // Only `${VAR}` itself: `${VAR:-default}` takes its default.
+            let bare = v.get_ref().find(&format!("${{{name}}}"));
+            match (&value, &self.unset, bare) {
+                (None, Some(unset), Some(offset)) => {
+                    unset.borrow_mut().push(MappingError::Env {
+                        at: self.sm.at_in_string(&v.span(), v.get_ref(), offset),
+                        var: name.to_string(),
+                    });
+                    Some(placeholder.to_string())
+                }
+                _ => value,
+            }
+        };
+        expand(v.get_ref(), &env).map_err(|e| match e {
             ExpandError::Missing { offset, var } => MappingError::Env {
                 at: self.sm.at_in_string(&v.span(), v.get_ref(), offset),
                 var,
@@ -194,7 +241,7 @@ impl Loader<'_, '_> {
 
     fn target(&self, raw: &RawSpec) -> Result<TargetSpec, MappingError> {
         let t = &raw.target;
-        let table = self.expand(&t.table)?;
+        let table = self.expand_as(&t.table, "unset")?;
         if !is_table_or_index_name(&table) {
             return Err(self.invalid(
                 &t.table.span(),
@@ -203,7 +250,11 @@ impl Loader<'_, '_> {
                 ),
             ));
         }
-        let endpoint = t.endpoint.as_ref().map(|e| self.expand(e)).transpose()?;
+        let endpoint = t
+            .endpoint
+            .as_ref()
+            .map(|e| self.expand_as(e, "http://unset.invalid"))
+            .transpose()?;
         if let (Some(ep), Some(raw_ep)) = (&endpoint, &t.endpoint) {
             if ep != "local" && !ep.starts_with("http://") && !ep.starts_with("https://") {
                 return Err(self.invalid(

@@ -194,6 +194,27 @@ impl Plan {
         Loader::new(&sm, env).plan(raw)
     }
 
+    /// Parses and validates a mapping spec as [`Plan::parse`] does, except
+    /// that a `${VAR}` that is not set (and has no default) does not stop
+    /// it: it stands for a placeholder, and each one comes back as a
+    /// [`MappingError::Env`] beside the plan (or, when the spec is invalid
+    /// besides, beside the first error). For checks that connect to nothing.
+    #[allow(clippy::type_complexity)]
+    pub fn parse_without_env(
+        text: &str,
+        file: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> (Result<Plan, MappingError>, Vec<MappingError>) {
+        let sm = SourceMap::new(&file.display().to_string(), text);
+        let raw: RawSpec = match toml::from_str(text) {
+            Ok(raw) => raw,
+            Err(e) => return (Err(sm.toml_error(&e)), Vec::new()),
+        };
+        let loader = Loader::lenient(&sm, env);
+        let plan = loader.plan(raw);
+        (plan, loader.take_unset())
+    }
+
     /// The target table's key attributes: partition key, then sort key.
     pub fn key_attrs(&self) -> Vec<KeyAttr> {
         std::iter::once(self.target.pk.clone())

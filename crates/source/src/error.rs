@@ -98,6 +98,19 @@ impl SourceError {
 }
 
 impl SourceError {
+    /// The same error, with a line of advice after its message.
+    pub(crate) fn with_advice(self, advice: &str) -> SourceError {
+        let advice = redact_secrets(advice);
+        match self {
+            SourceError::Config(m) => SourceError::Config(format!("{m}\n  {advice}")),
+            SourceError::Connect { url, message } => SourceError::Connect {
+                url,
+                message: format!("{message}\n  {advice}"),
+            },
+            other => other,
+        }
+    }
+
     /// The same error, naming the mapping's entity it happened for
     /// (`entity orders_q: describe query: …`): a [`Relation::Query`](crate::Relation::Query)
     /// has no name of its own, so the caller that knows it adds it.

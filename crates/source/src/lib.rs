@@ -49,6 +49,7 @@ mod sql;
 mod sqlite;
 mod sqlite_keys;
 mod stats;
+mod url_hint;
 
 use sql2ddb_core::{Column, Row, SqlValue};
 use sqlx::sqlite::SqlitePoolOptions;
@@ -150,13 +151,21 @@ impl Source {
             .map(|(s, _)| s.to_ascii_lowercase())
             .unwrap_or_default();
         let shared = Arc::new(snapshot::SharedSnapshot::default());
+        let hint = |e: SourceError| match url_hint::raw_delimiter_in_password(url) {
+            Some(c) => e.with_advice(&url_hint::advice(c)),
+            None => e,
+        };
         let pool = match scheme.as_str() {
-            "postgres" | "postgresql" => {
-                Pool::Postgres(postgres::connect(url, snapshot::pool_options(max, &shared)).await?)
-            }
-            "mysql" | "mariadb" => {
-                Pool::MySql(mysql::connect(url, snapshot::mysql_pool_options(max, &shared)).await?)
-            }
+            "postgres" | "postgresql" => Pool::Postgres(
+                postgres::connect(url, snapshot::pool_options(max, &shared))
+                    .await
+                    .map_err(hint)?,
+            ),
+            "mysql" | "mariadb" => Pool::MySql(
+                mysql::connect(url, snapshot::mysql_pool_options(max, &shared))
+                    .await
+                    .map_err(hint)?,
+            ),
             "sqlite" if snapshot => {
                 Pool::Sqlite(sqlite::connect(url, snapshot::sqlite_pool_options(&shared)).await?)
             }

@@ -59,6 +59,9 @@ pub struct ItemFiles {
     buckets: OnceLock<Vec<tokio::sync::Mutex<Bucket>>>,
     /// The furthest update of each pointer, by item key then pointer name.
     pointers: Mutex<BTreeMap<PointerKey, BTreeMap<String, PointerUpdate>>>,
+    /// Pointer items carry their condition (bulk put items into an
+    /// existing table, whose pointer may already be further along).
+    conditional_pointers: bool,
     finished: Mutex<Vec<FileEntry>>,
 }
 
@@ -109,8 +112,16 @@ impl ItemFiles {
             progress,
             buckets: OnceLock::new(),
             pointers: Mutex::default(),
+            conditional_pointers: false,
             finished: Mutex::default(),
         }
+    }
+
+    /// The same files, with each pointer item's condition on its line
+    /// ([`super::bulk_put::pointer_record`]).
+    pub fn with_pointer_conditions(mut self) -> ItemFiles {
+        self.conditional_pointers = true;
+        self
     }
 
     /// Writes a batch's items into the files and keeps its pointer updates
@@ -135,16 +146,26 @@ impl ItemFiles {
     /// file written, by name.
     pub async fn finish(&self) -> Result<Vec<FileEntry>, EngineError> {
         let pointer_items = self.pointer_items();
-        let texts: Vec<String> = pointer_items
-            .iter()
-            .map(|item| serde_json::to_string(item).expect("an item serialises"))
-            .collect();
-        let items: Vec<(Option<&AttrValue>, &str)> = pointer_items
-            .iter()
-            .zip(&texts)
-            .map(|(item, text)| (item.get(&self.keys[0]), text.as_str()))
-            .collect();
-        self.write_items(&[], &items).await?;
+        let lines: Vec<(Option<&AttrValue>, Vec<u8>)> = match self.conditional_pointers {
+            false => pointer_items
+                .iter()
+                .map(|(item, _)| {
+                    let text = serde_json::to_string(item).expect("an item serialises");
+                    (item.get(&self.keys[0]), encode_line(&text))
+                })
+                .collect(),
+            true => pointer_items
+                .iter()
+                .map(|(item, updates)| {
+                    let updates: Vec<&PointerUpdate> = updates.iter().collect();
+                    let record = super::bulk_put::pointer_record(item, &updates);
+                    let mut line = serde_json::to_vec(&record).expect("a record serialises");
+                    line.push(b'\n');
+                    (item.get(&self.keys[0]), line)
+                })
+                .collect(),
+        };
+        self.write_lines(&[], lines).await?;
         for bucket in self.buckets.get().into_iter().flatten() {
             let mut b = bucket.lock().await;
             if let Some(file) = b.open.take() {
@@ -196,9 +217,10 @@ impl ItemFiles {
         }
     }
 
-    /// Each pointer item as the conditional updates leave it in the table:
-    /// its key, the compared value and the other attributes.
-    pub(super) fn pointer_items(&self) -> Vec<Item> {
+    /// Each pointer item as the conditional updates leave it in the table
+    /// (its key, the compared value and the other attributes), with the
+    /// updates it is made of.
+    pub(super) fn pointer_items(&self) -> Vec<(Item, Vec<PointerUpdate>)> {
         let all = self.pointers.lock().expect("pointers lock");
         all.iter()
             .map(|((pk, sk), updates)| {
@@ -211,7 +233,7 @@ impl ItemFiles {
                 if let (Some(name), Some(sk)) = (self.keys.get(1), sk) {
                     item.insert(name.clone(), sk.clone());
                 }
-                item
+                (item, updates.values().cloned().collect())
             })
             .collect()
     }
@@ -223,6 +245,19 @@ impl ItemFiles {
         &self,
         sized: &[EncodedItem],
         items: &[(Option<&AttrValue>, &str)],
+    ) -> Result<(), EngineError> {
+        let lines = items
+            .iter()
+            .map(|(pk, text)| (*pk, encode_line(text)))
+            .collect();
+        self.write_lines(sized, lines).await
+    }
+
+    /// As [`ItemFiles::write_items`], the lines made already.
+    async fn write_lines(
+        &self,
+        sized: &[EncodedItem],
+        items: Vec<(Option<&AttrValue>, Vec<u8>)>,
     ) -> Result<(), EngineError> {
         if items.is_empty() {
             return Ok(());
@@ -239,12 +274,12 @@ impl ItemFiles {
                 .collect()
         });
         let mut lines: Vec<Vec<Vec<u8>>> = vec![Vec::new(); buckets.len()];
-        for (pk, text) in items {
+        for (pk, line) in items {
             let slot = match pk {
                 Some(pk) => (key_hash(pk) % buckets.len() as u64) as usize,
                 None => 0,
             };
-            lines[slot].push(encode_line(text));
+            lines[slot].push(line);
         }
         for (slot, lines) in lines.into_iter().enumerate() {
             if lines.is_empty() {

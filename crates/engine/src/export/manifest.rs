@@ -21,6 +21,10 @@ pub struct Manifest {
     pub mapping_digest: String,
     /// The table the mapping describes.
     pub table: String,
+    /// What loads the files: `import` (a new table) or `bulk-put` (an
+    /// existing table; pointer items carry their condition).
+    #[serde(rename = "for")]
+    pub export_for: &'static str,
     /// `DYNAMODB_JSON`: one `{"Item": {…}}` object per line.
     pub format: &'static str,
     /// `gzip`, `zstd` or `none`.
@@ -33,8 +37,8 @@ pub struct Manifest {
     pub entities: Vec<EntityCounts>,
     /// Pointer items written, per pointer.
     pub pointers: Vec<PointerCount>,
-    /// The run's rejects file (present when a row was rejected).
-    pub rejects_file: String,
+    /// The run's rejects file; null when no row was rejected.
+    pub rejects_file: Option<String>,
 }
 
 /// How one entity's rows add up.
@@ -72,6 +76,7 @@ impl Manifest {
             run_id: report.run_id.clone(),
             mapping_digest: plan.item_digest().hash(),
             table: plan.target.table.clone(),
+            export_for: "import",
             format: "DYNAMODB_JSON",
             compression: compression.name(),
             items: files.iter().map(|f| f.items).sum(),

@@ -1,5 +1,6 @@
 //! `sql2ddb export`: the items of a run written as files for DynamoDB's
-//! import from S3 instead of into a table.
+//! import from S3 (a new table) or its bulk put items (an existing table,
+//! [`bulk_put`]) instead of into a table.
 //!
 //! An export is a run whose sink writes files: the same reads, segments,
 //! embeds, rejects, counts and report (see [`crate::run`]), with no DynamoDB
@@ -14,6 +15,7 @@ use std::sync::Arc;
 use serde::Serialize;
 use sql2ddb_mapping::Plan;
 
+pub mod bulk_put;
 pub mod compression;
 pub mod files;
 pub mod manifest;
@@ -47,6 +49,29 @@ pub struct ExportOptions {
     pub items_per_file: Option<u64>,
     /// Where the S3 client connects.
     pub s3: S3Options,
+    /// What loads the files.
+    pub export_for: ExportFor,
+}
+
+/// What loads an export's files into DynamoDB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExportFor {
+    /// Import from S3 (`import-table`): creates a new table.
+    #[default]
+    Import,
+    /// Bulk put items (`start-bulk-put-items`): into an existing table;
+    /// pointer items carry their condition.
+    BulkPut,
+}
+
+impl ExportFor {
+    /// The name `--for` and the manifest give it.
+    pub fn name(self) -> &'static str {
+        match self {
+            ExportFor::Import => "import",
+            ExportFor::BulkPut => "bulk-put",
+        }
+    }
 }
 
 /// What an export did: the run's report, the manifest, and how to import.
@@ -66,8 +91,12 @@ pub struct ExportReport {
     pub table_creation: serde_json::Value,
     /// The local copy of `table-creation.json` the import command reads.
     pub table_creation_file: Option<String>,
-    /// The `aws dynamodb import-table` command for the files.
+    /// The `aws dynamodb import-table` command for the files (`--for import`).
     pub import_command: Option<String>,
+    /// The `aws dynamodb start-bulk-put-items` command for the files
+    /// (`--for bulk-put`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub bulk_put_command: Option<String>,
 }
 
 /// Exports the items `plan` maps from its source into files at `opts.out`.
@@ -96,13 +125,17 @@ pub async fn export(
     };
     let dest = Arc::new(Destination::open(&opts.out, &s3).await?);
     let keys = plan.key_attrs().into_iter().map(|k| k.name).collect();
-    let files = Arc::new(ItemFiles::new(
+    let files = ItemFiles::new(
         dest.clone(),
         opts.compression,
         opts.items_per_file,
         keys,
         progress.clone(),
-    ));
+    );
+    let files = Arc::new(match opts.export_for {
+        ExportFor::Import => files,
+        ExportFor::BulkPut => files.with_pointer_conditions(),
+    });
     let run_opts = RunOptions {
         dry_run: true,
         destination: PagesTo::Files(files.clone()),
@@ -120,6 +153,7 @@ pub async fn export(
         table_creation: table_creation.clone(),
         table_creation_file: None,
         import_command: None,
+        bulk_put_command: None,
         run,
     };
     if !matches!(report.run.status, RunStatus::Ok | RunStatus::Rejected) {
@@ -152,7 +186,24 @@ async fn settle(
         .into_iter()
         .map(|(name, items)| PointerCount { name, items })
         .collect();
-    let manifest = Manifest::new(plan, &report.run, opts.compression, written, pointers);
+    let mut manifest = Manifest::new(plan, &report.run, opts.compression, written, pointers);
+    manifest.export_for = opts.export_for.name();
+    let region = opts.s3.region.as_deref().or(plan.target.region.as_deref());
+    if opts.export_for == ExportFor::BulkPut {
+        // Into an existing table: no table to create, so no parameters.
+        report.manifest_file = Some(dest.put("manifest.json", pretty(&manifest)).await?);
+        report.bulk_put_command = Some(bulk_put::bulk_put_command(
+            opts.compression,
+            &bulk_put::BulkPutTarget {
+                table: &plan.target.table,
+                place: dest.s3_place(),
+                region,
+                max_wcu: plan.writer.max_wcu,
+            },
+        ));
+        report.manifest = Some(manifest);
+        return Ok(());
+    }
     let creation = pretty(&report.table_creation);
     dest.put("table-creation.json", creation.clone()).await?;
     // The import command reads the parameters from a local file: for an S3
@@ -166,7 +217,6 @@ async fn settle(
         }
     };
     report.manifest_file = Some(dest.put("manifest.json", pretty(&manifest)).await?);
-    let region = opts.s3.region.as_deref().or(plan.target.region.as_deref());
     report.import_command = Some(manifest::import_command(
         opts.compression,
         dest.s3_source(),

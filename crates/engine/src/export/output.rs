@@ -42,6 +42,15 @@ impl Destination {
         if !out.starts_with("s3://") {
             let dir = PathBuf::from(out);
             let data = dir.join(DATA_DIR);
+            for place in [&dir, &data] {
+                if place.exists() && !place.is_dir() {
+                    return Err(EngineError::Config(format!(
+                        "--out {}: {} is a file, not a directory: the data files go in a `{DATA_DIR}/` folder under --out, so move that file away or give --out another directory",
+                        dir.display(),
+                        place.display()
+                    )));
+                }
+            }
             std::fs::create_dir_all(&data).map_err(|e| EngineError::io(&data, e))?;
             let mut entries = std::fs::read_dir(&data).map_err(|e| EngineError::io(&data, e))?;
             if entries.next().is_some() {
@@ -73,6 +82,14 @@ impl Destination {
         match self {
             Destination::Dir(d) => d.display().to_string(),
             Destination::S3(p) => format!("s3://{}/{}", p.bucket(), p.prefix()),
+        }
+    }
+
+    /// The S3 bucket and the export's key prefix, when the files are in S3.
+    pub fn s3_place(&self) -> Option<(String, String)> {
+        match self {
+            Destination::Dir(_) => None,
+            Destination::S3(p) => Some((p.bucket().to_string(), p.prefix().to_string())),
         }
     }
 

@@ -57,7 +57,7 @@ async fn each_pointer_item_holds_its_furthest_value_and_that_rows_attributes() {
         ]
         .into_iter(),
     );
-    let items = files.pointer_items();
+    let items: Vec<Item> = files.pointer_items().into_iter().map(|(i, _)| i).collect();
     let want_p = Item::from([
         ("PK".to_string(), s("P")),
         ("SK".to_string(), s("P")),

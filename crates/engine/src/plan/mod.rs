@@ -16,11 +16,13 @@ use sql2ddb_mapping::{Entity, GsiProjection, Plan};
 
 pub mod capacity;
 mod keys;
+mod paths;
 mod prices;
 mod report;
 pub mod size;
 
 pub use capacity::{CapacityOptions, CapacityPrediction, TableMode};
+pub use paths::LoadPath;
 pub use prices::Prices;
 pub use report::{
     Collisions, Cost, Duration, EntityPlan, IndexPlan, KeyCount, Partition, PlanReport,
@@ -62,6 +64,10 @@ pub struct PlanOptions {
     pub price_wru: Option<f64>,
     /// Overrides the price per GB-month.
     pub price_gb: Option<f64>,
+    /// Overrides the price per GB imported from S3.
+    pub price_import_gb: Option<f64>,
+    /// The price per provisioned WCU-hour (not in the price table).
+    pub price_wcu_hour: Option<f64>,
     /// Overrides the mapping's region (for the prices).
     pub region: Option<String>,
     /// Overrides the mapping's `max_wcu`.
@@ -81,6 +87,8 @@ impl Default for PlanOptions {
             estimate: false,
             price_wru: None,
             price_gb: None,
+            price_import_gb: None,
+            price_wcu_hour: None,
             region: None,
             max_wcu: None,
             source_connections: crate::run::DEFAULT_SOURCE_CONNECTIONS,
@@ -97,7 +105,24 @@ pub async fn plan(mapping: &Plan, opts: &PlanOptions) -> Result<PlanReport, Engi
         ));
     }
     let region = opts.region.as_deref().or(mapping.target.region.as_deref());
-    let prices = Prices::lookup(region, opts.price_wru, opts.price_gb)?;
+    let mut prices = Prices::lookup(region, opts.price_wru, opts.price_gb)?;
+    for (what, v) in [
+        ("--price-import-gb", opts.price_import_gb),
+        ("--price-wcu-hour", opts.price_wcu_hour),
+    ] {
+        if v.is_some_and(|v| !v.is_finite() || v < 0.0) {
+            return Err(EngineError::Config(format!(
+                "{what} must be a price of zero or more"
+            )));
+        }
+    }
+    if let Some(p) = opts.price_import_gb {
+        prices.import_per_gb = p;
+        prices
+            .note
+            .push_str("; import price overridden on the command line");
+    }
+    prices.provisioned_wcu_hour = opts.price_wcu_hour;
     // Collisions are what the plan reports, not a reason to stop before it.
     let mut relaxed = mapping.clone();
     relaxed.entities.iter_mut().for_each(|e| e.overwrite = true);
@@ -186,11 +211,14 @@ async fn build(
         storage_month_usd: gb(totals.storage_bytes) * prices.storage_gb_month,
         import_from_s3_usd: gb(totals.import_bytes) * prices.import_per_gb,
     };
+    let time = durations(mapping, opts, &totals);
+    let load_paths = paths::load_paths(mapping, &totals, &prices, &cost, &time, planned);
     Ok(PlanReport {
+        load_paths,
         table: mapping.target.table.clone(),
         source: redact_url(opts.source.as_deref().unwrap_or(&mapping.source.url)),
         sample_size: opts.sample,
-        time: durations(mapping, opts, &totals),
+        time,
         entities,
         totals,
         prices,

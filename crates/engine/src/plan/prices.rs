@@ -35,6 +35,10 @@ pub struct Prices {
     pub storage_gb_month: f64,
     /// US dollars per GB of uncompressed source data imported from S3.
     pub import_per_gb: f64,
+    /// US dollars per provisioned write capacity unit-hour: not in the
+    /// table (it was not re-read from the pricing page on the table's
+    /// date); only `--price-wcu-hour` sets it.
+    pub provisioned_wcu_hour: Option<f64>,
     /// When the table's prices were taken.
     pub taken: String,
     /// How the prices were chosen: the table's region, a fallback, overrides.
@@ -92,6 +96,7 @@ impl Prices {
             write_per_million: price_wru.unwrap_or(p.write_per_million),
             storage_gb_month: price_gb.unwrap_or(p.storage_gb_month),
             import_per_gb: p.import_per_gb,
+            provisioned_wcu_hour: None,
             taken: table.taken,
             note,
         })

@@ -29,6 +29,9 @@ pub struct PlanReport {
     pub cost: Cost,
     /// How long writing takes at each rate considered.
     pub time: Vec<Duration>,
+    /// The three ways to load the items, compared: cost and time where
+    /// published.
+    pub load_paths: Vec<super::LoadPath>,
     /// The partition keys with the most items, all entities together.
     pub hot_partitions: Vec<Partition>,
     /// The write units per second the hot partitions were judged at, and why.

@@ -168,8 +168,9 @@ pub struct RunReport {
     pub progress_table: Option<String>,
     /// The run directory.
     pub run_dir: String,
-    /// The rejects file (it exists only when something was rejected or failed).
-    pub rejects_file: String,
+    /// The rejects file; null when nothing was rejected or failed (there is
+    /// no such file then).
+    pub rejects_file: Option<String>,
     /// Per entity.
     pub entities: Vec<EntityReport>,
     /// Sums over all entities (seconds: the whole run).

@@ -99,7 +99,7 @@ impl Context {
             queue: queue_url.clone(),
             progress_table: None,
             run_dir: run_dir.display().to_string(),
-            rejects_file: rejects.path().display().to_string(),
+            rejects_file: Some(rejects.path().display().to_string()),
             entities: Vec::new(),
             totals: EntityReport::default(),
             writer: WriterReport::default(),

@@ -141,7 +141,7 @@ pk = "CUSTOMER#{customer_id}"
             queue: None,
             progress_table: None,
             run_dir: String::new(),
-            rejects_file: String::new(),
+            rejects_file: None,
             entities: vec![EntityReport {
                 name: "customer".into(),
                 rows_read,

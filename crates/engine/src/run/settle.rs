@@ -77,6 +77,14 @@ impl Context {
         }
         let report = &mut self.report;
         report.finish(started.elapsed().as_secs_f64());
+        // Named only when there is one to open.
+        if report
+            .rejects_file
+            .as_ref()
+            .is_some_and(|f| !std::path::Path::new(f).exists())
+        {
+            report.rejects_file = None;
+        }
         if report.error.is_none() {
             if interrupted {
                 report.status = RunStatus::Interrupted;

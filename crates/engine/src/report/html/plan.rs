@@ -247,6 +247,7 @@ mod tests {
             table: "shop".into(),
             source: "sqlite://x".into(),
             sample_size: 100,
+            load_paths: Vec::new(),
             entities: vec![EntityPlan {
                 name: "orders".into(),
                 rows: 5000,

@@ -17,14 +17,18 @@ pub fn run_page(r: &RunReport) -> String {
         &format!("{} → {}", r.source, r.table),
     );
     let mut summary = status_line(&status);
-    summary.push_str(&figures(&[
+    let mut shown = vec![
         Figure::text("Run", "run_id", &r.run_id),
         Figure::text("Source", "source", &r.source),
         Figure::text("Table", "table", &r.table),
         Figure::text("Endpoint", "endpoint", &r.endpoint),
         Figure::real("Seconds", "seconds", r.totals.seconds, 1),
-        Figure::text("Rejects file", "rejects_file", &r.rejects_file),
-    ]));
+    ];
+    // No rejects file when nothing was rejected.
+    if let Some(file) = &r.rejects_file {
+        shown.push(Figure::text("Rejects file", "rejects_file", file));
+    }
+    summary.push_str(&figures(&shown));
     if let Some(e) = &r.error {
         summary.push_str(&error(e));
     }
@@ -326,7 +330,7 @@ mod tests {
             queue: None,
             progress_table: None,
             run_dir: "runs/R1".into(),
-            rejects_file: "runs/R1/rejects.jsonl".into(),
+            rejects_file: Some("runs/R1/rejects.jsonl".into()),
             entities: vec![orders],
             totals: EntityReport::default(),
             writer: WriterReport {
