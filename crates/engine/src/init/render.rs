@@ -114,6 +114,13 @@ fn render_keyless(out: &mut String, t: &SchemaTable, dialect: Dialect) {
     let name = short(&t.name);
     let has = |c: &str| t.columns.iter().any(|x| x.name.eq_ignore_ascii_case(c));
     let address = match dialect {
+        // A ctid is unique within one table: with partitions or inheritance
+        // children, the table it is in (`tableoid`) makes it unique.
+        Dialect::Postgres if t.children > 0 => Some((
+            "tableoid::regclass::text || ':' || ctid::text AS row_address",
+            "row_address",
+            "the partition and PostgreSQL row address (tableoid, ctid) it is in",
+        )),
         Dialect::Postgres => Some(("ctid", "ctid", "its PostgreSQL row address (ctid)")),
         Dialect::Sqlite if !has("rowid") => Some(("rowid", "rowid", "its SQLite rowid")),
         _ => None,
@@ -190,6 +197,14 @@ fn render_entity(
             out,
             "# unique ({}): one row per value; a GSI keyed by it would serve lookups by it",
             u.join(", ")
+        );
+    }
+    if t.children > 0 {
+        let _ = writeln!(
+            out,
+            "# read from {name}: its {} partitions or inheritance children with it, each row once (they are not mapped on their own)",
+            t.children,
+            name = short(&t.name)
         );
     }
     comments(out, &design.notes[i]);
