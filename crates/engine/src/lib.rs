@@ -31,7 +31,9 @@ pub use check::{check, CheckSummary};
 pub use error::{EngineError, ErrorKind};
 pub use ids::new_run_id;
 pub use progress::{EntityProgress, RunProgress};
-pub use report::{EntityReport, PointerReport, RunReport, RunStatus, SnapshotReport, WriterReport};
+pub use report::{
+    EmbedReport, EntityReport, PointerReport, RunReport, RunStatus, SnapshotReport, WriterReport,
+};
 pub use resources::{Job, ResourceOptions, Resources};
 pub use run::{run, RunOptions, SnapshotMode};
 pub use sql2ddb_aws::{AwsContext, SdkConfig};
