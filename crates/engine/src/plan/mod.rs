@@ -157,6 +157,9 @@ async fn build(
     }
     let totals = totals(&entities);
     let (planned, planned_from) = planned_rate(mapping, opts, &totals);
+    if !opts.estimate {
+        keys::count_shared(mapping, sampler, &mut partitions).await?;
+    }
     let hot = hot_partitions(partitions, planned, &totals);
     for p in &hot {
         if p.wcu_per_second > PARTITION_WCU {

@@ -156,6 +156,39 @@ pub fn columns<'a>(templates: impl IntoIterator<Item = &'a str>) -> Vec<String> 
     out
 }
 
+/// The column values that render `template` as `key`, when it can: each
+/// placeholder takes the text up to the next literal (a zero-padded number
+/// loses its padding). `None` when the template cannot render the key, or
+/// two placeholders touch (no literal tells where one ends).
+pub fn parse<'a>(template: &str, key: &'a str) -> Option<Vec<(String, &'a str)>> {
+    let pieces = pieces(template);
+    let mut rest = key;
+    let mut out = Vec::new();
+    for (i, p) in pieces.iter().enumerate() {
+        match p {
+            Piece::Lit(l) => rest = rest.strip_prefix(l.as_str())?,
+            Piece::Col(c) => {
+                let end = match pieces.get(i + 1) {
+                    None => rest.len(),
+                    Some(Piece::Lit(next)) => rest.find(next.as_str())?,
+                    Some(Piece::Col(_)) => return None,
+                };
+                let mut value = &rest[..end];
+                if c.width.is_some() {
+                    let trimmed = value.trim_start_matches('0');
+                    value = match trimmed.is_empty() {
+                        true => &value[value.len().saturating_sub(1)..],
+                        false => trimmed,
+                    };
+                }
+                out.push((c.column.clone(), value));
+                rest = &rest[end..];
+            }
+        }
+    }
+    rest.is_empty().then_some(out)
+}
+
 /// A template filled with the source's text of its columns' values (for
 /// showing a key found by a `GROUP BY`; a NULL shows as `NULL`).
 pub fn render(text: &str, values: &BTreeMap<&str, Option<&str>>) -> String {
