@@ -134,6 +134,11 @@ impl Source {
                 schema_expr(d, p1)
             ),
         };
+        // information_schema leaves PostgreSQL's materialized views out.
+        let columns_sql = match (d, kind) {
+            (Dialect::Postgres, RelationKind::MaterializedView) => MATVIEW_COLUMNS.to_string(),
+            _ => columns_sql,
+        };
         let context = format!("read the columns of {name}");
         let columns: Vec<SchemaColumn> = self
             .text_rows(&context, &columns_sql, &binds, 5)
@@ -351,6 +356,17 @@ impl Source {
         }
     }
 }
+
+/// The columns of a PostgreSQL materialized view, as `information_schema`
+/// would describe them were it listed there.
+const MATVIEW_COLUMNS: &str = "SELECT CAST(a.attname AS TEXT), format_type(a.atttypid, NULL), \
+     CASE WHEN a.attnotnull THEN 'NO' ELSE 'YES' END, \
+     CAST(information_schema._pg_numeric_precision(a.atttypid, a.atttypmod) AS TEXT), \
+     CAST(information_schema._pg_char_max_length(a.atttypid, a.atttypmod) AS TEXT) \
+     FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
+     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+     WHERE n.nspname = COALESCE($1, current_schema()) AND c.relname = $2 \
+     AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum";
 
 /// The text type a value is cast to.
 fn text_type(d: Dialect) -> &'static str {
