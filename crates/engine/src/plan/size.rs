@@ -226,6 +226,20 @@ mod tests {
     use sql2ddb_core::{AttrValue, KeyType};
 
     #[test]
+    fn a_key_parses_back_into_the_values_its_template_renders() {
+        let got = parse("PLAYLIST#{playlist_id}", "PLAYLIST#12").unwrap();
+        assert_eq!(got, vec![("playlist_id".to_string(), "12")]);
+        let got = parse("C#{a}#O#{b:06}", "C#x-1#O#000042").unwrap();
+        assert_eq!(got, vec![("a".to_string(), "x-1"), ("b".to_string(), "42")]);
+        assert_eq!(parse("N#{n:04}", "N#0000").unwrap()[0].1, "0");
+        // Another entity's literal, a missing suffix, or no literal between
+        // two placeholders: not this template's key.
+        assert!(parse("CUSTOMER#{id}", "PLAYLIST#12").is_none());
+        assert!(parse("P#{id}#X", "P#12").is_none());
+        assert!(parse("{a}{b}", "12").is_none());
+    }
+
+    #[test]
     fn templates_split_into_columns_and_render() {
         assert_eq!(
             columns(["CUSTOMER#{customer_id}", "ORDER#{order_id:010}"]),
