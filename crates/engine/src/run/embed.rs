@@ -85,8 +85,11 @@ pub(super) fn prepare<'a>(
             let name = format!("{parent}.{}", e.name);
             let (child_shapes, child_plans) =
                 prepare(source, &name, &e.from, &key, e.embeds()).await?;
-            // The parent key's columns in the order the child names them.
-            let parent_key = match parent_key.len() == e.parent_key.len() {
+            // Orphans are looked for under a parent table only: a parent
+            // `query` chooses its rows, and the children of rows it leaves
+            // out are left out with them, not rejected.
+            let table = matches!(parent_from, EntitySource::Table(_));
+            let parent_key = match table && parent_key.len() == e.parent_key.len() {
                 true => parent_key.to_vec(),
                 false => Vec::new(),
             };
@@ -175,11 +178,10 @@ pub(super) fn reject_orphans<'a>(
     Box::pin(async move {
         let mut total = 0;
         for plan in plans {
-            if !plan.parent_key.is_empty() {
-                let parent = match &plan.parent_from {
-                    EntitySource::Table(t) => Relation::Table(t),
-                    EntitySource::Query(q) => Relation::Query(q),
-                };
+            if let (false, EntitySource::Table(parent)) =
+                (plan.parent_key.is_empty(), &plan.parent_from)
+            {
+                let parent = Relation::Table(parent);
                 let rows = source
                     .read_orphans(&plan.query, &parent, &plan.parent_key)
                     .await?;
