@@ -326,6 +326,10 @@ fn render_embed(out: &mut String, tables: &[SchemaTable], design: &Design, j: us
     comments(out, &design.notes[j]);
     let _ = writeln!(
         out,
+        "# a row whose parent does not exist is rejected as \"no parent\" and counted, never lost"
+    );
+    let _ = writeln!(
+        out,
         "[[entity.embed]]\nname = {:?}\nfrom = {:?}\nparent_key = {:?}\norder_by = {:?}\nexclude = {:?}",
         short(&t.name),
         t.name,
