@@ -112,6 +112,42 @@ async fn postgres_partitioned_and_inherited_tables_are_one_entity_each_rows_once
     let readings = items.keys().filter(|(_, sk)| sk == "READING").count();
     assert_eq!(readings, 5, "{:?}", items.keys().collect::<Vec<_>>());
     assert_eq!(items.len(), PAYMENTS + 5);
+
+    // `plan --estimate` sums the partitions' estimates: as autovacuum does,
+    // only the partitions were analysed, never the partitioned table.
+    sc.pg()
+        .exec(&format!(
+            "ANALYZE {schema}.payment_p2024, {schema}.payment_p2025, {schema}.payment_rest"
+        ))
+        .await;
+    let mapping = sc.path().join("mapping.toml").display().to_string();
+    let plan = command(sc.path(), &["plan", &mapping, "--estimate", "--json"])
+        .env("DATABASE_URL", &url)
+        .output()
+        .await
+        .unwrap();
+    let report: serde_json::Value =
+        serde_json::from_slice(&plan.stdout).unwrap_or_else(|e| panic!("{e}: {plan:?}"));
+    let rows = |name: &str| {
+        report["entities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .map(|e| (e["rows"].clone(), e["rows_estimated"].clone()))
+            .unwrap()
+    };
+    assert_eq!(
+        rows("payment"),
+        (serde_json::json!(PAYMENTS), serde_json::json!(true)),
+        "{report:#}"
+    );
+    assert_eq!(
+        // A table without a key is a query entity: counted, not estimated.
+        rows("reading"),
+        (serde_json::json!(5), serde_json::json!(false)),
+        "{report:#}"
+    );
 }
 
 const CUSTOMERS: i64 = 100;
