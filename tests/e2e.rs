@@ -23,6 +23,7 @@ mod e2e_sqlite;
 mod export;
 mod init;
 mod init_design;
+mod init_shapes;
 mod nothing_lost;
 mod plan;
 mod real_service;

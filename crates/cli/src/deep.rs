@@ -106,7 +106,17 @@ pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> u8 {
 }
 
 fn show(report: &DeepReport, json: bool) {
+    for e in report.entities.iter().filter(|e| e.no_parent > 0) {
+        eprintln!(
+            "{}: {} child rows of its embeds have no parent row, so they are in no item (listed as \"no parent\" in {}/verify-rejects.jsonl)",
+            e.entity, e.no_parent, report.run_dir
+        );
+    }
     let verdict = match report.differences {
+        0 if report.no_parent() > 0 => format!(
+            "not verified: every item is what the mapping makes of the source, but {} child rows have no parent",
+            report.no_parent()
+        ),
         0 => "verified: every item is exactly what the mapping makes of the source".to_string(),
         n => format!(
             "not verified: {n} differences (every one in {})",

@@ -1,6 +1,8 @@
 //! `sql2ddb plan`: the items, cost, time and hot partitions of a migration,
 //! from the source alone, as a table or one JSON object.
 
+mod compact;
+
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
@@ -459,7 +461,7 @@ fn render_details(r: &PlanReport, out: &mut String) {
             );
         }
         for item in &e.sample_items {
-            let _ = writeln!(out, "  sample item {item}");
+            let _ = writeln!(out, "  sample item {}", compact::item(item));
         }
     }
 }

@@ -45,6 +45,22 @@ fn row(e: &EntityReport) -> [String; 10] {
     ]
 }
 
+/// One line per embed: its child rows read, and where each ended.
+fn embed_lines(r: &RunReport) -> String {
+    let mut out = String::new();
+    for e in r.entities.iter().flat_map(|e| &e.embeds) {
+        out.push_str(&format!(
+            "embed {}: {} child rows read = {} nested in items + {} with a rejected parent + {} with no parent (rejected)\n",
+            e.name,
+            thousands(e.rows_read),
+            thousands(e.nested),
+            thousands(e.rejected_with_parent),
+            thousands(e.no_parent)
+        ));
+    }
+    out
+}
+
 /// Renders the report: one line per entity, a total line, then where things are.
 pub fn render(r: &RunReport) -> String {
     let header = [
@@ -97,6 +113,7 @@ pub fn render(r: &RunReport) -> String {
     out.push_str(&fmt(&total));
     out.push('\n');
     out.push_str(&entity_notes(r));
+    out.push_str(&embed_lines(r));
     let status = serde_json::to_value(r.status).expect("status serialises");
     out.push_str(&format!(
         "\nrun {}  status {}\n",

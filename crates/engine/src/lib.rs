@@ -32,7 +32,9 @@ pub use check::{check, CheckFailure, CheckSummary};
 pub use error::{EngineError, ErrorKind};
 pub use ids::new_run_id;
 pub use progress::{EntityProgress, RunProgress};
-pub use report::{EntityReport, PointerReport, RunReport, RunStatus, SnapshotReport, WriterReport};
+pub use report::{
+    EmbedReport, EntityReport, PointerReport, RunReport, RunStatus, SnapshotReport, WriterReport,
+};
 pub use resources::{Job, ResourceOptions, Resources};
 pub use run::{run, RunOptions, SnapshotMode};
 pub use sql2ddb_aws::{AwsContext, SdkConfig};

@@ -246,6 +246,45 @@ impl Source {
         Ok(rows)
     }
 
+    /// The child rows whose parent key matches no row of `parent` (whose
+    /// key columns are `parent_key`, in the order of the child's
+    /// `parent_key`), or holds NULL: rows that reading the children of every
+    /// parent never reads. One statement, ordered like the children.
+    pub async fn read_orphans(
+        &self,
+        q: &ChildQuery,
+        parent: &Relation<'_>,
+        parent_key: &[String],
+    ) -> Result<Vec<Row>, SourceError> {
+        self.check_dialect(q.dialect, "child query")?;
+        if parent_key.len() != q.key_refs.len() {
+            return Err(SourceError::config(format!(
+                "children of {}: parent_key has {} columns, the parent's key {}",
+                q.entity,
+                q.key_refs.len(),
+                parent_key.len()
+            )));
+        }
+        let d = q.dialect;
+        let parent_sql = match parent {
+            Relation::Table(name) => sql::quote_table(d, name),
+            Relation::Query(query) => format!("({})", sql::query_body(query)?),
+        };
+        let matches: Vec<String> = parent_key
+            .iter()
+            .zip(&q.key_refs)
+            .map(|(k, child)| format!("p.{} = {child}", sql::quote_ident(d, k)))
+            .collect();
+        let sql = format!(
+            "{}NOT EXISTS (SELECT 1 FROM {parent_sql} AS p WHERE {}){}",
+            q.head,
+            matches.join(" AND "),
+            q.tail
+        );
+        self.fetch(&q.entity, &q.columns, &q.decoders, &sql, &[])
+            .await
+    }
+
     /// [`Source::read_children`], grouped with [`ChildQuery::group`]: one
     /// vector of rows per parent key, in the order of `parent_keys`.
     pub async fn read_children_grouped(

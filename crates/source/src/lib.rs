@@ -42,6 +42,7 @@ mod mysql;
 mod page;
 mod postgres;
 mod proof;
+mod relations;
 mod schema;
 mod segment;
 mod snapshot;
@@ -58,6 +59,7 @@ pub use children::{ChildQuery, MAX_BIND_VALUES, MAX_PARENTS_PER_QUERY};
 pub use error::{SourceError, SourceErrorKind};
 pub use page::PageQuery;
 pub use proof::KeyProof;
+pub use relations::RelationKind;
 pub use schema::{ForeignKey, SchemaColumn, SchemaTable};
 pub use segment::{
     default_read_parallelism, Segment, MAX_DEFAULT_READ_PARALLELISM, ROWS_PER_SEGMENT,

@@ -117,8 +117,11 @@ pub(crate) async fn connect(url: &str, pool: PgPoolOptions) -> Result<PgPool, So
         .map_err(|e| SourceError::connect(url, e))
 }
 
-const TABLE_COLUMNS: &str = "SELECT a.attname::text, format_type(a.atttypid, a.atttypmod) \
-     FROM pg_attribute a \
+// A domain is read as its base type (a domain over integer is a number,
+// not text), as a query's columns are described.
+const TABLE_COLUMNS: &str = "SELECT a.attname::text, CASE WHEN t.typtype = 'd' \
+     THEN format_type(t.typbasetype, t.typtypmod) ELSE format_type(a.atttypid, a.atttypmod) END \
+     FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid \
      WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped \
      ORDER BY a.attnum";
 

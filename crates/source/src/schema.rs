@@ -4,6 +4,7 @@
 
 use sqlx::AssertSqlSafe;
 
+use crate::relations::RelationKind;
 use crate::stats::text_at;
 use crate::{sql::split_table, Dialect, Pool, Source, SourceError};
 
@@ -21,6 +22,11 @@ pub struct SchemaTable {
     /// Unique indexes and constraints other than the primary key: their
     /// columns in index order.
     pub unique: Vec<Vec<String>>,
+    /// A table or a view.
+    pub kind: RelationKind,
+    /// PostgreSQL: the partitions or inheritance children whose rows reading
+    /// this table reads too.
+    pub children: u64,
 }
 
 /// One column.
@@ -62,11 +68,20 @@ fn schema_expr(dialect: Dialect, placeholder: &str) -> String {
 
 impl Source {
     /// The base tables of the current schema (PostgreSQL), database (MySQL)
-    /// or file (SQLite), by name.
+    /// or file (SQLite), by name; on PostgreSQL neither partitions nor
+    /// inheritance children (their rows are read through their parent).
     pub async fn table_names(&self) -> Result<Vec<String>, SourceError> {
         let sql = match self.dialect() {
             Dialect::Sqlite => "SELECT name FROM sqlite_master WHERE type = 'table' \
                 AND name NOT LIKE 'sqlite_%' ORDER BY name"
+                .to_string(),
+            // Partitions and inheritance children are read through their
+            // parent: listed, every row of theirs would be written twice.
+            Dialect::Postgres => "SELECT CAST(c.relname AS TEXT) FROM pg_catalog.pg_class c \
+                JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+                WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p') \
+                AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_inherits i WHERE i.inhrelid = c.oid) \
+                ORDER BY 1"
                 .to_string(),
             d => format!(
                 "SELECT CAST(table_name AS {}) FROM information_schema.tables \
@@ -82,6 +97,7 @@ impl Source {
     /// The catalog's description of table `name` (`table` or `schema.table`);
     /// a table that does not exist is an error naming it.
     pub async fn schema_table(&self, name: &str) -> Result<SchemaTable, SourceError> {
+        let (kind, children) = self.relation_kind(name).await?;
         let (schema, table) = split_table(name);
         let d = self.dialect();
         let binds: Vec<Option<&str>> = match d {
@@ -118,6 +134,11 @@ impl Source {
                 schema_expr(d, p1)
             ),
         };
+        // information_schema leaves PostgreSQL's materialized views out.
+        let columns_sql = match (d, kind) {
+            (Dialect::Postgres, RelationKind::MaterializedView) => MATVIEW_COLUMNS.to_string(),
+            _ => columns_sql,
+        };
         let context = format!("read the columns of {name}");
         let columns: Vec<SchemaColumn> = self
             .text_rows(&context, &columns_sql, &binds, 5)
@@ -143,6 +164,8 @@ impl Source {
             primary_key,
             foreign_keys,
             unique,
+            kind,
+            children,
         })
     }
 
@@ -300,7 +323,7 @@ impl Source {
     }
 
     /// Rows of `width` text values that `sql` returns with `binds` bound.
-    async fn text_rows(
+    pub(crate) async fn text_rows(
         &self,
         context: &str,
         sql: &str,
@@ -333,6 +356,17 @@ impl Source {
         }
     }
 }
+
+/// The columns of a PostgreSQL materialized view, as `information_schema`
+/// would describe them were it listed there.
+const MATVIEW_COLUMNS: &str = "SELECT CAST(a.attname AS TEXT), format_type(a.atttypid, NULL), \
+     CASE WHEN a.attnotnull THEN 'NO' ELSE 'YES' END, \
+     CAST(information_schema._pg_numeric_precision(a.atttypid, a.atttypmod) AS TEXT), \
+     CAST(information_schema._pg_char_max_length(a.atttypid, a.atttypmod) AS TEXT) \
+     FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid \
+     JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace \
+     WHERE n.nspname = COALESCE($1, current_schema()) AND c.relname = $2 \
+     AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum";
 
 /// The text type a value is cast to.
 fn text_type(d: Dialect) -> &'static str {

@@ -42,14 +42,22 @@ impl Source {
         let context = format!("estimate the rows of {name}");
         let n: Option<i64> = match &self.pool {
             Pool::Postgres(p) => {
-                let sql =
-                    "SELECT CAST(reltuples AS BIGINT) FROM pg_class WHERE oid = to_regclass($1)";
+                // Reading a partitioned table or an inheritance parent reads
+                // its partitions' or children's rows too: their estimates are
+                // summed (a partitioned table keeps none of its own). One of
+                // them never analysed (-1) leaves the whole without one.
+                let sql = "WITH RECURSIVE tree(oid) AS (SELECT to_regclass($1)::oid \
+                     UNION ALL SELECT i.inhrelid FROM pg_inherits i JOIN tree t ON i.inhparent = t.oid) \
+                     SELECT CASE WHEN bool_or(c.reltuples < 0) THEN -1 \
+                     ELSE CAST(sum(c.reltuples) AS BIGINT) END \
+                     FROM tree JOIN pg_class c ON c.oid = tree.oid WHERE c.relkind <> 'p'";
                 let quoted = sql::quote_table(Dialect::Postgres, name);
-                sqlx::query_scalar::<_, i64>(sql)
+                sqlx::query_scalar::<_, Option<i64>>(sql)
                     .bind(quoted)
                     .fetch_optional(p)
                     .await
                     .map_err(|e| SourceError::query(&context, e))?
+                    .flatten()
             }
             Pool::MySql(p) => {
                 let (schema, table) = split_table(name);

@@ -74,6 +74,9 @@ pub struct EntityDiff {
     /// Source rows the mapping rejects (listed in `verify-rejects.jsonl`):
     /// no item is expected for them.
     pub rejected: u64,
+    /// Child rows of the entity's embeds whose parent key matches no parent
+    /// row (listed in `verify-rejects.jsonl` as "no parent"): in no item.
+    pub no_parent: u64,
 }
 
 /// The differences found so far: written to the file, counted per entity,

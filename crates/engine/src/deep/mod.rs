@@ -103,9 +103,14 @@ pub struct DeepReport {
 }
 
 impl DeepReport {
-    /// Nothing differs.
+    /// Nothing differs, and every child row of an embed has its parent.
     pub fn clean(&self) -> bool {
-        self.differences == 0
+        self.differences == 0 && self.no_parent() == 0
+    }
+
+    /// Child rows of embeds whose parent row does not exist: in no item.
+    pub fn no_parent(&self) -> u64 {
+        self.entities.iter().map(|e| e.no_parent).sum()
     }
 }
 
@@ -201,7 +206,12 @@ async fn compare_all(
         findings.add(pointer_difference(p))?;
     }
     findings.finish()?;
+    let orphans = source.orphans();
     for e in &mut findings.entities {
+        e.no_parent = orphans
+            .iter()
+            .find(|(n, _)| *n == e.entity)
+            .map_or(0, |(_, r)| *r);
         e.rejected = outcome
             .rejected
             .iter()

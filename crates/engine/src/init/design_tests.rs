@@ -37,6 +37,8 @@ fn table(
             })
             .collect(),
         unique: Vec::new(),
+        kind: Default::default(),
+        children: 0,
     }
 }
 

@@ -39,6 +39,11 @@ pub async fn init(opts: &InitOptions) -> Result<String, EngineError> {
 }
 
 async fn read_and_render(source: &Source, opts: &InitOptions) -> Result<String, EngineError> {
+    // Views are offered, not mapped: they usually repeat rows of the tables.
+    let views = match &opts.tables {
+        Some(_) => Vec::new(),
+        None => source.view_names().await?,
+    };
     let names = match &opts.tables {
         Some(t) => t.clone(),
         None => {
@@ -69,13 +74,15 @@ async fn read_and_render(source: &Source, opts: &InitOptions) -> Result<String, 
     let single = opts.single_table.is_some();
     let measured = measure(source, &tables, single).await?;
     let design = design::design(&tables, &measured, single);
-    Ok(render::render(
-        &tables,
-        &design,
-        &measured,
-        source.dialect(),
-        opts,
-    ))
+    let mut text = render::render(&tables, &design, &measured, source.dialect(), opts);
+    if !views.is_empty() {
+        text.push_str(&format!(
+            "\n# Views, not mapped (they usually repeat rows of the tables above); to map one, run init\n\
+             # with --tables naming it: {}\n",
+            views.join(", ")
+        ));
+    }
+    Ok(text)
 }
 
 /// Rows per table and, with `single`, the largest group of rows per

@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use sql2ddb_source::{quote_table, Dialect, SchemaColumn, SchemaTable};
+use sql2ddb_source::{quote_table, Dialect, RelationKind, SchemaColumn, SchemaTable};
 
 use super::design::{Design, Measured, Role};
 use super::{short, InitOptions, EMBED_SUGGESTED_MAX};
@@ -111,9 +111,20 @@ pub(super) fn render(
 /// columns: read by the row's address where the dialect has one that is
 /// stable under the run's snapshot, else left out with what to do.
 fn render_keyless(out: &mut String, t: &SchemaTable, dialect: Dialect) {
+    if t.kind == RelationKind::View {
+        render_view(out, t, dialect);
+        return;
+    }
     let name = short(&t.name);
     let has = |c: &str| t.columns.iter().any(|x| x.name.eq_ignore_ascii_case(c));
     let address = match dialect {
+        // A ctid is unique within one table: with partitions or inheritance
+        // children, the table it is in (`tableoid`) makes it unique.
+        Dialect::Postgres if t.children > 0 => Some((
+            "tableoid::regclass::text || ':' || ctid::text AS row_address",
+            "row_address",
+            "the partition and PostgreSQL row address (tableoid, ctid) it is in",
+        )),
         Dialect::Postgres => Some(("ctid", "ctid", "its PostgreSQL row address (ctid)")),
         Dialect::Sqlite if !has("rowid") => Some(("rowid", "rowid", "its SQLite rowid")),
         _ => None,
@@ -144,6 +155,46 @@ fn render_keyless(out: &mut String, t: &SchemaTable, dialect: Dialect) {
         format!("SELECT {expr}, * FROM {}", quote_table(dialect, &t.name)),
         upper(t),
         upper(t)
+    );
+    let attrs = column_settings(&t.columns, dialect, out);
+    let _ = writeln!(out, "[entity.attributes]\nentity = {name:?}");
+    out.push_str(&attrs);
+}
+
+/// Column types a view's rows cannot be ordered by (PostgreSQL has no
+/// ordering for them).
+const UNORDERED: [&str; 8] = [
+    "json", "xml", "point", "line", "lseg", "box", "path", "polygon",
+];
+
+/// A view: no key and no row address. Its rows are numbered in the order of
+/// all its columns, which is the same on every read of the run's snapshot.
+fn render_view(out: &mut String, t: &SchemaTable, dialect: Dialect) {
+    let name = short(&t.name);
+    let column = ["view_row", "sql2ddb_view_row"]
+        .into_iter()
+        .find(|c| !t.columns.iter().any(|x| x.name.eq_ignore_ascii_case(c)))
+        .unwrap_or("sql2ddb_view_row");
+    let order: Vec<String> = t
+        .columns
+        .iter()
+        .filter(|c| !UNORDERED.contains(&c.sql_type.to_ascii_lowercase().as_str()))
+        .map(|c| quote_table(dialect, &c.name))
+        .collect();
+    let query = format!(
+        "SELECT row_number() OVER (ORDER BY {}) AS {column}, v.* FROM {} AS v",
+        order.join(", "),
+        quote_table(dialect, &t.name)
+    );
+    let _ = writeln!(
+        out,
+        "[[entity]]\nname = {name:?}\n\
+         # a view: no primary key and no row address. Its rows are numbered in the order of all their\n\
+         # columns ({column}), the same numbers on every read of the run's snapshot, in one segment; rows\n\
+         # equal in every column are the same item content. Each page sorts the view again: for a large\n\
+         # view, map a query whose `key` names unique NOT NULL columns instead.\n\
+         query = {query:?}\nkey = [{column:?}]\nread_parallelism = 1\npk = \"{up}#{{{column}}}\"\nsk = \"{up}\"",
+        up = upper(t)
     );
     let attrs = column_settings(&t.columns, dialect, out);
     let _ = writeln!(out, "[entity.attributes]\nentity = {name:?}");
@@ -190,6 +241,14 @@ fn render_entity(
             out,
             "# unique ({}): one row per value; a GSI keyed by it would serve lookups by it",
             u.join(", ")
+        );
+    }
+    if t.children > 0 {
+        let _ = writeln!(
+            out,
+            "# read from {name}: its {} partitions or inheritance children with it, each row once (they are not mapped on their own)",
+            t.children,
+            name = short(&t.name)
         );
     }
     comments(out, &design.notes[i]);
@@ -267,6 +326,10 @@ fn render_embed(out: &mut String, tables: &[SchemaTable], design: &Design, j: us
     comments(out, &design.notes[j]);
     let _ = writeln!(
         out,
+        "# a row whose parent does not exist is rejected as \"no parent\" and counted, never lost"
+    );
+    let _ = writeln!(
+        out,
         "[[entity.embed]]\nname = {:?}\nfrom = {:?}\nparent_key = {:?}\norder_by = {:?}\nexclude = {:?}",
         short(&t.name),
         t.name,
@@ -300,8 +363,17 @@ pub(super) fn column_settings(
             let _ = writeln!(out, "# {n}: numeric without a precision may exceed 38 digits; if so: {n} = {{ column = {n:?}, type = \"S\" }}");
         }
         if dialect == Dialect::MySql && (ty.starts_with("date") || ty.starts_with("timestamp")) {
-            let _ = writeln!(out, "# {n}: a MySQL zero date ('0000-00-00') is written as NULL instead of rejecting the row");
-            let _ = writeln!(attrs, "{n} = {{ column = {n:?}, invalid = \"null\" }}");
+            // NULL is not what a NOT NULL column means: its zero dates are
+            // rejected, each with its key, and the rejects file says which.
+            match c.nullable {
+                true => {
+                    let _ = writeln!(out, "# {n}: a MySQL zero date ('0000-00-00') is written as NULL instead of rejecting the row");
+                    let _ = writeln!(attrs, "{n} = {{ column = {n:?}, invalid = \"null\" }}");
+                }
+                false => {
+                    let _ = writeln!(out, "# {n}: NOT NULL, so a MySQL zero date ('0000-00-00') rejects its row; to write it as NULL: {n} = {{ column = {n:?}, invalid = \"null\" }}");
+                }
+            }
         }
         if ty == "tinyint(1)" {
             let _ = writeln!(out, "# {n}: TINYINT(1) is read as a boolean when it holds 0 and 1; if it holds numbers: {n} = {{ column = {n:?}, type = \"N\" }}");
@@ -341,11 +413,24 @@ mod tests {
     fn columns_that_need_a_setting_get_it() {
         let mut wide = column("balance", "decimal(50,2)");
         wide.precision = Some(50);
-        let cols = [wide, column("joined", "date"), column("vip", "tinyint(1)")];
+        let mut joined = column("joined", "date");
+        joined.nullable = true;
+        let cols = [
+            wide,
+            joined,
+            column("vip", "tinyint(1)"),
+            column("born", "datetime"),
+        ];
         let mut comments = String::new();
         let attrs = column_settings(&cols, Dialect::MySql, &mut comments);
         assert!(attrs.contains("balance = { column = \"balance\", type = \"S\" }"));
         assert!(attrs.contains("joined = { column = \"joined\", invalid = \"null\" }"));
+        // A NOT NULL date keeps its zero dates rejected: never made NULL.
+        assert!(!attrs.contains("born"), "{attrs}");
+        assert!(
+            comments.contains("# born: NOT NULL, so a MySQL zero date"),
+            "{comments}"
+        );
         assert!(comments.contains("# vip: TINYINT(1)"));
         // PostgreSQL has no zero dates.
         let attrs = column_settings(&cols[1..2], Dialect::Postgres, &mut String::new());

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use sql2ddb_core::{AttrValue, Item};
 use sql2ddb_mapping::{Entity, Plan};
+use sql2ddb_source::{quote_table, Dialect, Relation};
 
 use super::report::{Collisions, KeyCount, Partition, Totals};
 use super::size;
@@ -150,6 +151,72 @@ pub(super) async fn collisions(
         rows: found.rows,
         examples,
     })
+}
+
+/// Entities that render the same partition key share its partition, but a
+/// key among one entity's largest need not be among another's (a playlist's
+/// own item is one of thousands of one-row keys): each key one entity found
+/// is counted, exactly, in every other entity whose template renders it.
+pub(super) async fn count_shared(
+    mapping: &Plan,
+    sampler: &Sampler,
+    partitions: &mut [(String, EntityPartitions)],
+) -> Result<(), EngineError> {
+    // The keys that will be shown: the largest, all entities together.
+    let mut sums: BTreeMap<&String, u64> = BTreeMap::new();
+    for (k, n) in partitions.iter().flat_map(|(_, e)| &e.keys) {
+        *sums.entry(k).or_default() += n;
+    }
+    let mut found: Vec<(&String, u64)> = sums.into_iter().collect();
+    found.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(b.0)));
+    let found: Vec<String> = found
+        .into_iter()
+        .take(HOT_PARTITIONS)
+        .map(|(k, _)| k.clone())
+        .collect();
+    let source = sampler.source();
+    let d = source.dialect();
+    for (i, (name, e)) in partitions.iter_mut().enumerate() {
+        let Some(entity) = mapping.entity(name) else {
+            continue;
+        };
+        let template = entity.pk_template();
+        let relation = match sampler.relation(i) {
+            Relation::Table(t) => quote_table(d, t),
+            Relation::Query(q) => format!("({})", q.trim().trim_end_matches(';')),
+        };
+        let mut seen: Vec<String> = e.keys.iter().map(|(k, _)| k.clone()).collect();
+        for key in &found {
+            if seen.contains(key) {
+                continue;
+            }
+            seen.push(key.clone());
+            let Some(values) = size::parse(template, key) else {
+                continue;
+            };
+            // A literal the server converts to the column's type: an
+            // index on the column serves it.
+            let conditions: Vec<String> = values
+                .iter()
+                .map(|(c, v)| {
+                    let mut v = v.replace('\'', "''");
+                    if d == Dialect::MySql {
+                        v = v.replace('\\', "\\\\");
+                    }
+                    format!("k.{} = '{v}'", quote_table(d, c))
+                })
+                .collect();
+            let query = format!(
+                "SELECT * FROM {relation} AS k WHERE {}",
+                conditions.join(" AND ")
+            );
+            let rows = source.count(&Relation::Query(&query)).await?;
+            if rows > 0 {
+                e.keys.push((key.clone(), rows));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Partition keys of every entity put together (entities that share a key

@@ -182,6 +182,9 @@ async fn build(
     }
     let totals = totals(&entities);
     let (planned, planned_from) = planned_rate(mapping, opts, &totals);
+    if !opts.estimate {
+        keys::count_shared(mapping, sampler, &mut partitions).await?;
+    }
     let hot = hot_partitions(partitions, planned, &totals);
     // A partition's rate: `--partition-wcu` with `--capacity`, else DynamoDB's.
     let (partition_wcu, per_partition) = match &opts.capacity {

@@ -201,6 +201,39 @@ pub fn columns<'a>(templates: impl IntoIterator<Item = &'a str>) -> Vec<String> 
     out
 }
 
+/// The column values that render `template` as `key`, when it can: each
+/// placeholder takes the text up to the next literal (a zero-padded number
+/// loses its padding). `None` when the template cannot render the key, or
+/// two placeholders touch (no literal tells where one ends).
+pub fn parse<'a>(template: &str, key: &'a str) -> Option<Vec<(String, &'a str)>> {
+    let pieces = pieces(template);
+    let mut rest = key;
+    let mut out = Vec::new();
+    for (i, p) in pieces.iter().enumerate() {
+        match p {
+            Piece::Lit(l) => rest = rest.strip_prefix(l.as_str())?,
+            Piece::Col(c) => {
+                let end = match pieces.get(i + 1) {
+                    None => rest.len(),
+                    Some(Piece::Lit(next)) => rest.find(next.as_str())?,
+                    Some(Piece::Col(_)) => return None,
+                };
+                let mut value = &rest[..end];
+                if c.width.is_some() {
+                    let trimmed = value.trim_start_matches('0');
+                    value = match trimmed.is_empty() {
+                        true => &value[value.len().saturating_sub(1)..],
+                        false => trimmed,
+                    };
+                }
+                out.push((c.column.clone(), value));
+                rest = &rest[end..];
+            }
+        }
+    }
+    rest.is_empty().then_some(out)
+}
+
 /// A template filled with the source's text of its columns' values (for
 /// showing a key found by a `GROUP BY`; a NULL shows as `NULL`).
 pub fn render(text: &str, values: &BTreeMap<&str, Option<&str>>) -> String {
@@ -259,6 +292,20 @@ mod tests {
             Some(MAX_ITEM_BYTES as u64)
         );
         assert!(SizeStats::of(&[]).histogram.is_empty());
+    }
+
+    #[test]
+    fn a_key_parses_back_into_the_values_its_template_renders() {
+        let got = parse("PLAYLIST#{playlist_id}", "PLAYLIST#12").unwrap();
+        assert_eq!(got, vec![("playlist_id".to_string(), "12")]);
+        let got = parse("C#{a}#O#{b:06}", "C#x-1#O#000042").unwrap();
+        assert_eq!(got, vec![("a".to_string(), "x-1"), ("b".to_string(), "42")]);
+        assert_eq!(parse("N#{n:04}", "N#0000").unwrap()[0].1, "0");
+        // Another entity's literal, a missing suffix, or no literal between
+        // two placeholders: not this template's key.
+        assert!(parse("CUSTOMER#{id}", "PLAYLIST#12").is_none());
+        assert!(parse("P#{id}#X", "P#12").is_none());
+        assert!(parse("{a}{b}", "12").is_none());
     }
 
     #[test]

@@ -82,6 +82,28 @@ pub struct EntityReport {
     pub pages: u64,
     /// Wall-clock seconds from the entity's first read to its last write.
     pub seconds: f64,
+    /// Child rows of each embed (nested embeds too):
+    /// `rows_read = nested + rejected_with_parent + no_parent`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub embeds: Vec<EmbedReport>,
+}
+
+/// Child rows of one embed: each one read is nested in its parent's item,
+/// rejected with its parent row, or rejected for having no parent.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct EmbedReport {
+    /// `entity.embed` (`entity.embed.nested` for a nested embed).
+    pub name: String,
+    /// Child rows read: with their parents, and those without one.
+    pub rows_read: u64,
+    /// Nested in the item of a parent row that was mapped.
+    pub nested: u64,
+    /// Children of parent rows the mapping rejected (the parent's reject
+    /// carries them).
+    pub rejected_with_parent: u64,
+    /// Rows whose parent key matches no parent row, or holds NULL: each in
+    /// the rejects file with the reason "no parent".
+    pub no_parent: u64,
 }
 
 impl EntityReport {
@@ -241,6 +263,15 @@ impl SnapshotReport {
 }
 
 impl RunReport {
+    /// Child rows of every embed that have no parent row (rejected).
+    pub fn orphans(&self) -> u64 {
+        self.entities
+            .iter()
+            .flat_map(|e| &e.embeds)
+            .map(|e| e.no_parent)
+            .sum()
+    }
+
     /// Recomputes the totals and the status from the entities.
     pub fn finish(&mut self, seconds: f64) {
         let mut totals = EntityReport {
@@ -253,7 +284,7 @@ impl RunReport {
         totals.seconds = seconds;
         self.status = if self.error.is_some() || totals.failed > 0 {
             RunStatus::Failed
-        } else if totals.rejected > 0 {
+        } else if totals.rejected > 0 || self.orphans() > 0 {
             RunStatus::Rejected
         } else {
             RunStatus::Ok

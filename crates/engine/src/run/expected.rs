@@ -134,6 +134,22 @@ impl SourceItems {
         read.and(taken)
     }
 
+    /// Per entity, the child rows of its embeds found without a parent by
+    /// the last read (each in the rejects file as "no parent").
+    pub fn orphans(&self) -> Vec<(String, u64)> {
+        self.prepared
+            .iter()
+            .map(|p| {
+                let mut embeds = Vec::new();
+                for c in &p.children {
+                    c.reports(&mut embeds);
+                }
+                let n = embeds.iter().map(|e| e.no_parent).sum();
+                (p.bound.name().to_string(), n)
+            })
+            .collect()
+    }
+
     /// Sends the rows the mapping rejects to `path` from now on (a second
     /// read lists them elsewhere than the first).
     pub fn rejects_to(&mut self, path: &Path) {

@@ -93,8 +93,14 @@ impl Context {
         let (bound, children) = if entity.embeds().is_empty() {
             (entity.bind(plan, &shape.columns, &key)?, Vec::new())
         } else {
-            let (shapes, children) =
-                embed::prepare(&self.source, &entity.name, entity.embeds()).await?;
+            let (shapes, children) = embed::prepare(
+                &self.source,
+                &entity.name,
+                &entity.from,
+                &key,
+                entity.embeds(),
+            )
+            .await?;
             let bound = entity.bind_with_children(plan, &shape.columns, &key, &shapes)?;
             (bound, children)
         };

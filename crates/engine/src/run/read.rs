@@ -54,6 +54,24 @@ impl Readers {
                 Some(_) => vec![None],
                 None => p.segments.iter().cloned().map(Some).collect(),
             };
+            // Child rows no parent row reads: found once per run, under its
+            // snapshot, and rejected rather than lost.
+            if p.replay.is_none() && !p.children.is_empty() {
+                let (this, p) = (this.clone(), p.clone());
+                tasks.spawn(async move {
+                    let _slot = this
+                        .slots
+                        .clone()
+                        .acquire_owned()
+                        .await
+                        .expect("never closed");
+                    if this.stopped() {
+                        return Ok(());
+                    }
+                    embed::reject_orphans(&this.source, &p.children, &this.rejects).await?;
+                    Ok(())
+                });
+            }
             for segment in jobs {
                 let (this, p) = (this.clone(), p.clone());
                 tasks.spawn(async move {
@@ -96,6 +114,9 @@ impl Readers {
                 Some(c) => p.bound.encode_row_with_children(row, c),
                 None => p.bound.encode_row(row),
             };
+            if let Some(c) = children.get(i) {
+                embed::count(&p.children, c, encoded.is_ok());
+            }
             match encoded {
                 Ok(item) => {
                     if !p.pointers.is_empty() {

@@ -39,6 +39,11 @@ impl Rejected {
             }
             let reject: Reject = serde_json::from_str(&line)
                 .map_err(|e| bad(n + 1, format!("not a rejects line: {e}")))?;
+            // A child row without a parent is not read again by key: it
+            // needs its parent (or its deletion) in the source first.
+            if reject.reason.starts_with(super::embed::NO_PARENT) && reject.entity.contains('.') {
+                continue;
+            }
             if !plan.entities.iter().any(|e| e.name == reject.entity) {
                 return Err(bad(
                     n + 1,

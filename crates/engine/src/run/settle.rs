@@ -120,6 +120,10 @@ fn entity_report(p: &Prepared) -> EntityReport {
         _ => 0.0,
     };
     let overwritten = p.overwrites.as_ref().map_or(0, keys::Overwrites::count);
+    let mut embeds = Vec::new();
+    for child in &p.children {
+        child.reports(&mut embeds);
+    }
     EntityReport {
         name: p.bound.name().to_string(),
         rows_read: EntityProgress::get(&c.read),
@@ -134,6 +138,7 @@ fn entity_report(p: &Prepared) -> EntityReport {
         segments: p.segments.len() as u32,
         pages: s.pages.load(Ordering::Relaxed),
         seconds,
+        embeds,
         ..EntityReport::default()
     }
 }
