@@ -193,6 +193,11 @@ async fn a_password_in_the_source_url_never_appears() {
         run.stderr
     );
     assert!(
+        run.stderr.contains("hint: check the source URL"),
+        "a source error says what to check: {}",
+        run.stderr
+    );
+    assert!(
         !run.stdout.contains(SECRET) && !run.stderr.contains(SECRET),
         "{}",
         run.stderr

@@ -101,7 +101,7 @@ pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> u8 {
             show(&report, args.json);
             u8::from(!report.clean())
         }
-        Err(e) => fail(&e.to_string()),
+        Err(e) => crate::failure::fail_job(&e),
     }
 }
 

@@ -170,7 +170,7 @@ pub async fn export(args: ExportArgs) -> u8 {
             }
             report.run.status.exit_code() as u8
         }
-        Err(e) => fail(&e.to_string()),
+        Err(e) => crate::failure::fail_job(&e),
     }
 }
 

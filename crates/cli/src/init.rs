@@ -2,8 +2,6 @@
 
 use sql2ddb_engine::init::InitOptions;
 
-use crate::fail;
-
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0   the mapping is printed on stdout
@@ -38,6 +36,6 @@ pub async fn init(args: InitArgs) -> u8 {
             print!("{text}");
             0
         }
-        Err(e) => fail(&e.to_string()),
+        Err(e) => crate::failure::fail_job(&e),
     }
 }

@@ -8,6 +8,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod deep;
 mod distributed;
 mod export;
+mod failure;
 mod init;
 mod limits;
 mod live;

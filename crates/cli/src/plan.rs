@@ -140,7 +140,7 @@ pub async fn plan(args: PlanArgs) -> u8 {
     };
     let report = match sql2ddb_engine::plan::plan(&mapping, &opts).await {
         Ok(r) => r,
-        Err(e) => return fail(&e.to_string()),
+        Err(e) => return crate::failure::fail_job(&e),
     };
     let dir = args
         .runs_dir
@@ -151,7 +151,7 @@ pub async fn plan(args: PlanArgs) -> u8 {
             dir.join("report.json").display(),
             page.display()
         ),
-        Err(e) => return fail(&e.to_string()),
+        Err(e) => return crate::failure::fail_job(&e),
     }
     if args.json {
         match serde_json::to_string_pretty(&report) {

@@ -217,7 +217,7 @@ pub async fn run(args: RunArgs) -> u8 {
             }
             report.status.exit_code() as u8
         }
-        Err(e) => fail(&e.to_string()),
+        Err(e) => crate::failure::fail_job(&e),
     }
 }
 

@@ -168,7 +168,7 @@ pub(crate) async fn update(args: UpdateArgs) -> u8 {
             }
             report.status.exit_code() as u8
         }
-        Err(e) => crate::fail(&e.to_string()),
+        Err(e) => crate::failure::fail_job(&e),
     }
 }
 

@@ -134,7 +134,7 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
     loop {
         let state = match inspect(&resources, &run).await {
             Ok(s) => s,
-            Err(e) => return fail(&e.to_string()),
+            Err(e) => return crate::failure::fail_job(&e),
         };
         show(&state, args.json);
         let done = if verifying {

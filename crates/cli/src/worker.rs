@@ -161,6 +161,6 @@ pub async fn work(args: WorkerArgs) -> u8 {
             }
             0
         }
-        Err(e) => fail(&e.to_string()),
+        Err(e) => crate::failure::fail_job(&e),
     }
 }
