@@ -1,0 +1,277 @@
+//! One batch of changes applied to the table: every change mapped as the
+//! full load maps its row, each item's changes folded in source order into
+//! its last state, then the puts and deletes written (different items in
+//! parallel), all acknowledged before the caller moves the slot.
+
+use std::collections::HashMap;
+
+use futures::StreamExt;
+use sql2ddb_core::{EncodedItem, Item, KeyAttr, Reject, Row};
+use sql2ddb_dynamo::{delete_item, Dynamo, RetryPolicy, TableWriter};
+use sql2ddb_source::cdc::{ChangeBatch, ChangeOp, RowChange, TupleValue};
+use sql2ddb_source::Source;
+
+use super::entities::{ByTable, Followed};
+use crate::error::EngineError;
+use crate::rejects::RejectsFile;
+
+/// Deletes in flight at once.
+const DELETES_IN_FLIGHT: usize = 16;
+
+/// What applying batches did, summed.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ApplyCounts {
+    /// Row changes read from the slot (of followed tables).
+    pub changes: u64,
+    /// Items put.
+    pub puts: u64,
+    /// Items deleted (deleted rows, and old keys of rows whose key changed).
+    pub deletes: u64,
+    /// Changes folded into a later change of the same item in their batch.
+    pub folded: u64,
+    /// Rows that could not become items, written to the rejects file.
+    pub rejected: u64,
+}
+
+/// Where one item ends up after a batch.
+enum Action {
+    Put(EncodedItem),
+    Delete(Item),
+}
+
+/// The table an apply writes to.
+pub(super) struct Target<'a> {
+    pub dynamo: &'a Dynamo,
+    pub writer: &'a TableWriter,
+    pub table: &'a str,
+    pub keys: &'a [KeyAttr],
+    pub policy: &'a RetryPolicy,
+    pub rejects: &'a RejectsFile,
+}
+
+/// The text an item key is folded under.
+fn key_text(key: &Item) -> String {
+    let mut pairs: Vec<_> = key.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    pairs.sort();
+    pairs.join("\u{1f}")
+}
+
+/// Rows of one entity's changes: the new and old tuples, decoded.
+struct Decoded {
+    new: Vec<Option<Row>>,
+    old: Vec<Option<Row>>,
+}
+
+/// Decodes the tuples of `changes` (all of `f`'s table) as the full load's
+/// pages decode; a new tuple lacking a value (an unchanged TOASTed value)
+/// is read again by key, as the row is now.
+async fn decode(
+    source: &Source,
+    f: &Followed,
+    changes: &[&RowChange],
+) -> Result<Decoded, EngineError> {
+    let columns = changes[0].columns.clone();
+    let news: Vec<&[TupleValue]> = changes.iter().filter_map(|c| c.new.as_deref()).collect();
+    let mut new_rows = source.rows_of_tuples(&f.query, &columns, &news).await?;
+    // Old tuples: only the key templates' columns are read from them, and
+    // those are never TOASTed away; a value left out is taken as NULL.
+    let olds: Vec<Vec<TupleValue>> = changes
+        .iter()
+        .filter_map(|c| c.old.as_ref())
+        .map(|t| {
+            t.iter()
+                .map(|v| match v {
+                    TupleValue::Unchanged => TupleValue::Null,
+                    other => other.clone(),
+                })
+                .collect()
+        })
+        .collect();
+    let old_refs: Vec<&[TupleValue]> = olds.iter().map(|t| t.as_slice()).collect();
+    let old_rows = source.rows_of_tuples(&f.query, &columns, &old_refs).await?;
+    // Rows that need reading again, by their primary key.
+    let missing: Vec<usize> = (0..news.len()).filter(|&i| new_rows[i].is_none()).collect();
+    if !missing.is_empty() {
+        let keys: Vec<Vec<_>> = missing
+            .iter()
+            .map(|&i| key_of_tuple(f, &columns, news[i]))
+            .collect::<Result<_, _>>()?;
+        let found = source.read_keys(&f.query, &keys).await?;
+        for &i in &missing {
+            let key = &keys[missing.iter().position(|&m| m == i).expect("listed")];
+            new_rows[i] = found.iter().find(|r| f.query.key_of(r) == *key).cloned();
+        }
+    }
+    // Spread back: one slot per change.
+    let (mut new_it, mut old_it) = (new_rows.into_iter(), old_rows.into_iter());
+    let mut out = Decoded {
+        new: Vec::with_capacity(changes.len()),
+        old: Vec::with_capacity(changes.len()),
+    };
+    for c in changes {
+        out.new
+            .push(c.new.as_ref().and_then(|_| new_it.next().flatten()));
+        out.old
+            .push(c.old.as_ref().and_then(|_| old_it.next().flatten()));
+    }
+    Ok(out)
+}
+
+/// The primary key values of a tuple, decoded by the server as a page's.
+fn key_of_tuple(
+    f: &Followed,
+    columns: &[String],
+    tuple: &[TupleValue],
+) -> Result<Vec<sql2ddb_core::SqlValue>, EngineError> {
+    let cols = f.query.columns();
+    f.key_indices
+        .iter()
+        .map(|&k| {
+            let name = &cols[k].name;
+            match columns.iter().position(|c| c == name).map(|i| &tuple[i]) {
+                Some(TupleValue::Text(s)) => Ok(sql2ddb_core::SqlValue::Text(s.clone())),
+                _ => Err(EngineError::Entity {
+                    entity: f.name.clone(),
+                    message: format!("a change of {} came without its key column {name}", f.table),
+                }),
+            }
+        })
+        .collect()
+}
+
+/// Applies `batch`: returns once every write it implies is acknowledged.
+pub(super) async fn apply(
+    source: &Source,
+    by_table: &ByTable,
+    batch: &ChangeBatch,
+    target: &Target<'_>,
+    counts: &mut ApplyCounts,
+) -> Result<(), EngineError> {
+    // Per followed entity, its changes in order, decoded in a few statements.
+    let mut actions: HashMap<String, (usize, Action)> = HashMap::new();
+    let mut rejects: Vec<Reject> = Vec::new();
+    let mut order = 0usize;
+    let relevant: Vec<&RowChange> = batch
+        .changes
+        .iter()
+        .filter(|c| by_table.contains_key(&c.oid))
+        .collect();
+    counts.changes += relevant.len() as u64;
+    if let Some(t) = relevant.iter().find(|c| c.op == ChangeOp::Truncate) {
+        return Err(EngineError::Config(format!(
+            "table {} was truncated: a TRUNCATE cannot be followed item by item; run the full load again (a new run) to copy the table as it is now",
+            t.table
+        )));
+    }
+    let mut decoded: HashMap<(u32, usize), Decoded> = HashMap::new();
+    for (oid, followed) in by_table {
+        let mine: Vec<&RowChange> = relevant.iter().copied().filter(|c| c.oid == *oid).collect();
+        if mine.is_empty() {
+            continue;
+        }
+        for (i, f) in followed.iter().enumerate() {
+            decoded.insert((*oid, i), decode(source, f, &mine).await?);
+        }
+    }
+    let mut seen: HashMap<u32, usize> = HashMap::new();
+    for c in &relevant {
+        let n = {
+            let n = seen.entry(c.oid).or_insert(0);
+            *n += 1;
+            *n - 1
+        };
+        for (i, f) in by_table[&c.oid].iter().enumerate() {
+            let d = &decoded[&(c.oid, i)];
+            let mut put = |key: String, a: Action, order: &mut usize| {
+                *order += 1;
+                if actions.insert(key, (*order, a)).is_some() {
+                    counts.folded += 1;
+                }
+            };
+            // The old item goes when the row is deleted, or moved to another key.
+            let old_key = match &d.old[n] {
+                Some(row) => match f.bound.item_key(row) {
+                    Ok(k) => Some(k),
+                    Err(r) => {
+                        rejects.push(r);
+                        None
+                    }
+                },
+                None => None,
+            };
+            match c.op {
+                ChangeOp::Delete => {
+                    if let Some(k) = old_key {
+                        put(key_text(&k), Action::Delete(k), &mut order);
+                    }
+                }
+                ChangeOp::Insert | ChangeOp::Update => {
+                    let Some(row) = &d.new[n] else {
+                        // Read again by key and gone: a later delete says so.
+                        continue;
+                    };
+                    let new_key = f.bound.item_key(row).ok();
+                    if let (Some(old), Some(new)) = (&old_key, &new_key) {
+                        if key_text(old) != key_text(new) {
+                            put(key_text(old), Action::Delete(old.clone()), &mut order);
+                        }
+                    }
+                    match f.bound.encode_row(row) {
+                        Ok(item) => {
+                            let k = item.key_item(target.keys);
+                            put(key_text(&k), Action::Put(item), &mut order);
+                        }
+                        Err(r) => {
+                            // As in a full load, a rejected row has no item.
+                            rejects.push(r);
+                            if let Some(k) = new_key {
+                                put(key_text(&k), Action::Delete(k), &mut order);
+                            }
+                        }
+                    }
+                }
+                ChangeOp::Truncate => unreachable!("refused above"),
+            }
+        }
+    }
+    counts.rejected += rejects.len() as u64;
+    target.rejects.write(&rejects)?;
+    target.rejects.flush()?;
+    let mut puts = Vec::new();
+    let mut deletes = Vec::new();
+    for (_, (_, a)) in actions {
+        match a {
+            Action::Put(item) => puts.push(item),
+            Action::Delete(key) => deletes.push(key),
+        }
+    }
+    let (n_puts, n_deletes) = (puts.len() as u64, deletes.len() as u64);
+    let (written, deleted) = tokio::join!(target.writer.write(puts), async {
+        futures::stream::iter(deletes.iter())
+            .map(|k| delete_item(target.dynamo, target.table, target.keys, k, target.policy))
+            .buffer_unordered(DELETES_IN_FLIGHT)
+            .collect::<Vec<_>>()
+            .await
+    });
+    for d in deleted {
+        d?;
+    }
+    let first = written
+        .failed
+        .first()
+        .map(|(item, why)| (item, why.clone()))
+        .or(written
+            .rejected
+            .first()
+            .map(|(item, e)| (item, e.message.clone())));
+    if let Some((item, why)) = first {
+        return Err(EngineError::Config(format!(
+            "{} item(s) not written (first: row {}: {why}); the slot stays where it was, so following again retries them",
+            written.failed.len() + written.rejected.len(),
+            item.source_key.get(),
+        )));
+    }
+    counts.puts += n_puts;
+    counts.deletes += n_deletes;
+    Ok(())
+}
