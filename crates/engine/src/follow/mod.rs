@@ -31,6 +31,7 @@ use sql2ddb_source::cdc::{check_slot_name, format_lsn, Relations};
 use sql2ddb_source::Source;
 
 pub use apply::ApplyCounts;
+pub use sql2ddb_source::cdc::SlotState;
 
 use crate::error::EngineError;
 use crate::progress::RunProgress;
@@ -88,6 +89,19 @@ pub async fn drop_slot(source_url: &str, slot: &str) -> Result<(), EngineError> 
     let result = source.drop_slot(slot, slot).await;
     source.close().await;
     Ok(result?)
+}
+
+/// Where slot `slot` stands; `None` when there is no such slot.
+pub async fn slot_state(source_url: &str, slot: &str) -> Result<Option<SlotState>, EngineError> {
+    let source = Source::connect(source_url, 1).await?;
+    let state = source.slot_state(slot).await;
+    source.close().await;
+    Ok(state?)
+}
+
+/// An LSN as PostgreSQL writes it (`16/B374D848`).
+pub fn lsn_text(lsn: u64) -> String {
+    format_lsn(lsn)
 }
 
 /// How a follow runs.

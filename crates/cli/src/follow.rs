@@ -1,0 +1,231 @@
+//! `run --follow` and `follow`: after the full load, the source's changes
+//! (PostgreSQL logical replication) applied to the table until a stop, an
+//! idle period or a cutover.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sql2ddb_engine::follow::lsn_text as format_lsn;
+use sql2ddb_engine::follow::{FollowEnd, FollowOptions, FollowReport};
+use sql2ddb_engine::{ResourceOptions, RunProgress, StopSignal};
+use sql2ddb_mapping::Plan;
+
+use crate::live::{print_notes, stop_on_signals};
+use crate::{fail, load};
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0   followed until idle (--follow-until-idle), or cut over (--cutover): the
+      slot is dropped; --status and --drop-slot: done
+  1   failure (unreachable source or table, a mapping that cannot be
+      followed, items not written: the slot stays where it was)
+  64  usage error
+  130 stopped (Ctrl-C, SIGTERM) after the changes in hand were applied; the
+      slot is kept: follow again to go on";
+
+/// How a follow stops; shared by `run --follow` and `follow`.
+#[derive(clap::Args, Clone, Default)]
+pub struct StopArgs {
+    /// Stop following once no change has come for SECONDS (the slot is
+    /// kept; follow again to go on).
+    #[arg(long, value_name = "SECONDS")]
+    follow_until_idle: Option<u64>,
+    /// Cut over: apply every change the source holds now (stop the
+    /// application's writes first), then drop the slot and stop.
+    #[arg(long)]
+    cutover: bool,
+}
+
+/// `run`'s flag.
+#[derive(clap::Args, Clone, Default)]
+pub struct RunFollowArgs {
+    /// After the full load, follow the source's changes (PostgreSQL: a
+    /// logical replication slot named after the run, created before the
+    /// snapshot) until Ctrl-C, --follow-until-idle or --cutover.
+    #[arg(long, conflicts_with_all = ["dry_run", "queue", "resume", "only_rejects"])]
+    pub follow: bool,
+    #[command(flatten)]
+    pub stop: StopArgs,
+}
+
+/// `sql2ddb follow`.
+#[derive(clap::Args)]
+pub struct FollowArgs {
+    /// The mapping spec (TOML) the full load used.
+    mapping: PathBuf,
+    /// The replication slot `run --follow` created (it printed its name).
+    #[arg(long)]
+    slot: String,
+    /// Source URL, overriding the mapping's.
+    #[arg(long)]
+    source: Option<String>,
+    /// DynamoDB endpoint URL, overriding the mapping's.
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// AWS region, overriding the mapping's and the environment's.
+    #[arg(long)]
+    region: Option<String>,
+    /// Where the rejects file goes (`<runs-dir>/<slot>/rejects.jsonl`).
+    #[arg(long, default_value = "sql2ddb-runs")]
+    runs_dir: PathBuf,
+    /// Print where the slot stands (applied position, lag, WAL kept) and exit.
+    #[arg(long, conflicts_with_all = ["drop_slot", "cutover", "follow_until_idle"])]
+    status: bool,
+    /// Drop the slot and its publication without applying anything.
+    #[arg(long, conflicts_with_all = ["cutover", "follow_until_idle"])]
+    drop_slot: bool,
+    /// Print the final report as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stop: StopArgs,
+}
+
+/// What a follow needs besides its stop flags.
+pub(crate) struct Target<'a> {
+    pub plan: &'a Plan,
+    pub source: String,
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub slot: String,
+    pub rejects: PathBuf,
+    pub json: bool,
+}
+
+/// `sql2ddb follow`.
+pub async fn follow(args: FollowArgs) -> u8 {
+    let plan = match load(&args.mapping) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let source = args.source.clone().unwrap_or(plan.source.url.clone());
+    if args.drop_slot {
+        return match sql2ddb_engine::follow::drop_slot(&source, &args.slot).await {
+            Ok(()) => {
+                eprintln!(
+                    "replication slot {} and its publication are dropped",
+                    args.slot
+                );
+                0
+            }
+            Err(e) => fail(&e.to_string()),
+        };
+    }
+    if args.status {
+        return status(&source, &args.slot).await;
+    }
+    let target = Target {
+        plan: &plan,
+        source,
+        endpoint: args.endpoint.clone(),
+        region: args.region.clone(),
+        slot: args.slot.clone(),
+        rejects: args.runs_dir.join(&args.slot).join("rejects.jsonl"),
+        json: args.json,
+    };
+    run_follow(&target, &args.stop).await
+}
+
+async fn status(source: &str, slot: &str) -> u8 {
+    let state = sql2ddb_engine::follow::slot_state(source, slot).await;
+    match state {
+        Ok(Some(s)) => {
+            println!(
+                "slot {slot}: applied to {}, source at {}, {} bytes of WAL behind, {} MB of WAL kept on the source",
+                format_lsn(s.confirmed),
+                format_lsn(s.current),
+                s.lag_bytes(),
+                s.retained_bytes >> 20
+            );
+            0
+        }
+        Ok(None) => fail(&format!("replication slot {slot} does not exist")),
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+/// Follows until a stop, idle or cutover; prints the outcome; its exit code.
+pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 {
+    let stop = StopSignal::new();
+    let signals = tokio::spawn(stop_on_signals(stop.clone()));
+    let progress = RunProgress::new();
+    let notes = tokio::spawn(print_notes(progress.clone()));
+    let opts = FollowOptions {
+        source: target.source.clone(),
+        resources: ResourceOptions {
+            endpoint: target.endpoint.clone(),
+            region: target.region.clone(),
+            ..ResourceOptions::default()
+        },
+        slot: target.slot.clone(),
+        until_idle: stop_args.follow_until_idle.map(Duration::from_secs),
+        cutover: stop_args.cutover,
+        stop: Some(stop.clone()),
+        rejects: target.rejects.clone(),
+        batch_changes: sql2ddb_engine::follow::DEFAULT_BATCH_CHANGES,
+    };
+    let result = sql2ddb_engine::follow::follow(target.plan, &opts, &progress).await;
+    signals.abort();
+    // The last lines are printed before the summary.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    notes.abort();
+    match result {
+        Ok(report) => summary(&report, target.json),
+        Err(e) => {
+            let code = fail(&e.to_string());
+            eprintln!(
+                "replication slot {} is kept at the last applied position: follow again with `sql2ddb follow MAPPING --slot {}`, or drop it with --drop-slot",
+                target.slot, target.slot
+            );
+            code
+        }
+    }
+}
+
+fn summary(r: &FollowReport, json: bool) -> u8 {
+    let c = &r.counts;
+    eprintln!(
+        "follow of slot {}: {} changes applied ({} puts, {} deletes, {} folded into later ones), {} rejected{}; applied to {}",
+        r.slot,
+        c.changes,
+        c.puts,
+        c.deletes,
+        c.folded,
+        c.rejected,
+        match c.rejected {
+            0 => String::new(),
+            _ => format!(" (see {})", r.rejects.display()),
+        },
+        r.position
+    );
+    if json {
+        println!("{}", serde_json::to_string(r).expect("report serialises"));
+    }
+    match r.end {
+        FollowEnd::CutOver => {
+            eprintln!("cut over: run `sql2ddb verify --deep` to compare the table with the source");
+            0
+        }
+        FollowEnd::Idle => 0,
+        FollowEnd::Stopped => sql2ddb_engine::report::EXIT_INTERRUPTED as u8,
+    }
+}
+
+/// `run --follow`, before the full load: checks the mapping can be
+/// followed and creates the slot (named after the run) before the snapshot.
+pub(crate) async fn before_run(plan: &Plan, source: &str, run_id: &str) -> Result<String, String> {
+    let slot = sql2ddb_engine::follow::slot_name(run_id);
+    let at = sql2ddb_engine::follow::create_slot(plan, source, &slot)
+        .await
+        .map_err(|e| e.to_string())?;
+    eprintln!(
+        "replication slot {slot} created at {}: the changes from there are followed after the full load",
+        format_lsn(at)
+    );
+    Ok(slot)
+}
+
+/// Where `run --follow` puts the rows its follow rejects.
+pub(crate) fn rejects_path(runs_dir: &std::path::Path, run_id: &str) -> PathBuf {
+    runs_dir.join(run_id).join("follow-rejects.jsonl")
+}
