@@ -6,6 +6,9 @@
 //! of the table with the source agree, and the slot is gone. A table
 //! without a primary key is refused for `--follow`.
 //!
+//! One table holds values large enough to be TOASTed, which an update of
+//! another column leaves out of the change: those rows are read again.
+//!
 //! 3,000 rows a table (the issue's scenario has 50,000): enough for the
 //! writer to change rows while the full load reads them, small enough for
 //! a debug build on a small machine.
@@ -27,6 +30,8 @@ INSERT INTO {schema}.customers SELECT c, 'customer ' || c, c * 1.25 FROM generat
 CREATE TABLE {schema}.orders (order_id int PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL, total numeric(10,2) NOT NULL);
 ALTER TABLE {schema}.orders REPLICA IDENTITY FULL;
 INSERT INTO {schema}.orders SELECT o, o % 3000 + 1, (ARRAY['new','paid'])[o % 2 + 1], o * 10 FROM generate_series(1, 3000) o;
+CREATE TABLE {schema}.notes (id int PRIMARY KEY, body text NOT NULL, n int NOT NULL);
+INSERT INTO {schema}.notes SELECT i, (SELECT string_agg(md5(i::text || '-' || j), '') FROM generate_series(1, 300) j), 0 FROM generate_series(1, 20) i;
 CREATE TABLE {schema}.events (at timestamptz NOT NULL, what text);
 ";
 
@@ -51,6 +56,12 @@ name = "order"
 from = "SCHEMA.orders"
 pk = "CUST#{customer_id:07}"
 sk = "ORDER#{order_id:07}"
+
+[[entity]]
+name = "note"
+from = "SCHEMA.notes"
+pk = "NOTE#{id:07}"
+sk = "NOTE"
 "#;
 
 const NO_KEY_MAPPING: &str = r#"version = 1
@@ -85,7 +96,10 @@ async fn writer(pool: sqlx::PgPool, schema: String, stop: Arc<AtomicBool>) -> u6
         n += 1;
         let (c, o) = (next(ROWS), next(ROWS));
         let s = &schema;
-        let sql = match n % 7 {
+        let sql = match n % 8 {
+            // A row whose big (TOASTed) value the update leaves alone: the
+            // change does not carry it.
+            7 => format!("UPDATE {s}.notes SET n = n + 1 WHERE id = {}", c % 20 + 1),
             0 => format!("INSERT INTO {s}.customers VALUES ({}, 'new {n}', {n}.5) ON CONFLICT DO NOTHING", 1_000_000 + n),
             1 => format!("UPDATE {s}.customers SET name = 'renamed {n}', credit = credit + 1 WHERE customer_id = {c}"),
             // A primary key change: the item moves to another key.
@@ -150,6 +164,21 @@ async fn expected(pg: &PgSchema) -> BTreeMap<(String, String), Vec<(String, Attr
         out.insert(
             (format!("CUST#{customer:07}"), format!("ORDER#{id:07}")),
             vec![("status".to_string(), s_(status))],
+        );
+    }
+    let notes: Vec<(i32, String, i32)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT id, body, n FROM {s}.notes"
+    )))
+    .fetch_all(&pg.pool)
+    .await
+    .unwrap();
+    for (id, body, n) in notes {
+        out.insert(
+            (format!("NOTE#{id:07}"), "NOTE".to_string()),
+            vec![
+                ("body".to_string(), s_(body)),
+                ("n".to_string(), AttrValue::N(n.to_string())),
+            ],
         );
     }
     out

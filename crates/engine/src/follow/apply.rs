@@ -6,7 +6,7 @@
 use std::collections::HashMap;
 
 use futures::StreamExt;
-use sql2ddb_core::{EncodedItem, Item, KeyAttr, Reject, Row};
+use sql2ddb_core::{EncodedItem, Item, KeyAttr, Reject, Row, SqlValue};
 use sql2ddb_dynamo::{delete_item, Dynamo, RetryPolicy, TableWriter};
 use sql2ddb_source::cdc::{ChangeBatch, ChangeOp, RowChange, TupleValue};
 use sql2ddb_source::Source;
@@ -77,28 +77,34 @@ async fn decode(
     // those are never TOASTed away; a value left out is taken as NULL.
     let olds: Vec<Vec<TupleValue>> = changes
         .iter()
-        .filter_map(|c| c.old.as_ref())
-        .map(|t| {
-            t.iter()
-                .map(|v| match v {
-                    TupleValue::Unchanged => TupleValue::Null,
-                    other => other.clone(),
-                })
-                .collect()
-        })
+        .filter_map(|c| c.old.as_deref())
+        .map(without_unchanged)
         .collect();
     let old_refs: Vec<&[TupleValue]> = olds.iter().map(|t| t.as_slice()).collect();
     let old_rows = source.rows_of_tuples(&f.query, &columns, &old_refs).await?;
-    // Rows that need reading again, by their primary key.
+    // Rows that need reading again, by their primary key: the key is
+    // decoded from the tuple (key values are never left out of it).
     let missing: Vec<usize> = (0..news.len()).filter(|&i| new_rows[i].is_none()).collect();
     if !missing.is_empty() {
-        let keys: Vec<Vec<_>> = missing
+        let partial: Vec<Vec<TupleValue>> = missing
             .iter()
-            .map(|&i| key_of_tuple(f, &columns, news[i]))
+            .map(|&i| without_unchanged(news[i]))
+            .collect();
+        let refs: Vec<&[TupleValue]> = partial.iter().map(|t| t.as_slice()).collect();
+        let keys: Vec<Vec<SqlValue>> = source
+            .rows_of_tuples(&f.query, &columns, &refs)
+            .await?
+            .into_iter()
+            .map(|row| {
+                row.map(|r| f.query.key_of(&r))
+                    .ok_or_else(|| EngineError::Entity {
+                        entity: f.name.clone(),
+                        message: format!("a change of {} came without its key columns", f.table),
+                    })
+            })
             .collect::<Result<_, _>>()?;
         let found = source.read_keys(&f.query, &keys).await?;
-        for &i in &missing {
-            let key = &keys[missing.iter().position(|&m| m == i).expect("listed")];
+        for (&i, key) in missing.iter().zip(&keys) {
             new_rows[i] = found.iter().find(|r| f.query.key_of(r) == *key).cloned();
         }
     }
@@ -117,24 +123,12 @@ async fn decode(
     Ok(out)
 }
 
-/// The primary key values of a tuple, decoded by the server as a page's.
-fn key_of_tuple(
-    f: &Followed,
-    columns: &[String],
-    tuple: &[TupleValue],
-) -> Result<Vec<sql2ddb_core::SqlValue>, EngineError> {
-    let cols = f.query.columns();
-    f.key_indices
-        .iter()
-        .map(|&k| {
-            let name = &cols[k].name;
-            match columns.iter().position(|c| c == name).map(|i| &tuple[i]) {
-                Some(TupleValue::Text(s)) => Ok(sql2ddb_core::SqlValue::Text(s.clone())),
-                _ => Err(EngineError::Entity {
-                    entity: f.name.clone(),
-                    message: format!("a change of {} came without its key column {name}", f.table),
-                }),
-            }
+/// A tuple with its left-out values taken as NULL.
+fn without_unchanged(t: &[TupleValue]) -> Vec<TupleValue> {
+    t.iter()
+        .map(|v| match v {
+            TupleValue::Unchanged => TupleValue::Null,
+            other => other.clone(),
         })
         .collect()
 }

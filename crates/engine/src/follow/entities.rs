@@ -19,8 +19,6 @@ pub(super) struct Followed {
     pub bound: BoundEntity,
     /// Its page query: the select list and decoders the full load reads with.
     pub query: PageQuery,
-    /// Positions of the primary key columns within a row.
-    pub key_indices: Vec<usize>,
 }
 
 /// The followed entities by their table's OID (a table may feed several).
@@ -96,7 +94,7 @@ pub(super) async fn prepare(source: &Source, plan: &Plan) -> Result<ByTable, Eng
             .unwrap_or_else(|| shape.primary_key.clone());
         let bound = entity.bind(plan, &shape.columns, &key)?;
         let query = source.page_query(&from, &shape, &shape.primary_key, 1)?;
-        let key_indices = query.key_indices().to_vec();
+        let key_indices = query.key_indices();
         let outside_key = bound
             .key_template_columns()
             .into_iter()
@@ -113,7 +111,6 @@ pub(super) async fn prepare(source: &Source, plan: &Plan) -> Result<ByTable, Eng
             table: table.clone(),
             bound,
             query,
-            key_indices,
         });
     }
     Ok(by_table)
