@@ -36,6 +36,13 @@ pub struct StopArgs {
     cutover: bool,
 }
 
+impl StopArgs {
+    /// Whether any of the flags was given.
+    pub fn given(&self) -> bool {
+        self.follow_until_idle.is_some() || self.cutover
+    }
+}
+
 /// `run`'s flag.
 #[derive(clap::Args, Clone, Default)]
 pub struct RunFollowArgs {
@@ -213,7 +220,15 @@ fn summary(r: &FollowReport, json: bool) -> u8 {
 
 /// `run --follow`, before the full load: checks the mapping can be
 /// followed and creates the slot (named after the run) before the snapshot.
-pub(crate) async fn before_run(plan: &Plan, source: &str, run_id: &str) -> Result<String, String> {
+pub(crate) async fn before_run(
+    plan: &Plan,
+    source: &str,
+    endpoint: Option<&str>,
+    run_id: &str,
+) -> Result<String, String> {
+    if endpoint.or(plan.target.endpoint.as_deref()) == Some("local") {
+        return Err("--follow needs a DynamoDB endpoint that outlives this process: `local` belongs to the full load's process; give --endpoint URL".into());
+    }
     let slot = sql2ddb_engine::follow::slot_name(run_id);
     let at = sql2ddb_engine::follow::create_slot(plan, source, &slot)
         .await

@@ -143,6 +143,10 @@ pub async fn run(args: RunArgs) -> u8 {
         ..RunOptions::default()
     };
     args.distributed.apply(&mut opts);
+    if !args.follow.follow && args.follow.stop.given() {
+        eprintln!("error: --follow-until-idle and --cutover go with --follow");
+        return crate::EXIT_USAGE;
+    }
     let slot = match args.follow.follow {
         true => {
             let run_id = opts
@@ -150,7 +154,7 @@ pub async fn run(args: RunArgs) -> u8 {
                 .get_or_insert_with(sql2ddb_engine::new_run_id)
                 .clone();
             let url = opts.source.clone().unwrap_or(plan.source.url.clone());
-            match crate::follow::before_run(&plan, &url, &run_id).await {
+            match crate::follow::before_run(&plan, &url, opts.endpoint.as_deref(), &run_id).await {
                 Ok(slot) => Some(slot),
                 Err(e) => return fail(&e),
             }
