@@ -1,6 +1,7 @@
 //! `run --follow` on PostgreSQL: a writer inserts, updates (also moving
 //! rows to other keys, by their primary key and by a key template's other
-//! column) and deletes all through the full load and the follow; the
+//! column) and deletes all through the full load and the follow, also rows
+//! that customers' items embed (and move from one customer to another); the
 //! follower is SIGKILLed once and resumed from its slot, stopped with
 //! SIGINT, then cut over; `verify --deep` and an independent comparison
 //! of the table with the source agree, and the slot is gone. A table
@@ -50,6 +51,13 @@ name = "customer"
 from = "SCHEMA.customers"
 pk = "CUST#{customer_id:07}"
 sk = "PROFILE"
+
+[[entity.embed]]
+name = "orders"
+from = "SCHEMA.orders"
+parent_key = ["customer_id"]
+order_by = ["order_id"]
+exclude = ["customer_id"]
 
 [[entity]]
 name = "order"
@@ -270,6 +278,22 @@ async fn follow_survives_a_kill_and_cuts_over_to_an_equal_table() {
     for (key, attrs) in &want {
         for (name, value) in attrs {
             assert_eq!(got[key].get(name), Some(value), "{key:?} {name}");
+        }
+    }
+    // Each customer's item holds its orders as the source has them now.
+    let per_customer: Vec<(i32, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+        "SELECT c.customer_id, count(o.order_id) FROM {0}.customers c \
+         LEFT JOIN {0}.orders o ON o.customer_id = c.customer_id GROUP BY c.customer_id",
+        pg.name
+    )))
+    .fetch_all(&pg.pool)
+    .await
+    .unwrap();
+    for (id, n) in per_customer {
+        let item = &got[&(format!("CUST#{id:07}"), "PROFILE".to_string())];
+        match item.get("orders") {
+            Some(AttrValue::L(orders)) => assert_eq!(orders.len() as i64, n, "customer {id}"),
+            other => panic!("customer {id}: orders {other:?}"),
         }
     }
 }

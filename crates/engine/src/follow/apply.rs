@@ -12,6 +12,7 @@ use sql2ddb_source::cdc::{ChangeBatch, ChangeOp, RowChange, TupleValue};
 use sql2ddb_source::Source;
 
 use super::entities::{ByTable, Followed};
+use super::rerender;
 use crate::error::EngineError;
 use crate::rejects::RejectsFile;
 
@@ -34,7 +35,7 @@ pub struct ApplyCounts {
 }
 
 /// Where one item ends up after a batch.
-enum Action {
+pub(super) enum Action {
     Put(EncodedItem),
     Delete(Item),
 }
@@ -50,7 +51,7 @@ pub(super) struct Target<'a> {
 }
 
 /// The text an item key is folded under.
-fn key_text(key: &Item) -> String {
+pub(super) fn key_text(key: &Item) -> String {
     let mut pairs: Vec<_> = key.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
     pairs.sort();
     pairs.join("\u{1f}")
@@ -124,7 +125,7 @@ async fn decode(
 }
 
 /// A tuple with its left-out values taken as NULL.
-fn without_unchanged(t: &[TupleValue]) -> Vec<TupleValue> {
+pub(super) fn without_unchanged(t: &[TupleValue]) -> Vec<TupleValue> {
     t.iter()
         .map(|v| match v {
             TupleValue::Unchanged => TupleValue::Null,
@@ -141,14 +142,14 @@ pub(super) async fn apply(
     target: &Target<'_>,
     counts: &mut ApplyCounts,
 ) -> Result<(), EngineError> {
-    // Per followed entity, its changes in order, decoded in a few statements.
-    let mut actions: HashMap<String, (usize, Action)> = HashMap::new();
-    let mut rejects: Vec<Reject> = Vec::new();
-    let mut order = 0usize;
+    let mut plan = Plan {
+        keys: target.keys.to_vec(),
+        ..Plan::default()
+    };
     let relevant: Vec<&RowChange> = batch
         .changes
         .iter()
-        .filter(|c| by_table.contains_key(&c.oid))
+        .filter(|c| by_table.follows(c.oid))
         .collect();
     counts.changes += relevant.len() as u64;
     if let Some(t) = relevant.iter().find(|c| c.op == ChangeOp::Truncate) {
@@ -157,8 +158,9 @@ pub(super) async fn apply(
             t.table
         )));
     }
+    // Per followed entity, its table's changes decoded in a few statements.
     let mut decoded: HashMap<(u32, usize), Decoded> = HashMap::new();
-    for (oid, followed) in by_table {
+    for (oid, followed) in &by_table.parents {
         let mine: Vec<&RowChange> = relevant.iter().copied().filter(|c| c.oid == *oid).collect();
         if mine.is_empty() {
             continue;
@@ -169,103 +171,143 @@ pub(super) async fn apply(
     }
     let mut seen: HashMap<u32, usize> = HashMap::new();
     for c in &relevant {
+        let Some(followed) = by_table.parents.get(&c.oid) else {
+            continue;
+        };
         let n = {
             let n = seen.entry(c.oid).or_insert(0);
             *n += 1;
             *n - 1
         };
-        for (i, f) in by_table[&c.oid].iter().enumerate() {
+        for (i, f) in followed.iter().enumerate() {
             let d = &decoded[&(c.oid, i)];
-            let mut put = |key: String, a: Action, order: &mut usize| {
-                *order += 1;
-                if actions.insert(key, (*order, a)).is_some() {
-                    counts.folded += 1;
+            plan.change(f, (c.oid, i), c.op, d.old[n].as_ref(), d.new[n].as_ref());
+        }
+    }
+    // Changes of embedded rows: their parents are re-rendered.
+    rerender::children_changed(source, by_table, &relevant, &mut plan.dirty).await?;
+    rerender::rerender(source, by_table, &mut plan).await?;
+    plan.write(target, counts).await
+}
+
+/// What a batch comes to: each item's last action, rejects, and the
+/// parents (by entity and key) to re-render from the source.
+#[derive(Default)]
+pub(super) struct Plan {
+    /// The table's key attributes.
+    pub(super) keys: Vec<KeyAttr>,
+    actions: HashMap<String, Action>,
+    pub(super) rejects: Vec<Reject>,
+    folded: u64,
+    /// Per entity (table OID, position), the keys of parents whose item is
+    /// re-rendered from the source after the batch.
+    pub(super) dirty: HashMap<(u32, usize), Vec<Vec<SqlValue>>>,
+}
+
+impl Plan {
+    pub(super) fn put(&mut self, key: &Item, a: Action) {
+        if self.actions.insert(key_text(key), a).is_some() {
+            self.folded += 1;
+        }
+    }
+
+    /// One change of entity `f` (at `at`), folded in.
+    fn change(
+        &mut self,
+        f: &Followed,
+        at: (u32, usize),
+        op: ChangeOp,
+        old: Option<&Row>,
+        new: Option<&Row>,
+    ) {
+        // The old item goes when the row is deleted, or moved to another key.
+        let old_key = old.and_then(|row| match f.bound.item_key(row) {
+            Ok(k) => Some(k),
+            Err(r) => {
+                self.rejects.push(r);
+                None
+            }
+        });
+        match op {
+            ChangeOp::Delete => {
+                if let Some(k) = old_key {
+                    self.put(&k, Action::Delete(k.clone()));
                 }
-            };
-            // The old item goes when the row is deleted, or moved to another key.
-            let old_key = match &d.old[n] {
-                Some(row) => match f.bound.item_key(row) {
-                    Ok(k) => Some(k),
+            }
+            ChangeOp::Insert | ChangeOp::Update => {
+                // Read again by key and gone: a later delete says so.
+                let Some(row) = new else { return };
+                let new_key = f.bound.item_key(row).ok();
+                if let (Some(old), Some(new)) = (&old_key, &new_key) {
+                    if key_text(old) != key_text(new) {
+                        self.put(old, Action::Delete(old.clone()));
+                    }
+                }
+                if !f.children.is_empty() {
+                    // Rendered with its children after the batch.
+                    self.dirty.entry(at).or_default().push(f.query.key_of(row));
+                    return;
+                }
+                match f.bound.encode_row(row) {
+                    Ok(item) => {
+                        let k = item.key_item(&self.keys);
+                        self.put(&k, Action::Put(item));
+                    }
                     Err(r) => {
-                        rejects.push(r);
-                        None
-                    }
-                },
-                None => None,
-            };
-            match c.op {
-                ChangeOp::Delete => {
-                    if let Some(k) = old_key {
-                        put(key_text(&k), Action::Delete(k), &mut order);
-                    }
-                }
-                ChangeOp::Insert | ChangeOp::Update => {
-                    let Some(row) = &d.new[n] else {
-                        // Read again by key and gone: a later delete says so.
-                        continue;
-                    };
-                    let new_key = f.bound.item_key(row).ok();
-                    if let (Some(old), Some(new)) = (&old_key, &new_key) {
-                        if key_text(old) != key_text(new) {
-                            put(key_text(old), Action::Delete(old.clone()), &mut order);
-                        }
-                    }
-                    match f.bound.encode_row(row) {
-                        Ok(item) => {
-                            let k = item.key_item(target.keys);
-                            put(key_text(&k), Action::Put(item), &mut order);
-                        }
-                        Err(r) => {
-                            // As in a full load, a rejected row has no item.
-                            rejects.push(r);
-                            if let Some(k) = new_key {
-                                put(key_text(&k), Action::Delete(k), &mut order);
-                            }
+                        // As in a full load, a rejected row has no item.
+                        self.rejects.push(r);
+                        if let Some(k) = new_key {
+                            self.put(&k, Action::Delete(k.clone()));
                         }
                     }
                 }
-                ChangeOp::Truncate => unreachable!("refused above"),
+            }
+            ChangeOp::Truncate => unreachable!("refused above"),
+        }
+    }
+
+    /// Writes the batch's puts and deletes; returns once all are acknowledged.
+    async fn write(self, target: &Target<'_>, counts: &mut ApplyCounts) -> Result<(), EngineError> {
+        counts.rejected += self.rejects.len() as u64;
+        counts.folded += self.folded;
+        target.rejects.write(&self.rejects)?;
+        target.rejects.flush()?;
+        let mut puts = Vec::new();
+        let mut deletes = Vec::new();
+        for (_, a) in self.actions {
+            match a {
+                Action::Put(item) => puts.push(item),
+                Action::Delete(key) => deletes.push(key),
             }
         }
-    }
-    counts.rejected += rejects.len() as u64;
-    target.rejects.write(&rejects)?;
-    target.rejects.flush()?;
-    let mut puts = Vec::new();
-    let mut deletes = Vec::new();
-    for (_, (_, a)) in actions {
-        match a {
-            Action::Put(item) => puts.push(item),
-            Action::Delete(key) => deletes.push(key),
+        let (n_puts, n_deletes) = (puts.len() as u64, deletes.len() as u64);
+        let (written, deleted) = tokio::join!(target.writer.write(puts), async {
+            futures::stream::iter(deletes.iter())
+                .map(|k| delete_item(target.dynamo, target.table, target.keys, k, target.policy))
+                .buffer_unordered(DELETES_IN_FLIGHT)
+                .collect::<Vec<_>>()
+                .await
+        });
+        for d in deleted {
+            d?;
         }
-    }
-    let (n_puts, n_deletes) = (puts.len() as u64, deletes.len() as u64);
-    let (written, deleted) = tokio::join!(target.writer.write(puts), async {
-        futures::stream::iter(deletes.iter())
-            .map(|k| delete_item(target.dynamo, target.table, target.keys, k, target.policy))
-            .buffer_unordered(DELETES_IN_FLIGHT)
-            .collect::<Vec<_>>()
-            .await
-    });
-    for d in deleted {
-        d?;
-    }
-    let first = written
-        .failed
-        .first()
-        .map(|(item, why)| (item, why.clone()))
-        .or(written
-            .rejected
+        let first = written
+            .failed
             .first()
-            .map(|(item, e)| (item, e.message.clone())));
-    if let Some((item, why)) = first {
-        return Err(EngineError::Config(format!(
-            "{} item(s) not written (first: row {}: {why}); the slot stays where it was, so following again retries them",
-            written.failed.len() + written.rejected.len(),
-            item.source_key.get(),
-        )));
+            .map(|(item, why)| (item, why.clone()))
+            .or(written
+                .rejected
+                .first()
+                .map(|(item, e)| (item, e.message.clone())));
+        if let Some((item, why)) = first {
+            return Err(EngineError::Config(format!(
+                "{} item(s) not written (first: row {}: {why}); the slot stays where it was, so following again retries them",
+                written.failed.len() + written.rejected.len(),
+                item.source_key.get(),
+            )));
+        }
+        counts.puts += n_puts;
+        counts.deletes += n_deletes;
+        Ok(())
     }
-    counts.puts += n_puts;
-    counts.deletes += n_deletes;
-    Ok(())
 }

@@ -8,6 +8,7 @@ use sql2ddb_mapping::{BoundEntity, EntitySource, Plan};
 use sql2ddb_source::{PageQuery, Relation, Source};
 
 use crate::error::EngineError;
+use crate::run::embed::{self, ChildPlan};
 
 /// One entity being followed.
 pub(super) struct Followed {
@@ -19,10 +20,37 @@ pub(super) struct Followed {
     pub bound: BoundEntity,
     /// Its page query: the select list and decoders the full load reads with.
     pub query: PageQuery,
+    /// Its embeds' child queries: an item with embeds is re-rendered from
+    /// its row and its children as the source holds them.
+    pub children: Vec<ChildPlan>,
 }
 
-/// The followed entities by their table's OID (a table may feed several).
-pub(super) type ByTable = HashMap<u32, Vec<Followed>>;
+/// A table whose rows an entity embeds: a change of one re-renders the
+/// parent's item.
+pub(super) struct ChildOf {
+    /// The parent's table OID and its position in [`ByTable::parents`].
+    pub parent: (u32, usize),
+    /// The child table read with its `parent_key` as key: a decoded child
+    /// row's [`PageQuery::key_of`] is its parent's key.
+    pub query: PageQuery,
+}
+
+/// The followed tables by OID (a table may feed several entities, and be
+/// embedded too).
+#[derive(Default)]
+pub(super) struct ByTable {
+    /// Tables of entities.
+    pub parents: HashMap<u32, Vec<Followed>>,
+    /// Tables embedded by an entity.
+    pub children: HashMap<u32, Vec<ChildOf>>,
+}
+
+impl ByTable {
+    /// Whether changes of table `oid` matter.
+    pub fn follows(&self, oid: u32) -> bool {
+        self.parents.contains_key(&oid) || self.children.contains_key(&oid)
+    }
+}
 
 fn refuse(entity: &str, message: impl Into<String>) -> EngineError {
     EngineError::Entity {
@@ -49,28 +77,52 @@ pub(super) fn tables(plan: &Plan) -> Result<Vec<String>, EngineError> {
                 ))
             }
         }
+        for embed in e.embeds() {
+            match &embed.from {
+                EntitySource::Table(t) if embed.embeds().is_empty() => {
+                    if !out.contains(t) {
+                        out.push(t.clone());
+                    }
+                }
+                EntitySource::Table(_) => {
+                    return Err(refuse(
+                        &e.name,
+                        format!(
+                        "embed {} has embeds of its own, which the follower does not re-render yet",
+                        embed.name
+                    ),
+                    ))
+                }
+                EntitySource::Query(_) => {
+                    return Err(refuse(
+                        &e.name,
+                        format!(
+                            "embed {} reads a query, whose rows have no table to follow",
+                            embed.name
+                        ),
+                    ))
+                }
+            }
+        }
     }
     Ok(out)
 }
 
 /// Binds every entity of `plan` for following, or says which one cannot be
 /// followed and why: a query; a table without a primary key (a change
-/// could not be matched to its item); embedded children, pointers and
-/// `overwrite = true` (not supported by the follower yet); item key
+/// could not be matched to its item); nested embeds or embeds of a query,
+/// pointers and `overwrite = true` (not supported by the follower yet); item key
 /// templates that read columns outside the primary key on a table whose
 /// `REPLICA IDENTITY` is not `FULL` (an update changing them would not say
 /// which item it moved from).
 pub(super) async fn prepare(source: &Source, plan: &Plan) -> Result<ByTable, EngineError> {
     tables(plan)?;
-    let mut by_table: ByTable = HashMap::new();
+    let mut by_table = ByTable::default();
     for entity in &plan.entities {
         let EntitySource::Table(table) = &entity.from else {
             unreachable!("queries refused above")
         };
         let name = &entity.name;
-        if !entity.embeds().is_empty() {
-            return Err(refuse(name, "it embeds child rows, which the follower does not re-render yet; follow a mapping without [[entity.embed]]"));
-        }
         if plan.pointers().iter().any(|p| p.entity == *name) {
             return Err(refuse(
                 name,
@@ -92,7 +144,16 @@ pub(super) async fn prepare(source: &Source, plan: &Plan) -> Result<ByTable, Eng
             .key
             .clone()
             .unwrap_or_else(|| shape.primary_key.clone());
-        let bound = entity.bind(plan, &shape.columns, &key)?;
+        if !entity.embeds().is_empty() && key != shape.primary_key {
+            return Err(refuse(name, format!("it embeds child rows and is keyed by {key:?} rather than its primary key {:?}: follow it by its primary key", shape.primary_key)));
+        }
+        let (bound, children) = if entity.embeds().is_empty() {
+            (entity.bind(plan, &shape.columns, &key)?, Vec::new())
+        } else {
+            let (shapes, children) = embed::prepare(source, name, entity.embeds()).await?;
+            let bound = entity.bind_with_children(plan, &shape.columns, &key, &shapes)?;
+            (bound, children)
+        };
         let query = source.page_query(&from, &shape, &shape.primary_key, 1)?;
         let key_indices = query.key_indices();
         let outside_key = bound
@@ -106,12 +167,36 @@ pub(super) async fn prepare(source: &Source, plan: &Plan) -> Result<ByTable, Eng
             ));
         }
         let oid = source.table_oid(table).await?;
-        by_table.entry(oid).or_default().push(Followed {
+        let list = by_table.parents.entry(oid).or_default();
+        let at = (oid, list.len());
+        list.push(Followed {
             name: name.clone(),
             table: table.clone(),
             bound,
             query,
+            children,
         });
+        for e in entity.embeds() {
+            let EntitySource::Table(child) = &e.from else {
+                unreachable!("queries refused above")
+            };
+            let from = Relation::Table(child);
+            let shape = source.describe(&from).await?;
+            let outside_key = e.parent_key.iter().any(|c| !shape.primary_key.contains(c));
+            if outside_key && source.replica_identity(child).await? != 'f' {
+                return Err(refuse(
+                    name,
+                    format!("embed {} matches its rows by {:?}, outside the primary key of {child}: a change of those columns would not say which parent the row left; run ALTER TABLE {child} REPLICA IDENTITY FULL", e.name, e.parent_key),
+                ));
+            }
+            let query = source.page_query(&from, &shape, &e.parent_key, 1)?;
+            let child_oid = source.table_oid(child).await?;
+            by_table
+                .children
+                .entry(child_oid)
+                .or_default()
+                .push(ChildOf { parent: at, query });
+        }
     }
     Ok(by_table)
 }

@@ -20,6 +20,7 @@
 
 mod apply;
 mod entities;
+mod rerender;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -245,7 +246,7 @@ async fn follow_with(
         apply::apply(source, &by_table, &batch, &target, &mut counts).await?;
         source.advance_slot(slot, end_lsn).await?;
         position = end_lsn;
-        if batch.changes.iter().any(|c| by_table.contains_key(&c.oid)) {
+        if batch.changes.iter().any(|c| by_table.follows(c.oid)) {
             last_change = Instant::now();
         }
         note(source, slot, &counts, progress, &mut last_note).await?;

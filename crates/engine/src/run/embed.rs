@@ -12,7 +12,7 @@ use sql2ddb_source::{ChildQuery, Relation, Source};
 use crate::error::EngineError;
 
 /// One embed resolved against its source.
-pub(super) struct ChildPlan {
+pub(crate) struct ChildPlan {
     query: ChildQuery,
     /// Positions of the child's own key in its rows (what nested embeds match).
     key_indices: Vec<usize>,
@@ -23,7 +23,7 @@ type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T, EngineError>> + Send +
 
 /// Describes every embed (and nested embed) of `embeds`: the shapes the
 /// mapping binds against, and the queries that fetch the rows.
-pub(super) fn prepare<'a>(
+pub(crate) fn prepare<'a>(
     source: &'a Source,
     parent: &'a str,
     embeds: &'a [Embed],
@@ -71,7 +71,7 @@ pub(super) fn prepare<'a>(
 }
 
 /// The child rows of each parent of a page, in the order of `parent_keys`.
-pub(super) fn fetch<'a>(
+pub(crate) fn fetch<'a>(
     source: &'a Source,
     plans: &'a [ChildPlan],
     parent_keys: &'a [Vec<SqlValue>],
