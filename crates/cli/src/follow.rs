@@ -230,6 +230,7 @@ pub(crate) async fn before_run(
         return Err("--follow needs a DynamoDB endpoint that outlives this process: `local` belongs to the full load's process; give --endpoint URL".into());
     }
     let slot = sql2ddb_engine::follow::slot_name(run_id);
+    eprintln!("creating replication slot {slot} (it waits for the transactions in progress on the source to end)");
     let at = sql2ddb_engine::follow::create_slot(plan, source, &slot)
         .await
         .map_err(|e| e.to_string())?;

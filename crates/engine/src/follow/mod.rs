@@ -310,3 +310,18 @@ async fn note(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_id_gives_a_valid_slot_name() {
+        let name = slot_name("20240501T100000Z-3f2a1c");
+        assert_eq!(name, "sql2ddb_20240501t100000z_3f2a1c");
+        assert!(check_slot_name(&name).is_ok());
+        let long = slot_name(&"X".repeat(100));
+        assert_eq!(long.len(), 63);
+        assert!(check_slot_name(&long).is_ok());
+    }
+}
