@@ -254,9 +254,28 @@ async fn follow_survives_a_kill_and_cuts_over_to_an_equal_table() {
         stopped.stderr
     );
 
-    let mut cutover = follow.to_vec();
-    cutover.push("--cutover");
-    let cut = sc.sql2ddb(&cutover).await;
+    let status = sc
+        .sql2ddb(&["follow", &mapping, "--slot", &slot, "--status"])
+        .await;
+    assert_eq!(status.code, 0, "{}", status.stderr);
+    assert!(
+        status.stdout.contains(&format!("slot {slot}: applied to")),
+        "{}",
+        status.stdout
+    );
+
+    // The run's id names its slot as well.
+    let cut = sc
+        .sql2ddb(&[
+            "follow",
+            &mapping,
+            "--run",
+            &run_id,
+            "--endpoint",
+            &url,
+            "--cutover",
+        ])
+        .await;
     assert_eq!(cut.code, 0, "{}", cut.stderr);
     assert!(cut.stderr.contains("cut over"), "{}", cut.stderr);
     assert!(

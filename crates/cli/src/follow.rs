@@ -61,8 +61,12 @@ pub struct FollowArgs {
     /// The mapping spec (TOML) the full load used.
     mapping: PathBuf,
     /// The replication slot `run --follow` created (it printed its name).
-    #[arg(long)]
-    slot: String,
+    #[arg(long, required_unless_present = "run", conflicts_with = "run")]
+    slot: Option<String>,
+    /// The id of the `run --follow` whose slot to read (its slot is
+    /// `sql2ddb_<run id>`, lower-cased).
+    #[arg(long, value_name = "RUN_ID")]
+    run: Option<String>,
     /// Source URL, overriding the mapping's.
     #[arg(long)]
     source: Option<String>,
@@ -106,28 +110,30 @@ pub async fn follow(args: FollowArgs) -> u8 {
         Err(e) => return fail(&e),
     };
     let source = args.source.clone().unwrap_or(plan.source.url.clone());
+    let slot = match (&args.slot, &args.run) {
+        (Some(slot), _) => slot.clone(),
+        (None, Some(run)) => sql2ddb_engine::follow::slot_name(run),
+        (None, None) => unreachable!("clap requires one"),
+    };
     if args.drop_slot {
-        return match sql2ddb_engine::follow::drop_slot(&source, &args.slot).await {
+        return match sql2ddb_engine::follow::drop_slot(&source, &slot).await {
             Ok(()) => {
-                eprintln!(
-                    "replication slot {} and its publication are dropped",
-                    args.slot
-                );
+                eprintln!("replication slot {slot} and its publication are dropped");
                 0
             }
             Err(e) => fail(&e.to_string()),
         };
     }
     if args.status {
-        return status(&source, &args.slot).await;
+        return status(&source, &slot).await;
     }
     let target = Target {
         plan: &plan,
         source,
         endpoint: args.endpoint.clone(),
         region: args.region.clone(),
-        slot: args.slot.clone(),
-        rejects: args.runs_dir.join(&args.slot).join("rejects.jsonl"),
+        rejects: args.runs_dir.join(&slot).join("rejects.jsonl"),
+        slot,
         json: args.json,
     };
     run_follow(&target, &args.stop).await
