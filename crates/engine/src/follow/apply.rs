@@ -71,29 +71,29 @@ async fn decode(
     f: &Followed,
     changes: &[&RowChange],
 ) -> Result<Decoded, EngineError> {
-    let columns = changes[0].columns.clone();
-    let news: Vec<&[TupleValue]> = changes.iter().filter_map(|c| c.new.as_deref()).collect();
-    let mut new_rows = source.rows_of_tuples(&f.query, &columns, &news).await?;
+    let news: Vec<Tuple<'_>> = changes
+        .iter()
+        .filter_map(|c| Some((c.columns.as_slice(), c.new.as_deref()?)))
+        .collect();
+    let mut new_rows = rows_of(source, &f.query, &news).await?;
     // Old tuples: only the key templates' columns are read from them, and
     // those are never TOASTed away; a value left out is taken as NULL.
-    let olds: Vec<Vec<TupleValue>> = changes
+    let olds: Vec<(&[String], Vec<TupleValue>)> = changes
         .iter()
-        .filter_map(|c| c.old.as_deref())
-        .map(without_unchanged)
+        .filter_map(|c| Some((c.columns.as_slice(), without_unchanged(c.old.as_deref()?))))
         .collect();
-    let old_refs: Vec<&[TupleValue]> = olds.iter().map(|t| t.as_slice()).collect();
-    let old_rows = source.rows_of_tuples(&f.query, &columns, &old_refs).await?;
+    let old_refs: Vec<Tuple<'_>> = olds.iter().map(|(c, t)| (*c, t.as_slice())).collect();
+    let old_rows = rows_of(source, &f.query, &old_refs).await?;
     // Rows that need reading again, by their primary key: the key is
     // decoded from the tuple (key values are never left out of it).
     let missing: Vec<usize> = (0..news.len()).filter(|&i| new_rows[i].is_none()).collect();
     if !missing.is_empty() {
-        let partial: Vec<Vec<TupleValue>> = missing
+        let partial: Vec<(&[String], Vec<TupleValue>)> = missing
             .iter()
-            .map(|&i| without_unchanged(news[i]))
+            .map(|&i| (news[i].0, without_unchanged(news[i].1)))
             .collect();
-        let refs: Vec<&[TupleValue]> = partial.iter().map(|t| t.as_slice()).collect();
-        let keys: Vec<Vec<SqlValue>> = source
-            .rows_of_tuples(&f.query, &columns, &refs)
+        let refs: Vec<Tuple<'_>> = partial.iter().map(|(c, t)| (*c, t.as_slice())).collect();
+        let keys: Vec<Vec<SqlValue>> = rows_of(source, &f.query, &refs)
             .await?
             .into_iter()
             .map(|row| {
@@ -120,6 +120,31 @@ async fn decode(
             .push(c.new.as_ref().and_then(|_| new_it.next().flatten()));
         out.old
             .push(c.old.as_ref().and_then(|_| old_it.next().flatten()));
+    }
+    Ok(out)
+}
+
+/// A tuple and the column names it carries values of, in order.
+pub(super) type Tuple<'a> = (&'a [String], &'a [TupleValue]);
+
+/// [`Source::rows_of_tuples`] for tuples that may carry different columns
+/// (the table was altered between them): each run of tuples with the same
+/// columns is decoded by its own statements.
+pub(super) async fn rows_of(
+    source: &Source,
+    q: &sql2ddb_source::PageQuery,
+    tuples: &[Tuple<'_>],
+) -> Result<Vec<Option<Row>>, EngineError> {
+    let mut out = Vec::with_capacity(tuples.len());
+    let mut start = 0;
+    while start < tuples.len() {
+        let columns = tuples[start].0;
+        let end = (start..tuples.len())
+            .find(|&i| tuples[i].0 != columns)
+            .unwrap_or(tuples.len());
+        let run: Vec<&[TupleValue]> = tuples[start..end].iter().map(|t| t.1).collect();
+        out.extend(source.rows_of_tuples(q, columns, &run).await?);
+        start = end;
     }
     Ok(out)
 }

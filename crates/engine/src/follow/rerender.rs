@@ -9,7 +9,7 @@ use sql2ddb_core::SqlValue;
 use sql2ddb_source::cdc::{RowChange, TupleValue};
 use sql2ddb_source::Source;
 
-use super::apply::{without_unchanged, Action, Plan};
+use super::apply::{rows_of, without_unchanged, Action, Plan, Tuple};
 use super::entities::ByTable;
 use crate::error::EngineError;
 use crate::run::embed;
@@ -24,17 +24,22 @@ pub(super) async fn children_changed(
 ) -> Result<(), EngineError> {
     for (oid, list) in &by_table.children {
         let mine: Vec<&RowChange> = relevant.iter().copied().filter(|c| c.oid == *oid).collect();
-        let Some(first) = mine.first() else { continue };
-        let tuples: Vec<Vec<TupleValue>> = mine
+        if mine.is_empty() {
+            continue;
+        }
+        let tuples: Vec<(&[String], Vec<TupleValue>)> = mine
             .iter()
-            .flat_map(|c| c.old.iter().chain(c.new.iter()))
-            .map(|t| without_unchanged(t))
+            .flat_map(|c| {
+                c.old
+                    .iter()
+                    .chain(c.new.iter())
+                    .map(|t| (c.columns.as_slice(), t))
+            })
+            .map(|(columns, t)| (columns, without_unchanged(t)))
             .collect();
-        let refs: Vec<&[TupleValue]> = tuples.iter().map(|t| t.as_slice()).collect();
+        let refs: Vec<Tuple<'_>> = tuples.iter().map(|(c, t)| (*c, t.as_slice())).collect();
         for child in list {
-            let rows = source
-                .rows_of_tuples(&child.query, &first.columns, &refs)
-                .await?;
+            let rows = rows_of(source, &child.query, &refs).await?;
             for row in rows.into_iter().flatten() {
                 let key = child.query.key_of(&row);
                 // A child that points at no parent belongs to no item.
