@@ -277,7 +277,12 @@ async fn follow_survives_a_kill_and_cuts_over_to_an_equal_table() {
         ])
         .await;
     assert_eq!(cut.code, 0, "{}", cut.stderr);
-    assert!(cut.stderr.contains("cut over"), "{}", cut.stderr);
+    assert!(
+        cut.stderr
+            .contains("cut over: the table equals the source, item by item"),
+        "{}",
+        cut.stderr
+    );
     assert!(
         !slot_exists(pg, &slot).await,
         "cutover drops the slot and publication"

@@ -31,15 +31,19 @@ pub struct StopArgs {
     #[arg(long, value_name = "SECONDS")]
     follow_until_idle: Option<u64>,
     /// Cut over: apply every change the source holds now (stop the
-    /// application's writes first), then drop the slot and stop.
+    /// application's writes first), drop the slot, then compare every item
+    /// with the source (`verify --deep`) and say whether they are equal.
     #[arg(long)]
     cutover: bool,
+    /// With --cutover: skip the comparison.
+    #[arg(long, requires = "cutover")]
+    no_verify: bool,
 }
 
 impl StopArgs {
     /// Whether any of the flags was given.
     pub fn given(&self) -> bool {
-        self.follow_until_idle.is_some() || self.cutover
+        self.follow_until_idle.is_some() || self.cutover || self.no_verify
     }
 }
 
@@ -100,6 +104,7 @@ pub(crate) struct Target<'a> {
     pub region: Option<String>,
     pub slot: String,
     pub rejects: PathBuf,
+    pub runs_dir: PathBuf,
     pub json: bool,
 }
 
@@ -133,6 +138,7 @@ pub async fn follow(args: FollowArgs) -> u8 {
         endpoint: args.endpoint.clone(),
         region: args.region.clone(),
         rejects: args.runs_dir.join(&slot).join("rejects.jsonl"),
+        runs_dir: args.runs_dir.clone(),
         slot,
         json: args.json,
     };
@@ -183,7 +189,13 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
     tokio::time::sleep(Duration::from_millis(50)).await;
     notes.abort();
     match result {
-        Ok(report) => summary(&report, target.json),
+        Ok(report) => {
+            let code = summary(&report, target.json);
+            match report.end == FollowEnd::CutOver && !stop_args.no_verify {
+                true => code.max(verify(target).await),
+                false => code,
+            }
+        }
         Err(e) => {
             let code = fail(&e.to_string());
             eprintln!(
@@ -215,12 +227,48 @@ fn summary(r: &FollowReport, json: bool) -> u8 {
         println!("{}", serde_json::to_string(r).expect("report serialises"));
     }
     match r.end {
-        FollowEnd::CutOver => {
-            eprintln!("cut over: run `sql2ddb verify --deep` to compare the table with the source");
-            0
-        }
+        FollowEnd::CutOver => 0,
         FollowEnd::Idle => 0,
         FollowEnd::Stopped => sql2ddb_engine::report::EXIT_INTERRUPTED as u8,
+    }
+}
+
+/// After a cutover: every item compared with the source (`verify --deep`);
+/// 0 when the table equals the source.
+async fn verify(target: &Target<'_>) -> u8 {
+    use sql2ddb_engine::deep::{
+        verify_deep, DeepOptions, DeepProgress, DEFAULT_MEMORY_BUDGET, DEFAULT_SCAN_SEGMENTS,
+    };
+    eprintln!("comparing every item of the table with the source (verify --deep)…");
+    let opts = DeepOptions {
+        run: sql2ddb_engine::RunOptions {
+            source: Some(target.source.clone()),
+            endpoint: target.endpoint.clone(),
+            region: target.region.clone(),
+            runs_dir: target.runs_dir.clone(),
+            run_id: Some(sql2ddb_engine::new_run_id()),
+            ..sql2ddb_engine::RunOptions::default()
+        },
+        entity: None,
+        sample: None,
+        max_rcu: None,
+        segments: DEFAULT_SCAN_SEGMENTS,
+        memory_budget: DEFAULT_MEMORY_BUDGET,
+    };
+    let progress = RunProgress::new();
+    let counters = std::sync::Arc::new(DeepProgress::default());
+    match verify_deep(target.plan, &opts, &progress, counters).await {
+        Ok(report) => {
+            eprintln!("{}", crate::deep::render(&report));
+            if report.clean() {
+                eprintln!("cut over: the table equals the source, item by item");
+                0
+            } else {
+                eprintln!("cut over, but the table differs from the source (see above)");
+                1
+            }
+        }
+        Err(e) => fail(&format!("cut over, but the comparison failed: {e}")),
     }
 }
 

@@ -144,7 +144,7 @@ pub async fn run(args: RunArgs) -> u8 {
     };
     args.distributed.apply(&mut opts);
     if !args.follow.follow && args.follow.stop.given() {
-        eprintln!("error: --follow-until-idle and --cutover go with --follow");
+        eprintln!("error: --follow-until-idle, --cutover and --no-verify go with --follow");
         return crate::EXIT_USAGE;
     }
     let slot = match args.follow.follow {
@@ -238,6 +238,7 @@ pub async fn run(args: RunArgs) -> u8 {
                         endpoint: opts.endpoint.clone(),
                         region: opts.region.clone(),
                         rejects: crate::follow::rejects_path(&args.runs_dir, &report.run_id),
+                        runs_dir: args.runs_dir.clone(),
                         slot,
                         json: false,
                     };
