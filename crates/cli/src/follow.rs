@@ -10,7 +10,7 @@ use sql2ddb_engine::follow::{FollowEnd, FollowOptions, FollowReport};
 use sql2ddb_engine::{ResourceOptions, RunProgress, StopSignal};
 use sql2ddb_mapping::Plan;
 
-use crate::live::{print_notes, stop_on_signals};
+use crate::live::{next_signal, print_notes};
 use crate::{fail, load};
 
 pub const EXIT_CODES: &str = "\
@@ -161,6 +161,17 @@ async fn status(source: &str, slot: &str) -> u8 {
         Ok(None) => fail(&format!("replication slot {slot} does not exist")),
         Err(e) => fail(&e.to_string()),
     }
+}
+
+/// The first Ctrl-C or SIGTERM stops the follow after the changes in hand;
+/// the second exits at once (the slot has not moved past them: nothing is lost).
+async fn stop_on_signals(stop: std::sync::Arc<StopSignal>) {
+    next_signal().await;
+    eprintln!("stopping: the changes in hand are being applied, then the slot is advanced past them (Ctrl-C again to exit at once)");
+    stop.stop();
+    next_signal().await;
+    eprintln!("exiting at once: the slot stays before the changes not yet acknowledged");
+    std::process::exit(sql2ddb_engine::report::EXIT_INTERRUPTED);
 }
 
 /// Follows until a stop, idle or cutover; prints the outcome; its exit code.
