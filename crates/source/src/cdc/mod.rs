@@ -142,3 +142,76 @@ impl Relations {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn relation(oid: u32) -> Message {
+        Message::Relation(RelationInfo {
+            oid,
+            schema: "public".into(),
+            name: format!("t{oid}"),
+            replica_identity: b'd',
+            columns: vec!["id".into()],
+        })
+    }
+
+    fn insert(oid: u32, id: &str) -> Message {
+        Message::Insert {
+            oid,
+            new: vec![TupleValue::Text(id.into())],
+        }
+    }
+
+    fn commit(end_lsn: u64) -> Message {
+        Message::Commit {
+            commit_lsn: end_lsn - 8,
+            end_lsn,
+            timestamp: 1,
+        }
+    }
+
+    #[test]
+    fn changes_carry_their_transaction_end_and_the_batch_ends_at_the_last_commit() {
+        let begin = Message::Begin {
+            final_lsn: 0,
+            timestamp: 0,
+        };
+        let batch = Relations::default()
+            .collect([
+                begin.clone(),
+                relation(1),
+                insert(1, "1"),
+                insert(1, "2"),
+                commit(100),
+                begin.clone(),
+                commit(200),
+                begin,
+                Message::Truncate { oids: vec![1] },
+                commit(300),
+            ])
+            .unwrap();
+        let ends: Vec<(ChangeOp, u64)> =
+            batch.changes.iter().map(|c| (c.op, c.commit_end)).collect();
+        assert_eq!(
+            ends,
+            [
+                (ChangeOp::Insert, 100),
+                (ChangeOp::Insert, 100),
+                (ChangeOp::Truncate, 300)
+            ]
+        );
+        assert_eq!(batch.end_lsn, Some(300));
+        assert_eq!(batch.transactions, 3);
+        assert_eq!(batch.changes[0].table, "public.t1");
+    }
+
+    #[test]
+    fn a_change_of_an_undescribed_relation_is_an_error() {
+        let err = Relations::default()
+            .collect([insert(9, "1"), commit(10)])
+            .unwrap_err();
+        assert!(err.to_string().contains("relation 9"), "{err}");
+    }
+}
