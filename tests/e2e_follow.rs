@@ -1,7 +1,8 @@
 //! `run --follow` on PostgreSQL: a writer inserts, updates (also moving
 //! rows to other keys, by their primary key and by a key template's other
 //! column) and deletes all through the full load and the follow, also rows
-//! that customers' items embed (and move from one customer to another); the
+//! that customers' items embed (and move from one customer to another),
+//! and orders that move a pointer forward; the
 //! follower is SIGKILLed once and resumed from its slot, stopped with
 //! SIGINT, then cut over; `verify --deep` and an independent comparison
 //! of the table with the source agree, and the slot is gone. A table
@@ -64,6 +65,14 @@ name = "order"
 from = "SCHEMA.orders"
 pk = "CUST#{customer_id:07}"
 sk = "ORDER#{order_id:07}"
+
+[[pointer]]
+entity = "order"
+name = "LAST_ORDER"
+pk = "LAST_ORDER"
+sk = "LAST_ORDER"
+max = { attribute = "orderId", column = "order_id" }
+attributes = { customerId = "{customer_id}" }
 
 [[entity]]
 name = "note"
@@ -294,7 +303,23 @@ async fn follow_survives_a_kill_and_cuts_over_to_an_equal_table() {
     assert_eq!(verify.code, 0, "{}\n{}", verify.stdout, verify.stderr);
 
     let want = expected(pg).await;
-    let got = sc.items().await;
+    let mut got = sc.items().await;
+    // The pointer moved forward with the orders inserted while following.
+    let last: i32 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT max(order_id) FROM {}.orders",
+        pg.name
+    )))
+    .fetch_one(&pg.pool)
+    .await
+    .unwrap();
+    let pointer = got
+        .remove(&("LAST_ORDER".to_string(), "LAST_ORDER".to_string()))
+        .expect("the pointer item");
+    assert!(last > 1_000_000, "the writer inserted orders");
+    assert_eq!(
+        pointer.get("orderId"),
+        Some(&AttrValue::N(last.to_string()))
+    );
     let got_keys: Vec<_> = got.keys().cloned().collect();
     let want_keys: Vec<_> = want.keys().cloned().collect();
     assert_eq!(got_keys.len(), want_keys.len(), "items vs rows");

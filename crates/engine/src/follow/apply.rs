@@ -7,7 +7,7 @@ use std::collections::HashMap;
 
 use futures::StreamExt;
 use sql2ddb_core::{EncodedItem, Item, KeyAttr, Reject, Row, SqlValue};
-use sql2ddb_dynamo::{delete_item, Dynamo, RetryPolicy, TableWriter};
+use sql2ddb_dynamo::{delete_item, write_pointer, Dynamo, RetryPolicy, TableWriter};
 use sql2ddb_source::cdc::{ChangeBatch, ChangeOp, RowChange, TupleValue};
 use sql2ddb_source::Source;
 
@@ -212,7 +212,24 @@ pub(super) async fn apply(
     // Changes of embedded rows: their parents are re-rendered.
     rerender::children_changed(source, by_table, &relevant, &mut plan.dirty).await?;
     rerender::rerender(source, by_table, &mut plan).await?;
-    plan.write(target, counts).await
+    let pointed = plan.candidates();
+    plan.write(target, counts).await?;
+    // Only once the items they point at are written.
+    for ((oid, i), rows) in pointed {
+        for p in &by_table.parents[&oid][i].pointers {
+            for update in p.candidates(&rows) {
+                write_pointer(
+                    target.dynamo,
+                    target.table,
+                    target.keys,
+                    &update,
+                    target.policy,
+                )
+                .await?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// What a batch comes to: each item's last action, rejects, and the
@@ -227,9 +244,39 @@ pub(super) struct Plan {
     /// Per entity (table OID, position), the keys of parents whose item is
     /// re-rendered from the source after the batch.
     pub(super) dirty: HashMap<(u32, usize), Vec<Vec<SqlValue>>>,
+    /// Per entity with pointers, the rows whose items are put: the
+    /// pointers' candidates once those writes are acknowledged.
+    pub(super) pointed: HashMap<(u32, usize), Vec<(String, Row)>>,
 }
 
 impl Plan {
+    /// Keeps `row` (of the entity at `at`, whose item has key `key`) as a
+    /// pointer candidate.
+    pub(super) fn pointed(&mut self, f: &Followed, at: (u32, usize), key: &Item, row: &Row) {
+        if !f.pointers.is_empty() {
+            self.pointed
+                .entry(at)
+                .or_default()
+                .push((key_text(key), row.clone()));
+        }
+    }
+
+    /// The pointer candidates whose items the batch still puts (a row put,
+    /// then deleted in the same batch, points at nothing).
+    fn candidates(&mut self) -> Vec<((u32, usize), Vec<Row>)> {
+        std::mem::take(&mut self.pointed)
+            .into_iter()
+            .map(|(at, rows)| {
+                let kept = rows
+                    .into_iter()
+                    .filter(|(k, _)| matches!(self.actions.get(k), Some(Action::Put(_))))
+                    .map(|(_, row)| row)
+                    .collect();
+                (at, kept)
+            })
+            .collect()
+    }
+
     pub(super) fn put(&mut self, key: &Item, a: Action) {
         if self.actions.insert(key_text(key), a).is_some() {
             self.folded += 1;
@@ -277,6 +324,7 @@ impl Plan {
                     Ok(item) => {
                         let k = item.key_item(&self.keys);
                         self.put(&k, Action::Put(item));
+                        self.pointed(f, at, &k, row);
                     }
                     Err(r) => {
                         // As in a full load, a rejected row has no item.

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use sql2ddb_mapping::{BoundEntity, EntitySource, Plan};
+use sql2ddb_mapping::{BoundEntity, BoundPointer, EntitySource, Plan};
 use sql2ddb_source::{PageQuery, Relation, Source};
 
 use crate::error::EngineError;
@@ -23,6 +23,8 @@ pub(super) struct Followed {
     /// Its embeds' child queries: an item with embeds is re-rendered from
     /// its row and its children as the source holds them.
     pub children: Vec<ChildPlan>,
+    /// `[[pointer]]`s its rows move, forward only, as in a full load.
+    pub pointers: Vec<BoundPointer>,
 }
 
 /// A table whose rows an entity embeds: a change of one re-renders the
@@ -110,8 +112,8 @@ pub(super) fn tables(plan: &Plan) -> Result<Vec<String>, EngineError> {
 
 /// Binds every entity of `plan` for following, or says which one cannot be
 /// followed and why: a query; a table without a primary key (a change
-/// could not be matched to its item); nested embeds or embeds of a query,
-/// pointers and `overwrite = true` (not supported by the follower yet); item key
+/// could not be matched to its item); nested embeds or embeds of a query
+/// and `overwrite = true` (not supported by the follower yet); item key
 /// templates that read columns outside the primary key on a table whose
 /// `REPLICA IDENTITY` is not `FULL` (an update changing them would not say
 /// which item it moved from).
@@ -123,12 +125,6 @@ pub(super) async fn prepare(source: &Source, plan: &Plan) -> Result<ByTable, Eng
             unreachable!("queries refused above")
         };
         let name = &entity.name;
-        if plan.pointers().iter().any(|p| p.entity == *name) {
-            return Err(refuse(
-                name,
-                "a [[pointer]] reads it, which the follower does not move yet",
-            ));
-        }
         if entity.overwrite {
             return Err(refuse(name, "it has overwrite = true: several rows share an item, so a deleted row cannot say whether its item goes"));
         }
@@ -166,6 +162,12 @@ pub(super) async fn prepare(source: &Source, plan: &Plan) -> Result<ByTable, Eng
                 format!("its item key templates read columns outside the primary key of {table}, and an update of those columns only says where the row went, not where it was: run ALTER TABLE {table} REPLICA IDENTITY FULL"),
             ));
         }
+        let pointers = plan
+            .pointers()
+            .iter()
+            .filter(|p| p.entity == *name)
+            .map(|p| p.bind(plan, &shape.columns))
+            .collect::<Result<Vec<_>, _>>()?;
         let oid = source.table_oid(table).await?;
         let list = by_table.parents.entry(oid).or_default();
         let at = (oid, list.len());
@@ -175,6 +177,7 @@ pub(super) async fn prepare(source: &Source, plan: &Plan) -> Result<ByTable, Eng
             bound,
             query,
             children,
+            pointers,
         });
         for e in entity.embeds() {
             let EntitySource::Table(child) = &e.from else {

@@ -73,6 +73,7 @@ pub(super) async fn rerender(
                 Ok(item) => {
                     let k = item.key_item(&plan.keys);
                     plan.put(&k, Action::Put(item));
+                    plan.pointed(f, (oid, i), &k, row);
                 }
                 Err(r) => {
                     // As in a full load, a rejected row has no item.
