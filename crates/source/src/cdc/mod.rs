@@ -69,7 +69,7 @@ pub struct ChangeBatch {
 }
 
 /// The relations a follower has seen described, by OID: `Relation` messages
-/// come once per reading session, before a relation's first change.
+/// come once per read of the slot, before a relation's first change.
 #[derive(Debug, Default)]
 pub struct Relations {
     by_oid: HashMap<u32, (String, Arc<Vec<String>>)>,
