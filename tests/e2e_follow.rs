@@ -205,6 +205,38 @@ fn s_(v: String) -> AttrValue {
     AttrValue::S(v)
 }
 
+/// Drops the test's slot and publication when the test ends, also when it
+/// fails: a forgotten slot keeps the server's WAL.
+struct SlotGuard(String);
+
+impl Drop for SlotGuard {
+    fn drop(&mut self) {
+        let slot = self.0.clone();
+        let _ = std::thread::spawn(move || {
+            let rt = tokio::runtime::Runtime::new().unwrap();
+            rt.block_on(async {
+                use sqlx::Connection;
+                let Ok(mut conn) = sqlx::PgConnection::connect(pg_url()).await else {
+                    return;
+                };
+                let _ = sqlx::query(
+                    "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+                     WHERE slot_name = $1 AND NOT active",
+                )
+                .bind(&slot)
+                .execute(&mut conn)
+                .await;
+                let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+                    "DROP PUBLICATION IF EXISTS \"{slot}\""
+                )))
+                .execute(&mut conn)
+                .await;
+            })
+        })
+        .join();
+    }
+}
+
 async fn slot_exists(pg: &PgSchema, slot: &str) -> bool {
     let n: i64 =
         sqlx::query_scalar("SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1")
@@ -235,6 +267,7 @@ async fn follow_survives_a_kill_and_cuts_over_to_an_equal_table() {
     );
     let run_id = first.run_id().await;
     let slot = sql2ddb_engine::follow::slot_name(&run_id);
+    let _dropped_at_the_end = SlotGuard(slot.clone());
     // The full load is done and the changes since the slot are being applied.
     wait_for(&first, &format!("following replication slot {slot}")).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
