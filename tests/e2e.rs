@@ -15,6 +15,7 @@ mod cli_usage;
 mod e2e_dialects;
 mod e2e_distributed;
 mod e2e_faults;
+mod e2e_follow;
 mod e2e_mysql;
 mod e2e_postgres;
 mod e2e_resume;

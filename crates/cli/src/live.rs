@@ -31,7 +31,7 @@ pub(crate) async fn stop_on_signals(stop: Arc<StopSignal>) {
     std::process::exit(sql2ddb_engine::report::EXIT_INTERRUPTED);
 }
 
-async fn next_signal() {
+pub(crate) async fn next_signal() {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{signal, SignalKind};

@@ -9,6 +9,7 @@ mod deep;
 mod distributed;
 mod export;
 mod failure;
+mod follow;
 mod init;
 mod limits;
 mod live;
@@ -91,6 +92,10 @@ enum Command {
     /// the command that loads them.
     #[command(after_help = footer(export::EXIT_CODES))]
     Export(export::ExportArgs),
+    /// Follow the source's changes from a slot `run --follow` created:
+    /// resume after a stop, cut over, show the lag, or drop the slot.
+    #[command(after_help = footer(follow::EXIT_CODES))]
+    Follow(follow::FollowArgs),
     /// Write the batches a `run --queue` sends, from the queue (run as many
     /// as you like, anywhere).
     #[command(after_help = footer(worker::EXIT_CODES))]
@@ -148,6 +153,7 @@ fn main() -> ExitCode {
         Command::Check { mapping } => check(&mapping),
         Command::Run(args) => block_on(run::run(args)),
         Command::Export(args) => block_on(export::export(args)),
+        Command::Follow(args) => block_on(follow::follow(args)),
         Command::Worker(args) => block_on(worker::work(args)),
         Command::Status(args) => block_on(verify::status(args)),
         Command::Verify(args) => block_on(verify::verify(args)),

@@ -106,6 +106,8 @@ pub struct RunArgs {
     quiet: bool,
     #[command(flatten)]
     distributed: distributed::DistributedArgs,
+    #[command(flatten)]
+    follow: crate::follow::RunFollowArgs,
 }
 
 /// `--snapshot`.
@@ -141,6 +143,24 @@ pub async fn run(args: RunArgs) -> u8 {
         ..RunOptions::default()
     };
     args.distributed.apply(&mut opts);
+    if !args.follow.follow && args.follow.stop.given() {
+        eprintln!("error: --follow-until-idle, --cutover and --no-verify go with --follow");
+        return crate::EXIT_USAGE;
+    }
+    let slot = match args.follow.follow {
+        true => {
+            let run_id = opts
+                .run_id
+                .get_or_insert_with(sql2ddb_engine::new_run_id)
+                .clone();
+            let url = opts.source.clone().unwrap_or(plan.source.url.clone());
+            match crate::follow::before_run(&plan, &url, opts.endpoint.as_deref(), &run_id).await {
+                Ok(slot) => Some(slot),
+                Err(e) => return fail(&e),
+            }
+        }
+        false => None,
+    };
     tracing::debug!(
         mapping = %args.mapping.display(),
         source = %redact_secrets(opts.source.as_deref().unwrap_or(&plan.source.url)),
@@ -215,9 +235,35 @@ pub async fn run(args: RunArgs) -> u8 {
                     serde_json::to_string(&report).expect("report serialises")
                 );
             }
-            report.status.exit_code() as u8
+            let code = report.status.exit_code() as u8;
+            match (slot, report.status) {
+                (Some(slot), RunStatus::Ok | RunStatus::Rejected) => {
+                    let target = crate::follow::Target {
+                        plan: &plan,
+                        source: opts.source.clone().unwrap_or(plan.source.url.clone()),
+                        endpoint: opts.endpoint.clone(),
+                        region: opts.region.clone(),
+                        rejects: crate::follow::rejects_path(&args.runs_dir, &report.run_id),
+                        runs_dir: args.runs_dir.clone(),
+                        slot,
+                        json: false,
+                    };
+                    let followed = crate::follow::run_follow(&target, &args.follow.stop).await;
+                    followed.max(code)
+                }
+                (Some(slot), _) => {
+                    eprintln!("replication slot {slot} is kept: follow the changes once the full load is complete (`sql2ddb follow MAPPING --slot {slot}`), or drop it (`--drop-slot`)");
+                    code
+                }
+                (None, _) => code,
+            }
         }
-        Err(e) => crate::failure::fail_job(&e),
+        Err(e) => {
+            if let Some(slot) = slot {
+                eprintln!("replication slot {slot} is kept: drop it with `sql2ddb follow MAPPING --slot {slot} --drop-slot`");
+            }
+            crate::failure::fail_job(&e)
+        }
     }
 }
 

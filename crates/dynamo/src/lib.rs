@@ -21,6 +21,7 @@ pub mod calls;
 pub mod client;
 pub mod concurrency;
 mod convert;
+pub mod delete;
 pub mod error;
 pub mod failure;
 pub mod limiter;
@@ -38,6 +39,7 @@ pub use admin::{ensure_table, ensure_table_spec, Billing, GsiSpec, Projection, T
 pub use calls::{BatchCalls, TableWriter};
 pub use client::{connect, Dynamo, Endpoint};
 pub use concurrency::{AdaptiveConcurrency, ConcurrencySnapshot, Permit};
+pub use delete::delete_item;
 pub use error::{DynamoError, ErrorKind};
 pub use failure::Failure;
 pub use limiter::{CapacitySnapshot, WriteCapacityLimiter};

@@ -8,6 +8,7 @@ pub mod checkpoint;
 pub mod deep;
 pub mod error;
 pub mod export;
+pub mod follow;
 mod ids;
 pub mod init;
 mod outcome;

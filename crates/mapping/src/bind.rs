@@ -23,19 +23,19 @@ use crate::template::{BoundPart, BoundTemplate};
 /// Cheap to share: it is `Send + Sync` and holds only resolved indices and literals.
 #[derive(Debug, Clone)]
 pub struct BoundEntity {
-    name: String,
+    pub(crate) name: String,
     /// Values per row the source returns.
-    width: usize,
+    pub(crate) width: usize,
     keys: Vec<KeyAttr>,
-    pk: BoundKey,
-    sk: Option<BoundKey>,
+    pub(crate) pk: BoundKey,
+    pub(crate) sk: Option<BoundKey>,
     fields: Vec<Field>,
     /// Keyset key columns, for `source_key`.
     key_columns: Vec<(String, usize)>,
     /// Columns shown in rejects (all but excluded ones).
     visible: Vec<(String, usize)>,
     /// `[[entity.embed]]`, bound to their sources' columns.
-    embeds: Vec<BoundEmbed>,
+    pub(crate) embeds: Vec<BoundEmbed>,
     /// Key attributes of the table's indexes, checked when an item has them.
     index_keys: Vec<IndexKey>,
     /// `[source] timezone`: the zone of zone-less timestamps.
@@ -347,7 +347,7 @@ impl BoundEntity {
     /// The row with its zone-less timestamps taken in `[source] timezone` and
     /// made UTC (a local time that never occurs becomes invalid); `None` when
     /// there is no zone or nothing to change.
-    fn localize(&self, row: &Row) -> Option<Row> {
+    pub(crate) fn localize(&self, row: &Row) -> Option<Row> {
         let zone = self.zone?;
         if !row.iter().any(|v| matches!(v, SqlValue::Timestamp(_))) {
             return None;
@@ -397,7 +397,7 @@ impl BoundEntity {
         })
     }
 
-    fn reject(&self, row: &Row, column: Option<String>, reason: String) -> Reject {
+    pub(crate) fn reject(&self, row: &Row, column: Option<String>, reason: String) -> Reject {
         let shown = self
             .visible
             .iter()

@@ -121,6 +121,7 @@ mod env;
 mod error;
 mod fields;
 mod gsi;
+mod item_key;
 mod layout;
 mod lint;
 mod load;

@@ -34,6 +34,7 @@
 
 use std::sync::Arc;
 
+pub mod cdc;
 mod children;
 mod error;
 mod fetch;

@@ -50,7 +50,7 @@ type Boxed<'a, T> = Pin<Box<dyn Future<Output = Result<T, EngineError>> + Send +
 
 /// Describes every embed (and nested embed) of `embeds`: the shapes the
 /// mapping binds against, and the queries that fetch the rows.
-pub(super) fn prepare<'a>(
+pub(crate) fn prepare<'a>(
     source: &'a Source,
     parent: &'a str,
     parent_from: &'a EntitySource,
@@ -113,7 +113,7 @@ pub(super) fn prepare<'a>(
 }
 
 /// The child rows of each parent of a page, in the order of `parent_keys`.
-pub(super) fn fetch<'a>(
+pub(crate) fn fetch<'a>(
     source: &'a Source,
     plans: &'a [ChildPlan],
     parent_keys: &'a [Vec<SqlValue>],

@@ -21,7 +21,7 @@ use sql2ddb_mapping::Plan;
 mod context;
 mod counts;
 mod drain;
-mod embed;
+pub(crate) mod embed;
 mod ending;
 mod execute;
 pub(crate) mod expected;

@@ -1,0 +1,312 @@
+//! `run --follow` and `follow`: after the full load, the source's changes
+//! (PostgreSQL logical replication) applied to the table until a stop, an
+//! idle period or a cutover.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use sql2ddb_engine::follow::lsn_text as format_lsn;
+use sql2ddb_engine::follow::{FollowEnd, FollowOptions, FollowReport};
+use sql2ddb_engine::{ResourceOptions, RunProgress, StopSignal};
+use sql2ddb_mapping::Plan;
+
+use crate::live::{next_signal, print_notes};
+use crate::{fail, load};
+
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0   followed until idle (--follow-until-idle), or cut over (--cutover): the
+      slot is dropped; --status and --drop-slot: done
+  1   failure (unreachable source or table, a mapping that cannot be
+      followed, items not written: the slot stays where it was)
+  64  usage error
+  130 stopped (Ctrl-C, SIGTERM) after the changes in hand were applied; the
+      slot is kept: follow again to go on";
+
+/// How a follow stops; shared by `run --follow` and `follow`.
+#[derive(clap::Args, Clone, Default)]
+pub struct StopArgs {
+    /// Stop following once no change has come for SECONDS (the slot is
+    /// kept; follow again to go on).
+    #[arg(long, value_name = "SECONDS")]
+    follow_until_idle: Option<u64>,
+    /// Cut over: apply every change the source holds now (stop the
+    /// application's writes first), drop the slot, then compare every item
+    /// with the source (`verify --deep`) and say whether they are equal.
+    #[arg(long)]
+    cutover: bool,
+    /// With --cutover: skip the comparison.
+    #[arg(long, requires = "cutover")]
+    no_verify: bool,
+}
+
+impl StopArgs {
+    /// Whether any of the flags was given.
+    pub fn given(&self) -> bool {
+        self.follow_until_idle.is_some() || self.cutover || self.no_verify
+    }
+}
+
+/// `run`'s flag.
+#[derive(clap::Args, Clone, Default)]
+pub struct RunFollowArgs {
+    /// After the full load, follow the source's changes (PostgreSQL: a
+    /// logical replication slot named after the run, created before the
+    /// snapshot) until Ctrl-C, --follow-until-idle or --cutover.
+    #[arg(long, conflicts_with_all = ["dry_run", "queue", "resume", "only_rejects"])]
+    pub follow: bool,
+    #[command(flatten)]
+    pub stop: StopArgs,
+}
+
+/// `sql2ddb follow`.
+#[derive(clap::Args)]
+pub struct FollowArgs {
+    /// The mapping spec (TOML) the full load used.
+    mapping: PathBuf,
+    /// The replication slot `run --follow` created (it printed its name).
+    #[arg(long, required_unless_present = "run", conflicts_with = "run")]
+    slot: Option<String>,
+    /// The id of the `run --follow` whose slot to read (its slot is
+    /// `sql2ddb_<run id>`, lower-cased).
+    #[arg(long, value_name = "RUN_ID")]
+    run: Option<String>,
+    /// Source URL, overriding the mapping's.
+    #[arg(long)]
+    source: Option<String>,
+    /// DynamoDB endpoint URL, overriding the mapping's.
+    #[arg(long)]
+    endpoint: Option<String>,
+    /// AWS region, overriding the mapping's and the environment's.
+    #[arg(long)]
+    region: Option<String>,
+    /// Where the rejects file goes (`<runs-dir>/<slot>/rejects.jsonl`).
+    #[arg(long, default_value = "sql2ddb-runs")]
+    runs_dir: PathBuf,
+    /// Print where the slot stands (applied position, lag, WAL kept) and exit.
+    #[arg(long, conflicts_with_all = ["drop_slot", "cutover", "follow_until_idle"])]
+    status: bool,
+    /// Drop the slot and its publication without applying anything.
+    #[arg(long, conflicts_with_all = ["cutover", "follow_until_idle"])]
+    drop_slot: bool,
+    /// Print the final report as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    stop: StopArgs,
+}
+
+/// What a follow needs besides its stop flags.
+pub(crate) struct Target<'a> {
+    pub plan: &'a Plan,
+    pub source: String,
+    pub endpoint: Option<String>,
+    pub region: Option<String>,
+    pub slot: String,
+    pub rejects: PathBuf,
+    pub runs_dir: PathBuf,
+    pub json: bool,
+}
+
+/// `sql2ddb follow`.
+pub async fn follow(args: FollowArgs) -> u8 {
+    let plan = match load(&args.mapping) {
+        Ok(p) => p,
+        Err(e) => return fail(&e),
+    };
+    let source = args.source.clone().unwrap_or(plan.source.url.clone());
+    let slot = match (&args.slot, &args.run) {
+        (Some(slot), _) => slot.clone(),
+        (None, Some(run)) => sql2ddb_engine::follow::slot_name(run),
+        (None, None) => unreachable!("clap requires one"),
+    };
+    if args.drop_slot {
+        return match sql2ddb_engine::follow::drop_slot(&source, &slot).await {
+            Ok(()) => {
+                eprintln!("replication slot {slot} and its publication are dropped");
+                0
+            }
+            Err(e) => fail(&e.to_string()),
+        };
+    }
+    if args.status {
+        return status(&source, &slot).await;
+    }
+    let target = Target {
+        plan: &plan,
+        source,
+        endpoint: args.endpoint.clone(),
+        region: args.region.clone(),
+        rejects: args.runs_dir.join(&slot).join("rejects.jsonl"),
+        runs_dir: args.runs_dir.clone(),
+        slot,
+        json: args.json,
+    };
+    run_follow(&target, &args.stop).await
+}
+
+async fn status(source: &str, slot: &str) -> u8 {
+    let state = sql2ddb_engine::follow::slot_state(source, slot).await;
+    match state {
+        Ok(Some(s)) => {
+            println!(
+                "slot {slot}: applied to {}, source at {}, {} bytes of WAL behind, {} MB of WAL kept on the source",
+                format_lsn(s.confirmed),
+                format_lsn(s.current),
+                s.lag_bytes(),
+                s.retained_bytes >> 20
+            );
+            0
+        }
+        Ok(None) => fail(&format!("replication slot {slot} does not exist")),
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
+/// The first Ctrl-C or SIGTERM stops the follow after the changes in hand;
+/// the second exits at once (the slot has not moved past them: nothing is lost).
+async fn stop_on_signals(stop: std::sync::Arc<StopSignal>) {
+    next_signal().await;
+    eprintln!("stopping: the changes in hand are being applied, then the slot is advanced past them (Ctrl-C again to exit at once)");
+    stop.stop();
+    next_signal().await;
+    eprintln!("exiting at once: the slot stays before the changes not yet acknowledged");
+    std::process::exit(sql2ddb_engine::report::EXIT_INTERRUPTED);
+}
+
+/// Follows until a stop, idle or cutover; prints the outcome; its exit code.
+pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 {
+    let stop = StopSignal::new();
+    let signals = tokio::spawn(stop_on_signals(stop.clone()));
+    let progress = RunProgress::new();
+    let notes = tokio::spawn(print_notes(progress.clone()));
+    let opts = FollowOptions {
+        source: target.source.clone(),
+        resources: ResourceOptions {
+            endpoint: target.endpoint.clone(),
+            region: target.region.clone(),
+            ..ResourceOptions::default()
+        },
+        slot: target.slot.clone(),
+        until_idle: stop_args.follow_until_idle.map(Duration::from_secs),
+        cutover: stop_args.cutover,
+        stop: Some(stop.clone()),
+        rejects: target.rejects.clone(),
+        batch_changes: sql2ddb_engine::follow::DEFAULT_BATCH_CHANGES,
+    };
+    let result = sql2ddb_engine::follow::follow(target.plan, &opts, &progress).await;
+    signals.abort();
+    // The last lines are printed before the summary.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    notes.abort();
+    match result {
+        Ok(report) => {
+            let code = summary(&report, target.json);
+            match report.end == FollowEnd::CutOver && !stop_args.no_verify {
+                true => code.max(verify(target).await),
+                false => code,
+            }
+        }
+        Err(e) => {
+            let code = fail(&e.to_string());
+            eprintln!(
+                "replication slot {} is kept at the last applied position: follow again with `sql2ddb follow MAPPING --slot {}`, or drop it with --drop-slot",
+                target.slot, target.slot
+            );
+            code
+        }
+    }
+}
+
+fn summary(r: &FollowReport, json: bool) -> u8 {
+    let c = &r.counts;
+    eprintln!(
+        "follow of slot {}: {} changes applied ({} puts, {} deletes, {} folded into later ones), {} rejected{}; applied to {}",
+        r.slot,
+        c.changes,
+        c.puts,
+        c.deletes,
+        c.folded,
+        c.rejected,
+        match c.rejected {
+            0 => String::new(),
+            _ => format!(" (see {})", r.rejects.display()),
+        },
+        r.position
+    );
+    if json {
+        println!("{}", serde_json::to_string(r).expect("report serialises"));
+    }
+    match r.end {
+        FollowEnd::CutOver => 0,
+        FollowEnd::Idle => 0,
+        FollowEnd::Stopped => sql2ddb_engine::report::EXIT_INTERRUPTED as u8,
+    }
+}
+
+/// After a cutover: every item compared with the source (`verify --deep`);
+/// 0 when the table equals the source.
+async fn verify(target: &Target<'_>) -> u8 {
+    use sql2ddb_engine::deep::{
+        verify_deep, DeepOptions, DeepProgress, DEFAULT_MEMORY_BUDGET, DEFAULT_SCAN_SEGMENTS,
+    };
+    eprintln!("comparing every item of the table with the source (verify --deep)…");
+    let opts = DeepOptions {
+        run: sql2ddb_engine::RunOptions {
+            source: Some(target.source.clone()),
+            endpoint: target.endpoint.clone(),
+            region: target.region.clone(),
+            runs_dir: target.runs_dir.clone(),
+            run_id: Some(sql2ddb_engine::new_run_id()),
+            ..sql2ddb_engine::RunOptions::default()
+        },
+        entity: None,
+        sample: None,
+        max_rcu: None,
+        segments: DEFAULT_SCAN_SEGMENTS,
+        memory_budget: DEFAULT_MEMORY_BUDGET,
+    };
+    let progress = RunProgress::new();
+    let counters = std::sync::Arc::new(DeepProgress::default());
+    match verify_deep(target.plan, &opts, &progress, counters).await {
+        Ok(report) => {
+            eprintln!("{}", crate::deep::render(&report));
+            if report.clean() {
+                eprintln!("cut over: the table equals the source, item by item");
+                0
+            } else {
+                eprintln!("cut over, but the table differs from the source (see above)");
+                1
+            }
+        }
+        Err(e) => fail(&format!("cut over, but the comparison failed: {e}")),
+    }
+}
+
+/// `run --follow`, before the full load: checks the mapping can be
+/// followed and creates the slot (named after the run) before the snapshot.
+pub(crate) async fn before_run(
+    plan: &Plan,
+    source: &str,
+    endpoint: Option<&str>,
+    run_id: &str,
+) -> Result<String, String> {
+    if endpoint.or(plan.target.endpoint.as_deref()) == Some("local") {
+        return Err("--follow needs a DynamoDB endpoint that outlives this process: `local` belongs to the full load's process; give --endpoint URL".into());
+    }
+    let slot = sql2ddb_engine::follow::slot_name(run_id);
+    eprintln!("creating replication slot {slot} (it waits for the transactions in progress on the source to end)");
+    let at = sql2ddb_engine::follow::create_slot(plan, source, &slot)
+        .await
+        .map_err(|e| e.to_string())?;
+    eprintln!(
+        "replication slot {slot} created at {}: the changes from there are followed after the full load",
+        format_lsn(at)
+    );
+    Ok(slot)
+}
+
+/// Where `run --follow` puts the rows its follow rejects.
+pub(crate) fn rejects_path(runs_dir: &std::path::Path, run_id: &str) -> PathBuf {
+    runs_dir.join(run_id).join("follow-rejects.jsonl")
+}

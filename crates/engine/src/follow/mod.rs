@@ -1,0 +1,327 @@
+//! `run --follow` / `follow`: after the full load, the source's changes are
+//! read from a PostgreSQL logical replication slot and applied to the table,
+//! mapped exactly as the full load maps rows, until a stop, an idle period
+//! or a cutover.
+//!
+//! **Anchor.** The slot is created before the full load takes its snapshot
+//! ([`create_slot`]), so every transaction is either in the snapshot (it
+//! committed before the slot's consistent point) or in the slot (after it).
+//! Transactions that committed between the slot's point and the snapshot
+//! are in both: they are applied again after the full load. That replay is
+//! harmless because a change carries the whole row as it was then and each
+//! item's changes are applied in commit order, so the item ends as the
+//! last change left the row. Skipping them by LSN instead would not be
+//! sound: a transaction's commit record can precede the snapshot's WAL
+//! position and still be invisible to the snapshot.
+//!
+//! **Checkpoint.** The slot itself: changes are peeked, applied, and the
+//! slot is advanced past them only once every write is acknowledged. A
+//! follower killed in between reads those changes again on its next start.
+
+mod apply;
+mod entities;
+mod rerender;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sql2ddb_dynamo::RetryPolicy;
+use sql2ddb_mapping::Plan;
+use sql2ddb_source::cdc::{check_slot_name, format_lsn, Relations};
+use sql2ddb_source::Source;
+
+pub use apply::ApplyCounts;
+pub use sql2ddb_source::cdc::SlotState;
+
+use crate::error::EngineError;
+use crate::progress::RunProgress;
+use crate::rejects::RejectsFile;
+use crate::resources::{Job, ResourceOptions, Resources};
+use crate::stop::StopSignal;
+
+/// Most messages read from the slot in one batch (a transaction is never cut).
+pub const DEFAULT_BATCH_CHANGES: usize = 10_000;
+
+/// How long an idle follower waits before asking the slot again.
+const POLL: Duration = Duration::from_millis(200);
+
+/// How often the follower says where it is.
+const NOTE_EVERY: Duration = Duration::from_secs(10);
+
+/// Retained WAL past which every note warns that the slot fills the disk.
+pub const RETAINED_WARNING_BYTES: u64 = 1 << 30;
+
+/// The slot (and publication) name of a run: `sql2ddb_` and the run id,
+/// lower-cased, every other character `_`.
+pub fn slot_name(run_id: &str) -> String {
+    let mut name: String = format!("sql2ddb_{run_id}")
+        .chars()
+        .map(|c| match c.to_ascii_lowercase() {
+            c @ ('a'..='z' | '0'..='9') => c,
+            _ => '_',
+        })
+        .collect();
+    name.truncate(63);
+    name
+}
+
+/// Checks that every entity of `plan` can be followed, then creates the
+/// publication of their tables and the slot, both named `slot`, and returns
+/// the slot's consistent point. Call it before the full load's snapshot.
+pub async fn create_slot(plan: &Plan, source_url: &str, slot: &str) -> Result<u64, EngineError> {
+    check_slot_name(slot)?;
+    let source = Source::connect(source_url, 2).await?;
+    let result = async {
+        entities::prepare(&source, plan).await?;
+        let tables = entities::tables(plan)?;
+        let refs: Vec<&str> = tables.iter().map(String::as_str).collect();
+        Ok::<_, EngineError>(source.create_slot(slot, slot, &refs).await?)
+    }
+    .await;
+    source.close().await;
+    result
+}
+
+/// Drops the slot and the publication named `slot`.
+pub async fn drop_slot(source_url: &str, slot: &str) -> Result<(), EngineError> {
+    check_slot_name(slot)?;
+    let source = Source::connect(source_url, 1).await?;
+    let result = source.drop_slot(slot, slot).await;
+    source.close().await;
+    Ok(result?)
+}
+
+/// Where slot `slot` stands; `None` when there is no such slot.
+pub async fn slot_state(source_url: &str, slot: &str) -> Result<Option<SlotState>, EngineError> {
+    let source = Source::connect(source_url, 1).await?;
+    let state = source.slot_state(slot).await;
+    source.close().await;
+    Ok(state?)
+}
+
+/// An LSN as PostgreSQL writes it (`16/B374D848`).
+pub fn lsn_text(lsn: u64) -> String {
+    format_lsn(lsn)
+}
+
+/// How a follow runs.
+#[derive(Clone)]
+pub struct FollowOptions {
+    /// The source URL (the mapping's, or the command line's).
+    pub source: String,
+    /// DynamoDB endpoint and region.
+    pub resources: ResourceOptions,
+    /// The slot (and publication) to read.
+    pub slot: String,
+    /// Stop once no change has come for this long.
+    pub until_idle: Option<Duration>,
+    /// Apply what the source holds now, then drop the slot and stop.
+    pub cutover: bool,
+    /// A stop request (SIGINT, SIGTERM): stop after the batch in hand.
+    pub stop: Option<Arc<StopSignal>>,
+    /// Where rows that cannot become items go.
+    pub rejects: PathBuf,
+    /// Most messages per batch.
+    pub batch_changes: usize,
+}
+
+/// Why a follow ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FollowEnd {
+    /// A stop request.
+    Stopped,
+    /// No change for `until_idle`.
+    Idle,
+    /// Cut over: everything the source held at the cutover is applied, the
+    /// slot is dropped.
+    CutOver,
+}
+
+/// What a follow did.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct FollowReport {
+    /// The slot read.
+    pub slot: String,
+    /// Why it ended.
+    pub end: FollowEnd,
+    /// Everything before it is applied.
+    pub position: String,
+    /// Changes, puts, deletes, rejects.
+    pub counts: ApplyCounts,
+    /// Where the rejects are.
+    pub rejects: PathBuf,
+}
+
+/// Follows the slot named in `opts` until it is told to stop, idles for
+/// `until_idle`, or (with `cutover`) has applied what the source held when
+/// it started; `progress` gets a line now and then (position, lag).
+pub async fn follow(
+    plan: &Plan,
+    opts: &FollowOptions,
+    progress: &RunProgress,
+) -> Result<FollowReport, EngineError> {
+    check_slot_name(&opts.slot)?;
+    let source = Source::connect(&opts.source, 2).await?;
+    let result = follow_with(&source, plan, opts, progress).await;
+    source.close().await;
+    result
+}
+
+async fn follow_with(
+    source: &Source,
+    plan: &Plan,
+    opts: &FollowOptions,
+    progress: &RunProgress,
+) -> Result<FollowReport, EngineError> {
+    let slot = opts.slot.as_str();
+    let missing = || {
+        EngineError::Config(format!(
+            "replication slot {slot} does not exist in the source database (dropped, or created for another database)"
+        ))
+    };
+    let by_table = entities::prepare(source, plan).await?;
+    let resources = Resources::open(Some(plan), &opts.resources, Job::Status).await?;
+    let keys = plan.key_attrs();
+    let policy = RetryPolicy::default();
+    let writer = resources
+        .client()
+        .table_writer(&plan.target.table, keys.clone(), policy);
+    if let Some(dir) = opts.rejects.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| EngineError::Io {
+            path: dir.to_path_buf(),
+            source: e,
+        })?;
+    }
+    let rejects = RejectsFile::new(&opts.rejects);
+    let target = apply::Target {
+        dynamo: resources.client(),
+        writer: &writer,
+        table: &plan.target.table,
+        keys: &keys,
+        policy: &policy,
+        rejects: &rejects,
+    };
+    let cutover_at = match opts.cutover {
+        true => Some(source.current_wal_lsn().await?),
+        false => None,
+    };
+    let state = source.slot_state(slot).await?.ok_or_else(missing)?;
+    progress.note(format!(
+        "following replication slot {slot} from {}{}",
+        format_lsn(state.confirmed),
+        match cutover_at {
+            Some(at) => format!(", cutting over at {}", format_lsn(at)),
+            None => String::new(),
+        }
+    ));
+    let mut relations = Relations::default();
+    let mut counts = ApplyCounts::default();
+    let mut position = state.confirmed;
+    let mut last_change = Instant::now();
+    let mut last_note = Instant::now();
+    let end = loop {
+        if opts.stop.as_ref().is_some_and(|s| s.is_stopped()) {
+            break FollowEnd::Stopped;
+        }
+        let batch = source
+            .peek_changes(slot, slot, opts.batch_changes.max(1), &mut relations)
+            .await?;
+        let Some(end_lsn) = batch.end_lsn else {
+            // Nothing committed is left to apply.
+            if cutover_at.is_some() {
+                break FollowEnd::CutOver;
+            }
+            if opts
+                .until_idle
+                .is_some_and(|idle| last_change.elapsed() >= idle)
+            {
+                break FollowEnd::Idle;
+            }
+            note(source, slot, &counts, progress, &mut last_note).await?;
+            tokio::time::sleep(POLL).await;
+            continue;
+        };
+        apply::apply(source, &by_table, &batch, &target, &mut counts).await?;
+        source.advance_slot(slot, end_lsn).await?;
+        position = end_lsn;
+        if batch.changes.iter().any(|c| by_table.follows(c.oid)) {
+            last_change = Instant::now();
+        }
+        note(source, slot, &counts, progress, &mut last_note).await?;
+        if cutover_at.is_some_and(|at| end_lsn >= at) {
+            break FollowEnd::CutOver;
+        }
+    };
+    if end == FollowEnd::CutOver {
+        source.drop_slot(slot, slot).await?;
+        progress.note(format!(
+            "cut over at {}: replication slot {slot} and its publication are dropped",
+            format_lsn(position)
+        ));
+    } else {
+        progress.note(format!(
+            "stopped at {}; replication slot {slot} is kept (it holds the source's WAL from there: follow again, or cut over, or drop it)",
+            format_lsn(position)
+        ));
+    }
+    resources.close().await;
+    Ok(FollowReport {
+        slot: slot.to_string(),
+        end,
+        position: format_lsn(position),
+        counts,
+        rejects: opts.rejects.clone(),
+    })
+}
+
+/// Every [`NOTE_EVERY`]: where the follower is, how far behind, and a
+/// warning when the slot keeps much WAL.
+async fn note(
+    source: &Source,
+    slot: &str,
+    counts: &ApplyCounts,
+    progress: &RunProgress,
+    last: &mut Instant,
+) -> Result<(), EngineError> {
+    if last.elapsed() < NOTE_EVERY {
+        return Ok(());
+    }
+    *last = Instant::now();
+    if let Some(s) = source.slot_state(slot).await? {
+        let warn = if s.retained_bytes > RETAINED_WARNING_BYTES {
+            format!(
+                "; warning: the slot keeps {} MB of WAL on the source's disk",
+                s.retained_bytes >> 20
+            )
+        } else {
+            String::new()
+        };
+        progress.note(format!(
+            "slot {slot}: applied to {}, {} bytes of WAL behind; {} changes, {} puts, {} deletes, {} rejected{warn}",
+            format_lsn(s.confirmed),
+            s.lag_bytes(),
+            counts.changes,
+            counts.puts,
+            counts.deletes,
+            counts.rejected
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_id_gives_a_valid_slot_name() {
+        let name = slot_name("20240501T100000Z-3f2a1c");
+        assert_eq!(name, "sql2ddb_20240501t100000z_3f2a1c");
+        assert!(check_slot_name(&name).is_ok());
+        let long = slot_name(&"X".repeat(100));
+        assert_eq!(long.len(), 63);
+        assert!(check_slot_name(&long).is_ok());
+    }
+}

@@ -1,0 +1,238 @@
+//! The replication slot and publication a follower reads through, by SQL.
+
+use sqlx::postgres::PgPool;
+use sqlx::AssertSqlSafe;
+
+use super::pgoutput::{decode, format_lsn, parse_lsn};
+use super::{ChangeBatch, Relations};
+use crate::sql::{quote_ident, quote_table};
+use crate::{Dialect, Pool, Source, SourceError};
+
+/// Where a slot stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SlotState {
+    /// Everything before it is applied (the slot's `confirmed_flush_lsn`).
+    pub confirmed: u64,
+    /// The server's current WAL position.
+    pub current: u64,
+    /// WAL bytes the slot keeps on the server's disk (current − restart_lsn).
+    pub retained_bytes: u64,
+}
+
+impl SlotState {
+    /// Bytes of WAL written since the last applied change.
+    pub fn lag_bytes(&self) -> u64 {
+        self.current.saturating_sub(self.confirmed)
+    }
+}
+
+/// Slot and publication names: PostgreSQL identifiers of at most 63 bytes,
+/// lower-case letters, digits and `_` (what a slot name may hold).
+pub fn check_slot_name(name: &str) -> Result<(), SourceError> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+    if ok {
+        Ok(())
+    } else {
+        Err(SourceError::config(format!(
+            "slot name {name:?}: use 1 to 63 lower-case letters, digits and _"
+        )))
+    }
+}
+
+impl Source {
+    fn follow_pool(&self) -> Result<&PgPool, SourceError> {
+        match &self.pool {
+            Pool::Postgres(p) => Ok(p),
+            _ => Err(SourceError::config(
+                "following changes is supported for PostgreSQL sources only so far",
+            )),
+        }
+    }
+
+    /// The OID of `table` (`table` or `schema.table`, as the mapping names it).
+    pub async fn table_oid(&self, table: &str) -> Result<u32, SourceError> {
+        let pool = self.follow_pool()?;
+        let qualified = quote_table(Dialect::Postgres, table);
+        let oid: Option<i64> = sqlx::query_scalar("SELECT to_regclass($1)::oid::int8")
+            .bind(&qualified)
+            .fetch_one(pool)
+            .await
+            .map_err(|e| SourceError::query(format!("look up table {table}"), e))?;
+        oid.map(|o| o as u32)
+            .ok_or_else(|| SourceError::not_found(format!("table {table} does not exist")))
+    }
+
+    /// `REPLICA IDENTITY` of `table`: `d` default, `f` full, `i` index, `n` nothing.
+    pub async fn replica_identity(&self, table: &str) -> Result<char, SourceError> {
+        let pool = self.follow_pool()?;
+        let qualified = quote_table(Dialect::Postgres, table);
+        let c: String = sqlx::query_scalar(
+            "SELECT relreplident::text FROM pg_class WHERE oid = to_regclass($1)",
+        )
+        .bind(&qualified)
+        .fetch_one(pool)
+        .await
+        .map_err(|e| SourceError::query(format!("read the replica identity of {table}"), e))?;
+        Ok(c.chars().next().unwrap_or('d'))
+    }
+
+    /// Creates publication `publication` for `tables` and then logical slot
+    /// `slot` (plugin `pgoutput`), and returns the slot's consistent point.
+    /// Every transaction that commits after it is in the slot; every one
+    /// that committed before it is in a snapshot taken after this returns.
+    /// Needs `wal_level = logical` and the `REPLICATION` attribute (or
+    /// superuser), and ownership of the tables for the publication.
+    pub async fn create_slot(
+        &self,
+        slot: &str,
+        publication: &str,
+        tables: &[&str],
+    ) -> Result<u64, SourceError> {
+        check_slot_name(slot)?;
+        check_slot_name(publication)?;
+        let pool = self.follow_pool()?;
+        let wal_level: String = sqlx::query_scalar("SELECT current_setting('wal_level')")
+            .fetch_one(pool)
+            .await
+            .map_err(|e| SourceError::query("read wal_level", e))?;
+        if wal_level != "logical" {
+            return Err(SourceError::config(format!(
+                "following changes needs wal_level = logical (the server has {wal_level}): set it in postgresql.conf and restart the server"
+            )));
+        }
+        let list: Vec<String> = tables
+            .iter()
+            .map(|t| quote_table(Dialect::Postgres, t))
+            .collect();
+        let create = format!(
+            "CREATE PUBLICATION {} FOR TABLE {}",
+            quote_ident(Dialect::Postgres, publication),
+            list.join(", ")
+        );
+        sqlx::query(AssertSqlSafe(create))
+            .execute(pool)
+            .await
+            .map_err(|e| SourceError::query(format!("create publication {publication}"), e))?;
+        let created: Result<String, _> = sqlx::query_scalar(
+            "SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')",
+        )
+        .bind(slot)
+        .fetch_one(pool)
+        .await;
+        match created {
+            Ok(lsn) => parse_lsn(&lsn),
+            Err(e) => {
+                let _ = self.drop_publication(publication).await;
+                Err(SourceError::query(
+                    format!("create replication slot {slot} (needs the REPLICATION attribute)"),
+                    e,
+                ))
+            }
+        }
+    }
+
+    /// Where slot `slot` stands; `None` when there is no such slot.
+    pub async fn slot_state(&self, slot: &str) -> Result<Option<SlotState>, SourceError> {
+        let pool = self.follow_pool()?;
+        let row: Option<(String, String, String)> = sqlx::query_as(
+            "SELECT confirmed_flush_lsn::text, pg_current_wal_lsn()::text, restart_lsn::text \
+             FROM pg_replication_slots WHERE slot_name = $1 AND database = current_database()",
+        )
+        .bind(slot)
+        .fetch_optional(pool)
+        .await
+        .map_err(|e| SourceError::query(format!("read replication slot {slot}"), e))?;
+        let Some((confirmed, current, restart)) = row else {
+            return Ok(None);
+        };
+        let (confirmed, current) = (parse_lsn(&confirmed)?, parse_lsn(&current)?);
+        Ok(Some(SlotState {
+            confirmed,
+            current,
+            retained_bytes: current.saturating_sub(parse_lsn(&restart)?),
+        }))
+    }
+
+    /// The server's current WAL position.
+    pub async fn current_wal_lsn(&self) -> Result<u64, SourceError> {
+        let pool = self.follow_pool()?;
+        let lsn: String = sqlx::query_scalar("SELECT pg_current_wal_lsn()::text")
+            .fetch_one(pool)
+            .await
+            .map_err(|e| SourceError::query("read the WAL position", e))?;
+        parse_lsn(&lsn)
+    }
+
+    /// The committed changes after the slot's position, whole transactions,
+    /// about `max_changes` messages at most (a transaction is never cut),
+    /// without moving the slot.
+    pub async fn peek_changes(
+        &self,
+        slot: &str,
+        publication: &str,
+        max_changes: usize,
+        relations: &mut Relations,
+    ) -> Result<ChangeBatch, SourceError> {
+        let pool = self.follow_pool()?;
+        let data: Vec<Vec<u8>> = sqlx::query_scalar(
+            "SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2, \
+             'proto_version', '1', 'publication_names', $3)",
+        )
+        .bind(slot)
+        .bind(max_changes.min(i32::MAX as usize) as i32)
+        .bind(publication)
+        .fetch_all(pool)
+        .await
+        .map_err(|e| SourceError::query(format!("read changes from replication slot {slot}"), e))?;
+        let messages = data
+            .iter()
+            .map(|d| decode(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        relations.collect(messages)
+    }
+
+    /// Moves slot `slot` to `lsn`: the server may then recycle the WAL
+    /// before it. Only once every change before `lsn` is applied.
+    pub async fn advance_slot(&self, slot: &str, lsn: u64) -> Result<(), SourceError> {
+        let pool = self.follow_pool()?;
+        sqlx::query("SELECT 1 FROM pg_replication_slot_advance($1, $2::text::pg_lsn)")
+            .bind(slot)
+            .bind(format_lsn(lsn))
+            .execute(pool)
+            .await
+            .map_err(|e| SourceError::query(format!("advance replication slot {slot}"), e))?;
+        Ok(())
+    }
+
+    /// Drops slot `slot` (if it exists) and publication `publication`.
+    pub async fn drop_slot(&self, slot: &str, publication: &str) -> Result<(), SourceError> {
+        let pool = self.follow_pool()?;
+        sqlx::query(
+            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots \
+             WHERE slot_name = $1 AND database = current_database()",
+        )
+        .bind(slot)
+        .execute(pool)
+        .await
+        .map_err(|e| SourceError::query(format!("drop replication slot {slot}"), e))?;
+        self.drop_publication(publication).await
+    }
+
+    async fn drop_publication(&self, publication: &str) -> Result<(), SourceError> {
+        check_slot_name(publication)?;
+        let pool = self.follow_pool()?;
+        let sql = format!(
+            "DROP PUBLICATION IF EXISTS {}",
+            quote_ident(Dialect::Postgres, publication)
+        );
+        sqlx::query(AssertSqlSafe(sql))
+            .execute(pool)
+            .await
+            .map_err(|e| SourceError::query(format!("drop publication {publication}"), e))?;
+        Ok(())
+    }
+}
