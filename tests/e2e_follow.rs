@@ -119,18 +119,31 @@ async fn writer(pool: sqlx::PgPool, schema: String, stop: Arc<AtomicBool>) -> u6
             7 => format!("UPDATE {s}.notes SET n = n + 1 WHERE id = {}", c % 20 + 1),
             0 => format!("INSERT INTO {s}.customers VALUES ({}, 'new {n}', {n}.5) ON CONFLICT DO NOTHING", 1_000_000 + n),
             1 => format!("UPDATE {s}.customers SET name = 'renamed {n}', credit = credit + 1 WHERE customer_id = {c}"),
-            // A primary key change: the item moves to another key.
-            2 => format!("UPDATE {s}.customers SET customer_id = customer_id + 2000000 WHERE customer_id = {c}"),
+            // A primary key change: the item moves to another key, and its
+            // orders follow it in the same transaction (the source never
+            // holds an order without its customer: `verify --deep` counts
+            // such rows as having no parent).
+            2 => format!(
+                "BEGIN; UPDATE {s}.customers SET customer_id = customer_id + 2000000 WHERE customer_id = {c}; \
+                 UPDATE {s}.orders SET customer_id = customer_id + 2000000 WHERE customer_id = {c}; COMMIT"
+            ),
             // A key template's other column: the order moves to another customer.
-            3 => format!("UPDATE {s}.orders SET customer_id = {c}, status = 'moved' WHERE order_id = {o}"),
+            3 => format!(
+                "UPDATE {s}.orders SET customer_id = {c}, status = 'moved' WHERE order_id = {o} \
+                 AND EXISTS (SELECT 1 FROM {s}.customers WHERE customer_id = {c})"
+            ),
             4 => format!("DELETE FROM {s}.orders WHERE order_id = {o}"),
             5 => format!(
-                "BEGIN; INSERT INTO {s}.orders VALUES ({}, {c}, 'new', {n}) ON CONFLICT DO NOTHING; \
+                "BEGIN; INSERT INTO {s}.orders SELECT {}, {c}, 'new', {n} \
+                 WHERE EXISTS (SELECT 1 FROM {s}.customers WHERE customer_id = {c}) ON CONFLICT DO NOTHING; \
                  UPDATE {s}.orders SET total = total + 1 WHERE order_id = {}; COMMIT",
                 1_000_000 + n,
                 1_000_000 + n
             ),
-            _ => format!("DELETE FROM {s}.customers WHERE customer_id = {c}"),
+            _ => format!(
+                "BEGIN; DELETE FROM {s}.orders WHERE customer_id = {c}; \
+                 DELETE FROM {s}.customers WHERE customer_id = {c}; COMMIT"
+            ),
         };
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
             .execute(&pool)
