@@ -191,22 +191,7 @@ TOML
 # through a fresh model; appends its line to the results.
 capacity_update() {
   local file="$work/capacity-update" code started ended seconds items=- status=ok
-  cat >"$work/capacity-update.toml" <<TOML
-version = 1
-
-[target]
-table = "${capacity_table}"
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
-[update]
-name = "close-every-order"
-scan = { segments = 8 }
-where = "attribute_exists(#st)"
-set = "SET #st = :closed"
-names = { "#st" = "status" }
-values = { ":closed" = "closed" }
-TOML
+  update_job "$capacity_table" >"$work/capacity-update.toml"
   serve capacity-update-sink null-sink --port 0 --keys PK:S,SK:S --scan-items "$capacity_rows"
   local update_sink_pid=$served_pid
   serve capacity-proxy proxy --upstream "$served_url" --port 0 --capacity "$work/capacity-model.toml"

@@ -159,6 +159,28 @@ queue_bench() {
   rm -rf "$work/runs"
 }
 
+# update_job TABLE: the update job the update scenarios run, on stdout:
+# every item's status set; the `where` is the read's filter and each
+# write's condition, and every item meets it.
+update_job() {
+  cat <<TOML
+version = 1
+
+[target]
+table = "$1"
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+
+[update]
+name = "close-every-order"
+scan = { segments = 8 }
+where = "attribute_exists(#st)"
+set = "SET #st = :closed"
+names = { "#st" = "status" }
+values = { ":closed" = "closed" }
+TOML
+}
+
 # update_run NAME FILE ITEMS ENDPOINT: the update job of every item against
 # ENDPOINT, timed; checks that all ITEMS were updated.
 update_run() {

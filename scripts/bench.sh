@@ -301,24 +301,7 @@ if has codec; then
 fi
 
 if has update; then
-  # Every item's status set; the `where` is the read's filter and each
-  # write's condition, and every item meets it.
-  cat >"$work/update.toml" <<TOML
-version = 1
-
-[target]
-table = "bench_orders"
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
-[update]
-name = "close-every-order"
-scan = { segments = 8 }
-where = "attribute_exists(#st)"
-set = "SET #st = :closed"
-names = { "#st" = "status" }
-values = { ":closed" = "closed" }
-TOML
+  update_job bench_orders >"$work/update.toml"
   serve update-sink null-sink --port 0 --keys PK:S,SK:S --scan-items "$rows"
   update_sink_pid=$served_pid
   update_run "update (null sink)" "$work/update-null" "$rows" "$served_url"
