@@ -60,23 +60,33 @@
 #                 partitions of 250, no burst) in front of a null sink;
 #                 prints time / ideal, throttled calls, retried items and
 #                 consumed / needed write units of each (not the table below)
+#   follow        zero-downtime changes (scripts/bench-follow.sh): a
+#                 PostgreSQL table of --follow-rows rows loaded by `run
+#                 --follow` into a null sink, then the lag while the source
+#                 takes --follow-rate row updates a second, and the apply
+#                 rate of a backlog of one update per row (not the table below)
 # and prints, per run: rows, wall seconds, items per second, CPU seconds per
 # million items, peak RSS, the share of the read ceiling's rate, and for
 # exports the file bytes per item.
 #
 #   scripts/bench.sh [--rows N] [--clean] [--skip-build] [--only SCENARIOS]
-#                    [--capacity-rows N] [--capacity-scale S] [-- RUN ARGS…]
+#                    [--capacity-rows N] [--capacity-scale S]
+#                    [--follow-rows N] [--follow-rate R] [--follow-secs S] [-- RUN ARGS…]
 #
 #   --rows N        rows to generate (default 1000000); the data lives in schema
 #                   bench_<N> and is reused by later runs
 #   --clean         drop the bench_<N> schema afterwards
 #   --skip-build    use the release binaries already built
 #   --only LIST     comma-separated subset of:
-#                   ceiling,null,dynoxide,export,memory,sdk,lambda,worker,update,verify,codec,capacity
+#                   ceiling,null,dynoxide,export,memory,sdk,lambda,worker,update,verify,codec,capacity,follow
 #   --capacity-rows N   rows of each capacity data set (default 20000: an
 #                   ideal of 10 model seconds); kept in schema bench_capacity_<N>
 #   --capacity-scale S  the capacity model's seconds per real second
 #                   (default 1); under 1 slows the model for slow builds
+#   --follow-rows N     rows of the follow scenario's table (default 100000)
+#   --follow-rate R     row updates a second while the lag is measured
+#                   (default 5000)
+#   --follow-secs S     how long the lag is measured (default 30)
 #   -- RUN ARGS     passed to every `sql2ddb run` (e.g. -- --concurrency 16),
 #                   not to `sql2ddb export`
 #
@@ -91,6 +101,9 @@ build=true
 only="ceiling,null,dynoxide,export,memory"
 capacity_rows=20000
 capacity_scale=1
+follow_rows=100000
+follow_rate=5000
+follow_secs=30
 run_args=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -100,6 +113,9 @@ while [ $# -gt 0 ]; do
     --only) only=${2:?--only needs a list}; shift 2 ;;
     --capacity-rows) capacity_rows=${2:?--capacity-rows needs a number}; shift 2 ;;
     --capacity-scale) capacity_scale=${2:?--capacity-scale needs a number}; shift 2 ;;
+    --follow-rows) follow_rows=${2:?--follow-rows needs a number}; shift 2 ;;
+    --follow-rate) follow_rate=${2:?--follow-rate needs a number}; shift 2 ;;
+    --follow-secs) follow_secs=${2:?--follow-secs needs a number}; shift 2 ;;
     --) shift; run_args=("$@"); break ;;
     -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument $1 (see --help)" >&2; exit 1 ;;
@@ -111,6 +127,11 @@ fi
 if ! [[ $capacity_rows =~ ^[1-9][0-9]*$ ]]; then
   echo "bench: --capacity-rows must be a positive integer, got $capacity_rows" >&2; exit 1
 fi
+for n in "$follow_rows" "$follow_rate" "$follow_secs"; do
+  if ! [[ $n =~ ^[1-9][0-9]*$ ]]; then
+    echo "bench: --follow-rows, --follow-rate and --follow-secs take positive integers, got $n" >&2; exit 1
+  fi
+done
 if ! [[ $capacity_scale =~ ^[0-9]*\.?[0-9]+$ ]] || ! awk -v s="$capacity_scale" 'BEGIN { exit !(s > 0) }'; then
   echo "bench: --capacity-scale must be a positive number, got $capacity_scale" >&2; exit 1
 fi
@@ -147,6 +168,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/sql2ddb-bench.XXXXXX")
 servers=() # pids of the testkit servers still running
 cleanup() {
   for pid in ${servers[@]+"${servers[@]}"}; do kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; done
+  if declare -F follow_cleanup >/dev/null; then follow_cleanup; fi
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -157,8 +179,10 @@ sql() { psql "$db_url" -X -q -v ON_ERROR_STOP=1 -At "$@"; }
 # --- data: created once per row count, in one transaction, so a table that
 # exists is complete.
 # The capacity scenario has data sets of its own.
-orders=true
-[ "$only" = capacity ] && orders=false
+orders=false # only the capacity and follow scenarios make their own data
+for scenario in ${only//,/ }; do
+  case $scenario in capacity | follow) ;; *) orders=true ;; esac
+done
 have=$(sql -c "SELECT to_regclass('${schema}.orders') IS NOT NULL")
 if $orders && [ "$have" != t ]; then
   log "generating $rows rows in ${schema}.orders"
@@ -358,6 +382,12 @@ if has capacity; then
   capacity_scenario
 fi
 
+if has follow; then
+  # shellcheck source=scripts/bench-follow.sh
+  source scripts/bench-follow.sh
+  follow_scenario
+fi
+
 if has export; then
   for compression in gzip zstd; do
     measure "export ($compression)" --out "$work/export" --compression "$compression"
@@ -431,6 +461,10 @@ if [ -s "$work/codec.json" ]; then
 fi
 if [ -s "$work/memory.json" ]; then
   jq -r '"\nmemory per item in flight (first \(.items) items): \(.encoded_bytes) bytes serialised once, \(.encoded_overhead) beyond the \(.item_bytes) bytes of the item by DynamoDB size rules (target: under 1024); as an attribute map: \(.mapped_bytes)"' "$work/memory.json"
+fi
+
+if has follow; then
+  follow_report
 fi
 
 if has capacity; then
