@@ -12,14 +12,17 @@ use super::{assert_counts_add_up, closed, count, is_order, job, shop, CLOSE_ORDE
 async fn an_update_throttled_on_reads_and_writes_changes_every_match_once() {
     let sc = shop().await;
     let before = sc.items().await;
-    // Two partitions of 30 WCU/s and 2 RCU/s, a table of 50 WCU/s, no
-    // burst credit, 2 model seconds per real second: 1,000 one-unit
-    // updates need 20 model seconds (10 real), and the four segments'
-    // first pages (about 4 read units in all) come at once.
+    // Two partitions of 10 WCU/s and 2 RCU/s, a table of 20 WCU/s, no
+    // burst credit, 5 model seconds per real second: 1,000 one-unit
+    // updates need 50 model seconds (10 real). Each bucket starts with one
+    // model second banked (10 write units a partition), and the job's first
+    // 64 writes go out at once, about 32 a partition: writes are refused
+    // however slow the host is. The four segments' first pages (about 4
+    // read units in all) come at once, so reads are refused too.
     let mut model = CapacityConfig {
-        time_scale: 2.0,
+        time_scale: 5.0,
         burst: false,
-        ..CapacityConfig::provisioned(50, 2, 30)
+        ..CapacityConfig::provisioned(20, 2, 10)
     };
     model.partition_rcu = 2;
     let proxy = FaultProxy::start(&sc.dynamo.url, FaultConfig::default())
@@ -34,6 +37,8 @@ async fn an_update_throttled_on_reads_and_writes_changes_every_match_once() {
             &path,
             "--endpoint",
             &endpoint,
+            "--concurrency",
+            "64",
             "--json",
             "--quiet",
         ])
