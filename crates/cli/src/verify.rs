@@ -131,6 +131,12 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
     };
     let started = Instant::now();
     let mut stalled_before = false;
+    // The state and the verdict on stdout (`status … > state.txt` keeps
+    // them), logs on stderr; with --json, stdout holds the JSON alone.
+    let say = |text: &str| match args.json {
+        true => eprintln!("{text}"),
+        false => println!("{text}"),
+    };
     loop {
         let state = match inspect(&resources, &run).await {
             Ok(s) => s,
@@ -145,11 +151,11 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
         if !args.watch || done {
             return match verifying {
                 true if !done => {
-                    eprintln!("{}", verdict(&state));
+                    say(&verdict(&state));
                     1
                 }
                 true => {
-                    eprintln!("{}", verdict(&state));
+                    say(&verdict(&state));
                     0
                 }
                 false => 0,
@@ -158,10 +164,10 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
         // Seen twice in a row, as queue depths are approximate.
         let stalled = state.stalled() || (state.complete && state.failed() > 0);
         if stalled && stalled_before {
-            eprintln!(
+            say(&format!(
                 "{}; nothing left in the queue can complete it",
                 verdict(&state)
-            );
+            ));
             // status reports; only verify fails on it.
             return if verifying { 1 } else { 0 };
         }
@@ -170,11 +176,11 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
             .timeout
             .is_some_and(|t| started.elapsed() >= Duration::from_secs(t))
         {
-            eprintln!(
+            say(&format!(
                 "gave up after {} s: {}",
                 args.timeout.unwrap_or(0),
                 verdict(&state)
-            );
+            ));
             return 1;
         }
         tokio::time::sleep(Duration::from_secs(args.interval)).await;
@@ -182,13 +188,12 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
 }
 
 fn show(state: &RunState, json: bool) {
-    if json {
-        println!(
+    match json {
+        true => println!(
             "{}",
             serde_json::to_string(state).expect("a run state serialises")
-        );
-    } else {
-        eprintln!("{}", render(state));
+        ),
+        false => println!("{}", render(state)),
     }
 }
 
