@@ -139,7 +139,10 @@ fn load_path_row<'a>(text: &'a str, path: &str) -> &'a str {
 async fn plan_compares_the_three_load_paths_with_published_figures_and_overridden_prices() {
     let sc = Scenario::new("plan_paths").sqlite(SIZED).start().await;
     // max_wcu 2: the planned rate, and bulk put items' cap.
-    let text = format!("{}\n[writer]\nmax_wcu = 2\n", sized_mapping(sc.sqlite_url()));
+    let text = format!(
+        "{}\n[writer]\nmax_wcu = 2\n",
+        sized_mapping(sc.sqlite_url())
+    );
     let mapping = sc.mapping(&text);
     let path = |report: &Value, name: &str| -> Value {
         report["load_paths"]
@@ -212,7 +215,9 @@ async fn plan_compares_the_three_load_paths_with_published_figures_and_overridde
     );
 
     // The terminal's table shows the JSON's figures, "-" where none is published.
-    let text = sc.sql2ddb(&[&["plan", &mapping][..], &prices].concat()).await;
+    let text = sc
+        .sql2ddb(&[&["plan", &mapping][..], &prices].concat())
+        .await;
     assert!(text.code == 0 || text.code == 2, "{}", text.stderr);
     let out = &text.stdout;
     let row = load_path_row(out, "import from S3");
@@ -220,7 +225,10 @@ async fn plan_compares_the_three_load_paths_with_published_figures_and_overridde
     let row = load_path_row(out, "writes (provisioned)");
     assert!(row.contains("$10.00") && row.ends_with("1.5 s"), "{row}");
     let row = load_path_row(out, "bulk put items");
-    assert!(row.contains("existing only") && row.ends_with("1.5 s"), "{row}");
+    assert!(
+        row.contains("existing only") && row.ends_with("1.5 s"),
+        "{row}"
+    );
     assert!(row.contains(" - "), "no cost published: {row}");
     for p in priced["load_paths"].as_array().unwrap() {
         let basis = format!(
