@@ -96,7 +96,7 @@ SQL2DDB_TEST_DYNAMODB_URL="$dynamo_url" cargo test --workspace --test e2e --lock
 
 # report.html in a real browser: Chromium from the distribution's packages,
 # Playwright from PyPI pointed at it (no browser download), then the pages of
-# a run, a plan and a deep verify of the binary built above.
+# a run, a plan, a deep verify and an update of the binaries built above.
 if [ ! -x /usr/bin/chromium ]; then
   apt-get update -qq
   apt-get install -y -qq chromium >/dev/null

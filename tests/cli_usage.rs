@@ -498,7 +498,9 @@ fn the_report_is_on_stdout_and_verify_reads_a_local_run() {
     };
     let ok = verify(tracked, &["--progress-table", progress]);
     assert_eq!(ok.status.code(), Some(0), "{}", stderr(&ok));
-    assert!(stderr(&ok).contains("verified: every row is written"));
+    // The verdict is the report: on stdout, not among the logs.
+    assert!(stdout(&ok).contains("verified: every row is written"));
+    assert!(!stderr(&ok).contains("verified"), "{}", stderr(&ok));
 
     // A run without a progress table: said in words, with what to do.
     let none = verify(&untracked, &[]);

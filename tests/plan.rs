@@ -118,6 +118,129 @@ async fn write_units_round_each_item_up_to_1_kb_and_a_keys_only_index_costs_its_
     assert_eq!(sc.items().await.len(), 2);
 }
 
+/// The cli's money and time as the plan's table prints them.
+fn usd(v: f64) -> String {
+    match v {
+        v if v >= 1.0 => format!("${v:.2}"),
+        v => format!("${v:.4}"),
+    }
+}
+
+/// The line of the "ways to load" table that starts with `path`.
+fn load_path_row<'a>(text: &'a str, path: &str) -> &'a str {
+    let table = text.split("\nways to load\n").nth(1).expect("ways to load");
+    table
+        .lines()
+        .find(|l| l.starts_with(path))
+        .unwrap_or_else(|| panic!("no row {path}:\n{table}"))
+}
+
+#[tokio::test]
+async fn plan_compares_the_three_load_paths_with_published_figures_and_overridden_prices() {
+    let sc = Scenario::new("plan_paths").sqlite(SIZED).start().await;
+    // max_wcu 2: the planned rate, and bulk put items' cap.
+    let text = format!(
+        "{}\n[writer]\nmax_wcu = 2\n",
+        sized_mapping(sc.sqlite_url())
+    );
+    let mapping = sc.mapping(&text);
+    let path = |report: &Value, name: &str| -> Value {
+        report["load_paths"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["path"] == name)
+            .unwrap_or_else(|| panic!("no path {name}: {report}"))
+            .clone()
+    };
+
+    let (_, report) = plan(&sc, &mapping, &[]).await;
+    let names: Vec<&str> = report["load_paths"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "writes (on demand)",
+            "writes (provisioned)",
+            "import from S3",
+            "bulk put items"
+        ]
+    );
+    let on_demand = path(&report, "writes (on demand)");
+    assert_eq!(on_demand["table"], "new or existing");
+    assert_eq!(on_demand["cost_usd"], report["cost"]["writes_usd"]);
+    // No provisioned price in the price table: no cost, and how to give one.
+    let provisioned = path(&report, "writes (provisioned)");
+    assert!(provisioned["cost_usd"].is_null(), "{provisioned}");
+    assert!(
+        provisioned["cost_basis"]
+            .as_str()
+            .unwrap()
+            .contains("--price-wcu-hour"),
+        "{provisioned}"
+    );
+    // 3 write units (the table's; index units are not provisioned capacity) at 2 WCU/s.
+    assert_eq!(provisioned["seconds"], 1.5, "{provisioned}");
+    let import = path(&report, "import from S3");
+    assert_eq!(import["table"], "new only");
+    assert_eq!(import["cost_usd"], report["cost"]["import_from_s3_usd"]);
+    assert!(import["seconds"].is_null(), "{import}");
+    let not_published = |v: &Value| v.as_str().unwrap().starts_with("not published");
+    assert!(not_published(&import["time_basis"]), "{import}");
+    let bulk = path(&report, "bulk put items");
+    assert_eq!(bulk["table"], "existing only");
+    assert!(bulk["cost_usd"].is_null(), "{bulk}");
+    assert!(not_published(&bulk["cost_basis"]), "{bulk}");
+    assert_eq!(bulk["seconds"], 1.5, "at max_wcu 2: {bulk}");
+
+    // Overridden prices change the figures, and only theirs.
+    let prices = ["--price-import-gb", "1000000000", "--price-wcu-hour", "5"];
+    let (_, priced) = plan(&sc, &mapping, &prices).await;
+    let import_bytes = priced["totals"]["import_bytes"].as_f64().unwrap();
+    assert!(import_bytes > 2048.0, "{}", priced["totals"]);
+    let import = path(&priced, "import from S3");
+    let want = import_bytes / (1u64 << 30) as f64 * 1e9;
+    let got = import["cost_usd"].as_f64().unwrap();
+    assert!((got - want).abs() < 1e-6, "{got} vs {want}");
+    // 2 WCU for the one (started) hour at $5/WCU-hour.
+    let provisioned = path(&priced, "writes (provisioned)");
+    assert_eq!(provisioned["cost_usd"], 10.0, "{provisioned}");
+    assert_eq!(
+        path(&priced, "writes (on demand)")["cost_usd"],
+        on_demand["cost_usd"]
+    );
+
+    // The terminal's table shows the JSON's figures, "-" where none is published.
+    let text = sc
+        .sql2ddb(&[&["plan", &mapping][..], &prices].concat())
+        .await;
+    assert!(text.code == 0 || text.code == 2, "{}", text.stderr);
+    let out = &text.stdout;
+    let row = load_path_row(out, "import from S3");
+    assert!(row.contains(&usd(got)) && row.ends_with(" -"), "{row}");
+    let row = load_path_row(out, "writes (provisioned)");
+    assert!(row.contains("$10.00") && row.ends_with("1.5 s"), "{row}");
+    let row = load_path_row(out, "bulk put items");
+    assert!(
+        row.contains("existing only") && row.ends_with("1.5 s"),
+        "{row}"
+    );
+    assert!(row.contains(" - "), "no cost published: {row}");
+    for p in priced["load_paths"].as_array().unwrap() {
+        let basis = format!(
+            "  {}: cost {}; time {}",
+            p["path"].as_str().unwrap(),
+            p["cost_basis"].as_str().unwrap(),
+            p["time_basis"].as_str().unwrap()
+        );
+        assert!(out.contains(&basis), "{basis}:\n{out}");
+    }
+}
+
 /// Each sample item of the plan's entity `e` is an item of the table, equal.
 fn assert_sample_items_written(e: &Value, items: &Items) {
     let samples = e["sample_items"].as_array().unwrap();

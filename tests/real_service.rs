@@ -443,9 +443,9 @@ async fn real_service_queue_budget_too_small() {
     .await;
     assert_eq!(watch.code, 1, "{}", said(&watch, &proxy));
     assert!(
-        watch.stderr.contains("nothing left in the queue"),
+        watch.stdout.contains("nothing left in the queue"),
         "{}",
-        watch.stderr
+        watch.stdout
     );
     for w in &workers {
         w.terminate();

@@ -850,22 +850,47 @@ async fn batch_put_mode_rewrites_the_matching_items_and_says_what_it_risks() {
     }
 }
 
+/// Each of `update`, `status` and `verify --run` prints its report on
+/// stdout (`> report.txt` keeps it) and nothing of it on stderr.
+fn assert_report_on_stdout(run: &Run, says: &[&str]) {
+    for s in says {
+        assert!(run.stdout.contains(s), "{s} not on stdout:\n{}", run.stdout);
+        assert!(!run.stderr.contains(s), "{s} on stderr:\n{}", run.stderr);
+    }
+}
+
 #[tokio::test]
 async fn status_and_verify_follow_an_update_run_through_its_progress_table() {
     let sc = shop().await;
     let path = job(&sc, CLOSE_ORDERS);
     let table = format!("{}-progress", sc.table);
-    let args = ["--json", "--progress-table", &table, "--run-id", "close-1"];
+    let args = ["--progress-table", &table, "--run-id", "close-1"];
     let run = sql2ddb_update(&sc, &path, &args).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-    assert_eq!(run.report()["progress_table"], table.as_str());
-    let look = |command| {
+    assert_report_on_stdout(
+        &run,
+        &[
+            "  scanned ",
+            "  updated ",
+            &format!("progress table: {table}"),
+            "report.json",
+        ],
+    );
+    let look = |command, json: &[&'static str]| {
         let args = [command, "--run", "close-1", "--progress-table", &table];
-        [&args[..], &["--endpoint", &sc.dynamo.url, "--json"]].concat()
+        [&args[..], &["--endpoint", &sc.dynamo.url], json].concat()
     };
-    let verify = sc.sql2ddb(&look("verify")).await;
+    let text = sc.sql2ddb(&look("status", &[])).await;
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert_report_on_stdout(&text, &["run close-1", "complete: every row"]);
+    let text = sc.sql2ddb(&look("verify", &[])).await;
+    assert_eq!(text.code, 0, "{}", text.stderr);
+    assert_report_on_stdout(&text, &["run close-1", "verified: every row"]);
+    let verify = sc.sql2ddb(&look("verify", &["--json"])).await;
     assert_eq!(verify.code, 0, "{}\n{}", verify.stdout, verify.stderr);
-    let status = sc.sql2ddb(&look("status")).await;
+    let state: serde_json::Value = serde_json::from_str(verify.stdout.trim()).unwrap();
+    assert_eq!(state["progress_table"], table.as_str(), "{state}");
+    let status = sc.sql2ddb(&look("status", &["--json"])).await;
     let st: serde_json::Value = serde_json::from_str(status.stdout.trim()).unwrap();
     assert_eq!(st["complete"], true, "{st}");
     let e = &st["entities"][0];

@@ -2,12 +2,14 @@
 
 Runs the built `sql2ddb` binary end to end (a small SQLite source with rows
 the mapping rejects, written into the embedded DynamoDB), then `plan` and
-`verify --deep` of the same mapping, and opens each `report.html` in
+`verify --deep` of the same mapping, and an `update` job on the same rows
+written into the test kit's DynamoDB server, and opens each `report.html` in
 Chromium through Playwright. Each page must load without a console error,
 make no request besides its own file, and show the same figures as the
 report's JSON.
 
-Needs: the binary built (`cargo build -p sql2ddb`, or SQL2DDB_BIN), the
+Needs: the binaries built (`cargo build --workspace --bins`: `sql2ddb`, or
+SQL2DDB_BIN, and `sql2ddb-testkit`, or SQL2DDB_TESTKIT_BIN), the
 Python package `playwright`, and a Chromium at /usr/bin/chromium (or
 CHROMIUM); the browser is never downloaded.
 
@@ -27,6 +29,7 @@ from playwright.sync_api import sync_playwright
 ROOT = Path(__file__).resolve().parents[2]
 TARGET = Path(os.environ.get("CARGO_TARGET_DIR", ROOT / "target"))
 BIN = Path(os.environ.get("SQL2DDB_BIN", TARGET / "debug" / "sql2ddb"))
+TESTKIT = Path(os.environ.get("SQL2DDB_TESTKIT_BIN", TARGET / "debug" / "sql2ddb-testkit"))
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 
 READINGS = 300
@@ -61,6 +64,21 @@ sk = "READING#{reading_id:08}"
 value = { column = "value", type = "N" }
 """
 
+# Marks every reading the run wrote (the rejected ones are not in the table).
+UPDATE_JOB = """\
+version = 1
+
+[target]
+table = "readings"
+
+[update]
+name = "check-readings"
+scan = { segments = 2 }
+where = "begins_with(SK, :r)"
+set = "SET checked = :yes"
+values = { ":r" = "READING#", ":yes" = true }
+"""
+
 
 def make_source(directory: Path) -> None:
     db = sqlite3.connect(directory / "readings.db")
@@ -84,6 +102,22 @@ def make_source(directory: Path) -> None:
     db.commit()
     db.close()
     (directory / "readings.toml").write_text(MAPPING)
+    (directory / "check-readings.toml").write_text(UPDATE_JOB)
+
+
+def start_dynamodb() -> tuple[subprocess.Popen, str]:
+    """The test kit's in-memory DynamoDB server on a free port, and its URL."""
+    server = subprocess.Popen(
+        [str(TESTKIT), "dynamodb", "--port", "0"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    url = server.stdout.readline().strip()
+    if not url.startswith("http://127.0.0.1:"):
+        server.terminate()
+        server.wait(timeout=30)
+        raise RuntimeError(f"sql2ddb-testkit dynamodb printed no URL: {url!r}")
+    return server, url
 
 
 def sql2ddb(directory: Path, *args: str, ok=(0,)) -> subprocess.CompletedProcess:
@@ -104,8 +138,9 @@ def sql2ddb(directory: Path, *args: str, ok=(0,)) -> subprocess.CompletedProcess
 class ReportPages(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if not BIN.exists():
-            raise RuntimeError(f"{BIN} is not built (cargo build -p sql2ddb)")
+        for binary in [BIN, TESTKIT]:
+            if not binary.exists():
+                raise RuntimeError(f"{binary} is not built (cargo build --workspace --bins)")
         cls.tmp = tempfile.TemporaryDirectory()
         cls.dir = Path(cls.tmp.name)
         make_source(cls.dir)
@@ -124,6 +159,17 @@ class ReportPages(unittest.TestCase):
             "--runs-dir", str(runs), "--json",
         )
         cls.deep = json.loads(deep.stdout)
+        # An update needs a table it can reach (the embedded server's data
+        # belongs to its run): the same rows, written into a server of its own.
+        cls.dynamodb, url = start_dynamodb()
+        sql2ddb(cls.dir, "run", "readings.toml", "--endpoint", url, "--runs-dir", str(runs),
+                "--json", "--quiet", ok=(2,))
+        update = sql2ddb(cls.dir, "update", "check-readings.toml", "--endpoint", url,
+                         "--runs-dir", str(runs), "--json", "--quiet")
+        cls.update = json.loads(update.stdout)
+        cls.update_dir = Path(cls.update["run_dir"])
+        if not cls.update_dir.is_absolute():
+            cls.update_dir = cls.dir / cls.update_dir
         cls.playwright = sync_playwright().start()
         cls.browser = cls.playwright.chromium.launch(
             executable_path=CHROMIUM,
@@ -135,6 +181,9 @@ class ReportPages(unittest.TestCase):
     def tearDownClass(cls):
         cls.browser.close()
         cls.playwright.stop()
+        cls.dynamodb.terminate()
+        cls.dynamodb.wait(timeout=30)
+        cls.dynamodb.stdout.close()
         cls.tmp.cleanup()
 
     def open(self, path: Path):
@@ -245,6 +294,37 @@ class ReportPages(unittest.TestCase):
             self.assertAlmostEqual(
                 float(row.locator('[data-field="wcu_per_second"]').get_attribute("data-value")),
                 h["wcu_per_second"])
+
+    def test_the_update_page_shows_the_update_reports_figures(self):
+        u = self.update
+        page = self.open(self.update_dir / "report.html")
+        saved = json.loads((self.update_dir / "report.json").read_text())
+        self.assertEqual(saved["run_id"], u["run_id"])
+        self.assertEqual(u["matched"], READINGS - len(BAD))
+        self.assertEqual(u["updated"], u["matched"])
+        self.assertEqual(self.figure(page, "#summary", "status"), "ok")
+        for f in ["run_id", "job", "table", "mode"]:
+            self.assertEqual(self.figure(page, "#summary", f), u[f], f)
+        for f in ["scanned", "matched", "not_matched", "updated", "skipped", "failed",
+                  "pending", "pages", "retries", "throttled"]:
+            self.assertEqual(int(self.figure(page, "#summary", f)), u[f], f)
+        for f in ["read_units", "write_units", "seconds"]:
+            self.assertEqual(float(self.figure(page, "#summary", f)), float(u[f]), f)
+
+        t = u["timeline"]
+        self.assertEqual(sum(t["items_written"]), u["updated"])
+        self.assertEqual(int(self.figure(page, "#throughput", "timeline_seconds")),
+                         len(t["items_written"]))
+        self.assertEqual(int(self.figure(page, "#throughput", "timeline_items_written")),
+                         sum(t["items_written"]))
+        self.assertEqual(int(self.figure(page, "#throughput", "timeline_peak_items")),
+                         max(t["items_written"]))
+        self.assertEqual(int(self.figure(page, "#throttling", "timeline_throttled_calls")),
+                         sum(t["throttled_calls"]))
+        for chart in ["throughput-chart", "throttled-chart", "concurrency-chart"]:
+            svg = page.locator(f"svg#{chart}")
+            self.assertTrue(svg.is_visible(), chart)
+            self.assertEqual(int(svg.get_attribute("data-seconds")), len(t["items_written"]))
 
     def test_the_deep_verify_page_shows_the_differences_by_kind(self):
         d = self.deep

@@ -11,7 +11,7 @@ use sql2ddb_engine::deep::{
 };
 use sql2ddb_engine::{new_run_id, EntityProgress, RunOptions, RunProgress};
 
-use crate::verify::StatusArgs;
+use crate::run_ref::StatusArgs;
 use crate::{fail, limits, load};
 
 /// Longest value shown on the terminal.

@@ -16,6 +16,7 @@ mod live;
 mod plan;
 mod queue;
 mod run;
+mod run_ref;
 mod shell;
 mod table;
 mod update;

@@ -156,9 +156,19 @@ pub(crate) async fn update(args: UpdateArgs) -> u8 {
     }
     match result {
         Ok(report) => {
-            eprintln!("{}", render(&report));
+            // The report on stdout (`update … > report.txt` keeps it),
+            // progress and logs on stderr; with --json, stdout holds the
+            // JSON alone.
+            let say = |text: &str| match args.json {
+                true => eprintln!("{text}"),
+                false => println!("{text}"),
+            };
+            say(&render(&report));
+            if let Some(e) = &report.error {
+                eprintln!("error: {}", redact_secrets(e));
+            }
             if let Some(hint) = continue_hint(&args, &report) {
-                eprintln!("{hint}");
+                say(&hint);
             }
             if args.json {
                 println!(
@@ -247,7 +257,8 @@ fn resume_command(args: &UpdateArgs, r: &UpdateReport) -> String {
     cmd
 }
 
-/// The final report as a small table, then the estimate, notes and error.
+/// The final report as a small table, then the estimate and notes (the
+/// error, if any, goes to stderr on its own).
 fn render(r: &UpdateReport) -> String {
     let status = match r.status {
         UpdateStatus::Ok => "ok",
@@ -316,9 +327,6 @@ fn render(r: &UpdateReport) -> String {
         "report: {0}/report.json (to look at: {0}/report.html)",
         r.run_dir
     ));
-    if let Some(e) = &r.error {
-        out.push_str(&format!("\nerror: {}", redact_secrets(e)));
-    }
     out
 }
 

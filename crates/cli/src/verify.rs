@@ -1,54 +1,13 @@
 //! `sql2ddb status` and `sql2ddb verify`: a run's counts from its progress
 //! table, from any machine.
 
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use sql2ddb_engine::verify::{inspect, RunState};
 use sql2ddb_engine::{Job, ResourceOptions, Resources};
 
-use crate::{fail, limits, load};
-
-/// Which run, and where its progress table is.
-#[derive(clap::Args)]
-pub struct StatusArgs {
-    /// The run id (`run` prints it). With --deep: the run whose directory
-    /// gets `diff.jsonl` (and holds its `--endpoint local` data).
-    #[arg(long)]
-    pub run: Option<String>,
-    /// The run's mapping, for its table, endpoint and region (not needed
-    /// with --progress-table and --endpoint).
-    pub mapping: Option<PathBuf>,
-    /// The progress table (default: `<target table>-sql2ddb-progress`).
-    #[arg(long, value_name = "NAME", env = "SQL2DDB_PROGRESS_TABLE")]
-    pub progress_table: Option<String>,
-    /// DynamoDB endpoint URL, overriding the mapping's (default: AWS).
-    #[arg(long, value_name = "URL")]
-    pub endpoint: Option<String>,
-    /// AWS region, overriding the mapping's and the environment's.
-    #[arg(long)]
-    pub region: Option<String>,
-    /// SQS endpoint URL, for the run's queue depths (default: AWS).
-    #[arg(long, value_name = "URL", env = "SQL2DDB_SQS_ENDPOINT")]
-    pub sqs_endpoint: Option<String>,
-    /// Poll until every row is accounted for.
-    #[arg(long)]
-    pub watch: bool,
-    /// Seconds between two polls with --watch (at least 1).
-    #[arg(long, value_name = "SECONDS", value_parser = limits::positive::<u64>, default_value_t = 5)]
-    pub interval: u64,
-    /// With --watch, give up after this many seconds (at least 1).
-    #[arg(long, value_name = "SECONDS", value_parser = limits::positive::<u64>)]
-    pub timeout: Option<u64>,
-    /// Print each state as one JSON object on stdout.
-    #[arg(long)]
-    pub json: bool,
-    /// Where run directories are: with `--endpoint local`, the run's
-    /// directory holds the table's data; with --deep, `diff.jsonl` goes into
-    /// the run's directory (a new one without --run).
-    #[arg(long, value_name = "DIR", default_value = "sql2ddb-runs")]
-    pub runs_dir: PathBuf,
-}
+pub use crate::run_ref::StatusArgs;
+use crate::{fail, load};
 
 /// `verify`'s arguments: a run's counts, or with --deep its items.
 #[derive(clap::Args)]
@@ -131,6 +90,12 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
     };
     let started = Instant::now();
     let mut stalled_before = false;
+    // The state and the verdict on stdout (`status … > state.txt` keeps
+    // them), logs on stderr; with --json, stdout holds the JSON alone.
+    let say = |text: &str| match args.json {
+        true => eprintln!("{text}"),
+        false => println!("{text}"),
+    };
     loop {
         let state = match inspect(&resources, &run).await {
             Ok(s) => s,
@@ -145,11 +110,11 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
         if !args.watch || done {
             return match verifying {
                 true if !done => {
-                    eprintln!("{}", verdict(&state));
+                    say(&verdict(&state));
                     1
                 }
                 true => {
-                    eprintln!("{}", verdict(&state));
+                    say(&verdict(&state));
                     0
                 }
                 false => 0,
@@ -158,10 +123,10 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
         // Seen twice in a row, as queue depths are approximate.
         let stalled = state.stalled() || (state.complete && state.failed() > 0);
         if stalled && stalled_before {
-            eprintln!(
+            say(&format!(
                 "{}; nothing left in the queue can complete it",
                 verdict(&state)
-            );
+            ));
             // status reports; only verify fails on it.
             return if verifying { 1 } else { 0 };
         }
@@ -170,11 +135,11 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
             .timeout
             .is_some_and(|t| started.elapsed() >= Duration::from_secs(t))
         {
-            eprintln!(
+            say(&format!(
                 "gave up after {} s: {}",
                 args.timeout.unwrap_or(0),
                 verdict(&state)
-            );
+            ));
             return 1;
         }
         tokio::time::sleep(Duration::from_secs(args.interval)).await;
@@ -182,13 +147,12 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
 }
 
 fn show(state: &RunState, json: bool) {
-    if json {
-        println!(
+    match json {
+        true => println!(
             "{}",
             serde_json::to_string(state).expect("a run state serialises")
-        );
-    } else {
-        eprintln!("{}", render(state));
+        ),
+        false => println!("{}", render(state)),
     }
 }
 

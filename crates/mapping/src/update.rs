@@ -25,6 +25,7 @@ mod repeat;
 mod reserved;
 #[cfg(test)]
 mod tests;
+mod token;
 mod values;
 
 use std::collections::BTreeMap;

@@ -8,6 +8,7 @@ use aws_sdk_sqs::types::QueueAttributeName;
 use aws_sdk_sqs::Client;
 
 use crate::error::call_err;
+pub use crate::sqs::dead_letter_url;
 use crate::sqs::{queue_counts, send_bodies, DEFAULT_ENTRY_RETRY, MAX_RECEIVE};
 use crate::{QueueDepth, QueueError};
 use sql2ddb_aws::sdk_message;
@@ -114,39 +115,6 @@ pub async fn create_queue(
         .queue_url
         .ok_or_else(|| call_err("CreateQueue", name, "no queue URL in the answer".into()))?;
     Ok(QueueUrls { queue, dead_letter })
-}
-
-/// The dead-letter queue's URL named by a redrive policy
-/// (`{"deadLetterTargetArn": "arn:aws:sqs:REGION:ACCOUNT:NAME", …}`).
-pub async fn dead_letter_url(
-    client: &Client,
-    queue_url: &str,
-    policy: &str,
-) -> Result<String, QueueError> {
-    let bad = |message: String| QueueError::Config {
-        queue: queue_url.to_string(),
-        message,
-    };
-    let policy: serde_json::Value = serde_json::from_str(policy)
-        .map_err(|e| bad(format!("redrive policy is not JSON: {e}")))?;
-    let arn = policy["deadLetterTargetArn"]
-        .as_str()
-        .ok_or_else(|| bad("redrive policy has no deadLetterTargetArn".into()))?;
-    let parts: Vec<&str> = arn.split(':').collect();
-    let [_, _, "sqs", _, account, name] = parts[..] else {
-        return Err(bad(format!(
-            "dead-letter target {arn} is not an SQS queue ARN"
-        )));
-    };
-    let out = client
-        .get_queue_url()
-        .queue_name(name)
-        .queue_owner_aws_account_id(account)
-        .send()
-        .await
-        .map_err(|e| call_err("GetQueueUrl", name, sdk_message(&e)))?;
-    out.queue_url
-        .ok_or_else(|| call_err("GetQueueUrl", name, "no queue URL in the answer".into()))
 }
 
 /// Moves every message of the dead-letter queue back to the work queue, body

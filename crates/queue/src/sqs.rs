@@ -65,7 +65,7 @@ impl SqsQueue {
             .map(|n| (n as usize).min(MAX_MESSAGE_BYTES))
             .unwrap_or(MAX_MESSAGE_BYTES);
         let dead_letter_url = match attrs.get(&QueueAttributeName::RedrivePolicy) {
-            Some(policy) => Some(crate::admin::dead_letter_url(&client, &url, policy).await?),
+            Some(policy) => Some(dead_letter_url(&client, &url, policy).await?),
             None => None,
         };
         Ok(SqsQueue {
@@ -226,6 +226,39 @@ pub(crate) async fn send_bodies(
         }
     }
     Ok(())
+}
+
+/// The dead-letter queue's URL named by a redrive policy
+/// (`{"deadLetterTargetArn": "arn:aws:sqs:REGION:ACCOUNT:NAME", …}`).
+pub async fn dead_letter_url(
+    client: &Client,
+    queue_url: &str,
+    policy: &str,
+) -> Result<String, QueueError> {
+    let bad = |message: String| QueueError::Config {
+        queue: queue_url.to_string(),
+        message,
+    };
+    let policy: serde_json::Value = serde_json::from_str(policy)
+        .map_err(|e| bad(format!("redrive policy is not JSON: {e}")))?;
+    let arn = policy["deadLetterTargetArn"]
+        .as_str()
+        .ok_or_else(|| bad("redrive policy has no deadLetterTargetArn".into()))?;
+    let parts: Vec<&str> = arn.split(':').collect();
+    let [_, _, "sqs", _, account, name] = parts[..] else {
+        return Err(bad(format!(
+            "dead-letter target {arn} is not an SQS queue ARN"
+        )));
+    };
+    let out = client
+        .get_queue_url()
+        .queue_name(name)
+        .queue_owner_aws_account_id(account)
+        .send()
+        .await
+        .map_err(|e| call_err("GetQueueUrl", name, sdk_message(&e)))?;
+    out.queue_url
+        .ok_or_else(|| call_err("GetQueueUrl", name, "no queue URL in the answer".into()))
 }
 
 /// Approximate visible and in-flight counts of one queue.

@@ -36,6 +36,7 @@ use std::sync::Arc;
 
 pub mod cdc;
 mod children;
+mod column_plan;
 mod error;
 mod fetch;
 mod keys;

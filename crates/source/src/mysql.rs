@@ -8,8 +8,8 @@ use sql2ddb_core::{Column, SqlValue};
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow};
 use sqlx::{Connection, MySql, Row as _, ValueRef};
 
+use crate::column_plan::ColumnPlan;
 use crate::fetch::{bind_plain, prepare_query, statement_columns, BoundQuery, BoxError, Driver};
-use crate::page::{Decoders, DialectPlan};
 use crate::sql::{self, column_ref};
 use crate::{Dialect, Relation, Shape, SourceError};
 
@@ -174,7 +174,10 @@ pub(crate) async fn describe(pool: &MySqlPool, from: &Relation<'_>) -> Result<Sh
     }
 }
 
-pub(crate) fn plan(columns: &[Column], key_indices: &[usize]) -> Result<DialectPlan, SourceError> {
+pub(crate) fn plan(
+    columns: &[Column],
+    key_indices: &[usize],
+) -> Result<ColumnPlan<Kind>, SourceError> {
     let kinds: Vec<Kind> = columns.iter().map(|c| kind_of(&c.sql_type)).collect();
     let select = columns
         .iter()
@@ -208,10 +211,10 @@ pub(crate) fn plan(columns: &[Column], key_indices: &[usize]) -> Result<DialectP
             _ => (String::new(), String::new()),
         });
     }
-    Ok(DialectPlan {
+    Ok(ColumnPlan {
         select,
         params,
-        decoders: Decoders::MySql(kinds),
+        decoders: kinds,
     })
 }
 

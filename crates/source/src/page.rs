@@ -3,6 +3,7 @@
 
 use sql2ddb_core::{Column, Row, SqlValue};
 
+use crate::column_plan::ColumnPlan;
 use crate::sql::{self, Bind, RangeSql, Statement};
 use crate::{mysql, postgres, sqlite, Dialect, Relation, Shape, Source, SourceError};
 
@@ -64,10 +65,20 @@ impl DialectPlan {
         columns: &[Column],
         key_indices: &[usize],
     ) -> Result<DialectPlan, SourceError> {
-        match dialect {
-            Dialect::Postgres => postgres::plan(columns, key_indices),
-            Dialect::MySql => mysql::plan(columns, key_indices),
-            Dialect::Sqlite => sqlite::plan(columns, key_indices),
+        Ok(match dialect {
+            Dialect::Postgres => {
+                Self::of(postgres::plan(columns, key_indices)?, Decoders::Postgres)
+            }
+            Dialect::MySql => Self::of(mysql::plan(columns, key_indices)?, Decoders::MySql),
+            Dialect::Sqlite => Self::of(sqlite::plan(columns, key_indices)?, Decoders::Sqlite),
+        })
+    }
+
+    fn of<D>(plan: ColumnPlan<D>, decoders: fn(Vec<D>) -> Decoders) -> DialectPlan {
+        DialectPlan {
+            select: plan.select,
+            params: plan.params,
+            decoders: decoders(plan.decoders),
         }
     }
 }

@@ -6,8 +6,8 @@ use sql2ddb_core::Column;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Column as _, Connection, Statement};
 
+use crate::column_plan::ColumnPlan;
 use crate::fetch::prepare_query;
-use crate::page::{Decoders, DialectPlan};
 use crate::sql::{self, column_ref};
 use crate::{Dialect, Relation, Shape, SourceError};
 
@@ -194,7 +194,10 @@ pub(crate) async fn describe(pool: &PgPool, from: &Relation<'_>) -> Result<Shape
     }
 }
 
-pub(crate) fn plan(columns: &[Column], key_indices: &[usize]) -> Result<DialectPlan, SourceError> {
+pub(crate) fn plan(
+    columns: &[Column],
+    key_indices: &[usize],
+) -> Result<ColumnPlan<Kind>, SourceError> {
     let kinds: Vec<Kind> = columns.iter().map(|c| kind_of(&c.sql_type)).collect();
     let select = columns
         .iter()
@@ -220,10 +223,10 @@ pub(crate) fn plan(columns: &[Column], key_indices: &[usize]) -> Result<DialectP
         // numeric, uuid or enum compares as that type.
         params.push(("CAST(".to_string(), format!(" AS {})", columns[i].sql_type)));
     }
-    Ok(DialectPlan {
+    Ok(ColumnPlan {
         select,
         params,
-        decoders: Decoders::Postgres(kinds),
+        decoders: kinds,
     })
 }
 

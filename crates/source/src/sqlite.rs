@@ -9,8 +9,8 @@ use sql2ddb_core::{Column, SqlValue};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePool, SqlitePoolOptions, SqliteRow};
 use sqlx::{Row as _, Sqlite, TypeInfo, ValueRef};
 
+use crate::column_plan::ColumnPlan;
 use crate::fetch::{bind_plain, prepare_query, statement_columns, BoundQuery, BoxError, Driver};
-use crate::page::{Decoders, DialectPlan};
 use crate::sql::{self, column_ref};
 use crate::{Dialect, Relation, Shape, SourceError};
 
@@ -125,8 +125,11 @@ pub(crate) async fn describe(pool: &SqlitePool, from: &Relation<'_>) -> Result<S
     }
 }
 
-pub(crate) fn plan(columns: &[Column], key_indices: &[usize]) -> Result<DialectPlan, SourceError> {
-    Ok(DialectPlan {
+pub(crate) fn plan(
+    columns: &[Column],
+    key_indices: &[usize],
+) -> Result<ColumnPlan<Hint>, SourceError> {
+    Ok(ColumnPlan {
         select: columns
             .iter()
             .map(|c| column_ref(Dialect::Sqlite, &c.name))
@@ -135,7 +138,7 @@ pub(crate) fn plan(columns: &[Column], key_indices: &[usize]) -> Result<DialectP
             .iter()
             .map(|_| (String::new(), String::new()))
             .collect(),
-        decoders: Decoders::Sqlite(columns.iter().map(|c| hint_of(&c.sql_type)).collect()),
+        decoders: columns.iter().map(|c| hint_of(&c.sql_type)).collect(),
     })
 }
 

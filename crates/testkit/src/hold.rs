@@ -10,8 +10,8 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Map, Value as Json};
 
-use crate::proxy::{relay, Shared};
 use crate::reencode::{identity, item_text};
+use crate::upstream::{relay, Upstream};
 use crate::wire::{text_response, Body};
 
 /// What to hold back of one batch.
@@ -41,14 +41,14 @@ fn push(side: &mut Held, table: &str, value: Json) {
 /// answers the held part in `UnprocessedItems`. Nothing to hold: the
 /// request is forwarded as it came.
 pub(crate) async fn hold_back_writes(
-    shared: &Shared,
+    upstream: &Upstream,
     op: &str,
     parts: &Parts,
     body: Bytes,
     hold: Hold,
 ) -> Response<Body> {
     let Some(tables) = request_items(&body) else {
-        return relay(shared.forward(op, parts, body).await, false);
+        return relay(upstream.forward(op, parts, body).await, false);
     };
     let total: usize = tables
         .values()
@@ -66,7 +66,8 @@ pub(crate) async fn hold_back_writes(
     {
         // The same draws whatever is held at first sight.
         let by_chance = hold.random && (must_hold == Some(index) || rng.random_bool(0.5));
-        let first = hold.first_sight && shared.first_sight(&format!("{table}\n{}", identity(req)));
+        let first =
+            hold.first_sight && upstream.first_sight(&format!("{table}\n{}", identity(req)));
         first_sights += u64::from(first);
         let side = if by_chance || first {
             &mut held
@@ -76,10 +77,10 @@ pub(crate) async fn hold_back_writes(
         push(side, table, req.clone());
     }
     if held.is_empty() {
-        return relay(shared.forward(op, parts, body).await, false);
+        return relay(upstream.forward(op, parts, body).await, false);
     }
     {
-        let mut stats = shared.stats();
+        let mut stats = upstream.stats();
         stats.unprocessed += 1;
         stats.unprocessed_items += held.iter().map(|(_, r)| r.len() as u64).sum::<u64>();
         stats.first_sight_items += first_sights;
@@ -93,7 +94,7 @@ pub(crate) async fn hold_back_writes(
                 .map(|(t, reqs)| (t, Json::Array(reqs)))
                 .collect(),
         );
-        match upstream_answer(shared, op, parts, &json).await {
+        match upstream_answer(upstream, op, parts, &json).await {
             Ok(answer) => answer,
             Err(resp) => return resp,
         }
@@ -101,21 +102,21 @@ pub(crate) async fn hold_back_writes(
     let text = merged_answer(answer, "UnprocessedItems", |rest, out| {
         write_unprocessed_writes(rest, &held, hold, &mut rng, out)
     });
-    shared.count_reencoded(hold.reencode, &held);
+    upstream.count_reencoded(hold.reencode, &held);
     written(text)
 }
 
 /// A `BatchGetItem`: holds back a random part of its keys (at least one),
 /// forwards the rest and answers the held keys in `UnprocessedKeys`.
 pub(crate) async fn hold_back_keys(
-    shared: &Shared,
+    upstream: &Upstream,
     op: &str,
     parts: &Parts,
     body: Bytes,
     hold: Hold,
 ) -> Response<Body> {
     let Some(tables) = request_items(&body) else {
-        return relay(shared.forward(op, parts, body).await, false);
+        return relay(upstream.forward(op, parts, body).await, false);
     };
     let total: usize = tables
         .values()
@@ -144,10 +145,10 @@ pub(crate) async fn hold_back_keys(
         }
     }
     if held.is_empty() {
-        return relay(shared.forward(op, parts, body).await, false);
+        return relay(upstream.forward(op, parts, body).await, false);
     }
     {
-        let mut stats = shared.stats();
+        let mut stats = upstream.stats();
         stats.unprocessed += 1;
         stats.unprocessed_items += held.iter().map(|(_, k)| k.len() as u64).sum::<u64>();
     }
@@ -156,7 +157,7 @@ pub(crate) async fn hold_back_keys(
     } else {
         let mut json: Json = serde_json::from_slice(&body).expect("parsed above");
         json["RequestItems"] = Json::Object(sent);
-        match upstream_answer(shared, op, parts, &json).await {
+        match upstream_answer(upstream, op, parts, &json).await {
             Ok(answer) => answer,
             Err(resp) => return resp,
         }
@@ -164,7 +165,7 @@ pub(crate) async fn hold_back_keys(
     let text = merged_answer(answer, "UnprocessedKeys", |rest, out| {
         write_unprocessed_keys(rest, &held, &tables, hold.reencode, &mut rng, out)
     });
-    shared.count_reencoded(hold.reencode, &held);
+    upstream.count_reencoded(hold.reencode, &held);
     written(text)
 }
 
@@ -180,12 +181,12 @@ fn request_items(body: &[u8]) -> Option<Map<String, Json>> {
 /// Forwards the rewritten request; its answer as JSON when it is a 200,
 /// else the answer to relay as it is.
 async fn upstream_answer(
-    shared: &Shared,
+    upstream: &Upstream,
     op: &str,
     parts: &Parts,
     json: &Json,
 ) -> Result<Map<String, Json>, Response<Body>> {
-    let Some(resp) = shared
+    let Some(resp) = upstream
         .forward(op, parts, Bytes::from(json.to_string()))
         .await
     else {

@@ -33,6 +33,7 @@ pub mod sdk_load;
 pub mod sink;
 pub mod support;
 pub mod synthetic;
+mod upstream;
 mod wire;
 
 pub use fault::{FaultConfig, FaultConfigError, FaultKind, DEFAULT_SLOW_FOR, EVERY_OPERATION};
@@ -54,6 +55,6 @@ pub enum TestkitError {
     #[error("cannot listen on 127.0.0.1: {0}")]
     Bind(std::io::Error),
     /// The key schema cannot key synthetic items.
-    #[error("{0}")]
-    Keys(String),
+    #[error(transparent)]
+    Keys(#[from] crate::synthetic::KeySchemaError),
 }

@@ -151,7 +151,7 @@ pub async fn load_synthetic(
     len: u64,
     concurrency: usize,
 ) -> anyhow::Result<LoadStats> {
-    let items = SyntheticTable::new(len, keys.clone()).map_err(anyhow::Error::msg)?;
+    let items = SyntheticTable::new(len, keys.clone())?;
     sql2ddb_dynamo::ensure_table(dynamo, table, &keys, true).await?;
     let mut total = LoadStats {
         items: 0,

@@ -85,8 +85,7 @@ impl NullSink {
     ) -> Result<NullSink, TestkitError> {
         let scanned = (items > 0)
             .then(|| SyntheticTable::new(items, keys.clone()))
-            .transpose()
-            .map_err(TestkitError::Keys)?;
+            .transpose()?;
         let shared = Arc::new(Shared {
             keys,
             scanned,

@@ -56,12 +56,21 @@ pub enum ScanError {
     StartKey,
 }
 
+/// A key schema synthetic items cannot have.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum KeySchemaError {
+    /// No key attribute, more than two, or a binary one.
+    #[error("synthetic items need one or two S or N key attributes")]
+    Unsupported,
+}
+
 impl SyntheticTable {
     /// A table of `len` items keyed by `keys` (partition key first, S or N;
     /// a binary key is refused).
-    pub fn new(len: u64, keys: Vec<KeyAttr>) -> Result<SyntheticTable, String> {
+    pub fn new(len: u64, keys: Vec<KeyAttr>) -> Result<SyntheticTable, KeySchemaError> {
         if keys.is_empty() || keys.len() > 2 || keys.iter().any(|k| k.kind == KeyType::B) {
-            return Err("synthetic items need one or two S or N key attributes".into());
+            return Err(KeySchemaError::Unsupported);
         }
         let quoted = keys
             .iter()

@@ -14,7 +14,7 @@
 //!   removes another element each time; `SET l[9] = :x` past the end appends);
 //! - an attribute read on the right of `SET` (`SET a = b, b = a` swaps back).
 
-use super::expr::{Tok, CLAUSES};
+use super::token::{Tok, CLAUSES};
 
 /// One reason; the variants in order of precedence.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -160,13 +160,13 @@ fn path_text(tokens: &[(Tok<'_>, usize)], from: usize, bracket: usize) -> String
 
 #[cfg(test)]
 mod tests {
-    use super::super::expr::{tokens, update_shape};
+    use super::super::token::tokens;
     use super::*;
 
-    /// The reason an accepted expression is not idempotent.
+    /// The reason an expression is not idempotent (each one here is an
+    /// update expression `expr.rs` accepts).
     fn why(text: &str) -> Option<(String, usize)> {
         let toks = tokens(text).unwrap();
-        update_shape(&toks).unwrap();
         why_not_idempotent(&toks)
     }
 

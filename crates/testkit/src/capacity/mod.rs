@@ -26,6 +26,7 @@ mod config;
 mod ideal;
 mod model;
 mod reads;
+mod route;
 pub(crate) mod serve;
 mod table;
 
@@ -37,6 +38,7 @@ pub use config::{
 };
 pub use ideal::{ideal, Ideal};
 pub use model::{TableModel, TableUsage, WriteDemand};
+pub(crate) use route::intercept;
 pub use serve::CapacityStats;
 pub use sql2ddb_core::capacity::{key_hash, CapacityLimits, TableSchema, WriteCost};
 pub use table::Refusal;

@@ -21,7 +21,7 @@ use serde_json::{json, Map, Value as Json};
 
 use super::serve::{schema, throttled, wants_capacity, Capacity};
 use super::table::Refusal;
-use crate::proxy::{relay, Shared};
+use crate::upstream::{relay, Upstream};
 use crate::wire::{text_response, Body};
 use sql2ddb_core::capacity::{key_hash, read_half_units, TableSchema};
 use sql2ddb_core::limits::item_size;
@@ -63,7 +63,7 @@ fn admit(
 
 /// `Scan`, `Query` or `GetItem` through the model.
 pub(super) async fn read(
-    shared: &Shared,
+    upstream: &Upstream,
     capacity: &Capacity,
     op: &str,
     parts: &Parts,
@@ -71,12 +71,12 @@ pub(super) async fn read(
 ) -> Option<Response<Body>> {
     let request: Json = serde_json::from_slice(body).ok()?;
     let table = request.get("TableName")?.as_str()?.to_string();
-    let schema = schema(shared, capacity, parts, &table).await?;
+    let schema = schema(upstream, capacity, parts, &table).await?;
     let consistent = request
         .get("ConsistentRead")
         .and_then(Json::as_bool)
         .unwrap_or(false);
-    let resp = shared.forward(op, parts, body.clone()).await;
+    let resp = upstream.forward(op, parts, body.clone()).await;
     let Some(mut answer) = ok_answer(&resp) else {
         return Some(relay(resp, false));
     };
@@ -125,7 +125,7 @@ fn key_of(schema: &TableSchema, item: &Json) -> Option<Json> {
 /// `BatchGetItem` through the model: each item read is admitted by its
 /// partition; the keys of refused items come back unprocessed.
 pub(super) async fn batch_get(
-    shared: &Shared,
+    upstream: &Upstream,
     capacity: &Capacity,
     parts: &Parts,
     body: &Bytes,
@@ -134,9 +134,12 @@ pub(super) async fn batch_get(
     let asked = request.get("RequestItems")?.as_object()?.clone();
     let mut schemas = Vec::new();
     for table in asked.keys() {
-        schemas.push((table.clone(), schema(shared, capacity, parts, table).await?));
+        schemas.push((
+            table.clone(),
+            schema(upstream, capacity, parts, table).await?,
+        ));
     }
-    let resp = shared.forward("BatchGetItem", parts, body.clone()).await;
+    let resp = upstream.forward("BatchGetItem", parts, body.clone()).await;
     let Some(mut answer) = ok_answer(&resp) else {
         return Some(relay(resp, false));
     };

@@ -11,7 +11,7 @@
 //!   (4 KB rounding per call, half for an eventually consistent read) from
 //!   the partition of the items read; over the limit, the same errors;
 //!   `BatchGetItem`: the keys of over-limit partitions come back in
-//!   `UnprocessedKeys` (see [`super::reads`]).
+//!   `UnprocessedKeys` (see `reads.rs`).
 //! - `ReturnConsumedCapacity` (`TOTAL` or `INDEXES`) is answered with the
 //!   model's units, in place of the upstream server's.
 //!
@@ -32,7 +32,7 @@ use serde_json::{json, Map, Value as Json};
 use super::config::{CapacityConfig, GsiConfig, Projection, ProjectionKind};
 use super::model::{TableModel, TableUsage, WriteDemand};
 use super::table::Refusal;
-use crate::proxy::{relay, Shared};
+use crate::upstream::{relay, Upstream};
 use crate::wire::{error_response, text_response, Body};
 use sql2ddb_core::capacity::{key_hash, TableSchema, WriteCost};
 
@@ -145,7 +145,7 @@ impl Capacity {
 
     /// Learns a table's schema from a `DescribeTable` or `CreateTable`
     /// answer, unless the configuration names the partition key.
-    fn learn(&self, answer: &[u8]) {
+    pub(super) fn learn(&self, answer: &[u8]) {
         let Ok(json) = serde_json::from_slice::<Json>(answer) else {
             return;
         };
@@ -220,36 +220,9 @@ fn schema_of(description: &Json, configured: Option<&[GsiConfig]>) -> Option<Tab
     })
 }
 
-/// The proxy's answer to a call the model meters (`None`: the call is not
-/// one, or cannot be read: the proxy goes on as without the model).
-pub(crate) async fn intercept(
-    shared: &Shared,
-    capacity: &Capacity,
-    op: &str,
-    parts: &Parts,
-    body: &Bytes,
-) -> Option<Response<Body>> {
-    match op {
-        "DescribeTable" | "CreateTable" => {
-            let resp = shared.forward(op, parts, body.clone()).await;
-            if let Some(resp) = resp.as_ref().filter(|r| r.status() == StatusCode::OK) {
-                capacity.learn(resp.body());
-            }
-            Some(relay(resp, false))
-        }
-        "BatchWriteItem" => batch_write(shared, capacity, parts, body).await,
-        "PutItem" | "UpdateItem" | "DeleteItem" => {
-            single_write(shared, capacity, op, parts, body).await
-        }
-        "Scan" | "Query" | "GetItem" => super::reads::read(shared, capacity, op, parts, body).await,
-        "BatchGetItem" => super::reads::batch_get(shared, capacity, parts, body).await,
-        _ => None,
-    }
-}
-
 /// The table's schema: known, or asked for with a `DescribeTable`.
 pub(super) async fn schema(
-    shared: &Shared,
+    upstream: &Upstream,
     capacity: &Capacity,
     parts: &Parts,
     table: &str,
@@ -271,7 +244,7 @@ pub(super) async fn schema(
         .ok()?
         .into_parts();
     let body = Bytes::from(json!({ "TableName": table }).to_string());
-    let resp = shared.forward("DescribeTable", &describe, body).await?;
+    let resp = upstream.forward("DescribeTable", &describe, body).await?;
     if resp.status() == StatusCode::OK {
         capacity.learn(resp.body());
     }
@@ -358,8 +331,8 @@ pub(super) fn wants_capacity(body: &Json) -> Option<bool> {
     }
 }
 
-async fn batch_write(
-    shared: &Shared,
+pub(super) async fn batch_write(
+    upstream: &Upstream,
     capacity: &Capacity,
     parts: &Parts,
     body: &Bytes,
@@ -368,7 +341,7 @@ async fn batch_write(
     let tables = json.get("RequestItems")?.as_object()?.clone();
     let mut metered = Vec::new();
     for (table, requests) in &tables {
-        let schema = schema(shared, capacity, parts, table).await?;
+        let schema = schema(upstream, capacity, parts, table).await?;
         for request in requests.as_array()? {
             let (demand, cost) = if let Some(item) = request.pointer("/PutRequest/Item") {
                 meter(&schema, item, Some(item), &[])?
@@ -425,7 +398,7 @@ async fn batch_write(
         json["RequestItems"] = Json::Object(sent);
         Bytes::from(json.to_string())
     };
-    let resp = shared.forward("BatchWriteItem", parts, forwarded).await;
+    let resp = upstream.forward("BatchWriteItem", parts, forwarded).await;
     let resp = match resp {
         Some(resp) if resp.status() == StatusCode::OK => resp,
         other => return Some(relay(other, false)),
@@ -474,8 +447,8 @@ async fn batch_write(
     Some(text_response(Json::Object(answer).to_string()))
 }
 
-async fn single_write(
-    shared: &Shared,
+pub(super) async fn single_write(
+    upstream: &Upstream,
     capacity: &Capacity,
     op: &str,
     parts: &Parts,
@@ -483,7 +456,7 @@ async fn single_write(
 ) -> Option<Response<Body>> {
     let json: Json = serde_json::from_slice(body).ok()?;
     let table = json.get("TableName")?.as_str()?;
-    let schema = schema(shared, capacity, parts, table).await?;
+    let schema = schema(upstream, capacity, parts, table).await?;
     let (demand, cost) = match op {
         "PutItem" => {
             let item = json.get("Item")?;
@@ -508,7 +481,7 @@ async fn single_write(
     if let Some(refusal) = refusal {
         return Some(refused_answer(capacity, &[refusal]));
     }
-    let resp = shared.forward(op, parts, body.clone()).await;
+    let resp = upstream.forward(op, parts, body.clone()).await;
     let wants = wants_capacity(&json);
     let (Some(indexes), Some(ok)) = (
         wants,
