@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use sql2ddb_core::Item;
 
 use crate::common::*;
-use sql2ddb_testkit::support::Moto;
+use sql2ddb_testkit::support::{s3_client, Moto};
 
 /// The example shop's mapping, into the scenario's table on its server.
 fn shop_mapping(sc: &Scenario) -> String {
@@ -259,20 +259,6 @@ async fn the_shop_exported_to_a_directory_holds_the_items_run_writes() {
         "{}",
         again.stderr
     );
-}
-
-/// A client of the S3 server at `url`, to create buckets and read objects.
-fn s3_client(url: &str) -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-        .region(aws_sdk_s3::config::Region::new("us-east-1"))
-        .endpoint_url(url)
-        .force_path_style(true)
-        .credentials_provider(aws_sdk_s3::config::Credentials::new(
-            "test", "test", None, None, "test",
-        ))
-        .build();
-    aws_sdk_s3::Client::from_conf(config)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -36,10 +36,7 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
     let moto = Moto::sqs();
     let sqs = sqs(moto.url()).await;
     let table = unique("lambda_chain");
-    let urls =
-        sql2ddb_queue::create_queue(&sqs, &table.replace('_', "-"), Duration::from_secs(60), 5)
-            .await
-            .unwrap();
+    let urls = work_queue(&sqs, &table, Duration::from_secs(60)).await;
     let runs = tempfile::tempdir().unwrap();
     let text = items_mapping(&pg.name, &table, &dynamo.url, PAGE);
     let settings = Settings {

@@ -12,22 +12,11 @@ use sql2ddb_engine::serverless::MessageWriter;
 use sql2ddb_engine::worker::WorkerSetup;
 use sql2ddb_lambda::reader::{Reader, ReaderEvent};
 use sql2ddb_lambda::Settings;
+use sql2ddb_testkit::support::s3_client;
 use support::*;
 
 const ROWS: u64 = 1_200;
 const PAGE: u64 = 100;
-
-/// An S3 client of moto, to create buckets and put objects.
-fn s3_client(url: &str) -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-        .region(aws_sdk_s3::config::Region::new("us-east-1"))
-        .endpoint_url(url)
-        .force_path_style(true)
-        .credentials_provider(aws_sdk_s3::config::Credentials::for_tests())
-        .build();
-    aws_sdk_s3::Client::from_conf(config)
-}
 
 /// A new bucket of moto's S3, and its client.
 async fn bucket(moto: &str) -> (aws_sdk_s3::Client, String) {
@@ -54,10 +43,7 @@ async fn a_reader_given_an_s3_mapping_migrates_every_row() {
     let moto = Moto::start();
     let sqs = sqs(moto.url()).await;
     let table = unique("lambda_s3map");
-    let urls =
-        sql2ddb_queue::create_queue(&sqs, &table.replace('_', "-"), Duration::from_secs(60), 5)
-            .await
-            .unwrap();
+    let urls = work_queue(&sqs, &table, Duration::from_secs(60)).await;
     let (s3, bucket) = bucket(moto.url()).await;
     put(
         &s3,

@@ -16,20 +16,9 @@ use sql2ddb_testkit::{FaultConfig, FaultProxy};
 use support::*;
 
 fn mapping(schema: &str, table: &str, endpoint: &str) -> String {
+    let head = mapping_head("page_size = 10", table, endpoint);
     format!(
-        r#"
-version = 1
-[source]
-url = "{pg}"
-page_size = 10
-[target]
-table = "{table}"
-endpoint = "{endpoint}"
-region = "us-east-1"
-create = true
-pk = {{ name = "PK", type = "S" }}
-sk = {{ name = "SK", type = "S" }}
-
+        r#"{head}
 [[entity]]
 name = "customer"
 from = "{schema}.customers"
@@ -47,8 +36,7 @@ entity = "order"
 pk = "LAST_ORDER"
 sk = "LAST_ORDER"
 max = {{ attribute = "orderId", column = "id" }}
-"#,
-        pg = pg_url()
+"#
     )
 }
 
@@ -80,10 +68,7 @@ async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
     let sqs = sqs(moto.url()).await;
     let table = unique("lambda_worker");
     // Failed messages come back after 2 s, as with a real queue.
-    let urls =
-        sql2ddb_queue::create_queue(&sqs, &table.replace('_', "-"), Duration::from_secs(2), 5)
-            .await
-            .unwrap();
+    let urls = work_queue(&sqs, &table, Duration::from_secs(2)).await;
     let runs = tempfile::tempdir().unwrap();
     let text = mapping(&pg.name, &table, &proxy.url());
     let plan = load_mapping(&text, &|_| None).unwrap();

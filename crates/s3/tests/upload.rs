@@ -2,20 +2,8 @@
 //! whatever the sizes of the writes, so the number of parts (and the
 //! memory an upload holds) depends on the object's size alone.
 
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use sql2ddb_s3::{S3Options, S3Prefix, PART_SIZE};
-use sql2ddb_testkit::support::Moto;
-
-fn client(url: &str) -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .endpoint_url(url)
-        .force_path_style(true)
-        .credentials_provider(Credentials::for_tests())
-        .build();
-    aws_sdk_s3::Client::from_conf(config)
-}
+use sql2ddb_testkit::support::{s3_client, Moto};
 
 /// Bytes that differ from part to part, so a part sent twice or out of
 /// order would show.
@@ -28,7 +16,7 @@ fn bytes(len: usize) -> Vec<u8> {
 /// Uploads `writes` (their sizes) as object `key`; returns the object's
 /// bytes and ETag as S3 has them.
 async fn upload(url: &str, key: &str, writes: &[usize]) -> (Vec<u8>, Vec<u8>, String) {
-    let s3 = client(url);
+    let s3 = s3_client(url);
     let bucket = format!(
         "upload-{}-{}",
         std::process::id(),

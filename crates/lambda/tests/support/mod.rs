@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use lambda_runtime::{Context, LambdaEvent};
 use sql2ddb_core::{AttrValue, Item};
-pub use sql2ddb_testkit::support::{pg_url, unique_name as unique, Dynamo, Moto};
+pub use sql2ddb_testkit::support::{aws_config, pg_url, unique_name as unique, Dynamo, Moto};
 
 /// A PostgreSQL schema of the test's own, dropped at the end.
 pub struct PgSchema {
@@ -87,6 +87,19 @@ pub async fn sqs(moto: &str) -> aws_sdk_sqs::Client {
         .unwrap()
 }
 
+/// A work queue (and its dead-letter queue) named after `table`, whose
+/// messages come back after `visibility` and go to the dead letters after
+/// five receives.
+pub async fn work_queue(
+    sqs: &aws_sdk_sqs::Client,
+    table: &str,
+    visibility: Duration,
+) -> sql2ddb_queue::QueueUrls {
+    sql2ddb_queue::create_queue(sqs, &table.replace('_', "-"), visibility, 5)
+        .await
+        .unwrap_or_else(|e| panic!("the queue of {table}: {e}"))
+}
+
 /// Receives up to 10 messages (waiting up to `wait` for the first), as the
 /// event source mapping does.
 pub async fn receive(
@@ -140,24 +153,38 @@ pub async fn settle(
     }
 }
 
-/// A mapping of `schema.items (id, name, qty)` to items `ITEM#{id}` of
-/// `table`, read in pages of `page` rows by two readers.
-pub fn items_mapping(schema: &str, table: &str, dynamo: &str, page: u64) -> String {
+/// A mapping's first lines: version, the local PostgreSQL read with
+/// `source_options` (TOML lines of `[source]`), and `table` at `endpoint`
+/// (created if missing, keyed by `PK` and `SK`); entities follow.
+pub fn mapping_head(source_options: &str, table: &str, endpoint: &str) -> String {
     format!(
         r#"
 version = 1
 [source]
 url = "{pg}"
-page_size = {page}
-read_parallelism = 2
+{source_options}
 [target]
 table = "{table}"
-endpoint = "{dynamo}"
+endpoint = "{endpoint}"
 region = "us-east-1"
 create = true
 pk = {{ name = "PK", type = "S" }}
 sk = {{ name = "SK", type = "S" }}
+"#,
+        pg = pg_url()
+    )
+}
 
+/// A mapping of `schema.items (id, name, qty)` to items `ITEM#{id}` of
+/// `table`, read in pages of `page` rows by two readers.
+pub fn items_mapping(schema: &str, table: &str, dynamo: &str, page: u64) -> String {
+    let head = mapping_head(
+        &format!("page_size = {page}\nread_parallelism = 2"),
+        table,
+        dynamo,
+    );
+    format!(
+        r#"{head}
 [[entity]]
 name = "item"
 from = "{schema}.items"
@@ -165,8 +192,7 @@ pk = "ITEM#{{id}}"
 sk = "ITEM"
 [entity.attributes]
 entity = "item"
-"#,
-        pg = pg_url()
+"#
     )
 }
 

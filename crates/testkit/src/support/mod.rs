@@ -1,8 +1,8 @@
 //! What the workspace's tests share, defined once: names no other test
 //! uses, where the test databases are, a DynamoDB-compatible server of the
-//! test's own, moto's server for SQS, S3 and the other AWS services, reading
-//! a table back whole, comparing items as DynamoDB compares them, and a
-//! progress store of the test's own.
+//! test's own, moto's server for SQS, S3 and the other AWS services and
+//! clients of it, reading a table back whole, comparing items as DynamoDB
+//! compares them, and a progress store of the test's own.
 //!
 //! Every service can be pointed elsewhere by an environment variable
 //! (`SQL2DDB_TEST_PG_URL`, `SQL2DDB_TEST_MYSQL_URL`,
@@ -11,6 +11,7 @@
 //! tests name their schemas, tables and queues with [`unique_name`], so they
 //! can share one server.
 
+mod aws;
 mod dynamo;
 mod moto;
 mod progress;
@@ -20,6 +21,7 @@ use std::sync::LazyLock;
 
 use sql2ddb_core::{AttrValue, Item};
 
+pub use aws::{aws_config, s3_client, TEST_REGION};
 pub use dynamo::{scan_all, Dynamo};
 pub use moto::Moto;
 pub use progress::{progress_store, run_meta};
