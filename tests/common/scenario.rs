@@ -50,15 +50,11 @@ impl Setup {
         let dir = tempfile::tempdir().unwrap();
         let mut pg = None;
         if let Some(sql) = &self.postgres {
-            let schema = PgSchema::create(&self.prefix).await;
-            schema.exec(sql).await;
-            pg = Some(schema);
+            pg = Some(PgSchema::filled(&self.prefix, sql).await);
         }
         let mut my = None;
         if let Some(sql) = &self.mariadb {
-            let db = MyDatabase::create(&self.prefix).await;
-            db.exec(sql).await;
-            my = Some(db);
+            my = Some(MyDatabase::filled(&self.prefix, sql).await);
         }
         let mut sqlite = None;
         if let Some(sql) = &self.sqlite {

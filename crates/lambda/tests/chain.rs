@@ -31,7 +31,7 @@ fn rows() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_time_boxed_reader_chain_migrates_every_row_once() {
     let rows = rows();
-    let pg = PgSchema::create("lambda_chain", &items_sql(rows)).await;
+    let pg = PgSchema::filled("lambda_chain", &items_sql(rows)).await;
     let dynamo = Dynamo::start().await;
     let moto = Moto::sqs();
     let sqs = sqs(moto.url()).await;
@@ -183,5 +183,4 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
     assert_eq!(received, pages, "messages received = pages sent");
 
     assert_items(&items(&dynamo, &table).await, rows);
-    pg.drop_schema().await;
 }

@@ -38,7 +38,7 @@ async fn put(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, text: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_reader_given_an_s3_mapping_migrates_every_row() {
-    let pg = PgSchema::create("lambda_s3map", &items_sql(ROWS)).await;
+    let pg = PgSchema::filled("lambda_s3map", &items_sql(ROWS)).await;
     let dynamo = Dynamo::start().await;
     let moto = Moto::start();
     let sqs = sqs(moto.url()).await;
@@ -101,7 +101,6 @@ async fn a_reader_given_an_s3_mapping_migrates_every_row() {
     assert!(summary.complete, "{summary:?}");
     assert_eq!(summary.entities[0].written, ROWS);
     assert_items(&items(&dynamo, &table).await, ROWS);
-    pg.drop_schema().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -52,7 +52,7 @@ fn pointer_faults(rate: f64) -> FaultConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
-    let pg = PgSchema::create(
+    let pg = PgSchema::filled(
         "lambda_worker",
         "CREATE TABLE {schema}.customers (id bigint PRIMARY KEY, name text NOT NULL);
          INSERT INTO {schema}.customers SELECT i, 'C' || i FROM generate_series(1, 70) AS i;
@@ -172,5 +172,4 @@ async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
         "customers, orders and the pointer"
     );
     assert_eq!(items["LAST_ORDER"]["orderId"], n(30));
-    pg.drop_schema().await;
 }

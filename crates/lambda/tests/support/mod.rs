@@ -10,38 +10,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use lambda_runtime::{Context, LambdaEvent};
 use sql2ddb_core::{AttrValue, Item};
-pub use sql2ddb_testkit::support::{aws_config, pg_url, unique_name as unique, Dynamo, Moto};
-
-/// A PostgreSQL schema of the test's own, dropped at the end.
-pub struct PgSchema {
-    pub pool: sqlx::PgPool,
-    pub name: String,
-}
-
-impl PgSchema {
-    pub async fn create(prefix: &str, sql: &str) -> PgSchema {
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(2)
-            .connect(pg_url())
-            .await
-            .unwrap_or_else(|e| panic!("PostgreSQL ({e}); scripts/services.sh starts it"));
-        let name = unique(prefix);
-        let sql = format!("CREATE SCHEMA {name}; {}", sql.replace("{schema}", &name));
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-            .execute(&pool)
-            .await
-            .unwrap();
-        PgSchema { pool, name }
-    }
-
-    pub async fn drop_schema(self) {
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
-        let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-            .execute(&self.pool)
-            .await;
-        self.pool.close().await;
-    }
-}
+pub use sql2ddb_testkit::support::{
+    aws_config, pg_url, unique_name as unique, Dynamo, Moto, PgSchema,
+};
 
 /// Every item of `table`, by its `PK`.
 pub async fn items(dynamo: &Dynamo, table: &str) -> HashMap<String, Item> {
@@ -237,7 +208,7 @@ pub fn assert_items(items: &HashMap<String, Item>, rows: u64) {
     }
 }
 
-/// The SQL of `schema.items` with rows `1..=rows` (for [`PgSchema::create`]).
+/// The SQL of `schema.items` with rows `1..=rows` (for [`PgSchema::filled`]).
 pub fn items_sql(rows: u64) -> String {
     format!(
         "CREATE TABLE {{schema}}.items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL);

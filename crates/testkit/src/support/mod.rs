@@ -1,5 +1,6 @@
 //! What the workspace's tests share, defined once: names no other test
-//! uses, where the test databases are, a DynamoDB-compatible server of the
+//! uses, where the test databases are, PostgreSQL schemas and MariaDB
+//! databases of the test's own, a DynamoDB-compatible server of the
 //! test's own, moto's server for SQS, S3 and the other AWS services and
 //! clients of it, reading a table back whole, comparing items as DynamoDB
 //! compares them, and a progress store of the test's own.
@@ -12,6 +13,7 @@
 //! can share one server.
 
 mod aws;
+mod db;
 mod dynamo;
 mod moto;
 mod progress;
@@ -22,6 +24,7 @@ use std::sync::LazyLock;
 use sql2ddb_core::{AttrValue, Item};
 
 pub use aws::{aws_config, s3_client, TEST_REGION};
+pub use db::{exec, sqlite_file, MyDatabase, PgSchema};
 pub use dynamo::{scan_all, Dynamo};
 pub use moto::Moto;
 pub use progress::{progress_store, run_meta};
