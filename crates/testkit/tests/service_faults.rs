@@ -16,7 +16,7 @@ use sql2ddb_core::Item;
 use sql2ddb_testkit::sdk::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
 use sql2ddb_testkit::support::item_by_value;
 use sql2ddb_testkit::{FaultConfig, FaultProxy, EVERY_OPERATION};
-use support::{post, TestkitProcess, Upstream};
+use support::{only, post, proxied, TestkitProcess, Upstream};
 
 /// Longest wait for something that must come (nothing here measures speed).
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -48,26 +48,17 @@ fn pk(item: &Json) -> String {
         .to_string()
 }
 
-fn only(set: impl FnOnce(&mut FaultConfig)) -> FaultConfig {
-    let mut config = FaultConfig::default();
-    set(&mut config);
-    config
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unprocessed_items_come_back_as_the_same_values_in_another_text() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("reencoded").await;
-    let proxy = FaultProxy::start(
-        upstream.local.url(),
+    let (upstream, table, proxy) = proxied(
+        "reencoded",
         only(|c| {
             c.seed = 4;
             c.unprocessed = 1.0;
             c.reencode = true;
         }),
     )
-    .await
-    .unwrap();
+    .await;
     let sent: BTreeMap<String, Json> = (0..10).map(|i| (pk(&raw_item(i)), raw_item(i))).collect();
     let requests: Vec<Json> = sent
         .values()
@@ -131,17 +122,14 @@ fn put_requests(items: &[Json]) -> Vec<WriteRequest> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_sight_of_each_item_is_held_back_and_the_next_goes_through() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("firstsight").await;
-    let proxy = FaultProxy::start(
-        upstream.local.url(),
+    let (upstream, table, proxy) = proxied(
+        "firstsight",
         only(|c| {
             c.first_sight_unprocessed = true;
             c.reencode = true;
         }),
     )
-    .await
-    .unwrap();
+    .await;
     let client = sql2ddb_testkit::sdk::client(&proxy.url());
     let items: Vec<Json> = (0..10).map(raw_item).collect();
     let first = client
@@ -200,11 +188,7 @@ async fn the_first_sight_of_each_item_is_held_back_and_the_next_goes_through() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_operation_gets_each_error_as_dynamodb_sends_it() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("everyop").await;
-    let proxy = FaultProxy::start(upstream.local.url(), FaultConfig::default())
-        .await
-        .unwrap();
+    let (upstream, table, proxy) = proxied("everyop", FaultConfig::default()).await;
     let key = json!({"PK": {"S": "a"}, "SK": {"S": "b"}});
     let calls: [(&str, Json); 10] = [
         ("PutItem", json!({"TableName": table, "Item": key})),
@@ -299,17 +283,14 @@ async fn every_operation_gets_each_error_as_dynamodb_sends_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_token_is_answered_once_per_credential() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("expired").await;
-    let proxy = FaultProxy::start(
-        upstream.local.url(),
+    let (upstream, table, proxy) = proxied(
+        "expired",
         only(|c| {
             c.expired_token = true;
             c.operations = vec![EVERY_OPERATION.into()];
         }),
     )
-    .await
-    .unwrap();
+    .await;
     let describe = json!({"TableName": table});
     let mut answers = Vec::new();
     for credential in ["AKIDA", "AKIDA", "AKIDB", "AKIDC", "AKIDB", "AKIDC"] {
@@ -340,10 +321,8 @@ async fn an_expired_token_is_answered_once_per_credential() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_answer_comes_after_the_client_gave_up_and_the_request_was_applied() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("slow").await;
-    let proxy = FaultProxy::start(
-        upstream.local.url(),
+    let (upstream, table, proxy) = proxied(
+        "slow",
         only(|c| {
             c.slow = 1.0;
             c.slow_for = Duration::from_secs(3600);
@@ -351,8 +330,7 @@ async fn a_slow_answer_comes_after_the_client_gave_up_and_the_request_was_applie
             c.operations = vec!["PutItem".into()];
         }),
     )
-    .await
-    .unwrap();
+    .await;
     let put = |pk: &str| json!({"TableName": table, "Item": {"PK": {"S": pk}, "SK": {"S": "x"}}});
     // An answer held an hour: a client giving an attempt 2 s gives up.
     let first = tokio::time::timeout(
