@@ -20,11 +20,7 @@ struct Fixture {
 impl Fixture {
     async fn new(prefix: &str, rows: i64) -> Fixture {
         let sc = Scenario::new(prefix)
-            .postgres(&format!(
-                "CREATE TABLE {{schema}}.items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL);
-                 INSERT INTO {{schema}}.items
-                     SELECT i, 'Name ' || i, i % 100 FROM generate_series(1, {rows}) AS i;"
-            ))
+            .postgres(&items_sql(rows as u64))
             .start()
             .await;
         Fixture { sc, rows }

@@ -14,20 +14,6 @@ use sql2ddb_core::Item;
 use crate::common::*;
 use sql2ddb_testkit::support::{s3_client, Moto};
 
-/// The example shop's mapping, into the scenario's table on its server.
-fn shop_mapping(sc: &Scenario) -> String {
-    let text = std::fs::read_to_string(root().join("mappings/shop.toml")).unwrap();
-    let db = root().join("examples/shop.db");
-    let text = text
-        .replace("table = \"shop\"", "table = \"TABLE\"")
-        .replace("endpoint = \"local\"", "")
-        .replace(
-            "${SHOP_DATABASE_URL:-sqlite://examples/shop.db}",
-            &format!("sqlite://{}", db.display()),
-        );
-    sc.mapping(&text)
-}
-
 /// The item digest of the mapping file at `path`.
 fn digest(path: &str) -> String {
     let text = std::fs::read_to_string(path).unwrap();
@@ -375,22 +361,6 @@ async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
         again.stderr
     );
 }
-
-const ITEMS_MAPPING: &str = r#"version = 1
-[source]
-url = "postgres://root@127.0.0.1:5432/test"
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
-[[entity]]
-name = "item"
-from = "SCHEMA.items"
-pk = "{name}"
-sk = "ITEM#{id}"
-"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn export_rejects_the_rows_run_rejects() {

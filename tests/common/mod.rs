@@ -15,7 +15,7 @@ pub use sql2ddb_testkit::support::Dynamo;
 
 pub use process::{command, sql2ddb, wait_all, Proc, Run, PATIENCE};
 pub use scenario::Scenario;
-pub use sources::{pg_url, sqlite_file, unique, MyDatabase, PgSchema};
+pub use sources::{items_sql, pg_url, sqlite_file, unique, MyDatabase, PgSchema};
 
 /// A table's items, keyed by (PK, SK) rendered as text.
 pub type Items = BTreeMap<(String, String), Item>;
@@ -69,6 +69,38 @@ pub fn root() -> PathBuf {
         .canonicalize()
         .unwrap()
 }
+
+/// The example shop's mapping, into the scenario's table on its server.
+pub fn shop_mapping(sc: &Scenario) -> String {
+    let text = std::fs::read_to_string(root().join("mappings/shop.toml")).unwrap();
+    let db = root().join("examples/shop.db");
+    let text = text
+        .replace("table = \"shop\"", "table = \"TABLE\"")
+        .replace("endpoint = \"local\"", "")
+        .replace(
+            "${SHOP_DATABASE_URL:-sqlite://examples/shop.db}",
+            &format!("sqlite://{}", db.display()),
+        );
+    sc.mapping(&text)
+}
+
+/// A mapping of `SCHEMA.items (id, name, …)` to items keyed `{name}` /
+/// `ITEM#{id}`: the scenario's table, created on a run.
+pub const ITEMS_MAPPING: &str = r#"version = 1
+[source]
+url = "postgres://root@127.0.0.1:5432/test"
+[target]
+table = "TABLE"
+create = true
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+
+[[entity]]
+name = "item"
+from = "SCHEMA.items"
+pk = "{name}"
+sk = "ITEM#{id}"
+"#;
 
 /// Writes a mapping file into `dir` and returns its path as text.
 pub fn write_mapping(dir: &Path, text: &str) -> String {

@@ -12,8 +12,8 @@ use std::path::Path;
 
 use super::sources::DEFAULT_PG_URL;
 use super::{
-    pg_url, sql2ddb, sqlite_file, unique, write_mapping, Dynamo, Items, MyDatabase, PgSchema, Run,
-    ScanKeyed,
+    command, pg_url, sql2ddb, sqlite_file, unique, write_mapping, Dynamo, Items, MyDatabase,
+    PgSchema, Run, ScanKeyed,
 };
 
 /// What a scenario is made of, before anything starts.
@@ -157,5 +157,36 @@ impl Scenario {
             .send()
             .await
             .is_ok()
+    }
+
+    /// `init ARGS`, then `check`, `run` and `verify --deep` with `url` as
+    /// `DATABASE_URL`, each exiting 0; returns the mapping.
+    pub async fn init_run_verify(&self, url: &str, init: &[&str]) -> String {
+        let mut args = vec!["init", "--source", url];
+        args.extend_from_slice(init);
+        let out = self.sql2ddb(&args).await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let mapping = self.mapping(&out.stdout);
+        let endpoint = self.dynamo.url.clone();
+        for args in [
+            vec!["check", mapping.as_str()],
+            vec!["run", &mapping, "--endpoint", &endpoint, "--quiet"],
+            vec!["verify", &mapping, "--deep", "--endpoint", &endpoint],
+        ] {
+            let run = command(self.path(), &args)
+                .env("DATABASE_URL", url)
+                .output()
+                .await
+                .unwrap();
+            assert_eq!(
+                run.status.code(),
+                Some(0),
+                "{args:?}\n{}\n{}{}",
+                out.stdout,
+                String::from_utf8_lossy(&run.stdout),
+                String::from_utf8_lossy(&run.stderr)
+            );
+        }
+        out.stdout
     }
 }

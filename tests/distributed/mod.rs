@@ -44,11 +44,11 @@ impl Fixture {
     pub async fn new(prefix: &str, rows: i64, visibility: u64, max_receive_count: u32) -> Fixture {
         let sc = Scenario::new(prefix)
             .postgres(&format!(
-                "CREATE TABLE {{schema}}.items (id bigint PRIMARY KEY, name text NOT NULL,
-                     qty int NOT NULL, price numeric(10,2) NOT NULL);
-                 INSERT INTO {{schema}}.items
-                     SELECT i, 'Name ' || i, i % 100, ((i * 7) % 100000) / 100.0
-                     FROM generate_series(1, {rows}) AS i;"
+                "{}
+                 ALTER TABLE {{schema}}.items ADD COLUMN price numeric(10,2);
+                 UPDATE {{schema}}.items SET price = ((id * 7) % 100000) / 100.0;
+                 ALTER TABLE {{schema}}.items ALTER COLUMN price SET NOT NULL;",
+                items_sql(rows as u64)
             ))
             .start()
             .await;

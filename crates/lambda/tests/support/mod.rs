@@ -11,7 +11,7 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use lambda_runtime::{Context, LambdaEvent};
 use sql2ddb_core::{AttrValue, Item};
 pub use sql2ddb_testkit::support::{
-    aws_config, pg_url, unique_name as unique, Dynamo, Moto, PgSchema,
+    aws_config, items_sql, pg_url, unique_name as unique, Dynamo, Moto, PgSchema,
 };
 
 /// Every item of `table`, by its `PK`.
@@ -206,14 +206,6 @@ pub fn assert_items(items: &HashMap<String, Item>, rows: u64) {
         assert_eq!(item["qty"], n(i % 100));
         assert_eq!(item.len(), 6, "{item:?}");
     }
-}
-
-/// The SQL of `schema.items` with rows `1..=rows` (for [`PgSchema::filled`]).
-pub fn items_sql(rows: u64) -> String {
-    format!(
-        "CREATE TABLE {{schema}}.items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL);
-         INSERT INTO {{schema}}.items SELECT i, 'Name ' || i, i % 100 FROM generate_series(1, {rows}) AS i;"
-    )
 }
 
 /// The Lambda service's side of `Invoke`: the invocations the reader asked

@@ -3,7 +3,8 @@
 //! databases of the test's own, a DynamoDB-compatible server of the
 //! test's own, moto's server for SQS, S3 and the other AWS services and
 //! clients of it, reading a table back whole, comparing items as DynamoDB
-//! compares them, and a progress store of the test's own.
+//! compares them, a progress store of the test's own, and source data
+//! several tests migrate.
 //!
 //! Every service can be pointed elsewhere by an environment variable
 //! (`SQL2DDB_TEST_PG_URL`, `SQL2DDB_TEST_MYSQL_URL`,
@@ -15,6 +16,7 @@
 mod aws;
 mod db;
 mod dynamo;
+mod fixtures;
 mod moto;
 mod progress;
 
@@ -26,6 +28,7 @@ use sql2ddb_core::{AttrValue, Item};
 pub use aws::{aws_config, s3_client, TEST_REGION};
 pub use db::{exec, sqlite_file, MyDatabase, PgSchema};
 pub use dynamo::{scan_all, Dynamo};
+pub use fixtures::items_sql;
 pub use moto::Moto;
 pub use progress::{progress_store, run_meta};
 
