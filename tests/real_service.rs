@@ -43,17 +43,9 @@ INSERT INTO {schema}.order_lines
 /// Rows of `orders`.
 const ORDERS: u64 = 300;
 
-const MAPPING: &str = r#"version = 1
-[source]
-url = "postgres://root@127.0.0.1:5432/test"
-page_size = 20
-read_parallelism = 2
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-[writer]
+const MAPPING: &str = pg_mapping!(
+    "page_size = 20\nread_parallelism = 2",
+    r#"[writer]
 concurrency = 4
 WRITER
 
@@ -76,7 +68,8 @@ pk = "LAST_ORDER"
 sk = "LAST_ORDER"
 max = { attribute = "orderId", column = "order_id" }
 attributes = { createdAt = { column = "created_at", format = "rfc3339" }, customerId = "{customer_id}" }
-"#;
+"#
+);
 
 /// Every fault the service may produce, on every operation, seeded: a
 /// third of the calls faulted, one answer held past the attempt timeout,

@@ -194,6 +194,20 @@ fn closed(mut order: Item) -> Item {
     order
 }
 
+/// Asserts that `after` holds the items of `before`, each order closed as
+/// [`CLOSE_ORDERS`] closes it and every other item as it was.
+fn assert_orders_closed(before: &Items, after: &Items) {
+    assert_eq!(after.len(), before.len());
+    for (k, was) in before {
+        let want = if is_order(k) {
+            closed(was.clone())
+        } else {
+            was.clone()
+        };
+        assert_eq!(after[k], want, "{k:?}");
+    }
+}
+
 #[tokio::test]
 async fn update_changes_exactly_the_matching_items_and_dry_run_changes_nothing() {
     const PER_TYPE: usize = LARGE_PER_TYPE;
@@ -258,15 +272,7 @@ async fn update_changes_exactly_the_matching_items_and_dry_run_changes_nothing()
     );
 
     let after = sc.items().await;
-    assert_eq!(after.len(), before.len());
-    for (k, was) in &before {
-        let want = if is_order(k) {
-            closed(was.clone())
-        } else {
-            was.clone()
-        };
-        assert_eq!(after[k], want, "{k:?}");
-    }
+    assert_orders_closed(&before, &after);
     // Run again: nothing matches any more, nothing changes.
     let again = sql2ddb_update(&sc, &path, &["--json"]).await;
     assert_eq!(count(&again.report(), "matched"), 0, "{}", again.stdout);
@@ -542,15 +548,7 @@ async fn thirty_percent_of_calls_faulted_and_the_table_ends_as_without_faults() 
     );
     assert!(count(&r, "retries") > 0, "{r}");
     assert!(proxy.stats().faults() > 0, "{:?}", proxy.stats());
-    let after = sc.items().await;
-    for (k, was) in &before {
-        let want = if is_order(k) {
-            closed(was.clone())
-        } else {
-            was.clone()
-        };
-        assert_eq!(after[k], want, "{k:?}");
-    }
+    assert_orders_closed(&before, &sc.items().await);
 }
 
 const ADD_VISITS: &str = r#"version = 1
@@ -839,15 +837,7 @@ async fn batch_put_mode_rewrites_the_matching_items_and_says_what_it_risks() {
     assert_eq!(count(&r, "updated"), PER_TYPE as u64, "{r}");
     assert_eq!(count(&r, "skipped") + count(&r, "failed"), 0, "{r}");
     assert_counts_add_up(&r);
-    let after = sc.items().await;
-    for (k, was) in &before {
-        let want = if is_order(k) {
-            closed(was.clone())
-        } else {
-            was.clone()
-        };
-        assert_eq!(after[k], want, "{k:?}");
-    }
+    assert_orders_closed(&before, &sc.items().await);
 }
 
 #[tokio::test]

@@ -84,23 +84,39 @@ pub fn shop_mapping(sc: &Scenario) -> String {
     sc.mapping(&text)
 }
 
+/// A mapping's text, a literal (usable in a `const`): version 1, the local
+/// PostgreSQL with the `[source]` options `$source` (TOML lines, optional),
+/// the scenario's `TABLE` created on a run and keyed by string `PK` and
+/// `SK`, then `$rest` (more of `[target]`, `[writer]`, the entities).
+/// [`Scenario::mapping`] fills in `TABLE`, `SCHEMA` and the PostgreSQL URL
+/// the tests use.
+macro_rules! pg_mapping {
+    ($source:literal, $rest:literal) => {
+        concat!(
+            "version = 1\n[source]\nurl = \"postgres://root@127.0.0.1:5432/test\"\n",
+            $source,
+            "\n[target]\ntable = \"TABLE\"\ncreate = true\n",
+            "pk = { name = \"PK\", type = \"S\" }\nsk = { name = \"SK\", type = \"S\" }\n",
+            $rest
+        )
+    };
+    ($rest:literal) => {
+        $crate::common::pg_mapping!("", $rest)
+    };
+}
+pub(crate) use pg_mapping;
+
 /// A mapping of `SCHEMA.items (id, name, …)` to items keyed `{name}` /
 /// `ITEM#{id}`: the scenario's table, created on a run.
-pub const ITEMS_MAPPING: &str = r#"version = 1
-[source]
-url = "postgres://root@127.0.0.1:5432/test"
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
+pub const ITEMS_MAPPING: &str = pg_mapping!(
+    r#"
 [[entity]]
 name = "item"
 from = "SCHEMA.items"
 pk = "{name}"
 sk = "ITEM#{id}"
-"#;
+"#
+);
 
 /// Writes a mapping file into `dir` and returns its path as text.
 pub fn write_mapping(dir: &Path, text: &str) -> String {
