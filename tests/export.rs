@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use sql2ddb_core::Item;
 
 use crate::common::*;
-use sql2ddb_testkit::support::{s3_client, Moto};
+use sql2ddb_testkit::support::{Bucket, Moto};
 
 /// The item digest of the mapping file at `path`.
 fn digest(path: &str) -> String {
@@ -257,25 +257,9 @@ async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let table = sc.items().await;
 
-    let s3 = s3_client(&url);
-    let bucket = unique("export").replace('_', "-");
-    s3.create_bucket().bucket(&bucket).send().await.unwrap();
-    let get = |key: String| {
-        let s3 = s3.clone();
-        let bucket = bucket.clone();
-        async move {
-            let out = s3
-                .get_object()
-                .bucket(&bucket)
-                .key(&key)
-                .send()
-                .await
-                .unwrap();
-            out.body.collect().await.unwrap().into_bytes().to_vec()
-        }
-    };
+    let bucket = Bucket::create(&url, "export").await;
 
-    let out = format!("s3://{bucket}/shop/2024");
+    let out = format!("s3://{}/shop/2024", bucket.name);
     let export = sc
         .sql2ddb(&[
             "export",
@@ -292,16 +276,17 @@ async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
         .await;
     assert_eq!(export.code, 0, "{}", export.stderr);
     let manifest: serde_json::Value =
-        serde_json::from_slice(&get("shop/2024/manifest.json".into()).await).unwrap();
+        serde_json::from_slice(&bucket.get("shop/2024/manifest.json").await).unwrap();
     let mut files = BTreeMap::new();
     for f in manifest["files"].as_array().unwrap() {
         let name = f["name"].as_str().unwrap().to_string();
-        let bytes = get(format!("shop/2024/{name}")).await;
+        let bytes = bucket.get(&format!("shop/2024/{name}")).await;
         files.insert(name, bytes);
     }
-    let listed = s3
+    let listed = bucket
+        .client
         .list_objects_v2()
-        .bucket(&bucket)
+        .bucket(&bucket.name)
         .prefix("shop/2024/data/")
         .send()
         .await
@@ -315,7 +300,7 @@ async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
     assert_same_items(&exported, &table);
     assert_counts(&manifest, &export);
     let params: serde_json::Value =
-        serde_json::from_slice(&get("shop/2024/table-creation.json".into()).await).unwrap();
+        serde_json::from_slice(&bucket.get("shop/2024/table-creation.json").await).unwrap();
     assert_table_creation(&sc, &params).await;
     let command = export.report()["import_command"]
         .as_str()
@@ -323,7 +308,8 @@ async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
         .to_string();
     assert!(
         command.contains(&format!(
-            "--s3-bucket-source S3Bucket={bucket},S3KeyPrefix=shop/2024/data/"
+            "--s3-bucket-source S3Bucket={},S3KeyPrefix=shop/2024/data/",
+            bucket.name
         )),
         "{command}"
     );
@@ -441,10 +427,8 @@ async fn a_file_larger_than_a_part_is_uploaded_in_several_parts() {
         .start()
         .await;
     let mapping = sc.mapping(ITEMS_MAPPING);
-    let s3 = s3_client(&url);
-    let bucket = unique("parts").replace('_', "-");
-    s3.create_bucket().bucket(&bucket).send().await.unwrap();
-    let out = format!("s3://{bucket}/big");
+    let bucket = Bucket::create(&url, "parts").await;
+    let out = format!("s3://{}/big", bucket.name);
     let export = sc
         .sql2ddb(&[
             "export",
@@ -460,29 +444,17 @@ async fn a_file_larger_than_a_part_is_uploaded_in_several_parts() {
         ])
         .await;
     assert_eq!(export.code, 0, "{}", export.stderr);
-    let get = |key: String| {
-        let (s3, bucket) = (s3.clone(), bucket.clone());
-        async move {
-            let out = s3
-                .get_object()
-                .bucket(&bucket)
-                .key(&key)
-                .send()
-                .await
-                .unwrap();
-            out.body.collect().await.unwrap().into_bytes().to_vec()
-        }
-    };
     let manifest: serde_json::Value =
-        serde_json::from_slice(&get("big/manifest.json".into()).await).unwrap();
+        serde_json::from_slice(&bucket.get("big/manifest.json").await).unwrap();
     let files = manifest["files"].as_array().unwrap();
     assert_eq!(files.len(), 1, "12,000 rows fit one file: {manifest}");
     let name = files[0]["name"].as_str().unwrap().to_string();
-    let bytes = get(format!("big/{name}")).await;
+    let bytes = bucket.get(&format!("big/{name}")).await;
     assert!(bytes.len() > 8 * 1024 * 1024, "{} bytes", bytes.len());
-    let head = s3
+    let head = bucket
+        .client
         .head_object()
-        .bucket(&bucket)
+        .bucket(&bucket.name)
         .key(format!("big/{name}"))
         .send()
         .await

@@ -130,6 +130,15 @@ entity = "item"
         self.spawn(&args)
     }
 
+    /// Runs the [`Fixture::reader`] to its end, exiting 0, and returns its run id.
+    pub async fn read_into_queue(&self) -> String {
+        let reader = self.reader(&[]);
+        let run_id = reader.run_id().await;
+        let read = reader.wait().await;
+        assert_eq!(read.code, 0, "{}", read.stderr);
+        run_id
+    }
+
     /// A worker that exits once `run_id` is complete.
     pub fn worker(&self, run_id: &str, concurrency: &str) -> Proc {
         self.spawn(&[

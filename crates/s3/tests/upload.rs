@@ -3,7 +3,7 @@
 //! memory an upload holds) depends on the object's size alone.
 
 use sql2ddb_s3::{S3Options, S3Prefix, PART_SIZE};
-use sql2ddb_testkit::support::{s3_client, Moto};
+use sql2ddb_testkit::support::{Bucket, Moto};
 
 /// Bytes that differ from part to part, so a part sent twice or out of
 /// order would show.
@@ -16,19 +16,14 @@ fn bytes(len: usize) -> Vec<u8> {
 /// Uploads `writes` (their sizes) as object `key`; returns the object's
 /// bytes and ETag as S3 has them.
 async fn upload(url: &str, key: &str, writes: &[usize]) -> (Vec<u8>, Vec<u8>, String) {
-    let s3 = s3_client(url);
-    let bucket = format!(
-        "upload-{}-{}",
-        std::process::id(),
-        key.replace(['_', '/'], "-")
-    );
-    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    let bucket = Bucket::create(url, "upload").await;
+    let s3 = &bucket.client;
     let opts = S3Options {
         endpoint: Some(url.to_string()),
         region: Some("us-east-1".into()),
         aws: None,
     };
-    let place = S3Prefix::open(&format!("s3://{bucket}/out"), &opts)
+    let place = S3Prefix::open(&format!("s3://{}/out", bucket.name), &opts)
         .await
         .unwrap();
     let sent = bytes(writes.iter().sum());
@@ -41,7 +36,7 @@ async fn upload(url: &str, key: &str, writes: &[usize]) -> (Vec<u8>, Vec<u8>, St
     upload.finish().await.unwrap();
     let object = s3
         .get_object()
-        .bucket(&bucket)
+        .bucket(&bucket.name)
         .key(format!("out/{key}"))
         .send()
         .await

@@ -31,3 +31,57 @@ pub fn s3_client(endpoint: &str) -> aws_sdk_s3::Client {
         .build();
     aws_sdk_s3::Client::from_conf(config)
 }
+
+/// An S3 bucket of the test's own and a client of its server.
+pub struct Bucket {
+    /// A client of the server (see [`s3_client`]).
+    pub client: aws_sdk_s3::Client,
+    /// The bucket's name, unique to the test.
+    pub name: String,
+}
+
+impl Bucket {
+    /// Creates a bucket named after `prefix` on the S3 server at `endpoint`.
+    pub async fn create(endpoint: &str, prefix: &str) -> Bucket {
+        let client = s3_client(endpoint);
+        // Bucket names take no `_`.
+        let name = super::unique_name(prefix).replace('_', "-");
+        client
+            .create_bucket()
+            .bucket(&name)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("bucket {name} at {endpoint}: {e:?}"));
+        Bucket { client, name }
+    }
+
+    /// The bytes of object `key`.
+    pub async fn get(&self, key: &str) -> Vec<u8> {
+        let out = self
+            .client
+            .get_object()
+            .bucket(&self.name)
+            .key(key)
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("s3://{}/{key}: {e:?}", self.name));
+        out.body
+            .collect()
+            .await
+            .unwrap_or_else(|e| panic!("s3://{}/{key}: {e}", self.name))
+            .into_bytes()
+            .to_vec()
+    }
+
+    /// Puts `bytes` as object `key`.
+    pub async fn put(&self, key: &str, bytes: &[u8]) {
+        self.client
+            .put_object()
+            .bucket(&self.name)
+            .key(key)
+            .body(bytes.to_vec().into())
+            .send()
+            .await
+            .unwrap_or_else(|e| panic!("s3://{}/{key}: {e:?}", self.name));
+    }
+}
