@@ -20,6 +20,7 @@ use sql2ddb_testkit::{FaultConfig, FaultProxy};
 
 use crate::common::*;
 use crate::distributed::Fixture;
+use crate::update::{is_order, ADD_VISITS};
 
 /// Orders, each with zero to four lines embedded, and the newest order in a
 /// pointer item: numbers, JSON (maps, lists), binary and arrays on the items.
@@ -203,14 +204,7 @@ async fn assert_recorded(sc: &Scenario, mapping_writer: &str, run_id: &str, rows
 
 /// The named counts of a report's object.
 fn figures(object: &Json, names: &[&str]) -> Vec<u64> {
-    names
-        .iter()
-        .map(|n| {
-            object[*n]
-                .as_u64()
-                .unwrap_or_else(|| panic!("no {n} in {object}"))
-        })
-        .collect()
+    names.iter().map(|n| count(object, n)).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -496,30 +490,6 @@ async fn real_service_queue_budget_too_small() {
         "counted written, not in the table: {uncounted:?}"
     );
     f.clean_up().await;
-}
-
-/// An `ADD` on every order of `crate::update`'s shop: not idempotent, so
-/// each item must be changed exactly once whatever is retried.
-const ADD_VISITS: &str = r#"version = 1
-[target]
-table = "TABLE"
-[update]
-name = "count-visits"
-scan = { segments = 3 }
-page_size = 200
-where = "begins_with(SK, :o)"
-set = "ADD visits :one"
-values = { ":o" = "ORDER#", ":one" = 1 }
-"#;
-
-fn is_order(k: &(String, String)) -> bool {
-    k.1.starts_with("ORDER#")
-}
-
-fn count(report: &Json, field: &str) -> u64 {
-    report[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no {field} in {report}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,7 @@ use sql2ddb_engine::update::{update, UpdateOptions, UpdateProgress};
 use sql2ddb_mapping::UpdateJob;
 use sql2ddb_testkit::sdk::types::{PutRequest, WriteRequest};
 
-use crate::common::{item, key, n, s, Items, Run, Scenario};
+use crate::common::{count, item, key, n, s, Items, Run, Scenario};
 
 mod capacity;
 mod hold;
@@ -137,25 +137,15 @@ async fn update_through_faults(
     let proxy = sql2ddb_testkit::FaultProxy::start(&sc.dynamo.url, faults)
         .await
         .unwrap();
-    let path = job(sc, job_text);
-    let endpoint = proxy.url();
-    let args = [
-        "update",
-        &path,
-        "--endpoint",
-        &endpoint,
-        "--json",
-        "--quiet",
-    ];
-    let run = sc.sql2ddb(&args).await;
+    let run = update_via(sc, &proxy.url(), &job(sc, job_text)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     (proxy, run)
 }
 
-fn count(report: &serde_json::Value, field: &str) -> u64 {
-    report[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no {field} in {report}"))
+/// `sql2ddb update JOB --endpoint ENDPOINT --json --quiet`.
+async fn update_via(sc: &Scenario, endpoint: &str, job: &str) -> Run {
+    sc.sql2ddb(&["update", job, "--endpoint", endpoint, "--json", "--quiet"])
+        .await
 }
 
 /// scanned = not matched + matched; matched = updated + skipped + failed + pending.
@@ -169,7 +159,7 @@ fn assert_counts_add_up(report: &serde_json::Value) {
     );
 }
 
-fn is_order(k: &(String, String)) -> bool {
+pub(crate) fn is_order(k: &(String, String)) -> bool {
     k.1.starts_with("ORDER#")
 }
 
@@ -551,7 +541,9 @@ async fn thirty_percent_of_calls_faulted_and_the_table_ends_as_without_faults() 
     assert_orders_closed(&before, &sc.items().await);
 }
 
-const ADD_VISITS: &str = r#"version = 1
+/// An `ADD` on every order of the shop: not idempotent, so each item must
+/// be changed exactly once whatever is retried.
+pub(crate) const ADD_VISITS: &str = r#"version = 1
 [target]
 table = "TABLE"
 [update]

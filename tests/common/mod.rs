@@ -135,6 +135,13 @@ pub fn rejects_of(dir: &Path, report: &serde_json::Value) -> Vec<serde_json::Val
         .collect()
 }
 
+/// The number `field` of a JSON report (or of one of its objects).
+pub fn count(report: &serde_json::Value, field: &str) -> u64 {
+    report[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {field} in {report}"))
+}
+
 /// `S` value.
 pub fn s(v: impl Into<String>) -> AttrValue {
     AttrValue::S(v.into())

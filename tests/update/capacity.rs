@@ -6,7 +6,11 @@
 use sql2ddb_testkit::capacity::CapacityConfig;
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
 
-use super::{assert_counts_add_up, assert_orders_closed, count, job, shop, CLOSE_ORDERS, PER_TYPE};
+use crate::common::count;
+
+use super::{
+    assert_counts_add_up, assert_orders_closed, job, shop, update_via, CLOSE_ORDERS, PER_TYPE,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_throttled_on_reads_and_writes_changes_every_match_once() {
@@ -26,18 +30,7 @@ async fn an_update_throttled_on_reads_and_writes_changes_every_match_once() {
         .await
         .unwrap();
     proxy.set_capacity(Some(model)).unwrap();
-    let path = job(&sc, CLOSE_ORDERS);
-    let endpoint = proxy.url();
-    let run = sc
-        .sql2ddb(&[
-            "update",
-            &path,
-            "--endpoint",
-            &endpoint,
-            "--json",
-            "--quiet",
-        ])
-        .await;
+    let run = update_via(&sc, &proxy.url(), &job(&sc, CLOSE_ORDERS)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
 
     let r = run.report();

@@ -119,17 +119,7 @@ async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
     };
     let writer = MessageWriter::connect(&plan, &setup).await.unwrap();
     proxy.set_config(pointer_faults(1.0)).unwrap();
-    let response = sql2ddb_lambda::worker::handle(
-        &writer,
-        event(sqs_event(&messages), Duration::from_secs(60)),
-    )
-    .await
-    .unwrap();
-    let failed: Vec<String> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect();
+    let failed = invoke_worker(&writer, &messages).await;
     assert_eq!(failed.iter().cloned().collect::<BTreeSet<_>>(), orders);
     assert_eq!(failed.len(), 3);
     settle(&sqs, &urls.queue, &messages, &failed).await;
@@ -156,11 +146,8 @@ async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
         .map(|m| m.message_id.clone().unwrap())
         .collect();
     assert_eq!(ids, orders);
-    let response =
-        sql2ddb_lambda::worker::handle(&writer, event(sqs_event(&again), Duration::from_secs(60)))
-            .await
-            .unwrap();
-    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let failed = invoke_worker(&writer, &again).await;
+    assert!(failed.is_empty(), "{failed:?}");
     settle(&sqs, &urls.queue, &again, &[]).await;
 
     let recorded = store.load(&step.run_id).await.unwrap();

@@ -167,6 +167,23 @@ entity = "item"
     )
 }
 
+/// Invokes the worker handler with `messages` (a minute to go) and returns
+/// the ids of the messages it reported failed.
+pub async fn invoke_worker(
+    writer: &sql2ddb_engine::serverless::MessageWriter,
+    messages: &[aws_sdk_sqs::types::Message],
+) -> Vec<String> {
+    let response =
+        sql2ddb_lambda::worker::handle(writer, event(sqs_event(messages), Duration::from_secs(60)))
+            .await
+            .unwrap();
+    response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect()
+}
+
 /// The event source mapping: receives, invokes the worker, deletes what it
 /// did not report failed; returns how many messages it received.
 pub async fn drain(
@@ -178,17 +195,7 @@ pub async fn drain(
     if messages.is_empty() {
         return 0;
     }
-    let response = sql2ddb_lambda::worker::handle(
-        writer,
-        event(sqs_event(&messages), Duration::from_secs(60)),
-    )
-    .await
-    .unwrap();
-    let failed: Vec<String> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect();
+    let failed = invoke_worker(writer, &messages).await;
     assert!(failed.is_empty(), "no write fails here: {failed:?}");
     settle(sqs, queue, &messages, &failed).await;
     messages.len() as u64
