@@ -38,17 +38,7 @@ impl Fixture {
         std::fs::write(
             &path,
             format!(
-                r#"version = 1
-[source]
-url = "{pg_url}"
-[target]
-table = "{table}"
-endpoint = "{}"
-region = "us-east-1"
-create = true
-pk = {{ name = "PK", type = "S" }}
-sk = {{ name = "SK", type = "S" }}
-[writer]
+                r#"{}[writer]
 {writer}
 
 [[entity]]
@@ -57,9 +47,8 @@ from = "{}.items"
 pk = "{pk}"
 sk = "ITEM"
 "#,
-                self.sc.dynamo.url,
+                mapping_head("", table, &self.sc.dynamo.url),
                 self.sc.pg().name,
-                pg_url = pg_url(),
             ),
         )
         .unwrap();

@@ -15,7 +15,7 @@ pub use sql2ddb_testkit::support::Dynamo;
 
 pub use process::{command, sql2ddb, wait_all, Proc, Run, PATIENCE};
 pub use scenario::Scenario;
-pub use sources::{items_sql, pg_url, sqlite_file, unique, MyDatabase, PgSchema};
+pub use sources::{items_sql, mapping_head, pg_url, sqlite_file, unique, MyDatabase, PgSchema};
 
 /// A table's items, keyed by (PK, SK) rendered as text.
 pub type Items = BTreeMap<(String, String), Item>;

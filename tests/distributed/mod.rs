@@ -66,20 +66,9 @@ impl Fixture {
         .unwrap();
         let queue = SqsQueue::open(sqs, &urls.queue).await.unwrap();
         let table = sc.table.clone();
+        let head = mapping_head(&format!("page_size = {PAGE}"), "TABLE", &sc.dynamo.url);
         let mapping = sc.mapping(&format!(
-            r#"
-version = 1
-[source]
-url = "{pg_url}"
-page_size = {PAGE}
-[target]
-table = "TABLE"
-endpoint = "{}"
-region = "us-east-1"
-create = true
-pk = {{ name = "PK", type = "S" }}
-sk = {{ name = "SK", type = "S" }}
-[writer]
+            r#"{head}[writer]
 concurrency = 4
 
 [[entity]]
@@ -89,9 +78,7 @@ pk = "ITEM#{{id}}"
 sk = "ITEM"
 [entity.attributes]
 entity = "item"
-"#,
-            sc.dynamo.url,
-            pg_url = pg_url(),
+"#
         ));
         Fixture {
             sc,

@@ -11,7 +11,7 @@ use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use lambda_runtime::{Context, LambdaEvent};
 use sql2ddb_core::{AttrValue, Item};
 pub use sql2ddb_testkit::support::{
-    aws_config, items_sql, pg_url, unique_name as unique, Dynamo, Moto, PgSchema,
+    aws_config, items_sql, mapping_head, pg_url, unique_name as unique, Dynamo, Moto, PgSchema,
 };
 
 /// Every item of `table`, by its `PK`.
@@ -122,28 +122,6 @@ pub async fn settle(
                 .unwrap();
         }
     }
-}
-
-/// A mapping's first lines: version, the local PostgreSQL read with
-/// `source_options` (TOML lines of `[source]`), and `table` at `endpoint`
-/// (created if missing, keyed by `PK` and `SK`); entities follow.
-pub fn mapping_head(source_options: &str, table: &str, endpoint: &str) -> String {
-    format!(
-        r#"
-version = 1
-[source]
-url = "{pg}"
-{source_options}
-[target]
-table = "{table}"
-endpoint = "{endpoint}"
-region = "us-east-1"
-create = true
-pk = {{ name = "PK", type = "S" }}
-sk = {{ name = "SK", type = "S" }}
-"#,
-        pg = pg_url()
-    )
 }
 
 /// A mapping of `schema.items (id, name, qty)` to items `ITEM#{id}` of

@@ -28,7 +28,7 @@ use sql2ddb_core::{AttrValue, Item};
 pub use aws::{aws_config, s3_client, Bucket, TEST_REGION};
 pub use db::{exec, sqlite_file, MyDatabase, PgSchema};
 pub use dynamo::{scan_all, Dynamo};
-pub use fixtures::items_sql;
+pub use fixtures::{items_sql, mapping_head};
 pub use moto::Moto;
 pub use progress::{progress_store, run_meta};
 
