@@ -26,6 +26,18 @@ pub fn keys() -> Vec<KeyAttr> {
         .collect()
 }
 
+/// Runs the `sql2ddb-testkit` binary with `args`, which it must refuse
+/// (exit nonzero); returns what it said on stderr.
+pub fn refused(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb-testkit"))
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{args:?} was accepted: {stderr}");
+    stderr
+}
+
 /// A fault configuration with every fault off but what `set` turns on.
 pub fn only(set: impl FnOnce(&mut FaultConfig)) -> FaultConfig {
     let mut config = FaultConfig::default();
