@@ -247,6 +247,14 @@ async fn the_shop_exported_to_a_directory_holds_the_items_run_writes() {
     );
 }
 
+/// `sql2ddb export MAPPING --out OUT --s3-endpoint URL EXTRA… --json --quiet`.
+async fn export_to_s3(sc: &Scenario, mapping: &str, out: &str, url: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["export", mapping, "--out", out, "--s3-endpoint", url];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--json", "--quiet"]);
+    sc.sql2ddb(&args).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
     let moto = Moto::s3();
@@ -260,20 +268,7 @@ async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
     let bucket = Bucket::create(&url, "export").await;
 
     let out = format!("s3://{}/shop/2024", bucket.name);
-    let export = sc
-        .sql2ddb(&[
-            "export",
-            &mapping,
-            "--out",
-            &out,
-            "--s3-endpoint",
-            &url,
-            "--items-per-file",
-            "150",
-            "--json",
-            "--quiet",
-        ])
-        .await;
+    let export = export_to_s3(&sc, &mapping, &out, &url, &["--items-per-file", "150"]).await;
     assert_eq!(export.code, 0, "{}", export.stderr);
     let manifest: serde_json::Value =
         serde_json::from_slice(&bucket.get("shop/2024/manifest.json").await).unwrap();
@@ -429,20 +424,7 @@ async fn a_file_larger_than_a_part_is_uploaded_in_several_parts() {
     let mapping = sc.mapping(ITEMS_MAPPING);
     let bucket = Bucket::create(&url, "parts").await;
     let out = format!("s3://{}/big", bucket.name);
-    let export = sc
-        .sql2ddb(&[
-            "export",
-            &mapping,
-            "--out",
-            &out,
-            "--s3-endpoint",
-            &url,
-            "--compression",
-            "none",
-            "--json",
-            "--quiet",
-        ])
-        .await;
+    let export = export_to_s3(&sc, &mapping, &out, &url, &["--compression", "none"]).await;
     assert_eq!(export.code, 0, "{}", export.stderr);
     let manifest: serde_json::Value =
         serde_json::from_slice(&bucket.get("big/manifest.json").await).unwrap();

@@ -105,6 +105,20 @@ async fn unprocessed_items_come_back_as_the_same_values_in_another_text() {
     assert_eq!(stats.items_forwarded, expected.len() as u64);
 }
 
+/// One `BatchWriteItem` of `requests` to `table`, which must be answered.
+async fn batch_write(
+    client: &sql2ddb_testkit::sdk::Client,
+    table: &str,
+    requests: Vec<WriteRequest>,
+) -> aws_sdk_dynamodb::operation::batch_write_item::BatchWriteItemOutput {
+    client
+        .batch_write_item()
+        .request_items(table, requests)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// `items` as the SDK's write requests.
 fn put_requests(items: &[Json]) -> Vec<WriteRequest> {
     items
@@ -132,23 +146,13 @@ async fn the_first_sight_of_each_item_is_held_back_and_the_next_goes_through() {
     .await;
     let client = sql2ddb_testkit::sdk::client(&proxy.url());
     let items: Vec<Json> = (0..10).map(raw_item).collect();
-    let first = client
-        .batch_write_item()
-        .request_items(&table, put_requests(&items))
-        .send()
-        .await
-        .unwrap();
+    let first = batch_write(&client, &table, put_requests(&items)).await;
     let returned = first.unprocessed_items().unwrap()[&table].clone();
     assert_eq!(returned.len(), 10, "every item is new");
     assert!(upstream.scan(&table).await.is_empty());
 
     // Sent again as the service returned them (another spelling): seen.
-    let again = client
-        .batch_write_item()
-        .request_items(&table, returned)
-        .send()
-        .await
-        .unwrap();
+    let again = batch_write(&client, &table, returned).await;
     assert!(again.unprocessed_items().is_none_or(|u| u.is_empty()));
     let stored = upstream.scan(&table).await;
     assert_eq!(stored.len(), 10);
@@ -160,12 +164,7 @@ async fn the_first_sight_of_each_item_is_held_back_and_the_next_goes_through() {
 
     // Five seen, five new: the new ones are held.
     let mixed: Vec<Json> = (5..15).map(raw_item).collect();
-    let third = client
-        .batch_write_item()
-        .request_items(&table, put_requests(&mixed))
-        .send()
-        .await
-        .unwrap();
+    let third = batch_write(&client, &table, put_requests(&mixed)).await;
     let held: BTreeSet<String> = third.unprocessed_items().unwrap()[&table]
         .iter()
         .map(|r| match &r.put_request().unwrap().item()["PK"] {
@@ -488,12 +487,7 @@ async fn the_binary_takes_the_service_faults_from_its_flags() {
         .unwrap_err();
     assert_eq!(err.code(), Some("ExpiredTokenException"));
     let items: Vec<Json> = (0..5).map(raw_item).collect();
-    let out = client
-        .batch_write_item()
-        .request_items(&table, put_requests(&items))
-        .send()
-        .await
-        .unwrap();
+    let out = batch_write(&client, &table, put_requests(&items)).await;
     assert_eq!(out.unprocessed_items().unwrap()[&table].len(), 5);
 
     proxy.terminate();
