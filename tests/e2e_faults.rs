@@ -46,7 +46,7 @@ async fn scenario(
         ))
         .start()
         .await;
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let proxy = sc.proxy(faults).await;
     let mapping = sc.mapping(&MAPPING.replace("WRITER", writer));
     (sc, proxy, mapping)
 }

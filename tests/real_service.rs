@@ -211,9 +211,7 @@ fn figures(object: &Json, names: &[&str]) -> Vec<u64> {
 async fn real_service_run_every_fault_once() {
     let sc = orders("rs_run").await;
     let (want, want_report) = wanted(&sc).await;
-    let proxy = FaultProxy::start(&sc.dynamo.url, every_fault(31))
-        .await
-        .unwrap();
+    let proxy = sc.proxy(every_fault(31)).await;
 
     let run = run_through(
         &sc,
@@ -250,9 +248,7 @@ async fn real_service_run_every_fault_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_service_run_budget_too_small() {
     let sc = orders("rs_runb").await;
-    let proxy = FaultProxy::start(&sc.dynamo.url, beyond_one_attempt(32, &["BatchWriteItem"]))
-        .await
-        .unwrap();
+    let proxy = sc.proxy(beyond_one_attempt(32, &["BatchWriteItem"])).await;
 
     let run = run_through(&sc, &proxy, "max_attempts = 1", &[]).await;
     assert_eq!(run.code, 1, "rows were not written: {}", said(&run, &proxy));
@@ -497,9 +493,7 @@ async fn real_service_update_add_every_fault_once() {
     let sc = crate::update::shop().await;
     let before = sc.items().await;
     let orders = before.keys().filter(|k| is_order(k)).count() as u64;
-    let proxy = FaultProxy::start(&sc.dynamo.url, every_fault(35))
-        .await
-        .unwrap();
+    let proxy = sc.proxy(every_fault(35)).await;
     let job = crate::update::job(&sc, ADD_VISITS);
     let endpoint = proxy.url();
     let args = [
@@ -562,7 +556,7 @@ async fn real_service_update_budget_too_small() {
         operations: vec!["UpdateItem".into()],
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let proxy = sc.proxy(faults).await;
     let job = crate::update::job(&sc, ADD_VISITS);
     let endpoint = proxy.url();
     let args = [
@@ -661,9 +655,7 @@ async fn real_service_verify_deep_every_fault_once() {
     let mapping = sc.mapping(&MAPPING.replace("WRITER", ""));
     let run = sc.run(&mapping, &["--json", "--quiet"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let proxy = FaultProxy::start(&sc.dynamo.url, every_fault(37))
-        .await
-        .unwrap();
+    let proxy = sc.proxy(every_fault(37)).await;
 
     // By Scan, then by key (BatchGetItem, whose keys come back unprocessed).
     for extra in [&["--segments", "3"][..], &["--sample", "1"]] {
@@ -697,7 +689,7 @@ async fn real_service_verify_deep_budget_too_small() {
         operations: vec!["Scan".into()],
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let proxy = sc.proxy(faults).await;
     let deep = deep_through(&sc, &proxy, &mapping, &[]).await;
     assert_eq!(
         deep.code,
@@ -767,7 +759,7 @@ sk = "T"
         reencode: true,
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let proxy = sc.proxy(faults).await;
     let endpoint = proxy.url();
     let run = bounded(
         &sc,
@@ -822,7 +814,7 @@ async fn real_service_2_progress_table_500_does_not_fail_the_run() {
         operations: vec!["PutItem".into()],
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let proxy = sc.proxy(faults).await;
     let run = run_through(
         &sc,
         &proxy,
@@ -852,7 +844,7 @@ async fn real_service_4_transient_codes_never_reject_rows() {
         request_timeout: 0.15,
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let proxy = sc.proxy(faults).await;
     let run = run_through(&sc, &proxy, "", &[]).await;
     assert_eq!(run.code, 0, "{}", said(&run, &proxy));
     let e = run.entity("order");

@@ -134,9 +134,7 @@ async fn update_through_faults(
     job_text: &str,
     faults: sql2ddb_testkit::FaultConfig,
 ) -> (sql2ddb_testkit::FaultProxy, Run) {
-    let proxy = sql2ddb_testkit::FaultProxy::start(&sc.dynamo.url, faults)
-        .await
-        .unwrap();
+    let proxy = sc.proxy(faults).await;
     let run = update_via(sc, &proxy.url(), &job(sc, job_text)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     (proxy, run)

@@ -558,7 +558,7 @@ async fn throttled_failing_and_dropped_reads_are_retried() {
         operations: vec!["Scan".into(), "BatchGetItem".into()],
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let proxy = sc.proxy(faults).await;
     let endpoint = proxy.url();
     let (full, report) = deep_at(&sc, &endpoint, &mapping, &["--segments", "4"]).await;
     assert_eq!(full.code, 1, "{}", full.stderr);

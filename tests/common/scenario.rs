@@ -10,6 +10,8 @@
 
 use std::path::Path;
 
+use sql2ddb_testkit::{FaultConfig, FaultProxy};
+
 use super::sources::DEFAULT_PG_URL;
 use super::{
     command, pg_url, sql2ddb, sqlite_file, unique, write_mapping, Dynamo, Items, MyDatabase,
@@ -141,6 +143,13 @@ impl Scenario {
         let mut args = vec!["run", mapping, "--endpoint", &self.dynamo.url];
         args.extend_from_slice(extra);
         self.sql2ddb(&args).await
+    }
+
+    /// A fault proxy with `faults` in front of the scenario's server.
+    pub async fn proxy(&self, faults: FaultConfig) -> FaultProxy {
+        FaultProxy::start(&self.dynamo.url, faults)
+            .await
+            .unwrap_or_else(|e| panic!("a fault proxy: {e}"))
     }
 
     /// Every item of the scenario's table.

@@ -26,9 +26,7 @@ async fn an_update_throttled_on_reads_and_writes_changes_every_match_once() {
         ..CapacityConfig::provisioned(50, 2, 30)
     };
     model.partition_rcu = 2;
-    let proxy = FaultProxy::start(&sc.dynamo.url, FaultConfig::default())
-        .await
-        .unwrap();
+    let proxy = sc.proxy(FaultConfig::default()).await;
     proxy.set_capacity(Some(model)).unwrap();
     let run = update_via(&sc, &proxy.url(), &job(&sc, CLOSE_ORDERS)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
