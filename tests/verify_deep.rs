@@ -16,7 +16,7 @@ use sql2ddb_core::{Item, KeyAttr};
 use sql2ddb_engine::deep::canon::{in_sample, key_text, stable_hash};
 use sql2ddb_testkit::sdk::types::AttributeValue as Sdk;
 
-use sql2ddb_testkit::{FaultConfig, FaultProxy};
+use sql2ddb_testkit::FaultConfig;
 
 use crate::common::*;
 

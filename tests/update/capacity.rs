@@ -4,7 +4,7 @@
 //! changes every matching item exactly once and nothing else.
 
 use sql2ddb_testkit::capacity::CapacityConfig;
-use sql2ddb_testkit::{FaultConfig, FaultProxy};
+use sql2ddb_testkit::FaultConfig;
 
 use crate::common::count;
 

@@ -6,7 +6,6 @@ mod common;
 use common::{my_database, mysql_url, pg_schema, pg_url, read_all, sqlite_file};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{Relation, Source, MAX_PARENTS_PER_QUERY};
-use sqlx::Connection;
 
 fn sorted(mut rows: Vec<Row>) -> Vec<Row> {
     rows.sort_by_key(|r| match r[0] {

@@ -6,7 +6,6 @@ mod common;
 use common::{my_database, mysql_url, pg_schema, pg_url, read_all, sqlite_file};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{PageQuery, Relation, Source};
-use sqlx::Connection;
 
 /// Reads every segment of `n` page by page.
 async fn read_segments(source: &Source, q: &PageQuery, n: u32) -> (usize, Vec<Row>) {

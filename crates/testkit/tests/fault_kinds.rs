@@ -87,7 +87,7 @@ async fn every_fault_kind_looks_like_dynamodb_to_the_writers_calls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_chosen_operations_are_faulted() {
-    let (upstream, table, proxy) = proxied("ops", only(|c| c.throttling = 1.0)).await;
+    let (_upstream, table, proxy) = proxied("ops", only(|c| c.throttling = 1.0)).await;
     let client = client(&proxy.url()).await;
     // DescribeTable goes through by default.
     ensure_table(&client, &table, &support::keys(), false)

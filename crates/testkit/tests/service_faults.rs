@@ -282,7 +282,7 @@ async fn every_operation_gets_each_error_as_dynamodb_sends_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_token_is_answered_once_per_credential() {
-    let (upstream, table, proxy) = proxied(
+    let (_upstream, table, proxy) = proxied(
         "expired",
         only(|c| {
             c.expired_token = true;

@@ -2,7 +2,7 @@
 //! the test's own), an in-process DynamoDB-compatible server (dynoxide),
 //! moto's SQS and SNS, and the test playing the Lambda service: contexts
 //! with real deadlines, SQS events built from received messages.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)] // each test binary uses part of it
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

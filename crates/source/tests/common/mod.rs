@@ -1,15 +1,13 @@
 //! What the source's integration tests share: fresh schemas and databases
 //! (the test-support module's, with their `{s}` and `{d}` placeholders), a
 //! SQLite file in a temporary directory, and reading an entity to the end.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)] // each test binary uses part of it
 
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{PageQuery, Source};
 use sql2ddb_testkit::support;
 
-pub use sql2ddb_testkit::support::{
-    mysql_url, pg_url, unique_name as unique, MyDatabase, PgSchema,
-};
+pub use sql2ddb_testkit::support::{mysql_url, pg_url, MyDatabase, PgSchema};
 
 /// A fresh PostgreSQL schema named after `prefix`, created with `setup`
 /// (`{s}` stands for its name); the second value drops it when dropped.
