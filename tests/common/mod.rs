@@ -100,8 +100,15 @@ macro_rules! pg_mapping {
             $rest
         )
     };
+    // Without source options, line for line as a mapping written out whole
+    // (tests check the line numbers errors name).
     ($rest:literal) => {
-        $crate::common::pg_mapping!("", $rest)
+        concat!(
+            "version = 1\n[source]\nurl = \"postgres://root@127.0.0.1:5432/test\"\n",
+            "[target]\ntable = \"TABLE\"\ncreate = true\n",
+            "pk = { name = \"PK\", type = \"S\" }\nsk = { name = \"SK\", type = \"S\" }\n",
+            $rest
+        )
     };
 }
 pub(crate) use pg_mapping;
