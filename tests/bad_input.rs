@@ -4,22 +4,6 @@
 
 use crate::common::*;
 
-const ITEMS_MAPPING: &str = r#"version = 1
-[source]
-url = "postgres://root@127.0.0.1:5432/test"
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
-[[entity]]
-name = "item"
-from = "SCHEMA.items"
-pk = "{name}"
-sk = "ITEM#{id}"
-"#;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 // Long on purpose: one scenario: four bad rows, each reject checked.
 async fn bad_rows_are_rejected_alone_with_key_and_reason() {

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use sql2ddb_mapping::{MAX_CONCURRENCY, MAX_READ_PARALLELISM, MAX_WCU};
 
-use crate::common::root;
+use crate::common::{blocking_command, root};
 
 /// EX_USAGE: what the binary exits with when its command line is wrong.
 const USAGE: i32 = 64;
@@ -15,14 +15,8 @@ const USAGE: i32 = 64;
 /// Runs the binary from the workspace root with neither log variable set,
 /// then `env` on top.
 fn sql2ddb(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sql2ddb"));
-    cmd.args(args)
-        .current_dir(root())
-        .env_remove("SQL2DDB_LOG")
-        .env_remove("RUST_LOG")
-        .env_remove("SHOP_DATABASE_URL")
-        .env_remove("SQL2DDB_SQS_ENDPOINT")
-        .env_remove("SQL2DDB_PROGRESS_TABLE");
+    let mut cmd = blocking_command(&root(), args);
+    cmd.env_remove("SQL2DDB_LOG").env_remove("RUST_LOG");
     for (k, v) in env {
         cmd.env(k, v);
     }

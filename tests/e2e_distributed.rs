@@ -84,9 +84,7 @@ async fn three_workers_and_a_reader_migrate_every_row_verified_by_counting() {
 async fn a_killed_workers_batches_are_written_by_the_others_after_the_visibility_timeout() {
     let _heavy = HEAVY.lock().await;
     let f = Fixture::new("dist_killw", 40_000, 5, 5).await;
-    let reader = f.reader(&[]);
-    let run_id = reader.run_id().await;
-    assert_eq!(reader.wait().await.code, 0);
+    let run_id = f.read_into_queue().await;
     let pages = f.pages() as usize;
 
     // One worker alone, killed once it has written some pages but not all,
@@ -224,9 +222,7 @@ async fn a_killed_reader_resumes_from_its_cursors_and_nothing_is_counted_twice()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_batch_delivered_twice_is_counted_once() {
     let f = Fixture::new("dist_dup", 10_000, 30, 5).await;
-    let reader = f.reader(&[]);
-    let run_id = reader.run_id().await;
-    assert_eq!(reader.wait().await.code, 0);
+    let run_id = f.read_into_queue().await;
 
     // Deliver one batch twice: its body sent again as a second message.
     let sqs = f.queue.client();
@@ -266,9 +262,7 @@ async fn the_same_batch_delivered_twice_is_counted_once() {
 // Long on purpose: one scenario: dead-letter, status, verify, redrive.
 async fn a_batch_that_always_fails_is_dead_lettered_shown_and_not_verified_until_redriven() {
     let f = Fixture::new("dist_dlq", 5_000, 2, 2).await;
-    let reader = f.reader(&[]);
-    let run_id = reader.run_id().await;
-    assert_eq!(reader.wait().await.code, 0);
+    let run_id = f.read_into_queue().await;
 
     // The table is gone: no worker can write it.
     f.sc.dynamo
@@ -380,9 +374,7 @@ async fn a_batch_that_always_fails_is_dead_lettered_shown_and_not_verified_until
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_stopped_by_sigterm_releases_what_it_holds_at_once() {
     let f = Fixture::new("dist_term", 10_000, 60, 5).await;
-    let reader = f.reader(&[]);
-    let run_id = reader.run_id().await;
-    assert_eq!(reader.wait().await.code, 0);
+    let run_id = f.read_into_queue().await;
 
     // No grace: batches being written are released, not finished.
     let worker = f.spawn(&[

@@ -15,16 +15,9 @@ use sql2ddb_testkit::{FaultConfig, FaultProxy};
 
 use crate::common::*;
 
-const MAPPING: &str = r#"version = 1
-[source]
-url = "postgres://root@127.0.0.1:5432/test"
-page_size = 2000
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-[writer]
+const MAPPING: &str = pg_mapping!(
+    "page_size = 2000",
+    r#"[writer]
 concurrency = 8
 WRITER
 
@@ -33,7 +26,8 @@ name = "event"
 from = "SCHEMA.events"
 pk = "EVENT#{id:08}"
 sk = "E"
-"#;
+"#
+);
 
 /// `rows` events in PostgreSQL, a server behind a proxy configured by `faults`,
 /// and the mapping with `writer` as its `[writer]` settings.
@@ -52,7 +46,7 @@ async fn scenario(
         ))
         .start()
         .await;
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let proxy = sc.proxy(faults).await;
     let mapping = sc.mapping(&MAPPING.replace("WRITER", writer));
     (sc, proxy, mapping)
 }

@@ -135,17 +135,9 @@ fn expected_line(i: i64) -> Item {
     ])
 }
 
-const MAPPING: &str = r#"
-version = 1
-[source]
-url = "postgres://root@127.0.0.1:5432/test"
-page_size = 2000
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
+const MAPPING: &str = pg_mapping!(
+    "page_size = 2000",
+    r#"
 [[entity]]
 name = "customer"
 from = "SCHEMA.customers"
@@ -173,7 +165,8 @@ pk = "ORDER#{order_id:010}"
 sk = "LINE#{line_no:03}"
 [entity.attributes]
 entity = "line"
-"#;
+"#
+);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_row_of_every_type_arrives_as_mapped() {

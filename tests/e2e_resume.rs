@@ -20,11 +20,7 @@ struct Fixture {
 impl Fixture {
     async fn new(prefix: &str, rows: i64) -> Fixture {
         let sc = Scenario::new(prefix)
-            .postgres(&format!(
-                "CREATE TABLE {{schema}}.items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL);
-                 INSERT INTO {{schema}}.items
-                     SELECT i, 'Name ' || i, i % 100 FROM generate_series(1, {rows}) AS i;"
-            ))
+            .postgres(&items_sql(rows as u64))
             .start()
             .await;
         Fixture { sc, rows }
@@ -42,17 +38,7 @@ impl Fixture {
         std::fs::write(
             &path,
             format!(
-                r#"version = 1
-[source]
-url = "{pg_url}"
-[target]
-table = "{table}"
-endpoint = "{}"
-region = "us-east-1"
-create = true
-pk = {{ name = "PK", type = "S" }}
-sk = {{ name = "SK", type = "S" }}
-[writer]
+                r#"{}[writer]
 {writer}
 
 [[entity]]
@@ -61,9 +47,8 @@ from = "{}.items"
 pk = "{pk}"
 sk = "ITEM"
 "#,
-                self.sc.dynamo.url,
+                mapping_head("", table, &self.sc.dynamo.url),
                 self.sc.pg().name,
-                pg_url = pg_url(),
             ),
         )
         .unwrap();

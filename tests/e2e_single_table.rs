@@ -51,17 +51,9 @@ fn mapping(gsis: bool) -> String {
         .replace("GSI_ATTRIBUTES", if gsis { GSI_ATTRIBUTES } else { "" })
 }
 
-const MAPPING: &str = r#"version = 1
-[source]
-url = "postgres://root@127.0.0.1:5432/test"
-page_size = 500
-read_parallelism = 4
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-GSIS
+const MAPPING: &str = pg_mapping!(
+    "page_size = 500\nread_parallelism = 4",
+    r#"GSIS
 [writer]
 concurrency = 8
 
@@ -93,7 +85,8 @@ pk = "LAST_ORDER"
 sk = "LAST_ORDER"
 max = { attribute = "orderId", column = "order_id" }
 attributes = { customer = "{customer_id}" }
-"#;
+"#
+);
 
 fn expected_order(o: i64, gsis: bool) -> Item {
     let lines = (1..=o % 51)
@@ -300,22 +293,14 @@ async fn an_existing_table_with_other_keys_stops_the_run_before_any_write() {
         .send()
         .await
         .unwrap();
-    let mapping = sc.mapping(
-        r#"version = 1
-[source]
-url = "postgres://root@127.0.0.1:5432/test"
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-[[entity]]
+    let mapping = sc.mapping(pg_mapping!(
+        r#"[[entity]]
 name = "order"
 from = "SCHEMA.orders"
 pk = "ORDER#{order_id}"
 sk = "ORDER"
-"#,
-    );
+"#
+    ));
     let run = sc.run(&mapping, &[]).await;
     assert_eq!(run.code, 1, "{}", run.stderr);
     assert!(run.stderr.contains("key schema"), "{}", run.stderr);

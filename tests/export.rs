@@ -12,21 +12,7 @@ use sha2::{Digest, Sha256};
 use sql2ddb_core::Item;
 
 use crate::common::*;
-use sql2ddb_testkit::support::Moto;
-
-/// The example shop's mapping, into the scenario's table on its server.
-fn shop_mapping(sc: &Scenario) -> String {
-    let text = std::fs::read_to_string(root().join("mappings/shop.toml")).unwrap();
-    let db = root().join("examples/shop.db");
-    let text = text
-        .replace("table = \"shop\"", "table = \"TABLE\"")
-        .replace("endpoint = \"local\"", "")
-        .replace(
-            "${SHOP_DATABASE_URL:-sqlite://examples/shop.db}",
-            &format!("sqlite://{}", db.display()),
-        );
-    sc.mapping(&text)
-}
+use sql2ddb_testkit::support::{Bucket, Moto};
 
 /// The item digest of the mapping file at `path`.
 fn digest(path: &str) -> String {
@@ -261,18 +247,12 @@ async fn the_shop_exported_to_a_directory_holds_the_items_run_writes() {
     );
 }
 
-/// A client of the S3 server at `url`, to create buckets and read objects.
-fn s3_client(url: &str) -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-        .region(aws_sdk_s3::config::Region::new("us-east-1"))
-        .endpoint_url(url)
-        .force_path_style(true)
-        .credentials_provider(aws_sdk_s3::config::Credentials::new(
-            "test", "test", None, None, "test",
-        ))
-        .build();
-    aws_sdk_s3::Client::from_conf(config)
+/// `sql2ddb export MAPPING --out OUT --s3-endpoint URL EXTRA… --json --quiet`.
+async fn export_to_s3(sc: &Scenario, mapping: &str, out: &str, url: &str, extra: &[&str]) -> Run {
+    let mut args = vec!["export", mapping, "--out", out, "--s3-endpoint", url];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--json", "--quiet"]);
+    sc.sql2ddb(&args).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -285,51 +265,23 @@ async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
     assert_eq!(run.code, 0, "{}", run.stderr);
     let table = sc.items().await;
 
-    let s3 = s3_client(&url);
-    let bucket = unique("export").replace('_', "-");
-    s3.create_bucket().bucket(&bucket).send().await.unwrap();
-    let get = |key: String| {
-        let s3 = s3.clone();
-        let bucket = bucket.clone();
-        async move {
-            let out = s3
-                .get_object()
-                .bucket(&bucket)
-                .key(&key)
-                .send()
-                .await
-                .unwrap();
-            out.body.collect().await.unwrap().into_bytes().to_vec()
-        }
-    };
+    let bucket = Bucket::create(&url, "export").await;
 
-    let out = format!("s3://{bucket}/shop/2024");
-    let export = sc
-        .sql2ddb(&[
-            "export",
-            &mapping,
-            "--out",
-            &out,
-            "--s3-endpoint",
-            &url,
-            "--items-per-file",
-            "150",
-            "--json",
-            "--quiet",
-        ])
-        .await;
+    let out = format!("s3://{}/shop/2024", bucket.name);
+    let export = export_to_s3(&sc, &mapping, &out, &url, &["--items-per-file", "150"]).await;
     assert_eq!(export.code, 0, "{}", export.stderr);
     let manifest: serde_json::Value =
-        serde_json::from_slice(&get("shop/2024/manifest.json".into()).await).unwrap();
+        serde_json::from_slice(&bucket.get("shop/2024/manifest.json").await).unwrap();
     let mut files = BTreeMap::new();
     for f in manifest["files"].as_array().unwrap() {
         let name = f["name"].as_str().unwrap().to_string();
-        let bytes = get(format!("shop/2024/{name}")).await;
+        let bytes = bucket.get(&format!("shop/2024/{name}")).await;
         files.insert(name, bytes);
     }
-    let listed = s3
+    let listed = bucket
+        .client
         .list_objects_v2()
-        .bucket(&bucket)
+        .bucket(&bucket.name)
         .prefix("shop/2024/data/")
         .send()
         .await
@@ -343,7 +295,7 @@ async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
     assert_same_items(&exported, &table);
     assert_counts(&manifest, &export);
     let params: serde_json::Value =
-        serde_json::from_slice(&get("shop/2024/table-creation.json".into()).await).unwrap();
+        serde_json::from_slice(&bucket.get("shop/2024/table-creation.json").await).unwrap();
     assert_table_creation(&sc, &params).await;
     let command = export.report()["import_command"]
         .as_str()
@@ -351,7 +303,8 @@ async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
         .to_string();
     assert!(
         command.contains(&format!(
-            "--s3-bucket-source S3Bucket={bucket},S3KeyPrefix=shop/2024/data/"
+            "--s3-bucket-source S3Bucket={},S3KeyPrefix=shop/2024/data/",
+            bucket.name
         )),
         "{command}"
     );
@@ -389,22 +342,6 @@ async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
         again.stderr
     );
 }
-
-const ITEMS_MAPPING: &str = r#"version = 1
-[source]
-url = "postgres://root@127.0.0.1:5432/test"
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
-[[entity]]
-name = "item"
-from = "SCHEMA.items"
-pk = "{name}"
-sk = "ITEM#{id}"
-"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn export_rejects_the_rows_run_rejects() {
@@ -485,48 +422,21 @@ async fn a_file_larger_than_a_part_is_uploaded_in_several_parts() {
         .start()
         .await;
     let mapping = sc.mapping(ITEMS_MAPPING);
-    let s3 = s3_client(&url);
-    let bucket = unique("parts").replace('_', "-");
-    s3.create_bucket().bucket(&bucket).send().await.unwrap();
-    let out = format!("s3://{bucket}/big");
-    let export = sc
-        .sql2ddb(&[
-            "export",
-            &mapping,
-            "--out",
-            &out,
-            "--s3-endpoint",
-            &url,
-            "--compression",
-            "none",
-            "--json",
-            "--quiet",
-        ])
-        .await;
+    let bucket = Bucket::create(&url, "parts").await;
+    let out = format!("s3://{}/big", bucket.name);
+    let export = export_to_s3(&sc, &mapping, &out, &url, &["--compression", "none"]).await;
     assert_eq!(export.code, 0, "{}", export.stderr);
-    let get = |key: String| {
-        let (s3, bucket) = (s3.clone(), bucket.clone());
-        async move {
-            let out = s3
-                .get_object()
-                .bucket(&bucket)
-                .key(&key)
-                .send()
-                .await
-                .unwrap();
-            out.body.collect().await.unwrap().into_bytes().to_vec()
-        }
-    };
     let manifest: serde_json::Value =
-        serde_json::from_slice(&get("big/manifest.json".into()).await).unwrap();
+        serde_json::from_slice(&bucket.get("big/manifest.json").await).unwrap();
     let files = manifest["files"].as_array().unwrap();
     assert_eq!(files.len(), 1, "12,000 rows fit one file: {manifest}");
     let name = files[0]["name"].as_str().unwrap().to_string();
-    let bytes = get(format!("big/{name}")).await;
+    let bytes = bucket.get(&format!("big/{name}")).await;
     assert!(bytes.len() > 8 * 1024 * 1024, "{} bytes", bytes.len());
-    let head = s3
+    let head = bucket
+        .client
         .head_object()
-        .bucket(&bucket)
+        .bucket(&bucket.name)
         .key(format!("big/{name}"))
         .send()
         .await

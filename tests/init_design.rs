@@ -124,45 +124,12 @@ fn design_of(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// `init --single-table`, `check`, `run` and `verify --deep` on `url`,
-/// each exiting 0; returns the mapping.
+/// `init --single-table` of `tables`, `check`, `run` and `verify --deep`
+/// on `url`, each exiting 0; returns the mapping.
 async fn init_to_verify(sc: &Scenario, url: &str, tables: &[String]) -> String {
     let tables = tables.join(",");
-    let init = sc
-        .sql2ddb(&[
-            "init",
-            "--source",
-            url,
-            "--tables",
-            &tables,
-            "--single-table",
-            &sc.table,
-        ])
-        .await;
-    assert_eq!(init.code, 0, "{}", init.stderr);
-    let mapping = sc.mapping(&init.stdout);
-    let env = |args: &[&str]| {
-        let mut c = command(sc.path(), args);
-        c.env("DATABASE_URL", url);
-        c
-    };
-    let endpoint = sc.dynamo.url.clone();
-    for args in [
-        vec!["check", mapping.as_str()],
-        vec!["run", &mapping, "--endpoint", &endpoint, "--quiet"],
-        vec!["verify", &mapping, "--deep", "--endpoint", &endpoint],
-    ] {
-        let out = env(&args).output().await.unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{args:?}\n{}\n{}{}",
-            init.stdout,
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    init.stdout
+    sc.init_run_verify(url, &["--tables", &tables, "--single-table", &sc.table])
+        .await
 }
 
 /// What every dialect must have written.

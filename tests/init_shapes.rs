@@ -6,37 +6,6 @@ use std::collections::BTreeSet;
 
 use crate::common::*;
 
-/// `init ARGS`, then `check`, `run` and `verify --deep` with `url` as
-/// `DATABASE_URL`, each exiting 0; returns the mapping.
-async fn init_run_verify(sc: &Scenario, url: &str, init: &[&str]) -> String {
-    let mut args = vec!["init", "--source", url];
-    args.extend_from_slice(init);
-    let out = sc.sql2ddb(&args).await;
-    assert_eq!(out.code, 0, "{}", out.stderr);
-    let mapping = sc.mapping(&out.stdout);
-    let endpoint = sc.dynamo.url.clone();
-    for args in [
-        vec!["check", mapping.as_str()],
-        vec!["run", &mapping, "--endpoint", &endpoint, "--quiet"],
-        vec!["verify", &mapping, "--deep", "--endpoint", &endpoint],
-    ] {
-        let run = command(sc.path(), &args)
-            .env("DATABASE_URL", url)
-            .output()
-            .await
-            .unwrap();
-        assert_eq!(
-            run.status.code(),
-            Some(0),
-            "{args:?}\n{}\n{}{}",
-            out.stdout,
-            String::from_utf8_lossy(&run.stdout),
-            String::from_utf8_lossy(&run.stderr)
-        );
-    }
-    out.stdout
-}
-
 /// A PostgreSQL URL whose current schema is `schema`.
 fn pg_url_in(schema: &str) -> String {
     let sep = if pg_url().contains('?') { '&' } else { '?' };
@@ -81,7 +50,9 @@ async fn postgres_partitioned_and_inherited_tables_are_one_entity_each_rows_once
         named.stderr
     );
 
-    let text = init_run_verify(&sc, &url, &["--single-table", &sc.table]).await;
+    let text = sc
+        .init_run_verify(&url, &["--single-table", &sc.table])
+        .await;
     // The parents only: no partition, no inheritance child.
     let entities: Vec<&str> = text
         .lines()
@@ -470,7 +441,9 @@ async fn views_offered_and_mapped(sc: &Scenario, url: &str, views: &[&str], name
         );
     }
     let tables = names.join(",");
-    let text = init_run_verify(sc, url, &["--tables", &tables, "--single-table", &sc.table]).await;
+    let text = sc
+        .init_run_verify(url, &["--tables", &tables, "--single-table", &sc.table])
+        .await;
     let items = sc.items().await;
     let count = |sk: &str| items.keys().filter(|(_, s)| s == sk).count();
     assert_eq!(count("CITY_NAME"), 5, "{text}");

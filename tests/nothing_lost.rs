@@ -208,7 +208,7 @@ async fn interrupted_run(sc: &Scenario, mapping: &str, table: &str, extra: &[&st
     ];
     slow.extend_from_slice(extra);
     let child = Proc::spawn(sc.path(), &args(sc, mapping, runs.to_str().unwrap(), &slow));
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let deadline = std::time::Instant::now() + PATIENCE;
     loop {
         let written = match sc
             .dynamo

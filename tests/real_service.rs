@@ -20,6 +20,7 @@ use sql2ddb_testkit::{FaultConfig, FaultProxy};
 
 use crate::common::*;
 use crate::distributed::Fixture;
+use crate::update::{is_order, ADD_VISITS};
 
 /// Orders, each with zero to four lines embedded, and the newest order in a
 /// pointer item: numbers, JSON (maps, lists), binary and arrays on the items.
@@ -43,17 +44,9 @@ INSERT INTO {schema}.order_lines
 /// Rows of `orders`.
 const ORDERS: u64 = 300;
 
-const MAPPING: &str = r#"version = 1
-[source]
-url = "postgres://root@127.0.0.1:5432/test"
-page_size = 20
-read_parallelism = 2
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-[writer]
+const MAPPING: &str = pg_mapping!(
+    "page_size = 20\nread_parallelism = 2",
+    r#"[writer]
 concurrency = 4
 WRITER
 
@@ -76,7 +69,8 @@ pk = "LAST_ORDER"
 sk = "LAST_ORDER"
 max = { attribute = "orderId", column = "order_id" }
 attributes = { createdAt = { column = "created_at", format = "rfc3339" }, customerId = "{customer_id}" }
-"#;
+"#
+);
 
 /// Every fault the service may produce, on every operation, seeded: a
 /// third of the calls faulted, one answer held past the attempt timeout,
@@ -210,23 +204,14 @@ async fn assert_recorded(sc: &Scenario, mapping_writer: &str, run_id: &str, rows
 
 /// The named counts of a report's object.
 fn figures(object: &Json, names: &[&str]) -> Vec<u64> {
-    names
-        .iter()
-        .map(|n| {
-            object[*n]
-                .as_u64()
-                .unwrap_or_else(|| panic!("no {n} in {object}"))
-        })
-        .collect()
+    names.iter().map(|n| count(object, n)).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_service_run_every_fault_once() {
     let sc = orders("rs_run").await;
     let (want, want_report) = wanted(&sc).await;
-    let proxy = FaultProxy::start(&sc.dynamo.url, every_fault(31))
-        .await
-        .unwrap();
+    let proxy = sc.proxy(every_fault(31)).await;
 
     let run = run_through(
         &sc,
@@ -263,9 +248,7 @@ async fn real_service_run_every_fault_once() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_service_run_budget_too_small() {
     let sc = orders("rs_runb").await;
-    let proxy = FaultProxy::start(&sc.dynamo.url, beyond_one_attempt(32, &["BatchWriteItem"]))
-        .await
-        .unwrap();
+    let proxy = sc.proxy(beyond_one_attempt(32, &["BatchWriteItem"])).await;
 
     let run = run_through(&sc, &proxy, "max_attempts = 1", &[]).await;
     assert_eq!(run.code, 1, "rows were not written: {}", said(&run, &proxy));
@@ -505,38 +488,12 @@ async fn real_service_queue_budget_too_small() {
     f.clean_up().await;
 }
 
-/// An `ADD` on every order of `crate::update`'s shop: not idempotent, so
-/// each item must be changed exactly once whatever is retried.
-const ADD_VISITS: &str = r#"version = 1
-[target]
-table = "TABLE"
-[update]
-name = "count-visits"
-scan = { segments = 3 }
-page_size = 200
-where = "begins_with(SK, :o)"
-set = "ADD visits :one"
-values = { ":o" = "ORDER#", ":one" = 1 }
-"#;
-
-fn is_order(k: &(String, String)) -> bool {
-    k.1.starts_with("ORDER#")
-}
-
-fn count(report: &Json, field: &str) -> u64 {
-    report[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no {field} in {report}"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_service_update_add_every_fault_once() {
     let sc = crate::update::shop().await;
     let before = sc.items().await;
     let orders = before.keys().filter(|k| is_order(k)).count() as u64;
-    let proxy = FaultProxy::start(&sc.dynamo.url, every_fault(35))
-        .await
-        .unwrap();
+    let proxy = sc.proxy(every_fault(35)).await;
     let job = crate::update::job(&sc, ADD_VISITS);
     let endpoint = proxy.url();
     let args = [
@@ -599,7 +556,7 @@ async fn real_service_update_budget_too_small() {
         operations: vec!["UpdateItem".into()],
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let proxy = sc.proxy(faults).await;
     let job = crate::update::job(&sc, ADD_VISITS);
     let endpoint = proxy.url();
     let args = [
@@ -698,9 +655,7 @@ async fn real_service_verify_deep_every_fault_once() {
     let mapping = sc.mapping(&MAPPING.replace("WRITER", ""));
     let run = sc.run(&mapping, &["--json", "--quiet"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
-    let proxy = FaultProxy::start(&sc.dynamo.url, every_fault(37))
-        .await
-        .unwrap();
+    let proxy = sc.proxy(every_fault(37)).await;
 
     // By Scan, then by key (BatchGetItem, whose keys come back unprocessed).
     for extra in [&["--segments", "3"][..], &["--sample", "1"]] {
@@ -734,7 +689,7 @@ async fn real_service_verify_deep_budget_too_small() {
         operations: vec!["Scan".into()],
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let proxy = sc.proxy(faults).await;
     let deep = deep_through(&sc, &proxy, &mapping, &[]).await;
     assert_eq!(
         deep.code,
@@ -804,7 +759,7 @@ sk = "T"
         reencode: true,
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let proxy = sc.proxy(faults).await;
     let endpoint = proxy.url();
     let run = bounded(
         &sc,
@@ -859,7 +814,7 @@ async fn real_service_2_progress_table_500_does_not_fail_the_run() {
         operations: vec!["PutItem".into()],
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let proxy = sc.proxy(faults).await;
     let run = run_through(
         &sc,
         &proxy,
@@ -889,7 +844,7 @@ async fn real_service_4_transient_codes_never_reject_rows() {
         request_timeout: 0.15,
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let proxy = sc.proxy(faults).await;
     let run = run_through(&sc, &proxy, "", &[]).await;
     assert_eq!(run.code, 0, "{}", said(&run, &proxy));
     let e = run.entity("order");

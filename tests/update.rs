@@ -13,7 +13,7 @@ use sql2ddb_engine::update::{update, UpdateOptions, UpdateProgress};
 use sql2ddb_mapping::UpdateJob;
 use sql2ddb_testkit::sdk::types::{PutRequest, WriteRequest};
 
-use crate::common::{item, key, n, s, Items, Run, Scenario};
+use crate::common::{count, item, key, n, s, Items, Run, Scenario};
 
 mod capacity;
 mod hold;
@@ -134,28 +134,16 @@ async fn update_through_faults(
     job_text: &str,
     faults: sql2ddb_testkit::FaultConfig,
 ) -> (sql2ddb_testkit::FaultProxy, Run) {
-    let proxy = sql2ddb_testkit::FaultProxy::start(&sc.dynamo.url, faults)
-        .await
-        .unwrap();
-    let path = job(sc, job_text);
-    let endpoint = proxy.url();
-    let args = [
-        "update",
-        &path,
-        "--endpoint",
-        &endpoint,
-        "--json",
-        "--quiet",
-    ];
-    let run = sc.sql2ddb(&args).await;
+    let proxy = sc.proxy(faults).await;
+    let run = update_via(sc, &proxy.url(), &job(sc, job_text)).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     (proxy, run)
 }
 
-fn count(report: &serde_json::Value, field: &str) -> u64 {
-    report[field]
-        .as_u64()
-        .unwrap_or_else(|| panic!("no {field} in {report}"))
+/// `sql2ddb update JOB --endpoint ENDPOINT --json --quiet`.
+async fn update_via(sc: &Scenario, endpoint: &str, job: &str) -> Run {
+    sc.sql2ddb(&["update", job, "--endpoint", endpoint, "--json", "--quiet"])
+        .await
 }
 
 /// scanned = not matched + matched; matched = updated + skipped + failed + pending.
@@ -169,7 +157,7 @@ fn assert_counts_add_up(report: &serde_json::Value) {
     );
 }
 
-fn is_order(k: &(String, String)) -> bool {
+pub(crate) fn is_order(k: &(String, String)) -> bool {
     k.1.starts_with("ORDER#")
 }
 
@@ -192,6 +180,20 @@ fn closed(mut order: Item) -> Item {
     order.insert("closed_at".into(), s("2024-06-01"));
     order.remove("retry_count");
     order
+}
+
+/// Asserts that `after` holds the items of `before`, each order closed as
+/// [`CLOSE_ORDERS`] closes it and every other item as it was.
+fn assert_orders_closed(before: &Items, after: &Items) {
+    assert_eq!(after.len(), before.len());
+    for (k, was) in before {
+        let want = if is_order(k) {
+            closed(was.clone())
+        } else {
+            was.clone()
+        };
+        assert_eq!(after[k], want, "{k:?}");
+    }
 }
 
 #[tokio::test]
@@ -258,15 +260,7 @@ async fn update_changes_exactly_the_matching_items_and_dry_run_changes_nothing()
     );
 
     let after = sc.items().await;
-    assert_eq!(after.len(), before.len());
-    for (k, was) in &before {
-        let want = if is_order(k) {
-            closed(was.clone())
-        } else {
-            was.clone()
-        };
-        assert_eq!(after[k], want, "{k:?}");
-    }
+    assert_orders_closed(&before, &after);
     // Run again: nothing matches any more, nothing changes.
     let again = sql2ddb_update(&sc, &path, &["--json"]).await;
     assert_eq!(count(&again.report(), "matched"), 0, "{}", again.stdout);
@@ -542,18 +536,12 @@ async fn thirty_percent_of_calls_faulted_and_the_table_ends_as_without_faults() 
     );
     assert!(count(&r, "retries") > 0, "{r}");
     assert!(proxy.stats().faults() > 0, "{:?}", proxy.stats());
-    let after = sc.items().await;
-    for (k, was) in &before {
-        let want = if is_order(k) {
-            closed(was.clone())
-        } else {
-            was.clone()
-        };
-        assert_eq!(after[k], want, "{k:?}");
-    }
+    assert_orders_closed(&before, &sc.items().await);
 }
 
-const ADD_VISITS: &str = r#"version = 1
+/// An `ADD` on every order of the shop: not idempotent, so each item must
+/// be changed exactly once whatever is retried.
+pub(crate) const ADD_VISITS: &str = r#"version = 1
 [target]
 table = "TABLE"
 [update]
@@ -839,15 +827,7 @@ async fn batch_put_mode_rewrites_the_matching_items_and_says_what_it_risks() {
     assert_eq!(count(&r, "updated"), PER_TYPE as u64, "{r}");
     assert_eq!(count(&r, "skipped") + count(&r, "failed"), 0, "{r}");
     assert_counts_add_up(&r);
-    let after = sc.items().await;
-    for (k, was) in &before {
-        let want = if is_order(k) {
-            closed(was.clone())
-        } else {
-            was.clone()
-        };
-        assert_eq!(after[k], want, "{k:?}");
-    }
+    assert_orders_closed(&before, &sc.items().await);
 }
 
 /// Each of `update`, `status` and `verify --run` prints its report on

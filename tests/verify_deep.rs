@@ -16,7 +16,7 @@ use sql2ddb_core::{Item, KeyAttr};
 use sql2ddb_engine::deep::canon::{in_sample, key_text, stable_hash};
 use sql2ddb_testkit::sdk::types::AttributeValue as Sdk;
 
-use sql2ddb_testkit::{FaultConfig, FaultProxy};
+use sql2ddb_testkit::FaultConfig;
 
 use crate::common::*;
 
@@ -31,17 +31,9 @@ CREATE TABLE {schema}.products (sku text PRIMARY KEY, title text NOT NULL);
 INSERT INTO {schema}.products SELECT 'SKU-' || p, 'product ' || p FROM generate_series(1, 10) p;
 ";
 
-const MAPPING: &str = r#"version = 1
-[source]
-url = "postgres://root@127.0.0.1:5432/test"
-page_size = 7
-read_parallelism = 2
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-[[target.gsi]]
+const MAPPING: &str = pg_mapping!(
+    "page_size = 7\nread_parallelism = 2",
+    r#"[[target.gsi]]
 name = "by_status"
 pk = { name = "GSI1PK", type = "S" }
 sk = { name = "GSI1SK", type = "S" }
@@ -79,7 +71,8 @@ entity = "order"
 pk = "LAST_ORDER"
 sk = "LAST_ORDER"
 max = { attribute = "orderId", column = "order_id" }
-"#;
+"#
+);
 
 /// `verify MAPPING --deep --json EXTRA…` against the scenario's server.
 async fn deep(sc: &Scenario, mapping: &str, extra: &[&str]) -> (Run, Json) {
@@ -361,22 +354,16 @@ CREATE TABLE {schema}.people (person_id int PRIMARY KEY, email text NOT NULL, na
 INSERT INTO {schema}.people VALUES (1, 'a@example.com', 'Ann'), (2, 'b@example.com', 'Bob'), (3, 'a@example.com', 'Ann again');
 ";
 
-const BY_EMAIL: &str = r#"version = 1
-[source]
-url = "postgres://root@127.0.0.1:5432/test"
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
+const BY_EMAIL: &str = pg_mapping!(
+    r#"
 [[entity]]
 name = "person"
 from = "SCHEMA.people"
 pk = "EMAIL#{email}"
 sk = "PERSON"
 overwrite = true
-"#;
+"#
+);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rows_collapsed_onto_one_key_are_named_with_both_source_keys() {
@@ -413,22 +400,16 @@ CREATE TABLE {schema}.readings (reading_id int PRIMARY KEY, sensor text NOT NULL
 INSERT INTO {schema}.readings SELECT r, 'sensor ' || (r % 97), r * 0.25 FROM generate_series(1, 20000) r;
 ";
 
-const READINGS: &str = r#"version = 1
-[source]
-url = "postgres://root@127.0.0.1:5432/test"
-page_size = 1000
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
+const READINGS: &str = pg_mapping!(
+    "page_size = 1000",
+    r#"
 [[entity]]
 name = "reading"
 from = "SCHEMA.readings"
 pk = "READING#{reading_id}"
 sk = "V"
-"#;
+"#
+);
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_identical_table_resolves_no_bucket_and_one_difference_one() {
@@ -577,7 +558,7 @@ async fn throttled_failing_and_dropped_reads_are_retried() {
         operations: vec!["Scan".into(), "BatchGetItem".into()],
         ..FaultConfig::default()
     };
-    let proxy = FaultProxy::start(&sc.dynamo.url, faults).await.unwrap();
+    let proxy = sc.proxy(faults).await;
     let endpoint = proxy.url();
     let (full, report) = deep_at(&sc, &endpoint, &mapping, &["--segments", "4"]).await;
     assert_eq!(full.code, 1, "{}", full.stderr);
@@ -599,16 +580,9 @@ INSERT INTO {schema}.orders SELECT o, o % 7 + 1,
 /// Two pointers carrying attributes: the newest order, and the latest day,
 /// which orders 1 and 30 share (on different pages, so either may be the
 /// one the run wrote).
-const STAMPED_MAPPING: &str = r#"version = 1
-[source]
-url = "postgres://root@127.0.0.1:5432/test"
-page_size = 7
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
+const STAMPED_MAPPING: &str = pg_mapping!(
+    "page_size = 7",
+    r#"
 [[entity]]
 name = "order"
 from = "SCHEMA.orders"
@@ -628,7 +602,8 @@ pk = "LATEST_DAY"
 sk = "LATEST_DAY"
 max = { attribute = "day", column = "created_at" }
 attributes = { orderId = { column = "order_id" } }
-"#;
+"#
+);
 
 /// Issue 33, case 6: a pointer item whose value is right but whose carried
 /// attributes are corrupted (one retyped to garbage, one removed), or which

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use sql2ddb_core::{AttrValue, Item};
 pub use sql2ddb_testkit::support::Dynamo;
 
-pub use process::{command, sql2ddb, wait_all, Proc, Run, PATIENCE};
+pub use process::{blocking_command, command, sql2ddb, wait_all, Proc, Run, PATIENCE};
 pub use scenario::Scenario;
-pub use sources::{pg_url, sqlite_file, unique, MyDatabase, PgSchema};
+pub use sources::{items_sql, mapping_head, pg_url, sqlite_file, unique, MyDatabase, PgSchema};
 
 /// A table's items, keyed by (PK, SK) rendered as text.
 pub type Items = BTreeMap<(String, String), Item>;
@@ -70,6 +70,61 @@ pub fn root() -> PathBuf {
         .unwrap()
 }
 
+/// The example shop's mapping, into the scenario's table on its server.
+pub fn shop_mapping(sc: &Scenario) -> String {
+    let text = std::fs::read_to_string(root().join("mappings/shop.toml")).unwrap();
+    let db = root().join("examples/shop.db");
+    let text = text
+        .replace("table = \"shop\"", "table = \"TABLE\"")
+        .replace("endpoint = \"local\"", "")
+        .replace(
+            "${SHOP_DATABASE_URL:-sqlite://examples/shop.db}",
+            &format!("sqlite://{}", db.display()),
+        );
+    sc.mapping(&text)
+}
+
+/// A mapping's text, a literal (usable in a `const`): version 1, the local
+/// PostgreSQL with the `[source]` options `$source` (TOML lines, optional),
+/// the scenario's `TABLE` created on a run and keyed by string `PK` and
+/// `SK`, then `$rest` (more of `[target]`, `[writer]`, the entities).
+/// [`Scenario::mapping`] fills in `TABLE`, `SCHEMA` and the PostgreSQL URL
+/// the tests use.
+macro_rules! pg_mapping {
+    ($source:literal, $rest:literal) => {
+        concat!(
+            "version = 1\n[source]\nurl = \"postgres://root@127.0.0.1:5432/test\"\n",
+            $source,
+            "\n[target]\ntable = \"TABLE\"\ncreate = true\n",
+            "pk = { name = \"PK\", type = \"S\" }\nsk = { name = \"SK\", type = \"S\" }\n",
+            $rest
+        )
+    };
+    // Without source options, line for line as a mapping written out whole
+    // (tests check the line numbers errors name).
+    ($rest:literal) => {
+        concat!(
+            "version = 1\n[source]\nurl = \"postgres://root@127.0.0.1:5432/test\"\n",
+            "[target]\ntable = \"TABLE\"\ncreate = true\n",
+            "pk = { name = \"PK\", type = \"S\" }\nsk = { name = \"SK\", type = \"S\" }\n",
+            $rest
+        )
+    };
+}
+pub(crate) use pg_mapping;
+
+/// A mapping of `SCHEMA.items (id, name, …)` to items keyed `{name}` /
+/// `ITEM#{id}`: the scenario's table, created on a run.
+pub const ITEMS_MAPPING: &str = pg_mapping!(
+    r#"
+[[entity]]
+name = "item"
+from = "SCHEMA.items"
+pk = "{name}"
+sk = "ITEM#{id}"
+"#
+);
+
 /// Writes a mapping file into `dir` and returns its path as text.
 pub fn write_mapping(dir: &Path, text: &str) -> String {
     let path = dir.join("mapping.toml");
@@ -85,6 +140,13 @@ pub fn rejects_of(dir: &Path, report: &serde_json::Value) -> Vec<serde_json::Val
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect()
+}
+
+/// The number `field` of a JSON report (or of one of its objects).
+pub fn count(report: &serde_json::Value, field: &str) -> u64 {
+    report[field]
+        .as_u64()
+        .unwrap_or_else(|| panic!("no {field} in {report}"))
 }
 
 /// `S` value.

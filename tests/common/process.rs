@@ -47,15 +47,23 @@ impl Run {
 }
 
 /// The binary, to run in `dir` with `args`, with none of the variables that
-/// would point it elsewhere than the test says.
-pub fn command(dir: &Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sql2ddb"));
+/// would point it elsewhere than the test says; for tests that wait on it
+/// without a runtime.
+pub fn blocking_command(dir: &Path, args: &[&str]) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb"));
     cmd.args(args)
         .current_dir(dir)
         .env_remove("SHOP_DATABASE_URL")
         .env_remove("SQL2DDB_SQS_ENDPOINT")
-        .env_remove("SQL2DDB_PROGRESS_TABLE")
-        .kill_on_drop(true);
+        .env_remove("SQL2DDB_PROGRESS_TABLE");
+    cmd
+}
+
+/// [`blocking_command`] as a child of the test's runtime, killed if the
+/// test drops it.
+pub fn command(dir: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::from(blocking_command(dir, args));
+    cmd.kill_on_drop(true);
     cmd
 }
 

@@ -10,10 +10,12 @@
 
 use std::path::Path;
 
+use sql2ddb_testkit::{FaultConfig, FaultProxy};
+
 use super::sources::DEFAULT_PG_URL;
 use super::{
-    pg_url, sql2ddb, sqlite_file, unique, write_mapping, Dynamo, Items, MyDatabase, PgSchema, Run,
-    ScanKeyed,
+    command, pg_url, sql2ddb, sqlite_file, unique, write_mapping, Dynamo, Items, MyDatabase,
+    PgSchema, Run, ScanKeyed,
 };
 
 /// What a scenario is made of, before anything starts.
@@ -50,15 +52,11 @@ impl Setup {
         let dir = tempfile::tempdir().unwrap();
         let mut pg = None;
         if let Some(sql) = &self.postgres {
-            let schema = PgSchema::create(&self.prefix).await;
-            schema.exec(sql).await;
-            pg = Some(schema);
+            pg = Some(PgSchema::filled(&self.prefix, sql).await);
         }
         let mut my = None;
         if let Some(sql) = &self.mariadb {
-            let db = MyDatabase::create(&self.prefix).await;
-            db.exec(sql).await;
-            my = Some(db);
+            my = Some(MyDatabase::filled(&self.prefix, sql).await);
         }
         let mut sqlite = None;
         if let Some(sql) = &self.sqlite {
@@ -147,6 +145,13 @@ impl Scenario {
         self.sql2ddb(&args).await
     }
 
+    /// A fault proxy with `faults` in front of the scenario's server.
+    pub async fn proxy(&self, faults: FaultConfig) -> FaultProxy {
+        FaultProxy::start(&self.dynamo.url, faults)
+            .await
+            .unwrap_or_else(|e| panic!("a fault proxy: {e}"))
+    }
+
     /// Every item of the scenario's table.
     pub async fn items(&self) -> Items {
         self.dynamo.scan(&self.table).await
@@ -161,5 +166,36 @@ impl Scenario {
             .send()
             .await
             .is_ok()
+    }
+
+    /// `init ARGS`, then `check`, `run` and `verify --deep` with `url` as
+    /// `DATABASE_URL`, each exiting 0; returns the mapping.
+    pub async fn init_run_verify(&self, url: &str, init: &[&str]) -> String {
+        let mut args = vec!["init", "--source", url];
+        args.extend_from_slice(init);
+        let out = self.sql2ddb(&args).await;
+        assert_eq!(out.code, 0, "{}", out.stderr);
+        let mapping = self.mapping(&out.stdout);
+        let endpoint = self.dynamo.url.clone();
+        for args in [
+            vec!["check", mapping.as_str()],
+            vec!["run", &mapping, "--endpoint", &endpoint, "--quiet"],
+            vec!["verify", &mapping, "--deep", "--endpoint", &endpoint],
+        ] {
+            let run = command(self.path(), &args)
+                .env("DATABASE_URL", url)
+                .output()
+                .await
+                .unwrap();
+            assert_eq!(
+                run.status.code(),
+                Some(0),
+                "{args:?}\n{}\n{}{}",
+                out.stdout,
+                String::from_utf8_lossy(&run.stdout),
+                String::from_utf8_lossy(&run.stderr)
+            );
+        }
+        out.stdout
     }
 }

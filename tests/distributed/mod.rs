@@ -44,11 +44,11 @@ impl Fixture {
     pub async fn new(prefix: &str, rows: i64, visibility: u64, max_receive_count: u32) -> Fixture {
         let sc = Scenario::new(prefix)
             .postgres(&format!(
-                "CREATE TABLE {{schema}}.items (id bigint PRIMARY KEY, name text NOT NULL,
-                     qty int NOT NULL, price numeric(10,2) NOT NULL);
-                 INSERT INTO {{schema}}.items
-                     SELECT i, 'Name ' || i, i % 100, ((i * 7) % 100000) / 100.0
-                     FROM generate_series(1, {rows}) AS i;"
+                "{}
+                 ALTER TABLE {{schema}}.items ADD COLUMN price numeric(10,2);
+                 UPDATE {{schema}}.items SET price = ((id * 7) % 100000) / 100.0;
+                 ALTER TABLE {{schema}}.items ALTER COLUMN price SET NOT NULL;",
+                items_sql(rows as u64)
             ))
             .start()
             .await;
@@ -66,20 +66,9 @@ impl Fixture {
         .unwrap();
         let queue = SqsQueue::open(sqs, &urls.queue).await.unwrap();
         let table = sc.table.clone();
+        let head = mapping_head(&format!("page_size = {PAGE}"), "TABLE", &sc.dynamo.url);
         let mapping = sc.mapping(&format!(
-            r#"
-version = 1
-[source]
-url = "{pg_url}"
-page_size = {PAGE}
-[target]
-table = "TABLE"
-endpoint = "{}"
-region = "us-east-1"
-create = true
-pk = {{ name = "PK", type = "S" }}
-sk = {{ name = "SK", type = "S" }}
-[writer]
+            r#"{head}[writer]
 concurrency = 4
 
 [[entity]]
@@ -89,9 +78,7 @@ pk = "ITEM#{{id}}"
 sk = "ITEM"
 [entity.attributes]
 entity = "item"
-"#,
-            sc.dynamo.url,
-            pg_url = pg_url(),
+"#
         ));
         Fixture {
             sc,
@@ -128,6 +115,15 @@ entity = "item"
         ];
         args.extend_from_slice(extra);
         self.spawn(&args)
+    }
+
+    /// Runs the [`Fixture::reader`] to its end, exiting 0, and returns its run id.
+    pub async fn read_into_queue(&self) -> String {
+        let reader = self.reader(&[]);
+        let run_id = reader.run_id().await;
+        let read = reader.wait().await;
+        assert_eq!(read.code, 0, "{}", read.stderr);
+        run_id
     }
 
     /// A worker that exits once `run_id` is complete.

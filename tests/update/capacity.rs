@@ -4,9 +4,13 @@
 //! changes every matching item exactly once and nothing else.
 
 use sql2ddb_testkit::capacity::CapacityConfig;
-use sql2ddb_testkit::{FaultConfig, FaultProxy};
+use sql2ddb_testkit::FaultConfig;
 
-use super::{assert_counts_add_up, closed, count, is_order, job, shop, CLOSE_ORDERS, PER_TYPE};
+use crate::common::count;
+
+use super::{
+    assert_counts_add_up, assert_orders_closed, job, shop, CLOSE_ORDERS, PER_TYPE,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_throttled_on_reads_and_writes_changes_every_match_once() {
@@ -25,9 +29,7 @@ async fn an_update_throttled_on_reads_and_writes_changes_every_match_once() {
         ..CapacityConfig::provisioned(20, 2, 10)
     };
     model.partition_rcu = 2;
-    let proxy = FaultProxy::start(&sc.dynamo.url, FaultConfig::default())
-        .await
-        .unwrap();
+    let proxy = sc.proxy(FaultConfig::default()).await;
     proxy.set_capacity(Some(model)).unwrap();
     let path = job(&sc, CLOSE_ORDERS);
     let endpoint = proxy.url();
@@ -60,14 +62,5 @@ async fn an_update_throttled_on_reads_and_writes_changes_every_match_once() {
     // Each order written once: a refused write costs nothing and is sent again.
     assert_eq!(usage.admitted_writes, PER_TYPE as u64, "{usage:?}");
 
-    let after = sc.items().await;
-    assert_eq!(after.len(), before.len());
-    for (k, was) in &before {
-        let want = if is_order(k) {
-            closed(was.clone())
-        } else {
-            was.clone()
-        };
-        assert_eq!(after[k], want, "{k:?}");
-    }
+    assert_orders_closed(&before, &sc.items().await);
 }

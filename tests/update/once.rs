@@ -8,8 +8,8 @@ use sql2ddb_core::{AttrValue, Item, KeyAttr, KeyType};
 use sql2ddb_dynamo::{ensure_table_spec, TableSpec};
 
 use super::hold::HoldingRelay;
-use super::{assert_counts_add_up, count, job, put_items, sql2ddb_update, update_through_faults};
-use crate::common::{item, n, s, Items, Proc, Scenario};
+use super::{assert_counts_add_up, job, put_items, sql2ddb_update, update_through_faults};
+use crate::common::{count, item, n, s, Items, Proc, Scenario};
 
 /// Items in the table, every one of them matched.
 const ITEMS: usize = 300;

@@ -2,10 +2,10 @@
 //! against an in-process DynamoDB-compatible server.
 
 use sql2ddb_core::{AttrValue, SqlValue};
-use sql2ddb_dynamo::progress::BatchRecord;
+use sql2ddb_dynamo::progress::{BatchRecord, ProgressStore};
 use sql2ddb_engine::verify::{summarize, MissingPage};
 use sql2ddb_testkit::sdk::to_sdk;
-use sql2ddb_testkit::support::{progress_store, run_meta};
+use sql2ddb_testkit::support::{progress_store, run_meta, Dynamo};
 
 fn record(entity: &str, segment: u32, page: u64, rows: u64) -> BatchRecord {
     BatchRecord {
@@ -21,34 +21,41 @@ fn record(entity: &str, segment: u32, page: u64, rows: u64) -> BatchRecord {
     }
 }
 
+/// A progress store of the test's own (see [`progress_store`]) with `run`
+/// recorded over `entities` (name and segments).
+async fn store_with_run(
+    name: &str,
+    run: &str,
+    entities: &[(&str, u32)],
+) -> (Dynamo, ProgressStore) {
+    let (local, store) = progress_store(name).await;
+    store.record_run(run, &run_meta(entities)).await.unwrap();
+    (local, store)
+}
+
+/// Records `batch` of `run`.
+async fn recorded(store: &ProgressStore, run: &str, batch: &BatchRecord) {
+    store.record_batch(run, batch).await.unwrap();
+}
+
 #[tokio::test]
 async fn a_redelivered_batch_is_counted_once_and_the_run_completes_when_sums_meet() {
-    let (local, store) = progress_store("redelivered").await;
     let run = "r1";
-    store
-        .record_run(run, &run_meta(&[("order", 2), ("customer", 1)]))
-        .await
-        .unwrap();
+    let (local, store) = store_with_run("redelivered", run, &[("order", 2), ("customer", 1)]).await;
     for segment in 0..2 {
         for page in 0..3 {
-            store
-                .record_batch(run, &record("order", segment, page, 10))
-                .await
-                .unwrap();
+            recorded(&store, run, &record("order", segment, page, 10)).await;
         }
     }
     // The same message delivered twice: its record is written twice.
-    store
-        .record_batch(run, &record("order", 1, 2, 10))
-        .await
-        .unwrap();
+    recorded(&store, run, &record("order", 1, 2, 10)).await;
     let customer = BatchRecord {
         items: 4,
         rejected: 1,
         ..record("customer", 0, 0, 5)
     };
-    store.record_batch(run, &customer).await.unwrap();
-    store.record_batch(run, &customer).await.unwrap();
+    recorded(&store, run, &customer).await;
+    recorded(&store, run, &customer).await;
 
     let v = summarize(&store.load(run).await.unwrap());
     assert!(!v.complete, "no segment is finished yet");
@@ -104,25 +111,15 @@ async fn a_redelivered_batch_is_counted_once_and_the_run_completes_when_sums_mee
 
 #[tokio::test]
 async fn pages_sent_without_a_record_are_named_and_keep_the_run_incomplete() {
-    let (local, store) = progress_store("missing").await;
     let run = "r2";
-    store
-        .record_run(run, &run_meta(&[("order", 2)]))
-        .await
-        .unwrap();
+    let (local, store) = store_with_run("missing", run, &[("order", 2)]).await;
     // Segment 0: pages 0..3 sent, page 1 never written.
     store
         .set_cursor(run, "order", 0, &[SqlValue::Int(300)], 3, 30)
         .await
         .unwrap();
-    store
-        .record_batch(run, &record("order", 0, 0, 10))
-        .await
-        .unwrap();
-    store
-        .record_batch(run, &record("order", 0, 2, 10))
-        .await
-        .unwrap();
+    recorded(&store, run, &record("order", 0, 0, 10)).await;
+    recorded(&store, run, &record("order", 0, 2, 10)).await;
     // Segment 1: one page split in two parts, only part 0 written.
     store.finish_segment(run, "order", 1, 8, 1).await.unwrap();
     let part0 = BatchRecord {
@@ -130,7 +127,7 @@ async fn pages_sent_without_a_record_are_named_and_keep_the_run_incomplete() {
         parts: 2,
         ..record("order", 1, 0, 5)
     };
-    store.record_batch(run, &part0).await.unwrap();
+    recorded(&store, run, &part0).await;
 
     let v = summarize(&store.load(run).await.unwrap());
     let missing = |segment, page| MissingPage {
@@ -144,17 +141,14 @@ async fn pages_sent_without_a_record_are_named_and_keep_the_run_incomplete() {
     assert!(!v.complete);
 
     // The missing writes arrive, the reader finishes: complete.
-    store
-        .record_batch(run, &record("order", 0, 1, 10))
-        .await
-        .unwrap();
+    recorded(&store, run, &record("order", 0, 1, 10)).await;
     let part1 = BatchRecord {
         part: 1,
         rows: 3,
         items: 3,
         ..part0.clone()
     };
-    store.record_batch(run, &part1).await.unwrap();
+    recorded(&store, run, &part1).await;
     store.finish_segment(run, "order", 0, 30, 3).await.unwrap();
     let v = summarize(&store.load(run).await.unwrap());
     assert!(v.missing.is_empty(), "{:?}", v.missing);
@@ -165,16 +159,9 @@ async fn pages_sent_without_a_record_are_named_and_keep_the_run_incomplete() {
 
 #[tokio::test]
 async fn complete_only_when_the_records_add_up_to_the_rows_read() {
-    let (local, store) = progress_store("sums").await;
     let run = "r3";
-    store
-        .record_run(run, &run_meta(&[("order", 1)]))
-        .await
-        .unwrap();
-    store
-        .record_batch(run, &record("order", 0, 0, 10))
-        .await
-        .unwrap();
+    let (local, store) = store_with_run("sums", run, &[("order", 1)]).await;
+    recorded(&store, run, &record("order", 0, 0, 10)).await;
     // The reader read 12 rows in one page, but the record accounts for 10.
     store.finish_segment(run, "order", 0, 12, 1).await.unwrap();
     let v = summarize(&store.load(run).await.unwrap());
@@ -188,7 +175,7 @@ async fn complete_only_when_the_records_add_up_to_the_rows_read() {
         items: 10,
         ..record("order", 0, 0, 12)
     };
-    store.record_batch(run, &inconsistent).await.unwrap();
+    recorded(&store, run, &inconsistent).await;
     let v = summarize(&store.load(run).await.unwrap());
     assert_eq!(v.entities[0].pending, Some(0));
     assert!(!v.complete);

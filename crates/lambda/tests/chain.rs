@@ -31,15 +31,12 @@ fn rows() -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_time_boxed_reader_chain_migrates_every_row_once() {
     let rows = rows();
-    let pg = PgSchema::create("lambda_chain", &items_sql(rows)).await;
+    let pg = PgSchema::filled("lambda_chain", &items_sql(rows)).await;
     let dynamo = Dynamo::start().await;
     let moto = Moto::sqs();
     let sqs = sqs(moto.url()).await;
     let table = unique("lambda_chain");
-    let urls =
-        sql2ddb_queue::create_queue(&sqs, &table.replace('_', "-"), Duration::from_secs(60), 5)
-            .await
-            .unwrap();
+    let urls = work_queue(&sqs, &table, Duration::from_secs(60)).await;
     let runs = tempfile::tempdir().unwrap();
     let text = items_mapping(&pg.name, &table, &dynamo.url, PAGE);
     let settings = Settings {
@@ -186,5 +183,4 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
     assert_eq!(received, pages, "messages received = pages sent");
 
     assert_items(&items(&dynamo, &table).await, rows);
-    pg.drop_schema().await;
 }

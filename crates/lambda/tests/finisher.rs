@@ -75,12 +75,7 @@ async fn bursts_and_duplicates_announce_a_complete_run_once() {
     store.ensure().await.unwrap();
 
     // The topic, and a queue subscribed to it to see what was announced.
-    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(moto.url())
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_sns::config::Credentials::for_tests())
-        .load()
-        .await;
+    let aws = aws_config(moto.url()).await;
     let sns = aws_sdk_sns::Client::new(&aws);
     let topic = sns
         .create_topic()
@@ -207,23 +202,7 @@ async fn bursts_and_duplicates_announce_a_complete_run_once() {
         body.contains("\\\"rows\\\":30") || body.contains("\"rows\":30"),
         "{body}"
     );
-    let done = dynamo
-        .client
-        .get_item()
-        .table_name(&table)
-        .key(
-            "PK",
-            sql2ddb_testkit::sdk::types::AttributeValue::S(format!("RUN#{run}")),
-        )
-        .key(
-            "SK",
-            sql2ddb_testkit::sdk::types::AttributeValue::S("DONE".into()),
-        )
-        .send()
-        .await
-        .unwrap()
-        .item
-        .unwrap();
+    let done = done_record(&dynamo, &table, &run).await.unwrap();
     assert_eq!(done["rows"].as_n().unwrap(), "30");
     assert_eq!(done["announced"].as_bool().unwrap(), &true);
 }
@@ -252,22 +231,26 @@ async fn an_incomplete_run_is_never_announced() {
             .unwrap();
         assert!(out.completed.is_empty(), "{out:?}");
     }
-    let done = dynamo
+    assert!(done_record(&dynamo, &table, &run).await.is_none());
+}
+
+/// The run's `DONE` record in the progress table, as the table holds it.
+async fn done_record(
+    dynamo: &Dynamo,
+    table: &str,
+    run: &str,
+) -> Option<std::collections::HashMap<String, sql2ddb_testkit::sdk::types::AttributeValue>> {
+    use sql2ddb_testkit::sdk::types::AttributeValue;
+    dynamo
         .client
         .get_item()
-        .table_name(&table)
-        .key(
-            "PK",
-            sql2ddb_testkit::sdk::types::AttributeValue::S(format!("RUN#{run}")),
-        )
-        .key(
-            "SK",
-            sql2ddb_testkit::sdk::types::AttributeValue::S("DONE".into()),
-        )
+        .table_name(table)
+        .key("PK", AttributeValue::S(format!("RUN#{run}")))
+        .key("SK", AttributeValue::S("DONE".into()))
         .send()
         .await
-        .unwrap();
-    assert!(done.item.is_none());
+        .unwrap()
+        .item
 }
 
 /// The AWS context of a test process: emulators, signed for us-east-1.

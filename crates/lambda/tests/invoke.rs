@@ -16,17 +16,6 @@ use sql2ddb_lambda::reader::{Invoker, LambdaInvoker, ReaderEvent};
 use support::*;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-/// A Lambda client of the endpoint `url`.
-fn lambda_client(url: &str) -> aws_sdk_lambda::Client {
-    let config = aws_sdk_lambda::Config::builder()
-        .behavior_version(aws_sdk_lambda::config::BehaviorVersion::latest())
-        .region(aws_sdk_lambda::config::Region::new("us-east-1"))
-        .endpoint_url(url)
-        .credentials_provider(aws_sdk_lambda::config::Credentials::for_tests())
-        .build();
-    aws_sdk_lambda::Client::from_conf(config)
-}
-
 /// One HTTP request as received: method, path, headers (lower-case
 /// names) and body.
 struct Request {
@@ -77,7 +66,10 @@ async fn the_next_invocation_is_an_event_invoke_of_the_function_with_run_id_and_
     let url = format!("http://{}", listener.local_addr().unwrap());
     let captured = tokio::spawn(accept_one(listener));
     let function = unique("sql2ddb-reader").replace('_', "-");
-    let invoker = LambdaInvoker::new(lambda_client(&url), function.clone());
+    let invoker = LambdaInvoker::new(
+        aws_sdk_lambda::Client::new(&aws_config(&url).await),
+        function.clone(),
+    );
     let next = ReaderEvent {
         mapping: None,
         run_id: Some("shop-2024-05-01".into()),
@@ -107,7 +99,10 @@ async fn the_next_invocation_is_an_event_invoke_of_the_function_with_run_id_and_
 async fn a_failed_invoke_names_the_function() {
     let moto = Moto::start();
     let function = unique("sql2ddb-reader-gone").replace('_', "-");
-    let invoker = LambdaInvoker::new(lambda_client(moto.url()), function.clone());
+    let invoker = LambdaInvoker::new(
+        aws_sdk_lambda::Client::new(&aws_config(moto.url()).await),
+        function.clone(),
+    );
     let e = invoker
         .invoke(&ReaderEvent {
             mapping: None,

@@ -12,61 +12,28 @@ use sql2ddb_engine::serverless::MessageWriter;
 use sql2ddb_engine::worker::WorkerSetup;
 use sql2ddb_lambda::reader::{Reader, ReaderEvent};
 use sql2ddb_lambda::Settings;
+use sql2ddb_testkit::support::Bucket;
 use support::*;
 
 const ROWS: u64 = 1_200;
 const PAGE: u64 = 100;
 
-/// An S3 client of moto, to create buckets and put objects.
-fn s3_client(url: &str) -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(aws_sdk_s3::config::BehaviorVersion::latest())
-        .region(aws_sdk_s3::config::Region::new("us-east-1"))
-        .endpoint_url(url)
-        .force_path_style(true)
-        .credentials_provider(aws_sdk_s3::config::Credentials::for_tests())
-        .build();
-    aws_sdk_s3::Client::from_conf(config)
-}
-
-/// A new bucket of moto's S3, and its client.
-async fn bucket(moto: &str) -> (aws_sdk_s3::Client, String) {
-    let s3 = s3_client(moto);
-    let bucket = unique("mappings").replace('_', "-");
-    s3.create_bucket().bucket(&bucket).send().await.unwrap();
-    (s3, bucket)
-}
-
-async fn put(s3: &aws_sdk_s3::Client, bucket: &str, key: &str, text: &str) {
-    s3.put_object()
-        .bucket(bucket)
-        .key(key)
-        .body(text.as_bytes().to_vec().into())
-        .send()
-        .await
-        .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_reader_given_an_s3_mapping_migrates_every_row() {
-    let pg = PgSchema::create("lambda_s3map", &items_sql(ROWS)).await;
+    let pg = PgSchema::filled("lambda_s3map", &items_sql(ROWS)).await;
     let dynamo = Dynamo::start().await;
     let moto = Moto::start();
     let sqs = sqs(moto.url()).await;
     let table = unique("lambda_s3map");
-    let urls =
-        sql2ddb_queue::create_queue(&sqs, &table.replace('_', "-"), Duration::from_secs(60), 5)
-            .await
-            .unwrap();
-    let (s3, bucket) = bucket(moto.url()).await;
-    put(
-        &s3,
-        &bucket,
-        "mappings/items.toml",
-        &items_mapping(&pg.name, &table, &dynamo.url, PAGE),
-    )
-    .await;
-    let url = format!("s3://{bucket}/mappings/items.toml");
+    let urls = work_queue(&sqs, &table, Duration::from_secs(60)).await;
+    let bucket = Bucket::create(moto.url(), "mappings").await;
+    bucket
+        .put(
+            "mappings/items.toml",
+            items_mapping(&pg.name, &table, &dynamo.url, PAGE).as_bytes(),
+        )
+        .await;
+    let url = format!("s3://{}/mappings/items.toml", bucket.name);
 
     let runs = tempfile::tempdir().unwrap();
     let settings = Settings {
@@ -115,15 +82,14 @@ async fn a_reader_given_an_s3_mapping_migrates_every_row() {
     assert!(summary.complete, "{summary:?}");
     assert_eq!(summary.entities[0].written, ROWS);
     assert_items(&items(&dynamo, &table).await, ROWS);
-    pg.drop_schema().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_or_bad_s3_mapping_is_named_by_its_url() {
     let moto = Moto::start();
-    let (s3, bucket) = bucket(moto.url()).await;
+    let bucket = Bucket::create(moto.url(), "mappings").await;
     let runs = tempfile::tempdir().unwrap();
-    let missing = format!("s3://{bucket}/no/such/mapping.toml");
+    let missing = format!("s3://{}/no/such/mapping.toml", bucket.name);
     let reader = Reader {
         settings: Settings {
             // The function's own mapping (SQL2DDB_MAPPING), no event mapping.
@@ -143,7 +109,7 @@ async fn a_missing_or_bad_s3_mapping_is_named_by_its_url() {
     assert!(e.contains(&missing), "{e}");
     assert!(e.contains("NoSuchKey"), "{e}");
 
-    let no_bucket = format!("s3://{bucket}-absent/items.toml");
+    let no_bucket = format!("s3://{}-absent/items.toml", bucket.name);
     let e = sql2ddb_lambda::mapping::load(&no_bucket, &reader.settings.s3_options(), &|_| None)
         .await
         .unwrap_err()
@@ -152,8 +118,10 @@ async fn a_missing_or_bad_s3_mapping_is_named_by_its_url() {
     assert!(e.contains("NoSuchBucket"), "{e}");
 
     // A mapping that does not parse: file:line:col, the file being the URL.
-    put(&s3, &bucket, "bad.toml", "version = 1\n[source]\nurl = \n").await;
-    let bad = format!("s3://{bucket}/bad.toml");
+    bucket
+        .put("bad.toml", b"version = 1\n[source]\nurl = \n")
+        .await;
+    let bad = format!("s3://{}/bad.toml", bucket.name);
     let ev = ReaderEvent {
         mapping: Some(bad.clone()),
         ..ReaderEvent::default()

@@ -23,16 +23,6 @@ impl Invoker for NoInvocation {
     }
 }
 
-/// The AWS configuration of a function, with moto as its endpoint.
-async fn aws(moto: &str) -> aws_config::SdkConfig {
-    aws_config::defaults(aws_config::BehaviorVersion::latest())
-        .endpoint_url(moto)
-        .region(aws_config::Region::new("us-east-1"))
-        .credentials_provider(aws_sdk_ssm::config::Credentials::for_tests())
-        .load()
-        .await
-}
-
 /// A loopback port nobody listens on.
 fn closed_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -42,7 +32,7 @@ fn closed_port() -> u16 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_source_url_comes_from_a_secure_string_and_its_password_stays_secret() {
     let moto = Moto::start();
-    let aws = aws(moto.url()).await;
+    let aws = aws_config(moto.url()).await;
     let ssm = aws_sdk_ssm::Client::new(&aws);
     let name = unique("sql2ddb-source-url");
     let source = format!("postgres://app:{PASSWORD}@127.0.0.1:{}/shop", closed_port());
@@ -73,10 +63,7 @@ async fn the_source_url_comes_from_a_secure_string_and_its_password_stays_secret
     let dynamo = Dynamo::start().await;
     let sqs = sqs(moto.url()).await;
     let table = unique("lambda_ssm");
-    let urls =
-        sql2ddb_queue::create_queue(&sqs, &table.replace('_', "-"), Duration::from_secs(60), 5)
-            .await
-            .unwrap();
+    let urls = work_queue(&sqs, &table, Duration::from_secs(60)).await;
     let runs = tempfile::tempdir().unwrap();
     let reader = Reader {
         settings: Settings {

@@ -91,10 +91,7 @@ async fn an_update_job_runs_as_a_time_boxed_reader_chain_and_queue_fed_workers()
     load_table(&dynamo, &table).await;
     let moto = Moto::sqs();
     let sqs = sqs(moto.url()).await;
-    let urls =
-        sql2ddb_queue::create_queue(&sqs, &table.replace('_', "-"), Duration::from_secs(60), 5)
-            .await
-            .unwrap();
+    let urls = work_queue(&sqs, &table, Duration::from_secs(60)).await;
     let runs = tempfile::tempdir().unwrap();
     let text = job(&table, &dynamo.url);
     let invocations = Arc::new(RecordedInvocations::default());

@@ -16,20 +16,9 @@ use sql2ddb_testkit::{FaultConfig, FaultProxy};
 use support::*;
 
 fn mapping(schema: &str, table: &str, endpoint: &str) -> String {
+    let head = mapping_head("page_size = 10", table, endpoint);
     format!(
-        r#"
-version = 1
-[source]
-url = "{pg}"
-page_size = 10
-[target]
-table = "{table}"
-endpoint = "{endpoint}"
-region = "us-east-1"
-create = true
-pk = {{ name = "PK", type = "S" }}
-sk = {{ name = "SK", type = "S" }}
-
+        r#"{head}
 [[entity]]
 name = "customer"
 from = "{schema}.customers"
@@ -47,8 +36,7 @@ entity = "order"
 pk = "LAST_ORDER"
 sk = "LAST_ORDER"
 max = {{ attribute = "orderId", column = "id" }}
-"#,
-        pg = pg_url()
+"#
     )
 }
 
@@ -64,7 +52,7 @@ fn pointer_faults(rate: f64) -> FaultConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
-    let pg = PgSchema::create(
+    let pg = PgSchema::filled(
         "lambda_worker",
         "CREATE TABLE {schema}.customers (id bigint PRIMARY KEY, name text NOT NULL);
          INSERT INTO {schema}.customers SELECT i, 'C' || i FROM generate_series(1, 70) AS i;
@@ -80,10 +68,7 @@ async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
     let sqs = sqs(moto.url()).await;
     let table = unique("lambda_worker");
     // Failed messages come back after 2 s, as with a real queue.
-    let urls =
-        sql2ddb_queue::create_queue(&sqs, &table.replace('_', "-"), Duration::from_secs(2), 5)
-            .await
-            .unwrap();
+    let urls = work_queue(&sqs, &table, Duration::from_secs(2)).await;
     let runs = tempfile::tempdir().unwrap();
     let text = mapping(&pg.name, &table, &proxy.url());
     let plan = load_mapping(&text, &|_| None).unwrap();
@@ -134,17 +119,7 @@ async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
     };
     let writer = MessageWriter::connect(&plan, &setup).await.unwrap();
     proxy.set_config(pointer_faults(1.0)).unwrap();
-    let response = sql2ddb_lambda::worker::handle(
-        &writer,
-        event(sqs_event(&messages), Duration::from_secs(60)),
-    )
-    .await
-    .unwrap();
-    let failed: Vec<String> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect();
+    let failed = invoke_worker(&writer, &messages).await;
     assert_eq!(failed.iter().cloned().collect::<BTreeSet<_>>(), orders);
     assert_eq!(failed.len(), 3);
     settle(&sqs, &urls.queue, &messages, &failed).await;
@@ -171,11 +146,8 @@ async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
         .map(|m| m.message_id.clone().unwrap())
         .collect();
     assert_eq!(ids, orders);
-    let response =
-        sql2ddb_lambda::worker::handle(&writer, event(sqs_event(&again), Duration::from_secs(60)))
-            .await
-            .unwrap();
-    assert!(response.batch_item_failures.is_empty(), "{response:?}");
+    let failed = invoke_worker(&writer, &again).await;
+    assert!(failed.is_empty(), "{failed:?}");
     settle(&sqs, &urls.queue, &again, &[]).await;
 
     let recorded = store.load(&step.run_id).await.unwrap();
@@ -187,5 +159,4 @@ async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
         "customers, orders and the pointer"
     );
     assert_eq!(items["LAST_ORDER"]["orderId"], n(30));
-    pg.drop_schema().await;
 }

@@ -100,14 +100,17 @@ impl Fixture {
                 "only {} of {n} batches came",
                 got.len()
             );
-            got.extend(
-                self.queue
-                    .receive(10, Duration::from_secs(1))
-                    .await
-                    .unwrap(),
-            );
+            got.extend(self.receive().await);
         }
         got
+    }
+
+    /// One receive of up to 10 messages, waiting up to a second.
+    async fn receive(&self) -> Vec<Received> {
+        self.queue
+            .receive(10, Duration::from_secs(1))
+            .await
+            .unwrap()
     }
 
     async fn clean_up(self) {
@@ -165,12 +168,7 @@ async fn packed_batches_are_sent_received_counted_and_acked_once() {
         (depth.visible, depth.in_flight, depth.dead_letter),
         (0, 0, Some(0))
     );
-    assert!(f
-        .queue
-        .receive(10, Duration::from_secs(1))
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(f.receive().await.is_empty());
     f.clean_up().await;
 }
 
@@ -223,7 +221,7 @@ async fn extending_keeps_a_message_invisible_past_its_timeout() {
         VisibilityExtender::start(f.queue.clone(), held.handle.clone(), Duration::from_secs(4));
     let until = Instant::now() + Duration::from_secs(6);
     while Instant::now() < until {
-        let other = f.queue.receive(10, Duration::from_secs(1)).await.unwrap();
+        let other = f.receive().await;
         assert!(other.is_empty(), "an extended message was delivered again");
     }
     extender.stop().await;
@@ -240,12 +238,7 @@ async fn a_released_message_is_visible_again_at_once() {
     let sent = batch(7, vec![item(1, 8), item(2, 8)]);
     f.queue.send(vec![sent.clone().into()]).await.unwrap();
     let held = f.receive_all(1).await.remove(0);
-    assert!(f
-        .queue
-        .receive(10, Duration::from_secs(1))
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(f.receive().await.is_empty());
 
     f.queue.release(&held.handle).await.unwrap();
     let again = f.receive_all(1).await.remove(0);
@@ -266,7 +259,7 @@ async fn a_message_never_acked_is_dead_lettered_then_redriven() {
     let mut deliveries = Vec::new();
     loop {
         assert!(start.elapsed() < PATIENCE, "never dead-lettered");
-        for r in f.queue.receive(10, Duration::from_secs(1)).await.unwrap() {
+        for r in f.receive().await {
             deliveries.push(r.receive_count);
         }
         if f.queue.depth().await.unwrap().dead_letter == Some(1) {

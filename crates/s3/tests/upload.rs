@@ -2,20 +2,8 @@
 //! whatever the sizes of the writes, so the number of parts (and the
 //! memory an upload holds) depends on the object's size alone.
 
-use aws_sdk_s3::config::{BehaviorVersion, Credentials, Region};
 use sql2ddb_s3::{S3Options, S3Prefix, PART_SIZE};
-use sql2ddb_testkit::support::Moto;
-
-fn client(url: &str) -> aws_sdk_s3::Client {
-    let config = aws_sdk_s3::Config::builder()
-        .behavior_version(BehaviorVersion::latest())
-        .region(Region::new("us-east-1"))
-        .endpoint_url(url)
-        .force_path_style(true)
-        .credentials_provider(Credentials::for_tests())
-        .build();
-    aws_sdk_s3::Client::from_conf(config)
-}
+use sql2ddb_testkit::support::{Bucket, Moto};
 
 /// Bytes that differ from part to part, so a part sent twice or out of
 /// order would show.
@@ -28,19 +16,14 @@ fn bytes(len: usize) -> Vec<u8> {
 /// Uploads `writes` (their sizes) as object `key`; returns the object's
 /// bytes and ETag as S3 has them.
 async fn upload(url: &str, key: &str, writes: &[usize]) -> (Vec<u8>, Vec<u8>, String) {
-    let s3 = client(url);
-    let bucket = format!(
-        "upload-{}-{}",
-        std::process::id(),
-        key.replace(['_', '/'], "-")
-    );
-    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    let bucket = Bucket::create(url, "upload").await;
+    let s3 = &bucket.client;
     let opts = S3Options {
         endpoint: Some(url.to_string()),
         region: Some("us-east-1".into()),
         aws: None,
     };
-    let place = S3Prefix::open(&format!("s3://{bucket}/out"), &opts)
+    let place = S3Prefix::open(&format!("s3://{}/out", bucket.name), &opts)
         .await
         .unwrap();
     let sent = bytes(writes.iter().sum());
@@ -53,7 +36,7 @@ async fn upload(url: &str, key: &str, writes: &[usize]) -> (Vec<u8>, Vec<u8>, St
     upload.finish().await.unwrap();
     let object = s3
         .get_object()
-        .bucket(&bucket)
+        .bucket(&bucket.name)
         .key(format!("out/{key}"))
         .send()
         .await

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{mysql_url, pg_url, unique, Cleanup};
+use common::{my_database, mysql_url, pg_schema, pg_url};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{Relation, Source, SourceErrorKind};
 use sqlx::Connection;
@@ -99,26 +99,15 @@ async fn check(source: &Source, prefix: &str) {
 
 #[tokio::test]
 async fn postgres_children_of_a_page() {
-    let schema = unique("children_pg");
-    let _guard = Cleanup {
-        url: pg_url().to_string(),
-        sql: format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"),
-    };
-    let p = format!("\"{schema}\".");
     let setup = format!(
-        "CREATE SCHEMA \"{schema}\";
-         CREATE TABLE {p}order_lines (order_id int, line_no int, sku text, PRIMARY KEY (order_id, line_no));
-         CREATE TABLE {p}line_discounts (order_id bigint, line_no smallint, code varchar(10), PRIMARY KEY (order_id, line_no, code));
-         CREATE TABLE {p}many (parent numeric(12,0), v text);
-         INSERT INTO {p}many SELECT g, 'v' || g FROM generate_series(1, 40000) g;
+        "CREATE TABLE {{s}}.order_lines (order_id int, line_no int, sku text, PRIMARY KEY (order_id, line_no));
+         CREATE TABLE {{s}}.line_discounts (order_id bigint, line_no smallint, code varchar(10), PRIMARY KEY (order_id, line_no, code));
+         CREATE TABLE {{s}}.many (parent numeric(12,0), v text);
+         INSERT INTO {{s}}.many SELECT g, 'v' || g FROM generate_series(1, 40000) g;
          {}",
-        ROWS.replace("{p}", &p)
+        ROWS.replace("{p}", "{s}.")
     );
-    let mut conn = sqlx::PgConnection::connect(pg_url()).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(setup))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    let (schema, _guard) = pg_schema("children_pg", &setup).await;
     let source = Source::connect(pg_url(), 2).await.unwrap();
     check(&source, &format!("{schema}.")).await;
 
@@ -147,24 +136,13 @@ async fn postgres_children_of_a_page() {
 
 #[tokio::test]
 async fn mariadb_children_of_a_page() {
-    let db = unique("children_my");
-    let _guard = Cleanup {
-        url: mysql_url().to_string(),
-        sql: format!("DROP DATABASE IF EXISTS `{db}`"),
-    };
-    let p = format!("`{db}`.");
     let setup = format!(
-        "CREATE DATABASE `{db}`;
-         CREATE TABLE {p}order_lines (order_id INT, line_no INT, sku VARCHAR(10), PRIMARY KEY (order_id, line_no));
-         CREATE TABLE {p}line_discounts (order_id BIGINT, line_no SMALLINT, code VARCHAR(10), PRIMARY KEY (order_id, line_no, code));
+        "CREATE TABLE {{d}}.order_lines (order_id INT, line_no INT, sku VARCHAR(10), PRIMARY KEY (order_id, line_no));
+         CREATE TABLE {{d}}.line_discounts (order_id BIGINT, line_no SMALLINT, code VARCHAR(10), PRIMARY KEY (order_id, line_no, code));
          {}",
-        ROWS.replace("{p}", &p)
+        ROWS.replace("{p}", "{d}.")
     );
-    let mut conn = sqlx::MySqlConnection::connect(mysql_url()).await.unwrap();
-    sqlx::raw_sql(sqlx::AssertSqlSafe(setup))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    let (db, _guard) = my_database("children_my", &setup).await;
     let source = Source::connect(mysql_url(), 2).await.unwrap();
     check(&source, &format!("{db}.")).await;
     source.close().await;

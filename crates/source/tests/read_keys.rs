@@ -3,10 +3,9 @@
 
 mod common;
 
-use common::{mysql_url, pg_url, read_all, sqlite_file, unique, Cleanup};
+use common::{my_database, mysql_url, pg_schema, pg_url, read_all, sqlite_file};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{Relation, Source, MAX_PARENTS_PER_QUERY};
-use sqlx::Connection;
 
 fn sorted(mut rows: Vec<Row>) -> Vec<Row> {
     rows.sort_by_key(|r| match r[0] {
@@ -41,27 +40,17 @@ fn date(s: &str) -> SqlValue {
 
 #[tokio::test]
 async fn postgres_reads_rows_by_key() {
-    let name = unique("rk_pg");
-    let _guard = Cleanup {
-        url: pg_url().to_string(),
-        sql: format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"),
-    };
-    let mut conn = sqlx::PgConnection::connect(pg_url()).await.unwrap();
     // Every third row: more keys than one statement takes.
     let n = MAX_PARENTS_PER_QUERY * 6 + 7;
     let sql = format!(
-        "CREATE SCHEMA \"{name}\";
-         CREATE TABLE \"{name}\".t (id int, g text, d date, at timestamptz, amount numeric(10,2),
+        "CREATE TABLE {{s}}.t (id int, g text, d date, at timestamptz, amount numeric(10,2),
            PRIMARY KEY (g, d));
-         INSERT INTO \"{name}\".t SELECT i, 'g' || (i % 3), date '2024-01-01' + i,
+         INSERT INTO {{s}}.t SELECT i, 'g' || (i % 3), date '2024-01-01' + i,
            timestamptz '2024-01-01 00:00:00+00' + i * interval '1.5 seconds', i / 100.0
            FROM generate_series(1, {n}) AS i;
-         CREATE UNIQUE INDEX ON \"{name}\".t (at);"
+         CREATE UNIQUE INDEX ON {{s}}.t (at);"
     );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+    let (name, _guard) = pg_schema("rk_pg", &sql).await;
     let source = Source::connect(pg_url(), 2).await.unwrap();
     let table = format!("{name}.t");
     assert_reads_keys(
@@ -90,26 +79,14 @@ async fn postgres_reads_rows_by_key() {
 
 #[tokio::test]
 async fn mysql_reads_rows_by_key() {
-    let name = unique("rk_my");
-    let _guard = Cleanup {
-        url: mysql_url().to_string(),
-        sql: format!("DROP DATABASE IF EXISTS `{name}`"),
-    };
-    let mut conn = sqlx::MySqlConnection::connect(mysql_url()).await.unwrap();
-    let sql = format!(
-        "CREATE DATABASE `{name}`;
-         CREATE TABLE `{name}`.t (id INT, g VARCHAR(5) NOT NULL, d DATE NOT NULL,
+    let sql = "CREATE TABLE {d}.t (id INT, g VARCHAR(5) NOT NULL, d DATE NOT NULL,
            at DATETIME(3) NOT NULL UNIQUE, b BINARY(4) NOT NULL UNIQUE, PRIMARY KEY (g, d));
-         INSERT INTO `{name}`.t
+         INSERT INTO {d}.t
            WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 40)
            SELECT i, CONCAT('g', i % 3), DATE_ADD('2024-01-01', INTERVAL i DAY),
              DATE_ADD('2024-01-01', INTERVAL i * 1500 MICROSECOND), UNHEX(LPAD(HEX(i * 7), 8, '0'))
-           FROM s;"
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+           FROM s;";
+    let (name, _guard) = my_database("rk_my", sql).await;
     let source = Source::connect(mysql_url(), 2).await.unwrap();
     let table = format!("{name}.t");
     assert_reads_keys(

@@ -7,7 +7,7 @@ mod common;
 
 use std::collections::HashSet;
 
-use common::{mysql_url, pg_url, unique, Cleanup};
+use common::{my_database, mysql_url, pg_schema, pg_url};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{default_read_parallelism, PageQuery, Relation, Segment, Source};
 use sqlx::sqlite::SqliteConnectOptions;
@@ -150,34 +150,22 @@ fn assert_int_bounds(segments: &[Segment]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_segments_cover_every_row_once() {
-    let name = unique("seg_pg");
-    let _guard = Cleanup {
-        url: pg_url().to_string(),
-        sql: format!("DROP SCHEMA IF EXISTS {name} CASCADE"),
-    };
-    let mut conn = sqlx::PgConnection::connect(pg_url()).await.unwrap();
     let setup = r#"
-        CREATE SCHEMA S;
-        CREATE TABLE S.ints (id bigint PRIMARY KEY, v text);
-        INSERT INTO S.ints SELECT g * 10 + g % 7 - 1000000, 'v' || g
+        CREATE TABLE {s}.ints (id bigint PRIMARY KEY, v text);
+        INSERT INTO {s}.ints SELECT g * 10 + g % 7 - 1000000, 'v' || g
           FROM generate_series(1, 210000) g WHERE g NOT BETWEEN 100001 AND 110000;
-        CREATE TABLE S.texts (k varchar(40) PRIMARY KEY, n int);
-        INSERT INTO S.texts SELECT (CASE g % 3 WHEN 0 THEN 'zoë-' WHEN 1 THEN 'Ana-' ELSE 'émile-' END)
+        CREATE TABLE {s}.texts (k varchar(40) PRIMARY KEY, n int);
+        INSERT INTO {s}.texts SELECT (CASE g % 3 WHEN 0 THEN 'zoë-' WHEN 1 THEN 'Ana-' ELSE 'émile-' END)
           || ((g * 7919) % 1000003)::text, g FROM generate_series(1, 30000) g;
-        CREATE TABLE S.pairs (grp text, n int, v int, PRIMARY KEY (grp, n));
-        INSERT INTO S.pairs SELECT 'g' || (g % 37), g, g FROM generate_series(1, 20000) g;
-        CREATE TABLE S.empty (k text PRIMARY KEY);
-        CREATE TABLE S.three (k text PRIMARY KEY);
-        INSERT INTO S.three VALUES ('a'), ('b'), ('c');
-        CREATE TABLE S.three_ints (id int PRIMARY KEY);
-        INSERT INTO S.three_ints VALUES (1), (2), (3);
-    "#
-    .replace("S.", &format!("{name}."))
-    .replace("SCHEMA S", &format!("SCHEMA {name}"));
-    sqlx::raw_sql(sqlx::AssertSqlSafe(setup))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+        CREATE TABLE {s}.pairs (grp text, n int, v int, PRIMARY KEY (grp, n));
+        INSERT INTO {s}.pairs SELECT 'g' || (g % 37), g, g FROM generate_series(1, 20000) g;
+        CREATE TABLE {s}.empty (k text PRIMARY KEY);
+        CREATE TABLE {s}.three (k text PRIMARY KEY);
+        INSERT INTO {s}.three VALUES ('a'), ('b'), ('c');
+        CREATE TABLE {s}.three_ints (id int PRIMARY KEY);
+        INSERT INTO {s}.three_ints VALUES (1), (2), (3);
+    "#;
+    let (name, _guard) = pg_schema("seg_pg", setup).await;
     let source = Source::connect(pg_url(), 8).await.unwrap();
     let t = |x: &str| format!("{name}.{x}");
 
@@ -195,39 +183,27 @@ async fn postgres_segments_cover_every_row_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mariadb_segments_cover_every_row_once() {
-    let name = unique("seg_my");
-    let _guard = Cleanup {
-        url: mysql_url().to_string(),
-        sql: format!("DROP DATABASE IF EXISTS `{name}`"),
-    };
-    let mut conn = sqlx::MySqlConnection::connect(mysql_url()).await.unwrap();
     let setup = r#"
-        CREATE DATABASE D;
-        CREATE TABLE D.ints (id BIGINT PRIMARY KEY, v VARCHAR(20));
-        INSERT INTO D.ints SELECT CAST(seq * 10 + seq % 7 AS SIGNED) - 1000000, CONCAT('v', seq)
+        CREATE TABLE {d}.ints (id BIGINT PRIMARY KEY, v VARCHAR(20));
+        INSERT INTO {d}.ints SELECT CAST(seq * 10 + seq % 7 AS SIGNED) - 1000000, CONCAT('v', seq)
           FROM test.seq_1_to_210000 WHERE seq NOT BETWEEN 100001 AND 110000;
-        CREATE TABLE D.texts (k VARCHAR(40) PRIMARY KEY, n INT) CHARACTER SET utf8mb4;
-        INSERT INTO D.texts SELECT CONCAT(ELT(seq % 3 + 1, 'zoë-', 'Ana-', 'émile-'),
+        CREATE TABLE {d}.texts (k VARCHAR(40) PRIMARY KEY, n INT) CHARACTER SET utf8mb4;
+        INSERT INTO {d}.texts SELECT CONCAT(ELT(seq % 3 + 1, 'zoë-', 'Ana-', 'émile-'),
           (seq * 7919) % 1000003), seq FROM test.seq_1_to_30000;
-        CREATE TABLE D.latin (k VARCHAR(40) PRIMARY KEY, n INT) CHARACTER SET latin1;
-        INSERT INTO D.latin SELECT k, n FROM D.texts;
-        CREATE TABLE D.pairs (grp VARCHAR(10), n INT, v INT, PRIMARY KEY (grp, n));
-        INSERT INTO D.pairs SELECT CONCAT('g', seq % 37), seq, seq FROM test.seq_1_to_20000;
-        CREATE TABLE D.unsigned (id BIGINT UNSIGNED PRIMARY KEY);
-        INSERT INTO D.unsigned SELECT seq FROM test.seq_0_to_999;
-        INSERT INTO D.unsigned SELECT 18446744073709551615 - seq FROM test.seq_0_to_999;
-        CREATE TABLE D.empty (k VARCHAR(5) PRIMARY KEY);
-        CREATE TABLE D.three (k VARCHAR(5) PRIMARY KEY);
-        INSERT INTO D.three VALUES ('a'), ('b'), ('c');
-        CREATE TABLE D.three_ints (id INT PRIMARY KEY);
-        INSERT INTO D.three_ints VALUES (1), (2), (3);
-    "#
-    .replace("D.", &format!("`{name}`."))
-    .replace("DATABASE D", &format!("DATABASE `{name}`"));
-    sqlx::raw_sql(sqlx::AssertSqlSafe(setup))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+        CREATE TABLE {d}.latin (k VARCHAR(40) PRIMARY KEY, n INT) CHARACTER SET latin1;
+        INSERT INTO {d}.latin SELECT k, n FROM {d}.texts;
+        CREATE TABLE {d}.pairs (grp VARCHAR(10), n INT, v INT, PRIMARY KEY (grp, n));
+        INSERT INTO {d}.pairs SELECT CONCAT('g', seq % 37), seq, seq FROM test.seq_1_to_20000;
+        CREATE TABLE {d}.unsigned (id BIGINT UNSIGNED PRIMARY KEY);
+        INSERT INTO {d}.unsigned SELECT seq FROM test.seq_0_to_999;
+        INSERT INTO {d}.unsigned SELECT 18446744073709551615 - seq FROM test.seq_0_to_999;
+        CREATE TABLE {d}.empty (k VARCHAR(5) PRIMARY KEY);
+        CREATE TABLE {d}.three (k VARCHAR(5) PRIMARY KEY);
+        INSERT INTO {d}.three VALUES ('a'), ('b'), ('c');
+        CREATE TABLE {d}.three_ints (id INT PRIMARY KEY);
+        INSERT INTO {d}.three_ints VALUES (1), (2), (3);
+    "#;
+    let (name, _guard) = my_database("seg_my", setup).await;
     let source = Source::connect(mysql_url(), 8).await.unwrap();
     let t = |x: &str| format!("{name}.{x}");
 

@@ -3,10 +3,9 @@
 
 mod common;
 
-use common::{mysql_url, pg_url, read_all, sqlite_file, unique, Cleanup};
+use common::{my_database, mysql_url, pg_schema, pg_url, read_all, sqlite_file};
 use sql2ddb_core::{Row, SqlValue};
 use sql2ddb_source::{PageQuery, Relation, Source};
-use sqlx::Connection;
 
 /// Reads every segment of `n` page by page.
 async fn read_segments(source: &Source, q: &PageQuery, n: u32) -> (usize, Vec<Row>) {
@@ -123,26 +122,14 @@ async fn sqlite_date_datetime_and_json_keys_page_past_the_first_page() {
 
 #[tokio::test]
 async fn postgres_timestamptz_date_and_uuid_keys() {
-    let name = unique("tk_pg");
-    let _guard = Cleanup {
-        url: pg_url().to_string(),
-        sql: format!("DROP SCHEMA IF EXISTS \"{name}\" CASCADE"),
-    };
-    let mut conn = sqlx::PgConnection::connect(pg_url()).await.unwrap();
-    let sql = format!(
-        "CREATE SCHEMA \"{name}\";
-         CREATE TABLE \"{name}\".ev (id int, at timestamptz PRIMARY KEY, day date UNIQUE NOT NULL,
+    let sql = "CREATE TABLE {s}.ev (id int, at timestamptz PRIMARY KEY, day date UNIQUE NOT NULL,
            u uuid UNIQUE NOT NULL, ts timestamp UNIQUE NOT NULL);
-         INSERT INTO \"{name}\".ev
+         INSERT INTO {s}.ev
            SELECT i, '2024-01-01 00:00:00+00'::timestamptz + i * interval '1 hour 0.000123 seconds',
              date '2024-01-01' + i, md5(i::text)::uuid,
              timestamp '2024-01-01 00:00:00' + i * interval '1.5 seconds'
-           FROM generate_series(1, 8) AS i;"
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+           FROM generate_series(1, 8) AS i;";
+    let (name, _guard) = pg_schema("tk_pg", sql).await;
     let source = Source::connect(pg_url(), 2).await.unwrap();
     let table = format!("{name}.ev");
     let all: Vec<i64> = (1..=8).collect();
@@ -153,29 +140,17 @@ async fn postgres_timestamptz_date_and_uuid_keys() {
 
 #[tokio::test]
 async fn mysql_datetime_and_binary_keys() {
-    let name = unique("tk_my");
-    let _guard = Cleanup {
-        url: mysql_url().to_string(),
-        sql: format!("DROP DATABASE IF EXISTS `{name}`"),
-    };
-    let mut conn = sqlx::MySqlConnection::connect(mysql_url()).await.unwrap();
-    let sql = format!(
-        "CREATE DATABASE `{name}`;
-         CREATE TABLE `{name}`.ev (id INT, at DATETIME(6) PRIMARY KEY, day DATE NOT NULL UNIQUE,
+    let sql =         "CREATE TABLE {d}.ev (id INT, at DATETIME(6) PRIMARY KEY, day DATE NOT NULL UNIQUE,
            b BINARY(16) NOT NULL UNIQUE, at0 DATETIME NOT NULL UNIQUE, tz TIMESTAMP(3) NOT NULL UNIQUE);
-         INSERT INTO `{name}`.ev VALUES
+         INSERT INTO {d}.ev VALUES
            (1, '2024-01-01 00:00:00.000001', '2024-01-01', UNHEX('00000000000000000000000000000001'), '2024-01-01 00:00:01', '2024-01-01 00:00:00.001'),
            (2, '2024-01-01 00:00:00.5', '2024-01-02', UNHEX('0000000000000000000000000000ff00'), '2024-01-01 00:00:02', '2024-01-01 00:00:00.002'),
            (3, '2024-01-01 00:00:01', '2024-01-03', UNHEX('00ff0000000000000000000000000000'), '2024-01-01 00:00:03', '2024-01-01 00:00:01'),
            (4, '2024-01-02 00:00:00', '2024-02-01', UNHEX('ff000000000000000000000000000000'), '2024-01-01 00:00:04', '2024-01-01 00:00:02'),
            (5, '2024-02-01 10:00:00', '2024-03-01', UNHEX('7f000000000000000000000000000000'), '2024-01-01 00:00:05', '2024-01-01 00:00:03'),
            (6, '2025-01-01 00:00:00', '2025-01-01', UNHEX('80000000000000000000000000000000'), '2024-01-01 00:00:06', '2024-01-01 00:00:04'),
-           (7, '2025-01-01 00:00:00.999999', '2026-01-01', UNHEX('00000000000000000000000000000000'), '2024-01-01 00:00:07', '2024-01-01 00:00:05');"
-    );
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-        .execute(&mut conn)
-        .await
-        .unwrap();
+           (7, '2025-01-01 00:00:00.999999', '2026-01-01', UNHEX('00000000000000000000000000000000'), '2024-01-01 00:00:07', '2024-01-01 00:00:05');";
+    let (name, _guard) = my_database("tk_my", sql).await;
     let source = Source::connect(mysql_url(), 2).await.unwrap();
     let table = format!("{name}.ev");
     let all: Vec<i64> = (1..=7).collect();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sql2ddb_dynamo::ensure_table;
 use sql2ddb_testkit::sdk::types::AttributeValue;
-use support::{client as handle, keys, TestkitProcess};
+use support::{client as handle, keys, refused, TestkitProcess};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_serves_dynamodb_until_sigterm() {
@@ -51,10 +51,6 @@ async fn the_binary_serves_dynamodb_until_sigterm() {
 async fn the_binary_refuses_a_port_in_use() {
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = taken.local_addr().unwrap().port().to_string();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb-testkit"))
-        .args(["dynamodb", "--port", &port])
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot bind"));
+    let said = refused(&["dynamodb", "--port", &port]);
+    assert!(said.contains("cannot bind"), "{said}");
 }

@@ -8,21 +8,11 @@ use std::time::Duration;
 use sql2ddb_core::EncodedItem;
 use sql2ddb_dynamo::{ensure_table, BatchWriteApi, CallError};
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
-use support::{assert_same_items, calls, client, items, Upstream};
-
-fn only(set: impl FnOnce(&mut FaultConfig)) -> FaultConfig {
-    let mut config = FaultConfig::default();
-    set(&mut config);
-    config
-}
+use support::{assert_same_items, calls, client, items, only, proxied, Upstream};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_fault_kind_looks_like_dynamodb_to_the_writers_calls() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("kinds").await;
-    let proxy = FaultProxy::start(upstream.local.url(), FaultConfig::default())
-        .await
-        .unwrap();
+    let (upstream, table, proxy) = proxied("kinds", FaultConfig::default()).await;
     let calls = calls(&proxy.url()).await;
     let batch = items(0, 10, 10);
     let refs: Vec<&EncodedItem> = batch.iter().collect();
@@ -97,11 +87,7 @@ async fn every_fault_kind_looks_like_dynamodb_to_the_writers_calls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_chosen_operations_are_faulted() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("ops").await;
-    let proxy = FaultProxy::start(upstream.local.url(), only(|c| c.throttling = 1.0))
-        .await
-        .unwrap();
+    let (_upstream, table, proxy) = proxied("ops", only(|c| c.throttling = 1.0)).await;
     let client = client(&proxy.url()).await;
     // DescribeTable goes through by default.
     ensure_table(&client, &table, &support::keys(), false)

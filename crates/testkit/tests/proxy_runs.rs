@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sql2ddb_dynamo::{AdaptiveConcurrency, BatchWriter, RetryPolicy, WriteCapacityLimiter};
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
-use support::{assert_same_items, by_key, calls, items, write_all, Upstream};
+use support::{assert_same_items, by_key, calls, items, proxied, write_all, Upstream};
 
 fn policy(max_attempts: u32) -> RetryPolicy {
     RetryPolicy {
@@ -31,11 +31,7 @@ async fn through_proxy(
     FaultProxy,
     BatchWriter<sql2ddb_dynamo::BatchCalls>,
 ) {
-    let upstream = Upstream::start().await;
-    let table = upstream.table(prefix).await;
-    let proxy = FaultProxy::start(upstream.local.url(), faults)
-        .await
-        .unwrap();
+    let (upstream, table, proxy) = proxied(prefix, faults).await;
     let writer = BatchWriter::new(calls(&proxy.url()).await, &table, support::keys(), policy);
     (upstream, table, proxy, writer)
 }

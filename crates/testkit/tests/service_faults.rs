@@ -16,7 +16,7 @@ use sql2ddb_core::Item;
 use sql2ddb_testkit::sdk::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
 use sql2ddb_testkit::support::item_by_value;
 use sql2ddb_testkit::{FaultConfig, FaultProxy, EVERY_OPERATION};
-use support::{post, TestkitProcess, Upstream};
+use support::{only, post, proxied, refused, TestkitProcess, Upstream};
 
 /// Longest wait for something that must come (nothing here measures speed).
 const PATIENCE: Duration = Duration::from_secs(60);
@@ -48,26 +48,17 @@ fn pk(item: &Json) -> String {
         .to_string()
 }
 
-fn only(set: impl FnOnce(&mut FaultConfig)) -> FaultConfig {
-    let mut config = FaultConfig::default();
-    set(&mut config);
-    config
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unprocessed_items_come_back_as_the_same_values_in_another_text() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("reencoded").await;
-    let proxy = FaultProxy::start(
-        upstream.local.url(),
+    let (upstream, table, proxy) = proxied(
+        "reencoded",
         only(|c| {
             c.seed = 4;
             c.unprocessed = 1.0;
             c.reencode = true;
         }),
     )
-    .await
-    .unwrap();
+    .await;
     let sent: BTreeMap<String, Json> = (0..10).map(|i| (pk(&raw_item(i)), raw_item(i))).collect();
     let requests: Vec<Json> = sent
         .values()
@@ -114,6 +105,20 @@ async fn unprocessed_items_come_back_as_the_same_values_in_another_text() {
     assert_eq!(stats.items_forwarded, expected.len() as u64);
 }
 
+/// One `BatchWriteItem` of `requests` to `table`, which must be answered.
+async fn batch_write(
+    client: &sql2ddb_testkit::sdk::Client,
+    table: &str,
+    requests: Vec<WriteRequest>,
+) -> aws_sdk_dynamodb::operation::batch_write_item::BatchWriteItemOutput {
+    client
+        .batch_write_item()
+        .request_items(table, requests)
+        .send()
+        .await
+        .unwrap()
+}
+
 /// `items` as the SDK's write requests.
 fn put_requests(items: &[Json]) -> Vec<WriteRequest> {
     items
@@ -131,36 +136,23 @@ fn put_requests(items: &[Json]) -> Vec<WriteRequest> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_sight_of_each_item_is_held_back_and_the_next_goes_through() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("firstsight").await;
-    let proxy = FaultProxy::start(
-        upstream.local.url(),
+    let (upstream, table, proxy) = proxied(
+        "firstsight",
         only(|c| {
             c.first_sight_unprocessed = true;
             c.reencode = true;
         }),
     )
-    .await
-    .unwrap();
+    .await;
     let client = sql2ddb_testkit::sdk::client(&proxy.url());
     let items: Vec<Json> = (0..10).map(raw_item).collect();
-    let first = client
-        .batch_write_item()
-        .request_items(&table, put_requests(&items))
-        .send()
-        .await
-        .unwrap();
+    let first = batch_write(&client, &table, put_requests(&items)).await;
     let returned = first.unprocessed_items().unwrap()[&table].clone();
     assert_eq!(returned.len(), 10, "every item is new");
     assert!(upstream.scan(&table).await.is_empty());
 
     // Sent again as the service returned them (another spelling): seen.
-    let again = client
-        .batch_write_item()
-        .request_items(&table, returned)
-        .send()
-        .await
-        .unwrap();
+    let again = batch_write(&client, &table, returned).await;
     assert!(again.unprocessed_items().is_none_or(|u| u.is_empty()));
     let stored = upstream.scan(&table).await;
     assert_eq!(stored.len(), 10);
@@ -172,12 +164,7 @@ async fn the_first_sight_of_each_item_is_held_back_and_the_next_goes_through() {
 
     // Five seen, five new: the new ones are held.
     let mixed: Vec<Json> = (5..15).map(raw_item).collect();
-    let third = client
-        .batch_write_item()
-        .request_items(&table, put_requests(&mixed))
-        .send()
-        .await
-        .unwrap();
+    let third = batch_write(&client, &table, put_requests(&mixed)).await;
     let held: BTreeSet<String> = third.unprocessed_items().unwrap()[&table]
         .iter()
         .map(|r| match &r.put_request().unwrap().item()["PK"] {
@@ -200,11 +187,7 @@ async fn the_first_sight_of_each_item_is_held_back_and_the_next_goes_through() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_operation_gets_each_error_as_dynamodb_sends_it() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("everyop").await;
-    let proxy = FaultProxy::start(upstream.local.url(), FaultConfig::default())
-        .await
-        .unwrap();
+    let (upstream, table, proxy) = proxied("everyop", FaultConfig::default()).await;
     let key = json!({"PK": {"S": "a"}, "SK": {"S": "b"}});
     let calls: [(&str, Json); 10] = [
         ("PutItem", json!({"TableName": table, "Item": key})),
@@ -299,17 +282,14 @@ async fn every_operation_gets_each_error_as_dynamodb_sends_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_token_is_answered_once_per_credential() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("expired").await;
-    let proxy = FaultProxy::start(
-        upstream.local.url(),
+    let (_upstream, table, proxy) = proxied(
+        "expired",
         only(|c| {
             c.expired_token = true;
             c.operations = vec![EVERY_OPERATION.into()];
         }),
     )
-    .await
-    .unwrap();
+    .await;
     let describe = json!({"TableName": table});
     let mut answers = Vec::new();
     for credential in ["AKIDA", "AKIDA", "AKIDB", "AKIDC", "AKIDB", "AKIDC"] {
@@ -340,10 +320,8 @@ async fn an_expired_token_is_answered_once_per_credential() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_answer_comes_after_the_client_gave_up_and_the_request_was_applied() {
-    let upstream = Upstream::start().await;
-    let table = upstream.table("slow").await;
-    let proxy = FaultProxy::start(
-        upstream.local.url(),
+    let (upstream, table, proxy) = proxied(
+        "slow",
         only(|c| {
             c.slow = 1.0;
             c.slow_for = Duration::from_secs(3600);
@@ -351,8 +329,7 @@ async fn a_slow_answer_comes_after_the_client_gave_up_and_the_request_was_applie
             c.operations = vec!["PutItem".into()];
         }),
     )
-    .await
-    .unwrap();
+    .await;
     let put = |pk: &str| json!({"TableName": table, "Item": {"PK": {"S": pk}, "SK": {"S": "x"}}});
     // An answer held an hour: a client giving an attempt 2 s gives up.
     let first = tokio::time::timeout(
@@ -510,12 +487,7 @@ async fn the_binary_takes_the_service_faults_from_its_flags() {
         .unwrap_err();
     assert_eq!(err.code(), Some("ExpiredTokenException"));
     let items: Vec<Json> = (0..5).map(raw_item).collect();
-    let out = client
-        .batch_write_item()
-        .request_items(&table, put_requests(&items))
-        .send()
-        .await
-        .unwrap();
+    let out = batch_write(&client, &table, put_requests(&items)).await;
     assert_eq!(out.unprocessed_items().unwrap()[&table].len(), 5);
 
     proxy.terminate();
@@ -538,11 +510,14 @@ async fn the_binary_takes_the_service_faults_from_its_flags() {
         .unwrap();
     assert!(status.success());
 
-    let both = std::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb-testkit"))
-        .args(["proxy", "--upstream", upstream.local.url()])
-        .args(["--fault-rate", "0.1", "--every-fault-rate", "0.1"])
-        .output()
-        .unwrap();
-    assert!(!both.status.success());
-    assert!(String::from_utf8_lossy(&both.stderr).contains("cannot be used with"));
+    let both = refused(&[
+        "proxy",
+        "--upstream",
+        upstream.local.url(),
+        "--fault-rate",
+        "0.1",
+        "--every-fault-rate",
+        "0.1",
+    ]);
+    assert!(both.contains("cannot be used with"), "{both}");
 }

@@ -2,7 +2,7 @@
 //! the test's own), an in-process DynamoDB-compatible server (dynoxide),
 //! moto's SQS and SNS, and the test playing the Lambda service: contexts
 //! with real deadlines, SQS events built from received messages.
-#![allow(dead_code)]
+#![allow(dead_code, unused_imports)] // each test binary uses part of it
 
 use std::collections::HashMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -10,38 +10,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use aws_lambda_events::event::sqs::{SqsEvent, SqsMessage};
 use lambda_runtime::{Context, LambdaEvent};
 use sql2ddb_core::{AttrValue, Item};
-pub use sql2ddb_testkit::support::{pg_url, unique_name as unique, Dynamo, Moto};
-
-/// A PostgreSQL schema of the test's own, dropped at the end.
-pub struct PgSchema {
-    pub pool: sqlx::PgPool,
-    pub name: String,
-}
-
-impl PgSchema {
-    pub async fn create(prefix: &str, sql: &str) -> PgSchema {
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(2)
-            .connect(pg_url())
-            .await
-            .unwrap_or_else(|e| panic!("PostgreSQL ({e}); scripts/services.sh starts it"));
-        let name = unique(prefix);
-        let sql = format!("CREATE SCHEMA {name}; {}", sql.replace("{schema}", &name));
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-            .execute(&pool)
-            .await
-            .unwrap();
-        PgSchema { pool, name }
-    }
-
-    pub async fn drop_schema(self) {
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
-        let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-            .execute(&self.pool)
-            .await;
-        self.pool.close().await;
-    }
-}
+pub use sql2ddb_testkit::support::{
+    aws_config, items_sql, mapping_head, pg_url, unique_name as unique, Dynamo, Moto, PgSchema,
+};
 
 /// Every item of `table`, by its `PK`.
 pub async fn items(dynamo: &Dynamo, table: &str) -> HashMap<String, Item> {
@@ -85,6 +56,19 @@ pub async fn sqs(moto: &str) -> aws_sdk_sqs::Client {
     sql2ddb_queue::connect(Some(moto), Some("us-east-1"), None)
         .await
         .unwrap()
+}
+
+/// A work queue (and its dead-letter queue) named after `table`, whose
+/// messages come back after `visibility` and go to the dead letters after
+/// five receives.
+pub async fn work_queue(
+    sqs: &aws_sdk_sqs::Client,
+    table: &str,
+    visibility: Duration,
+) -> sql2ddb_queue::QueueUrls {
+    sql2ddb_queue::create_queue(sqs, &table.replace('_', "-"), visibility, 5)
+        .await
+        .unwrap_or_else(|e| panic!("the queue of {table}: {e}"))
 }
 
 /// Receives up to 10 messages (waiting up to `wait` for the first), as the
@@ -143,21 +127,13 @@ pub async fn settle(
 /// A mapping of `schema.items (id, name, qty)` to items `ITEM#{id}` of
 /// `table`, read in pages of `page` rows by two readers.
 pub fn items_mapping(schema: &str, table: &str, dynamo: &str, page: u64) -> String {
+    let head = mapping_head(
+        &format!("page_size = {page}\nread_parallelism = 2"),
+        table,
+        dynamo,
+    );
     format!(
-        r#"
-version = 1
-[source]
-url = "{pg}"
-page_size = {page}
-read_parallelism = 2
-[target]
-table = "{table}"
-endpoint = "{dynamo}"
-region = "us-east-1"
-create = true
-pk = {{ name = "PK", type = "S" }}
-sk = {{ name = "SK", type = "S" }}
-
+        r#"{head}
 [[entity]]
 name = "item"
 from = "{schema}.items"
@@ -165,9 +141,25 @@ pk = "ITEM#{{id}}"
 sk = "ITEM"
 [entity.attributes]
 entity = "item"
-"#,
-        pg = pg_url()
+"#
     )
+}
+
+/// Invokes the worker handler with `messages` (a minute to go) and returns
+/// the ids of the messages it reported failed.
+pub async fn invoke_worker(
+    writer: &sql2ddb_engine::serverless::MessageWriter,
+    messages: &[aws_sdk_sqs::types::Message],
+) -> Vec<String> {
+    let response =
+        sql2ddb_lambda::worker::handle(writer, event(sqs_event(messages), Duration::from_secs(60)))
+            .await
+            .unwrap();
+    response
+        .batch_item_failures
+        .iter()
+        .map(|f| f.item_identifier.clone())
+        .collect()
 }
 
 /// The event source mapping: receives, invokes the worker, deletes what it
@@ -181,17 +173,7 @@ pub async fn drain(
     if messages.is_empty() {
         return 0;
     }
-    let response = sql2ddb_lambda::worker::handle(
-        writer,
-        event(sqs_event(&messages), Duration::from_secs(60)),
-    )
-    .await
-    .unwrap();
-    let failed: Vec<String> = response
-        .batch_item_failures
-        .iter()
-        .map(|f| f.item_identifier.clone())
-        .collect();
+    let failed = invoke_worker(writer, &messages).await;
     assert!(failed.is_empty(), "no write fails here: {failed:?}");
     settle(sqs, queue, &messages, &failed).await;
     messages.len() as u64
@@ -209,14 +191,6 @@ pub fn assert_items(items: &HashMap<String, Item>, rows: u64) {
         assert_eq!(item["qty"], n(i % 100));
         assert_eq!(item.len(), 6, "{item:?}");
     }
-}
-
-/// The SQL of `schema.items` with rows `1..=rows` (for [`PgSchema::create`]).
-pub fn items_sql(rows: u64) -> String {
-    format!(
-        "CREATE TABLE {{schema}}.items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL);
-         INSERT INTO {{schema}}.items SELECT i, 'Name ' || i, i % 100 FROM generate_series(1, {rows}) AS i;"
-    )
 }
 
 /// The Lambda service's side of `Invoke`: the invocations the reader asked

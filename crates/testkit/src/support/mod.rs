@@ -1,8 +1,10 @@
 //! What the workspace's tests share, defined once: names no other test
-//! uses, where the test databases are, a DynamoDB-compatible server of the
-//! test's own, moto's server for SQS, S3 and the other AWS services, reading
-//! a table back whole, comparing items as DynamoDB compares them, and a
-//! progress store of the test's own.
+//! uses, where the test databases are, PostgreSQL schemas and MariaDB
+//! databases of the test's own, a DynamoDB-compatible server of the
+//! test's own, moto's server for SQS, S3 and the other AWS services and
+//! clients of it, reading a table back whole, comparing items as DynamoDB
+//! compares them, a progress store of the test's own, and source data
+//! several tests migrate.
 //!
 //! Every service can be pointed elsewhere by an environment variable
 //! (`SQL2DDB_TEST_PG_URL`, `SQL2DDB_TEST_MYSQL_URL`,
@@ -11,7 +13,10 @@
 //! tests name their schemas, tables and queues with [`unique_name`], so they
 //! can share one server.
 
+mod aws;
+mod db;
 mod dynamo;
+mod fixtures;
 mod moto;
 mod progress;
 
@@ -20,7 +25,10 @@ use std::sync::LazyLock;
 
 use sql2ddb_core::{AttrValue, Item};
 
+pub use aws::{aws_config, s3_client, Bucket, TEST_REGION};
+pub use db::{exec, sqlite_file, MyDatabase, PgSchema};
 pub use dynamo::{scan_all, Dynamo};
+pub use fixtures::{items_sql, mapping_head};
 pub use moto::Moto;
 pub use progress::{progress_store, run_meta};
 

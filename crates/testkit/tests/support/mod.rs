@@ -11,6 +11,7 @@ use sql2ddb_dynamo::{
 };
 use sql2ddb_testkit::sdk::Client;
 use sql2ddb_testkit::support::scan_all;
+use sql2ddb_testkit::{FaultConfig, FaultProxy};
 
 pub use sql2ddb_testkit::support::unique_name as unique;
 
@@ -23,6 +24,36 @@ pub fn keys() -> Vec<KeyAttr> {
             kind: sql2ddb_core::KeyType::S,
         })
         .collect()
+}
+
+/// Runs the `sql2ddb-testkit` binary with `args`, which it must refuse
+/// (exit nonzero); returns what it said on stderr.
+pub fn refused(args: &[&str]) -> String {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_sql2ddb-testkit"))
+        .args(args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{args:?} was accepted: {stderr}");
+    stderr
+}
+
+/// A fault configuration with every fault off but what `set` turns on.
+pub fn only(set: impl FnOnce(&mut FaultConfig)) -> FaultConfig {
+    let mut config = FaultConfig::default();
+    set(&mut config);
+    config
+}
+
+/// A server in this process with a table of the test's own (named after
+/// `prefix`), and a fault proxy with `faults` in front of it.
+pub async fn proxied(prefix: &str, faults: FaultConfig) -> (Upstream, String, FaultProxy) {
+    let upstream = Upstream::start().await;
+    let table = upstream.table(prefix).await;
+    let proxy = FaultProxy::start(upstream.local.url(), faults)
+        .await
+        .unwrap_or_else(|e| panic!("a fault proxy: {e}"));
+    (upstream, table, proxy)
 }
 
 /// A server in this process, with a client that talks to it directly.
