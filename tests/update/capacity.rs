@@ -8,9 +8,7 @@ use sql2ddb_testkit::FaultConfig;
 
 use crate::common::count;
 
-use super::{
-    assert_counts_add_up, assert_orders_closed, job, shop, CLOSE_ORDERS, PER_TYPE,
-};
+use super::{assert_counts_add_up, assert_orders_closed, job, shop, CLOSE_ORDERS, PER_TYPE};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_update_throttled_on_reads_and_writes_changes_every_match_once() {
