@@ -19,6 +19,7 @@
 //! follower killed in between reads those changes again on its next start.
 
 mod apply;
+mod plan;
 mod entities;
 mod rerender;
 
@@ -31,7 +32,7 @@ use sql2ddb_mapping::Plan;
 use sql2ddb_source::cdc::{check_slot_name, format_lsn, Relations};
 use sql2ddb_source::Source;
 
-pub use apply::ApplyCounts;
+pub use plan::ApplyCounts;
 pub use sql2ddb_source::cdc::SlotState;
 
 use crate::error::EngineError;
@@ -195,7 +196,7 @@ async fn follow_with(
         })?;
     }
     let rejects = RejectsFile::new(&opts.rejects);
-    let target = apply::Target {
+    let target = plan::Target {
         dynamo: resources.client(),
         writer: &writer,
         table: &plan.target.table,
