@@ -19,8 +19,8 @@
 //! follower killed in between reads those changes again on its next start.
 
 mod apply;
-mod plan;
 mod entities;
+mod plan;
 mod rerender;
 
 use std::path::PathBuf;

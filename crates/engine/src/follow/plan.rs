@@ -206,7 +206,11 @@ impl Plan {
     }
 
     /// Writes the batch's puts and deletes; returns once all are acknowledged.
-    pub(super) async fn write(self, target: &Target<'_>, counts: &mut ApplyCounts) -> Result<(), EngineError> {
+    pub(super) async fn write(
+        self,
+        target: &Target<'_>,
+        counts: &mut ApplyCounts,
+    ) -> Result<(), EngineError> {
         counts.rejected += self.rejects.len() as u64;
         counts.folded += self.folded;
         target.rejects.write(&self.rejects)?;
