@@ -29,6 +29,10 @@ use crate::{Pool, Source, SourceError};
 /// replica's.
 pub const DEFAULT_SERVER_ID: u32 = 4_231_117;
 
+/// The rotate event's type code: its header's position is in the file it
+/// leaves.
+const ROTATE: u8 = 4;
+
 /// Seconds from the Unix epoch to 2000-01-01, the origin of
 /// [`ChangeBatch::last_commit_time`].
 const EPOCH_2000: i64 = 946_684_800;
@@ -110,6 +114,8 @@ pub struct BinlogReader {
     pending: Vec<RowChange>,
     /// Whether a transaction has begun and not committed.
     in_transaction: bool,
+    /// The end of the last event read.
+    read_to: Option<BinlogPosition>,
 }
 
 impl Source {
@@ -302,6 +308,7 @@ impl BinlogReader {
             file: from.file.clone(),
             pending: Vec::new(),
             in_transaction: false,
+            read_to: None,
         })
     }
 
@@ -348,6 +355,10 @@ impl BinlogReader {
             let committed = match data {
                 Some(EventData::RotateEvent(r)) => {
                     self.file = r.name().to_string();
+                    self.read_to = Some(BinlogPosition {
+                        file: self.file.clone(),
+                        pos: r.position(),
+                    });
                     false
                 }
                 Some(EventData::XidEvent(_)) => true,
@@ -379,6 +390,12 @@ impl BinlogReader {
                 }
                 _ => false,
             };
+            if header.log_pos() > 0 && header.event_type_raw() != ROTATE {
+                self.read_to = Some(BinlogPosition {
+                    file: self.file.clone(),
+                    pos: u64::from(header.log_pos()),
+                });
+            }
             if committed && header.log_pos() > 0 {
                 self.in_transaction = false;
                 let end = BinlogPosition {
@@ -534,6 +551,13 @@ impl BinlogReader {
             });
         }
         Ok(())
+    }
+
+    /// The end of the last event read: every transaction that committed
+    /// before it is in the batches returned (a batch never ends inside a
+    /// transaction).
+    pub fn read_to(&self) -> Option<&BinlogPosition> {
+        self.read_to.as_ref()
     }
 
     /// Ends the replica connection.
