@@ -353,6 +353,17 @@ impl BinlogReader {
                 SourceError::config(format!("decode a binary log event in {}: {e}", self.file))
             })?;
             let committed = match data {
+                // The rotate the server sends first (position 0) only
+                // repeats the file asked for, and comes before the format
+                // description that says its checksum's length: its name is
+                // not used.
+                Some(EventData::RotateEvent(r)) if header.log_pos() == 0 => {
+                    self.read_to = Some(BinlogPosition {
+                        file: self.file.clone(),
+                        pos: r.position(),
+                    });
+                    false
+                }
                 Some(EventData::RotateEvent(r)) => {
                     self.file = r.name().to_string();
                     self.read_to = Some(BinlogPosition {
