@@ -47,6 +47,7 @@ async fn binlog_rows_decode_as_the_full_load_reads_them() {
            SET SESSION sql_mode = '';
            INSERT INTO {table} (id, dt, dtm, tm) VALUES (3, '0000-00-00', '0000-00-00 00:00:00', '838:59:59');
            BEGIN; UPDATE {table} SET id = 4, vc = 'moved' WHERE id = 2; DELETE FROM {table} WHERE id = 3; COMMIT;
+           FLUSH BINARY LOGS;
            INSERT INTO {d}.other VALUES (1, 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', 'é');
            TRUNCATE TABLE {d}.other;"#
     ))
@@ -80,6 +81,16 @@ async fn binlog_rows_decode_as_the_full_load_reads_them() {
     assert_eq!(changes[3].commit_end, changes[4].commit_end);
     assert!(changes[2].commit_end < changes[3].commit_end);
     assert!(ends.last().unwrap().ordinal() <= source.binlog_position().await.unwrap().ordinal());
+    // The log rotated before the last two transactions: their positions
+    // are in the next file, named as the server names it.
+    let last = ends.last().unwrap();
+    assert_ne!(last.file, start.file);
+    assert!(
+        last.file.starts_with(start.file.rsplit_once('.').unwrap().0)
+            && last.file.rsplit('.').next().unwrap().bytes().all(|b| b.is_ascii_digit()),
+        "{last}"
+    );
+    assert!(changes[5].commit_end > changes[4].commit_end);
 
     // Every image decodes to the row a page read gives.
     let from = Relation::Table(&table);

@@ -190,6 +190,9 @@ impl ColumnDecoder {
                 let t = format!("{y:04}-{mo:02}-{d:02} {h:02}:{mi:02}:{s:02}");
                 t + &fraction(*us, self.fsp)
             }
+            // mysql_common decodes a negative TIME(1)/TIME(2) with a
+            // fraction wrongly: such columns are read from the source.
+            (Kind::Time, Value::Time(..)) if matches!(self.fsp, 1 | 2) => return None,
             (Kind::Time, Value::Time(negative, days, h, m, s, us)) => {
                 let hours = u64::from(*days) * 24 + u64::from(*h);
                 let sign = if *negative { "-" } else { "" };
@@ -343,6 +346,10 @@ mod tests {
             decode("time", Value::Time(false, 1, 2, 0, 0, 0)),
             TupleValue::Value(SqlValue::Invalid(_))
         ));
+        assert_eq!(
+            decode("time(2)", Value::Time(false, 0, 1, 2, 3, 0)),
+            TupleValue::Unchanged
+        );
         assert_eq!(
             decode("date", Value::Date(2024, 1, 5, 0, 0, 0, 0)),
             value(parse_text(Kind::Date, "2024-01-05".into()))

@@ -11,6 +11,7 @@
 //! the same item, so the replay is harmless.
 
 mod binlog;
+mod binlog_server;
 mod binlog_values;
 mod pgoutput;
 mod slot;
