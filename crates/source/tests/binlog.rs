@@ -86,8 +86,15 @@ async fn binlog_rows_decode_as_the_full_load_reads_them() {
     let last = ends.last().unwrap();
     assert_ne!(last.file, start.file);
     assert!(
-        last.file.starts_with(start.file.rsplit_once('.').unwrap().0)
-            && last.file.rsplit('.').next().unwrap().bytes().all(|b| b.is_ascii_digit()),
+        last.file
+            .starts_with(start.file.rsplit_once('.').unwrap().0)
+            && last
+                .file
+                .rsplit('.')
+                .next()
+                .unwrap()
+                .bytes()
+                .all(|b| b.is_ascii_digit()),
         "{last}"
     );
     assert!(changes[5].commit_end > changes[4].commit_end);

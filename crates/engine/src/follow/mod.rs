@@ -268,7 +268,7 @@ async fn open_stream(
     let name = format!("binary log checkpoint {}", checkpoint.display());
     let ordinal = start.ordinal();
     let stream = Stream::Binlog {
-        reader,
+        reader: Box::new(reader),
         checkpoint,
         position: start,
     };

@@ -25,7 +25,7 @@ pub(super) enum Stream {
     Slot { slot: String, relations: Relations },
     /// The binary log, from the position in `checkpoint` on.
     Binlog {
-        reader: BinlogReader,
+        reader: Box<BinlogReader>,
         checkpoint: PathBuf,
         position: BinlogPosition,
     },

@@ -109,7 +109,11 @@ impl Source {
         Ok((schema, name.to_string()))
     }
 
-    pub(super) async fn table_columns(&self, schema: &str, table: &str) -> Result<TableColumns, SourceError> {
+    pub(super) async fn table_columns(
+        &self,
+        schema: &str,
+        table: &str,
+    ) -> Result<TableColumns, SourceError> {
         let pool = self.binlog_pool()?;
         let qualified = format!("{schema}.{table}");
         let shape = self.describe(&crate::Relation::Table(&qualified)).await?;
@@ -140,4 +144,3 @@ impl Source {
         })
     }
 }
-
