@@ -18,7 +18,7 @@ async fn binlog_rows_decode_as_the_full_load_reads_them() {
              id INT PRIMARY KEY, flag TINYINT(1), ti TINYINT UNSIGNED, si SMALLINT UNSIGNED,
              mi MEDIUMINT UNSIGNED, i INT UNSIGNED, bi BIGINT, ubi BIGINT UNSIGNED, dm DECIMAL(20,4),
              f FLOAT, db DOUBLE, c CHAR(5), vc VARCHAR(20), tx TEXT, bin BINARY(3), vb VARBINARY(10),
-             bl BLOB, dt DATE, dtm DATETIME(6), dt0 DATETIME, ts TIMESTAMP(3) NULL, tm TIME(2), yr YEAR,
+             bl BLOB, dt DATE, dtm DATETIME(6), dt0 DATETIME, ts TIMESTAMP(3) NULL, tm TIME(3), yr YEAR,
              e ENUM('small','large'), st SET('a','b','c'), js JSON, bt BIT(12)
            ) CHARACTER SET utf8mb4;
            CREATE TABLE {d}.other (id INT PRIMARY KEY, u UUID, l VARCHAR(5) CHARACTER SET latin1);"#,
