@@ -28,7 +28,7 @@ async fn a_mariadb_follow_has_no_slot_to_name_or_drop() {
 [source]
 url = "mysql://root@127.0.0.1:3306/test"
 [target]
-table = "t"
+table = "follow_no_slot"
 pk = { name = "PK", type = "S" }
 
 [[entity]]
