@@ -142,7 +142,7 @@ async fn binlog_rows_decode_as_the_full_load_reads_them() {
 }
 
 #[tokio::test]
-async fn a_binlog_follow_is_refused_when_the_setting_is_missing() {
+async fn the_test_server_has_the_binlog_settings_and_other_sources_are_refused() {
     let source = Source::connect(mysql_url(), 1).await.unwrap();
     // The test server has the binary log on, in row format, with full images.
     source.check_binlog_settings().await.unwrap();
