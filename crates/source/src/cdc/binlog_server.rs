@@ -32,22 +32,7 @@ impl Source {
         .fetch_one(pool)
         .await
         .map_err(|e| SourceError::query("read the binary log settings", e))?;
-        let on = matches!(log_bin.to_ascii_uppercase().as_str(), "1" | "ON");
-        if !on {
-            return Err(SourceError::config(
-                "following changes needs the binary log: start the server with log_bin (and a server_id), binlog_format = ROW and binlog_row_image = FULL, then restart it",
-            ));
-        }
-        if !format.eq_ignore_ascii_case("ROW") {
-            return Err(SourceError::config(format!(
-                "following changes needs binlog_format = ROW (the server has {format}): SET GLOBAL binlog_format = 'ROW' and put it in the server's configuration (sessions started before keep their format)"
-            )));
-        }
-        if !image.eq_ignore_ascii_case("FULL") {
-            return Err(SourceError::config(format!(
-                "following changes needs binlog_row_image = FULL (the server has {image}): SET GLOBAL binlog_row_image = 'FULL' and put it in the server's configuration"
-            )));
-        }
+        binlog_settings(&log_bin, &format, &image)?;
         // MariaDB's compressed events are not read by the decoder.
         let compressed: Option<String> =
             sqlx::query_scalar("SELECT CAST(@@GLOBAL.log_bin_compress AS CHAR)")
@@ -142,5 +127,55 @@ impl Source {
             names: Arc::new(shape.columns.into_iter().map(|c| c.name).collect()),
             decoders,
         })
+    }
+}
+
+/// What a follower needs of the server's binary log settings
+/// (`@@log_bin`, `@@binlog_format`, `@@binlog_row_image`), or an error
+/// naming the missing one and how to set it.
+fn binlog_settings(log_bin: &str, format: &str, image: &str) -> Result<(), SourceError> {
+    let on = matches!(log_bin.to_ascii_uppercase().as_str(), "1" | "ON");
+    if !on {
+        return Err(SourceError::config(
+            "following changes needs the binary log: start the server with log_bin (and a server_id), binlog_format = ROW and binlog_row_image = FULL, then restart it",
+        ));
+    }
+    if !format.eq_ignore_ascii_case("ROW") {
+        return Err(SourceError::config(format!(
+            "following changes needs binlog_format = ROW (the server has {format}): SET GLOBAL binlog_format = 'ROW' and put it in the server's configuration (sessions started before keep their format)"
+        )));
+    }
+    if !image.eq_ignore_ascii_case("FULL") {
+        return Err(SourceError::config(format!(
+            "following changes needs binlog_row_image = FULL (the server has {image}): SET GLOBAL binlog_row_image = 'FULL' and put it in the server's configuration"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_binlog_settings_are_named_with_how_to_set_them() {
+        assert!(binlog_settings("1", "ROW", "FULL").is_ok());
+        assert!(binlog_settings("ON", "row", "full").is_ok());
+        let off = binlog_settings("0", "ROW", "FULL").unwrap_err().to_string();
+        assert!(off.contains("log_bin") && off.contains("restart"), "{off}");
+        let mixed = binlog_settings("1", "MIXED", "FULL")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            mixed.contains("binlog_format = ROW") && mixed.contains("MIXED"),
+            "{mixed}"
+        );
+        let minimal = binlog_settings("1", "ROW", "MINIMAL")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            minimal.contains("binlog_row_image = FULL") && minimal.contains("SET GLOBAL"),
+            "{minimal}"
+        );
     }
 }
