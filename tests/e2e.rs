@@ -9,6 +9,7 @@
 
 mod common;
 mod distributed;
+mod follow_scenario;
 
 mod bad_input;
 mod cli_usage;
@@ -16,6 +17,7 @@ mod e2e_dialects;
 mod e2e_distributed;
 mod e2e_faults;
 mod e2e_follow;
+mod e2e_follow_mysql;
 mod e2e_mysql;
 mod e2e_postgres;
 mod e2e_resume;

@@ -1,12 +1,14 @@
 //! `run --follow` and `follow`: after the full load, the source's changes
-//! (PostgreSQL logical replication) applied to the table until a stop, an
-//! idle period or a cutover.
+//! (PostgreSQL logical replication, the MySQL/MariaDB binary log) applied to
+//! the table until a stop, an idle period or a cutover.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use sql2ddb_engine::follow::lsn_text as format_lsn;
-use sql2ddb_engine::follow::{FollowEnd, FollowOptions, FollowReport};
+use sql2ddb_engine::follow::{
+    is_binlog_source, BinlogFollow, FollowEnd, FollowOptions, FollowReport, DEFAULT_SERVER_ID,
+};
 use sql2ddb_engine::{ResourceOptions, RunProgress, StopSignal};
 use sql2ddb_mapping::Plan;
 
@@ -15,13 +17,17 @@ use crate::{fail, load};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
-  0   followed until idle (--follow-until-idle), or cut over (--cutover): the
-      slot is dropped; --status and --drop-slot: done
+  0   followed until idle (--follow-until-idle), or cut over (--cutover) and
+      the table equals the source (PostgreSQL: the slot is dropped);
+      --status and --drop-slot: done
   1   failure (unreachable source or table, a mapping that cannot be
-      followed, items not written: the slot stays where it was)
-  64  usage error
+      followed, items not written: the slot, or MySQL/MariaDB's binary log
+      position in the run's directory, stays where it was), or cut over
+      with differences
+  64  usage error (MySQL/MariaDB: --slot or --drop-slot, which only a
+      PostgreSQL slot has)
   130 stopped (Ctrl-C, SIGTERM) after the changes in hand were applied; the
-      slot is kept: follow again to go on";
+      slot or the binary log position is kept: follow again to go on";
 
 /// How a follow stops; shared by `run --follow` and `follow`.
 #[derive(clap::Args, Clone, Default)]
@@ -52,9 +58,15 @@ impl StopArgs {
 pub struct RunFollowArgs {
     /// After the full load, follow the source's changes (PostgreSQL: a
     /// logical replication slot named after the run, created before the
-    /// snapshot) until Ctrl-C, --follow-until-idle or --cutover.
+    /// snapshot; MySQL/MariaDB: the binary log from the snapshot's position,
+    /// kept in the run's directory) until Ctrl-C, --follow-until-idle or
+    /// --cutover.
     #[arg(long, conflicts_with_all = ["dry_run", "queue", "resume", "only_rejects"])]
     pub follow: bool,
+    /// MySQL/MariaDB: the server id to read the binary log as, a replica's
+    /// (unique among the source's replicas, not the source's own).
+    #[arg(long, default_value_t = DEFAULT_SERVER_ID, requires = "follow")]
+    pub server_id: u32,
     #[command(flatten)]
     pub stop: StopArgs,
 }
@@ -64,13 +76,19 @@ pub struct RunFollowArgs {
 pub struct FollowArgs {
     /// The mapping spec (TOML) the full load used.
     mapping: PathBuf,
-    /// The replication slot `run --follow` created (it printed its name).
+    /// PostgreSQL: the replication slot `run --follow` created (it printed
+    /// its name).
     #[arg(long, required_unless_present = "run", conflicts_with = "run")]
     slot: Option<String>,
-    /// The id of the `run --follow` whose slot to read (its slot is
-    /// `sql2ddb_<run id>`, lower-cased).
+    /// The id of the `run --follow` to go on with. PostgreSQL: its slot is
+    /// `sql2ddb_<run id>`, lower-cased. MySQL/MariaDB: its binary log
+    /// position is in `<runs-dir>/<run id>/binlog-position`.
     #[arg(long, value_name = "RUN_ID")]
     run: Option<String>,
+    /// MySQL/MariaDB: the server id to read the binary log as, a replica's
+    /// (unique among the source's replicas, not the source's own).
+    #[arg(long, default_value_t = DEFAULT_SERVER_ID)]
+    server_id: u32,
     /// Source URL, overriding the mapping's.
     #[arg(long)]
     source: Option<String>,
@@ -80,13 +98,17 @@ pub struct FollowArgs {
     /// AWS region, overriding the mapping's and the environment's.
     #[arg(long)]
     region: Option<String>,
-    /// Where the rejects file goes (`<runs-dir>/<slot>/rejects.jsonl`).
+    /// The runs directory: the rejects file goes to
+    /// `<runs-dir>/<slot>/rejects.jsonl` (MySQL/MariaDB:
+    /// `<runs-dir>/<run id>/follow-rejects.jsonl`, beside the position).
     #[arg(long, default_value = "sql2ddb-runs")]
     runs_dir: PathBuf,
-    /// Print where the slot stands (applied position, lag, WAL kept) and exit.
+    /// Print where the follow stands (applied position, the source's
+    /// position; PostgreSQL: lag and WAL the slot keeps) and exit.
     #[arg(long, conflicts_with_all = ["drop_slot", "cutover", "follow_until_idle"])]
     status: bool,
-    /// Drop the slot and its publication without applying anything.
+    /// PostgreSQL: drop the slot and its publication without applying
+    /// anything (MySQL/MariaDB keeps no slot on the server).
     #[arg(long, conflicts_with_all = ["cutover", "follow_until_idle"])]
     drop_slot: bool,
     /// Print the final report as one JSON object on stdout.
@@ -106,6 +128,27 @@ pub(crate) struct Target<'a> {
     pub rejects: PathBuf,
     pub runs_dir: PathBuf,
     pub json: bool,
+    /// MySQL/MariaDB: the run's directory and the replica server id.
+    pub binlog: Option<BinlogFollow>,
+}
+
+/// What `run --follow` anchors the changes to before the full load.
+pub(crate) enum Anchor {
+    /// PostgreSQL: the slot it created.
+    Slot(String),
+    /// MySQL/MariaDB: the snapshot's binary log position (recorded by the
+    /// full load in the run's directory).
+    Binlog,
+}
+
+impl Anchor {
+    /// What is kept when the follow does not happen, and how to go on.
+    pub(crate) fn kept(&self, run_id: &str) -> String {
+        match self {
+            Anchor::Slot(slot) => format!("replication slot {slot} is kept: follow the changes once the full load is complete (`sql2ddb follow MAPPING --slot {slot}`), or drop it (`--drop-slot`)"),
+            Anchor::Binlog => format!("the snapshot's binary log position is in the run's report: follow the changes once the full load is complete (`sql2ddb follow MAPPING --run {run_id}`) while the source keeps that binary log file"),
+        }
+    }
 }
 
 /// `sql2ddb follow`.
@@ -115,6 +158,9 @@ pub async fn follow(args: FollowArgs) -> u8 {
         Err(e) => return fail(&e),
     };
     let source = args.source.clone().unwrap_or(plan.source.url.clone());
+    if is_binlog_source(&source) {
+        return follow_binlog(&args, &plan, source).await;
+    }
     let slot = match (&args.slot, &args.run) {
         (Some(slot), _) => slot.clone(),
         (None, Some(run)) => sql2ddb_engine::follow::slot_name(run),
@@ -141,6 +187,50 @@ pub async fn follow(args: FollowArgs) -> u8 {
         runs_dir: args.runs_dir.clone(),
         slot,
         json: args.json,
+        binlog: None,
+    };
+    run_follow(&target, &args.stop).await
+}
+
+/// `sql2ddb follow` of a MySQL/MariaDB source: by run, from the position in
+/// the run's directory.
+async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
+    let Some(run) = &args.run else {
+        eprintln!("error: a MySQL/MariaDB source has no replication slot: follow it by run (`--run RUN_ID`, the id `run --follow` printed)");
+        return crate::EXIT_USAGE;
+    };
+    let run_dir = args.runs_dir.join(run);
+    if args.drop_slot {
+        eprintln!(
+            "error: a MySQL/MariaDB source keeps no slot, so there is nothing to drop: the follower's position is the file {} (the source keeps its binary log files for binlog_expire_logs_seconds whether followed or not)",
+            run_dir.join(sql2ddb_engine::follow::BINLOG_CHECKPOINT).display()
+        );
+        return crate::EXIT_USAGE;
+    }
+    if args.status {
+        return match sql2ddb_engine::follow::binlog_state(&source, &run_dir).await {
+            Ok((applied, current)) => {
+                println!(
+                    "run {run}: applied to binary log position {applied}, source at {current}"
+                );
+                0
+            }
+            Err(e) => fail(&e.to_string()),
+        };
+    }
+    let target = Target {
+        plan,
+        source,
+        endpoint: args.endpoint.clone(),
+        region: args.region.clone(),
+        rejects: rejects_path(&args.runs_dir, run),
+        runs_dir: args.runs_dir.clone(),
+        slot: run.clone(),
+        json: args.json,
+        binlog: Some(BinlogFollow {
+            run_dir,
+            server_id: args.server_id,
+        }),
     };
     run_follow(&target, &args.stop).await
 }
@@ -193,6 +283,7 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
         stop: Some(stop.clone()),
         rejects: target.rejects.clone(),
         batch_changes: sql2ddb_engine::follow::DEFAULT_BATCH_CHANGES,
+        binlog: target.binlog.clone(),
     };
     let result = sql2ddb_engine::follow::follow(target.plan, &opts, &progress).await;
     signals.abort();
@@ -209,10 +300,16 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
         }
         Err(e) => {
             let code = fail(&e.to_string());
-            eprintln!(
-                "replication slot {} is kept at the last applied position: follow again with `sql2ddb follow MAPPING --slot {}`, or drop it with --drop-slot",
-                target.slot, target.slot
-            );
+            match &target.binlog {
+                Some(_) => eprintln!(
+                    "the binary log position stays at the last applied transaction: follow again with `sql2ddb follow MAPPING --run {}`",
+                    target.slot
+                ),
+                None => eprintln!(
+                    "replication slot {} is kept at the last applied position: follow again with `sql2ddb follow MAPPING --slot {}`, or drop it with --drop-slot",
+                    target.slot, target.slot
+                ),
+            }
             code
         }
     }
@@ -221,7 +318,7 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
 fn summary(r: &FollowReport, json: bool) -> u8 {
     let c = &r.counts;
     eprintln!(
-        "follow of slot {}: {} changes applied ({} puts, {} deletes, {} folded into later ones), {} rejected{}; applied to {}",
+        "follow of {}: {} changes applied ({} puts, {} deletes, {} folded into later ones), {} rejected{}; applied to {}",
         r.slot,
         c.changes,
         c.puts,
@@ -284,15 +381,23 @@ async fn verify(target: &Target<'_>) -> u8 {
 }
 
 /// `run --follow`, before the full load: checks the mapping can be
-/// followed and creates the slot (named after the run) before the snapshot.
+/// followed and (PostgreSQL) creates the slot (named after the run) before
+/// the snapshot.
 pub(crate) async fn before_run(
     plan: &Plan,
     source: &str,
     endpoint: Option<&str>,
     run_id: &str,
-) -> Result<String, String> {
+) -> Result<Anchor, String> {
     if endpoint.or(plan.target.endpoint.as_deref()) == Some("local") {
         return Err("--follow needs a DynamoDB endpoint that outlives this process: `local` belongs to the full load's process; give --endpoint URL".into());
+    }
+    if is_binlog_source(source) {
+        sql2ddb_engine::follow::check_binlog(plan, source)
+            .await
+            .map_err(|e| e.to_string())?;
+        eprintln!("the binary log is followed from the snapshot's position after the full load (the position is kept in the run's directory)");
+        return Ok(Anchor::Binlog);
     }
     let slot = sql2ddb_engine::follow::slot_name(run_id);
     eprintln!("creating replication slot {slot} (it waits for the transactions in progress on the source to end)");
@@ -303,7 +408,7 @@ pub(crate) async fn before_run(
         "replication slot {slot} created at {}: the changes from there are followed after the full load",
         format_lsn(at)
     );
-    Ok(slot)
+    Ok(Anchor::Slot(slot))
 }
 
 /// Where `run --follow` puts the rows its follow rejects.

@@ -93,8 +93,10 @@ enum Command {
     /// the command that loads them.
     #[command(after_help = footer(export::EXIT_CODES))]
     Export(export::ExportArgs),
-    /// Follow the source's changes from a slot `run --follow` created:
-    /// resume after a stop, cut over, show the lag, or drop the slot.
+    /// Follow the source's changes after a `run --follow` (PostgreSQL: from
+    /// the slot it created; MySQL/MariaDB: from the binary log position in
+    /// its run directory): resume after a stop, cut over, show the lag, or
+    /// drop the slot.
     #[command(after_help = footer(follow::EXIT_CODES))]
     Follow(follow::FollowArgs),
     /// Write the batches a `run --queue` sends, from the queue (run as many

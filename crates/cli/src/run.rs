@@ -155,7 +155,7 @@ pub async fn run(args: RunArgs) -> u8 {
                 .clone();
             let url = opts.source.clone().unwrap_or(plan.source.url.clone());
             match crate::follow::before_run(&plan, &url, opts.endpoint.as_deref(), &run_id).await {
-                Ok(slot) => Some(slot),
+                Ok(anchor) => Some(anchor),
                 Err(e) => return fail(&e),
             }
         }
@@ -237,7 +237,17 @@ pub async fn run(args: RunArgs) -> u8 {
             }
             let code = report.status.exit_code() as u8;
             match (slot, report.status) {
-                (Some(slot), RunStatus::Ok | RunStatus::Rejected) => {
+                (Some(anchor), RunStatus::Ok | RunStatus::Rejected) => {
+                    let (slot, binlog) = match anchor {
+                        crate::follow::Anchor::Slot(slot) => (slot, None),
+                        crate::follow::Anchor::Binlog => (
+                            report.run_id.clone(),
+                            Some(sql2ddb_engine::follow::BinlogFollow {
+                                run_dir: std::path::PathBuf::from(&report.run_dir),
+                                server_id: args.follow.server_id,
+                            }),
+                        ),
+                    };
                     let target = crate::follow::Target {
                         plan: &plan,
                         source: opts.source.clone().unwrap_or(plan.source.url.clone()),
@@ -247,19 +257,20 @@ pub async fn run(args: RunArgs) -> u8 {
                         runs_dir: args.runs_dir.clone(),
                         slot,
                         json: false,
+                        binlog,
                     };
                     let followed = crate::follow::run_follow(&target, &args.follow.stop).await;
                     followed.max(code)
                 }
-                (Some(slot), _) => {
-                    eprintln!("replication slot {slot} is kept: follow the changes once the full load is complete (`sql2ddb follow MAPPING --slot {slot}`), or drop it (`--drop-slot`)");
+                (Some(anchor), _) => {
+                    eprintln!("{}", anchor.kept(&report.run_id));
                     code
                 }
                 (None, _) => code,
             }
         }
         Err(e) => {
-            if let Some(slot) = slot {
+            if let Some(crate::follow::Anchor::Slot(slot)) = slot {
                 eprintln!("replication slot {slot} is kept: drop it with `sql2ddb follow MAPPING --slot {slot} --drop-slot`");
             }
             crate::failure::fail_job(&e)

@@ -265,7 +265,7 @@ fn decode_column(row: &MySqlRow, i: usize, kind: Kind) -> Result<SqlValue, sqlx:
 }
 
 /// A value selected as text, parsed by its column's kind.
-fn parse_text(kind: Kind, s: String) -> SqlValue {
+pub(crate) fn parse_text(kind: Kind, s: String) -> SqlValue {
     const ZERO_DATE: &str = "zero date 0000-00-00 cannot be represented";
     match kind {
         Kind::Bool if s == "0" || s == "1" => SqlValue::Bool(s == "1"),

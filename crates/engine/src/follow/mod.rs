@@ -1,7 +1,15 @@
 //! `run --follow` / `follow`: after the full load, the source's changes are
-//! read from a PostgreSQL logical replication slot and applied to the table,
-//! mapped exactly as the full load maps rows, until a stop, an idle period
-//! or a cutover.
+//! read from a PostgreSQL logical replication slot or the MySQL/MariaDB
+//! binary log and applied to the table, mapped exactly as the full load maps
+//! rows, until a stop, an idle period or a cutover.
+//!
+//! **MySQL/MariaDB.** The full load's snapshot records the binary log
+//! position it is consistent with (taken under a global read lock, so no
+//! transaction falls between); the follower reads the log from there as a
+//! replica, and its checkpoint is the end of the last transaction whose
+//! writes are all acknowledged, kept in the run's directory
+//! ([`BINLOG_CHECKPOINT`]). A follower killed in between reads those
+//! transactions again; applying them twice gives the same items.
 //!
 //! **Anchor.** The slot is created before the full load takes its snapshot
 //! ([`create_slot`]), so every transaction is either in the snapshot (it
@@ -20,7 +28,9 @@
 
 mod apply;
 mod entities;
+mod plan;
 mod rerender;
+mod stream;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -28,11 +38,13 @@ use std::time::{Duration, Instant};
 
 use sql2ddb_dynamo::RetryPolicy;
 use sql2ddb_mapping::Plan;
-use sql2ddb_source::cdc::{check_slot_name, format_lsn, Relations};
-use sql2ddb_source::Source;
+use sql2ddb_source::cdc::{check_slot_name, format_lsn, BinlogReader, Relations};
+use sql2ddb_source::{Dialect, Source};
 
-pub use apply::ApplyCounts;
-pub use sql2ddb_source::cdc::SlotState;
+pub use plan::ApplyCounts;
+pub use sql2ddb_source::cdc::{BinlogPosition, SlotState, DEFAULT_SERVER_ID};
+use stream::Stream;
+pub use stream::{binlog_start, write_checkpoint, BINLOG_CHECKPOINT};
 
 use crate::error::EngineError;
 use crate::progress::RunProgress;
@@ -83,6 +95,42 @@ pub async fn create_slot(plan: &Plan, source_url: &str, slot: &str) -> Result<u6
     result
 }
 
+/// MySQL/MariaDB, before the full load: checks that every entity of `plan`
+/// can be followed and that the server writes the binary log as a follower
+/// needs it (row format, full images). The position comes from the full
+/// load's snapshot.
+pub async fn check_binlog(plan: &Plan, source_url: &str) -> Result<(), EngineError> {
+    let source = Source::connect(source_url, 2).await?;
+    let result = async {
+        source.check_binlog_settings().await?;
+        entities::prepare(&source, plan).await?;
+        Ok::<_, EngineError>(())
+    }
+    .await;
+    source.close().await;
+    result
+}
+
+/// Whether `source_url` names a MySQL or MariaDB server (followed through
+/// its binary log rather than a slot).
+pub fn is_binlog_source(source_url: &str) -> bool {
+    let scheme = source_url.split("://").next().unwrap_or_default();
+    scheme.eq_ignore_ascii_case("mysql") || scheme.eq_ignore_ascii_case("mariadb")
+}
+
+/// MySQL/MariaDB: the position a run's follower has applied up to, and the
+/// source's current end of the binary log.
+pub async fn binlog_state(
+    source_url: &str,
+    run_dir: &std::path::Path,
+) -> Result<(BinlogPosition, BinlogPosition), EngineError> {
+    let applied = binlog_start(run_dir)?;
+    let source = Source::connect(source_url, 1).await?;
+    let current = source.binlog_position().await;
+    source.close().await;
+    Ok((applied, current?))
+}
+
 /// Drops the slot and the publication named `slot`.
 pub async fn drop_slot(source_url: &str, slot: &str) -> Result<(), EngineError> {
     check_slot_name(slot)?;
@@ -124,6 +172,20 @@ pub struct FollowOptions {
     pub rejects: PathBuf,
     /// Most messages per batch.
     pub batch_changes: usize,
+    /// MySQL/MariaDB: the run's directory (the checkpoint lives there) and
+    /// the replica server id to read the binary log as.
+    pub binlog: Option<BinlogFollow>,
+}
+
+/// How a MySQL/MariaDB source is followed.
+#[derive(Clone, Debug)]
+pub struct BinlogFollow {
+    /// The run's directory: its `report.json` holds the snapshot's position,
+    /// [`BINLOG_CHECKPOINT`] the applied one.
+    pub run_dir: PathBuf,
+    /// The server id the reader registers as (unique among the source's
+    /// replicas, not the source's own).
+    pub server_id: u32,
 }
 
 /// Why a follow ended.
@@ -142,7 +204,7 @@ pub enum FollowEnd {
 /// What a follow did.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct FollowReport {
-    /// The slot read.
+    /// The slot read (MySQL/MariaDB: the checkpoint file).
     pub slot: String,
     /// Why it ended.
     pub end: FollowEnd,
@@ -162,11 +224,55 @@ pub async fn follow(
     opts: &FollowOptions,
     progress: &RunProgress,
 ) -> Result<FollowReport, EngineError> {
-    check_slot_name(&opts.slot)?;
+    if opts.binlog.is_none() {
+        check_slot_name(&opts.slot)?;
+    }
     let source = Source::connect(&opts.source, 2).await?;
     let result = follow_with(&source, plan, opts, progress).await;
     source.close().await;
     result
+}
+
+/// The stream a follow reads, its first position, and what it is called in
+/// messages (the slot, or the checkpoint file).
+async fn open_stream(
+    source: &Source,
+    plan: &Plan,
+    opts: &FollowOptions,
+) -> Result<(Stream, u64, String), EngineError> {
+    if source.dialect() != Dialect::MySql {
+        let slot = opts.slot.as_str();
+        let state = source.slot_state(slot).await?.ok_or_else(|| {
+            EngineError::Config(format!(
+                "replication slot {slot} does not exist in the source database (dropped, or created for another database)"
+            ))
+        })?;
+        let stream = Stream::Slot {
+            slot: slot.to_string(),
+            relations: Relations::default(),
+        };
+        return Ok((stream, state.confirmed, format!("replication slot {slot}")));
+    }
+    let Some(b) = &opts.binlog else {
+        return Err(EngineError::Config(
+            "a MySQL/MariaDB source is followed by run (--run RUN_ID): its binary log position is kept in the run's directory".into(),
+        ));
+    };
+    let start = binlog_start(&b.run_dir)?;
+    let checkpoint = b.run_dir.join(BINLOG_CHECKPOINT);
+    if !checkpoint.exists() {
+        write_checkpoint(&checkpoint, &start)?;
+    }
+    let tables = entities::tables(plan)?;
+    let reader = BinlogReader::open(source, &opts.source, b.server_id, &start, &tables).await?;
+    let name = format!("binary log checkpoint {}", checkpoint.display());
+    let ordinal = start.ordinal();
+    let stream = Stream::Binlog {
+        reader: Box::new(reader),
+        checkpoint,
+        position: start,
+    };
+    Ok((stream, ordinal, name))
 }
 
 async fn follow_with(
@@ -175,12 +281,6 @@ async fn follow_with(
     opts: &FollowOptions,
     progress: &RunProgress,
 ) -> Result<FollowReport, EngineError> {
-    let slot = opts.slot.as_str();
-    let missing = || {
-        EngineError::Config(format!(
-            "replication slot {slot} does not exist in the source database (dropped, or created for another database)"
-        ))
-    };
     let by_table = entities::prepare(source, plan).await?;
     let resources = Resources::open(Some(plan), &opts.resources, Job::Status).await?;
     let keys = plan.key_attrs();
@@ -195,7 +295,7 @@ async fn follow_with(
         })?;
     }
     let rejects = RejectsFile::new(&opts.rejects);
-    let target = apply::Target {
+    let target = plan::Target {
         dynamo: resources.client(),
         writer: &writer,
         table: &plan.target.table,
@@ -203,84 +303,124 @@ async fn follow_with(
         policy: &policy,
         rejects: &rejects,
     };
-    let cutover_at = match opts.cutover {
-        true => Some(source.current_wal_lsn().await?),
-        false => None,
+    let binlog = source.dialect() == Dialect::MySql;
+    let cutover_at = match (opts.cutover, binlog) {
+        (false, _) => None,
+        (true, false) => Some(Cut::Lsn(source.current_wal_lsn().await?)),
+        (true, true) => Some(Cut::Binlog(source.binlog_position().await?)),
     };
-    let state = source.slot_state(slot).await?.ok_or_else(missing)?;
+    let (mut stream, start, name) = open_stream(source, plan, opts).await?;
+    let cutover_ordinal = cutover_at.as_ref().map(|p| match p {
+        Cut::Lsn(l) => *l,
+        Cut::Binlog(b) => b.ordinal(),
+    });
     progress.note(format!(
-        "following replication slot {slot} from {}{}",
-        format_lsn(state.confirmed),
-        match cutover_at {
-            Some(at) => format!(", cutting over at {}", format_lsn(at)),
+        "following {name} from {}{}",
+        stream.text(start),
+        match &cutover_at {
+            Some(at) => format!(", cutting over at {at}"),
             None => String::new(),
         }
     ));
-    let mut relations = Relations::default();
     let mut counts = ApplyCounts::default();
-    let mut position = state.confirmed;
+    let mut position = start;
     let mut last_change = Instant::now();
     let mut last_note = Instant::now();
-    let end = loop {
-        if opts.stop.as_ref().is_some_and(|s| s.is_stopped()) {
-            break FollowEnd::Stopped;
-        }
-        let batch = source
-            .peek_changes(slot, slot, opts.batch_changes.max(1), &mut relations)
-            .await?;
-        let Some(end_lsn) = batch.end_lsn else {
-            // Nothing committed is left to apply.
-            if cutover_at.is_some() {
-                break FollowEnd::CutOver;
+    let result: Result<FollowEnd, EngineError> = async {
+        loop {
+            if opts.stop.as_ref().is_some_and(|s| s.is_stopped()) {
+                return Ok(FollowEnd::Stopped);
             }
-            if opts
-                .until_idle
-                .is_some_and(|idle| last_change.elapsed() >= idle)
-            {
-                break FollowEnd::Idle;
+            // A cutover whose position is reached needs no more reading (the
+            // binary log would wait for a transaction that never comes).
+            let read_to = stream.read_to().unwrap_or(position).max(position);
+            if binlog && cutover_ordinal.is_some_and(|at| read_to >= at) {
+                return Ok(FollowEnd::CutOver);
             }
-            note(source, slot, &counts, progress, &mut last_note).await?;
-            tokio::time::sleep(POLL).await;
-            continue;
-        };
-        apply::apply(source, &by_table, &batch, &target, &mut counts).await?;
-        source.advance_slot(slot, end_lsn).await?;
-        position = end_lsn;
-        if batch.changes.iter().any(|c| by_table.follows(c.oid)) {
-            last_change = Instant::now();
+            let batch = stream.next(source, opts.batch_changes.max(1)).await?;
+            let Some(end) = batch.end_lsn else {
+                // Nothing committed is left to apply.
+                if !binlog && cutover_at.is_some() {
+                    return Ok(FollowEnd::CutOver);
+                }
+                if opts
+                    .until_idle
+                    .is_some_and(|idle| last_change.elapsed() >= idle)
+                {
+                    return Ok(FollowEnd::Idle);
+                }
+                note(source, &stream, &name, &counts, progress, &mut last_note).await?;
+                if !binlog {
+                    tokio::time::sleep(POLL).await;
+                }
+                continue;
+            };
+            apply::apply(source, &by_table, &batch, &target, &mut counts).await?;
+            stream.commit(source, &batch).await?;
+            position = end;
+            if batch.changes.iter().any(|c| by_table.follows(c.oid)) {
+                last_change = Instant::now();
+            }
+            note(source, &stream, &name, &counts, progress, &mut last_note).await?;
+            if cutover_ordinal.is_some_and(|at| end >= at) {
+                return Ok(FollowEnd::CutOver);
+            }
         }
-        note(source, slot, &counts, progress, &mut last_note).await?;
-        if cutover_at.is_some_and(|at| end_lsn >= at) {
-            break FollowEnd::CutOver;
+    }
+    .await;
+    let shown = stream.text(position);
+    stream.close().await;
+    let end = result?;
+    match (end, binlog) {
+        (FollowEnd::CutOver, false) => {
+            source.drop_slot(&opts.slot, &opts.slot).await?;
+            progress.note(format!(
+                "cut over at {shown}: replication slot {} and its publication are dropped",
+                opts.slot
+            ));
         }
-    };
-    if end == FollowEnd::CutOver {
-        source.drop_slot(slot, slot).await?;
-        progress.note(format!(
-            "cut over at {}: replication slot {slot} and its publication are dropped",
-            format_lsn(position)
-        ));
-    } else {
-        progress.note(format!(
-            "stopped at {}; replication slot {slot} is kept (it holds the source's WAL from there: follow again, or cut over, or drop it)",
-            format_lsn(position)
-        ));
+        (FollowEnd::CutOver, true) => progress.note(format!(
+            "cut over at {shown}: every change the binary log held at the cutover is applied"
+        )),
+        (_, false) => progress.note(format!(
+            "stopped at {shown}; replication slot {} is kept (it holds the source's WAL from there: follow again, or cut over, or drop it)",
+            opts.slot
+        )),
+        (_, true) => progress.note(format!(
+            "stopped at {shown} ({name}): follow again to go on from there, while the source still keeps that binary log file"
+        )),
     }
     resources.close().await;
     Ok(FollowReport {
-        slot: slot.to_string(),
+        slot: name,
         end,
-        position: format_lsn(position),
+        position: shown,
         counts,
         rejects: opts.rejects.clone(),
     })
 }
 
-/// Every [`NOTE_EVERY`]: where the follower is, how far behind, and a
-/// warning when the slot keeps much WAL.
+/// Where a cutover stops.
+enum Cut {
+    Lsn(u64),
+    Binlog(BinlogPosition),
+}
+
+impl std::fmt::Display for Cut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Cut::Lsn(l) => f.write_str(&format_lsn(*l)),
+            Cut::Binlog(b) => write!(f, "{b}"),
+        }
+    }
+}
+
+/// Every [`NOTE_EVERY`]: where the follower is, how far behind, and (slot)
+/// a warning when the slot keeps much WAL.
 async fn note(
     source: &Source,
-    slot: &str,
+    stream: &Stream,
+    name: &str,
     counts: &ApplyCounts,
     progress: &RunProgress,
     last: &mut Instant,
@@ -289,24 +429,34 @@ async fn note(
         return Ok(());
     }
     *last = Instant::now();
-    if let Some(s) = source.slot_state(slot).await? {
-        let warn = if s.retained_bytes > RETAINED_WARNING_BYTES {
-            format!(
-                "; warning: the slot keeps {} MB of WAL on the source's disk",
-                s.retained_bytes >> 20
-            )
-        } else {
-            String::new()
-        };
-        progress.note(format!(
-            "slot {slot}: applied to {}, {} bytes of WAL behind; {} changes, {} puts, {} deletes, {} rejected{warn}",
-            format_lsn(s.confirmed),
-            s.lag_bytes(),
-            counts.changes,
-            counts.puts,
-            counts.deletes,
-            counts.rejected
-        ));
+    let tally = format!(
+        "{} changes, {} puts, {} deletes, {} rejected",
+        counts.changes, counts.puts, counts.deletes, counts.rejected
+    );
+    match stream {
+        Stream::Binlog { position, .. } => {
+            let current = source.binlog_position().await?;
+            progress.note(format!(
+                "{name}: applied to {position}, the source's binary log at {current}; {tally}"
+            ));
+        }
+        Stream::Slot { slot, .. } => {
+            if let Some(s) = source.slot_state(slot).await? {
+                let warn = if s.retained_bytes > RETAINED_WARNING_BYTES {
+                    format!(
+                        "; warning: the slot keeps {} MB of WAL on the source's disk",
+                        s.retained_bytes >> 20
+                    )
+                } else {
+                    String::new()
+                };
+                progress.note(format!(
+                    "slot {slot}: applied to {}, {} bytes of WAL behind; {tally}{warn}",
+                    format_lsn(s.confirmed),
+                    s.lag_bytes(),
+                ));
+            }
+        }
     }
     Ok(())
 }

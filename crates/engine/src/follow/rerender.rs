@@ -9,8 +9,8 @@ use sql2ddb_core::SqlValue;
 use sql2ddb_source::cdc::{RowChange, TupleValue};
 use sql2ddb_source::Source;
 
-use super::apply::{rows_of, without_unchanged, Action, Plan, Tuple};
 use super::entities::ByTable;
+use super::plan::{rows_of, without_unchanged, Action, Plan, Tuple};
 use crate::error::EngineError;
 use crate::run::embed;
 

@@ -1,4 +1,5 @@
-//! Change data capture from PostgreSQL: a logical replication slot with the
+//! Change data capture. MySQL/MariaDB: the binary log ([`BinlogReader`]).
+//! PostgreSQL: a logical replication slot with the
 //! `pgoutput` plugin and a publication of the followed tables, read through
 //! the SQL interface (`pg_logical_slot_peek_binary_changes`), since sqlx does
 //! not speak the replication protocol.
@@ -9,6 +10,9 @@
 //! in between reads the same changes again; applying a change twice gives
 //! the same item, so the replay is harmless.
 
+mod binlog;
+mod binlog_server;
+mod binlog_values;
 mod pgoutput;
 mod slot;
 pub use slot::check_slot_name;
@@ -17,6 +21,7 @@ mod tuples;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub use binlog::{table_id, BinlogPosition, BinlogReader, DEFAULT_SERVER_ID};
 pub use pgoutput::{decode, format_lsn, parse_lsn, Message, RelationInfo, TupleValue};
 pub use slot::SlotState;
 
@@ -36,7 +41,8 @@ pub enum ChangeOp {
 /// One row change of a committed transaction, in commit order.
 #[derive(Debug, Clone)]
 pub struct RowChange {
-    /// The changed table's OID (see [`Source::table_oid`]).
+    /// The changed table's OID, or for MySQL/MariaDB a hash of its name
+    /// (see [`Source::table_oid`]).
     pub oid: u32,
     /// `schema.table`, for messages.
     pub table: String,
@@ -48,8 +54,9 @@ pub struct RowChange {
     pub old: Option<Vec<TupleValue>>,
     /// The row after.
     pub new: Option<Vec<TupleValue>>,
-    /// Where the change's transaction ends: the slot may be advanced to it
-    /// once this change and every one before it are applied.
+    /// Where the change's transaction ends: the slot (or the binary log
+    /// checkpoint) may be advanced to it once this change and every one
+    /// before it are applied.
     pub commit_end: u64,
 }
 
@@ -59,8 +66,11 @@ pub struct ChangeBatch {
     /// Row changes of the transactions read, in commit order.
     pub changes: Vec<RowChange>,
     /// The end of the last transaction read: where the slot goes once the
-    /// batch is applied. `None` when nothing was read.
+    /// batch is applied (the binary log: [`BinlogPosition::ordinal`] of
+    /// [`ChangeBatch::end`]). `None` when nothing was read.
     pub end_lsn: Option<u64>,
+    /// The binary log: where the last transaction read ends.
+    pub end: Option<BinlogPosition>,
     /// Commit time of the last transaction read, microseconds since
     /// 2000-01-01 UTC.
     pub last_commit_time: Option<i64>,

@@ -9,7 +9,7 @@
 use crate::SourceError;
 
 /// One value of a replicated tuple.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum TupleValue {
     /// SQL NULL.
     Null,
@@ -17,6 +17,9 @@ pub enum TupleValue {
     Unchanged,
     /// The value in PostgreSQL's text form.
     Text(String),
+    /// The value already decoded as the full load decodes its column (the
+    /// binary log's values: MySQL/MariaDB).
+    Value(sql2ddb_core::SqlValue),
 }
 
 /// A relation as a `Relation` message describes it.
@@ -35,7 +38,7 @@ pub struct RelationInfo {
 }
 
 /// One decoded `pgoutput` message.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Message {
     /// A transaction starts; `final_lsn` is its commit record's position.
     Begin {

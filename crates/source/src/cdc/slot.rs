@@ -53,8 +53,14 @@ impl Source {
         }
     }
 
-    /// The OID of `table` (`table` or `schema.table`, as the mapping names it).
+    /// The OID of `table` (`table` or `schema.table`, as the mapping names
+    /// it); MySQL/MariaDB: [`super::table_id`] of its schema and name, as
+    /// the binary log reader names its changes.
     pub async fn table_oid(&self, table: &str) -> Result<u32, SourceError> {
+        if let Pool::MySql(_) = &self.pool {
+            let (schema, name) = self.qualified_table(table).await?;
+            return Ok(super::table_id(&schema, &name));
+        }
         let pool = self.follow_pool()?;
         let qualified = quote_table(Dialect::Postgres, table);
         let oid: Option<i64> = sqlx::query_scalar("SELECT to_regclass($1)::oid::int8")
@@ -66,8 +72,13 @@ impl Source {
             .ok_or_else(|| SourceError::not_found(format!("table {table} does not exist")))
     }
 
-    /// `REPLICA IDENTITY` of `table`: `d` default, `f` full, `i` index, `n` nothing.
+    /// `REPLICA IDENTITY` of `table`: `d` default, `f` full, `i` index, `n`
+    /// nothing. MySQL/MariaDB: `f`, since the follower requires full row
+    /// images (`binlog_row_image = FULL`).
     pub async fn replica_identity(&self, table: &str) -> Result<char, SourceError> {
+        if let Pool::MySql(_) = &self.pool {
+            return Ok('f');
+        }
         let pool = self.follow_pool()?;
         let qualified = quote_table(Dialect::Postgres, table);
         let c: String = sqlx::query_scalar(

@@ -29,17 +29,22 @@ impl Source {
         tuples: &[&[TupleValue]],
     ) -> Result<Vec<Option<Row>>, SourceError> {
         self.check_dialect(q.dialect, "page query")?;
-        if q.dialect != Dialect::Postgres {
-            return Err(SourceError::config(
-                "replicated tuples come from PostgreSQL only",
-            ));
-        }
         // Position of each of the entity's columns within the tuples.
         let at: Vec<Option<usize>> = q
             .columns
             .iter()
             .map(|c| columns.iter().position(|n| *n == c.name))
             .collect();
+        match q.dialect {
+            Dialect::Postgres => {}
+            // The binary log reader decoded its values as the page reader does.
+            Dialect::MySql => return Ok(tuples.iter().map(|t| decoded_row(&at, t)).collect()),
+            Dialect::Sqlite => {
+                return Err(SourceError::config(
+                    "replicated tuples come from PostgreSQL and MySQL/MariaDB only",
+                ))
+            }
+        }
         let complete = |t: &[TupleValue]| {
             at.iter().all(|i| {
                 i.and_then(|i| t.get(i))
@@ -61,6 +66,10 @@ impl Source {
                     .map(|(c, i)| match &tuples[t][i.expect("complete tuple")] {
                         TupleValue::Text(s) => {
                             values.push(SqlValue::Text(s.clone()));
+                            format!("CAST(${} AS {})", values.len(), c.sql_type)
+                        }
+                        TupleValue::Value(v) => {
+                            values.push(v.clone());
                             format!("CAST(${} AS {})", values.len(), c.sql_type)
                         }
                         _ => format!("CAST(NULL AS {})", c.sql_type),
@@ -92,4 +101,16 @@ impl Source {
         }
         Ok(out)
     }
+}
+
+/// The row a tuple of decoded values holds (in the entity's column order);
+/// `None` when a value is missing: the row is read again by its key.
+fn decoded_row(at: &[Option<usize>], tuple: &[TupleValue]) -> Option<Row> {
+    at.iter()
+        .map(|i| match tuple.get((*i)?)? {
+            TupleValue::Value(v) => Some(v.clone()),
+            TupleValue::Null => Some(SqlValue::Null),
+            TupleValue::Text(_) | TupleValue::Unchanged => None,
+        })
+        .collect()
 }

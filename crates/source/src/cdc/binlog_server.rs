@@ -1,0 +1,181 @@
+//! What the binary log reader asks the server by SQL: whether it writes
+//! the log as a follower needs, where the log ends, and the columns of the
+//! followed tables (row images carry no names).
+
+use std::sync::Arc;
+
+use sqlx::mysql::MySqlPool;
+
+use super::binlog::{BinlogPosition, TableColumns};
+use super::binlog_values::ColumnDecoder;
+use crate::sql::split_table;
+use crate::{Pool, Source, SourceError};
+
+impl Source {
+    fn binlog_pool(&self) -> Result<&MySqlPool, SourceError> {
+        match &self.pool {
+            Pool::MySql(p) => Ok(p),
+            _ => Err(SourceError::config(
+                "the binary log is read from MySQL and MariaDB sources only",
+            )),
+        }
+    }
+
+    /// Checks that the server writes what a follower needs: the binary log
+    /// on, in row format, with full row images; names the setting otherwise.
+    pub async fn check_binlog_settings(&self) -> Result<(), SourceError> {
+        let pool = self.binlog_pool()?;
+        let (log_bin, format, image): (String, String, String) = sqlx::query_as(
+            "SELECT CAST(@@GLOBAL.log_bin AS CHAR), CAST(@@GLOBAL.binlog_format AS CHAR), \
+             CAST(@@GLOBAL.binlog_row_image AS CHAR)",
+        )
+        .fetch_one(pool)
+        .await
+        .map_err(|e| SourceError::query("read the binary log settings", e))?;
+        binlog_settings(&log_bin, &format, &image)?;
+        // MariaDB's compressed events are not read by the decoder.
+        let compressed: Option<String> =
+            sqlx::query_scalar("SELECT CAST(@@GLOBAL.log_bin_compress AS CHAR)")
+                .fetch_one(pool)
+                .await
+                .ok();
+        if compressed.is_some_and(|c| matches!(c.to_ascii_uppercase().as_str(), "1" | "ON")) {
+            return Err(SourceError::config(
+                "following changes cannot read a compressed binary log: SET GLOBAL log_bin_compress = OFF",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The binary log's current end (`SHOW MASTER STATUS`, or `SHOW BINARY
+    /// LOG STATUS` on MySQL 8.4 and later).
+    pub async fn binlog_position(&self) -> Result<BinlogPosition, SourceError> {
+        use sqlx::Row;
+        let pool = self.binlog_pool()?;
+        let mut row = sqlx::query("SHOW MASTER STATUS").fetch_optional(pool).await;
+        if row.is_err() {
+            row = sqlx::query("SHOW BINARY LOG STATUS")
+                .fetch_optional(pool)
+                .await;
+        }
+        let row = row
+            .map_err(|e| {
+                SourceError::query(
+                    "read the binary log position (needs the REPLICATION CLIENT privilege)",
+                    e,
+                )
+            })?
+            .ok_or_else(|| SourceError::config("the binary log is off on the source"))?;
+        let file: String = row
+            .try_get(0)
+            .map_err(|e| SourceError::query("read the binary log position", e))?;
+        let pos: u64 = row
+            .try_get(1)
+            .map_err(|e| SourceError::query("read the binary log position", e))?;
+        Ok(BinlogPosition { file, pos })
+    }
+
+    /// `table` (`table` or `schema.table`) with its schema: the
+    /// connection's database when the mapping names none.
+    pub async fn qualified_table(&self, table: &str) -> Result<(String, String), SourceError> {
+        let (schema, name) = split_table(table);
+        let schema = match schema {
+            Some(s) => s.to_string(),
+            None => sqlx::query_scalar::<_, Option<String>>("SELECT DATABASE()")
+                .fetch_one(self.binlog_pool()?)
+                .await
+                .map_err(|e| SourceError::query("read the current database", e))?
+                .ok_or_else(|| {
+                    SourceError::config(format!(
+                        "table {table} names no database and the source URL gives none"
+                    ))
+                })?,
+        };
+        Ok((schema, name.to_string()))
+    }
+
+    pub(super) async fn table_columns(
+        &self,
+        schema: &str,
+        table: &str,
+    ) -> Result<TableColumns, SourceError> {
+        let pool = self.binlog_pool()?;
+        let qualified = format!("{schema}.{table}");
+        let shape = self.describe(&crate::Relation::Table(&qualified)).await?;
+        let charsets: Vec<(String, Option<String>)> = sqlx::query_as(
+            "SELECT CONVERT(COLUMN_NAME USING utf8mb4), CONVERT(CHARACTER_SET_NAME USING utf8mb4) \
+             FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? \
+             ORDER BY ORDINAL_POSITION",
+        )
+        .bind(schema)
+        .bind(table)
+        .fetch_all(pool)
+        .await
+        .map_err(|e| SourceError::query(format!("describe {qualified}"), e))?;
+        let decoders = shape
+            .columns
+            .iter()
+            .map(|c| {
+                let charset = charsets
+                    .iter()
+                    .find(|(n, _)| *n == c.name)
+                    .and_then(|(_, cs)| cs.as_deref());
+                ColumnDecoder::new(&c.sql_type, charset)
+            })
+            .collect();
+        Ok(TableColumns {
+            names: Arc::new(shape.columns.into_iter().map(|c| c.name).collect()),
+            decoders,
+        })
+    }
+}
+
+/// What a follower needs of the server's binary log settings
+/// (`@@log_bin`, `@@binlog_format`, `@@binlog_row_image`), or an error
+/// naming the missing one and how to set it.
+fn binlog_settings(log_bin: &str, format: &str, image: &str) -> Result<(), SourceError> {
+    let on = matches!(log_bin.to_ascii_uppercase().as_str(), "1" | "ON");
+    if !on {
+        return Err(SourceError::config(
+            "following changes needs the binary log: start the server with log_bin (and a server_id), binlog_format = ROW and binlog_row_image = FULL, then restart it",
+        ));
+    }
+    if !format.eq_ignore_ascii_case("ROW") {
+        return Err(SourceError::config(format!(
+            "following changes needs binlog_format = ROW (the server has {format}): SET GLOBAL binlog_format = 'ROW' and put it in the server's configuration (sessions started before keep their format)"
+        )));
+    }
+    if !image.eq_ignore_ascii_case("FULL") {
+        return Err(SourceError::config(format!(
+            "following changes needs binlog_row_image = FULL (the server has {image}): SET GLOBAL binlog_row_image = 'FULL' and put it in the server's configuration"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn missing_binlog_settings_are_named_with_how_to_set_them() {
+        assert!(binlog_settings("1", "ROW", "FULL").is_ok());
+        assert!(binlog_settings("ON", "row", "full").is_ok());
+        let off = binlog_settings("0", "ROW", "FULL").unwrap_err().to_string();
+        assert!(off.contains("log_bin") && off.contains("restart"), "{off}");
+        let mixed = binlog_settings("1", "MIXED", "FULL")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            mixed.contains("binlog_format = ROW") && mixed.contains("MIXED"),
+            "{mixed}"
+        );
+        let minimal = binlog_settings("1", "ROW", "MINIMAL")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            minimal.contains("binlog_row_image = FULL") && minimal.contains("SET GLOBAL"),
+            "{minimal}"
+        );
+    }
+}
