@@ -288,7 +288,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             // Items refused before are on partitions known to be at their
             // limit: a call of only those, refused whole, says nothing of
             // the table's.
-            let fresh = chunk.iter().any(|s| s.attempts == 0);
+            let fresh = chunk.iter().any(|s| s.refusals == 0);
             match &result {
                 Ok(unprocessed) if unprocessed.is_empty() => permit.success(),
                 Ok(unprocessed) if unprocessed.len() < chunk.len() => permit.partial(),
@@ -320,9 +320,13 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             if result.is_ok() {
                 self.spent.store(false, Ordering::Relaxed);
             }
+            // Whether the call wrote some of its items: the table is being
+            // written, the refused items wait their partition's turn.
+            let mut progress = false;
             let reason = match result {
                 Ok(unprocessed) => {
                     let (left, done) = split_indices(chunk, &unprocessed);
+                    progress = !done.is_empty();
                     for s in &done {
                         out.written += 1;
                         out.bytes += s.item.size as u64;
@@ -352,11 +356,18 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                 }
             };
             for s in &mut chunk {
-                s.attempts += 1;
+                s.refusals += 1;
+                s.attempts += u32::from(!progress);
             }
-            // The wait follows the items refused most often.
-            let attempts = chunk.iter().map(|s| s.attempts).max().unwrap_or(1);
-            let delay = self.policy.delay(attempts, &mut rand::rng());
+            // The wait follows the items refused most often; after a partial
+            // answer it stays short, so that a partition at its limit always
+            // has items coming and writes at its rate.
+            let step = match progress {
+                true => chunk.iter().map(|s| s.refusals).max().unwrap_or(1),
+                false => chunk.iter().map(|s| s.attempts).max().unwrap_or(1),
+            };
+            let step = if progress { step.min(PARTIAL_BACKOFF_STEPS) } else { step };
+            let delay = self.policy.delay(step, &mut rand::rng());
             let mut kept = Vec::with_capacity(chunk.len());
             for s in chunk {
                 match self.out_of_budget(&s, delay, &reason) {
@@ -372,7 +383,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                 return (out, None);
             }
             out.retries += 1;
-            tracing::debug!(table = %self.table, attempts, ?delay, %reason, "retrying");
+            tracing::debug!(table = %self.table, step, ?delay, %reason, "retrying");
             tokio::time::sleep(delay).await;
             fresh.top_up(&mut chunk);
         }
@@ -382,8 +393,8 @@ impl<C: BatchWriteApi> BatchWriter<C> {
     /// attempts are spent, or an earlier item's were and no call has
     /// succeeded since, or waiting `delay` would take it past the deadline.
     fn out_of_budget(&self, s: &Sending, delay: Duration, reason: &str) -> Option<String> {
-        let attempts = s.attempts;
-        if attempts >= self.policy.max_attempts {
+        let attempts = s.refusals;
+        if s.attempts >= self.policy.max_attempts {
             self.spent.store(true, Ordering::Relaxed);
             Some(format!("not written after {attempts} attempts: {reason}"))
         } else if self.spent.load(Ordering::Relaxed) {
@@ -398,10 +409,18 @@ impl<C: BatchWriteApi> BatchWriter<C> {
     }
 }
 
-/// An item on its way: the calls that carried it without writing it, and
-/// when it was first sent (its deadline counts from there).
+/// An item on its way, and when it was first sent (its deadline counts
+/// from there).
 struct Sending {
     item: EncodedItem,
+    /// Calls that carried it without writing it.
+    refusals: u32,
+    /// Of those, the calls that wrote none of their items: what the retry
+    /// budget (`max_attempts`) counts. A refusal in a partial answer is the
+    /// item waiting for its partition while the table is written, and a
+    /// partition at its limit may refuse an item many times before its
+    /// turn: counting those would fail rows of a hot partition however
+    /// steadily the migration progressed.
     attempts: u32,
     since: tokio::time::Instant,
 }
@@ -410,6 +429,7 @@ impl Sending {
     fn new(item: EncodedItem) -> Sending {
         Sending {
             item,
+            refusals: 0,
             attempts: 0,
             since: tokio::time::Instant::now(),
         }
@@ -452,6 +472,12 @@ impl Fresh {
         }
     }
 }
+
+/// The backoff after a partial answer grows with an item's refusals up to
+/// this step's ceiling (400 ms with the default 50 ms base), not further:
+/// the call wrote items, so the table is not throttling, and a longer wait
+/// would leave the refused items' partition idle.
+const PARTIAL_BACKOFF_STEPS: u32 = 4;
 
 /// Room in a request body beyond its put requests: the envelope and the
 /// table name (at most 255 bytes, escaped).

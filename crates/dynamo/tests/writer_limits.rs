@@ -364,3 +364,16 @@ async fn a_hot_partition_does_not_cut_the_limit() {
     assert!(s.partial > 0 && s.partial == s.throttled, "{s:?}");
     assert_eq!(s.in_flight, 0);
 }
+
+#[tokio::test(start_paused = true)]
+async fn refusals_in_partial_answers_do_not_spend_the_retry_budget() {
+    // A partition that refuses each of its items 15 times, with a budget of
+    // 4 attempts: while calls write other items, the hot items wait their
+    // turn instead of failing.
+    let client = one_hot_partition(15);
+    let writer = BatchWriter::new(&client, "t", keys(), policy(4));
+    let out = writer.write(items(2000, 100)).await;
+    assert!(out.failed.is_empty(), "{:?}", out.failed.first());
+    assert_eq!(out.written, 2000);
+    assert_eq!(client.stored_keys(), all_keys(2000));
+}
