@@ -3,8 +3,9 @@
 //!
 //! Outcomes are classified as in Vector's sinks: success; retry the whole
 //! call (throttling, 5xx, timeouts, dropped connections); retry *part* (only
-//! the unprocessed items); or give up (validation errors: the chunk is split
-//! so the bad item fails alone and the others are written).
+//! the unprocessed items, sent back among the batch's next items); or give
+//! up (validation errors: the chunk is split so the bad item fails alone and
+//! the others are written).
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
@@ -154,8 +155,8 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         self
     }
 
-    /// A chunk stops retrying once this long has passed since its first
-    /// attempt, even with attempts left.
+    /// An item stops being retried once this long has passed since its
+    /// first attempt, even with attempts left.
     pub fn with_retry_deadline(mut self, deadline: Duration) -> Self {
         self.deadline = Some(deadline);
         self
