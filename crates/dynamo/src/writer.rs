@@ -367,7 +367,10 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                 true => chunk.iter().map(|s| s.refusals).max().unwrap_or(1),
                 false => chunk.iter().map(|s| s.attempts).max().unwrap_or(1),
             };
-            let step = if progress { step.min(PARTIAL_BACKOFF_STEPS) } else { step };
+            let step = match progress {
+                true => step.min(PARTIAL_BACKOFF_STEPS),
+                false => step,
+            };
             let delay = self.policy.delay(step, &mut rand::rng());
             let mut kept = Vec::with_capacity(chunk.len());
             for s in chunk {

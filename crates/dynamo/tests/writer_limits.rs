@@ -320,7 +320,11 @@ async fn refused_items_go_back_among_fresh_ones_and_nothing_written_is_sent_agai
     let out = writer.write(items(300, 100)).await;
     assert!(out.failed.is_empty(), "{:?}", out.failed.first());
     assert_eq!(out.written, 300);
-    assert_eq!(client.stored_keys(), all_keys(300), "every item stored once");
+    assert_eq!(
+        client.stored_keys(),
+        all_keys(300),
+        "every item stored once"
+    );
 
     let sent = client.sent.lock().unwrap().clone();
     let mut times = std::collections::BTreeMap::<&str, u32>::new();
@@ -337,7 +341,12 @@ async fn refused_items_go_back_among_fresh_ones_and_nothing_written_is_sent_agai
     let last_with_fresh = sent
         .iter()
         .enumerate()
-        .filter(|(_, call)| call.iter().filter(|pk| first_seen.insert(pk.to_string())).count() > 0)
+        .filter(|(_, call)| {
+            call.iter()
+                .filter(|pk| first_seen.insert(pk.to_string()))
+                .count()
+                > 0
+        })
         .map(|(i, _)| i)
         .last()
         .unwrap();
@@ -346,7 +355,10 @@ async fn refused_items_go_back_among_fresh_ones_and_nothing_written_is_sent_agai
         sizes[..last_with_fresh].iter().all(|&n| n == 25),
         "{sizes:?}"
     );
-    assert!(last_with_fresh > 300 / 25, "resends carried fresh items: {sizes:?}");
+    assert!(
+        last_with_fresh > 300 / 25,
+        "resends carried fresh items: {sizes:?}"
+    );
 }
 
 #[tokio::test(start_paused = true)]
