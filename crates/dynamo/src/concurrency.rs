@@ -3,12 +3,20 @@
 //! request concurrency do).
 //!
 //! Adaptive: after `limit` clean calls in a row that kept the limit busy, the
-//! limit grows by one; on a throttling signal (unprocessed items, a throttling
-//! error) it halves. Calls that were already in flight when the limit halved
-//! saw the old load, so their throttles do not halve it again: a burst of
-//! throttled calls halves the limit once per round trip, not once per call.
-//! The limit stays within `[1, max]` and starts at `max`, so a clean table is
-//! written as fast as with a fixed concurrency.
+//! limit grows by one; when the table throttles (a call refused whole) it
+//! halves. Calls that were already in flight when the limit halved saw the
+//! old load, so their throttles do not halve it again: a burst of throttled
+//! calls halves the limit once per round trip, not once per call. The limit
+//! stays within `[1, max]` and starts at `max`, so a clean table is written
+//! as fast as with a fixed concurrency.
+//!
+//! A partial answer (some items written, the others returned unprocessed)
+//! is told apart from a throttle: the table had room, one of its partitions
+//! did not. DynamoDB holds each partition to its own rate whatever the
+//! table's, so fewer calls for the whole table would not make that
+//! partition faster, only every other one slower. A partial answer neither
+//! halves the limit nor counts as clean: the limit holds while partitions
+//! refuse, instead of halving and growing back in turn.
 
 use std::sync::{Mutex, MutexGuard};
 
@@ -38,8 +46,10 @@ struct State {
     max_reached: usize,
     increases: u64,
     decreases: u64,
-    /// Calls reported throttled, whether or not they moved the limit.
+    /// Calls reported throttled or partial, whether or not they moved the limit.
     throttled: u64,
+    /// Calls reported partial.
+    partial: u64,
 }
 
 /// The controller's figures, for the run report.
@@ -63,6 +73,9 @@ pub struct ConcurrencySnapshot {
     pub decreases: u64,
     /// Calls reported throttled (or with unprocessed items) so far.
     pub throttled: u64,
+    /// Of those, calls answered in part (some items written, others
+    /// unprocessed): they did not move the limit.
+    pub partial: u64,
 }
 
 impl AdaptiveConcurrency {
@@ -92,6 +105,7 @@ impl AdaptiveConcurrency {
                 increases: 0,
                 decreases: 0,
                 throttled: 0,
+                partial: 0,
             }),
             released: Notify::new(),
         }
@@ -146,6 +160,7 @@ impl AdaptiveConcurrency {
             increases: s.increases,
             decreases: s.decreases,
             throttled: s.throttled,
+            partial: s.partial,
         }
     }
 
@@ -153,8 +168,13 @@ impl AdaptiveConcurrency {
         let mut s = self.state();
         s.in_flight -= 1;
         let limit_before = s.limit;
-        if outcome == Outcome::Throttled {
-            s.throttled += 1;
+        match outcome {
+            Outcome::Throttled => s.throttled += 1,
+            Outcome::Partial => {
+                s.throttled += 1;
+                s.partial += 1;
+            }
+            Outcome::Success | Outcome::Neutral => {}
         }
         if self.adaptive {
             match outcome {
@@ -179,6 +199,9 @@ impl AdaptiveConcurrency {
                     s.clean = 0;
                     s.saturated = false;
                 }
+                // A clean run is clean calls in a row: growing while
+                // partitions refuse would only bring the next throttle sooner.
+                Outcome::Partial => s.clean = 0,
                 Outcome::Throttled | Outcome::Neutral => {}
             }
         }
@@ -204,6 +227,7 @@ impl AdaptiveConcurrency {
 enum Outcome {
     Success,
     Throttled,
+    Partial,
     Neutral,
 }
 
@@ -223,9 +247,16 @@ impl Permit<'_> {
         self.outcome = Outcome::Success;
     }
 
-    /// The call was throttled or left items unprocessed.
+    /// The table throttled the call: refused as a whole.
     pub fn throttled(mut self) {
         self.outcome = Outcome::Throttled;
+    }
+
+    /// The call was answered in part: some of its items were written, the
+    /// others returned unprocessed (a partition at its limit, not the
+    /// table). Counted, without moving the limit.
+    pub fn partial(mut self) {
+        self.outcome = Outcome::Partial;
     }
 }
 
@@ -287,6 +318,42 @@ mod tests {
         }
         let s = c.snapshot();
         assert_eq!((s.increases, s.max_reached, s.min_reached), (7, 8, 1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn partial_answers_hold_the_limit_and_a_whole_refusal_halves_it() {
+        let c = AdaptiveConcurrency::new(8);
+        // Round after round of partial answers (one hot partition): the
+        // limit neither falls nor grows, and every call is counted.
+        for _ in 0..20 {
+            let permits: Vec<Permit<'_>> = {
+                let mut v = Vec::new();
+                for _ in 0..8 {
+                    v.push(c.acquire().await);
+                }
+                v
+            };
+            permits.into_iter().for_each(Permit::partial);
+        }
+        let s = c.snapshot();
+        assert_eq!((s.current, s.decreases, s.increases), (8, 0, 0));
+        assert_eq!((s.throttled, s.partial), (160, 160));
+        // The table refuses whole calls: that halves it.
+        round(&c, 8, true).await;
+        assert_eq!(c.snapshot().current, 4);
+        // Clean calls grow it only when `limit` of them come in a row: a
+        // partial answer in between starts the count again.
+        for _ in 0..10 {
+            let (a, b, d) = (c.acquire().await, c.acquire().await, c.acquire().await);
+            let e = c.acquire().await;
+            a.success();
+            b.success();
+            d.success();
+            e.partial();
+        }
+        assert_eq!(c.snapshot().current, 4);
+        round(&c, 4, false).await;
+        assert_eq!(c.snapshot().current, 5);
     }
 
     #[tokio::test(start_paused = true)]

@@ -3,13 +3,14 @@
 //!
 //! Outcomes are classified as in Vector's sinks: success; retry the whole
 //! call (throttling, 5xx, timeouts, dropped connections); retry *part* (only
-//! the unprocessed items); or give up (validation errors: the chunk is split
-//! so the bad item fails alone and the others are written).
+//! the unprocessed items, sent back among the batch's next items); or give
+//! up (validation errors: the chunk is split so the bad item fails alone and
+//! the others are written).
 
-use std::collections::HashSet;
+use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -154,8 +155,8 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         self
     }
 
-    /// A chunk stops retrying once this long has passed since its first
-    /// attempt, even with attempts left.
+    /// An item stops being retried once this long has passed since its
+    /// first attempt, even with attempts left.
     pub fn with_retry_deadline(mut self, deadline: Duration) -> Self {
         self.deadline = Some(deadline);
         self
@@ -186,21 +187,28 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         let sent = sendable.len();
         let items = self.dedupe(sendable);
         out.superseded = (sent - items.len()) as u64;
-        let mut pending = chunks(spread(items));
+        let fresh = Fresh::new(spread(items));
         // The permits bound the calls in flight; this only bounds the futures.
         let width = self.concurrency.as_ref().map_or(1, |c| c.max());
-        while !pending.is_empty() {
-            let mut chunks = futures::stream::iter(pending.drain(..))
-                .map(|chunk| self.write_chunk(chunk))
-                .buffer_unordered(width);
-            let mut split_up = Vec::new();
-            while let Some((part, split)) = chunks.next().await {
-                out.absorb(part);
-                // A non-retryable error on several items: isolate the bad one.
-                split_up.extend(split.into_iter().flatten().map(|m| vec![m]));
-            }
-            drop(chunks);
-            pending = split_up;
+        // Each chunk is cut when its call is about to start, so a chunk
+        // that resends refused items can take fresh ones along first.
+        let mut chunks = futures::stream::iter(std::iter::from_fn(|| fresh.next_chunk()))
+            .map(|chunk| self.write_chunk(chunk, &fresh))
+            .buffer_unordered(width);
+        let mut split_up = Vec::new();
+        while let Some((part, split)) = chunks.next().await {
+            out.absorb(part);
+            split_up.extend(split.into_iter().flatten());
+        }
+        drop(chunks);
+        // A non-retryable error on several items: isolate the bad one, each
+        // item in a call of its own.
+        let alone = Fresh::new(Vec::new());
+        let mut singles = futures::stream::iter(split_up)
+            .map(|m| self.write_chunk(vec![Sending::new(m)], &alone))
+            .buffer_unordered(width);
+        while let Some((part, _)) = singles.next().await {
+            out.absorb(part);
         }
         out.written += out.superseded;
         out
@@ -265,23 +273,30 @@ impl<C: BatchWriteApi> BatchWriter<C> {
     }
 
     /// One call for `chunk`, within the concurrency and capacity limits.
-    async fn call(&self, chunk: &[EncodedItem]) -> Result<Vec<usize>, CallError> {
+    async fn call(&self, chunk: &[Sending]) -> Result<Vec<usize>, CallError> {
         let permit = match &self.concurrency {
             Some(c) => Some(c.acquire().await),
             None => None,
         };
         // After the permit, so the units are spent when the call goes out.
         if let Some((limiter, multiplier)) = &self.capacity {
-            let units: u64 = chunk.iter().map(|m| write_units(m.size)).sum();
+            let units: u64 = chunk.iter().map(|s| write_units(s.item.size)).sum();
             limiter.acquire(units * multiplier).await;
         }
-        let refs: Vec<&EncodedItem> = chunk.iter().collect();
+        let refs: Vec<&EncodedItem> = chunk.iter().map(|s| &s.item).collect();
         let result = self.client.batch_put(&self.table, &self.keys, &refs).await;
         if let Some(permit) = permit {
+            // Items refused before are on partitions known to be at their
+            // limit: a call of only those, refused whole, says nothing of
+            // the table's.
+            let fresh = chunk.iter().any(|s| s.refusals == 0);
             match &result {
                 Ok(unprocessed) if unprocessed.is_empty() => permit.success(),
-                Ok(_) => permit.throttled(),
-                Err(e) if e.is_throttling() => permit.throttled(),
+                Ok(unprocessed) if unprocessed.len() < chunk.len() => permit.partial(),
+                Ok(_) if fresh => permit.throttled(),
+                Err(e) if e.is_throttling() && fresh => permit.throttled(),
+                Ok(_) => permit.partial(),
+                Err(e) if e.is_throttling() => permit.partial(),
                 // Other failures say nothing about our pace.
                 Err(_) => drop(permit),
             }
@@ -289,28 +304,34 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         result
     }
 
-    /// Writes one chunk until done or out of budget. Returns what happened,
-    /// and the chunk back when a non-retryable error hit more than one item.
+    /// Writes one chunk until done or out of budget; each resend takes
+    /// fresh items from `fresh` into the room the written ones left, so
+    /// the refused items, which are all on partitions at their limit, go
+    /// back among other partitions' items rather than in a call of their
+    /// own. Returns what happened, and the chunk back when a non-retryable
+    /// error hit more than one item.
     async fn write_chunk(
         &self,
-        mut chunk: Vec<EncodedItem>,
+        mut chunk: Vec<Sending>,
+        fresh: &Fresh,
     ) -> (WriteOutcome, Option<Vec<EncodedItem>>) {
         let mut out = WriteOutcome::default();
-        let started = tokio::time::Instant::now();
-        let mut attempt = 0u32;
         loop {
-            attempt += 1;
             let result = self.call(&chunk).await;
             if result.is_ok() {
                 self.spent.store(false, Ordering::Relaxed);
             }
+            // Whether the call wrote some of its items: the table is being
+            // written, the refused items wait their partition's turn.
+            let mut progress = false;
             let reason = match result {
                 Ok(unprocessed) => {
                     let (left, done) = split_indices(chunk, &unprocessed);
-                    for m in &done {
+                    progress = !done.is_empty();
+                    for s in &done {
                         out.written += 1;
-                        out.bytes += m.size as u64;
-                        out.write_units += write_units(m.size);
+                        out.bytes += s.item.size as u64;
+                        out.write_units += write_units(s.item.size);
                     }
                     if left.is_empty() {
                         return (out, None);
@@ -324,42 +345,143 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                     e.message
                 }
                 Err(e) => {
+                    let items = chunk.into_iter().map(|s| s.item);
                     // Splitting the chunk isolates a bad item; it cannot help
                     // when the table itself cannot be written.
-                    if chunk.len() > 1 && e.failure != Failure::TableFault {
+                    if items.len() > 1 && e.failure != Failure::TableFault {
                         tracing::debug!(table = %self.table, error = %e.message, "non-retryable error; writing the chunk item by item");
-                        return (out, Some(chunk));
+                        return (out, Some(items.collect()));
                     }
-                    out.rejected
-                        .extend(chunk.into_iter().map(|m| (m, e.clone())));
+                    out.rejected.extend(items.map(|m| (m, e.clone())));
                     return (out, None);
                 }
             };
-            let delay = self.policy.delay(attempt, &mut rand::rng());
-            let why = if attempt >= self.policy.max_attempts {
-                self.spent.store(true, Ordering::Relaxed);
-                Some(format!("not written after {attempt} attempts: {reason}"))
-            } else if self.spent.load(Ordering::Relaxed) {
-                Some(format!(
-                    "not written: an earlier chunk spent its whole retry budget and no call has succeeded since ({attempt} attempts): {reason}"
-                ))
-            } else {
-                self.deadline
-                    .filter(|d| started.elapsed() + delay > *d)
-                    .map(|d| format!("not written within {d:?} ({attempt} attempts): {reason}"))
+            for s in &mut chunk {
+                s.refusals += 1;
+                s.attempts += u32::from(!progress);
+            }
+            // The wait follows the items refused most often; after a partial
+            // answer it stays short, so that a partition at its limit always
+            // has items coming and writes at its rate.
+            let step = match progress {
+                true => chunk.iter().map(|s| s.refusals).max().unwrap_or(1),
+                false => chunk.iter().map(|s| s.attempts).max().unwrap_or(1),
             };
-            if let Some(why) = why {
-                tracing::warn!(table = %self.table, items = chunk.len(), %why, "retry budget exhausted");
-                out.failed
-                    .extend(chunk.into_iter().map(|m| (m, why.clone())));
+            let step = match progress {
+                true => step.min(PARTIAL_BACKOFF_STEPS),
+                false => step,
+            };
+            let delay = self.policy.delay(step, &mut rand::rng());
+            let mut kept = Vec::with_capacity(chunk.len());
+            for s in chunk {
+                match self.out_of_budget(&s, delay, &reason) {
+                    Some(why) => out.failed.push((s.item, why)),
+                    None => kept.push(s),
+                }
+            }
+            if let Some((_, why)) = out.failed.last() {
+                tracing::warn!(table = %self.table, items = out.failed.len(), %why, "retry budget exhausted");
+            }
+            chunk = kept;
+            if chunk.is_empty() {
                 return (out, None);
             }
             out.retries += 1;
-            tracing::debug!(table = %self.table, attempt, ?delay, %reason, "retrying");
+            tracing::debug!(table = %self.table, step, ?delay, %reason, "retrying");
             tokio::time::sleep(delay).await;
+            fresh.top_up(&mut chunk);
+        }
+    }
+
+    /// Why `s`, just refused for `reason`, gets no further attempt: its
+    /// attempts are spent, or an earlier item's were and no call has
+    /// succeeded since, or waiting `delay` would take it past the deadline.
+    fn out_of_budget(&self, s: &Sending, delay: Duration, reason: &str) -> Option<String> {
+        let attempts = s.refusals;
+        if s.attempts >= self.policy.max_attempts {
+            self.spent.store(true, Ordering::Relaxed);
+            Some(format!("not written after {attempts} attempts: {reason}"))
+        } else if self.spent.load(Ordering::Relaxed) {
+            Some(format!(
+                "not written: an earlier chunk spent its whole retry budget and no call has succeeded since ({attempts} attempts): {reason}"
+            ))
+        } else {
+            self.deadline
+                .filter(|d| s.since.elapsed() + delay > *d)
+                .map(|d| format!("not written within {d:?} ({attempts} attempts): {reason}"))
         }
     }
 }
+
+/// An item on its way, and when it was first sent (its deadline counts
+/// from there).
+struct Sending {
+    item: EncodedItem,
+    /// Calls that carried it without writing it.
+    refusals: u32,
+    /// Of those, the calls that wrote none of their items: what the retry
+    /// budget (`max_attempts`) counts. A refusal in a partial answer is the
+    /// item waiting for its partition while the table is written, and a
+    /// partition at its limit may refuse an item many times before its
+    /// turn: counting those would fail rows of a hot partition however
+    /// steadily the migration progressed.
+    attempts: u32,
+    since: tokio::time::Instant,
+}
+
+impl Sending {
+    fn new(item: EncodedItem) -> Sending {
+        Sending {
+            item,
+            refusals: 0,
+            attempts: 0,
+            since: tokio::time::Instant::now(),
+        }
+    }
+}
+
+/// A batch's items not sent yet, in the order [`spread`] chose.
+struct Fresh(Mutex<VecDeque<EncodedItem>>);
+
+impl Fresh {
+    fn new(items: Vec<EncodedItem>) -> Fresh {
+        Fresh(Mutex::new(items.into()))
+    }
+
+    /// The next chunk of fresh items, `None` once every item was taken.
+    fn next_chunk(&self) -> Option<Vec<Sending>> {
+        let mut chunk = Vec::new();
+        self.top_up(&mut chunk);
+        (!chunk.is_empty()).then_some(chunk)
+    }
+
+    /// Moves items into `chunk` until it holds 25, or the next would take
+    /// its request body over DynamoDB's 16 MB.
+    fn top_up(&self, chunk: &mut Vec<Sending>) {
+        if chunk.len() >= MAX_BATCH_ITEMS {
+            return;
+        }
+        let mut bytes: usize = chunk.iter().map(|s| put_bytes(&s.item)).sum();
+        // Plain data, consistent after every statement.
+        let mut queue = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        while chunk.len() < MAX_BATCH_ITEMS {
+            let Some(size) = queue.front().map(put_bytes) else {
+                break;
+            };
+            if !chunk.is_empty() && bytes + size + BODY_OVERHEAD > MAX_BATCH_BYTES {
+                break;
+            }
+            bytes += size;
+            chunk.extend(queue.pop_front().map(Sending::new));
+        }
+    }
+}
+
+/// The backoff after a partial answer grows with an item's refusals up to
+/// this step's ceiling (400 ms with the default 50 ms base), not further:
+/// the call wrote items, so the table is not throttling, and a longer wait
+/// would leave the refused items' partition idle.
+const PARTIAL_BACKOFF_STEPS: u32 = 4;
 
 /// Room in a request body beyond its put requests: the envelope and the
 /// table name (at most 255 bytes, escaped).
@@ -370,35 +492,8 @@ fn put_bytes(m: &EncodedItem) -> usize {
     m.item.get().len() + r#"{"PutRequest":{"Item":}},"#.len()
 }
 
-/// Cuts the items into the calls' chunks: 25 items each, fewer when their
-/// text would take the request body over DynamoDB's 16 MB.
-fn chunks(items: Vec<EncodedItem>) -> Vec<Vec<EncodedItem>> {
-    let mut out: Vec<Vec<EncodedItem>> = Vec::new();
-    let mut bytes = 0;
-    for m in items {
-        let size = put_bytes(&m);
-        match out.last_mut() {
-            Some(chunk)
-                if chunk.len() < MAX_BATCH_ITEMS
-                    && bytes + size + BODY_OVERHEAD <= MAX_BATCH_BYTES =>
-            {
-                bytes += size;
-                chunk.push(m);
-            }
-            _ => {
-                bytes = size;
-                out.push(vec![m]);
-            }
-        }
-    }
-    out
-}
-
 /// Splits a chunk into (unprocessed, processed) by the unprocessed indices.
-fn split_indices(
-    chunk: Vec<EncodedItem>,
-    unprocessed: &[usize],
-) -> (Vec<EncodedItem>, Vec<EncodedItem>) {
+fn split_indices(chunk: Vec<Sending>, unprocessed: &[usize]) -> (Vec<Sending>, Vec<Sending>) {
     let mut left = Vec::with_capacity(unprocessed.len());
     let mut done = Vec::with_capacity(chunk.len());
     for (i, m) in chunk.into_iter().enumerate() {

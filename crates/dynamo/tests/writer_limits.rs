@@ -12,14 +12,17 @@ use sql2ddb_dynamo::{
 };
 use tokio::time::Instant;
 
-/// How the scripted client answers call number `n` (from 0).
-type Script = Box<dyn Fn(usize, usize) -> Result<Vec<usize>, CallError> + Send + Sync>;
+/// How the scripted client answers call number `n` (from 0) carrying the
+/// items of these partition keys.
+type Script = Box<dyn Fn(usize, &[String]) -> Result<Vec<usize>, CallError> + Send + Sync>;
 
 /// A client whose calls take 10 ms, answer from a script, and are logged
 /// with the moment they were accepted and the items they stored.
 struct Scripted {
     script: Script,
     calls: AtomicUsize,
+    /// Each call's partition keys, in the order the calls were made.
+    sent: Mutex<Vec<Vec<String>>>,
     in_flight: AtomicUsize,
     peak_in_flight: AtomicUsize,
     accepted: Mutex<Vec<(Instant, Item)>>,
@@ -27,11 +30,12 @@ struct Scripted {
 
 impl Scripted {
     fn new(
-        script: impl Fn(usize, usize) -> Result<Vec<usize>, CallError> + Send + Sync + 'static,
+        script: impl Fn(usize, &[String]) -> Result<Vec<usize>, CallError> + Send + Sync + 'static,
     ) -> Self {
         Scripted {
             script: Box::new(script),
             calls: AtomicUsize::new(0),
+            sent: Mutex::new(Vec::new()),
             in_flight: AtomicUsize::new(0),
             peak_in_flight: AtomicUsize::new(0),
             accepted: Mutex::new(Vec::new()),
@@ -59,11 +63,13 @@ impl BatchWriteApi for &Scripted {
         items: &[&EncodedItem],
     ) -> Result<Vec<usize>, CallError> {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        let pks: Vec<String> = items.iter().map(|m| pk(m)).collect();
+        self.sent.lock().unwrap().push(pks.clone());
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.peak_in_flight.fetch_max(now, Ordering::SeqCst);
         tokio::time::sleep(Duration::from_millis(10)).await;
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        let unprocessed = (self.script)(n, items.len())?;
+        let unprocessed = (self.script)(n, &pks)?;
         let mut accepted = self.accepted.lock().unwrap();
         for (i, item) in items.iter().enumerate() {
             if !unprocessed.contains(&i) {
@@ -122,32 +128,44 @@ fn throttling() -> CallError {
 }
 
 #[tokio::test(start_paused = true)]
-async fn concurrency_falls_under_unprocessed_items_and_recovers() {
-    // The first 60 calls leave every other item unprocessed; then all is clean.
-    let client = Scripted::new(|n, len| {
-        Ok(if n < 60 {
-            (0..len).step_by(2).collect()
-        } else {
-            vec![]
-        })
+async fn concurrency_holds_under_partial_answers_falls_under_throttles_and_recovers() {
+    // The first 60 calls leave every other item unprocessed (a partition at
+    // its limit), the next 60 are refused whole (the table at its limit),
+    // then all is clean.
+    let client = Scripted::new(|n, pks| match n {
+        0..60 => Ok((0..pks.len()).step_by(2).collect()),
+        60..120 => Err(throttling()),
+        _ => Ok(vec![]),
     });
     let control = Arc::new(AdaptiveConcurrency::new(8));
     let writer =
         BatchWriter::new(&client, "t", keys(), policy(30)).with_concurrency(control.clone());
-    let out = writer.write(items(2000, 100)).await;
+    let partial_only = async {
+        while client.calls.load(Ordering::SeqCst) < 60 {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        control.snapshot()
+    };
+    let (out, at_60) = tokio::join!(writer.write(items(2000, 100)), partial_only);
 
+    assert_eq!(
+        (at_60.current, at_60.decreases),
+        (8, 0),
+        "partial answers did not cut the limit: {at_60:?}"
+    );
+    assert!(at_60.partial > 0, "{at_60:?}");
     assert!(out.failed.is_empty(), "{:?}", out.failed.first());
     assert_eq!(out.written, 2000);
     assert_eq!(client.stored_keys(), all_keys(2000));
-    assert!(out.throttled >= 60, "{}", out.throttled);
+    assert!(out.throttled >= 120, "{}", out.throttled);
     let s = control.snapshot();
     assert!(
         s.decreases >= 2 && s.min_reached <= 2,
-        "the limit fell: {s:?}"
+        "whole refusals cut the limit: {s:?}"
     );
     assert!(
         s.increases >= 2 && s.current > s.min_reached,
-        "and came back: {s:?}"
+        "and it came back: {s:?}"
     );
     assert!(client.peak_in_flight.load(Ordering::SeqCst) <= 8);
     assert_eq!(s.in_flight, 0, "every permit was given back");
@@ -272,4 +290,102 @@ async fn a_batch_that_always_fails_stops_at_its_deadline() {
         "{}",
         out.failed[0].1
     );
+}
+
+/// A client of a table with one partition at its limit: it returns the
+/// items of every tenth key unprocessed the first `refusals` times each is
+/// sent, and writes every other item.
+fn one_hot_partition(refusals: u32) -> Scripted {
+    let seen = Mutex::new(std::collections::HashMap::<String, u32>::new());
+    Scripted::new(move |_, pks| {
+        let mut seen = seen.lock().unwrap();
+        Ok(pks
+            .iter()
+            .enumerate()
+            .filter(|(_, pk)| pk.ends_with('0'))
+            .filter(|(_, pk)| {
+                let times = seen.entry(pk.to_string()).or_default();
+                *times += 1;
+                *times <= refusals
+            })
+            .map(|(i, _)| i)
+            .collect())
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn refused_items_go_back_among_fresh_ones_and_nothing_written_is_sent_again() {
+    let client = one_hot_partition(3);
+    let writer = BatchWriter::new(&client, "t", keys(), policy(10));
+    let out = writer.write(items(300, 100)).await;
+    assert!(out.failed.is_empty(), "{:?}", out.failed.first());
+    assert_eq!(out.written, 300);
+    assert_eq!(
+        client.stored_keys(),
+        all_keys(300),
+        "every item stored once"
+    );
+
+    let sent = client.sent.lock().unwrap().clone();
+    let mut times = std::collections::BTreeMap::<&str, u32>::new();
+    for pk in sent.iter().flatten() {
+        *times.entry(pk).or_default() += 1;
+    }
+    for (pk, n) in &times {
+        let expected = if pk.ends_with('0') { 4 } else { 1 };
+        assert_eq!(*n, expected, "{pk} sent {n} times");
+    }
+    // Until the last fresh item is sent, every call is full: the refused
+    // items never go back in a call of their own while others wait.
+    let mut first_seen = std::collections::HashSet::new();
+    let last_with_fresh = sent
+        .iter()
+        .enumerate()
+        .filter(|(_, call)| {
+            call.iter()
+                .filter(|pk| first_seen.insert(pk.to_string()))
+                .count()
+                > 0
+        })
+        .map(|(i, _)| i)
+        .last()
+        .unwrap();
+    let sizes: Vec<usize> = sent.iter().map(Vec::len).collect();
+    assert!(
+        sizes[..last_with_fresh].iter().all(|&n| n == 25),
+        "{sizes:?}"
+    );
+    assert!(
+        last_with_fresh > 300 / 25,
+        "resends carried fresh items: {sizes:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hot_partition_does_not_cut_the_limit() {
+    let client = one_hot_partition(5);
+    let control = Arc::new(AdaptiveConcurrency::new(8));
+    let writer =
+        BatchWriter::new(&client, "t", keys(), policy(10)).with_concurrency(control.clone());
+    let out = writer.write(items(2000, 100)).await;
+    assert!(out.failed.is_empty(), "{:?}", out.failed.first());
+    assert_eq!(out.written, 2000);
+    assert_eq!(client.stored_keys(), all_keys(2000));
+    let s = control.snapshot();
+    assert_eq!((s.decreases, s.current), (0, 8), "{s:?}");
+    assert!(s.partial > 0 && s.partial == s.throttled, "{s:?}");
+    assert_eq!(s.in_flight, 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn refusals_in_partial_answers_do_not_spend_the_retry_budget() {
+    // A partition that refuses each of its items 15 times, with a budget of
+    // 4 attempts: while calls write other items, the hot items wait their
+    // turn instead of failing.
+    let client = one_hot_partition(15);
+    let writer = BatchWriter::new(&client, "t", keys(), policy(4));
+    let out = writer.write(items(2000, 100)).await;
+    assert!(out.failed.is_empty(), "{:?}", out.failed.first());
+    assert_eq!(out.written, 2000);
+    assert_eq!(client.stored_keys(), all_keys(2000));
 }

@@ -105,9 +105,12 @@ pub struct WriterSpec {
     /// Cap on write units per second for this process (`max_wcu`), counted
     /// as DynamoDB bills them; `None` = no cap.
     pub max_wcu: Option<u64>,
-    /// Calls per 25-item chunk before its items fail (`max_attempts`, default 12).
+    /// Calls that wrote nothing (failed, or every item returned) before an
+    /// item fails (`max_attempts`, default 12); items returned in a call
+    /// that wrote others do not count them.
     pub max_attempts: u32,
-    /// Time budget of a chunk's retries in seconds (`retry_seconds`); `None` = attempts only.
+    /// Time budget of an item's retries in seconds, from its first call
+    /// (`retry_seconds`); `None` = attempts only.
     pub retry_seconds: Option<u64>,
 }
 
