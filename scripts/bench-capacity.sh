@@ -88,7 +88,8 @@ sk = "${sk}"
 TOML
 }
 
-# capacity_load SET LOADER: one load of SET through a fresh model; appends
+# capacity_load SET LOADER: one load of SET (LOADER: run, worker, "sdk standard"
+# or "sdk adaptive") through a fresh model; appends
 # set, loader, status, items, ideal s, model s, throttled calls, partial
 # calls, retried items, consumed units, needed units, plan's predicted s to
 # the results.
@@ -96,10 +97,23 @@ capacity_load() {
   local set=$1 loader=$2 file="$work/capacity-$1-${2// /-}" code started ended seconds items
   serve capacity-proxy proxy --upstream "$sink_url" --port 0 --capacity "$work/capacity-model.toml"
   local proxy_pid=$served_pid proxy_url=$served_url
+  local progress_pid="" progress_url=""
+  if [ "$loader" = worker ]; then
+    serve capacity-progress dynamodb --port 0
+    progress_pid=$served_pid progress_url=$served_url
+  fi
   log "running: capacity, $set, $loader"
   set +e
   started=$(date +%s.%N)
   case $loader in
+    worker)
+      # The `sql2ddb worker` write path: the set's items as the pages a
+      # reader enqueues, taken from an in-memory queue (no SQS), each batch
+      # recorded in a progress table of its own.
+      "$bin_dir/examples/queue_worker_bench" --endpoint "$proxy_url" --progress-endpoint "$progress_url" \
+        --items "$work/capacity-$set-items/data" --table "$capacity_table" \
+        --concurrency "$capacity_concurrency" >"$file.json" 2>"$file.err"
+      code=$? ;;
     run)
       "$bin_dir/sql2ddb" run "$work/capacity-$set.toml" --endpoint "$proxy_url" --runs-dir "$work/runs" \
         --json --quiet ${run_args[@]+"${run_args[@]}"} >"$file.json" 2>"$file.err"
@@ -112,7 +126,7 @@ capacity_load() {
   esac
   ended=$(date +%s.%N)
   set -e
-  stop "$proxy_pid"
+  stop "$proxy_pid" ${progress_pid:+"$progress_pid"}
   rm -rf "$work/runs"
   items=-
   if [ $code -eq 0 ]; then
@@ -178,7 +192,7 @@ TOML
     "$bin_dir/sql2ddb-testkit" capacity-ideal --capacity "$work/capacity-model.toml" \
       --items "$work/capacity-$set-items/data" >"$work/capacity-$set-ideal.json"
     capacity_plan "$set"
-    for loader in run "sdk standard" "sdk adaptive"; do
+    for loader in run worker "sdk standard" "sdk adaptive"; do
       capacity_load "$set" "$loader"
     done
     rm -rf "$work/capacity-$set-items"
@@ -204,7 +218,7 @@ capacity_update() {
   code=$?
   ended=$(date +%s.%N)
   set -e
-  stop "$proxy_pid" "$update_sink_pid"
+  stop "$proxy_pid" ${progress_pid:+"$progress_pid"} "$update_sink_pid"
   rm -rf "$work/runs"
   seconds=$(echo "$started $ended" | awk '{ print $2 - $1 }')
   if [ $code -eq 0 ]; then
@@ -239,5 +253,5 @@ capacity_report() {
       printf "%-11s %-13s %-10s %7s %8.1f %8.1f %11s %10d %8d %9d %16s %7.1f %10s\n", $1, $2, $3, $4, $5, $6, ratio, $7, $8, $9, waste, $12, versus
     }
   ' "$capacity_results"
-  echo "time/ideal: the load's wall time (sql2ddb run: the whole process; sdk: its sending only) in model seconds over the ideal; throttled: calls answered ProvisionedThroughputExceeded or Throttling; partial: BatchWriteItem calls answered with items unprocessed; retried: items refused (each sent again), and for update the reads refused too; update: the update job of every item, its ideal from the model's counts of what it wrote and read; consumed/needed: write units the model charged over the items' own; plan s: \`sql2ddb plan --capacity\`'s prediction for the set (from its sample); time/plan: model s over it (target for run: 0.85 to 1.15)"
+  echo "time/ideal: the load's wall time (sql2ddb run: the whole process; worker: its writing of the pages, already encoded; sdk: its sending only) in model seconds over the ideal; throttled: calls answered ProvisionedThroughputExceeded or Throttling; partial: BatchWriteItem calls answered with items unprocessed; retried: items refused (each sent again), and for update the reads refused too; update: the update job of every item, its ideal from the model's counts of what it wrote and read; consumed/needed: write units the model charged over the items' own; plan s: \`sql2ddb plan --capacity\`'s prediction for the set (from its sample); time/plan: model s over it (target for run: 0.85 to 1.15)"
 }

@@ -54,7 +54,8 @@
 #   capacity      at the service's limit (scripts/bench-capacity.sh): three
 #                 data sets of --capacity-rows rows (uniform keys; item
 #                 collections of 200 read in key order; 4 keys holding 20%)
-#                 written by `sql2ddb run` and by the bare SDK loop with the
+#                 written by `sql2ddb run`, by the worker write path
+#                 (example queue_worker_bench) and by the bare SDK loop with the
 #                 SDK's standard and adaptive retry modes into
 #                 `sql2ddb-testkit proxy --capacity` (2,000 WCU/s over 8
 #                 partitions of 250, no burst) in front of a null sink;
@@ -158,7 +159,7 @@ if $build; then
   pkgs=(-p sql2ddb -p sql2ddb-testkit)
   examples=()
   if [[ ,$only, == *,lambda,* ]]; then pkgs+=(-p sql2ddb-lambda); examples+=(--example worker_bench); fi
-  if [[ ,$only, == *,worker,* ]]; then pkgs+=(-p sql2ddb-engine); examples+=(--example queue_worker_bench); fi
+  if [[ ,$only, == *,worker,* || ,$only, == *,capacity,* ]]; then pkgs+=(-p sql2ddb-engine); examples+=(--example queue_worker_bench); fi
   if [[ ,$only, == *,memory,* ]]; then examples+=(--example item_memory); fi
   if [[ ,$only, == *,codec,* ]]; then pkgs+=(-p sql2ddb-queue); examples+=(--example codec_bench); fi
   cargo build --release --locked "${pkgs[@]}" --bins ${examples[@]+"${examples[@]}"}
@@ -230,7 +231,7 @@ fi
 
 needed=(sql2ddb sql2ddb-testkit)
 if [[ ,$only, == *,lambda,* ]]; then needed+=(examples/worker_bench); fi
-if [[ ,$only, == *,worker,* ]]; then needed+=(examples/queue_worker_bench); fi
+if [[ ,$only, == *,worker,* || ,$only, == *,capacity,* ]]; then needed+=(examples/queue_worker_bench); fi
 if [[ ,$only, == *,memory,* ]]; then needed+=(examples/item_memory); fi
 if [[ ,$only, == *,codec,* ]]; then needed+=(examples/codec_bench); fi
 for b in "${needed[@]}"; do
