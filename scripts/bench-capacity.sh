@@ -254,4 +254,23 @@ capacity_report() {
     }
   ' "$capacity_results"
   echo "time/ideal: the load's wall time (sql2ddb run: the whole process; worker: its writing of the pages, already encoded; sdk: its sending only) in model seconds over the ideal; throttled: calls answered ProvisionedThroughputExceeded or Throttling; partial: BatchWriteItem calls answered with items unprocessed; retried: items refused (each sent again), and for update the reads refused too; update: the update job of every item, its ideal from the model's counts of what it wrote and read; consumed/needed: write units the model charged over the items' own; plan s: \`sql2ddb plan --capacity\`'s prediction for the set (from its sample); time/plan: model s over it (target for run: 0.85 to 1.15)"
+  # The targets of `run`, checked against the figures above.
+  awk -F'\t' '
+    $2 == "run" && $1 != "update" {
+      sets++
+      if ($3 != "ok") bad_status = bad_status " " $1
+      if (($1 == "uniform" || $1 == "collection") && !($5 > 0 && $6 / $5 <= 1.10)) slow = slow " " $1
+      if (!($12 > 0 && $6 / $12 >= 0.85 && $6 / $12 <= 1.15)) off_plan = off_plan " " $1
+      if (!($11 > 0 && $10 / $11 <= 1.02)) wasted = wasted " " $1
+    }
+    function verdict(what, failed) { printf "  %s: %s\n", what, (failed == "" ? "met" : "NOT met (" substr(failed, 2) ")") }
+    END {
+      if (sets == 0) exit
+      print "targets of run:"
+      verdict("every item written", bad_status)
+      verdict("at most 1.10x the ideal on the uniform and collection sets", slow)
+      verdict("within 15% of plan on every set", off_plan)
+      verdict("consumed / needed at most 1.02", wasted)
+    }
+  ' "$capacity_results"
 }
