@@ -387,20 +387,6 @@ sk = "PROFILE"
     assert!(report["source"].as_str().unwrap().starts_with("mysql://"));
 }
 
-/// The example shop's mapping, into the scenario's table on its server.
-fn shop_mapping(sc: &Scenario) -> String {
-    let text = std::fs::read_to_string(root().join("mappings/shop.toml")).unwrap();
-    let db = root().join("examples/shop.db");
-    let text = text
-        .replace("table = \"shop\"", "table = \"TABLE\"")
-        .replace("endpoint = \"local\"", "")
-        .replace(
-            "${SHOP_DATABASE_URL:-sqlite://examples/shop.db}",
-            &format!("sqlite://{}", db.display()),
-        );
-    sc.mapping(&text)
-}
-
 #[tokio::test]
 async fn the_shop_plan_counts_every_row_and_its_sample_items_are_what_run_writes() {
     let sc = Scenario::new("plan_shop").start().await;
