@@ -214,6 +214,22 @@ class ReportPages(unittest.TestCase):
             self.assertEqual(shown, value)
         return value
 
+    def assert_timeline(self, page, t):
+        """The page's throughput and throttling figures and its three charts
+        equal the report's per-second timeline `t`."""
+        self.assertEqual(int(self.figure(page, "#throughput", "timeline_seconds")),
+                         len(t["items_written"]))
+        self.assertEqual(int(self.figure(page, "#throughput", "timeline_items_written")),
+                         sum(t["items_written"]))
+        self.assertEqual(int(self.figure(page, "#throughput", "timeline_peak_items")),
+                         max(t["items_written"]))
+        self.assertEqual(int(self.figure(page, "#throttling", "timeline_throttled_calls")),
+                         sum(t["throttled_calls"]))
+        for chart in ["throughput-chart", "throttled-chart", "concurrency-chart"]:
+            svg = page.locator(f"svg#{chart}")
+            self.assertTrue(svg.is_visible(), chart)
+            self.assertEqual(int(svg.get_attribute("data-seconds")), len(t["items_written"]))
+
     def test_the_run_page_shows_the_run_reports_figures(self):
         r = self.run_report
         page = self.open(self.run_dir / "report.html")
@@ -235,18 +251,7 @@ class ReportPages(unittest.TestCase):
 
         t = r["timeline"]
         self.assertGreater(len(t["items_written"]), 0)
-        self.assertEqual(int(self.figure(page, "#throughput", "timeline_seconds")),
-                         len(t["items_written"]))
-        self.assertEqual(int(self.figure(page, "#throughput", "timeline_items_written")),
-                         sum(t["items_written"]))
-        self.assertEqual(int(self.figure(page, "#throughput", "timeline_peak_items")),
-                         max(t["items_written"]))
-        self.assertEqual(int(self.figure(page, "#throttling", "timeline_throttled_calls")),
-                         sum(t["throttled_calls"]))
-        for chart in ["throughput-chart", "throttled-chart", "concurrency-chart"]:
-            svg = page.locator(f"svg#{chart}")
-            self.assertTrue(svg.is_visible(), chart)
-            self.assertEqual(int(svg.get_attribute("data-seconds")), len(t["items_written"]))
+        self.assert_timeline(page, t)
         for f in ["max_concurrency", "min_concurrency", "final_concurrency",
                   "decreases", "increases", "throttled"]:
             self.assertEqual(int(self.figure(page, "#writer", f)), r["writer"][f], f)
@@ -313,18 +318,7 @@ class ReportPages(unittest.TestCase):
 
         t = u["timeline"]
         self.assertEqual(sum(t["items_written"]), u["updated"])
-        self.assertEqual(int(self.figure(page, "#throughput", "timeline_seconds")),
-                         len(t["items_written"]))
-        self.assertEqual(int(self.figure(page, "#throughput", "timeline_items_written")),
-                         sum(t["items_written"]))
-        self.assertEqual(int(self.figure(page, "#throughput", "timeline_peak_items")),
-                         max(t["items_written"]))
-        self.assertEqual(int(self.figure(page, "#throttling", "timeline_throttled_calls")),
-                         sum(t["throttled_calls"]))
-        for chart in ["throughput-chart", "throttled-chart", "concurrency-chart"]:
-            svg = page.locator(f"svg#{chart}")
-            self.assertTrue(svg.is_visible(), chart)
-            self.assertEqual(int(svg.get_attribute("data-seconds")), len(t["items_written"]))
+        self.assert_timeline(page, t)
 
     def test_the_deep_verify_page_shows_the_differences_by_kind(self):
         d = self.deep
