@@ -256,6 +256,17 @@ fn completions_and_man_pages_come_from_the_commands() {
     let out = sql2ddb(&["completions", "tcsh"], &[]);
     assert_eq!(out.status.code(), Some(USAGE), "{}", stderr(&out));
 
+    // `sql2ddb completions bash | head -1`: the reader is gone before the
+    // script is written. That ends quietly, as it does for `man`.
+    for args in [&["completions", "bash"][..], &["man"][..]] {
+        let (reader, writer) = std::io::pipe().unwrap();
+        drop(reader);
+        let mut cmd = blocking_command(&root(), args);
+        let out = cmd.stdout(writer).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(!stderr(&out).contains("panicked"), "{}", stderr(&out));
+    }
+
     let page = stdout(&sql2ddb(&["man"], &[]));
     assert!(
         page.starts_with(".ie") || page.contains(".TH sql2ddb 1"),

@@ -31,8 +31,15 @@ pub(crate) struct ManArgs {
 
 pub(crate) fn completions(args: CompletionsArgs) -> u8 {
     let mut cmd = crate::Cli::command();
-    clap_complete::generate(args.shell, &mut cmd, "sql2ddb", &mut std::io::stdout());
-    0
+    // clap_complete panics on a failed write; the script is written here
+    // instead, so `sql2ddb completions bash | head` ends quietly as `man` does.
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut cmd, "sql2ddb", &mut script);
+    match std::io::Write::write_all(&mut std::io::stdout().lock(), &script) {
+        Ok(()) => 0,
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => fail(&format!("writing the completion script: {e}")),
+    }
 }
 
 pub(crate) fn man(args: ManArgs) -> u8 {
