@@ -10,6 +10,7 @@ mod distributed;
 mod export;
 mod failure;
 mod follow;
+mod follow_report;
 mod init;
 mod limits;
 mod live;
