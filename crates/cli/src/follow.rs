@@ -102,11 +102,15 @@ pub struct FollowArgs {
     region: Option<String>,
     /// The runs directory: the rejects file goes to
     /// `<runs-dir>/<slot>/rejects.jsonl` (MySQL/MariaDB:
-    /// `<runs-dir>/<run id>/follow-rejects.jsonl`, beside the position).
+    /// `<runs-dir>/<run id>/follow-rejects.jsonl`, beside the position);
+    /// the follow's record for `status` to `<runs-dir>/<run id>/follow.json`
+    /// (and the run's progress table, when its report names one).
     #[arg(long, default_value = "sql2ddb-runs")]
     runs_dir: PathBuf,
     /// Print where the follow stands (applied position, the source's
-    /// position; PostgreSQL: lag and WAL the slot keeps) and exit.
+    /// position; PostgreSQL: lag and WAL the slot keeps; with the run's
+    /// record in the runs directory, its state and lag in time) and exit.
+    /// `sql2ddb status MAPPING --run RUN_ID` shows more.
     #[arg(long, conflicts_with_all = ["drop_slot", "cutover", "follow_until_idle"])]
     status: bool,
     /// PostgreSQL: drop the slot and its publication without applying

@@ -2,6 +2,7 @@
 //! position, how to go on or cut over) and where a followed run stands, as
 //! `status` shows it.
 
+use crate::table::bytes;
 use sql2ddb_engine::follow::{
     follow_status, FollowEnd, FollowReport, FollowState, FollowStatus, RecordTarget,
 };
@@ -116,11 +117,17 @@ pub(crate) fn render_status(s: &FollowStatus) -> String {
                     _ => "; the replication slot no longer exists: the changes since the applied position cannot be followed (run the full load again)".to_string(),
                 });
             }
-            if let Some(bytes) = now.wal_behind_bytes {
-                out.push_str(&format!(", {bytes} bytes of WAL past the applied position"));
+            if let Some(past) = now.wal_behind_bytes {
+                out.push_str(&format!(
+                    ", {} of WAL past the applied position",
+                    bytes(past)
+                ));
             }
             if let Some(kept) = now.retained_bytes {
-                out.push_str(&format!("; the slot keeps {} MB of WAL", kept >> 20));
+                out.push_str(&format!(
+                    "; the slot keeps {} of WAL on the source's disk",
+                    bytes(kept)
+                ));
             }
             out.push('\n');
         }
