@@ -1,5 +1,6 @@
 //! `status` of a followed run, on PostgreSQL and MariaDB: a `run --follow`
-//! applies known changes and is stopped; its summary (changes applied, the
+//! applies known changes (`status` says it is following) and is stopped;
+//! its summary (changes applied, the
 //! position, how to go on) is on stdout, and `status --run` shows the same
 //! position, the state and the lag (PostgreSQL: the slot and the WAL it
 //! keeps). PostgreSQL's run keeps a progress table, so `status` without the
@@ -126,6 +127,12 @@ async fn status_shows_where_a_stopped_follow_is(db: Db, prefix: &str) {
         );
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
+    // While it runs, `status` says so.
+    let running = status(&sc, &mapping, &run_id, &["--json"]).await.report();
+    assert_eq!(
+        running["follow"]["record"]["state"], "following",
+        "{running}"
+    );
     follower.interrupt();
     let stopped = follower.wait().await;
 
