@@ -24,6 +24,7 @@ mod e2e_resume;
 mod e2e_single_table;
 mod e2e_sqlite;
 mod export;
+mod follow_status;
 mod init;
 mod init_design;
 mod init_shapes;

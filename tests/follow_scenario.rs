@@ -279,7 +279,7 @@ async fn writer(db: Db, pool: Pool, s: String, stop: Arc<AtomicBool>) -> u64 {
 }
 
 /// Waits until the process has printed `what` on stderr.
-async fn wait_for(p: &Proc, what: &str) {
+pub async fn wait_for(p: &Proc, what: &str) {
     let start = Instant::now();
     while !p.stderr.lock().unwrap().contains(what) {
         assert!(
@@ -293,7 +293,7 @@ async fn wait_for(p: &Proc, what: &str) {
 
 /// Drops the test's slot and publication when the test ends, also when it
 /// fails: a forgotten slot keeps the server's WAL.
-struct SlotGuard(String);
+pub struct SlotGuard(pub String);
 
 impl Drop for SlotGuard {
     fn drop(&mut self) {
@@ -458,7 +458,13 @@ pub async fn survives_a_kill_and_cuts_over(db: Db, prefix: &str) {
         Db::Postgres => format!("replication slot {slot} is kept"),
         Db::MariaDb => "follow again to go on from there".to_string(),
     };
-    assert!(stopped.stderr.contains(&kept), "{}", stopped.stderr);
+    // The summary (and how to go on) is the follow's report: on stdout.
+    assert!(
+        stopped.stdout.contains(&kept),
+        "{}\n{}",
+        stopped.stdout,
+        stopped.stderr
+    );
 
     let (status_args, says) = match db {
         Db::Postgres => (
@@ -488,9 +494,10 @@ pub async fn survives_a_kill_and_cuts_over(db: Db, prefix: &str) {
         .await;
     assert_eq!(cut.code, 0, "{}", cut.stderr);
     assert!(
-        cut.stderr
+        cut.stdout
             .contains("cut over: the table equals the source, item by item"),
-        "{}",
+        "{}\n{}",
+        cut.stdout,
         cut.stderr
     );
     if db == Db::Postgres {

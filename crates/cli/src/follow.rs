@@ -7,11 +7,13 @@ use std::time::Duration;
 
 use sql2ddb_engine::follow::lsn_text as format_lsn;
 use sql2ddb_engine::follow::{
-    is_binlog_source, BinlogFollow, FollowEnd, FollowOptions, FollowReport, DEFAULT_SERVER_ID,
+    is_binlog_source, BinlogFollow, FollowEnd, FollowOptions, FollowReport, RecordTarget,
+    DEFAULT_SERVER_ID,
 };
 use sql2ddb_engine::{ResourceOptions, RunProgress, StopSignal};
 use sql2ddb_mapping::Plan;
 
+use crate::follow_report::{record_line, FollowedBy, SummaryTo};
 use crate::live::{next_signal, print_notes};
 use crate::{fail, load};
 
@@ -100,18 +102,23 @@ pub struct FollowArgs {
     region: Option<String>,
     /// The runs directory: the rejects file goes to
     /// `<runs-dir>/<slot>/rejects.jsonl` (MySQL/MariaDB:
-    /// `<runs-dir>/<run id>/follow-rejects.jsonl`, beside the position).
+    /// `<runs-dir>/<run id>/follow-rejects.jsonl`, beside the position);
+    /// the follow's record for `status` to `<runs-dir>/<run id>/follow.json`
+    /// (and the run's progress table, when its report names one).
     #[arg(long, default_value = "sql2ddb-runs")]
     runs_dir: PathBuf,
     /// Print where the follow stands (applied position, the source's
-    /// position; PostgreSQL: lag and WAL the slot keeps) and exit.
+    /// position; PostgreSQL: lag and WAL the slot keeps; with the run's
+    /// record in the runs directory, its state and lag in time) and exit.
+    /// `sql2ddb status MAPPING --run RUN_ID` shows more.
     #[arg(long, conflicts_with_all = ["drop_slot", "cutover", "follow_until_idle"])]
     status: bool,
     /// PostgreSQL: drop the slot and its publication without applying
     /// anything (MySQL/MariaDB keeps no slot on the server).
     #[arg(long, conflicts_with_all = ["cutover", "follow_until_idle"])]
     drop_slot: bool,
-    /// Print the final report as one JSON object on stdout.
+    /// Print the final report as one JSON object on stdout (the summary
+    /// goes to stderr then).
     #[arg(long)]
     json: bool,
     #[command(flatten)]
@@ -127,9 +134,12 @@ pub(crate) struct Target<'a> {
     pub slot: String,
     pub rejects: PathBuf,
     pub runs_dir: PathBuf,
-    pub json: bool,
+    /// Where the summary goes when the follow stops.
+    pub summary_to: SummaryTo,
     /// MySQL/MariaDB: the run's directory and the replica server id.
     pub binlog: Option<BinlogFollow>,
+    /// The run whose follow record (`status`) the follow keeps.
+    pub record: Option<RecordTarget>,
 }
 
 /// What `run --follow` anchors the changes to before the full load.
@@ -175,8 +185,14 @@ pub async fn follow(args: FollowArgs) -> u8 {
             Err(e) => fail(&e.to_string()),
         };
     }
+    let record = match &args.run {
+        Some(run) => Some(RecordTarget::of_run(&args.runs_dir, run)),
+        None => RecordTarget::find(&args.runs_dir, |run| {
+            sql2ddb_engine::follow::slot_name(run) == slot
+        }),
+    };
     if args.status {
-        return status(&source, &slot).await;
+        return status(&source, &slot, record).await;
     }
     let target = Target {
         plan: &plan,
@@ -186,8 +202,9 @@ pub async fn follow(args: FollowArgs) -> u8 {
         rejects: args.runs_dir.join(&slot).join("rejects.jsonl"),
         runs_dir: args.runs_dir.clone(),
         slot,
-        json: args.json,
+        summary_to: summary_to(args.json),
         binlog: None,
+        record,
     };
     run_follow(&target, &args.stop).await
 }
@@ -213,6 +230,10 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
                 println!(
                     "run {run}: applied to binary log position {applied}, source at {current}"
                 );
+                let record = RecordTarget::of_run(&args.runs_dir, run);
+                if let Some(line) = record_line(Some(record), &source).await {
+                    println!("{line}");
+                }
                 0
             }
             Err(e) => fail(&e.to_string()),
@@ -226,16 +247,24 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
         rejects: rejects_path(&args.runs_dir, run),
         runs_dir: args.runs_dir.clone(),
         slot: run.clone(),
-        json: args.json,
+        summary_to: summary_to(args.json),
         binlog: Some(BinlogFollow {
             run_dir,
             server_id: args.server_id,
         }),
+        record: Some(RecordTarget::of_run(&args.runs_dir, run)),
     };
     run_follow(&target, &args.stop).await
 }
 
-async fn status(source: &str, slot: &str) -> u8 {
+fn summary_to(json: bool) -> SummaryTo {
+    match json {
+        true => SummaryTo::Json,
+        false => SummaryTo::Stdout,
+    }
+}
+
+async fn status(source: &str, slot: &str, record: Option<RecordTarget>) -> u8 {
     let state = sql2ddb_engine::follow::slot_state(source, slot).await;
     match state {
         Ok(Some(s)) => {
@@ -246,6 +275,9 @@ async fn status(source: &str, slot: &str) -> u8 {
                 s.lag_bytes(),
                 s.retained_bytes >> 20
             );
+            if let Some(line) = record_line(record, source).await {
+                println!("{line}");
+            }
             0
         }
         Ok(None) => fail(&format!("replication slot {slot} does not exist")),
@@ -284,6 +316,7 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
         rejects: target.rejects.clone(),
         batch_changes: sql2ddb_engine::follow::DEFAULT_BATCH_CHANGES,
         binlog: target.binlog.clone(),
+        record: target.record.clone(),
     };
     let result = sql2ddb_engine::follow::follow(target.plan, &opts, &progress).await;
     signals.abort();
@@ -292,7 +325,7 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
     notes.abort();
     match result {
         Ok(report) => {
-            let code = summary(&report, target.json);
+            let code = summary(&report, target);
             match report.end == FollowEnd::CutOver && !stop_args.no_verify {
                 true => code.max(verify(target).await),
                 false => code,
@@ -315,23 +348,17 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
     }
 }
 
-fn summary(r: &FollowReport, json: bool) -> u8 {
-    let c = &r.counts;
-    eprintln!(
-        "follow of {}: {} changes applied ({} puts, {} deletes, {} folded into later ones), {} rejected{}; applied to {}",
-        r.slot,
-        c.changes,
-        c.puts,
-        c.deletes,
-        c.folded,
-        c.rejected,
-        match c.rejected {
-            0 => String::new(),
-            _ => format!(" (see {})", r.rejects.display()),
-        },
-        r.position
-    );
-    if json {
+/// Prints the follow's summary where it goes (and with `--json` the
+/// report on stdout); the exit code of how it ended.
+fn summary(r: &FollowReport, target: &Target<'_>) -> u8 {
+    let by = match &target.binlog {
+        Some(_) => FollowedBy::Run(&target.slot),
+        None => FollowedBy::Slot(&target.slot),
+    };
+    target
+        .summary_to
+        .say(&crate::follow_report::summary(r, &by));
+    if target.summary_to == SummaryTo::Json {
         println!("{}", serde_json::to_string(r).expect("report serialises"));
     }
     match r.end {
@@ -367,12 +394,13 @@ async fn verify(target: &Target<'_>) -> u8 {
     let counters = std::sync::Arc::new(DeepProgress::default());
     match verify_deep(target.plan, &opts, &progress, counters).await {
         Ok(report) => {
-            eprintln!("{}", crate::deep::render(&report));
+            let say = |text: &str| target.summary_to.say(text);
+            say(crate::deep::render(&report).trim_end());
             if report.clean() {
-                eprintln!("cut over: the table equals the source, item by item");
+                say("cut over: the table equals the source, item by item");
                 0
             } else {
-                eprintln!("cut over, but the table differs from the source (see above)");
+                say("cut over, but the table differs from the source (see above)");
                 1
             }
         }

@@ -10,6 +10,7 @@ mod distributed;
 mod export;
 mod failure;
 mod follow;
+mod follow_report;
 mod init;
 mod limits;
 mod live;
@@ -104,7 +105,9 @@ enum Command {
     #[command(after_help = footer(worker::EXIT_CODES))]
     Worker(worker::WorkerArgs),
     /// Show a run's counts from its progress table: rows read, written,
-    /// rejected, pending; its queue and dead-letter queue.
+    /// rejected, pending; its queue and dead-letter queue. For a followed
+    /// run, where its follow stands: state, applied position, the source's
+    /// position and the lag in time.
     #[command(after_help = footer(verify::STATUS_EXIT_CODES), mut_arg("run", |a| a.required(true)))]
     Status(verify::StatusArgs),
     /// Check that every row of a run is accounted for, by counting its

@@ -256,8 +256,16 @@ pub async fn run(args: RunArgs) -> u8 {
                         rejects: crate::follow::rejects_path(&args.runs_dir, &report.run_id),
                         runs_dir: args.runs_dir.clone(),
                         slot,
-                        json: false,
+                        summary_to: match args.json {
+                            true => crate::follow_report::SummaryTo::Stderr,
+                            false => crate::follow_report::SummaryTo::Stdout,
+                        },
                         binlog,
+                        record: Some(sql2ddb_engine::follow::RecordTarget {
+                            run_id: report.run_id.clone(),
+                            run_dir: std::path::PathBuf::from(&report.run_dir),
+                            progress_table: report.progress_table.clone(),
+                        }),
                     };
                     let followed = crate::follow::run_follow(&target, &args.follow.stop).await;
                     followed.max(code)

@@ -15,7 +15,8 @@ pub(crate) fn thousands(n: u64) -> String {
     out
 }
 
-fn bytes(n: u64) -> String {
+/// A byte count as people read it (`1.5 kB`, `16.8 MB`).
+pub(crate) fn bytes(n: u64) -> String {
     const UNITS: [&str; 4] = ["B", "kB", "MB", "GB"];
     let mut v = n as f64;
     let mut u = 0;

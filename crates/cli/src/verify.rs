@@ -3,6 +3,8 @@
 
 use std::time::{Duration, Instant};
 
+use sql2ddb_core::redact_secrets;
+use sql2ddb_engine::follow::{follow_status, FollowStatus};
 use sql2ddb_engine::verify::{inspect, RunState};
 use sql2ddb_engine::{Job, ResourceOptions, Resources};
 
@@ -36,8 +38,9 @@ With --deep: 0 every item is exactly what the mapping makes of the source,
   1 an item is missing, extra, different or collapsed, a pointer is wrong,
   or the comparison could not be made.";
 
-/// The resources (progress store, queue) these arguments name.
-async fn resources(args: &StatusArgs) -> Result<Resources, String> {
+/// The resources (progress store, queue) these arguments name, and the
+/// source URL of the mapping when one is given.
+async fn resources(args: &StatusArgs) -> Result<(Resources, Option<String>), String> {
     let plan = match &args.mapping {
         Some(path) => Some(load(path)?),
         None if args.progress_table.is_none() => {
@@ -63,7 +66,7 @@ async fn resources(args: &StatusArgs) -> Result<Resources, String> {
         .await
         .map_err(|e| e.to_string())?;
     resources.progress_store().map_err(|e| e.to_string())?;
-    Ok(resources)
+    Ok((resources, plan.map(|p| p.source.url)))
 }
 
 /// `sql2ddb status`.
@@ -80,7 +83,7 @@ pub async fn verify(args: VerifyArgs) -> u8 {
 }
 
 async fn follow(args: StatusArgs, verifying: bool) -> u8 {
-    let resources = match resources(&args).await {
+    let (resources, source) = match resources(&args).await {
         Ok(r) => r,
         Err(e) => return fail(&e),
     };
@@ -96,12 +99,27 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
         true => eprintln!("{text}"),
         false => println!("{text}"),
     };
+    let run_dir = args.runs_dir.join(&run);
     loop {
+        // `status` of a followed run shows where its follow stands too.
+        let followed = match verifying {
+            true => None,
+            false => standing(&resources, &run, &run_dir, source.as_deref()).await,
+        };
         let state = match inspect(&resources, &run).await {
             Ok(s) => s,
+            // A follow without a progress table: its record is all there is.
+            Err(e) if followed.is_some() => {
+                eprintln!(
+                    "note: no counts for this run: {}",
+                    redact_secrets(&e.to_string())
+                );
+                show(None, &run, followed.as_ref(), args.json);
+                return 0;
+            }
             Err(e) => return crate::failure::fail_job(&e),
         };
-        show(&state, args.json);
+        show(Some(&state), &run, followed.as_ref(), args.json);
         let done = if verifying {
             state.verified()
         } else {
@@ -146,13 +164,47 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
     }
 }
 
-fn show(state: &RunState, json: bool) {
-    match json {
-        true => println!(
-            "{}",
-            serde_json::to_string(state).expect("a run state serialises")
-        ),
-        false => println!("{}", render(state)),
+/// Where run `run`'s follow stands, when it was followed; a record that
+/// cannot be read is said on stderr and shown as none.
+async fn standing(
+    resources: &Resources,
+    run: &str,
+    run_dir: &std::path::Path,
+    source: Option<&str>,
+) -> Option<FollowStatus> {
+    let store = resources.progress_store().ok();
+    match follow_status(run, run_dir, store.as_ref(), source).await {
+        Ok(followed) => followed,
+        Err(e) => {
+            eprintln!(
+                "warning: the run's follow record cannot be read: {}",
+                redact_secrets(&e.to_string())
+            );
+            None
+        }
+    }
+}
+
+/// The run's counts (when it has them) and its follow's standing (when it
+/// was followed), as text or as one JSON object (`follow` holds the
+/// follow's standing).
+fn show(state: Option<&RunState>, run: &str, followed: Option<&FollowStatus>, json: bool) {
+    if json {
+        let mut value = match state {
+            Some(s) => serde_json::to_value(s).expect("a run state serialises"),
+            None => serde_json::json!({ "run_id": run }),
+        };
+        if let Some(f) = followed {
+            value["follow"] = serde_json::to_value(f).expect("a follow status serialises");
+        }
+        println!("{value}");
+        return;
+    }
+    if let Some(state) = state {
+        println!("{}", render(state));
+    }
+    if let Some(f) = followed {
+        println!("{}", crate::follow_report::render_status(f));
     }
 }
 

@@ -78,3 +78,25 @@ fn a_batch_record_counts_rows_rejected_while_mapping() {
     assert_eq!(record.sort_key(), "BATCH#order#00002#0000000017#001");
     assert_eq!((record.part, record.parts), (1, 3));
 }
+
+#[tokio::test]
+async fn a_follow_record_replaces_the_one_before_and_is_not_counted_as_progress() {
+    let (local, store) = progress_store("follow").await;
+    assert_eq!(store.follow_record("r7").await.unwrap(), None);
+    store
+        .record_run("r7", &run_meta(&[("order", 1)]))
+        .await
+        .unwrap();
+    store.record_follow("r7", r#"{"n":1}"#).await.unwrap();
+    store.record_follow("r7", r#"{"n":2}"#).await.unwrap();
+    assert_eq!(
+        store.follow_record("r7").await.unwrap().as_deref(),
+        Some(r#"{"n":2}"#)
+    );
+    // A run's counts are read past it.
+    let progress = store.load("r7").await.unwrap();
+    assert!(progress.meta.is_some());
+    assert!(progress.batches.is_empty() && progress.cursors.is_empty());
+    assert_eq!(store.follow_record("r8").await.unwrap(), None);
+    local.stop().await;
+}

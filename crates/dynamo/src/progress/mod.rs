@@ -12,7 +12,10 @@
 //! - `TOTAL#<entity>#<segment>`: a segment's final row count, written when the
 //!   reader reaches its end;
 //! - `DONE`: written once, by the first check that finds every row accounted
-//!   for ([`DoneCounts`]).
+//!   for ([`DoneCounts`]);
+//! - `FOLLOW`: where the run's follow of the source's changes stands (its
+//!   applied position, state and counts, as JSON the engine defines),
+//!   rewritten now and then while it follows.
 //!
 //! There is no shared counter: racing writers would corrupt it. Every record
 //! has a deterministic key, so a redelivered batch rewrites its own record
@@ -26,6 +29,7 @@
 //! a record is the same record.
 
 mod done;
+mod follow;
 mod records;
 mod store;
 

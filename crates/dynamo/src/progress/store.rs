@@ -91,7 +91,7 @@ impl ProgressStore {
         local_error(operation, &self.table, message)
     }
 
-    async fn put(
+    pub(super) async fn put(
         &self,
         run: &str,
         sk: String,

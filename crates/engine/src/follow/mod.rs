@@ -29,7 +29,9 @@
 mod apply;
 mod entities;
 mod plan;
+mod record;
 mod rerender;
+mod status;
 mod stream;
 
 use std::path::PathBuf;
@@ -42,7 +44,12 @@ use sql2ddb_source::cdc::{check_slot_name, format_lsn, BinlogReader, Relations};
 use sql2ddb_source::{Dialect, Source};
 
 pub use plan::ApplyCounts;
+pub use record::{
+    read_file as read_record, FollowRecord, FollowState, RecordTarget, RecordedCounts,
+    FOLLOW_RECORD,
+};
 pub use sql2ddb_source::cdc::{BinlogPosition, SlotState, DEFAULT_SERVER_ID};
+pub use status::{follow_status, FollowStatus, SourceNow};
 use stream::Stream;
 pub use stream::{binlog_start, write_checkpoint, BINLOG_CHECKPOINT};
 
@@ -175,6 +182,8 @@ pub struct FollowOptions {
     /// MySQL/MariaDB: the run's directory (the checkpoint lives there) and
     /// the replica server id to read the binary log as.
     pub binlog: Option<BinlogFollow>,
+    /// The run whose record (`status`) the follow keeps; `None` keeps none.
+    pub record: Option<RecordTarget>,
 }
 
 /// How a MySQL/MariaDB source is followed.
@@ -199,6 +208,16 @@ pub enum FollowEnd {
     /// Cut over: everything the source held at the cutover is applied, the
     /// slot is dropped.
     CutOver,
+}
+
+impl From<FollowEnd> for FollowState {
+    fn from(end: FollowEnd) -> Self {
+        match end {
+            FollowEnd::Stopped => FollowState::Stopped,
+            FollowEnd::Idle => FollowState::Idle,
+            FollowEnd::CutOver => FollowState::CutOver,
+        }
+    }
 }
 
 /// What a follow did.
@@ -322,6 +341,16 @@ async fn follow_with(
             None => String::new(),
         }
     ));
+    let slot = (!binlog).then_some(opts.slot.as_str());
+    let dynamo = resources.client();
+    let mut record = record::Recorder::start(
+        opts.record.as_ref(),
+        dynamo,
+        slot,
+        stream.text(start),
+        progress,
+    )
+    .await;
     let mut counts = ApplyCounts::default();
     let mut position = start;
     let mut last_change = Instant::now();
@@ -349,6 +378,7 @@ async fn follow_with(
                 {
                     return Ok(FollowEnd::Idle);
                 }
+                record.caught_up(progress).await;
                 note(source, &stream, &name, &counts, progress, &mut last_note).await?;
                 if !binlog {
                     tokio::time::sleep(POLL).await;
@@ -358,6 +388,9 @@ async fn follow_with(
             apply::apply(source, &by_table, &batch, &target, &mut counts).await?;
             stream.commit(source, &batch).await?;
             position = end;
+            record
+                .applied(stream.text(end), &batch, &counts, progress)
+                .await;
             if batch.changes.iter().any(|c| by_table.follows(c.oid)) {
                 last_change = Instant::now();
             }
@@ -370,26 +403,17 @@ async fn follow_with(
     .await;
     let shown = stream.text(position);
     stream.close().await;
+    let result = match result {
+        Ok(FollowEnd::CutOver) if !binlog => source
+            .drop_slot(&opts.slot, &opts.slot)
+            .await
+            .map(|()| FollowEnd::CutOver)
+            .map_err(EngineError::from),
+        other => other,
+    };
+    let state = result.as_ref().map(|end| FollowState::from(*end));
+    record.finish(state, shown.clone(), &counts, progress).await;
     let end = result?;
-    match (end, binlog) {
-        (FollowEnd::CutOver, false) => {
-            source.drop_slot(&opts.slot, &opts.slot).await?;
-            progress.note(format!(
-                "cut over at {shown}: replication slot {} and its publication are dropped",
-                opts.slot
-            ));
-        }
-        (FollowEnd::CutOver, true) => progress.note(format!(
-            "cut over at {shown}: every change the binary log held at the cutover is applied"
-        )),
-        (_, false) => progress.note(format!(
-            "stopped at {shown}; replication slot {} is kept (it holds the source's WAL from there: follow again, or cut over, or drop it)",
-            opts.slot
-        )),
-        (_, true) => progress.note(format!(
-            "stopped at {shown} ({name}): follow again to go on from there, while the source still keeps that binary log file"
-        )),
-    }
     resources.close().await;
     Ok(FollowReport {
         slot: name,

@@ -1,0 +1,218 @@
+//! What a follow reports: its summary when it stops (changes applied, the
+//! position, how to go on or cut over) and where a followed run stands, as
+//! `status` shows it.
+
+use crate::table::bytes;
+use sql2ddb_engine::follow::{
+    follow_status, FollowEnd, FollowReport, FollowState, FollowStatus, RecordTarget,
+};
+
+/// Where a follow's final summary goes.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum SummaryTo {
+    /// The summary on stdout (`follow … > summary.txt` keeps it).
+    Stdout,
+    /// `follow --json`: the report as one JSON object on stdout, the
+    /// summary on stderr.
+    Json,
+    /// `run --follow --json`: stdout holds the run's report alone, so the
+    /// follow's summary goes to stderr.
+    Stderr,
+}
+
+impl SummaryTo {
+    /// Prints a line of the summary where it goes.
+    pub(crate) fn say(self, text: &str) {
+        match self {
+            SummaryTo::Stdout => println!("{text}"),
+            SummaryTo::Json | SummaryTo::Stderr => eprintln!("{text}"),
+        }
+    }
+}
+
+/// How a follow is named on the command line: by slot (PostgreSQL) or by
+/// run (MySQL/MariaDB, whose position is in the run's directory).
+pub(crate) enum FollowedBy<'a> {
+    Slot(&'a str),
+    Run(&'a str),
+}
+
+/// The summary of a follow that ended: what it applied, where it stopped,
+/// and what to run next.
+pub(crate) fn summary(r: &FollowReport, by: &FollowedBy<'_>) -> String {
+    let c = &r.counts;
+    let mut out = format!(
+        "follow of {}: {} changes applied ({} puts, {} deletes, {} folded into later ones), {} rejected{}; applied to {}\n",
+        r.slot,
+        c.changes,
+        c.puts,
+        c.deletes,
+        c.folded,
+        c.rejected,
+        match c.rejected {
+            0 => String::new(),
+            _ => format!(" (see {})", r.rejects.display()),
+        },
+        r.position
+    );
+    let at = &r.position;
+    out.push_str(&match (r.end, by) {
+        (FollowEnd::CutOver, FollowedBy::Slot(slot)) => format!(
+            "cut over at {at}: replication slot {slot} and its publication are dropped"
+        ),
+        (FollowEnd::CutOver, FollowedBy::Run(_)) => format!(
+            "cut over at {at}: every change the binary log held at the cutover is applied"
+        ),
+        (_, FollowedBy::Slot(slot)) => format!(
+            "stopped at {at}; replication slot {slot} is kept (it holds the source's WAL from there): go on with `sql2ddb follow MAPPING --slot {slot}`, cut over with `sql2ddb follow MAPPING --slot {slot} --cutover`, or drop it with `--drop-slot`"
+        ),
+        (_, FollowedBy::Run(run)) => format!(
+            "stopped at {at}: follow again to go on from there (`sql2ddb follow MAPPING --run {run}`) while the source still keeps that binary log file, or cut over with `sql2ddb follow MAPPING --run {run} --cutover`"
+        ),
+    });
+    out
+}
+
+/// A followed run's standing, as `status` prints it.
+pub(crate) fn render_status(s: &FollowStatus) -> String {
+    let r = &s.record;
+    let mut out = format!(
+        "follow: {}  (recorded {} ago in {})\n",
+        r.state.text(),
+        duration(s.record_age_seconds),
+        s.recorded_in
+    );
+    if let Some(slot) = &r.slot {
+        out.push_str(&format!("  replication slot {slot}\n"));
+    }
+    let applied_at = r
+        .applied_at
+        .map(|t| format!(" (moved there at {})", time(t)))
+        .unwrap_or_default();
+    out.push_str(&format!("  applied to {}{applied_at}\n", s.applied));
+    let c = &r.counts;
+    out.push_str(&format!(
+        "  {} changes applied since {} ({} puts, {} deletes, {} rejected)\n",
+        c.changes,
+        time(r.started_at),
+        c.puts,
+        c.deletes,
+        c.rejected
+    ));
+    if let Some(at) = r.last_commit_at {
+        out.push_str(&format!(
+            "  the last applied transaction committed at {}\n",
+            time(at)
+        ));
+    }
+    if let Some(e) = &r.error {
+        out.push_str(&format!("  error: {e}\n"));
+    }
+    match (&s.source, &s.source_error) {
+        (Some(now), _) => {
+            out.push_str(&format!("  source at {}", now.position));
+            if now.slot_missing {
+                out.push_str(&match r.state {
+                    FollowState::CutOver => "; the slot is dropped".to_string(),
+                    _ => "; the replication slot no longer exists: the changes since the applied position cannot be followed (run the full load again)".to_string(),
+                });
+            }
+            if let Some(past) = now.wal_behind_bytes {
+                out.push_str(&format!(
+                    ", {} of WAL past the applied position",
+                    bytes(past)
+                ));
+            }
+            if let Some(kept) = now.retained_bytes {
+                out.push_str(&format!(
+                    "; the slot keeps {} of WAL on the source's disk",
+                    bytes(kept)
+                ));
+            }
+            out.push('\n');
+        }
+        (None, Some(why)) => out.push_str(&format!(
+            "  source not reachable ({why}): the above is what the record holds\n"
+        )),
+        (None, None) => {}
+    }
+    if let Some(behind) = behind(s) {
+        out.push_str(&format!("  behind: {behind}\n"));
+    }
+    if s.silent() {
+        out.push_str(&format!(
+            "  warning: no record from the follower for {}: it may have been killed; following again goes on from its checkpoint\n",
+            duration(s.record_age_seconds)
+        ));
+    }
+    out.pop();
+    out
+}
+
+/// How far behind the source the follow is, in time; `None` once cut over.
+fn behind(s: &FollowStatus) -> Option<String> {
+    Some(match s.behind_seconds {
+        Some(0.0) => "nothing, the source is at the applied position".to_string(),
+        Some(b) => format!(
+            "at most {} (the first change not applied came after the last applied commit or the last time the follower found nothing to apply)",
+            duration(b)
+        ),
+        None if s.record.state == FollowState::CutOver => return None,
+        None => "unknown".to_string(),
+    })
+}
+
+/// `follow --status`: the follow's state and how far behind it is in
+/// time, from the run's record in its directory, when there is one.
+pub(crate) async fn record_line(target: Option<RecordTarget>, source: &str) -> Option<String> {
+    let t = target?;
+    match follow_status(&t.run_id, &t.run_dir, None, Some(source)).await {
+        Ok(Some(s)) => Some(format!(
+            "run {}: {}{}",
+            t.run_id,
+            s.record.state.text(),
+            behind(&s)
+                .map(|b| format!(", behind: {b}"))
+                .unwrap_or_default()
+        )),
+        Ok(None) => None,
+        Err(e) => {
+            eprintln!(
+                "warning: the run's follow record cannot be read: {}",
+                sql2ddb_core::redact_secrets(&e.to_string())
+            );
+            None
+        }
+    }
+}
+
+fn time(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Seconds as people read them: `0.4 s`, `12 s`, `3 min 20 s`, `2 h 5 min`.
+fn duration(seconds: f64) -> String {
+    let s = seconds.max(0.0);
+    if s < 10.0 {
+        return format!("{s:.1} s");
+    }
+    let whole = s.round() as u64;
+    match whole {
+        0..=59 => format!("{whole} s"),
+        60..=3599 => format!("{} min {} s", whole / 60, whole % 60),
+        _ => format!("{} h {} min", whole / 3600, whole % 3600 / 60),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_say_them() {
+        assert_eq!(duration(0.44), "0.4 s");
+        assert_eq!(duration(12.4), "12 s");
+        assert_eq!(duration(200.0), "3 min 20 s");
+        assert_eq!(duration(7_500.0), "2 h 5 min");
+    }
+}
