@@ -56,7 +56,11 @@ actionlint .github/workflows/ci.yml
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-cargo test --workspace --all-targets --locked
+# Four tests at a time in each test binary on any machine: most end-to-end
+# tests spend their time waiting (for child processes, a visibility timeout,
+# a retry's backoff), and at one test per core half the CPU stood idle.
+# Every test makes its own names, tables and servers, so they can overlap.
+cargo test --workspace --all-targets --locked -- --test-threads 4
 
 # Part of the end-to-end group a second time, against a DynamoDB endpoint in
 # another process (the path SQL2DDB_TEST_DYNAMODB_URL takes for DynamoDB
