@@ -10,12 +10,16 @@
 //! the source agree. A table without a primary key is refused for
 //! `--follow`.
 //!
-//! 3,000 rows a table (the issue's scenario has 50,000): enough for the
-//! writer to change rows while the full load reads them, small enough for
-//! a debug build on a small machine.
+//! The source: [`ROWS`] (25,000) customers and as many orders, 50,000
+//! rows between them, and 20 notes; the full load reads them in pages of
+//! 2,000 rows. The test asserts that the writer made every kind of change
+//! between the follow's starting position and the end of the full load,
+//! so the load runs under the changes. The independent comparison checks
+//! every item's key, the attributes the writer changes, each customer's
+//! embedded orders (ids and statuses, in order) and the pointer.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,7 +27,8 @@ use sql2ddb_core::AttrValue;
 
 use crate::common::*;
 
-pub const ROWS: i64 = 3_000;
+/// Customers in the source, and orders (a 50,000-row source in all).
+pub const ROWS: i64 = 25_000;
 
 /// The source database a scenario follows.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -34,10 +39,10 @@ pub enum Db {
 
 const PG_FIXTURE: &str = "
 CREATE TABLE {schema}.customers (customer_id int PRIMARY KEY, name text NOT NULL, credit numeric(10,2) NOT NULL);
-INSERT INTO {schema}.customers SELECT c, 'customer ' || c, c * 1.25 FROM generate_series(1, 3000) c;
+INSERT INTO {schema}.customers SELECT c, 'customer ' || c, c * 1.25 FROM generate_series(1, {rows}) c;
 CREATE TABLE {schema}.orders (order_id int PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL, total numeric(10,2) NOT NULL);
 ALTER TABLE {schema}.orders REPLICA IDENTITY FULL;
-INSERT INTO {schema}.orders SELECT o, o % 3000 + 1, (ARRAY['new','paid'])[o % 2 + 1], o * 10 FROM generate_series(1, 3000) o;
+INSERT INTO {schema}.orders SELECT o, o % {rows} + 1, (ARRAY['new','paid'])[o % 2 + 1], o * 10 FROM generate_series(1, {rows}) o;
 CREATE TABLE {schema}.notes (id int PRIMARY KEY, body text NOT NULL, n int NOT NULL);
 INSERT INTO {schema}.notes SELECT i, (SELECT string_agg(md5(i::text || '-' || j), '') FROM generate_series(1, 300) j), 0 FROM generate_series(1, 20) i;
 CREATE TABLE {schema}.events (at timestamptz NOT NULL, what text);
@@ -45,9 +50,9 @@ CREATE TABLE {schema}.events (at timestamptz NOT NULL, what text);
 
 const MARIADB_FIXTURE: &str = "
 CREATE TABLE customers (customer_id int PRIMARY KEY, name text NOT NULL, credit decimal(10,2) NOT NULL);
-INSERT INTO customers SELECT seq, CONCAT('customer ', seq), seq * 1.25 FROM seq_1_to_3000;
+INSERT INTO customers SELECT seq, CONCAT('customer ', seq), seq * 1.25 FROM seq_1_to_{rows};
 CREATE TABLE orders (order_id int PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL, total decimal(10,2) NOT NULL);
-INSERT INTO orders SELECT seq, seq % 3000 + 1, IF(seq % 2 = 0, 'new', 'paid'), seq * 10 FROM seq_1_to_3000;
+INSERT INTO orders SELECT seq, seq % {rows} + 1, IF(seq % 2 = 0, 'new', 'paid'), seq * 10 FROM seq_1_to_{rows};
 CREATE TABLE notes (id int PRIMARY KEY, body mediumtext NOT NULL, n int NOT NULL);
 INSERT INTO notes SELECT seq, REPEAT(MD5(seq), 300), 0 FROM seq_1_to_20;
 CREATE TABLE events (at datetime(6) NOT NULL, what text);
@@ -56,7 +61,7 @@ CREATE TABLE events (at datetime(6) NOT NULL, what text);
 const MAPPING: &str = r#"version = 1
 [source]
 url = "SOURCE_URL"
-page_size = 500
+page_size = 2000
 [target]
 table = "TABLE"
 create = true
@@ -199,9 +204,10 @@ impl Source {
 
 async fn start(db: Db, prefix: &str) -> Scenario {
     let setup = Scenario::new(prefix);
+    let rows = ROWS.to_string();
     match db {
-        Db::Postgres => setup.postgres(PG_FIXTURE),
-        Db::MariaDb => setup.mariadb(MARIADB_FIXTURE),
+        Db::Postgres => setup.postgres(&PG_FIXTURE.replace("{rows}", &rows)),
+        Db::MariaDb => setup.mariadb(&MARIADB_FIXTURE.replace("{rows}", &rows)),
     }
     .start()
     .await
@@ -259,8 +265,9 @@ fn change(db: Db, s: &str, n: i64, c: i64, o: i64) -> String {
     }
 }
 
-/// Changes the source until told to stop; returns how many changes it made.
-async fn writer(db: Db, pool: Pool, s: String, stop: Arc<AtomicBool>) -> u64 {
+/// Changes the source until told to stop, counting its changes in `made`;
+/// returns how many changes it made.
+async fn writer(db: Db, pool: Pool, s: String, stop: Arc<AtomicBool>, made: Arc<AtomicU64>) -> u64 {
     let mut n: i64 = 0;
     let mut seed: u64 = 7;
     let mut next = move |m: i64| {
@@ -273,9 +280,25 @@ async fn writer(db: Db, pool: Pool, s: String, stop: Arc<AtomicBool>) -> u64 {
         n += 1;
         let (c, o) = (next(ROWS), next(ROWS));
         pool.exec(change(db, &s, n, c, o)).await;
+        made.store(n as u64, Ordering::Relaxed);
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     n as u64
+}
+
+/// Waits until the writer has made `more` changes after those it has made
+/// so far (`made`).
+async fn more_changes(made: &AtomicU64, writing: &tokio::task::JoinHandle<u64>, more: u64) {
+    let until = made.load(Ordering::Relaxed) + more;
+    let start = Instant::now();
+    while made.load(Ordering::Relaxed) < until {
+        assert!(!writing.is_finished(), "the writer stopped");
+        assert!(
+            start.elapsed() < PATIENCE,
+            "the writer made fewer than {more} changes in {PATIENCE:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Waits until the process has printed `what` on stderr.
@@ -341,12 +364,20 @@ async fn slot_exists(src: &Source, slot: &str) -> bool {
     n + p > 0
 }
 
-/// The items the source's rows map to, worked out here: (PK, SK) → the
-/// attributes compared.
-async fn expected(src: &Source) -> BTreeMap<(String, String), Vec<(String, AttrValue)>> {
+/// What the table holds when it equals the source, worked out here from
+/// the source's rows.
+struct Expected {
+    /// (PK, SK) → the attributes compared.
+    items: BTreeMap<(String, String), Vec<(String, AttrValue)>>,
+    /// Each customer's orders as its item embeds them: order_id → status.
+    orders_of: BTreeMap<i64, BTreeMap<i64, String>>,
+}
+
+async fn expected(src: &Source) -> Expected {
     let s = &src.name;
     let t = |e: &str| src.text(e);
     let mut out = BTreeMap::new();
+    let mut orders_of = BTreeMap::new();
     let customers = src
         .pool
         .texts(format!(
@@ -360,6 +391,7 @@ async fn expected(src: &Source) -> BTreeMap<(String, String), Vec<(String, AttrV
             (format!("CUST#{id:07}"), "PROFILE".to_string()),
             vec![("name".to_string(), AttrValue::S(r[1].clone()))],
         );
+        orders_of.insert(id, BTreeMap::new());
     }
     let orders = src
         .pool
@@ -375,6 +407,9 @@ async fn expected(src: &Source) -> BTreeMap<(String, String), Vec<(String, AttrV
             (format!("CUST#{customer:07}"), format!("ORDER#{id:07}")),
             vec![("status".to_string(), AttrValue::S(r[2].clone()))],
         );
+        if let Some(embedded) = orders_of.get_mut(&customer) {
+            embedded.insert(id, r[2].clone());
+        }
     }
     let notes = src
         .pool
@@ -394,7 +429,10 @@ async fn expected(src: &Source) -> BTreeMap<(String, String), Vec<(String, AttrV
             ],
         );
     }
-    out
+    Expected {
+        items: out,
+        orders_of,
+    }
 }
 
 /// The whole scenario on `db`: full load and follow under a writer, a
@@ -405,7 +443,14 @@ pub async fn survives_a_kill_and_cuts_over(db: Db, prefix: &str) {
     let src = Source::of(db, &sc);
     let mapping = mapping(&sc, &src, MAPPING);
     let stop = Arc::new(AtomicBool::new(false));
-    let writing = tokio::spawn(writer(db, src.pool.clone(), src.name.clone(), stop.clone()));
+    let made = Arc::new(AtomicU64::new(0));
+    let writing = tokio::spawn(writer(
+        db,
+        src.pool.clone(),
+        src.name.clone(),
+        stop.clone(),
+        made.clone(),
+    ));
 
     let url = sc.dynamo.url.clone();
     let first = Proc::spawn(
@@ -424,9 +469,24 @@ pub async fn survives_a_kill_and_cuts_over(db: Db, prefix: &str) {
         Db::Postgres => format!("following replication slot {slot}"),
         Db::MariaDb => "following binary log checkpoint".to_string(),
     };
+    // The position the follow starts from is taken before the full load
+    // (PostgreSQL: the slot; MariaDB: the snapshot's binary log position).
+    let anchored = match db {
+        Db::Postgres => format!("replication slot {slot} created at"),
+        Db::MariaDb => "the binary log is followed from the snapshot's position".to_string(),
+    };
+    wait_for(&first, &anchored).await;
+    let before_load = made.load(Ordering::Relaxed);
     // The full load is done and the changes since its snapshot are being applied.
     wait_for(&first, &following).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let during_load = made.load(Ordering::Relaxed) - before_load;
+    // The kinds of change take turns: eight in a row are one of each.
+    assert!(
+        during_load >= 8,
+        "the writer made only {during_load} change(s) while the full load ran"
+    );
+    // Killed mid-stream: while the follower applies what the writer does.
+    more_changes(&made, &writing, 50).await;
     first.kill().await;
     match db {
         Db::Postgres => assert!(
@@ -440,14 +500,15 @@ pub async fn survives_a_kill_and_cuts_over(db: Db, prefix: &str) {
         ),
     }
 
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Changes the follower is not there to see.
+    more_changes(&made, &writing, 25).await;
     let resume: Vec<&str> = match db {
         Db::Postgres => vec!["follow", &mapping, "--slot", &slot, "--endpoint", &url],
         Db::MariaDb => vec!["follow", &mapping, "--run", &run_id, "--endpoint", &url],
     };
     let second = Proc::spawn(sc.path(), &resume);
     wait_for(&second, &following).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    more_changes(&made, &writing, 50).await;
     stop.store(true, Ordering::Relaxed);
     let changes = writing.await.unwrap();
     assert!(changes > 100, "the writer made only {changes} changes");
@@ -539,32 +600,41 @@ async fn compare(sc: &Scenario, src: &Source) {
         Some(&AttrValue::N(last.to_string()))
     );
     let got_keys: Vec<_> = got.keys().cloned().collect();
-    let want_keys: Vec<_> = want.keys().cloned().collect();
+    let want_keys: Vec<_> = want.items.keys().cloned().collect();
     assert_eq!(got_keys.len(), want_keys.len(), "items vs rows");
     assert!(got_keys == want_keys, "the table's keys are the source's");
-    for (key, attrs) in &want {
+    for (key, attrs) in &want.items {
         for (name, value) in attrs {
             assert_eq!(got[key].get(name), Some(value), "{key:?} {name}");
         }
     }
-    // Each customer's item holds its orders as the source has them now.
-    let per_customer = src
-        .pool
-        .texts(format!(
-            "SELECT {id}, {n} FROM {s}.customers c \
-             LEFT JOIN {s}.orders o ON o.customer_id = c.customer_id GROUP BY c.customer_id",
-            id = src.text("c.customer_id"),
-            n = src.text("count(o.order_id)"),
-            s = src.name,
-        ))
-        .await;
-    for r in per_customer {
-        let (id, n): (i64, usize) = (r[0].parse().unwrap(), r[1].parse().unwrap());
+    // Each customer's item holds its orders as the source has them now, in
+    // order_id order.
+    for (id, orders_of) in &want.orders_of {
         let item = &got[&(format!("CUST#{id:07}"), "PROFILE".to_string())];
-        match item.get("orders") {
-            Some(AttrValue::L(orders)) => assert_eq!(orders.len(), n, "customer {id}"),
+        let orders: Vec<(AttrValue, AttrValue)> = match item.get("orders") {
+            Some(AttrValue::L(orders)) => orders
+                .iter()
+                .map(|o| match o {
+                    AttrValue::M(o) => (
+                        o.get("order_id").cloned().unwrap_or(AttrValue::Null),
+                        o.get("status").cloned().unwrap_or(AttrValue::Null),
+                    ),
+                    other => panic!("customer {id}: an order {other:?}"),
+                })
+                .collect(),
             other => panic!("customer {id}: orders {other:?}"),
-        }
+        };
+        let want_orders: Vec<(AttrValue, AttrValue)> = orders_of
+            .iter()
+            .map(|(order, status)| {
+                (
+                    AttrValue::N(order.to_string()),
+                    AttrValue::S(status.clone()),
+                )
+            })
+            .collect();
+        assert_eq!(orders, want_orders, "customer {id}'s orders");
     }
 }
 
