@@ -64,6 +64,14 @@ pub(crate) fn fail_job(e: &EngineError) -> u8 {
     exit_code(e.cause())
 }
 
+/// Prints the error a job's report ended on, and the hint of its kind.
+pub(crate) fn report_error(error: &str, cause: Option<Cause>) {
+    eprintln!("error: {}", redact_secrets(error));
+    if let Some(hint) = cause.and_then(|c| hint(c.kind())) {
+        eprintln!("hint: {hint}");
+    }
+}
+
 /// The exit code of a run (or an export) that ended with its report: its
 /// status's, unless it failed on an error whose kind has a code of its own
 /// (not for rows not written or not read: 1).

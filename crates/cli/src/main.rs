@@ -338,6 +338,42 @@ mod tests {
     }
 
     #[test]
+    fn every_help_lists_the_codes_of_the_errors_it_can_meet() {
+        use failure::{EXIT_CONFIG, EXIT_FAILURE, EXIT_IOERR, EXIT_TEMPFAIL, EXIT_UNAVAILABLE};
+        let (failed, unavailable, io, later, config) = (
+            EXIT_FAILURE,
+            EXIT_UNAVAILABLE,
+            EXIT_IOERR,
+            EXIT_TEMPFAIL,
+            EXIT_CONFIG,
+        );
+        let all = [failed, unavailable, io, later, config];
+        let cases: [(&[&str], &[u8]); 12] = [
+            (&[], &all),
+            (&["run"], &all),
+            (&["export"], &[failed, unavailable, io, config]),
+            (&["follow"], &all),
+            (&["worker"], &all),
+            (&["status"], &all),
+            (&["verify"], &all),
+            (&["queue"], &[unavailable, config]),
+            (&["update"], &all),
+            (&["plan"], &[unavailable, io, config]),
+            (&["init"], &[unavailable, config]),
+            (&["man"], &[io]),
+        ];
+        for (path, codes) in cases {
+            let text = help(path);
+            for code in codes {
+                assert!(
+                    text.contains(&format!(" {code} ")),
+                    "{path:?} {code}:\n{text}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn help_states_the_ranges_that_are_enforced() {
         use sql2ddb_mapping::{MAX_CONCURRENCY, MAX_READ_PARALLELISM, MAX_WCU};
         let run = help(&["run"]);

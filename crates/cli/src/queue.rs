@@ -10,8 +10,11 @@ use crate::limits;
 
 /// The exit codes of `sql2ddb queue`, for its --help.
 pub const EXIT_CODES: &str = "\
-Exit codes: 0 done; 64 usage error; 69 SQS refused or could not be reached;
-78 the queue cannot be used as asked (e.g. it has no dead-letter queue).";
+Exit codes:
+  0   done
+  64  usage error: unknown option, missing argument, value out of range
+  69  SQS refused, or could not be reached
+  78  the queue cannot be used as asked (e.g. it has no dead-letter queue)";
 
 /// `sql2ddb queue …`.
 #[derive(clap::Subcommand)]

@@ -231,7 +231,7 @@ pub async fn run(args: RunArgs) -> u8 {
             };
             say(&table::render(&report));
             if let Some(err) = &report.error {
-                eprintln!("error: {}", redact_secrets(err));
+                crate::failure::report_error(err, report.cause);
             }
             if let Some(hint) = how_to_continue(&args, &report) {
                 say(&hint);

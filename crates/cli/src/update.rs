@@ -171,7 +171,7 @@ pub(crate) async fn update(args: UpdateArgs) -> u8 {
             };
             say(&render(&report));
             if let Some(e) = &report.error {
-                eprintln!("error: {}", redact_secrets(e));
+                crate::failure::report_error(e, report.cause);
             }
             if let Some(hint) = continue_hint(&args, &report) {
                 say(&hint);

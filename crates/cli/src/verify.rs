@@ -27,7 +27,9 @@ Exit codes:
   64  usage error: unknown option, missing argument, value out of range
   69  DynamoDB or SQS could not be reached, or refused
   74  the mapping could not be read
-  78  the mapping is invalid, or the progress table cannot be named";
+  75  DynamoDB kept throttling past the retries: look again later
+  78  the mapping is invalid, or the progress table cannot be named or does
+      not exist";
 
 /// The exit codes of `sql2ddb verify`, for its --help.
 pub const VERIFY_EXIT_CODES: &str = "\
