@@ -266,8 +266,12 @@ pub async fn run(args: RunArgs) -> u8 {
                         json: false,
                         binlog,
                     };
-                    let followed = crate::follow::run_follow(&target, &args.follow.stop).await;
-                    followed.max(code)
+                    // The follow's failure (or stop) wins over the full
+                    // load's rejects (2): no code of a kind is masked.
+                    match crate::follow::run_follow(&target, &args.follow.stop).await {
+                        0 => code,
+                        followed => followed,
+                    }
                 }
                 (Some(anchor), _) => {
                     eprintln!("{}", anchor.kept(&report.run_id));
