@@ -230,8 +230,8 @@ pub(crate) fn read(path: &Path) -> Result<String, EngineError> {
     })
 }
 
-/// Prints a failure that is no error of a kind (a table that differs from
-/// its source, a serialisation that failed); exit 1.
+/// Prints a failure that is no error of a kind (no such replication slot,
+/// `check`'s invalid mapping, a serialisation that failed); exit 1.
 pub(crate) fn fail(message: &str) -> u8 {
     eprintln!("error: {}", redact_secrets(message));
     failure::EXIT_FAILURE
