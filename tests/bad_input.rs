@@ -129,7 +129,8 @@ async fn an_unknown_column_stops_the_run_before_any_write() {
     let mapping =
         sc.mapping(&ITEMS_MAPPING.replace("sk = \"ITEM#{id}\"", "sk = \"ITEM#{item_id}\""));
     let run = sc.run(&mapping, &["--quiet"]).await;
-    assert_eq!(run.code, 1, "{}", run.stderr);
+    // The mapping does not fit its source.
+    assert_eq!(run.code, EX_CONFIG, "{}", run.stderr);
     assert!(run.stderr.contains("mapping.toml:14:"), "{}", run.stderr);
     assert!(run.stderr.contains("item_id"), "{}", run.stderr);
     let tables = sc.dynamo.client.list_tables().send().await.unwrap();
@@ -170,7 +171,7 @@ async fn a_password_in_the_source_url_never_appears() {
     // A run that fails to connect.
     let url = format!("postgres://root:{SECRET}@127.0.0.1:1/test");
     let run = sc.run(&mapping, &["--source", &url]).await;
-    assert_eq!(run.code, 1);
+    assert_eq!(run.code, EX_UNAVAILABLE, "{}", run.stderr);
     assert!(
         run.stderr.contains("127.0.0.1:1"),
         "the error says where: {}",
@@ -203,6 +204,6 @@ async fn a_password_in_the_source_url_never_appears() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert_eq!(out.status.code(), Some(EX_UNAVAILABLE), "{all}");
     assert!(!all.contains(SECRET), "{all}");
 }

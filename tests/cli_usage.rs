@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use sql2ddb_mapping::{MAX_CONCURRENCY, MAX_READ_PARALLELISM, MAX_WCU};
 
-use crate::common::{blocking_command, root};
+use crate::common::{blocking_command, root, EXIT_FAILED, EX_CONFIG, EX_IOERR, EX_UNAVAILABLE};
 
 /// EX_USAGE: what the binary exits with when its command line is wrong.
 const USAGE: i32 = 64;
@@ -154,7 +154,7 @@ fn nothing_lost_12_numeric_options_validated_against_ranges() {
     }
 
     // The bounds themselves are accepted: the check stops at the mapping,
-    // which this run points at a file that does not exist (exit 1, not 64).
+    // which this run points at a file that does not exist (EX_IOERR, not 64).
     let max_concurrency = MAX_CONCURRENCY.to_string();
     let max_parallelism = MAX_READ_PARALLELISM.to_string();
     let out = sql2ddb(
@@ -172,7 +172,7 @@ fn nothing_lost_12_numeric_options_validated_against_ranges() {
         ],
         &[],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(EX_IOERR), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("no-such-mapping.toml"),
         "{}",
@@ -290,6 +290,12 @@ fn completions_and_man_pages_come_from_the_commands() {
     }
     let run = std::fs::read_to_string(pages.join("sql2ddb-run.1")).unwrap();
     assert!(run.contains("progress\\-table"), "run's options: {run}");
+
+    // A directory that cannot be made, under a regular file: EX_IOERR.
+    let under = pages.join("sql2ddb.1").join("man1");
+    let out = sql2ddb(&["man", "--dir", under.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(EX_IOERR), "{}", stderr(&out));
+    assert!(stderr(&out).contains("man1"), "{}", stderr(&out));
 }
 
 #[test]
@@ -400,7 +406,7 @@ fn a_raw_delimiter_in_a_url_password_is_named_with_its_encoding() {
             ],
             &[],
         );
-        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert_eq!(out.status.code(), Some(EX_CONFIG), "{}", stderr(&out));
         let err = stderr(&out);
         let raw = &password[6..7];
         assert!(
@@ -431,7 +437,7 @@ fn export_into_a_directory_whose_data_is_a_file_says_so() {
         ],
         &[],
     );
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(EX_CONFIG), "{}", stderr(&out));
     let err = stderr(&out);
     assert!(err.contains("is a file, not a directory"), "{err}");
     assert!(err.contains("another directory"), "what to do: {err}");
@@ -509,7 +515,7 @@ fn the_report_is_on_stdout_and_verify_reads_a_local_run() {
 
     // A run without a progress table: said in words, with what to do.
     let none = verify(&untracked, &[]);
-    assert_eq!(none.status.code(), Some(1), "{}", stderr(&none));
+    assert_eq!(none.status.code(), Some(EX_CONFIG), "{}", stderr(&none));
     let err = stderr(&none);
     assert!(
         err.contains("does not exist") && err.contains("--progress-table"),
@@ -519,11 +525,78 @@ fn the_report_is_on_stdout_and_verify_reads_a_local_run() {
     assert!(!err.contains("ResourceNotFoundException"), "{err}");
     assert!(!err.contains("give --endpoint"), "{err}");
 
+    // No such run in the runs directory: its `local` data is not there.
     let unknown = verify("no-such-run", &[]);
-    assert_eq!(unknown.status.code(), Some(1), "{}", stderr(&unknown));
+    assert_eq!(
+        unknown.status.code(),
+        Some(EX_CONFIG),
+        "{}",
+        stderr(&unknown)
+    );
     assert!(
         stderr(&unknown).contains("no-such-run"),
         "{}",
         stderr(&unknown)
     );
+}
+
+#[test]
+// One scenario per kind, in turn: the table of kind → code, through the binary.
+fn the_exit_code_says_the_kind_of_the_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let runs = dir.path().join("runs");
+    let runs = runs.to_str().unwrap();
+    let run = |mapping: &str, more: &[&str]| {
+        let args = [&["run", mapping, "--quiet", "--runs-dir", runs][..], more].concat();
+        sql2ddb(&args, &[])
+    };
+    let expect = |out: &Output, code: i32, says: &str| {
+        let err = stderr(out);
+        assert_eq!(out.status.code(), Some(code), "{says}:\n{err}");
+        assert!(err.contains(says), "{says}:\n{err}");
+    };
+    let shop = "mappings/shop.toml";
+
+    // A mapping that is not valid: EX_CONFIG, and nothing is read.
+    let text = std::fs::read_to_string(root().join(shop)).unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        text.replace("CUSTOMER#{customer_id}", "CUSTOMER#{customer_id"),
+    )
+    .unwrap();
+    let out = run(bad.to_str().unwrap(), &[]);
+    expect(&out, EX_CONFIG, "bad.toml:");
+
+    // A source that cannot be reached (nothing listens on port 1): EX_UNAVAILABLE.
+    let source = ["--source", "postgres://root@127.0.0.1:1/test"];
+    expect(&run(shop, &source), EX_UNAVAILABLE, "cannot connect to");
+
+    // A DynamoDB endpoint that cannot be reached: EX_UNAVAILABLE as well.
+    let endpoint = ["--endpoint", "http://127.0.0.1:1"];
+    expect(
+        &run(shop, &endpoint),
+        EX_UNAVAILABLE,
+        "DescribeTable on shop failed",
+    );
+
+    // A runs directory that cannot be made, under a regular file: EX_IOERR.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let under = file.join("runs");
+    let out = sql2ddb(
+        &[
+            "run",
+            shop,
+            "--quiet",
+            "--runs-dir",
+            under.to_str().unwrap(),
+        ],
+        &[],
+    );
+    expect(&out, EX_IOERR, &under.display().to_string());
+
+    // A run that cannot be resumed as asked, a failure of the job itself: 1.
+    let out = run(shop, &["--resume", "no-such-run"]);
+    expect(&out, EXIT_FAILED, "run no-such-run cannot be resumed");
 }

@@ -5,7 +5,8 @@
 //! the proxy's own count; a permanent failure exhausts its budget and is
 //! reported with its keys; an endpoint lost or holding every request ends
 //! the run (on its own, or at the first SIGTERM) with a report and the
-//! command that continues it.
+//! command that continues it; a table throttled past the retries ends it
+//! with "try again later" (EX_TEMPFAIL).
 
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -189,7 +190,7 @@ async fn a_permanent_failure_exhausts_its_budget_and_lists_the_keys() {
 
     let run = run(&sc, &proxy, &mapping, &[]).await;
     assert_eq!(
-        run.code, 1,
+        run.code, EXIT_FAILED,
         "the exit code says rows were not written; stderr:\n{}",
         run.stderr
     );
@@ -226,6 +227,25 @@ async fn a_permanent_failure_exhausts_its_budget_and_lists_the_keys() {
         .collect();
     ids.sort();
     assert_eq!(ids, (1..=ROWS).collect::<Vec<_>>());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_that_throttles_past_the_retries_says_try_again_later() {
+    // Every call to look at the table is throttled: the run cannot start,
+    // and nothing is lost by running it again later.
+    let config = FaultConfig {
+        throttling: 1.0,
+        operations: vec!["DescribeTable".to_string()],
+        ..FaultConfig::default()
+    };
+    let (sc, proxy, mapping) = scenario("throttled", 10, config, "").await;
+
+    let run = run(&sc, &proxy, &mapping, &[]).await;
+    assert_eq!(run.code, EX_TEMPFAIL, "stderr:\n{}", run.stderr);
+    assert!(run.stderr.contains("ThrottlingException"), "{}", run.stderr);
+    assert_eq!(run.report()["status"], "failed");
+    assert!(proxy.stats().throttling > 1, "retried: {:?}", proxy.stats());
+    assert!(!sc.table_exists(&sc.table).await, "nothing written");
 }
 
 /// Waits until `ready` holds, looking every 20 ms.
@@ -288,7 +308,8 @@ async fn real_service_3_lost_endpoint_ends_the_run_with_a_report() {
 
     // It ends on its own (the hang guard is `wait`'s patience).
     let run = running.wait().await;
-    assert_eq!(run.code, 1, "stderr:\n{}", run.stderr);
+    // The run stopped on DynamoDB, which can no longer be reached.
+    assert_eq!(run.code, EX_UNAVAILABLE, "stderr:\n{}", run.stderr);
     let report = run.report();
     assert_eq!(report["status"], "failed");
     assert!(report["error"].is_string(), "{report}");

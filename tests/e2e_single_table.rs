@@ -302,7 +302,7 @@ sk = "ORDER"
 "#
     ));
     let run = sc.run(&mapping, &[]).await;
-    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.code, EX_CONFIG, "{}", run.stderr);
     assert!(run.stderr.contains("key schema"), "{}", run.stderr);
     assert!(sc.items().await.is_empty(), "nothing written");
 }

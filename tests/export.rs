@@ -239,7 +239,10 @@ async fn the_shop_exported_to_a_directory_holds_the_items_run_writes() {
     let again = sc
         .sql2ddb(&["export", &mapping, "--out", "out-gzip", "--quiet"])
         .await;
-    assert_eq!(again.code, 1, "an export into a used directory is refused");
+    assert_eq!(
+        again.code, EX_CONFIG,
+        "an export into a used directory is refused"
+    );
     assert!(
         again.stderr.contains("already holds files"),
         "{}",
@@ -335,7 +338,10 @@ async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
             "--quiet",
         ])
         .await;
-    assert_eq!(again.code, 1, "an export into a used prefix is refused");
+    assert_eq!(
+        again.code, EX_CONFIG,
+        "an export into a used prefix is refused"
+    );
     assert!(
         again.stderr.contains("already holds objects"),
         "{}",

@@ -645,7 +645,7 @@ pub async fn refuses_a_table_without_a_primary_key(db: Db, prefix: &str) {
     let src = Source::of(db, &sc);
     let mapping = mapping(&sc, &src, NO_KEY_MAPPING);
     let run = sc.run(&mapping, &["--follow", "--quiet"]).await;
-    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.code, EX_CONFIG, "{}", run.stderr);
     assert!(
         run.stderr.contains("entity event: cannot be followed")
             && run.stderr.contains("has no primary key"),

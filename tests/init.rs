@@ -186,7 +186,7 @@ async fn postgres_shop_single_table_and_no_password_printed() {
     let missing = sc
         .sql2ddb(&["init", "--source", &secret_url, "--tables", "no_such_table"])
         .await;
-    assert_eq!(missing.code, 1);
+    assert_eq!(missing.code, EX_CONFIG, "{}", missing.stderr);
     assert!(
         missing.stderr.contains("no_such_table"),
         "{}",

@@ -42,7 +42,7 @@ async fn postgres_partitioned_and_inherited_tables_are_one_entity_each_rows_once
     let named = sc
         .sql2ddb(&["init", "--source", &url, "--tables", &part])
         .await;
-    assert_eq!(named.code, 1, "{}", named.stdout);
+    assert_eq!(named.code, EX_CONFIG, "{}", named.stderr);
     assert!(
         named.stderr.contains("is a partition of")
             && named.stderr.contains(&format!("Map {schema}.payment")),

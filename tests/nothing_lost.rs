@@ -48,7 +48,7 @@ async fn nothing_lost_01_non_unique_key_is_refused() {
     let (sc, mapping) = sqlite_case("dup", DUPLICATE_KEYS, entity).await;
     let out = run(&sc, &mapping, &[]).await;
     // 8 rows, keyset paging by k would read 5 of them: refused before writing.
-    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(out.code, EX_CONFIG, "{}\n{}", out.stdout, out.stderr);
     assert!(out.stderr.contains("entity thing"), "{}", out.stderr);
     assert!(
         out.stderr.contains("is not proven unique and non-NULL"),
@@ -77,7 +77,7 @@ async fn nothing_lost_01_non_unique_key_is_refused_postgres() {
             .await;
         run(&sc, &mapping, &[]).await
     };
-    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(out.code, EX_CONFIG, "{}", out.stderr);
     assert!(
         out.stderr.contains("entity thing") && out.stderr.contains("not proven unique"),
         "{}",
@@ -109,7 +109,7 @@ async fn nothing_lost_02_collapsing_templates_are_refused_unless_overwrite() {
 
     // `run` stops before writing.
     let out = run(&sc, &mapping, &[]).await;
-    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(out.code, EX_CONFIG, "{}", out.stderr);
     assert!(out.stderr.contains("entity pair"), "{}", out.stderr);
     assert!(out.stderr.contains("overwrite = true"), "{}", out.stderr);
     assert!(!sc.table_exists(&sc.table).await);
@@ -120,7 +120,7 @@ async fn nothing_lost_02_collapsing_templates_are_refused_unless_overwrite() {
         .replace("C#{a}{b}", "C#{a}#{b}");
     std::fs::write(&mapping, &hashed).unwrap();
     let out = run(&sc, &mapping, &[]).await;
-    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(out.code, EX_CONFIG, "{}", out.stderr);
     assert!(
         out.stderr.contains("can contain the separator \"#\""),
         "{}",

@@ -693,7 +693,7 @@ async fn real_service_verify_deep_budget_too_small() {
     let deep = deep_through(&sc, &proxy, &mapping, &[]).await;
     assert_eq!(
         deep.code,
-        1,
+        EX_UNAVAILABLE,
         "the table could not be read: {}",
         said(&deep, &proxy)
     );

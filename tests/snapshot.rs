@@ -227,7 +227,7 @@ async fn without_a_snapshot_the_report_says_the_copy_is_not_point_in_time() {
             &["--json", "--quiet", "--source-connections", "1"],
         )
         .await;
-    assert_eq!(one.code, 1, "{}", one.stderr);
+    assert_eq!(one.code, EX_CONFIG, "{}", one.stderr);
     assert!(
         one.stderr.contains("--source-connections 2 or more"),
         "{}",
@@ -332,7 +332,7 @@ async fn a_mysql_run_reads_one_consistent_snapshot() {
     let out = sc
         .run(&mapping, &["--json", "--quiet", "--source", &limited])
         .await;
-    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert_eq!(out.code, EX_CONFIG, "{}", out.stderr);
     assert!(
         out.stderr.contains("RELOAD") && out.stderr.contains("--snapshot none"),
         "{}",

@@ -13,7 +13,7 @@ use sql2ddb_engine::update::{update, UpdateOptions, UpdateProgress};
 use sql2ddb_mapping::UpdateJob;
 use sql2ddb_testkit::sdk::types::{PutRequest, WriteRequest};
 
-use crate::common::{count, item, key, n, s, Items, Run, Scenario};
+use crate::common::{count, item, key, n, s, Items, Run, Scenario, EX_CONFIG, EX_UNAVAILABLE};
 
 mod capacity;
 mod hold;
@@ -497,7 +497,7 @@ async fn each_static_mistake_is_a_clear_error_and_nothing_is_written() {
         assert!(CLOSE_ORDERS.contains(from), "{from}");
         let path = job(&sc, &CLOSE_ORDERS.replace(from, to));
         let run = sql2ddb_update(&sc, &path, &[]).await;
-        assert_eq!(run.code, 1, "{says}: {}", run.stderr);
+        assert_eq!(run.code, EX_CONFIG, "{says}: {}", run.stderr);
         assert!(
             run.stderr.contains(says),
             "wanted {says:?} in:\n{}",
@@ -636,7 +636,7 @@ async fn an_interrupted_job_resumes_elsewhere_from_the_progress_table_and_change
     let again = ["--run-id", "visits-r", "--runs-dir", &runs_dir];
     let again = [&again[..], &["--progress-table", &progress]].concat();
     let refused = sql2ddb_update(&sc, &path, &again).await;
-    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert_eq!(refused.code, EX_CONFIG, "{}", refused.stderr);
     assert!(
         refused.stderr.contains("--resume visits-r"),
         "{}",
@@ -888,7 +888,7 @@ async fn an_unreachable_endpoint_fails_without_printing_its_password() {
     let run = sc
         .sql2ddb(&["update", &path, "--endpoint", endpoint, "--quiet"])
         .await;
-    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert_eq!(run.code, EX_UNAVAILABLE, "{}", run.stderr);
     assert!(run.stderr.contains("DescribeTable"), "{}", run.stderr);
     assert!(!run.stderr.contains("hunter2secret"), "{}", run.stderr);
     assert!(!run.stdout.contains("hunter2secret"), "{}", run.stdout);

@@ -13,6 +13,18 @@ use tokio::process::{Child, Command};
 /// Gives up on a condition that never comes (generous: nothing here measures speed).
 pub const PATIENCE: Duration = Duration::from_secs(240);
 
+/// Exit code of a job that failed for a reason of its own (rows not
+/// written, a run that cannot be resumed as asked).
+pub const EXIT_FAILED: i32 = 1;
+/// EX_UNAVAILABLE: the source, DynamoDB or SQS cannot be reached, or refused.
+pub const EX_UNAVAILABLE: i32 = 69;
+/// EX_IOERR: a file or directory cannot be read or written.
+pub const EX_IOERR: i32 = 74;
+/// EX_TEMPFAIL: try again later (throttled past the retries, time up).
+pub const EX_TEMPFAIL: i32 = 75;
+/// EX_CONFIG: the mapping is invalid or does not fit, or the settings clash.
+pub const EX_CONFIG: i32 = 78;
+
 /// What the binary did.
 pub struct Run {
     /// The exit code (-1 when killed by a signal).

@@ -9,10 +9,11 @@ use sql2ddb_engine::deep::{
     verify_deep, DeepOptions, DeepProgress, DeepReport, Difference, DEFAULT_MEMORY_BUDGET,
     DEFAULT_SCAN_SEGMENTS,
 };
-use sql2ddb_engine::{new_run_id, EntityProgress, RunOptions, RunProgress};
+use sql2ddb_engine::{new_run_id, EngineError, EntityProgress, RunOptions, RunProgress};
 
+use crate::failure::fail_job;
 use crate::run_ref::StatusArgs;
-use crate::{fail, limits, load};
+use crate::{limits, load};
 
 /// Longest value shown on the terminal.
 const SHOWN_VALUE: usize = 60;
@@ -63,17 +64,18 @@ fn fraction(text: &str) -> Result<f64, String> {
 /// Runs `verify --deep`; 0 when nothing differs.
 pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> u8 {
     let Some(path) = &args.mapping else {
-        return fail("--deep needs the mapping file");
+        eprintln!("error: --deep needs the mapping file");
+        return crate::EXIT_USAGE;
     };
     let plan = match load(path) {
         Ok(p) => p,
-        Err(e) => return fail(&e),
+        Err(e) => return fail_job(&e),
     };
     let endpoint = args.endpoint.as_deref().or(plan.target.endpoint.as_deref());
     if endpoint == Some("local") && args.run.is_none() {
-        return fail(
-            "the embedded `local` endpoint keeps its data in the run's directory: give the run's id with --run",
-        );
+        return fail_job(&EngineError::Config(
+            "the embedded `local` endpoint keeps its data in the run's directory: give the run's id with --run".into(),
+        ));
     }
     let opts = DeepOptions {
         run: RunOptions {
@@ -101,7 +103,7 @@ pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> u8 {
             show(&report, args.json);
             u8::from(!report.clean())
         }
-        Err(e) => crate::failure::fail_job(&e),
+        Err(e) => fail_job(&e),
     }
 }
 

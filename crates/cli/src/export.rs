@@ -8,17 +8,21 @@ use sql2ddb_engine::export::{Compression, ExportFor, ExportOptions, ExportReport
 use sql2ddb_engine::{RunOptions, RunProgress, RunStatus, SnapshotMode, StopSignal};
 
 use crate::run::SnapshotArg;
-use crate::{fail, limits, load, table};
+use crate::{limits, load, table};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0   every row was exported; the manifest and the import command are written
-  1   the export failed (bad mapping, unreachable source or bucket, a
-      destination that already holds data files); no manifest is written
-      and the files it wrote are removed
+  1   the export failed: rows not read
   2   the export finished, but some rows were rejected (see the rejects file)
   64  usage error: unknown option, missing argument, value out of range;
       nothing was done
+  69  the source could not be reached, or refused
+  74  a file could not be read or written (the mapping, the runs directory,
+      the data files, an S3 object)
+  78  the mapping is invalid or does not fit its source, or the destination
+      already holds data files (or is a file)
+  On every failure no manifest is written and the files it wrote are removed.
   130 interrupted (Ctrl-C, SIGTERM): no manifest is written and the files
       it wrote are removed; run it again";
 
@@ -108,7 +112,7 @@ pub enum CompressionArg {
 pub async fn export(args: ExportArgs) -> u8 {
     let plan = match load(&args.mapping) {
         Ok(p) => p,
-        Err(e) => return fail(&e),
+        Err(e) => return crate::failure::fail_job(&e),
     };
     let stop = StopSignal::new();
     let opts = ExportOptions {
@@ -168,7 +172,7 @@ pub async fn export(args: ExportArgs) -> u8 {
                     serde_json::to_string(&report).expect("report serialises")
                 );
             }
-            report.run.status.exit_code() as u8
+            crate::failure::run_ended(&report.run)
         }
         Err(e) => crate::failure::fail_job(&e),
     }

@@ -1,17 +1,94 @@
-//! A job's error as its user sees it: the message (secrets masked), then a
-//! hint chosen by the error's kind — where to look, what to run. Every
-//! kind exits 1, the code each command documents for a failed job.
+//! A job's error as its user sees it: the message (secrets masked), a hint
+//! chosen by the error's kind — where to look, what to run — and the exit
+//! code of its kind, in the tradition of sysexits.h. [`exit_code`] is the
+//! one table of kind → code; every command goes through it.
 
 use sql2ddb_core::redact_secrets;
-use sql2ddb_engine::{EngineError, ErrorKind};
+use sql2ddb_engine::update::{UpdateReport, UpdateStatus};
+use sql2ddb_engine::{
+    Cause, DynamoErrorKind as Dynamo, DynamoFailure as Failure, EngineError, ErrorKind,
+    QueueErrorKind as Queue, RunReport, RunStatus, SourceErrorKind,
+};
 
-/// Prints `e` and the hint of its kind on stderr; the exit code.
+/// A job that failed for a reason of its own: rows not written, rows
+/// missing, a run that cannot be resumed as asked, a worker that failed.
+pub(crate) const EXIT_FAILURE: u8 = 1;
+
+/// EX_UNAVAILABLE: the source, DynamoDB or the queue could not be reached,
+/// or refused (a login, a statement, a call).
+pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
+
+/// EX_IOERR: a local file or directory could not be read or written.
+pub(crate) const EXIT_IOERR: u8 = 74;
+
+/// EX_TEMPFAIL: DynamoDB said to slow down, past the retries: try later.
+pub(crate) const EXIT_TEMPFAIL: u8 = 75;
+
+/// EX_CONFIG: the mapping (or job file) is invalid, does not fit its source
+/// or its table, or the settings do not fit together.
+pub(crate) const EXIT_CONFIG: u8 = 78;
+
+/// The exit code of an error of `cause`.
+pub(crate) fn exit_code(cause: Cause) -> u8 {
+    match cause {
+        Cause::Mapping | Cause::Entity | Cause::Config => EXIT_CONFIG,
+        Cause::Source(kind) => match kind {
+            // A URL that is wrong, a table the source does not have.
+            SourceErrorKind::Config | SourceErrorKind::NotFound => EXIT_CONFIG,
+            SourceErrorKind::Connect | SourceErrorKind::Query => EXIT_UNAVAILABLE,
+            _ => EXIT_FAILURE,
+        },
+        Cause::Dynamo(kind, failure) => match (kind, failure) {
+            // A table missing or other than the mapping says; an endpoint
+            // that is not a URL, no region.
+            (Dynamo::Table | Dynamo::Config, _) => EXIT_CONFIG,
+            (_, Some(Failure::Throttled)) => EXIT_TEMPFAIL,
+            _ => EXIT_UNAVAILABLE,
+        },
+        Cause::Queue(kind) => match kind {
+            Queue::Call => EXIT_UNAVAILABLE,
+            Queue::Config => EXIT_CONFIG,
+            _ => EXIT_FAILURE,
+        },
+        Cause::Io => EXIT_IOERR,
+        _ => EXIT_FAILURE,
+    }
+}
+
+/// Prints `e` and the hint of its kind on stderr; the exit code of its kind.
 pub(crate) fn fail_job(e: &EngineError) -> u8 {
     eprintln!("error: {}", redact_secrets(&e.to_string()));
     if let Some(hint) = hint(e.kind()) {
         eprintln!("hint: {hint}");
     }
-    1
+    exit_code(e.cause())
+}
+
+/// Prints the error a job's report ended on, and the hint of its kind.
+pub(crate) fn report_error(error: &str, cause: Option<Cause>) {
+    eprintln!("error: {}", redact_secrets(error));
+    if let Some(hint) = cause.and_then(|c| hint(c.kind())) {
+        eprintln!("hint: {hint}");
+    }
+}
+
+/// The exit code of a run (or an export) that ended with its report: its
+/// status's, unless it failed on an error whose kind has a code of its own
+/// (not for rows not written or not read: 1).
+pub(crate) fn run_ended(r: &RunReport) -> u8 {
+    match (r.status, r.cause) {
+        (RunStatus::Failed, Some(cause)) => exit_code(cause),
+        (status, _) => status.exit_code() as u8,
+    }
+}
+
+/// The exit code of an update job that ended with its report, as
+/// [`run_ended`].
+pub(crate) fn update_ended(r: &UpdateReport) -> u8 {
+    match (r.status, r.cause) {
+        (UpdateStatus::Failed, Some(cause)) => exit_code(cause),
+        (status, _) => status.exit_code() as u8,
+    }
 }
 
 /// What to do about an error of `kind`, when there is more to say than
@@ -30,7 +107,7 @@ pub(crate) fn hint(kind: ErrorKind) -> Option<&'static str> {
         ErrorKind::Queue => {
             "check --queue and --sqs-endpoint, and that the queue exists (`sql2ddb queue create NAME`)"
         }
-        ErrorKind::Io => "check that the path exists and that this user may write there",
+        ErrorKind::Io => "check that the path exists and that this user may read and write there",
         ErrorKind::Entity => {
             "`sql2ddb plan MAPPING` shows how each entity is read and what it makes of a sample"
         }

@@ -10,9 +10,10 @@ use sql2ddb_engine::follow::{
     is_binlog_source, BinlogFollow, FollowEnd, FollowOptions, FollowReport, RecordTarget,
     DEFAULT_SERVER_ID,
 };
-use sql2ddb_engine::{ResourceOptions, RunProgress, StopSignal};
+use sql2ddb_engine::{EngineError, ResourceOptions, RunProgress, StopSignal};
 use sql2ddb_mapping::Plan;
 
+use crate::failure::fail_job;
 use crate::follow_report::{record_line, FollowedBy, SummaryTo};
 use crate::live::{next_signal, print_notes};
 use crate::{fail, load};
@@ -22,12 +23,16 @@ Exit codes:
   0   followed until idle (--follow-until-idle), or cut over (--cutover) and
       the table equals the source (PostgreSQL: the slot is dropped);
       --status and --drop-slot: done
-  1   failure (unreachable source or table, a mapping that cannot be
-      followed, items not written: the slot, or MySQL/MariaDB's binary log
-      position in the run's directory, stays where it was), or cut over
-      with differences
+  1   items not written, no such slot, or cut over with differences
   64  usage error (MySQL/MariaDB: --slot or --drop-slot, which only a
       PostgreSQL slot has)
+  69  the source or DynamoDB could not be reached, or refused
+  74  a file could not be read or written (the mapping, the rejects file,
+      the binary log position)
+  75  DynamoDB kept throttling past the retries: follow again later
+  78  the mapping is invalid or cannot be followed, or does not fit its table
+  On a failure the slot, or MySQL/MariaDB's binary log position in the
+  run's directory, stays where it was.
   130 stopped (Ctrl-C, SIGTERM) after the changes in hand were applied; the
       slot or the binary log position is kept: follow again to go on";
 
@@ -165,7 +170,7 @@ impl Anchor {
 pub async fn follow(args: FollowArgs) -> u8 {
     let plan = match load(&args.mapping) {
         Ok(p) => p,
-        Err(e) => return fail(&e),
+        Err(e) => return fail_job(&e),
     };
     let source = args.source.clone().unwrap_or(plan.source.url.clone());
     if is_binlog_source(&source) {
@@ -182,7 +187,7 @@ pub async fn follow(args: FollowArgs) -> u8 {
                 eprintln!("replication slot {slot} and its publication are dropped");
                 0
             }
-            Err(e) => fail(&e.to_string()),
+            Err(e) => fail_job(&e),
         };
     }
     let record = match &args.run {
@@ -236,7 +241,7 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
                 }
                 0
             }
-            Err(e) => fail(&e.to_string()),
+            Err(e) => fail_job(&e),
         };
     }
     let target = Target {
@@ -281,7 +286,7 @@ async fn status(source: &str, slot: &str, record: Option<RecordTarget>) -> u8 {
             0
         }
         Ok(None) => fail(&format!("replication slot {slot} does not exist")),
-        Err(e) => fail(&e.to_string()),
+        Err(e) => fail_job(&e),
     }
 }
 
@@ -332,7 +337,7 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
             }
         }
         Err(e) => {
-            let code = fail(&e.to_string());
+            let code = fail_job(&e);
             match &target.binlog {
                 Some(_) => eprintln!(
                     "the binary log position stays at the last applied transaction: follow again with `sql2ddb follow MAPPING --run {}`",
@@ -404,7 +409,10 @@ async fn verify(target: &Target<'_>) -> u8 {
                 1
             }
         }
-        Err(e) => fail(&format!("cut over, but the comparison failed: {e}")),
+        Err(e) => {
+            eprintln!("cut over, but the comparison with the source failed:");
+            fail_job(&e)
+        }
     }
 }
 
@@ -416,22 +424,18 @@ pub(crate) async fn before_run(
     source: &str,
     endpoint: Option<&str>,
     run_id: &str,
-) -> Result<Anchor, String> {
+) -> Result<Anchor, EngineError> {
     if endpoint.or(plan.target.endpoint.as_deref()) == Some("local") {
-        return Err("--follow needs a DynamoDB endpoint that outlives this process: `local` belongs to the full load's process; give --endpoint URL".into());
+        return Err(EngineError::Config("--follow needs a DynamoDB endpoint that outlives this process: `local` belongs to the full load's process; give --endpoint URL".into()));
     }
     if is_binlog_source(source) {
-        sql2ddb_engine::follow::check_binlog(plan, source)
-            .await
-            .map_err(|e| e.to_string())?;
+        sql2ddb_engine::follow::check_binlog(plan, source).await?;
         eprintln!("the binary log is followed from the snapshot's position after the full load (the position is kept in the run's directory)");
         return Ok(Anchor::Binlog);
     }
     let slot = sql2ddb_engine::follow::slot_name(run_id);
     eprintln!("creating replication slot {slot} (it waits for the transactions in progress on the source to end)");
-    let at = sql2ddb_engine::follow::create_slot(plan, source, &slot)
-        .await
-        .map_err(|e| e.to_string())?;
+    let at = sql2ddb_engine::follow::create_slot(plan, source, &slot).await?;
     eprintln!(
         "replication slot {slot} created at {}: the changes from there are followed after the full load",
         format_lsn(at)

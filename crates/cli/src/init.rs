@@ -5,8 +5,9 @@ use sql2ddb_engine::init::InitOptions;
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0   the mapping is printed on stdout
-  1   the source could not be read (unreachable, no such table)
-  64  usage error: unknown option, missing argument";
+  64  usage error: unknown option, missing argument
+  69  the source could not be reached, or refused
+  78  the source URL is wrong, or a table asked for does not exist";
 
 /// Arguments of `sql2ddb init`.
 #[derive(clap::Args)]

@@ -29,6 +29,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use sql2ddb_core::redact_secrets;
+use sql2ddb_engine::EngineError;
 use sql2ddb_mapping::Plan;
 
 /// The exit code of a command line that could not be parsed (an unknown
@@ -40,12 +41,19 @@ const ALL_EXIT_CODES: &str = "\
 Exit codes:
   0   success (`check`: valid; `run`: every row written, or enqueued with --queue;
       `verify`: every row accounted for)
-  1   failure (bad mapping, unreachable source or table, rows not written,
-      `verify`: rows missing)
+  1   the job failed: rows not written or not read, `verify`: rows missing,
+      a run that cannot be resumed as asked; `check`: invalid
   2   `run`: finished, but some rows were rejected (see the rejects file);
       `check`: valid, with warnings
   64  usage error: unknown option, missing argument, value out of range;
       nothing was done
+  69  the source, DynamoDB or SQS could not be reached, or refused
+  74  a file could not be read or written (the mapping, the runs directory,
+      an export's files)
+  75  try again later: DynamoDB kept throttling past the retries; `update`:
+      stopped at its --max-seconds limit
+  78  the mapping is invalid or does not fit its source or its table, or the
+      settings do not fit together
   130 `run`: interrupted (Ctrl-C, SIGTERM); the report says how to continue
 Each command's --help lists its own.";
 
@@ -210,14 +218,26 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-pub(crate) fn load(path: &Path) -> Result<Plan, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    Plan::parse(&text, path, &env).map_err(|e| e.to_string())
+/// The mapping at `path`: an error of kind Io if it cannot be read, of
+/// kind Mapping if it is not valid.
+pub(crate) fn load(path: &Path) -> Result<Plan, EngineError> {
+    let text = read(path)?;
+    Ok(Plan::parse(&text, path, &env)?)
 }
 
+/// The text of the file at `path` (a mapping, an update job).
+pub(crate) fn read(path: &Path) -> Result<String, EngineError> {
+    std::fs::read_to_string(path).map_err(|source| EngineError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// Prints a failure that is no error of a kind (no such replication slot,
+/// `check`'s invalid mapping, a serialisation that failed); exit 1.
 pub(crate) fn fail(message: &str) -> u8 {
     eprintln!("error: {}", redact_secrets(message));
-    1
+    failure::EXIT_FAILURE
 }
 
 fn check(path: &Path) -> u8 {
@@ -317,6 +337,42 @@ mod tests {
                 text.contains("SQL2DDB_LOG") && text.contains("RUST_LOG"),
                 "{path:?}:\n{text}"
             );
+        }
+    }
+
+    #[test]
+    fn every_help_lists_the_codes_of_the_errors_it_can_meet() {
+        use failure::{EXIT_CONFIG, EXIT_FAILURE, EXIT_IOERR, EXIT_TEMPFAIL, EXIT_UNAVAILABLE};
+        let (failed, unavailable, io, later, config) = (
+            EXIT_FAILURE,
+            EXIT_UNAVAILABLE,
+            EXIT_IOERR,
+            EXIT_TEMPFAIL,
+            EXIT_CONFIG,
+        );
+        let all = [failed, unavailable, io, later, config];
+        let cases: [(&[&str], &[u8]); 12] = [
+            (&[], &all),
+            (&["run"], &all),
+            (&["export"], &[failed, unavailable, io, config]),
+            (&["follow"], &all),
+            (&["worker"], &all),
+            (&["status"], &all),
+            (&["verify"], &all),
+            (&["queue"], &[unavailable, config]),
+            (&["update"], &all),
+            (&["plan"], &[unavailable, io, config]),
+            (&["init"], &[unavailable, config]),
+            (&["man"], &[io]),
+        ];
+        for (path, codes) in cases {
+            let text = help(path);
+            for code in codes {
+                assert!(
+                    text.contains(&format!(" {code} ")),
+                    "{path:?} {code}:\n{text}"
+                );
+            }
         }
     }
 

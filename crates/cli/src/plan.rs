@@ -12,17 +12,19 @@ use sql2ddb_engine::plan::{
     DEFAULT_SAMPLE,
 };
 
+use crate::failure::fail_job;
 use crate::table::thousands;
 use crate::{fail, limits, load};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0   planned, nothing to warn about
-  1   the plan failed (bad mapping, unreachable source, a mapping that does
-      not fit its source)
   2   planned, with warnings (hot partitions, key collisions, rejects,
       items near the 400 KB limit): read them before running
-  64  usage error: unknown option, missing argument, value out of range";
+  64  usage error: unknown option, missing argument, value out of range
+  69  the source could not be reached, or refused
+  74  a file could not be read or written (the mapping, the plan's directory)
+  78  the mapping is invalid or does not fit its source";
 
 /// Arguments of `sql2ddb plan`.
 #[derive(clap::Args)]
@@ -117,7 +119,7 @@ fn price(text: &str) -> Result<f64, String> {
 pub async fn plan(args: PlanArgs) -> u8 {
     let mapping = match load(&args.mapping) {
         Ok(p) => p,
-        Err(e) => return fail(&e),
+        Err(e) => return fail_job(&e),
     };
     let opts = PlanOptions {
         source: args.source.clone(),
@@ -140,7 +142,7 @@ pub async fn plan(args: PlanArgs) -> u8 {
     };
     let report = match sql2ddb_engine::plan::plan(&mapping, &opts).await {
         Ok(r) => r,
-        Err(e) => return crate::failure::fail_job(&e),
+        Err(e) => return fail_job(&e),
     };
     let dir = args
         .runs_dir
@@ -151,7 +153,7 @@ pub async fn plan(args: PlanArgs) -> u8 {
             dir.join("report.json").display(),
             page.display()
         ),
-        Err(e) => return crate::failure::fail_job(&e),
+        Err(e) => return fail_job(&e),
     }
     if args.json {
         match serde_json::to_string_pretty(&report) {

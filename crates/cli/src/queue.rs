@@ -4,12 +4,17 @@
 use std::time::Duration;
 
 use sql2ddb_engine::queues::{QueueAdmin, DEFAULT_MAX_RECEIVE_COUNT, DEFAULT_VISIBILITY};
+use sql2ddb_engine::EngineError;
 
-use crate::{fail, limits};
+use crate::limits;
 
 /// The exit codes of `sql2ddb queue`, for its --help.
 pub const EXIT_CODES: &str = "\
-Exit codes: 0 done, 1 SQS refused or could not be reached, 64 usage error.";
+Exit codes:
+  0   done
+  64  usage error: unknown option, missing argument, value out of range
+  69  SQS refused, or could not be reached
+  78  the queue cannot be used as asked (e.g. it has no dead-letter queue)";
 
 /// `sql2ddb queue …`.
 #[derive(clap::Subcommand)]
@@ -84,7 +89,7 @@ pub struct SqsArgs {
 pub async fn queue(command: QueueCommand) -> u8 {
     match run(command).await {
         Ok(()) => 0,
-        Err(e) => fail(&e),
+        Err(e) => crate::failure::fail_job(&e),
     }
 }
 
@@ -95,15 +100,11 @@ fn print(json: bool, value: serde_json::Value, text: String) {
     }
 }
 
-async fn run(command: QueueCommand) -> Result<(), String> {
+async fn run(command: QueueCommand) -> Result<(), EngineError> {
     let admin = |sqs: &SqsArgs, url: Option<&str>| {
         let (endpoint, region) = (sqs.sqs_endpoint.clone(), sqs.region.clone());
         let url = url.map(str::to_string);
-        async move {
-            QueueAdmin::connect(endpoint.as_deref(), region.as_deref(), url.as_deref())
-                .await
-                .map_err(|e| e.to_string())
-        }
+        async move { QueueAdmin::connect(endpoint.as_deref(), region.as_deref(), url.as_deref()).await }
     };
     match command {
         QueueCommand::Create {
@@ -119,8 +120,7 @@ async fn run(command: QueueCommand) -> Result<(), String> {
                     Duration::from_secs(visibility_timeout),
                     max_receive_count,
                 )
-                .await
-                .map_err(|e| e.to_string())?;
+                .await?;
             print(
                 sqs.json,
                 serde_json::json!({"queue": urls.queue, "dead_letter": urls.dead_letter}),
@@ -131,11 +131,7 @@ async fn run(command: QueueCommand) -> Result<(), String> {
             );
         }
         QueueCommand::Redrive { queue, sqs } => {
-            let moved = admin(&sqs, Some(&queue))
-                .await?
-                .redrive(&queue)
-                .await
-                .map_err(|e| e.to_string())?;
+            let moved = admin(&sqs, Some(&queue)).await?.redrive(&queue).await?;
             print(
                 sqs.json,
                 serde_json::json!({"moved": moved}),
@@ -143,11 +139,7 @@ async fn run(command: QueueCommand) -> Result<(), String> {
             );
         }
         QueueCommand::Depth { queue, sqs } => {
-            let d = admin(&sqs, Some(&queue))
-                .await?
-                .depth(&queue)
-                .await
-                .map_err(|e| e.to_string())?;
+            let d = admin(&sqs, Some(&queue)).await?.depth(&queue).await?;
             print(
                 sqs.json,
                 serde_json::json!({"visible": d.visible, "in_flight": d.in_flight, "dead_letter": d.dead_letter}),
@@ -160,11 +152,7 @@ async fn run(command: QueueCommand) -> Result<(), String> {
             );
         }
         QueueCommand::Delete { queue, sqs } => {
-            admin(&sqs, Some(&queue))
-                .await?
-                .delete(&queue)
-                .await
-                .map_err(|e| e.to_string())?;
+            admin(&sqs, Some(&queue)).await?.delete(&queue).await?;
             print(
                 sqs.json,
                 serde_json::json!({"deleted": queue}),

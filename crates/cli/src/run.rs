@@ -6,17 +6,24 @@ use std::time::Duration;
 use sql2ddb_core::redact_secrets;
 use sql2ddb_engine::{RunOptions, RunProgress, RunReport, RunStatus, SnapshotMode, StopSignal};
 
+use crate::failure::fail_job;
 use crate::live::{draw_progress, print_notes, stop_on_signals};
-use crate::{distributed, fail, limits, load, table};
+use crate::{distributed, limits, load, table};
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0   every row was written (with --queue: every page was enqueued; run
       `sql2ddb verify` to know when the workers are done)
-  1   the run failed (bad mapping, unreachable source or table, rows not written)
+  1   the run failed: rows not written or not read, a run that cannot be
+      resumed as asked
   2   the run finished, but some rows were rejected (see the rejects file)
   64  usage error: unknown option, missing argument, value out of range;
       nothing was done
+  69  the source, DynamoDB or SQS could not be reached, or refused
+  74  a file could not be read or written (the mapping, the runs directory)
+  75  DynamoDB kept throttling past the retries: run again later
+  78  the mapping is invalid or does not fit its source or its table, or the
+      settings do not fit together
   130 interrupted (Ctrl-C, SIGTERM): the pages in flight were written
       (within --shutdown-grace), the report says where it stopped and how to
       continue";
@@ -120,7 +127,7 @@ pub(crate) enum SnapshotArg {
 pub async fn run(args: RunArgs) -> u8 {
     let plan = match load(&args.mapping) {
         Ok(p) => p,
-        Err(e) => return fail(&e),
+        Err(e) => return fail_job(&e),
     };
     let mut opts = RunOptions {
         source: args.source.clone(),
@@ -156,7 +163,7 @@ pub async fn run(args: RunArgs) -> u8 {
             let url = opts.source.clone().unwrap_or(plan.source.url.clone());
             match crate::follow::before_run(&plan, &url, opts.endpoint.as_deref(), &run_id).await {
                 Ok(anchor) => Some(anchor),
-                Err(e) => return fail(&e),
+                Err(e) => return fail_job(&e),
             }
         }
         false => None,
@@ -224,7 +231,7 @@ pub async fn run(args: RunArgs) -> u8 {
             };
             say(&table::render(&report));
             if let Some(err) = &report.error {
-                eprintln!("error: {}", redact_secrets(err));
+                crate::failure::report_error(err, report.cause);
             }
             if let Some(hint) = how_to_continue(&args, &report) {
                 say(&hint);
@@ -235,7 +242,7 @@ pub async fn run(args: RunArgs) -> u8 {
                     serde_json::to_string(&report).expect("report serialises")
                 );
             }
-            let code = report.status.exit_code() as u8;
+            let code = crate::failure::run_ended(&report);
             match (slot, report.status) {
                 (Some(anchor), RunStatus::Ok | RunStatus::Rejected) => {
                     let (slot, binlog) = match anchor {
@@ -267,8 +274,12 @@ pub async fn run(args: RunArgs) -> u8 {
                             progress_table: report.progress_table.clone(),
                         }),
                     };
-                    let followed = crate::follow::run_follow(&target, &args.follow.stop).await;
-                    followed.max(code)
+                    // The follow's failure (or stop) wins over the full
+                    // load's rejects (2): no code of a kind is masked.
+                    match crate::follow::run_follow(&target, &args.follow.stop).await {
+                        0 => code,
+                        followed => followed,
+                    }
                 }
                 (Some(anchor), _) => {
                     eprintln!("{}", anchor.kept(&report.run_id));
@@ -281,7 +292,7 @@ pub async fn run(args: RunArgs) -> u8 {
             if let Some(crate::follow::Anchor::Slot(slot)) = slot {
                 eprintln!("replication slot {slot} is kept: drop it with `sql2ddb follow MAPPING --slot {slot} --drop-slot`");
             }
-            crate::failure::fail_job(&e)
+            fail_job(&e)
         }
     }
 }
@@ -453,6 +464,7 @@ mod tests {
             timeline: Default::default(),
             warnings: Vec::new(),
             error: (status == RunStatus::Failed).then(|| "DynamoDB: gone".to_string()),
+            cause: None,
             snapshot: SnapshotReport::default(),
         }
     }

@@ -6,13 +6,15 @@ use std::path::PathBuf;
 use clap::{Args, CommandFactory};
 use clap_complete::Shell;
 
-use crate::fail;
+use sql2ddb_engine::EngineError;
+
+use crate::failure::{fail_job, EXIT_IOERR};
 
 pub(crate) const COMPLETIONS_EXIT_CODES: &str =
-    "Exit codes: 0 the script was printed; 64 usage error (a shell not listed).";
+    "Exit codes: 0 the script was printed (or its reader stopped early, as `| head` does); 64 usage error (a shell not listed); 74 the script could not be written.";
 
 pub(crate) const MAN_EXIT_CODES: &str =
-    "Exit codes: 0 the pages were written; 1 the directory could not be written; 64 usage error.";
+    "Exit codes: 0 the pages were written; 64 usage error; 74 the page or the directory could not be written.";
 
 #[derive(Args)]
 pub(crate) struct CompletionsArgs {
@@ -38,7 +40,10 @@ pub(crate) fn completions(args: CompletionsArgs) -> u8 {
     match std::io::Write::write_all(&mut std::io::stdout().lock(), &script) {
         Ok(()) => 0,
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
-        Err(e) => fail(&format!("writing the completion script: {e}")),
+        Err(e) => {
+            eprintln!("error: writing the completion script: {e}");
+            EXIT_IOERR
+        }
     }
 }
 
@@ -50,17 +55,26 @@ pub(crate) fn man(args: ManArgs) -> u8 {
             Ok(()) => 0,
             // `sql2ddb man | head`: the reader had enough.
             Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
-            Err(e) => fail(&format!("writing the man page: {e}")),
+            Err(e) => {
+                eprintln!("error: writing the man page: {e}");
+                EXIT_IOERR
+            }
         };
     };
+    let io = |source| {
+        fail_job(&EngineError::Io {
+            path: dir.clone(),
+            source,
+        })
+    };
     if let Err(e) = std::fs::create_dir_all(&dir) {
-        return fail(&format!("{}: {e}", dir.display()));
+        return io(e);
     }
     match clap_mangen::generate_to(cmd, &dir) {
         Ok(()) => {
             println!("man pages written to {}", dir.display());
             0
         }
-        Err(e) => fail(&format!("{}: {e}", dir.display())),
+        Err(e) => io(e),
     }
 }

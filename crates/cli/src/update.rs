@@ -20,11 +20,17 @@ pub(crate) const EXIT_CODES: &str = "\
 Exit codes:
   0   every matching item was updated or skipped (it no longer matched when
       written); --dry-run: counted and estimated
-  1   the job failed (bad job file, unreachable table, items not written:
-      see failed.jsonl in the run directory)
+  1   the job failed: items not written (see failed.jsonl in the run
+      directory), a run that cannot be resumed as asked
   64  usage error: unknown option, missing argument, value out of range;
       nothing was done
-  75  stopped at its --max-seconds limit: continue with --resume RUN_ID
+  69  DynamoDB or SQS could not be reached, or refused (the table cannot be
+      written)
+  74  a file could not be read or written (the job file, the run directory)
+  75  stopped at its --max-seconds limit: continue with --resume RUN_ID;
+      or DynamoDB kept throttling past the retries: try again later
+  78  the job file is invalid or does not fit its table, or the settings do
+      not fit together
   130 interrupted (Ctrl-C, SIGTERM): the pages in flight were written;
       continue with --resume RUN_ID";
 
@@ -103,13 +109,13 @@ pub(crate) struct UpdateArgs {
 }
 
 pub(crate) async fn update(args: UpdateArgs) -> u8 {
-    let text = match std::fs::read_to_string(&args.job) {
+    let text = match crate::read(&args.job) {
         Ok(t) => t,
-        Err(e) => return crate::fail(&format!("{}: {e}", args.job.display())),
+        Err(e) => return crate::failure::fail_job(&e),
     };
     let job = match UpdateJob::parse(&text, &args.job, &crate::env) {
         Ok(job) => job,
-        Err(e) => return crate::fail(&e.to_string()),
+        Err(e) => return crate::failure::fail_job(&e.into()),
     };
     let stop = StopSignal::new();
     let opts = UpdateOptions {
@@ -165,7 +171,7 @@ pub(crate) async fn update(args: UpdateArgs) -> u8 {
             };
             say(&render(&report));
             if let Some(e) = &report.error {
-                eprintln!("error: {}", redact_secrets(e));
+                crate::failure::report_error(e, report.cause);
             }
             if let Some(hint) = continue_hint(&args, &report) {
                 say(&hint);
@@ -176,7 +182,7 @@ pub(crate) async fn update(args: UpdateArgs) -> u8 {
                     serde_json::to_string(&report).expect("report serialises")
                 );
             }
-            report.status.exit_code() as u8
+            crate::failure::update_ended(&report)
         }
         Err(e) => crate::failure::fail_job(&e),
     }

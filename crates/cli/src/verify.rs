@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 use sql2ddb_core::redact_secrets;
 use sql2ddb_engine::follow::{follow_status, FollowStatus};
 use sql2ddb_engine::verify::{inspect, RunState};
-use sql2ddb_engine::{Job, ResourceOptions, Resources};
+use sql2ddb_engine::{EngineError, Job, ResourceOptions, Resources};
 
+use crate::failure::fail_job;
+use crate::load;
 pub use crate::run_ref::StatusArgs;
-use crate::{fail, load};
 
 /// `verify`'s arguments: a run's counts, or with --deep its items.
 #[derive(clap::Args)]
@@ -22,8 +23,15 @@ pub struct VerifyArgs {
 
 /// The exit codes of `sql2ddb status`, for its --help.
 pub const STATUS_EXIT_CODES: &str = "\
-Exit codes: 0 the run's state was read (whatever it is), 1 it could not be,
-64 usage error.";
+Exit codes:
+  0   the run's state was read (whatever it is)
+  1   the run has no records
+  64  usage error: unknown option, missing argument, value out of range
+  69  DynamoDB or SQS could not be reached, or refused
+  74  the mapping could not be read
+  75  DynamoDB kept throttling past the retries: look again later
+  78  the mapping is invalid, or the progress table cannot be named or does
+      not exist";
 
 /// The exit codes of `sql2ddb verify`, for its --help.
 pub const VERIFY_EXIT_CODES: &str = "\
@@ -32,21 +40,26 @@ Exit codes:
      reason in a rejects file; none failed
   1  rows are missing or pending, some failed, the run cannot move on
      (--watch: its only unwritten messages are in the dead-letter queue),
-     --timeout passed, or the run could not be read
+     --timeout passed, or the run has no records
   64 usage error: unknown option, missing argument, value out of range
+  69 the source, DynamoDB or SQS could not be reached, or refused
+  74 a file could not be read or written (the mapping, diff.jsonl)
+  75 DynamoDB kept throttling past the retries: verify again later
+  78 the mapping is invalid or does not fit its source or its table, or
+     the settings do not fit together
 With --deep: 0 every item is exactly what the mapping makes of the source,
-  1 an item is missing, extra, different or collapsed, a pointer is wrong,
-  or the comparison could not be made.";
+  1 an item is missing, extra, different or collapsed, or a pointer is
+  wrong; 69, 74, 75, 78 as above: the comparison could not be made.";
 
 /// The resources (progress store, queue) these arguments name, and the
 /// source URL of the mapping when one is given.
-async fn resources(args: &StatusArgs) -> Result<(Resources, Option<String>), String> {
+async fn resources(args: &StatusArgs) -> Result<(Resources, Option<String>), EngineError> {
     let plan = match &args.mapping {
         Some(path) => Some(load(path)?),
         None if args.progress_table.is_none() => {
-            return Err(
+            return Err(EngineError::Config(
                 "name the run's progress table: give the mapping file or --progress-table".into(),
-            )
+            ))
         }
         None => None,
     };
@@ -62,10 +75,8 @@ async fn resources(args: &StatusArgs) -> Result<(Resources, Option<String>), Str
         Some(run_dir) => Job::Inspect { run_dir },
         None => Job::Status,
     };
-    let resources = Resources::open(plan.as_ref(), &options, job)
-        .await
-        .map_err(|e| e.to_string())?;
-    resources.progress_store().map_err(|e| e.to_string())?;
+    let resources = Resources::open(plan.as_ref(), &options, job).await?;
+    resources.progress_store()?;
     Ok((resources, plan.map(|p| p.source.url)))
 }
 
@@ -85,11 +96,12 @@ pub async fn verify(args: VerifyArgs) -> u8 {
 async fn follow(args: StatusArgs, verifying: bool) -> u8 {
     let (resources, source) = match resources(&args).await {
         Ok(r) => r,
-        Err(e) => return fail(&e),
+        Err(e) => return fail_job(&e),
     };
     // Required at the command line unless --deep.
     let Some(run) = args.run.clone() else {
-        return fail("give the run id with --run");
+        eprintln!("error: give the run id with --run");
+        return crate::EXIT_USAGE;
     };
     let started = Instant::now();
     let mut stalled_before = false;
@@ -117,7 +129,7 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
                 show(None, &run, followed.as_ref(), args.json);
                 return 0;
             }
-            Err(e) => return crate::failure::fail_job(&e),
+            Err(e) => return fail_job(&e),
         };
         show(Some(&state), &run, followed.as_ref(), args.json);
         let done = if verifying {

@@ -5,10 +5,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sql2ddb_engine::worker::{SqsWorker, Worker, WorkerOptions, WorkerSetup};
-use sql2ddb_engine::RunOptions;
+use sql2ddb_engine::{EngineError, RunOptions};
 use sql2ddb_mapping::{UpdateJob, DEFAULT_CONCURRENCY};
 
-use crate::{fail, limits, load};
+use crate::failure::fail_job;
+use crate::{limits, load};
 
 /// Arguments of `sql2ddb worker`.
 #[derive(clap::Args)]
@@ -68,8 +69,15 @@ pub struct WorkerArgs {
 
 /// The exit codes of `sql2ddb worker`, for its --help.
 pub const EXIT_CODES: &str = "\
-Exit codes: 0 stopped as asked (--until-done, --idle-exit, SIGTERM or Ctrl-C),
-1 it could not start or the queue kept failing, 64 usage error.";
+Exit codes:
+  0   stopped as asked (--until-done, --idle-exit, SIGTERM or Ctrl-C)
+  1   a batch could not be handled
+  64  usage error: unknown option, missing argument, value out of range
+  69  SQS or DynamoDB could not be reached, or refused (the queue kept failing)
+  74  a file could not be read or written (the mapping, the rejects file)
+  75  DynamoDB kept throttling past the retries: start it again later
+  78  the mapping or job file is invalid or does not fit its table, or the
+      queue cannot be used as configured";
 
 /// SIGTERM or Ctrl-C, whichever comes first.
 async fn stop_signal() {
@@ -84,22 +92,21 @@ async fn stop_signal() {
 
 /// A worker of the runs of the mapping at `args.mapping`, and how many
 /// batches it writes at once.
-async fn connect_mapping(args: &WorkerArgs) -> Result<(Arc<SqsWorker>, usize), String> {
+async fn connect_mapping(args: &WorkerArgs) -> Result<(Arc<SqsWorker>, usize), EngineError> {
     let plan = load(&args.mapping)?;
     let concurrency = args.concurrency.unwrap_or(plan.writer.concurrency);
-    let worker = Worker::connect(&plan, &setup(args, concurrency))
-        .await
-        .map_err(|e| e.to_string())?;
+    let worker = Worker::connect(&plan, &setup(args, concurrency)).await?;
     Ok((Arc::new(worker), concurrency))
 }
 
 /// A worker of an update job's batches (`text` is the job's file).
-async fn connect_job(text: &str, args: &WorkerArgs) -> Result<(Arc<SqsWorker>, usize), String> {
-    let job = UpdateJob::parse(text, &args.mapping, &crate::env).map_err(|e| e.to_string())?;
+async fn connect_job(
+    text: &str,
+    args: &WorkerArgs,
+) -> Result<(Arc<SqsWorker>, usize), EngineError> {
+    let job = UpdateJob::parse(text, &args.mapping, &crate::env)?;
     let concurrency = args.concurrency.unwrap_or(DEFAULT_CONCURRENCY);
-    let worker = Worker::connect_job(&job, &setup(args, concurrency))
-        .await
-        .map_err(|e| e.to_string())?;
+    let worker = Worker::connect_job(&job, &setup(args, concurrency)).await?;
     Ok((Arc::new(worker), concurrency))
 }
 
@@ -121,9 +128,9 @@ fn setup(args: &WorkerArgs, concurrency: usize) -> WorkerSetup {
 
 /// `sql2ddb worker`.
 pub async fn work(args: WorkerArgs) -> u8 {
-    let text = match std::fs::read_to_string(&args.mapping) {
+    let text = match crate::read(&args.mapping) {
         Ok(t) => t,
-        Err(e) => return fail(&format!("{}: {e}", args.mapping.display())),
+        Err(e) => return fail_job(&e),
     };
     let connected = match UpdateJob::is_job_file(&text) {
         true => connect_job(&text, &args).await,
@@ -131,7 +138,7 @@ pub async fn work(args: WorkerArgs) -> u8 {
     };
     let (worker, concurrency) = match connected {
         Ok(w) => w,
-        Err(e) => return fail(&e),
+        Err(e) => return fail_job(&e),
     };
     let opts = WorkerOptions {
         concurrency,
@@ -161,6 +168,6 @@ pub async fn work(args: WorkerArgs) -> u8 {
             }
             0
         }
-        Err(e) => crate::failure::fail_job(&e),
+        Err(e) => fail_job(&e),
     }
 }

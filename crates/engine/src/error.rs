@@ -2,6 +2,9 @@
 
 use std::path::PathBuf;
 
+use sql2ddb_dynamo::{DynamoError, Failure};
+use sql2ddb_queue::QueueError;
+use sql2ddb_source::{SourceError, SourceErrorKind};
 use thiserror::Error;
 
 /// What went wrong, for callers that match on it.
@@ -26,6 +29,69 @@ pub enum ErrorKind {
     Worker,
     /// The job's settings do not fit together (endpoint, progress table…).
     Config,
+}
+
+/// An error's [`ErrorKind`] with the kind the crate that raised it gave it:
+/// enough to tell a source that cannot be reached from a URL that is wrong,
+/// or a throttled DynamoDB from a table that differs from the mapping. A
+/// report keeps the cause of the error it stopped on (the error itself is
+/// text by then), so whoever reads the report can branch on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Cause {
+    /// The mapping is invalid.
+    Mapping,
+    /// The source database failed, as its crate tells.
+    Source(SourceErrorKind),
+    /// DynamoDB failed, and what the failed call means when it was one.
+    Dynamo(sql2ddb_dynamo::ErrorKind, Option<Failure>),
+    /// A local file could not be read or written.
+    Io,
+    /// An entity cannot be read as mapped.
+    Entity,
+    /// A queue operation failed, as its crate tells.
+    Queue(sql2ddb_queue::ErrorKind),
+    /// A run cannot be resumed as asked.
+    Resume,
+    /// A queue worker cannot write a batch, or cannot work as configured.
+    Worker,
+    /// The job's settings do not fit together.
+    Config,
+}
+
+impl Cause {
+    /// The coarse kind.
+    pub fn kind(self) -> ErrorKind {
+        match self {
+            Cause::Mapping => ErrorKind::Mapping,
+            Cause::Source(_) => ErrorKind::Source,
+            Cause::Dynamo(..) => ErrorKind::Dynamo,
+            Cause::Io => ErrorKind::Io,
+            Cause::Entity => ErrorKind::Entity,
+            Cause::Queue(_) => ErrorKind::Queue,
+            Cause::Resume => ErrorKind::Resume,
+            Cause::Worker => ErrorKind::Worker,
+            Cause::Config => ErrorKind::Config,
+        }
+    }
+}
+
+impl From<&SourceError> for Cause {
+    fn from(e: &SourceError) -> Cause {
+        Cause::Source(e.kind())
+    }
+}
+
+impl From<&DynamoError> for Cause {
+    fn from(e: &DynamoError) -> Cause {
+        Cause::Dynamo(e.kind(), e.failure())
+    }
+}
+
+impl From<&QueueError> for Cause {
+    fn from(e: &QueueError) -> Cause {
+        Cause::Queue(e.kind())
+    }
 }
 
 /// An error that stops a job.
@@ -89,6 +155,21 @@ impl EngineError {
             EngineError::Resume { .. } => ErrorKind::Resume,
             EngineError::Worker(_) => ErrorKind::Worker,
             EngineError::Config(_) => ErrorKind::Config,
+        }
+    }
+
+    /// The kind, with the kind the crate that raised it gave it.
+    pub fn cause(&self) -> Cause {
+        match self {
+            EngineError::Mapping(_) => Cause::Mapping,
+            EngineError::Source(e) => e.into(),
+            EngineError::Dynamo(e) => e.into(),
+            EngineError::Io { .. } => Cause::Io,
+            EngineError::Entity { .. } => Cause::Entity,
+            EngineError::Queue(e) => e.into(),
+            EngineError::Resume { .. } => Cause::Resume,
+            EngineError::Worker(_) => Cause::Worker,
+            EngineError::Config(_) => Cause::Config,
         }
     }
 

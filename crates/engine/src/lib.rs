@@ -30,7 +30,7 @@ pub mod verify;
 pub mod worker;
 
 pub use check::{check, CheckFailure, CheckSummary};
-pub use error::{EngineError, ErrorKind};
+pub use error::{Cause, EngineError, ErrorKind};
 pub use ids::new_run_id;
 pub use progress::{EntityProgress, RunProgress};
 pub use report::{
@@ -41,4 +41,8 @@ pub use run::{run, RunOptions, SnapshotMode};
 pub use sql2ddb_aws::{AwsContext, SdkConfig};
 /// The progress table of runs, as `status` and `verify` read it.
 pub use sql2ddb_dynamo::progress::ProgressStore;
+/// The kinds a [`Cause`] carries, as the crates that raise them tell.
+pub use sql2ddb_dynamo::{ErrorKind as DynamoErrorKind, Failure as DynamoFailure};
+pub use sql2ddb_queue::ErrorKind as QueueErrorKind;
+pub use sql2ddb_source::SourceErrorKind;
 pub use stop::StopSignal;

@@ -163,10 +163,10 @@ pub async fn export(
     if let Err(e) = settle(plan, opts, &dest, &files, &mut report).await {
         files.abort().await;
         report.run.status = RunStatus::Failed;
-        report
-            .run
-            .error
-            .get_or_insert_with(|| sql2ddb_core::redact_secrets(&e.to_string()));
+        if report.run.error.is_none() {
+            report.run.error = Some(sql2ddb_core::redact_secrets(&e.to_string()));
+            report.run.cause = Some(e.cause());
+        }
     }
     Ok(report)
 }

@@ -35,7 +35,11 @@ pub async fn init(opts: &InitOptions) -> Result<String, EngineError> {
     let source = Source::connect(&opts.source, 2).await?;
     let result = read_and_render(&source, opts).await;
     source.close().await;
-    result.map_err(|e| EngineError::Config(redact_secrets(&e.to_string())))
+    // Each error keeps its kind (a source that failed is not a setting).
+    result.map_err(|e| match e {
+        EngineError::Config(m) => EngineError::Config(redact_secrets(&m)),
+        e => e,
+    })
 }
 
 async fn read_and_render(source: &Source, opts: &InitOptions) -> Result<String, EngineError> {

@@ -214,6 +214,10 @@ pub struct RunReport {
     /// The error that stopped the run, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The cause of `error`, when it is an error of a kind (a source or a
+    /// table that failed, a file not written); none for rows not read.
+    #[serde(skip)]
+    pub cause: Option<crate::Cause>,
     /// The moment of the source the copy is consistent with, if any.
     pub snapshot: SnapshotReport,
 }

@@ -108,6 +108,7 @@ impl Context {
             timeline: Default::default(),
             warnings: Vec::new(),
             error: None,
+            cause: None,
             snapshot,
         };
         Ok(Context {
@@ -126,8 +127,9 @@ impl Context {
 
     /// Records the error that ended the run (the first one), secrets masked.
     pub(super) fn fail(&mut self, e: &EngineError) {
-        self.report
-            .error
-            .get_or_insert_with(|| sql2ddb_core::redact_secrets(&e.to_string()));
+        if self.report.error.is_none() {
+            self.report.error = Some(sql2ddb_core::redact_secrets(&e.to_string()));
+            self.report.cause = Some(e.cause());
+        }
     }
 }

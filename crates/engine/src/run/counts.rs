@@ -154,6 +154,7 @@ pk = "CUSTOMER#{customer_id}"
             timeline: Default::default(),
             warnings: Vec::new(),
             error: None,
+            cause: None,
             snapshot: Default::default(),
         }
     }

@@ -152,6 +152,15 @@ mod tests {
         assert_eq!(report.status, RunStatus::Failed);
         let error = report.error.clone().expect("the error is in the report");
         assert!(error.starts_with("DynamoDB:"), "{error}");
+        // Its kind too: nobody listens, so the call failed on the way.
+        assert_eq!(
+            report.cause,
+            Some(crate::Cause::Dynamo(
+                sql2ddb_dynamo::ErrorKind::Call,
+                Some(sql2ddb_dynamo::Failure::Transient)
+            )),
+            "{error}"
+        );
         let saved = std::path::Path::new(&report.run_dir).join("report.json");
         let saved: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(saved).unwrap()).unwrap();

@@ -45,16 +45,18 @@ impl Context {
                         REPORT_WAIT.as_secs()
                     )),
                 },
-                false => whole_run.await.map_err(|e| e.to_string()),
+                false => match whole_run.await {
+                    Ok(()) => Ok(()),
+                    Err(e) => {
+                        self.fail(&e);
+                        Ok(())
+                    }
+                },
             };
-            match settled {
-                Ok(()) => {}
-                Err(e) if early => self.report.warnings.push(format!(
+            if let Err(e) = settled {
+                self.report.warnings.push(format!(
                     "{e}: the report shows this attempt's own figures, not the whole run's"
-                )),
-                Err(e) => {
-                    self.report.error.get_or_insert(e);
-                }
+                ));
             }
         }
         if self.queue_url.is_none() {

@@ -27,6 +27,7 @@ use super::checkpoint::{CheckpointFile, Counts, SegmentState};
 use super::cost::CostCounter;
 use super::report::UpdateProgress;
 use super::tracking::Tracking;
+use crate::error::{Cause, EngineError};
 use crate::stop::StopSignal;
 
 /// Called with each page's matching items before they are written: lets a
@@ -68,7 +69,7 @@ pub(crate) struct Shared {
     /// The table's average item size, for read units an endpoint does not report.
     pub average_item_bytes: f64,
     halted: AtomicBool,
-    error: Mutex<Option<String>>,
+    error: Mutex<Option<(String, Option<Cause>)>>,
 }
 
 impl Shared {
@@ -111,16 +112,21 @@ impl Shared {
     }
 
     /// Ends the job on an error (the first one is kept).
-    fn halt(&self, message: String) {
+    pub(crate) fn halt(&self, e: &EngineError) {
+        self.halt_with(e.to_string(), Some(e.cause()));
+    }
+
+    /// Ends the job on an error told by its message, and its cause when known.
+    fn halt_with(&self, message: String, cause: Option<Cause>) {
         self.error
             .lock()
             .expect("error lock")
-            .get_or_insert(message);
+            .get_or_insert((message, cause));
         self.halted.store(true, Ordering::SeqCst);
     }
 
-    /// The error that ended the job, if one did.
-    pub(crate) fn error(&self) -> Option<String> {
+    /// The error that ended the job, if one did, and its cause.
+    pub(crate) fn error(&self) -> Option<(String, Option<Cause>)> {
         self.error.lock().expect("error lock").clone()
     }
 
@@ -169,7 +175,7 @@ pub(crate) async fn run_segment(shared: Arc<Shared>, index: usize, segment: Opti
         let start = state.next.clone().map(PageKey);
         let page = match read_page(&shared.client, &req, start, &shared.policy).await {
             Ok(page) => page,
-            Err(e) => return shared.halt(e.to_string()),
+            Err(e) => return shared.halt(&EngineError::Dynamo(e)),
         };
         let units = shared.read_units(&page);
         let mut tally = Counts {
@@ -199,7 +205,7 @@ pub(crate) async fn run_segment(shared: Arc<Shared>, index: usize, segment: Opti
                     (Some(q), _) => {
                         let at = (index as u32, state.counts.pages);
                         if let Err(e) = q.send(&shared.keys, at, page.items).await {
-                            return shared.halt(e);
+                            return shared.halt(&e);
                         }
                         Counts::default()
                     }
@@ -214,7 +220,7 @@ pub(crate) async fn run_segment(shared: Arc<Shared>, index: usize, segment: Opti
         state.next = page.next.clone().map(|k| k.0);
         state.done = page.next.is_none();
         if let Err(e) = record(&shared, index, page_index, &tally, &state).await {
-            return shared.halt(e);
+            return shared.halt(&e);
         }
         pages += 1;
         longest = longest.max(began.elapsed());
@@ -234,7 +240,7 @@ async fn record(
     page: u64,
     tally: &Counts,
     state: &SegmentState,
-) -> Result<(), String> {
+) -> Result<(), EngineError> {
     if let Some(t) = &shared.tracking {
         // A queued page is recorded by the worker that applies it; a page
         // with no match is not sent, and recorded here.
@@ -265,7 +271,7 @@ async fn write_page(shared: &Arc<Shared>, items: Vec<Item>) -> Counts {
             counts.publish(&shared.progress);
             tally.add(&counts);
         }
-        Err(e) => shared.halt(format!("a write task failed: {e}")),
+        Err(e) => shared.halt_with(format!("a write task failed: {e}"), None),
     };
     for item in items {
         if writes.len() >= width {
@@ -321,11 +327,11 @@ async fn write_one(shared: &Shared, item: Item) -> Counts {
             counts.failed = 1;
             let reason = sql2ddb_core::redact_secrets(&e.to_string());
             if let Err(io) = shared.failures.write(&shared.keys, &item, &reason) {
-                shared.halt(io);
+                shared.halt(&io);
             }
             // A table that cannot be written fails every item alike: stop.
             if e.failure() == Some(Failure::TableFault) {
-                shared.halt(reason);
+                shared.halt_with(reason, Some(Cause::from(&e)));
             }
         }
     }
@@ -349,7 +355,7 @@ impl QueuedPages {
         keys: &[KeyAttr],
         (segment, page): (u32, u64),
         items: Vec<Item>,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         let items: Vec<EncodedItem> = items
             .into_iter()
             .map(|item| {
@@ -375,7 +381,7 @@ impl QueuedPages {
             .send(vec![page.into()])
             .await
             .map(|_| ())
-            .map_err(|e| format!("queue: {e}"))
+            .map_err(EngineError::Queue)
     }
 }
 
@@ -418,10 +424,11 @@ async fn put_page(shared: &Shared, batch: &BatchPut, items: Vec<Item>) -> Counts
             .failures
             .write(&shared.keys, &m.key_item(&shared.keys), &reason)
         {
-            shared.halt(io);
+            shared.halt(&io);
         }
         if failure == Failure::TableFault {
-            shared.halt(reason);
+            let cause = Cause::Dynamo(sql2ddb_dynamo::ErrorKind::Call, Some(failure));
+            shared.halt_with(reason, Some(cause));
         }
     }
     counts.publish(&shared.progress);
@@ -463,8 +470,8 @@ impl FailuresFile {
         &self.path
     }
 
-    fn write(&self, keys: &[KeyAttr], item: &Item, reason: &str) -> Result<(), String> {
-        let io = |e: std::io::Error| format!("{}: {e}", self.path.display());
+    fn write(&self, keys: &[KeyAttr], item: &Item, reason: &str) -> Result<(), EngineError> {
+        let io = |e: std::io::Error| EngineError::io(&self.path, e);
         let key: HashMap<&str, serde_json::Value> = key_json(keys, item).into_iter().collect();
         let line = serde_json::json!({ "key": key, "reason": reason });
         let mut guard = self.file.lock().expect("failures lock");
@@ -480,11 +487,9 @@ impl FailuresFile {
         writeln!(w, "{line}").map_err(io)
     }
 
-    pub(crate) fn flush(&self) -> Result<(), String> {
+    pub(crate) fn flush(&self) -> Result<(), EngineError> {
         match self.file.lock().expect("failures lock").as_mut() {
-            Some(w) => w
-                .flush()
-                .map_err(|e| format!("{}: {e}", self.path.display())),
+            Some(w) => w.flush().map_err(|e| EngineError::io(&self.path, e)),
             None => Ok(()),
         }
     }

@@ -168,12 +168,12 @@ impl CheckpointFile {
     }
 
     /// Records segment `index`'s new state and rewrites the file.
-    pub(crate) fn record(&self, index: usize, segment: SegmentState) -> Result<(), String> {
+    pub(crate) fn record(&self, index: usize, segment: SegmentState) -> Result<(), EngineError> {
         let mut state = self.state.lock().expect("checkpoint lock");
         state.segments[index] = segment;
         let json = serde_json::to_vec(&*state).expect("a checkpoint serialises");
         let aside = self.path.with_extension("json.new");
-        let io = |e: std::io::Error| format!("{}: {e}", self.path.display());
+        let io = |e: std::io::Error| EngineError::io(&self.path, e);
         std::fs::write(&aside, json).map_err(io)?;
         std::fs::rename(&aside, &self.path).map_err(io)
     }

@@ -182,10 +182,13 @@ pub async fn update(
         }
     }
     if let Err(e) = shared.failures.flush() {
-        report.error.get_or_insert(e);
+        shared.halt(&e);
     }
-    if let Some(e) = shared.error() {
-        report.error.get_or_insert(sql2ddb_core::redact_secrets(&e));
+    if let Some((e, cause)) = shared.error() {
+        if report.error.is_none() {
+            report.error = Some(sql2ddb_core::redact_secrets(&e));
+            report.cause = cause;
+        }
     }
     let interrupted = opts.stop.as_ref().is_some_and(|s| s.is_stopped());
     let time_up = shared.time_up.load(std::sync::atomic::Ordering::SeqCst);
@@ -446,6 +449,7 @@ fn new_report(
         estimate: None,
         notes,
         error: None,
+        cause: None,
         timeline: Timeline::default(),
     }
 }

@@ -184,6 +184,10 @@ pub struct UpdateReport {
     /// The error that stopped the job, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+    /// The cause of `error`, when it is an error of a kind (a table that
+    /// failed, a file not written).
+    #[serde(skip)]
+    pub cause: Option<crate::Cause>,
     /// Items changed, calls throttled and the concurrency limit, second by
     /// second (empty for a job that sent its keys to a queue: its workers
     /// change them).

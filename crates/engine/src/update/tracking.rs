@@ -125,7 +125,11 @@ impl Tracking {
     }
 
     /// Records where segment `segment` stands after a page.
-    pub(crate) async fn cursor(&self, segment: u32, state: &SegmentState) -> Result<(), String> {
+    pub(crate) async fn cursor(
+        &self,
+        segment: u32,
+        state: &SegmentState,
+    ) -> Result<(), EngineError> {
         let json = serde_json::to_string(state).expect("a segment's state serialises");
         let (pages, matched) = (state.counts.pages, state.counts.matched);
         self.store
@@ -138,7 +142,7 @@ impl Tracking {
                 matched,
             )
             .await
-            .map_err(|e| format!("progress table: {e}"))
+            .map_err(EngineError::Dynamo)
     }
 
     /// The progress table's name.
@@ -152,7 +156,7 @@ impl Tracking {
         segment: u32,
         page: u64,
         counts: &Counts,
-    ) -> Result<(), String> {
+    ) -> Result<(), EngineError> {
         let record = BatchRecord {
             entity: self.entity.clone(),
             segment,
@@ -167,16 +171,20 @@ impl Tracking {
         self.store
             .record_batch(&self.run, &record)
             .await
-            .map_err(|e| format!("progress table: {e}"))
+            .map_err(EngineError::Dynamo)
     }
 
     /// Records that `segment` reached its end, with its totals.
-    pub(crate) async fn finish(&self, segment: u32, state: &SegmentState) -> Result<(), String> {
+    pub(crate) async fn finish(
+        &self,
+        segment: u32,
+        state: &SegmentState,
+    ) -> Result<(), EngineError> {
         let c = &state.counts;
         self.store
             .finish_segment(&self.run, &self.entity, segment, c.matched, c.pages)
             .await
-            .map_err(|e| format!("progress table: {e}"))
+            .map_err(EngineError::Dynamo)
     }
 }
 

@@ -358,6 +358,7 @@ mod tests {
             },
             warnings: vec!["a <b> warning".into()],
             error: None,
+            cause: None,
             snapshot: SnapshotReport::default(),
         };
         r.finish(2.5);
