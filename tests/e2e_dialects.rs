@@ -12,17 +12,10 @@ use crate::common::*;
 
 const ROWS: i64 = 2000;
 
-const MAPPING: &str = r#"version = 1
-[source]
-url = "SOURCE"
-page_size = 300
-read_parallelism = 3
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
+const MAPPING: &str = pg_mapping!(
+    url = "SOURCE",
+    "page_size = 300\nread_parallelism = 3",
+    r#"
 [[entity]]
 name = "matrix"
 from = "PREFIXmatrix"
@@ -34,7 +27,8 @@ name = "extras"
 from = "PREFIXextras"
 pk = "X#{id}"
 sk = "EXTRA"
-"#;
+"#
+);
 
 /// The item every dialect must produce for row `i` of `matrix`.
 fn expected_matrix(i: i64) -> Item {

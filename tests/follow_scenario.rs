@@ -58,16 +58,10 @@ INSERT INTO notes SELECT seq, REPEAT(MD5(seq), 300), 0 FROM seq_1_to_20;
 CREATE TABLE events (at datetime(6) NOT NULL, what text);
 ";
 
-const MAPPING: &str = r#"version = 1
-[source]
-url = "SOURCE_URL"
-page_size = 2000
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
+const MAPPING: &str = pg_mapping!(
+    url = "SOURCE_URL",
+    "page_size = 2000",
+    r#"
 [[entity]]
 name = "customer"
 from = "SCHEMA.customers"
@@ -100,24 +94,21 @@ name = "note"
 from = "SCHEMA.notes"
 pk = "NOTE#{id:07}"
 sk = "NOTE"
-"#;
+"#
+);
 
-const NO_KEY_MAPPING: &str = r#"version = 1
-[source]
-url = "SOURCE_URL"
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
+const NO_KEY_MAPPING: &str = pg_mapping!(
+    url = "SOURCE_URL",
+    "",
+    r#"
 [[entity]]
 name = "event"
 from = "SCHEMA.events"
 key = ["at"]
 pk = "EVENT"
 sk = "{at}"
-"#;
+"#
+);
 
 /// A connection to the scenario's source, either database.
 #[derive(Clone)]

@@ -20,21 +20,17 @@ CREATE TABLE items (id bigint PRIMARY KEY, name text NOT NULL, qty int NOT NULL)
 INSERT INTO items SELECT seq, CONCAT('Name ', seq), seq % 100 FROM seq_1_to_300;
 ";
 
-const MAPPING: &str = r#"version = 1
-[source]
-url = "SOURCE_URL"
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
+const MAPPING: &str = pg_mapping!(
+    url = "SOURCE_URL",
+    "",
+    r#"
 [[entity]]
 name = "item"
 from = "ROWS_FROM"
 pk = "ITEM#{id}"
 sk = "ITEM"
-"#;
+"#
+);
 
 /// 40 rows updated, 10 deleted, 10 inserted: 60 row changes in three
 /// transactions, the insert last.

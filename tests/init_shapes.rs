@@ -360,14 +360,10 @@ CREATE TABLE playlist_track (playlist_id INTEGER NOT NULL, track_id INTEGER NOT 
     sql
 }
 
-const PLAYLIST_MAPPING: &str = r#"version = 1
-[source]
-url = "URL"
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
+const PLAYLIST_MAPPING: &str = pg_mapping!(
+    url = "URL",
+    "",
+    r#"
 [[entity]]
 name = "playlist"
 from = "playlist"
@@ -378,7 +374,8 @@ name = "playlist_track"
 from = "playlist_track"
 pk = "PLAYLIST#{playlist_id}"
 sk = "TRACK#{track_id:010}"
-"#;
+"#
+);
 
 #[tokio::test]
 async fn plan_counts_a_partition_two_entities_share_exactly() {

@@ -6,21 +6,17 @@ use std::path::Path;
 
 use crate::common::*;
 
-const MAPPING: &str = r#"version = 1
-[source]
-url = "SOURCE"
-[target]
-table = "TABLE"
-create = true
-pk = { name = "PK", type = "S" }
-sk = { name = "SK", type = "S" }
-
+const MAPPING: &str = pg_mapping!(
+    url = "SOURCE",
+    "",
+    r#"
 [[entity]]
 name = "item"
 from = "FROM"
 pk = "{name}"
 sk = "ITEM#{id}"
-"#;
+"#
+);
 
 /// Passwords that break a parser looking for the first delimiter.
 const TRICKY: &[&str] = &[

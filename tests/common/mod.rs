@@ -90,10 +90,24 @@ pub fn shop_mapping(sc: &Scenario) -> String {
 /// A mapping's text, a literal (usable in a `const`): version 1, the local
 /// PostgreSQL with the `[source]` options `$source` (TOML lines, optional),
 /// the scenario's `TABLE` created on a run and keyed by string `PK` and
-/// `SK`, then `$rest` (more of `[target]`, `[writer]`, the entities).
+/// `SK`, then `$rest` (more of `[target]`, `[writer]`, the entities);
+/// `url = "…"` first puts another URL in the `[source]`.
 /// [`Scenario::mapping`] fills in `TABLE`, `SCHEMA` and the PostgreSQL URL
 /// the tests use.
 macro_rules! pg_mapping {
+    // The source's URL as a placeholder the test fills in (another
+    // database, a URL it builds), then `[source]` options and the rest.
+    (url = $url:literal, $source:literal, $rest:literal) => {
+        concat!(
+            "version = 1\n[source]\nurl = \"",
+            $url,
+            "\"\n",
+            $source,
+            "\n[target]\ntable = \"TABLE\"\ncreate = true\n",
+            "pk = { name = \"PK\", type = \"S\" }\nsk = { name = \"SK\", type = \"S\" }\n",
+            $rest
+        )
+    };
     ($source:literal, $rest:literal) => {
         concat!(
             "version = 1\n[source]\nurl = \"postgres://root@127.0.0.1:5432/test\"\n",
