@@ -16,6 +16,8 @@ mod binlog_values;
 mod pgoutput;
 mod slot;
 pub use slot::check_slot_name;
+mod slot_reader;
+pub use slot_reader::{copy_name, ReadAhead, SlotReader};
 mod tuples;
 
 use std::collections::HashMap;
