@@ -22,9 +22,11 @@
 //! sound: a transaction's commit record can precede the snapshot's WAL
 //! position and still be invisible to the snapshot.
 //!
-//! **Checkpoint.** The slot itself: changes are peeked, applied, and the
-//! slot is advanced past them only once every write is acknowledged. A
-//! follower killed in between reads those changes again on its next start.
+//! **Checkpoint.** The slot itself: changes are read (from a temporary
+//! copy of the slot, so that the next batch can be read while one is
+//! written), applied, and the slot is advanced past them only
+//! once every write is acknowledged. A follower killed in between reads
+//! those changes again on its next start.
 
 mod apply;
 mod entities;

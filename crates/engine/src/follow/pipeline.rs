@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sql2ddb_core::KeyAttr;
-use sql2ddb_source::cdc::format_lsn;
+use sql2ddb_source::cdc::{format_lsn, ChangeBatch};
 use sql2ddb_source::Source;
 use tokio::sync::{mpsc, Semaphore};
 
@@ -101,10 +101,7 @@ pub(super) async fn run(
     write: WriteSide<'_>,
     applied: &mut Applied,
 ) -> (Result<FollowEnd, EngineError>, Option<Reader>) {
-    let ahead = match reader.reads_ahead() {
-        true => BATCHES_AHEAD,
-        false => 1,
-    };
+    let ahead = permits_total(&reader) as usize;
     let permits = Arc::new(Semaphore::new(ahead));
     let (tx, rx) = mpsc::channel(ahead);
     let reading = tokio::spawn(read_ahead(read, reader, tx, permits.clone()));
@@ -140,6 +137,7 @@ async fn read_ahead(
             let _ = tx.send(Step::Reached).await;
             break;
         }
+        let mut full = false;
         let step = match reader.next(&side.source, side.batch_changes).await {
             Err(e) => Step::Failed(e),
             Ok(batch) => match BatchEnd::of(&batch) {
@@ -148,6 +146,7 @@ async fn read_ahead(
                     Step::CaughtUp
                 }
                 Some(end) => {
+                    full = is_full(&batch, side.batch_changes);
                     let prepared =
                         apply::prepare(&side.source, &side.by_table, &batch, end, &side.keys);
                     match prepared.await {
@@ -168,8 +167,35 @@ async fn read_ahead(
         if idle && !binlog {
             tokio::time::sleep(POLL).await;
         }
+        // A batch short of the limit took what was committed: reading again
+        // at once would mostly find nothing new, and every read of a slot
+        // decodes its WAL from the restart point again. The next read waits
+        // until what was read is applied, as a follower that keeps up needs
+        // no read-ahead.
+        if !idle && !full {
+            match permits.acquire_many(permits_total(&reader)).await {
+                Ok(all) => drop(all),
+                Err(_) => break,
+            }
+        }
     }
     reader
+}
+
+/// Batches read ahead at most, the one being written included.
+fn permits_total(reader: &Reader) -> u32 {
+    match reader.reads_ahead() {
+        true => BATCHES_AHEAD as u32,
+        false => 1,
+    }
+}
+
+/// Whether a read came back (nearly) as large as asked: more is likely
+/// waiting. A slot counts its messages (two a transaction besides its
+/// changes, and relation descriptions), the binary log its row changes.
+fn is_full(batch: &ChangeBatch, max_changes: usize) -> bool {
+    let messages = batch.changes.len() + 2 * batch.transactions as usize;
+    messages >= max_changes - max_changes / 10
 }
 
 /// The writing half: writes each batch, then moves the checkpoint past it.
