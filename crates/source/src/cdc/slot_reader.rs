@@ -87,9 +87,10 @@ impl Source {
             }));
         };
         let _ = conn.close().await;
-        let code = e
-            .as_database_error()
-            .and_then(|d| d.code().map(|c| c.into_owned()));
+        let (code, message) = match e.as_database_error() {
+            Some(d) => (d.code().map(|c| c.into_owned()), d.message().to_string()),
+            None => (None, e.to_string()),
+        };
         match code.as_deref() {
             // undefined_function: before PostgreSQL 12.
             Some("42883") => Ok(ReadAhead::Unavailable(
@@ -98,7 +99,7 @@ impl Source {
             )),
             // configuration_limit_exceeded: every slot is in use.
             Some("53400") => Ok(ReadAhead::Unavailable(format!(
-                "no replication slot is free for a read-ahead copy ({e}); raise max_replication_slots by one"
+                "no replication slot is free for a read-ahead copy ({message}); raise max_replication_slots by one"
             ))),
             // duplicate_object: another follower's copy.
             Some("42710") => {
