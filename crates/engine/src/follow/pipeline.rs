@@ -138,6 +138,7 @@ async fn read_ahead(
             break;
         }
         let mut full = false;
+        let started = Instant::now();
         let step = match reader.next(&side.source, side.batch_changes).await {
             Err(e) => Step::Failed(e),
             Ok(batch) => match BatchEnd::of(&batch) {
@@ -147,9 +148,17 @@ async fn read_ahead(
                 }
                 Some(end) => {
                     full = is_full(&batch, side.batch_changes);
+                    let read = started.elapsed();
                     let prepared =
                         apply::prepare(&side.source, &side.by_table, &batch, end, &side.keys);
-                    match prepared.await {
+                    let prepared = prepared.await;
+                    tracing::debug!(
+                        changes = batch.changes.len(),
+                        read_ms = read.as_millis() as u64,
+                        prepare_ms = (started.elapsed() - read).as_millis() as u64,
+                        "follow: batch read and prepared"
+                    );
+                    match prepared {
                         Ok(p) => Step::Batch(Box::new(p)),
                         Err(e) => Step::Failed(e),
                     }
@@ -237,8 +246,16 @@ async fn apply_steps(
                 if prepared.changes > 0 {
                     last_change = Instant::now();
                 }
+                let (started, changes) = (Instant::now(), prepared.changes);
                 apply::write(side.by_table, *prepared, side.target, &mut applied.counts).await?;
+                let written = started.elapsed();
                 side.checkpoint.commit(side.source, &end).await?;
+                tracing::debug!(
+                    changes,
+                    write_ms = written.as_millis() as u64,
+                    checkpoint_ms = (started.elapsed() - written).as_millis() as u64,
+                    "follow: batch written, checkpoint moved"
+                );
                 permits.add_permits(1);
                 applied.position = end.ordinal;
                 if side.slot_cut.is_some_and(|at| end.ordinal >= at) {
