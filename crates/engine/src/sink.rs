@@ -96,7 +96,7 @@ pub struct PointerStats {
 
 /// The calls in flight (adapting to throttling unless `adaptive` is off)
 /// and the write-capacity cap a process's writes share.
-fn write_limits(
+pub(crate) fn write_limits(
     concurrency: usize,
     adaptive: bool,
     max_wcu: Option<u64>,
@@ -316,7 +316,7 @@ pub(crate) fn build_sink(
         _ if opts.dry_run => Route::Nowhere,
         Destination::Updates => Route::Updates(updates()),
         Destination::Table => Route::Table {
-            writer: Arc::new(table_writer(plan, opts, calls, &controller, &limiter)),
+            writer: Arc::new(table_writer(plan, opts.retry, calls, &controller, &limiter)),
             pointers: PointerTarget {
                 client: client.clone(),
                 table: plan.target.table.clone(),
@@ -341,17 +341,18 @@ pub(crate) fn build_sink(
     }
 }
 
-/// The batch writer of `plan`'s table, within the process's shared limits.
-fn table_writer(
+/// The batch writer of `plan`'s table, within the process's shared limits
+/// and the mapping's retry settings (`max_attempts`, `retry_seconds`).
+pub(crate) fn table_writer(
     plan: &Plan,
-    opts: &SinkOptions,
+    retry: RetryPolicy,
     calls: &BatchCalls,
     controller: &Arc<AdaptiveConcurrency>,
     limiter: &Option<Arc<WriteCapacityLimiter>>,
 ) -> TableWriter {
     let retry = RetryPolicy {
         max_attempts: plan.writer.max_attempts,
-        ..opts.retry
+        ..retry
     };
     let mut w = TableWriter::new(
         calls.clone(),

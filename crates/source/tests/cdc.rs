@@ -5,7 +5,7 @@
 mod common;
 
 use common::{pg_schema, pg_url, read_all};
-use sql2ddb_source::cdc::{ChangeOp, Relations, TupleValue};
+use sql2ddb_source::cdc::{copy_name, ChangeOp, ReadAhead, Relations, SlotReader, TupleValue};
 use sql2ddb_source::{Relation, Source};
 use sql2ddb_testkit::support::unique_name;
 
@@ -125,6 +125,88 @@ async fn followed_rows_decode_as_the_full_load_reads_them() {
 
     source.drop_slot(&slot, &slot).await.unwrap();
     assert!(source.slot_state(&slot).await.unwrap().is_none());
+    source.close().await;
+}
+
+/// A read-ahead copy of `slot`.
+async fn copy_of(source: &Source, slot: &str) -> SlotReader {
+    match source.open_slot_reader(slot, slot).await.unwrap() {
+        ReadAhead::Copy(r) => r,
+        ReadAhead::Unavailable(why) => panic!("no read-ahead copy: {why}"),
+    }
+}
+
+/// The ids a batch inserted.
+fn ids(batch: &sql2ddb_source::cdc::ChangeBatch) -> Vec<String> {
+    batch
+        .changes
+        .iter()
+        .map(|c| match &c.new.as_ref().unwrap()[0] {
+            TupleValue::Text(t) => t.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_copy_reads_ahead_without_moving_the_slot_and_one_reader_at_a_time() {
+    let (s, _guard) = pg_schema("src_cdc_ahead", "CREATE TABLE {s}.t (id int PRIMARY KEY);").await;
+    let source = Source::connect(pg_url(), 2).await.unwrap();
+    let table = format!("{s}.t");
+    let slot = unique_name("slot_ahead").to_lowercase();
+    let _slot_guard = SlotGuard { slot: slot.clone() };
+    let start = source.create_slot(&slot, &slot, &[&table]).await.unwrap();
+    for id in 1..=3 {
+        sqlx_exec(&format!("INSERT INTO {table} VALUES ({id})")).await;
+    }
+
+    // Batch after batch, each where the last ended, in commit order; the
+    // slot stays where it was.
+    let mut reader = copy_of(&source, &slot).await;
+    assert_eq!(reader.name(), copy_name(&slot));
+    let first = reader.next_batch(1).await.unwrap();
+    let second = reader.next_batch(1).await.unwrap();
+    assert_eq!(
+        (ids(&first), ids(&second)),
+        (vec!["1".into()], vec!["2".into()])
+    );
+    assert!(second.end_lsn > first.end_lsn);
+    assert_eq!(
+        source.slot_state(&slot).await.unwrap().unwrap().confirmed,
+        start
+    );
+
+    // One reader of a slot at a time: a second one is refused, naming why.
+    let Err(err) = source.open_slot_reader(&slot, &slot).await else {
+        panic!("a second reader of {slot} was let in");
+    };
+    assert!(err.to_string().contains("another follower"), "{err}");
+
+    // Closed (or its process gone), the copy is dropped; a new reader
+    // starts from the slot again: what was read ahead and not applied is
+    // read again.
+    reader.close().await;
+    assert!(source
+        .slot_state(&copy_name(&slot))
+        .await
+        .unwrap()
+        .is_none());
+    let mut again = copy_of(&source, &slot).await;
+    assert_eq!(
+        ids(&again.next_batch(10_000).await.unwrap()),
+        ["1", "2", "3"]
+    );
+    again.close().await;
+    // Advanced past the first transaction, the slot's next reader starts after it.
+    source
+        .advance_slot(&slot, first.end_lsn.unwrap())
+        .await
+        .unwrap();
+    let mut after = copy_of(&source, &slot).await;
+    assert_eq!(ids(&after.next_batch(10_000).await.unwrap()), ["2", "3"]);
+    after.close().await;
+
+    source.drop_slot(&slot, &slot).await.unwrap();
     source.close().await;
 }
 

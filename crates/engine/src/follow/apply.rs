@@ -1,11 +1,12 @@
 //! One batch of changes applied to the table: every change mapped as the
 //! full load maps its row, each item's changes folded in source order into
-//! its last state, then the puts and deletes written (different items in
-//! parallel), all acknowledged before the caller moves its checkpoint.
+//! its last state ([`prepare`]), then the puts and deletes written
+//! (different items in parallel), all acknowledged before the caller moves
+//! its checkpoint ([`write`]).
 
 use std::collections::HashMap;
 
-use sql2ddb_core::{Row, SqlValue};
+use sql2ddb_core::{KeyAttr, Row, SqlValue};
 use sql2ddb_dynamo::write_pointer;
 use sql2ddb_source::cdc::{ChangeBatch, ChangeOp, RowChange, TupleValue};
 use sql2ddb_source::Source;
@@ -13,6 +14,7 @@ use sql2ddb_source::Source;
 use super::entities::{ByTable, Followed};
 use super::plan::{rows_of, without_unchanged, ApplyCounts, Plan, Target, Tuple};
 use super::rerender;
+use super::stream::BatchEnd;
 use crate::error::EngineError;
 
 /// Rows of one entity's changes: the new and old tuples, decoded.
@@ -82,21 +84,34 @@ async fn decode(
     Ok(out)
 }
 
-/// Applies `batch`: returns once every write it implies is acknowledged.
-pub(super) async fn apply(
+/// A batch read and made ready to write: each item's last action, the
+/// parents re-rendered, the pointer candidates, and where the batch ends.
+pub(super) struct Prepared {
+    plan: Plan,
+    pointed: Vec<((u32, usize), Vec<Row>)>,
+    /// Row changes of followed tables.
+    pub changes: u64,
+    /// Where the checkpoint goes once the batch is written.
+    pub end: BatchEnd,
+}
+
+/// Maps `batch` (which ends at `end`) into the writes it comes to: every
+/// change decoded as the full load decodes rows, each item's changes folded
+/// in source order. Reads the source (decoding, re-rendering embeds) but
+/// writes nothing, so it may run while the batch before is being written.
+pub(super) async fn prepare(
     source: &Source,
     by_table: &ByTable,
     batch: &ChangeBatch,
-    target: &Target<'_>,
-    counts: &mut ApplyCounts,
-) -> Result<(), EngineError> {
-    let mut plan = Plan::new(target.keys);
+    end: BatchEnd,
+    keys: &[KeyAttr],
+) -> Result<Prepared, EngineError> {
+    let mut plan = Plan::new(keys);
     let relevant: Vec<&RowChange> = batch
         .changes
         .iter()
         .filter(|c| by_table.follows(c.oid))
         .collect();
-    counts.changes += relevant.len() as u64;
     if let Some(t) = relevant.iter().find(|c| c.op == ChangeOp::Truncate) {
         return Err(EngineError::Config(format!(
             "table {} was truncated: a TRUNCATE cannot be followed item by item; run the full load again (a new run) to copy the table as it is now",
@@ -133,7 +148,30 @@ pub(super) async fn apply(
     rerender::children_changed(source, by_table, &relevant, &mut plan.dirty).await?;
     rerender::rerender(source, by_table, &mut plan).await?;
     let pointed = plan.candidates();
+    Ok(Prepared {
+        plan,
+        pointed,
+        changes: relevant.len() as u64,
+        end,
+    })
+}
+
+/// Writes a prepared batch: returns once every write it implies is
+/// acknowledged (the caller then moves its checkpoint to the batch's end).
+pub(super) async fn write(
+    by_table: &ByTable,
+    prepared: Prepared,
+    target: &Target<'_>,
+    counts: &mut ApplyCounts,
+) -> Result<(), EngineError> {
+    let Prepared {
+        plan,
+        pointed,
+        changes,
+        ..
+    } = prepared;
     plan.write(target, counts).await?;
+    counts.changes += changes;
     // Only once the items they point at are written.
     for ((oid, i), rows) in pointed {
         for p in &by_table.parents[&oid][i].pointers {

@@ -22,12 +22,15 @@
 //! sound: a transaction's commit record can precede the snapshot's WAL
 //! position and still be invisible to the snapshot.
 //!
-//! **Checkpoint.** The slot itself: changes are peeked, applied, and the
-//! slot is advanced past them only once every write is acknowledged. A
-//! follower killed in between reads those changes again on its next start.
+//! **Checkpoint.** The slot itself: changes are read (from a temporary
+//! copy of the slot, so that the next batch can be read while one is
+//! written), applied, and the slot is advanced past them only
+//! once every write is acknowledged. A follower killed in between reads
+//! those changes again on its next start.
 
 mod apply;
 mod entities;
+mod pipeline;
 mod plan;
 mod record;
 mod rerender;
@@ -36,13 +39,14 @@ mod stream;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sql2ddb_dynamo::RetryPolicy;
 use sql2ddb_mapping::Plan;
-use sql2ddb_source::cdc::{check_slot_name, format_lsn, BinlogReader, Relations};
+use sql2ddb_source::cdc::{check_slot_name, format_lsn, BinlogReader, ReadAhead, Relations};
 use sql2ddb_source::{Dialect, Source};
 
+use pipeline::{Applied, ReadSide, WriteSide};
 pub use plan::ApplyCounts;
 pub use record::{
     read_file as read_record, FollowRecord, FollowState, RecordTarget, RecordedCounts,
@@ -50,23 +54,18 @@ pub use record::{
 };
 pub use sql2ddb_source::cdc::{BinlogPosition, SlotState, DEFAULT_SERVER_ID};
 pub use status::{follow_status, FollowStatus, SourceNow};
-use stream::Stream;
 pub use stream::{binlog_start, write_checkpoint, BINLOG_CHECKPOINT};
+use stream::{Checkpoint, Reader};
 
 use crate::error::EngineError;
 use crate::progress::RunProgress;
 use crate::rejects::RejectsFile;
 use crate::resources::{Job, ResourceOptions, Resources};
+use crate::sink::{table_writer, write_limits};
 use crate::stop::StopSignal;
 
 /// Most messages read from the slot in one batch (a transaction is never cut).
 pub const DEFAULT_BATCH_CHANGES: usize = 10_000;
-
-/// How long an idle follower waits before asking the slot again.
-const POLL: Duration = Duration::from_millis(200);
-
-/// How often the follower says where it is.
-const NOTE_EVERY: Duration = Duration::from_secs(10);
 
 /// Retained WAL past which every note warns that the slot fills the disk.
 pub const RETAINED_WARNING_BYTES: u64 = 1 << 30;
@@ -252,13 +251,14 @@ pub async fn follow(
     result
 }
 
-/// The stream a follow reads, its first position, and what it is called in
-/// messages (the slot, or the checkpoint file).
+/// Where a follow reads, where its checkpoint is and its first position,
+/// and what it is called in messages (the slot, or the checkpoint file).
 async fn open_stream(
     source: &Source,
     plan: &Plan,
     opts: &FollowOptions,
-) -> Result<(Stream, u64, String), EngineError> {
+    progress: &RunProgress,
+) -> Result<(Reader, Checkpoint, u64, String), EngineError> {
     if source.dialect() != Dialect::MySql {
         let slot = opts.slot.as_str();
         let state = source.slot_state(slot).await?.ok_or_else(|| {
@@ -266,11 +266,23 @@ async fn open_stream(
                 "replication slot {slot} does not exist in the source database (dropped, or created for another database)"
             ))
         })?;
-        let stream = Stream::Slot {
-            slot: slot.to_string(),
-            relations: Relations::default(),
+        let reader = match source.open_slot_reader(slot, slot).await? {
+            ReadAhead::Copy(copy) => Reader::Copy(copy),
+            ReadAhead::Unavailable(why) => {
+                progress.note(format!(
+                    "reading replication slot {slot} one batch at a time, each once the one before is applied: {why}"
+                ));
+                Reader::Peek {
+                    slot: slot.to_string(),
+                    relations: Relations::default(),
+                }
+            }
         };
-        return Ok((stream, state.confirmed, format!("replication slot {slot}")));
+        let checkpoint = Checkpoint::Slot {
+            slot: slot.to_string(),
+        };
+        let name = format!("replication slot {slot}");
+        return Ok((reader, checkpoint, state.confirmed, name));
     }
     let Some(b) = &opts.binlog else {
         return Err(EngineError::Config(
@@ -278,20 +290,19 @@ async fn open_stream(
         ));
     };
     let start = binlog_start(&b.run_dir)?;
-    let checkpoint = b.run_dir.join(BINLOG_CHECKPOINT);
-    if !checkpoint.exists() {
-        write_checkpoint(&checkpoint, &start)?;
+    let path = b.run_dir.join(BINLOG_CHECKPOINT);
+    if !path.exists() {
+        write_checkpoint(&path, &start)?;
     }
     let tables = entities::tables(plan)?;
     let reader = BinlogReader::open(source, &opts.source, b.server_id, &start, &tables).await?;
-    let name = format!("binary log checkpoint {}", checkpoint.display());
+    let name = format!("binary log checkpoint {}", path.display());
     let ordinal = start.ordinal();
-    let stream = Stream::Binlog {
-        reader: Box::new(reader),
-        checkpoint,
+    let checkpoint = Checkpoint::Binlog {
+        path,
         position: start,
     };
-    Ok((stream, ordinal, name))
+    Ok((Reader::Binlog(Box::new(reader)), checkpoint, ordinal, name))
 }
 
 async fn follow_with(
@@ -300,13 +311,15 @@ async fn follow_with(
     opts: &FollowOptions,
     progress: &RunProgress,
 ) -> Result<FollowReport, EngineError> {
-    let by_table = entities::prepare(source, plan).await?;
+    let by_table = Arc::new(entities::prepare(source, plan).await?);
     let resources = Resources::open(Some(plan), &opts.resources, Job::Status).await?;
     let keys = plan.key_attrs();
     let policy = RetryPolicy::default();
-    let writer = resources
-        .client()
-        .table_writer(&plan.target.table, keys.clone(), policy);
+    // The mapping's writer settings, as the full load writes: calls in
+    // flight (adaptive), write-capacity cap, retries.
+    let w = &plan.writer;
+    let (controller, limiter) = write_limits(w.concurrency.max(1), w.adaptive, w.max_wcu);
+    let writer = table_writer(plan, policy, resources.calls(), &controller, &limiter);
     if let Some(dir) = opts.rejects.parent() {
         std::fs::create_dir_all(dir).map_err(|e| EngineError::Io {
             path: dir.to_path_buf(),
@@ -328,81 +341,58 @@ async fn follow_with(
         (true, false) => Some(Cut::Lsn(source.current_wal_lsn().await?)),
         (true, true) => Some(Cut::Binlog(source.binlog_position().await?)),
     };
-    let (mut stream, start, name) = open_stream(source, plan, opts).await?;
+    let (reader, mut checkpoint, start, name) = open_stream(source, plan, opts, progress).await?;
     let cutover_ordinal = cutover_at.as_ref().map(|p| match p {
         Cut::Lsn(l) => *l,
         Cut::Binlog(b) => b.ordinal(),
     });
     progress.note(format!(
         "following {name} from {}{}",
-        stream.text(start),
+        checkpoint.text(start),
         match &cutover_at {
             Some(at) => format!(", cutting over at {at}"),
             None => String::new(),
         }
     ));
     let slot = (!binlog).then_some(opts.slot.as_str());
-    let dynamo = resources.client();
     let mut record = record::Recorder::start(
         opts.record.as_ref(),
-        dynamo,
+        resources.client(),
         slot,
-        stream.text(start),
+        checkpoint.text(start),
         progress,
     )
     .await;
-    let mut counts = ApplyCounts::default();
-    let mut position = start;
-    let mut last_change = Instant::now();
-    let mut last_note = Instant::now();
-    let result: Result<FollowEnd, EngineError> = async {
-        loop {
-            if opts.stop.as_ref().is_some_and(|s| s.is_stopped()) {
-                return Ok(FollowEnd::Stopped);
-            }
-            // A cutover whose position is reached needs no more reading (the
-            // binary log would wait for a transaction that never comes).
-            let read_to = stream.read_to().unwrap_or(position).max(position);
-            if binlog && cutover_ordinal.is_some_and(|at| read_to >= at) {
-                return Ok(FollowEnd::CutOver);
-            }
-            let batch = stream.next(source, opts.batch_changes.max(1)).await?;
-            let Some(end) = batch.end_lsn else {
-                // Nothing committed is left to apply.
-                if !binlog && cutover_at.is_some() {
-                    return Ok(FollowEnd::CutOver);
-                }
-                if opts
-                    .until_idle
-                    .is_some_and(|idle| last_change.elapsed() >= idle)
-                {
-                    return Ok(FollowEnd::Idle);
-                }
-                record.caught_up(progress).await;
-                note(source, &stream, &name, &counts, progress, &mut last_note).await?;
-                if !binlog {
-                    tokio::time::sleep(POLL).await;
-                }
-                continue;
-            };
-            apply::apply(source, &by_table, &batch, &target, &mut counts).await?;
-            stream.commit(source, &batch).await?;
-            position = end;
-            record
-                .applied(stream.text(end), &batch, &counts, progress)
-                .await;
-            if batch.changes.iter().any(|c| by_table.follows(c.oid)) {
-                last_change = Instant::now();
-            }
-            note(source, &stream, &name, &counts, progress, &mut last_note).await?;
-            if cutover_ordinal.is_some_and(|at| end >= at) {
-                return Ok(FollowEnd::CutOver);
-            }
-        }
+    let read = ReadSide {
+        source: source.clone(),
+        by_table: by_table.clone(),
+        keys: keys.clone(),
+        batch_changes: opts.batch_changes.max(1),
+        binlog_cut: cutover_ordinal.filter(|_| binlog),
+        start,
+    };
+    let write = WriteSide {
+        source,
+        by_table: &by_table,
+        target: &target,
+        checkpoint: &mut checkpoint,
+        record: &mut record,
+        slot_cut: cutover_ordinal.filter(|_| !binlog),
+        until_idle: opts.until_idle,
+        stop: opts.stop.clone(),
+        progress,
+        name: &name,
+    };
+    let mut applied = Applied {
+        position: start,
+        counts: ApplyCounts::default(),
+    };
+    let (result, reader) = pipeline::run(read, reader, write, &mut applied).await;
+    let Applied { position, counts } = applied;
+    let shown = checkpoint.text(position);
+    if let Some(reader) = reader {
+        reader.close().await;
     }
-    .await;
-    let shown = stream.text(position);
-    stream.close().await;
     let result = match result {
         Ok(FollowEnd::CutOver) if !binlog => source
             .drop_slot(&opts.slot, &opts.slot)
@@ -437,52 +427,6 @@ impl std::fmt::Display for Cut {
             Cut::Binlog(b) => write!(f, "{b}"),
         }
     }
-}
-
-/// Every [`NOTE_EVERY`]: where the follower is, how far behind, and (slot)
-/// a warning when the slot keeps much WAL.
-async fn note(
-    source: &Source,
-    stream: &Stream,
-    name: &str,
-    counts: &ApplyCounts,
-    progress: &RunProgress,
-    last: &mut Instant,
-) -> Result<(), EngineError> {
-    if last.elapsed() < NOTE_EVERY {
-        return Ok(());
-    }
-    *last = Instant::now();
-    let tally = format!(
-        "{} changes, {} puts, {} deletes, {} rejected",
-        counts.changes, counts.puts, counts.deletes, counts.rejected
-    );
-    match stream {
-        Stream::Binlog { position, .. } => {
-            let current = source.binlog_position().await?;
-            progress.note(format!(
-                "{name}: applied to {position}, the source's binary log at {current}; {tally}"
-            ));
-        }
-        Stream::Slot { slot, .. } => {
-            if let Some(s) = source.slot_state(slot).await? {
-                let warn = if s.retained_bytes > RETAINED_WARNING_BYTES {
-                    format!(
-                        "; warning: the slot keeps {} MB of WAL on the source's disk",
-                        s.retained_bytes >> 20
-                    )
-                } else {
-                    String::new()
-                };
-                progress.note(format!(
-                    "slot {slot}: applied to {}, {} bytes of WAL behind; {tally}{warn}",
-                    format_lsn(s.confirmed),
-                    s.lag_bytes(),
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

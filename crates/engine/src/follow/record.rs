@@ -17,7 +17,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use sql2ddb_dynamo::progress::ProgressStore;
 use sql2ddb_dynamo::Dynamo;
-use sql2ddb_source::cdc::ChangeBatch;
 
 use super::plan::ApplyCounts;
 use crate::error::EngineError;
@@ -247,18 +246,19 @@ impl Recorder {
         recorder
     }
 
-    /// The checkpoint moved to `position`, past `batch`.
+    /// The checkpoint moved to `position`, past a batch whose last
+    /// transaction was committed at `last_commit_time` (the source's clock).
     pub(super) async fn applied(
         &mut self,
         position: String,
-        batch: &ChangeBatch,
+        last_commit_time: Option<i64>,
         counts: &ApplyCounts,
         progress: &RunProgress,
     ) {
         let now = Utc::now();
         self.record.position = position;
         self.record.applied_at = Some(now);
-        if let Some(at) = batch.last_commit_time.and_then(commit_time) {
+        if let Some(at) = last_commit_time.and_then(commit_time) {
             self.record.last_commit_at = Some(at);
         }
         self.record.counts = counts.into();

@@ -1,12 +1,16 @@
-//! Where a follower's changes come from, and where its checkpoint lives:
-//! a PostgreSQL logical slot (the slot is the checkpoint, advanced on the
-//! server) or the MySQL/MariaDB binary log (the position after the last
-//! applied transaction, kept in the run's directory).
+//! Where a follower's changes come from ([`Reader`]) and where its
+//! checkpoint lives ([`Checkpoint`]): a PostgreSQL logical slot (the slot is
+//! the checkpoint, advanced on the server; it is read through a temporary
+//! copy, ahead of the applied position) or the MySQL/MariaDB binary log
+//! (the position after the last applied transaction, kept in the run's
+//! directory).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use sql2ddb_source::cdc::{format_lsn, BinlogPosition, BinlogReader, ChangeBatch, Relations};
+use sql2ddb_source::cdc::{
+    format_lsn, BinlogPosition, BinlogReader, ChangeBatch, Relations, SlotReader,
+};
 use sql2ddb_source::Source;
 
 use crate::error::EngineError;
@@ -19,19 +23,17 @@ pub const BINLOG_CHECKPOINT: &str = "binlog-position";
 const BINLOG_WAIT: Duration = Duration::from_millis(200);
 
 /// A follower's source of changes.
-pub(super) enum Stream {
-    /// A PostgreSQL logical replication slot (and its publication, of the
-    /// same name).
-    Slot { slot: String, relations: Relations },
-    /// The binary log, from the position in `checkpoint` on.
-    Binlog {
-        reader: Box<BinlogReader>,
-        checkpoint: PathBuf,
-        position: BinlogPosition,
-    },
+pub(super) enum Reader {
+    /// A temporary copy of the slot, read ahead of the slot's position.
+    Copy(SlotReader),
+    /// The slot itself, peeked: its next batch can only be read once the
+    /// one before is applied and the slot advanced past it.
+    Peek { slot: String, relations: Relations },
+    /// The binary log, read as a replica.
+    Binlog(Box<BinlogReader>),
 }
 
-impl Stream {
+impl Reader {
     /// The next batch of whole committed transactions (empty when none came).
     pub(super) async fn next(
         &mut self,
@@ -39,37 +41,90 @@ impl Stream {
         max_changes: usize,
     ) -> Result<ChangeBatch, EngineError> {
         Ok(match self {
-            Stream::Slot { slot, relations } => {
+            Reader::Copy(copy) => copy.next_batch(max_changes).await?,
+            Reader::Peek { slot, relations } => {
                 source
                     .peek_changes(slot, slot, max_changes, relations)
                     .await?
             }
-            Stream::Binlog { reader, .. } => {
-                reader.next_batch(source, max_changes, BINLOG_WAIT).await?
-            }
+            Reader::Binlog(reader) => reader.next_batch(source, max_changes, BINLOG_WAIT).await?,
         })
     }
 
-    /// Moves the checkpoint past `batch`, whose writes are all acknowledged.
+    /// Whether a batch can be read before the ones read earlier are
+    /// applied (a peeked slot starts at its applied position every time).
+    pub(super) fn reads_ahead(&self) -> bool {
+        !matches!(self, Reader::Peek { .. })
+    }
+
+    /// The binary log: the end of the last event read (every transaction
+    /// before it is in the batches read).
+    pub(super) fn read_to(&self) -> Option<u64> {
+        match self {
+            Reader::Binlog(reader) => reader.read_to().map(BinlogPosition::ordinal),
+            _ => None,
+        }
+    }
+
+    /// Ends the reader's connection, if it has its own (the slot's copy is
+    /// dropped).
+    pub(super) async fn close(self) {
+        match self {
+            Reader::Copy(copy) => copy.close().await,
+            Reader::Binlog(reader) => reader.close().await,
+            Reader::Peek { .. } => {}
+        }
+    }
+}
+
+/// Where a batch ends: where the checkpoint goes once it is applied.
+#[derive(Debug, Clone)]
+pub(super) struct BatchEnd {
+    /// The slot's LSN, or the binary log position's ordinal.
+    pub ordinal: u64,
+    /// The binary log position.
+    pub binlog: Option<BinlogPosition>,
+    /// When the batch's last transaction was committed on the source
+    /// ([`ChangeBatch::last_commit_time`]).
+    pub last_commit_time: Option<i64>,
+}
+
+impl BatchEnd {
+    /// Where `batch` ends; `None` when it is empty.
+    pub(super) fn of(batch: &ChangeBatch) -> Option<BatchEnd> {
+        Some(BatchEnd {
+            ordinal: batch.end_lsn?,
+            binlog: batch.end.clone(),
+            last_commit_time: batch.last_commit_time,
+        })
+    }
+}
+
+/// A follower's checkpoint: everything before it is applied.
+pub(super) enum Checkpoint {
+    /// The slot (its confirmed position).
+    Slot { slot: String },
+    /// The binary log position in `path`.
+    Binlog {
+        path: PathBuf,
+        position: BinlogPosition,
+    },
+}
+
+impl Checkpoint {
+    /// Moves the checkpoint to `end`, once every write of the changes before
+    /// it is acknowledged: the one place a follower's checkpoint moves.
     pub(super) async fn commit(
         &mut self,
         source: &Source,
-        batch: &ChangeBatch,
+        end: &BatchEnd,
     ) -> Result<(), EngineError> {
         match self {
-            Stream::Slot { slot, .. } => {
-                if let Some(end) = batch.end_lsn {
-                    source.advance_slot(slot, end).await?;
-                }
-            }
-            Stream::Binlog {
-                checkpoint,
-                position,
-                ..
-            } => {
-                if let Some(end) = &batch.end {
-                    write_checkpoint(checkpoint, end)?;
-                    *position = end.clone();
+            Checkpoint::Slot { slot } => source.advance_slot(slot, end.ordinal).await?,
+            Checkpoint::Binlog { path, position } => {
+                if let Some(at) = &end.binlog {
+                    write_checkpoint(path, at)?;
+                    *position = at.clone();
                 }
             }
         }
@@ -79,27 +134,11 @@ impl Stream {
     /// A position printed as the source writes it.
     pub(super) fn text(&self, ordinal: u64) -> String {
         match self {
-            Stream::Slot { .. } => format_lsn(ordinal),
-            Stream::Binlog { position, .. } => match position.ordinal() == ordinal {
+            Checkpoint::Slot { .. } => format_lsn(ordinal),
+            Checkpoint::Binlog { position, .. } => match position.ordinal() == ordinal {
                 true => position.to_string(),
                 false => format!("binary log ordinal {ordinal}"),
             },
-        }
-    }
-
-    /// The binary log: the end of the last event read (every transaction
-    /// before it is applied once the last batch is).
-    pub(super) fn read_to(&self) -> Option<u64> {
-        match self {
-            Stream::Slot { .. } => None,
-            Stream::Binlog { reader, .. } => reader.read_to().map(BinlogPosition::ordinal),
-        }
-    }
-
-    /// Ends the stream's connection, if it has its own.
-    pub(super) async fn close(self) {
-        if let Stream::Binlog { reader, .. } = self {
-            reader.close().await;
         }
     }
 }

@@ -4,11 +4,12 @@
 //! the SQL interface (`pg_logical_slot_peek_binary_changes`), since sqlx does
 //! not speak the replication protocol.
 //!
-//! The slot is the follower's checkpoint: changes are *peeked* (the slot does
-//! not move), applied, and only once their writes are acknowledged is the
-//! slot advanced past them ([`Source::advance_slot`]). A follower that dies
-//! in between reads the same changes again; applying a change twice gives
-//! the same item, so the replay is harmless.
+//! The slot is the follower's checkpoint: changes are read without moving
+//! it (peeked, or read from a temporary copy of the slot: [`SlotReader`]),
+//! applied, and only once their writes are acknowledged is the slot
+//! advanced past them ([`Source::advance_slot`]). A follower that dies in
+//! between reads the same changes again; applying a change twice gives the
+//! same item, so the replay is harmless.
 
 mod binlog;
 mod binlog_server;
@@ -16,6 +17,8 @@ mod binlog_values;
 mod pgoutput;
 mod slot;
 pub use slot::check_slot_name;
+mod slot_reader;
+pub use slot_reader::{copy_name, ReadAhead, SlotReader};
 mod tuples;
 
 use std::collections::HashMap;

@@ -5,6 +5,19 @@ use sqlx::AssertSqlSafe;
 
 use super::pgoutput::{decode, format_lsn, parse_lsn};
 use super::{ChangeBatch, Relations};
+
+/// The `pgoutput` messages of one read of a slot, decoded and folded into
+/// row changes.
+pub(super) fn collect_batch(
+    data: &[Vec<u8>],
+    relations: &mut Relations,
+) -> Result<ChangeBatch, SourceError> {
+    let messages = data
+        .iter()
+        .map(|d| decode(d))
+        .collect::<Result<Vec<_>, _>>()?;
+    relations.collect(messages)
+}
 use crate::sql::{quote_ident, quote_table};
 use crate::{Dialect, Pool, Source, SourceError};
 
@@ -199,11 +212,7 @@ impl Source {
         .fetch_all(pool)
         .await
         .map_err(|e| SourceError::query(format!("read changes from replication slot {slot}"), e))?;
-        let messages = data
-            .iter()
-            .map(|d| decode(d))
-            .collect::<Result<Vec<_>, _>>()?;
-        relations.collect(messages)
+        collect_batch(&data, relations)
     }
 
     /// Moves slot `slot` to `lsn`: the server may then recycle the WAL

@@ -1,0 +1,319 @@
+//! The follow loop as two halves that overlap: a task reads the next batch
+//! and prepares it (decodes its tuples, folds it into the writes it comes
+//! to) while the follower writes the batch before and moves the checkpoint
+//! past it.
+//!
+//! What keeps it as safe as one batch at a time:
+//! - batches are written one after the other, in source order, each one
+//!   only once every write of the one before is acknowledged, so an item's
+//!   changes still reach the table in source order;
+//! - the checkpoint moves past a batch only once its writes are
+//!   acknowledged (and past every batch before it);
+//! - what is read ahead is not applied yet: a follower that stops or fails
+//!   reads it again from the checkpoint on its next start.
+//!
+//! Reading ahead needs a reader that does not start at the checkpoint: the
+//! slot's temporary copy or the binary log. A peeked slot reads its next
+//! batch only once the one before is applied.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use sql2ddb_core::KeyAttr;
+use sql2ddb_source::cdc::{format_lsn, ChangeBatch};
+use sql2ddb_source::Source;
+use tokio::sync::{mpsc, Semaphore};
+
+use super::apply::{self, Prepared};
+use super::entities::ByTable;
+use super::plan::{ApplyCounts, Target};
+use super::record::Recorder;
+use super::stream::{BatchEnd, Checkpoint, Reader};
+use super::{FollowEnd, RETAINED_WARNING_BYTES};
+use crate::error::EngineError;
+use crate::progress::RunProgress;
+use crate::stop::StopSignal;
+
+/// Batches read but not yet applied, the one being written included, when
+/// the reader can read ahead: one being written while the next is read and
+/// prepared.
+const BATCHES_AHEAD: usize = 2;
+
+/// How long an idle follower of a slot waits before reading it again.
+const POLL: Duration = Duration::from_millis(200);
+
+/// How often the follower says where it is.
+const NOTE_EVERY: Duration = Duration::from_secs(10);
+
+/// What the reading half hands the writing half, in source order.
+enum Step {
+    /// A batch, ready to write.
+    Batch(Box<Prepared>),
+    /// Nothing more is committed for now.
+    CaughtUp,
+    /// The binary log is read up to the cutover's position: every batch
+    /// before this step is all there is to apply.
+    Reached,
+    /// Reading or preparing failed: apply what came before, then stop.
+    Failed(EngineError),
+}
+
+/// What the reading half needs.
+pub(super) struct ReadSide {
+    pub source: Source,
+    pub by_table: Arc<ByTable>,
+    pub keys: Vec<KeyAttr>,
+    pub batch_changes: usize,
+    /// The binary log: the cutover's position (reading stops there).
+    pub binlog_cut: Option<u64>,
+    /// Where the checkpoint is when the follow starts.
+    pub start: u64,
+}
+
+/// What the writing half needs.
+pub(super) struct WriteSide<'a> {
+    pub source: &'a Source,
+    pub by_table: &'a ByTable,
+    pub target: &'a Target<'a>,
+    pub checkpoint: &'a mut Checkpoint,
+    /// The follow's record (`status` reads it).
+    pub record: &'a mut Recorder,
+    /// The slot: the cutover's WAL position.
+    pub slot_cut: Option<u64>,
+    pub until_idle: Option<Duration>,
+    pub stop: Option<Arc<StopSignal>>,
+    pub progress: &'a RunProgress,
+    /// What the stream is called in messages.
+    pub name: &'a str,
+}
+
+/// Where the writing half got to.
+pub(super) struct Applied {
+    /// Everything before it is applied (the checkpoint).
+    pub position: u64,
+    pub counts: ApplyCounts,
+}
+
+/// Follows until a stop, an idle period or the cutover: `reader`'s batches
+/// are read and prepared by a task of their own while `write` writes the
+/// ones before and moves the checkpoint. Returns why it ended, and the
+/// reader (to close).
+pub(super) async fn run(
+    read: ReadSide,
+    reader: Reader,
+    write: WriteSide<'_>,
+    applied: &mut Applied,
+) -> (Result<FollowEnd, EngineError>, Option<Reader>) {
+    let ahead = permits_total(&reader) as usize;
+    let permits = Arc::new(Semaphore::new(ahead));
+    let (tx, rx) = mpsc::channel(ahead);
+    let reading = tokio::spawn(read_ahead(read, reader, tx, permits.clone()));
+    let end = apply_steps(write, rx, &permits, applied).await;
+    // The receiver is gone and the permits closed: the reading task ends
+    // after the read in hand, and gives the reader back.
+    permits.close();
+    let reader = reading.await.ok();
+    (end, reader)
+}
+
+/// The reading half: reads and prepares batches, at most `permits` ahead
+/// of the checkpoint, until the writing half is gone.
+async fn read_ahead(
+    side: ReadSide,
+    mut reader: Reader,
+    tx: mpsc::Sender<Step>,
+    permits: Arc<Semaphore>,
+) -> Reader {
+    let binlog = matches!(reader, Reader::Binlog(_));
+    loop {
+        match permits.acquire().await {
+            Ok(p) => p.forget(),
+            Err(_) => break,
+        }
+        if tx.is_closed() {
+            break;
+        }
+        // A cutover whose position is read needs no more reading (the
+        // binary log would wait for a transaction that never comes).
+        let read_to = reader.read_to().unwrap_or(side.start).max(side.start);
+        if side.binlog_cut.is_some_and(|at| read_to >= at) {
+            let _ = tx.send(Step::Reached).await;
+            break;
+        }
+        let mut full = false;
+        let started = Instant::now();
+        let step = match reader.next(&side.source, side.batch_changes).await {
+            Err(e) => Step::Failed(e),
+            Ok(batch) => match BatchEnd::of(&batch) {
+                None => {
+                    permits.add_permits(1);
+                    Step::CaughtUp
+                }
+                Some(end) => {
+                    full = is_full(&batch, side.batch_changes);
+                    let read = started.elapsed();
+                    let prepared =
+                        apply::prepare(&side.source, &side.by_table, &batch, end, &side.keys);
+                    let prepared = prepared.await;
+                    tracing::debug!(
+                        changes = batch.changes.len(),
+                        read_ms = read.as_millis() as u64,
+                        prepare_ms = (started.elapsed() - read).as_millis() as u64,
+                        "follow: batch read and prepared"
+                    );
+                    match prepared {
+                        Ok(p) => Step::Batch(Box::new(p)),
+                        Err(e) => Step::Failed(e),
+                    }
+                }
+            },
+        };
+        let (failed, idle) = (
+            matches!(step, Step::Failed(_)),
+            matches!(step, Step::CaughtUp),
+        );
+        if tx.send(step).await.is_err() || failed {
+            break;
+        }
+        // The binary log waits for transactions within its read.
+        if idle && !binlog {
+            tokio::time::sleep(POLL).await;
+        }
+        // A batch short of the limit took what was committed: reading again
+        // at once would mostly find nothing new, and every read of a slot
+        // decodes its WAL from the restart point again. The next read waits
+        // until what was read is applied, as a follower that keeps up needs
+        // no read-ahead.
+        if !idle && !full {
+            match permits.acquire_many(permits_total(&reader)).await {
+                Ok(all) => drop(all),
+                Err(_) => break,
+            }
+        }
+    }
+    reader
+}
+
+/// Batches read ahead at most, the one being written included.
+fn permits_total(reader: &Reader) -> u32 {
+    match reader.reads_ahead() {
+        true => BATCHES_AHEAD as u32,
+        false => 1,
+    }
+}
+
+/// Whether a read came back (nearly) as large as asked: more is likely
+/// waiting. A slot counts its messages (two a transaction besides its
+/// changes, and relation descriptions), the binary log its row changes.
+fn is_full(batch: &ChangeBatch, max_changes: usize) -> bool {
+    let messages = batch.changes.len() + 2 * batch.transactions as usize;
+    messages >= max_changes - max_changes / 10
+}
+
+/// The writing half: writes each batch, then moves the checkpoint past it.
+async fn apply_steps(
+    side: WriteSide<'_>,
+    mut rx: mpsc::Receiver<Step>,
+    permits: &Semaphore,
+    applied: &mut Applied,
+) -> Result<FollowEnd, EngineError> {
+    let mut last_change = Instant::now();
+    let mut last_note = Instant::now();
+    loop {
+        if side.stop.as_ref().is_some_and(|s| s.is_stopped()) {
+            return Ok(FollowEnd::Stopped);
+        }
+        let Some(step) = rx.recv().await else {
+            return Err(EngineError::Config(format!(
+                "reading {} ended unexpectedly",
+                side.name
+            )));
+        };
+        match step {
+            Step::Failed(e) => return Err(e),
+            Step::Reached => return Ok(FollowEnd::CutOver),
+            Step::CaughtUp => {
+                // Nothing committed is left to apply.
+                if side.slot_cut.is_some() {
+                    return Ok(FollowEnd::CutOver);
+                }
+                if side
+                    .until_idle
+                    .is_some_and(|idle| last_change.elapsed() >= idle)
+                {
+                    return Ok(FollowEnd::Idle);
+                }
+                side.record.caught_up(side.progress).await;
+            }
+            Step::Batch(prepared) => {
+                let end = prepared.end.clone();
+                if prepared.changes > 0 {
+                    last_change = Instant::now();
+                }
+                let (started, changes) = (Instant::now(), prepared.changes);
+                apply::write(side.by_table, *prepared, side.target, &mut applied.counts).await?;
+                let written = started.elapsed();
+                side.checkpoint.commit(side.source, &end).await?;
+                tracing::debug!(
+                    changes,
+                    write_ms = written.as_millis() as u64,
+                    checkpoint_ms = (started.elapsed() - written).as_millis() as u64,
+                    "follow: batch written, checkpoint moved"
+                );
+                permits.add_permits(1);
+                applied.position = end.ordinal;
+                side.record
+                    .applied(
+                        side.checkpoint.text(end.ordinal),
+                        end.last_commit_time,
+                        &applied.counts,
+                        side.progress,
+                    )
+                    .await;
+                if side.slot_cut.is_some_and(|at| end.ordinal >= at) {
+                    return Ok(FollowEnd::CutOver);
+                }
+            }
+        }
+        if last_note.elapsed() >= NOTE_EVERY {
+            last_note = Instant::now();
+            note(&side, &applied.counts).await?;
+        }
+    }
+}
+
+/// Where the follower is, how far behind, and (slot) a warning when the
+/// slot keeps much WAL.
+async fn note(side: &WriteSide<'_>, counts: &ApplyCounts) -> Result<(), EngineError> {
+    let tally = format!(
+        "{} changes, {} puts, {} deletes, {} rejected",
+        counts.changes, counts.puts, counts.deletes, counts.rejected
+    );
+    let (source, name) = (side.source, side.name);
+    match &*side.checkpoint {
+        Checkpoint::Binlog { position, .. } => {
+            let current = source.binlog_position().await?;
+            side.progress.note(format!(
+                "{name}: applied to {position}, the source's binary log at {current}; {tally}"
+            ));
+        }
+        Checkpoint::Slot { slot } => {
+            if let Some(s) = source.slot_state(slot).await? {
+                let warn = if s.retained_bytes > RETAINED_WARNING_BYTES {
+                    format!(
+                        "; warning: the slot keeps {} MB of WAL on the source's disk",
+                        s.retained_bytes >> 20
+                    )
+                } else {
+                    String::new()
+                };
+                side.progress.note(format!(
+                    "slot {slot}: applied to {}, {} bytes of WAL behind; {tally}{warn}",
+                    format_lsn(s.confirmed),
+                    s.lag_bytes(),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
