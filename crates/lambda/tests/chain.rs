@@ -7,6 +7,7 @@
 
 mod support;
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -61,18 +62,20 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
     };
 
     // Workers drain the queue while the reader chain runs.
-    let stop = Arc::new(tokio::sync::Notify::new());
+    // A drain is never cut short: its batches are recorded before its
+    // messages are counted, so stopping in the middle of one would count
+    // fewer messages than the run recorded.
+    let stop = Arc::new(AtomicBool::new(false));
     let workers = {
         let (sqs, queue, stop) = (sqs.clone(), urls.queue.clone(), stop.clone());
         let writer = MessageWriter::connect(&plan, &setup).await.unwrap();
         tokio::spawn(async move {
             let mut received = 0;
-            let stopped = stop.notified();
-            tokio::pin!(stopped);
             loop {
-                tokio::select! {
-                    _ = &mut stopped => return received,
-                    n = drain(&writer, &sqs, &queue) => received += n,
+                let n = drain(&writer, &sqs, &queue).await;
+                received += n;
+                if n == 0 && stop.load(Ordering::SeqCst) {
+                    return received;
                 }
             }
         })
@@ -160,7 +163,7 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
         "the workers finished {:?} after the chain",
         started.elapsed()
     );
-    stop.notify_one();
+    stop.store(true, Ordering::SeqCst);
     let received = workers.await.unwrap();
 
     let recorded = store.load(&run_id).await.unwrap();
