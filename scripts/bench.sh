@@ -62,17 +62,19 @@
 #                 prints time / ideal, throttled calls, retried items and
 #                 consumed / needed write units of each (not the table below)
 #   follow        zero-downtime changes (scripts/bench-follow.sh): a
-#                 PostgreSQL table of --follow-rows rows loaded by `run
-#                 --follow` into a null sink, then the lag while the source
-#                 takes --follow-rate row updates a second, and the apply
-#                 rate of a backlog of one update per row (not the table below)
+#                 PostgreSQL (or, with --follow-source mariadb, MariaDB)
+#                 table of --follow-rows rows loaded by `run --follow` into
+#                 a null sink, then the lag while the source takes
+#                 --follow-rate row updates a second, and the apply rate of
+#                 a backlog of one update per row (not the table below)
 # and prints, per run: rows, wall seconds, items per second, CPU seconds per
 # million items, peak RSS, the share of the read ceiling's rate, and for
 # exports the file bytes per item.
 #
 #   scripts/bench.sh [--rows N] [--clean] [--skip-build] [--only SCENARIOS]
 #                    [--capacity-rows N] [--capacity-scale S]
-#                    [--follow-rows N] [--follow-rate R] [--follow-secs S] [-- RUN ARGS…]
+#                    [--follow-rows N] [--follow-rate R] [--follow-secs S]
+#                    [--follow-source postgres|mariadb] [-- RUN ARGS…]
 #
 #   --rows N        rows to generate (default 1000000); the data lives in schema
 #                   bench_<N> and is reused by later runs
@@ -88,11 +90,15 @@
 #   --follow-rate R     row updates a second while the lag is measured
 #                   (default 5000)
 #   --follow-secs S     how long the lag is measured (default 30)
+#   --follow-source DB  the follow scenario's source: postgres (a logical
+#                   replication slot; default) or mariadb (the binary log)
 #   -- RUN ARGS     passed to every `sql2ddb run` (e.g. -- --concurrency 16),
 #                   not to `sql2ddb export`
 #
 # BENCH_DATABASE_URL overrides the PostgreSQL URL
-# (default postgres://root@127.0.0.1:5432/test). Everything binds to 127.0.0.1.
+# (default postgres://root@127.0.0.1:5432/test), BENCH_MARIADB_URL the
+# MariaDB one of --follow-source mariadb (default
+# mysql://root@127.0.0.1:3306/test). Everything binds to 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -105,6 +111,7 @@ capacity_scale=1
 follow_rows=100000
 follow_rate=5000
 follow_secs=30
+follow_source=postgres
 run_args=()
 while [ $# -gt 0 ]; do
   case $1 in
@@ -117,6 +124,7 @@ while [ $# -gt 0 ]; do
     --follow-rows) follow_rows=${2:?--follow-rows needs a number}; shift 2 ;;
     --follow-rate) follow_rate=${2:?--follow-rate needs a number}; shift 2 ;;
     --follow-secs) follow_secs=${2:?--follow-secs needs a number}; shift 2 ;;
+    --follow-source) follow_source=${2:?--follow-source needs postgres or mariadb}; shift 2 ;;
     --) shift; run_args=("$@"); break ;;
     -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "bench: unknown argument $1 (see --help)" >&2; exit 1 ;;
@@ -133,6 +141,10 @@ for n in "$follow_rows" "$follow_rate" "$follow_secs"; do
     echo "bench: --follow-rows, --follow-rate and --follow-secs take positive integers, got $n" >&2; exit 1
   fi
 done
+case $follow_source in
+  postgres | mariadb) ;;
+  *) echo "bench: --follow-source takes postgres or mariadb, got $follow_source" >&2; exit 1 ;;
+esac
 if ! [[ $capacity_scale =~ ^[0-9]*\.?[0-9]+$ ]] || ! awk -v s="$capacity_scale" 'BEGIN { exit !(s > 0) }'; then
   echo "bench: --capacity-scale must be a positive number, got $capacity_scale" >&2; exit 1
 fi
@@ -150,6 +162,7 @@ need() { # program path or name, Debian package
 need psql postgresql-client
 need jq jq
 need /usr/bin/time time # GNU time: peak RSS and CPU seconds of a process
+if [[ ,$only, == *,follow,* && $follow_source == mariadb ]]; then need mariadb mariadb-client; fi
 
 if $build; then
   log "building release binaries"

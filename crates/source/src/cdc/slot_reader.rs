@@ -22,6 +22,11 @@ use crate::{Pool, Source, SourceError};
 /// The suffix of a read-ahead copy's name.
 const COPY_SUFFIX: &str = "_read";
 
+/// Tries to make the copy while another one of the same name exists, and
+/// the wait between them.
+const COPY_TRIES: u32 = 12;
+const COPY_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
+
 /// A temporary copy of a slot, read ahead of the slot's position.
 pub struct SlotReader {
     conn: PgConnection,
@@ -54,8 +59,9 @@ pub fn copy_name(slot: &str) -> String {
 impl Source {
     /// Opens a temporary copy of slot `slot` on a connection of its own, to
     /// read the changes of `publication` from the slot's position on
-    /// without moving the slot. A copy left by another follower of the same
-    /// slot (one reads a slot at a time) is an error naming its process.
+    /// without moving the slot. A copy held by another follower of the same
+    /// slot (one reads a slot at a time) for more than about 3 seconds is
+    /// an error naming its process.
     pub async fn open_slot_reader(
         &self,
         slot: &str,
@@ -73,11 +79,28 @@ impl Source {
             .await
             .map_err(|e| SourceError::query(format!("connect to read replication slot {slot}"), e))?
             .detach();
-        let created = sqlx::query("SELECT 1 FROM pg_copy_logical_replication_slot($1, $2, true)")
-            .bind(slot)
-            .bind(&copy)
-            .execute(&mut conn)
-            .await;
+        // The copy of a follower that just ended lasts until the server
+        // notices its connection is gone: a moment.
+        let mut tries = 0;
+        let created = loop {
+            let created =
+                sqlx::query("SELECT 1 FROM pg_copy_logical_replication_slot($1, $2, true)")
+                    .bind(slot)
+                    .bind(&copy)
+                    .execute(&mut conn)
+                    .await;
+            let taken = created
+                .as_ref()
+                .err()
+                .and_then(|e| e.as_database_error())
+                .and_then(|d| d.code())
+                .is_some_and(|c| c == "42710");
+            tries += 1;
+            if !taken || tries >= COPY_TRIES {
+                break created;
+            }
+            tokio::time::sleep(COPY_RETRY).await;
+        };
         let Err(e) = created else {
             return Ok(ReadAhead::Copy(SlotReader {
                 conn,
