@@ -16,6 +16,8 @@
 #![warn(missing_docs)]
 
 pub mod admin;
+#[cfg(feature = "bare-sdk")]
+pub mod bare;
 pub mod body;
 pub mod calls;
 pub mod client;

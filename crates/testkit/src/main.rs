@@ -398,14 +398,19 @@ async fn serve_dynamodb(port: u16) -> anyhow::Result<()> {
 }
 
 /// `client` with the SDK's own retries in `mode` (it is built with them off).
-fn with_retry_mode(client: aws_sdk_dynamodb::Client, mode: RetryMode) -> aws_sdk_dynamodb::Client {
-    use aws_sdk_dynamodb::config::retry::RetryConfig;
+fn with_retry_mode(
+    client: sql2ddb_testkit::sdk::Client,
+    mode: RetryMode,
+) -> sql2ddb_testkit::sdk::Client {
+    use sql2ddb_testkit::sdk::config::retry::RetryConfig;
     let retry = match mode {
         RetryMode::Off => return client,
         RetryMode::Standard => RetryConfig::standard(),
         RetryMode::Adaptive => RetryConfig::adaptive(),
     };
-    aws_sdk_dynamodb::Client::from_conf(client.config().to_builder().retry_config(retry).build())
+    sql2ddb_testkit::sdk::Client::from_conf(
+        client.config().to_builder().retry_config(retry).build(),
+    )
 }
 
 #[tokio::main]

@@ -13,8 +13,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use crate::sdk::item_to_sdk;
+use crate::sdk::types::{AttributeValue, PutRequest, WriteRequest};
 use anyhow::{bail, Context};
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, WriteRequest};
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use sql2ddb_core::{Item, KeyAttr};
@@ -91,7 +91,7 @@ pub fn batches(items: Vec<HashMap<String, AttributeValue>>) -> Vec<Vec<WriteRequ
 /// Sends `batches` to `table`, `concurrency` calls in flight; unprocessed
 /// items are sent again.
 pub async fn send(
-    client: &aws_sdk_dynamodb::Client,
+    client: &crate::sdk::Client,
     table: &str,
     batches: Vec<Vec<WriteRequest>>,
     concurrency: usize,
@@ -144,7 +144,7 @@ const LOAD_CHUNK: u64 = 10_000;
 /// `table` (created, on demand, when missing): the very items a null sink
 /// started with as many scans. `concurrency` calls in flight.
 pub async fn load_synthetic(
-    client: &aws_sdk_dynamodb::Client,
+    client: &crate::sdk::Client,
     dynamo: &sql2ddb_dynamo::Dynamo,
     table: &str,
     keys: Vec<KeyAttr>,

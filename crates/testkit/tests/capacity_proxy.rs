@@ -12,11 +12,13 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeValue, PutRequest, ReturnConsumedCapacity, WriteRequest};
 use serde_json::json;
 use sql2ddb_core::EncodedItem;
 use sql2ddb_dynamo::{BatchWriter, RetryPolicy};
 use sql2ddb_testkit::capacity::{key_hash, CapacityConfig};
+use sql2ddb_testkit::sdk::types::{
+    AttributeValue, PutRequest, ReturnConsumedCapacity, WriteRequest,
+};
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
 use support::{assert_same_items, calls, items, write_all, Upstream};
 
@@ -328,7 +330,7 @@ async fn the_proxy_process_takes_the_model_from_a_file_and_counts_index_writes()
 
 #[tokio::test]
 async fn the_key_schema_and_indexes_are_learnt_from_a_create_table_through_the_proxy() {
-    use aws_sdk_dynamodb::types::{
+    use sql2ddb_testkit::sdk::types::{
         AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType,
         Projection, ProjectionType, ScalarAttributeType,
     };

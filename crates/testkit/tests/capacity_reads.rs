@@ -10,11 +10,11 @@ use std::collections::BTreeSet;
 use std::ops::ControlFlow;
 use std::time::Duration;
 
-use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnConsumedCapacity};
 use serde_json::json;
 use sql2ddb_core::{AttrValue, Item};
 use sql2ddb_dynamo::{batch_get, scan_segment, RetryPolicy, ScanSegment};
 use sql2ddb_testkit::capacity::{key_hash, CapacityConfig};
+use sql2ddb_testkit::sdk::types::{AttributeValue, KeysAndAttributes, ReturnConsumedCapacity};
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
 use support::Upstream;
 

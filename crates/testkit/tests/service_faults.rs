@@ -9,10 +9,10 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use aws_sdk_dynamodb::error::ProvideErrorMetadata;
 use serde::Deserialize;
 use serde_json::{json, Value as Json};
 use sql2ddb_core::Item;
+use sql2ddb_testkit::sdk::error::ProvideErrorMetadata;
 use sql2ddb_testkit::sdk::types::{AttributeValue, KeysAndAttributes, PutRequest, WriteRequest};
 use sql2ddb_testkit::support::item_by_value;
 use sql2ddb_testkit::{FaultConfig, FaultProxy, EVERY_OPERATION};
@@ -110,7 +110,7 @@ async fn batch_write(
     client: &sql2ddb_testkit::sdk::Client,
     table: &str,
     requests: Vec<WriteRequest>,
-) -> aws_sdk_dynamodb::operation::batch_write_item::BatchWriteItemOutput {
+) -> sql2ddb_testkit::sdk::operation::batch_write_item::BatchWriteItemOutput {
     client
         .batch_write_item()
         .request_items(table, requests)
