@@ -174,6 +174,30 @@ async fn status_shows_where_a_stopped_follow_is(db: Db, prefix: &str) {
     assert_eq!(follow["record"]["counts"]["changes"], 60, "{json}");
     assert!(follow["source"]["position"].is_string(), "{json}");
     assert!(follow["behind_seconds"].is_number(), "{json}");
+    // MariaDB: the GTID position the checkpoint holds is shown with it.
+    match db {
+        Db::MariaDb => {
+            let held = std::fs::read_to_string(
+                sc.path()
+                    .join("sql2ddb-runs")
+                    .join(&run_id)
+                    .join(sql2ddb_engine::follow::BINLOG_CHECKPOINT),
+            )
+            .unwrap();
+            let gtid = held
+                .lines()
+                .nth(1)
+                .and_then(|l| l.strip_prefix("gtid "))
+                .unwrap_or_else(|| panic!("no GTID position in the checkpoint: {held:?}"));
+            assert_eq!(follow["applied_gtid"], gtid, "{json}");
+            assert!(
+                text.stdout.contains(&format!("GTID position {gtid}")),
+                "{}",
+                text.stdout
+            );
+        }
+        Db::Postgres => assert!(follow.get("applied_gtid").is_none(), "{json}"),
+    }
 
     // `follow --status` says where the follow stands too, on stdout.
     let follow_status = sc

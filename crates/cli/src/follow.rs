@@ -233,7 +233,8 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
         return match sql2ddb_engine::follow::binlog_state(&source, &run_dir).await {
             Ok((applied, current)) => {
                 println!(
-                    "run {run}: applied to binary log position {applied}, source at {current}"
+                    "run {run}: applied to binary log position {}, source at {current}",
+                    applied.describe()
                 );
                 let record = RecordTarget::of_run(&args.runs_dir, run);
                 if let Some(line) = record_line(Some(record), &source).await {

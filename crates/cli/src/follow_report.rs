@@ -90,6 +90,9 @@ pub(crate) fn render_status(s: &FollowStatus) -> String {
         .map(|t| format!(" (moved there at {})", time(t)))
         .unwrap_or_default();
     out.push_str(&format!("  applied to {}{applied_at}\n", s.applied));
+    if let Some(gtid) = &s.applied_gtid {
+        out.push_str(&format!("  GTID position {gtid}\n"));
+    }
     let c = &r.counts;
     out.push_str(&format!(
         "  {} changes applied since {} ({} puts, {} deletes, {} rejected)\n",

@@ -39,7 +39,9 @@ pub struct Snapshot {
     /// snapshot), MySQL's `binlog file:position` (absent when the binary log
     /// is off).
     pub position: Option<String>,
-    /// MySQL/MariaDB with GTIDs: the executed GTID set at the snapshot.
+    /// MySQL with GTIDs: the executed GTID set at the snapshot
+    /// (`@@gtid_executed`); MariaDB: the binary log's GTID position
+    /// (`@@gtid_binlog_pos`), where a follower starts.
     pub gtid: Option<String>,
     /// When it was taken, by the server's clock (RFC 3339).
     pub taken_at: String,
@@ -252,7 +254,7 @@ async fn mysql_snapshot(
         .await
         .ok()
         .or(
-            sqlx::query_scalar("SELECT CAST(@@GLOBAL.gtid_current_pos AS CHAR)")
+            sqlx::query_scalar("SELECT CAST(@@GLOBAL.gtid_binlog_pos AS CHAR)")
                 .fetch_one(&mut *lock)
                 .await
                 .ok(),

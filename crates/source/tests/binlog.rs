@@ -7,7 +7,8 @@ mod common;
 use std::time::Duration;
 
 use common::{my_database, mysql_url, read_all};
-use sql2ddb_source::cdc::{BinlogReader, ChangeOp, TupleValue};
+use sql2ddb_core::SqlValue;
+use sql2ddb_source::cdc::{BinlogPosition, BinlogReader, ChangeOp, TupleValue};
 use sql2ddb_source::{Relation, Source};
 
 #[tokio::test]
@@ -149,4 +150,144 @@ async fn the_test_server_has_the_binlog_settings_and_other_sources_are_refused()
     let pg = Source::connect(common::pg_url(), 1).await.unwrap();
     let err = pg.binlog_position().await.unwrap_err();
     assert!(err.to_string().contains("MySQL and MariaDB"), "{err}");
+}
+
+/// Reads batches until `want` changes of the followed tables came; returns
+/// them with the end of the last batch.
+async fn read_changes(
+    source: &Source,
+    reader: &mut BinlogReader,
+    want: usize,
+) -> (Vec<sql2ddb_source::cdc::RowChange>, BinlogPosition) {
+    let mut changes = Vec::new();
+    let mut end = None;
+    while changes.len() < want {
+        let batch = reader
+            .next_batch(source, 10_000, Duration::from_secs(2))
+            .await
+            .unwrap();
+        assert!(
+            batch.transactions > 0,
+            "the binary log ran dry: {changes:?}"
+        );
+        end = batch.end.clone();
+        changes.extend(batch.changes);
+    }
+    (changes, end.unwrap())
+}
+
+#[tokio::test]
+async fn mariadb_is_followed_by_gtid_on_whatever_files_the_server_has() {
+    let (d, _guard) = my_database(
+        "src_gtid",
+        "CREATE TABLE {d}.g (id INT PRIMARY KEY, v INT);",
+    )
+    .await;
+    let source = Source::connect(mysql_url(), 2).await.unwrap();
+    let table = format!("{d}.g");
+    let pool = sqlx::MySqlPool::connect(mysql_url()).await.unwrap();
+    let exec = |sql: String| {
+        let pool = pool.clone();
+        async move {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    exec(format!("INSERT INTO {table} VALUES (1, 1)")).await;
+    let start = source.binlog_position().await.unwrap();
+    let start_gtid = source
+        .binlog_gtid_pos(&start)
+        .await
+        .unwrap()
+        .expect("the test server is MariaDB, which logs a GTID for every transaction");
+    assert!(!start_gtid.is_empty());
+    assert!(source.mariadb_gtid_pos().await.unwrap().is_some());
+    exec(format!(
+        "INSERT INTO {table} VALUES (2, 2); FLUSH BINARY LOGS;
+         UPDATE {table} SET v = 3 WHERE id = 2; INSERT INTO {table} VALUES (4, 4);"
+    ))
+    .await;
+    let ids = |changes: &[sql2ddb_source::cdc::RowChange]| -> Vec<(ChangeOp, TupleValue)> {
+        changes
+            .iter()
+            .map(|c| (c.op, c.new.as_ref().unwrap()[0].clone()))
+            .collect()
+    };
+    let want = vec![
+        (ChangeOp::Insert, TupleValue::Value(SqlValue::Int(2))),
+        (ChangeOp::Update, TupleValue::Value(SqlValue::Int(2))),
+        (ChangeOp::Insert, TupleValue::Value(SqlValue::Int(4))),
+    ];
+    // The server's reading of an end's file and offset is the GTID
+    // position the reader gives with it.
+    let agrees = |end: BinlogPosition| {
+        let source = &source;
+        async move {
+            let gtid = end
+                .gtid
+                .clone()
+                .expect("MariaDB ends carry their GTID position");
+            let bare = BinlogPosition { gtid: None, ..end };
+            let server = source.binlog_gtid_pos(&bare).await.unwrap();
+            assert_eq!(server.map(|g| g.to_string()), Some(gtid), "at {bare}");
+        }
+    };
+
+    // By file and offset: ends carry the GTID position too.
+    let tables = vec![table.clone()];
+    let mut by_file = BinlogReader::open(&source, mysql_url(), 4_100_002, &start, &tables)
+        .await
+        .unwrap();
+    let (changes, end) = read_changes(&source, &mut by_file, 3).await;
+    by_file.close().await;
+    assert_eq!(ids(&changes), want);
+    agrees(end.clone()).await;
+
+    // By GTID, with a file this server never had (another server of the
+    // group wrote it): the server finds the place in its own files, and
+    // the positions the reader gives are in those.
+    let elsewhere = BinlogPosition {
+        file: "other-host-bin.000042".into(),
+        pos: 12_345,
+        gtid: Some(start_gtid.to_string()),
+    };
+    let mut by_gtid = BinlogReader::open(&source, mysql_url(), 4_100_003, &elsewhere, &tables)
+        .await
+        .unwrap();
+    let (changes, gtid_end) = read_changes(&source, &mut by_gtid, 3).await;
+    by_gtid.close().await;
+    assert_eq!(ids(&changes), want);
+    assert!(
+        gtid_end
+            .file
+            .starts_with(start.file.rsplit_once('.').unwrap().0),
+        "{gtid_end}"
+    );
+    agrees(gtid_end).await;
+
+    // A GTID position the server's log does not hold (a transaction it
+    // never logged) is refused, naming it.
+    let first = start_gtid.to_string();
+    let first = first.split(',').next().unwrap();
+    let (domain_server, seq) = first.rsplit_once('-').unwrap();
+    let beyond = format!(
+        "{domain_server}-{}",
+        seq.parse::<u64>().unwrap() + 1_000_000
+    );
+    let unknown = BinlogPosition {
+        gtid: Some(beyond.clone()),
+        ..elsewhere
+    };
+    let err = match BinlogReader::open(&source, mysql_url(), 4_100_004, &unknown, &tables).await {
+        Err(e) => e.to_string(),
+        Ok(mut reader) => reader
+            .next_batch(&source, 10, Duration::from_secs(5))
+            .await
+            .unwrap_err()
+            .to_string(),
+    };
+    assert!(err.contains(&beyond), "{err}");
+    source.close().await;
 }

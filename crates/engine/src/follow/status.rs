@@ -34,6 +34,9 @@ pub struct FollowStatus {
     /// be read (the slot's confirmed LSN, the run's `binlog-position`),
     /// else the record's position.
     pub applied: String,
+    /// MariaDB: the GTID position of the applied one, from the checkpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub applied_gtid: Option<String>,
     /// The source now; `None` when it could not be asked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<SourceNow>,
@@ -108,6 +111,7 @@ pub async fn follow_status(
     let now = Utc::now();
     let mut status = FollowStatus {
         applied: record.position.clone(),
+        applied_gtid: None,
         record_age_seconds: seconds(now - record.updated_at),
         record,
         recorded_in,
@@ -121,8 +125,9 @@ pub async fn follow_status(
     };
     let asked = tokio::time::timeout(SOURCE_WAIT, ask_source(url, &status.record, run_dir)).await;
     match asked {
-        Ok(Ok((applied, now_at))) => {
+        Ok(Ok((applied, gtid, now_at))) => {
             status.applied = applied;
+            status.applied_gtid = gtid;
             status.source = Some(now_at);
         }
         Ok(Err(e)) => status.source_error = Some(sql2ddb_core::redact_secrets(&e.to_string())),
@@ -147,13 +152,14 @@ async fn ask_source(
     url: &str,
     record: &FollowRecord,
     run_dir: &Path,
-) -> Result<(String, SourceNow), EngineError> {
+) -> Result<(String, Option<String>, SourceNow), EngineError> {
     let source = Source::connect(url, 1).await?;
     let result = async {
         match &record.slot {
             Some(slot) => Ok(match source.slot_state(slot).await? {
                 Some(s) => (
                     format_lsn(s.confirmed),
+                    None,
                     SourceNow {
                         position: format_lsn(s.current),
                         caught_up: s.current <= s.confirmed,
@@ -164,6 +170,7 @@ async fn ask_source(
                 ),
                 None => (
                     record.position.clone(),
+                    None,
                     SourceNow {
                         position: format_lsn(source.current_wal_lsn().await?),
                         caught_up: false,
@@ -181,6 +188,7 @@ async fn ask_source(
                 };
                 Ok((
                     applied.to_string(),
+                    applied.gtid.clone(),
                     SourceNow {
                         position: current.to_string(),
                         caught_up: current.ordinal() <= applied.ordinal(),

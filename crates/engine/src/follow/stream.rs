@@ -9,14 +9,15 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sql2ddb_source::cdc::{
-    format_lsn, BinlogPosition, BinlogReader, ChangeBatch, Relations, SlotReader,
+    format_lsn, BinlogPosition, BinlogReader, ChangeBatch, MariaGtids, Relations, SlotReader,
 };
 use sql2ddb_source::Source;
 
 use crate::error::EngineError;
 
 /// The file in a run's directory that holds the binary log position the
-/// follower has applied up to (`file:position`).
+/// follower has applied up to (`file:position`, then on MariaDB a line
+/// `gtid DOMAIN-SERVER-SEQUENCE,…`).
 pub const BINLOG_CHECKPOINT: &str = "binlog-position";
 
 /// How long an idle binary log read waits for a transaction.
@@ -149,7 +150,7 @@ impl Checkpoint {
 pub fn binlog_start(run_dir: &Path) -> Result<BinlogPosition, EngineError> {
     let checkpoint = run_dir.join(BINLOG_CHECKPOINT);
     match std::fs::read_to_string(&checkpoint) {
-        Ok(text) => return Ok(BinlogPosition::parse(&text)?),
+        Ok(text) => return Ok(BinlogPosition::parse_checkpoint(&text)?),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
         Err(e) => {
             return Err(EngineError::Io {
@@ -178,7 +179,15 @@ pub fn binlog_start(run_dir: &Path) -> Result<BinlogPosition, EngineError> {
                 report.display()
             ))
         })?;
-    Ok(BinlogPosition::parse(binlog)?)
+    let mut start = BinlogPosition::parse(binlog)?;
+    // MariaDB's GTID position at the snapshot (MySQL's GTID set is not
+    // one: it is left out).
+    start.gtid = json
+        .pointer("/snapshot/gtid")
+        .and_then(|g| g.as_str())
+        .filter(|g| MariaGtids::parse(g).is_ok_and(|g| !g.is_empty()))
+        .map(str::to_string);
+    Ok(start)
 }
 
 /// Writes `position` to `path` durably: a new file synced, then renamed
@@ -193,7 +202,8 @@ pub fn write_checkpoint(path: &Path, position: &BinlogPosition) -> Result<(), En
     std::fs::create_dir_all(dir).map_err(io)?;
     let tmp = path.with_extension("tmp");
     let mut f = std::fs::File::create(&tmp).map_err(io)?;
-    writeln!(f, "{position}").map_err(io)?;
+    f.write_all(position.checkpoint_text().as_bytes())
+        .map_err(io)?;
     f.sync_all().map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)?;
     if let Ok(d) = std::fs::File::open(dir) {
@@ -223,5 +233,36 @@ mod tests {
         let at = BinlogPosition::parse("mysql-bin.000004:4").unwrap();
         write_checkpoint(&dir.path().join(BINLOG_CHECKPOINT), &at).unwrap();
         assert_eq!(binlog_start(dir.path()).unwrap(), at);
+    }
+
+    #[test]
+    fn a_mariadb_gtid_position_is_kept_from_the_snapshot_and_in_the_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        // MySQL's GTID set is not a place to start from.
+        std::fs::write(
+            dir.path().join("report.json"),
+            r#"{"snapshot": {"binlog": "b.000003:120", "gtid": "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5"}}"#,
+        )
+        .unwrap();
+        assert_eq!(binlog_start(dir.path()).unwrap().gtid, None);
+        std::fs::write(
+            dir.path().join("report.json"),
+            r#"{"snapshot": {"binlog": "b.000003:120", "gtid": "0-1-17"}}"#,
+        )
+        .unwrap();
+        let start = binlog_start(dir.path()).unwrap();
+        assert_eq!(start.gtid.as_deref(), Some("0-1-17"));
+        let mut at = BinlogPosition::parse("b.000004:900").unwrap();
+        at.gtid = Some("0-1-20,1-2-3".into());
+        let path = dir.path().join(BINLOG_CHECKPOINT);
+        write_checkpoint(&path, &at).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "b.000004:900\ngtid 0-1-20,1-2-3\n"
+        );
+        assert_eq!(binlog_start(dir.path()).unwrap(), at);
+        std::fs::write(&path, "b.000004:900\nposition 7\n").unwrap();
+        let err = binlog_start(dir.path()).unwrap_err().to_string();
+        assert!(err.contains("unexpected line"), "{err}");
     }
 }

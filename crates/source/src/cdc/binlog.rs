@@ -9,6 +9,14 @@
 //! changes carry where it ends; the follower keeps that position as its
 //! checkpoint once their writes are acknowledged (the server keeps no
 //! position for us, unlike a PostgreSQL slot).
+//!
+//! On MariaDB the position also carries the GTID position after that
+//! transaction ([`MariaGtids`]), and a reader given one starts from it, as
+//! a GTID replica does: a follower then goes on from where it stood on any
+//! server of the replication group (after a failover, or on a server whose
+//! files are named otherwise), and the `file:position` it reports is that
+//! server's. MySQL's GTID sets are not used: there the position is the
+//! `file:position` alone.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,6 +27,8 @@ use mysql_async::binlog::events::{EventData, RowsEventData};
 use mysql_async::{BinlogStream, BinlogStreamRequest, Opts, OptsBuilder, SslOpts};
 
 use super::binlog_values::ColumnDecoder;
+use super::gtid::{gtid_event, MariaGtids, MARIADB_GTID_EVENT};
+use super::position::BinlogPosition;
 use super::{ChangeBatch, ChangeOp, RowChange, TupleValue};
 use crate::{Source, SourceError};
 
@@ -34,54 +44,6 @@ const ROTATE: u8 = 4;
 /// Seconds from the Unix epoch to 2000-01-01, the origin of
 /// [`ChangeBatch::last_commit_time`].
 const EPOCH_2000: i64 = 946_684_800;
-
-/// A place in the binary log: the end of a transaction, where reading
-/// goes on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BinlogPosition {
-    /// The binary log file (`mysql-bin.000042`).
-    pub file: String,
-    /// The byte offset within it.
-    pub pos: u64,
-}
-
-impl BinlogPosition {
-    /// Parses `file:position`, as snapshots and checkpoints write it.
-    pub fn parse(text: &str) -> Result<Self, SourceError> {
-        let bad = || {
-            SourceError::config(format!(
-                "binary log position {text:?}: expected FILE:POSITION (mysql-bin.000042:1234)"
-            ))
-        };
-        let (file, pos) = text.trim().rsplit_once(':').ok_or_else(bad)?;
-        let pos = pos.parse().map_err(|_| bad())?;
-        if file.is_empty() {
-            return Err(bad());
-        }
-        Ok(BinlogPosition {
-            file: file.to_string(),
-            pos,
-        })
-    }
-
-    /// A number that orders positions as the log does: the file's
-    /// sequence number above, the offset below (a file is at most 4 GB).
-    pub fn ordinal(&self) -> u64 {
-        let seq: u64 = self
-            .file
-            .rsplit('.')
-            .next()
-            .and_then(|n| n.parse().ok())
-            .unwrap_or(0);
-        (seq << 32) | (self.pos & 0xffff_ffff)
-    }
-}
-
-impl std::fmt::Display for BinlogPosition {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}:{}", self.file, self.pos)
-    }
-}
 
 /// The id a MySQL table goes by in [`RowChange::oid`]: a hash of
 /// `schema.table` (the binary log's table ids change with every restart).
@@ -114,6 +76,12 @@ pub struct BinlogReader {
     in_transaction: bool,
     /// The end of the last event read.
     read_to: Option<BinlogPosition>,
+    /// MariaDB: the GTID position after the last transaction read.
+    gtids: Option<MariaGtids>,
+    /// Started from a GTID position: the file is named by the first rotate
+    /// event, whose raw name is held here until the format description
+    /// says whether a checksum ends it.
+    unnamed: Option<Vec<u8>>,
 }
 
 /// A source URL as `mysql_async` takes it: the scheme `mysql`, no sqlx
@@ -159,15 +127,48 @@ impl BinlogReader {
         for t in tables {
             followed.insert(source.qualified_table(t).await?, None);
         }
-        let conn = mysql_async::Conn::new(binlog_opts(url)?)
+        let mut conn = mysql_async::Conn::new(binlog_opts(url)?)
             .await
             .map_err(|e| SourceError::config(format!("connect to read the binary log: {e}")))?;
-        let request = BinlogStreamRequest::new(server_id)
-            .with_filename(from.file.as_bytes())
-            .with_pos(from.pos);
+        // MariaDB: where `from` stands in GTIDs (the position's own, or the
+        // server's reading of its file and offset).
+        let gtids = match source.mariadb_gtid_pos().await? {
+            None => None,
+            Some(_) => match &from.gtid {
+                Some(g) => Some(MariaGtids::parse(g)?),
+                None => source.binlog_gtid_pos(from).await?,
+            },
+        };
+        let by_gtid = from.gtid.is_some() && gtids.as_ref().is_some_and(|g| !g.is_empty());
+        if let Some(g) = &gtids {
+            // GTID events as they are (not turned into `BEGIN`), and, from
+            // a GTID position, the server finds the place in its own files.
+            let mut setup = vec!["SET @mariadb_slave_capability = 4".to_string()];
+            if by_gtid {
+                setup.push(format!("SET @slave_connect_state = '{g}'"));
+                setup.push("SET @slave_gtid_strict_mode = 1".into());
+                setup.push("SET @slave_gtid_ignore_duplicates = 0".into());
+            }
+            for sql in setup {
+                use mysql_async::prelude::Queryable;
+                conn.query_drop(&sql).await.map_err(|e| {
+                    SourceError::config(format!("prepare to read the binary log ({sql}): {e}"))
+                })?;
+            }
+        }
+        let request = match by_gtid {
+            true => BinlogStreamRequest::new(server_id),
+            false => BinlogStreamRequest::new(server_id)
+                .with_filename(from.file.as_bytes())
+                .with_pos(from.pos),
+        };
         let stream = conn.get_binlog_stream(request).await.map_err(|e| {
+            let at = match (by_gtid, &gtids) {
+                (true, Some(g)) => format!("GTID position {g}"),
+                _ => from.to_string(),
+            };
             SourceError::config(format!(
-                "read the binary log from {from} as replica server id {server_id} (needs the REPLICATION SLAVE privilege, and the file must still be on the server): {e}"
+                "read the binary log from {at} as replica server id {server_id} (needs the REPLICATION SLAVE privilege, and the log must still be on the server): {e}"
             ))
         })?;
         Ok(BinlogReader {
@@ -177,7 +178,28 @@ impl BinlogReader {
             pending: Vec::new(),
             in_transaction: false,
             read_to: None,
+            gtids,
+            unnamed: by_gtid.then(Vec::new),
         })
+    }
+
+    /// Where the reader is, for messages: the file, or before the server
+    /// named it, the GTID position asked for.
+    fn place(&self) -> String {
+        match (&self.unnamed, &self.gtids) {
+            (Some(_), Some(g)) => format!("GTID position {g}"),
+            _ => self.file.clone(),
+        }
+    }
+
+    /// Where a batch ends: the position, with the GTID position when it is
+    /// followed (every transaction read is in a batch by then, so the
+    /// GTIDs read are those of the batches).
+    fn finish(&self, mut batch: ChangeBatch) -> ChangeBatch {
+        if let (Some(end), Some(g)) = (&mut batch.end, &self.gtids) {
+            end.gtid = (!g.is_empty()).then(|| g.to_string());
+        }
+        batch
     }
 
     /// The committed transactions that come within `wait` (a transaction
@@ -199,7 +221,7 @@ impl BinlogReader {
             } else {
                 match tokio::time::timeout(left, self.stream.next()).await {
                     Ok(e) => e,
-                    Err(_) => return Ok(batch),
+                    Err(_) => return Ok(self.finish(batch)),
                 }
             };
             let event = match event {
@@ -207,7 +229,7 @@ impl BinlogReader {
                 Some(Err(e)) => {
                     return Err(SourceError::config(format!(
                         "read the binary log at {}: {e}",
-                        self.file
+                        self.place()
                     )))
                 }
                 None => {
@@ -220,16 +242,42 @@ impl BinlogReader {
             let data = event.read_data().map_err(|e| {
                 SourceError::config(format!("decode a binary log event in {}: {e}", self.file))
             })?;
+            if header.event_type_raw() == MARIADB_GTID_EVENT {
+                if let (Some(g), Some(gtid)) = (&mut self.gtids, gtid_event(event.data())) {
+                    g.record(gtid.domain, header.server_id(), gtid.sequence);
+                    // A transaction begins (a standalone one is its one
+                    // statement, which follows at once).
+                    self.in_transaction = true;
+                }
+            }
             let committed = match data {
-                // The rotate the server sends first (position 0) only
-                // repeats the file asked for, and comes before the format
-                // description that says its checksum's length: its name is
-                // not used.
+                // The rotate the server sends first (position 0) repeats
+                // the file asked for, and comes before the format
+                // description that says whether a checksum ends it: from a
+                // GTID position, its name is read once that is known.
                 Some(EventData::RotateEvent(r)) if header.log_pos() == 0 => {
+                    if let Some(raw) = &mut self.unnamed {
+                        *raw = r.name_raw().to_vec();
+                    }
                     self.read_to = Some(BinlogPosition {
                         file: self.file.clone(),
                         pos: r.position(),
+                        gtid: None,
                     });
+                    false
+                }
+                Some(EventData::FormatDescriptionEvent(fde)) => {
+                    if let Some(mut raw) = self.unnamed.take().filter(|r| !r.is_empty()) {
+                        use mysql_async::binlog::BinlogChecksumAlg;
+                        let crc = matches!(
+                            fde.footer().get_checksum_alg(),
+                            Ok(Some(BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_CRC32))
+                        );
+                        if crc && event.checksum().is_some() && raw.len() > 4 {
+                            raw.truncate(raw.len() - 4);
+                        }
+                        self.file = String::from_utf8_lossy(&raw).into_owned();
+                    }
                     false
                 }
                 Some(EventData::RotateEvent(r)) => {
@@ -237,6 +285,7 @@ impl BinlogReader {
                     self.read_to = Some(BinlogPosition {
                         file: self.file.clone(),
                         pos: r.position(),
+                        gtid: None,
                     });
                     false
                 }
@@ -273,6 +322,7 @@ impl BinlogReader {
                 self.read_to = Some(BinlogPosition {
                     file: self.file.clone(),
                     pos: u64::from(header.log_pos()),
+                    gtid: None,
                 });
             }
             if committed && header.log_pos() > 0 {
@@ -280,6 +330,7 @@ impl BinlogReader {
                 let end = BinlogPosition {
                     file: self.file.clone(),
                     pos: u64::from(header.log_pos()),
+                    gtid: None,
                 };
                 let ordinal = end.ordinal();
                 for mut c in self.pending.drain(..) {
@@ -292,7 +343,7 @@ impl BinlogReader {
                     Some((i64::from(header.timestamp()) - EPOCH_2000) * 1_000_000);
                 batch.transactions += 1;
                 if batch.changes.len() >= max_changes || Instant::now() >= deadline {
-                    return Ok(batch);
+                    return Ok(self.finish(batch));
                 }
             }
         }
@@ -459,16 +510,6 @@ impl BinlogReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn positions_parse_print_and_order_as_the_log_does() {
-        let p = BinlogPosition::parse("mysql-bin.000002:120").unwrap();
-        assert_eq!(p.to_string(), "mysql-bin.000002:120");
-        let later_file = BinlogPosition::parse("mysql-bin.000003:4").unwrap();
-        assert!(later_file.ordinal() > p.ordinal());
-        assert!(BinlogPosition::parse("mysql-bin.000002").is_err());
-        assert!(BinlogPosition::parse(":5").is_err());
-    }
 
     #[test]
     fn urls_lose_sqlx_options_and_keep_tls() {

@@ -6,8 +6,10 @@ use std::sync::Arc;
 
 use sqlx::mysql::MySqlPool;
 
-use super::binlog::{BinlogPosition, TableColumns};
+use super::binlog::TableColumns;
 use super::binlog_values::ColumnDecoder;
+use super::gtid::MariaGtids;
+use super::position::BinlogPosition;
 use crate::sql::split_table;
 use crate::{Pool, Source, SourceError};
 
@@ -72,7 +74,49 @@ impl Source {
         let pos: u64 = row
             .try_get(1)
             .map_err(|e| SourceError::query("read the binary log position", e))?;
-        Ok(BinlogPosition { file, pos })
+        Ok(BinlogPosition {
+            file,
+            pos,
+            gtid: None,
+        })
+    }
+
+    /// MariaDB: the GTID position of the binary log's end
+    /// (`@@gtid_binlog_pos`); `None` on MySQL, which has no such variable.
+    pub async fn mariadb_gtid_pos(&self) -> Result<Option<MariaGtids>, SourceError> {
+        let pool = self.binlog_pool()?;
+        let pos: Result<Option<String>, _> =
+            sqlx::query_scalar("SELECT CAST(@@GLOBAL.gtid_binlog_pos AS CHAR)")
+                .fetch_one(pool)
+                .await;
+        match pos {
+            Ok(p) => Ok(Some(MariaGtids::parse(&p.unwrap_or_default())?)),
+            // ER_UNKNOWN_SYSTEM_VARIABLE: not MariaDB.
+            Err(sqlx::Error::Database(e))
+                if e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                    .is_some_and(|e| e.number() == 1193) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(SourceError::query("read the GTID position", e)),
+        }
+    }
+
+    /// MariaDB: the GTID position at `at` in the server's own files
+    /// (`BINLOG_GTID_POS`); `None` when the server cannot tell (the file is
+    /// not one of its own).
+    pub async fn binlog_gtid_pos(
+        &self,
+        at: &BinlogPosition,
+    ) -> Result<Option<MariaGtids>, SourceError> {
+        let pool = self.binlog_pool()?;
+        let pos: Option<String> = sqlx::query_scalar("SELECT CAST(BINLOG_GTID_POS(?, ?) AS CHAR)")
+            .bind(&at.file)
+            .bind(at.pos)
+            .fetch_one(pool)
+            .await
+            .map_err(|e| SourceError::query(format!("read the GTID position at {at}"), e))?;
+        pos.map(|p| MariaGtids::parse(&p)).transpose()
     }
 
     /// `table` (`table` or `schema.table`) with its schema: the

@@ -14,7 +14,10 @@
 mod binlog;
 mod binlog_server;
 mod binlog_values;
+mod gtid;
+pub use gtid::MariaGtids;
 mod pgoutput;
+mod position;
 mod slot;
 pub use slot::check_slot_name;
 mod slot_reader;
@@ -24,8 +27,9 @@ mod tuples;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use binlog::{table_id, BinlogPosition, BinlogReader, DEFAULT_SERVER_ID};
+pub use binlog::{table_id, BinlogReader, DEFAULT_SERVER_ID};
 pub use pgoutput::{decode, format_lsn, parse_lsn, Message, RelationInfo, TupleValue};
+pub use position::BinlogPosition;
 pub use slot::SlotState;
 
 /// What a change did to a row.
