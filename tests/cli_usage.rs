@@ -568,6 +568,23 @@ fn the_exit_code_says_the_kind_of_the_error() {
     let out = run(bad.to_str().unwrap(), &[]);
     expect(&out, EX_CONFIG, "bad.toml:");
 
+    // A query the source refuses as written (a misspelt FROM): EX_CONFIG
+    // too, naming the entity; retrying would not help.
+    let product = "name = \"product\"\nfrom = \"products\"\n";
+    assert!(text.contains(product), "the shop's product entity moved");
+    let query = dir.path().join("query.toml");
+    std::fs::write(
+        &query,
+        text.replace(
+            product,
+            "name = \"product\"\nquery = \"SELECT * FORM products\"\nkey = [\"sku\"]\n",
+        ),
+    )
+    .unwrap();
+    let out = run(query.to_str().unwrap(), &[]);
+    expect(&out, EX_CONFIG, "entity product");
+    assert!(stderr(&out).contains("syntax error"), "{}", stderr(&out));
+
     // A source that cannot be reached (nothing listens on port 1): EX_UNAVAILABLE.
     let source = ["--source", "postgres://root@127.0.0.1:1/test"];
     expect(&run(shop, &source), EX_UNAVAILABLE, "cannot connect to");

@@ -33,8 +33,11 @@ pub(crate) fn exit_code(cause: Cause) -> u8 {
     match cause {
         Cause::Mapping | Cause::Entity | Cause::Config => EXIT_CONFIG,
         Cause::Source(kind) => match kind {
-            // A URL that is wrong, a table the source does not have.
-            SourceErrorKind::Config | SourceErrorKind::NotFound => EXIT_CONFIG,
+            // A URL that is wrong, a table the source does not have, a
+            // statement the source refuses as written (the mapping's query).
+            SourceErrorKind::Config | SourceErrorKind::NotFound | SourceErrorKind::Refused => {
+                EXIT_CONFIG
+            }
             SourceErrorKind::Connect | SourceErrorKind::Query => EXIT_UNAVAILABLE,
             _ => EXIT_FAILURE,
         },

@@ -13,8 +13,13 @@ pub enum SourceErrorKind {
     Connect,
     /// A table (or SQLite file) does not exist.
     NotFound,
-    /// The server rejected or failed a statement.
+    /// The server rejected or failed a statement (or the connection broke
+    /// under it).
     Query,
+    /// The server refused a statement as it is written: bad SQL, a column or
+    /// table it does not have, a missing privilege, a value out of range.
+    /// Retrying does not help; the mapping's query or the grants need fixing.
+    Refused,
     /// A value could not be decoded from what the server sent.
     Decode,
 }
@@ -45,6 +50,14 @@ pub enum SourceError {
         /// The server's message, redacted.
         message: String,
     },
+    /// The server refused a statement as written ([`SourceErrorKind::Refused`]).
+    #[error("{context}: {message}")]
+    Refused {
+        /// What was being done.
+        context: String,
+        /// The server's message, redacted.
+        message: String,
+    },
     /// A value could not be decoded.
     #[error("cannot decode column {column}: {message}")]
     Decode {
@@ -63,6 +76,7 @@ impl SourceError {
             SourceError::Connect { .. } => SourceErrorKind::Connect,
             SourceError::NotFound(_) => SourceErrorKind::NotFound,
             SourceError::Query { .. } => SourceErrorKind::Query,
+            SourceError::Refused { .. } => SourceErrorKind::Refused,
             SourceError::Decode { .. } => SourceErrorKind::Decode,
         }
     }
@@ -123,6 +137,10 @@ impl SourceError {
                 context: format!("entity {name}: {context}"),
                 message,
             },
+            SourceError::Refused { context, message } => SourceError::Refused {
+                context: format!("entity {name}: {context}"),
+                message,
+            },
             other => other,
         }
     }
@@ -141,11 +159,31 @@ impl SourceError {
         if let Some(at) = error_offset(&err, statement).and_then(|o| locate(o, statement, query)) {
             message.push_str(&at);
         }
-        SourceError::Query {
-            context: redact_secrets(context.as_ref()),
-            message: redact_secrets(&message),
+        let (context, message) = (redact_secrets(context.as_ref()), redact_secrets(&message));
+        match refused(&err) {
+            true => SourceError::Refused { context, message },
+            false => SourceError::Query { context, message },
         }
     }
+}
+
+/// Whether the server refused the statement as written, rather than failing
+/// to run it: SQLSTATE classes 42 (syntax, unknown name, privilege), 22
+/// (data exception) and 0A (not supported) on PostgreSQL and MySQL; on
+/// SQLite, any error but a busy or locked database.
+fn refused(err: &sqlx::Error) -> bool {
+    let sqlx::Error::Database(db) = err else {
+        return false;
+    };
+    let code = db.code().unwrap_or_default();
+    if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_some() {
+        // SQLITE_BUSY (5) and SQLITE_LOCKED (6), with their extended codes.
+        let primary = code.parse::<u32>().map(|c| c & 0xff).unwrap_or(0);
+        return !matches!(primary, 5 | 6);
+    }
+    ["42", "22", "0A"]
+        .iter()
+        .any(|class| code.starts_with(class))
 }
 
 /// The byte offset in `statement` where the server says the error is.

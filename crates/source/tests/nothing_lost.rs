@@ -207,7 +207,7 @@ async fn nothing_lost_12_query_syntax_error_names_entity() {
         .describe_named("customers_q", &Relation::Query(query))
         .await
         .unwrap_err();
-    assert_eq!(err.kind(), SourceErrorKind::Query);
+    assert_eq!(err.kind(), SourceErrorKind::Refused);
     let msg = err.to_string();
     assert!(msg.contains("customers_q"), "{msg}");
     assert!(msg.contains("syntax error"), "{msg}");
@@ -220,7 +220,7 @@ async fn nothing_lost_12_query_syntax_error_names_entity() {
         .describe_named("customers_q", &Relation::Query(query))
         .await
         .unwrap_err();
-    assert_eq!(err.kind(), SourceErrorKind::Query);
+    assert_eq!(err.kind(), SourceErrorKind::Refused);
     let msg = err.to_string();
     assert!(msg.contains("customers_q"), "{msg}");
     assert!(msg.contains("SQL syntax"), "{msg}");
