@@ -179,10 +179,9 @@ mod tests {
 
     #[tokio::test]
     async fn without_a_region_aws_is_refused_and_emulators_get_a_default() {
-        if std::env::var_os("AWS_REGION").is_some()
-            || std::env::var_os("AWS_DEFAULT_REGION").is_some()
-        {
-            eprintln!("skipped: the environment sets a region");
+        if !sql2ddb_testkit::support::without_a_region(
+            "config::tests::without_a_region_aws_is_refused_and_emulators_get_a_default",
+        ) {
             return;
         }
         let aws = AwsContext::load(None, false).await;

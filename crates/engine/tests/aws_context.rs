@@ -80,9 +80,7 @@ async fn the_region_given_to_a_job_signs_its_sqs_calls() {
 
 #[tokio::test]
 async fn without_a_region_an_aws_queue_url_names_it() {
-    if std::env::var_os("AWS_REGION").is_some() || std::env::var_os("AWS_DEFAULT_REGION").is_some()
-    {
-        eprintln!("skipped: the environment sets a region");
+    if !sql2ddb_testkit::support::without_a_region("without_a_region_an_aws_queue_url_names_it") {
         return;
     }
     let opts = ResourceOptions {

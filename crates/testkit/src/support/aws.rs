@@ -85,3 +85,52 @@ impl Bucket {
             .unwrap_or_else(|e| panic!("s3://{}/{key}: {e:?}", self.name));
     }
 }
+
+/// The variable that marks the child process of [`without_a_region`].
+const NO_REGION_CHILD: &str = "SQL2DDB_TEST_NO_REGION_CHILD";
+
+/// For a test of what happens when no AWS region is configured, whatever
+/// the machine running it has set: in the test process, runs the test
+/// named `test` (its full name in this test binary) again in a child
+/// process with no region anywhere (no `AWS_REGION`, `AWS_DEFAULT_REGION`,
+/// `AWS_PROFILE`, no configuration files, no instance metadata), asserts
+/// that it passed, and returns `false`; in that child, returns `true`: the
+/// test's body runs there.
+///
+/// ```no_run
+/// # fn f() {
+/// if !sql2ddb_testkit::support::without_a_region("my_test") {
+///     return;
+/// }
+/// // … the body, with no region configured
+/// # }
+/// ```
+pub fn without_a_region(test: &str) -> bool {
+    if std::env::var_os(NO_REGION_CHILD).is_some() {
+        return true;
+    }
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let out = std::process::Command::new(exe)
+        .args([test, "--exact", "--nocapture", "--test-threads", "1"])
+        .env(NO_REGION_CHILD, "1")
+        .env_remove("AWS_REGION")
+        .env_remove("AWS_DEFAULT_REGION")
+        .env_remove("AWS_PROFILE")
+        .env("AWS_CONFIG_FILE", "/nonexistent/sql2ddb-test/config")
+        .env(
+            "AWS_SHARED_CREDENTIALS_FILE",
+            "/nonexistent/sql2ddb-test/credentials",
+        )
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .output()
+        .expect("run the test again without a region");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{test} without a region:\n{said}");
+    // A filter that matched nothing passes too: make sure it ran.
+    assert!(said.contains("1 passed"), "{test} did not run:\n{said}");
+    false
+}

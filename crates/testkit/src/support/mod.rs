@@ -25,7 +25,7 @@ use std::sync::LazyLock;
 
 use sql2ddb_core::{AttrValue, Item};
 
-pub use aws::{aws_config, s3_client, Bucket, TEST_REGION};
+pub use aws::{aws_config, s3_client, without_a_region, Bucket, TEST_REGION};
 pub use db::{exec, sqlite_file, MyDatabase, PgSchema};
 pub use dynamo::{scan_all, Dynamo};
 pub use fixtures::{items_sql, mapping_head};
