@@ -204,6 +204,13 @@ async fn mariadb_is_followed_by_gtid_on_whatever_files_the_server_has() {
         .expect("the test server is MariaDB, which logs a GTID for every transaction");
     assert!(!start_gtid.is_empty());
     assert!(source.mariadb_gtid_pos().await.unwrap().is_some());
+    // MySQL's GTID mode is not MariaDB's: it reads as off.
+    assert!(!source.mysql_gtid_mode_on().await.unwrap());
+    assert!(source.has_binlog_file(&start.file).await.unwrap());
+    assert!(!source
+        .has_binlog_file("other-host-bin.000042")
+        .await
+        .unwrap());
     exec(format!(
         "INSERT INTO {table} VALUES (2, 2); FLUSH BINARY LOGS;
          UPDATE {table} SET v = 3 WHERE id = 2; INSERT INTO {table} VALUES (4, 4);"

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sql2ddb_source::cdc::{
-    format_lsn, BinlogPosition, BinlogReader, ChangeBatch, MariaGtids, Relations, SlotReader,
+    format_lsn, BinlogPosition, BinlogReader, ChangeBatch, Gtids, Relations, SlotReader,
 };
 use sql2ddb_source::Source;
 
@@ -180,13 +180,12 @@ pub fn binlog_start(run_dir: &Path) -> Result<BinlogPosition, EngineError> {
             ))
         })?;
     let mut start = BinlogPosition::parse(binlog)?;
-    // MariaDB's GTID position at the snapshot (MySQL's GTID set is not
-    // one: it is left out).
+    // The GTID position at the snapshot (MariaDB's, or MySQL's set).
     start.gtid = json
         .pointer("/snapshot/gtid")
         .and_then(|g| g.as_str())
-        .filter(|g| MariaGtids::parse(g).is_ok_and(|g| !g.is_empty()))
-        .map(str::to_string);
+        .filter(|g| Gtids::parse(g).is_ok_and(|g| !g.is_empty()))
+        .map(|g| g.split_whitespace().collect());
     Ok(start)
 }
 
@@ -236,12 +235,24 @@ mod tests {
     }
 
     #[test]
-    fn a_mariadb_gtid_position_is_kept_from_the_snapshot_and_in_the_checkpoint() {
+    fn a_gtid_position_is_kept_from_the_snapshot_and_in_the_checkpoint() {
         let dir = tempfile::tempdir().unwrap();
-        // MySQL's GTID set is not a place to start from.
+        // MySQL's GTID set, as `@@gtid_executed` writes it (a newline after
+        // each comma).
         std::fs::write(
             dir.path().join("report.json"),
-            r#"{"snapshot": {"binlog": "b.000003:120", "gtid": "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5"}}"#,
+            r#"{"snapshot": {"binlog": "b.000003:120", "gtid": "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5,\n00000000-0000-0000-0000-000000000002:1-3"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            binlog_start(dir.path()).unwrap().gtid.as_deref(),
+            Some(
+                "3E11FA47-71CA-11E1-9E33-C80AA9429562:1-5,00000000-0000-0000-0000-000000000002:1-3"
+            )
+        );
+        std::fs::write(
+            dir.path().join("report.json"),
+            r#"{"snapshot": {"binlog": "b.000003:120", "gtid": "not a GTID"}}"#,
         )
         .unwrap();
         assert_eq!(binlog_start(dir.path()).unwrap().gtid, None);

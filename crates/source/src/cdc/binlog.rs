@@ -27,7 +27,7 @@ use mysql_async::binlog::events::{EventData, RowsEventData};
 use mysql_async::{BinlogStream, BinlogStreamRequest, Opts, OptsBuilder, SslOpts};
 
 use super::binlog_values::ColumnDecoder;
-use super::gtid::{gtid_event, MariaGtids, MARIADB_GTID_EVENT};
+use super::gtid::{gtid_event, mysql_source, Gtids, MariaGtids, MysqlGtids, MARIADB_GTID_EVENT};
 use super::position::BinlogPosition;
 use super::{ChangeBatch, ChangeOp, RowChange, TupleValue};
 use crate::{Source, SourceError};
@@ -76,8 +76,9 @@ pub struct BinlogReader {
     in_transaction: bool,
     /// The end of the last event read.
     read_to: Option<BinlogPosition>,
-    /// MariaDB: the GTID position after the last transaction read.
-    gtids: Option<MariaGtids>,
+    /// The GTID position after the last transaction read, when followed
+    /// (MariaDB; MySQL with `gtid_mode = ON` and a known start).
+    gtids: Option<Gtids>,
     /// Started from a GTID position: the file is named by the first rotate
     /// event, whose raw name is held here until the format description
     /// says whether a checksum ends it.
@@ -130,17 +131,29 @@ impl BinlogReader {
         let mut conn = mysql_async::Conn::new(binlog_opts(url)?)
             .await
             .map_err(|e| SourceError::config(format!("connect to read the binary log: {e}")))?;
-        // MariaDB: where `from` stands in GTIDs (the position's own, or the
-        // server's reading of its file and offset).
-        let gtids = match source.mariadb_gtid_pos().await? {
-            None => None,
-            Some(_) => match &from.gtid {
+        // Where `from` stands in GTIDs. MariaDB: the position's own, or the
+        // server's reading of its file and offset; reading starts from it.
+        // MySQL: the set the position carries; reading starts from it only
+        // when the server does not have the position's file (a failover).
+        let (gtids, by_gtid) = if source.mariadb_gtid_pos().await?.is_some() {
+            let gtids = match &from.gtid {
                 Some(g) => Some(MariaGtids::parse(g)?),
                 None => source.binlog_gtid_pos(from).await?,
-            },
+            };
+            let by_gtid = from.gtid.is_some() && gtids.as_ref().is_some_and(|g| !g.is_empty());
+            (gtids.map(Gtids::Maria), by_gtid)
+        } else if source.mysql_gtid_mode_on().await? {
+            let gtids = from
+                .gtid
+                .as_deref()
+                .and_then(|g| MysqlGtids::parse(g).ok())
+                .filter(|g| !g.is_empty());
+            let by_gtid = gtids.is_some() && !source.has_binlog_file(&from.file).await?;
+            (gtids.map(Gtids::Mysql), by_gtid)
+        } else {
+            (None, false)
         };
-        let by_gtid = from.gtid.is_some() && gtids.as_ref().is_some_and(|g| !g.is_empty());
-        if let Some(g) = &gtids {
+        if let Some(Gtids::Maria(g)) = &gtids {
             // GTID events as they are (not turned into `BEGIN`), and, from
             // a GTID position, the server finds the place in its own files.
             let mut setup = vec!["SET @mariadb_slave_capability = 4".to_string()];
@@ -156,9 +169,12 @@ impl BinlogReader {
                 })?;
             }
         }
-        let request = match by_gtid {
-            true => BinlogStreamRequest::new(server_id),
-            false => BinlogStreamRequest::new(server_id)
+        let request = match (&gtids, by_gtid) {
+            (Some(Gtids::Maria(_)), true) => BinlogStreamRequest::new(server_id),
+            (Some(Gtids::Mysql(set)), true) => BinlogStreamRequest::new(server_id)
+                .with_gtid()
+                .with_gtid_set(set.sids()?),
+            _ => BinlogStreamRequest::new(server_id)
                 .with_filename(from.file.as_bytes())
                 .with_pos(from.pos),
         };
@@ -243,12 +259,21 @@ impl BinlogReader {
                 SourceError::config(format!("decode a binary log event in {}: {e}", self.file))
             })?;
             if header.event_type_raw() == MARIADB_GTID_EVENT {
-                if let (Some(g), Some(gtid)) = (&mut self.gtids, gtid_event(event.data())) {
+                if let (Some(Gtids::Maria(g)), Some(gtid)) =
+                    (&mut self.gtids, gtid_event(event.data()))
+                {
                     g.record(gtid.domain, header.server_id(), gtid.sequence);
                     // A transaction begins (a standalone one is its one
                     // statement, which follows at once).
                     self.in_transaction = true;
                 }
+            }
+            if let (Some(Gtids::Mysql(set)), Some(EventData::GtidEvent(gtid))) =
+                (&mut self.gtids, &data)
+            {
+                let tag = gtid.tag().map(|t| t.to_string());
+                set.add(&mysql_source(gtid.sid(), tag.as_deref()), gtid.gno());
+                self.in_transaction = true;
             }
             let committed = match data {
                 // The rotate the server sends first (position 0) repeats

@@ -102,6 +102,34 @@ impl Source {
         }
     }
 
+    /// MySQL: whether the server logs GTIDs (`gtid_mode = ON`).
+    pub async fn mysql_gtid_mode_on(&self) -> Result<bool, SourceError> {
+        let mode: Option<String> = sqlx::query_scalar("SELECT CAST(@@GLOBAL.gtid_mode AS CHAR)")
+            .fetch_one(self.binlog_pool()?)
+            .await
+            .ok()
+            .flatten();
+        Ok(mode.is_some_and(|m| m.eq_ignore_ascii_case("ON")))
+    }
+
+    /// Whether the server still has binary log file `file` (`SHOW BINARY
+    /// LOGS`).
+    pub async fn has_binlog_file(&self, file: &str) -> Result<bool, SourceError> {
+        use sqlx::Row;
+        let rows = sqlx::query("SHOW BINARY LOGS")
+            .fetch_all(self.binlog_pool()?)
+            .await
+            .map_err(|e| {
+                SourceError::query(
+                    "list the binary log files (needs the REPLICATION CLIENT privilege)",
+                    e,
+                )
+            })?;
+        Ok(rows
+            .iter()
+            .any(|r| r.try_get::<String, _>(0).is_ok_and(|name| name == file)))
+    }
+
     /// MariaDB: the GTID position at `at` in the server's own files
     /// (`BINLOG_GTID_POS`); `None` when the server cannot tell (the file is
     /// not one of its own).

@@ -15,7 +15,7 @@ mod binlog;
 mod binlog_server;
 mod binlog_values;
 mod gtid;
-pub use gtid::MariaGtids;
+pub use gtid::{Gtids, MariaGtids, MysqlGtids};
 mod pgoutput;
 mod position;
 mod slot;

@@ -1,7 +1,7 @@
 //! A place in the binary log, as snapshots, checkpoints and messages write
 //! it: `file:position`, and on MariaDB the GTID position at the same place.
 
-use super::gtid::MariaGtids;
+use super::gtid::Gtids;
 use crate::SourceError;
 
 /// A place in the binary log: the end of a transaction, where reading
@@ -12,9 +12,9 @@ pub struct BinlogPosition {
     pub file: String,
     /// The byte offset within it.
     pub pos: u64,
-    /// MariaDB: the GTID position at the same place (`0-1-1042`), which
-    /// any server of the replication group understands; reading goes on
-    /// from it when it is known.
+    /// The GTID position at the same place, which any server of the
+    /// replication group understands: MariaDB's last GTID per domain
+    /// (`0-1-1042`), or MySQL's GTID set (`3e11fa47-…:1-1042`).
     pub gtid: Option<String>,
 }
 
@@ -64,7 +64,7 @@ impl BinlogPosition {
         for line in lines {
             match line.strip_prefix("gtid ") {
                 Some(g) => {
-                    MariaGtids::parse(g)?;
+                    Gtids::parse(g)?;
                     position.gtid = Some(g.trim().to_string());
                 }
                 None => {
