@@ -1,22 +1,34 @@
-//! Binding an entity to the columns its source returns, and mapping rows.
+//! Binding an entity to the columns its source returns, and mapping rows
+//! (the parts for embeds, pointers, index keys, attributes and keys in their
+//! own modules).
+
+mod binder;
+mod embed;
+mod fields;
+mod gsi;
+mod key;
+mod pointer;
 
 use serde_json::Value as Json;
 use sql2ddb_core::tagged::Tagged;
 use sql2ddb_core::{
-    check_item, normalize_number, AttrValue, Column, EncodedItem, Item, ItemProblem, KeyAttr,
-    MappedItem, Reject, Row, SourceKey, SqlValue,
+    check_item, Column, EncodedItem, Item, ItemProblem, KeyAttr, MappedItem, Reject, Row,
+    SourceKey, SqlValue,
 };
 
-use crate::binder::Binder;
+pub use embed::{ChildRow, ChildRows, ChildShape};
+pub use pointer::BoundPointer;
+
+use binder::Binder;
+use embed::{bind_embeds, describe_sizes, BoundEmbed};
+use fields::{map_fields, Field};
+use gsi::{check_index_keys, index_keys, IndexKey};
+use key::BoundKey;
+
 use crate::convert::in_zone;
-use crate::embed::{BoundEmbed, ChildRows, ChildShape};
 use crate::error::MappingError;
-pub(crate) use crate::fields::{map_fields, Field};
-use crate::gsi::{check_index_keys, index_keys, IndexKey};
 use crate::layout::Layout;
 use crate::plan::{Entity, Plan};
-use crate::spec::KeyType;
-use crate::template::{BoundPart, BoundTemplate};
 
 /// An entity bound to its source's columns: maps rows to items with no lookups by name.
 ///
@@ -43,16 +55,6 @@ pub struct BoundEntity {
     /// The item's attribute names, shared by every row (see
     /// [`BoundEntity::encode_row`]); `None` when two sources fill one name.
     layout: Option<Layout>,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct BoundKey {
-    pub(crate) attr: String,
-    pub(crate) kind: KeyType,
-    pub(crate) template: BoundTemplate,
-    /// Column index when the template is exactly `{column}`.
-    pub(crate) single: Option<usize>,
-    pub(crate) role: &'static str,
 }
 
 impl Entity {
@@ -117,7 +119,7 @@ impl Entity {
         };
         let index_keys = index_keys(&plan.target.gsis, &keys);
         let fields = b.fields(def.nulls, &def.attributes, true, &index_keys)?;
-        let embeds = crate::embed::bind_embeds(&b, &self.embeds, key, children, &def.at)?;
+        let embeds = bind_embeds(&b, &self.embeds, key, children, &def.at)?;
         let visible = columns
             .iter()
             .enumerate()
@@ -143,42 +145,6 @@ impl Entity {
             embeds,
             index_keys,
             zone: plan.source.timezone,
-        })
-    }
-}
-
-impl BoundKey {
-    /// Whether a column the template reads is NULL in `row`.
-    pub(crate) fn reads_null(&self, row: &[SqlValue]) -> bool {
-        self.template
-            .parts
-            .iter()
-            .any(|p| matches!(p, BoundPart::Col { idx, .. } if row[*idx].is_null()))
-    }
-
-    /// The key attribute's value for a row.
-    pub(crate) fn value(&self, row: &[SqlValue]) -> Result<AttrValue, (Option<String>, String)> {
-        if let (KeyType::B, Some(idx)) = (self.kind, self.single) {
-            if let SqlValue::Bytes(b) = &row[idx] {
-                return Ok(AttrValue::B(b.clone()));
-            }
-        }
-        let text = self
-            .template
-            .render(row, self.role)
-            .map_err(|(c, r)| (Some(c), r))?;
-        Ok(match self.kind {
-            KeyType::S => AttrValue::S(text),
-            KeyType::B => AttrValue::B(text.into_bytes()),
-            KeyType::N => AttrValue::N(normalize_number(&text).map_err(|e| {
-                (
-                    self.template.source_column.clone(),
-                    format!(
-                        "key attribute {} is of type N, but template {:?} renders {text:?}: {e}",
-                        self.attr, self.template.text
-                    ),
-                )
-            })?),
         })
     }
 }
@@ -253,7 +219,7 @@ impl BoundEntity {
         let size = check_item(&item, &self.keys).map_err(|p| {
             let mut reason = p.to_string();
             if matches!(p, ItemProblem::TooLarge { .. }) {
-                reason.push_str(&crate::embed::describe_sizes(&self.embeds, &item, children));
+                reason.push_str(&describe_sizes(&self.embeds, &item, children));
             }
             self.reject(row, self.problem_column(&p), reason)
         })?;

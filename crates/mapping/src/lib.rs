@@ -111,39 +111,40 @@
 
 #![warn(missing_docs)]
 
-mod bind;
-mod binder;
-mod convert;
-mod digest;
-mod embed;
-mod entity;
+// In layers: a module imports only from the groups above its own. Leaves;
+// the raw TOML shapes; the validated plan types (and value conversions);
+// loading raw → plan; binding a plan to the source's columns and mapping
+// rows; what builds on those.
 mod env;
 mod error;
-mod fields;
-mod gsi;
-mod item_key;
 mod layout;
-mod lint;
-mod load;
-mod plan;
-mod pointer;
-mod spec;
 mod template;
+
+mod spec;
+
+mod convert;
+mod plan;
+
+mod load;
+
+mod bind;
+
+mod digest;
+mod item_key;
+mod lint;
 mod update;
 
-pub use bind::BoundEntity;
+pub use bind::{BoundEntity, BoundPointer, ChildRow, ChildRows, ChildShape};
 pub use digest::ItemDigest;
-pub use embed::{ChildRow, ChildRows, ChildShape, Embed};
 pub use error::{ErrorKind, Location, MappingError};
-pub use gsi::{Billing, Gsi, GsiProjection, MAX_GSIS};
 pub use lint::Lint;
 pub use plan::MAX_READ_PARALLELISM;
 pub use plan::MAX_WCU;
+pub use plan::{Billing, Embed, Gsi, GsiProjection, Pointer, MAX_GSIS};
 pub use plan::{
     Entity, EntitySource, Plan, SourceSpec, TargetSpec, WriterSpec, DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ATTEMPTS, DEFAULT_PAGE_SIZE, MAX_CONCURRENCY, SPEC_VERSION,
 };
-pub use pointer::{BoundPointer, Pointer};
 pub use template::MAX_PAD_WIDTH;
 
 /// Whether `name` is a valid DynamoDB table (or index) name: 3 to 255

@@ -1,8 +1,15 @@
 //! Loading the TOML spec into a [`Plan`]: `[source]`, `[target]`, `[writer]`
-//! and the list of entities (each entity, embed and pointer in its own module).
+//! and the list of entities (each entity, embed, pointer and the indexes in
+//! its own module).
+
+mod embed;
+mod entity;
+mod gsi;
+mod pointer;
 
 use std::collections::HashMap;
 use std::ops::Range;
+use std::path::Path;
 
 use serde_spanned::Spanned;
 use sql2ddb_core::KeyAttr;
@@ -15,6 +22,42 @@ use crate::plan::{
 };
 use crate::spec::RawSpec;
 use crate::template::Template;
+
+impl Plan {
+    /// Parses and validates a mapping spec.
+    ///
+    /// `file` is only used in messages; `env` looks up environment variables for `${VAR}`.
+    pub fn parse(
+        text: &str,
+        file: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<Plan, MappingError> {
+        let sm = SourceMap::new(&file.display().to_string(), text);
+        let raw: RawSpec = toml::from_str(text).map_err(|e| sm.toml_error(&e))?;
+        Loader::new(&sm, env).plan(raw)
+    }
+
+    /// Parses and validates a mapping spec as [`Plan::parse`] does, except
+    /// that a `${VAR}` that is not set (and has no default) does not stop
+    /// it: it stands for a placeholder, and each one comes back as a
+    /// [`MappingError::Env`] beside the plan (or, when the spec is invalid
+    /// besides, beside the first error). For checks that connect to nothing.
+    #[allow(clippy::type_complexity)]
+    pub fn parse_without_env(
+        text: &str,
+        file: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> (Result<Plan, MappingError>, Vec<MappingError>) {
+        let sm = SourceMap::new(&file.display().to_string(), text);
+        let raw: RawSpec = match toml::from_str(text) {
+            Ok(raw) => raw,
+            Err(e) => return (Err(sm.toml_error(&e)), Vec::new()),
+        };
+        let loader = Loader::lenient(&sm, env);
+        let plan = loader.plan(raw);
+        (plan, loader.take_unset())
+    }
+}
 
 pub(crate) struct Loader<'a, 'e> {
     pub(crate) sm: &'a SourceMap<'a>,

@@ -1,16 +1,25 @@
 //! The validated mapping: [`Plan`] and its parts, built once from the TOML text.
 
+mod embed;
+mod gsi;
+mod pointer;
+mod shared;
+
 use std::fmt;
-use std::path::Path;
 
 use sql2ddb_core::{redact_url, KeyAttr};
 
-use crate::embed::Embed;
-use crate::error::{Location, MappingError, SourceMap};
-use crate::gsi::{Billing, Gsi};
-use crate::load::Loader;
-use crate::pointer::Pointer;
-use crate::spec::{AttrType, Invalid, Nulls, NumericAs, RawSpec, TimeFormat};
+pub use embed::Embed;
+pub(crate) use embed::EmbedDef;
+pub(crate) use gsi::MAX_PROJECTED_ATTRIBUTES;
+pub use gsi::{Billing, Gsi, GsiProjection, MAX_GSIS};
+pub use pointer::Pointer;
+pub(crate) use pointer::PointerDef;
+pub use shared::EntitySource;
+pub(crate) use shared::{AttrDef, AttrKind};
+
+use crate::error::Location;
+use crate::spec::{Invalid, Nulls};
 use crate::template::Template;
 
 /// Rows per keyset page when neither the source nor the entity says.
@@ -114,15 +123,6 @@ pub struct WriterSpec {
     pub retry_seconds: Option<u64>,
 }
 
-/// Where an entity's rows come from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum EntitySource {
-    /// `from = "table"` or `"schema.table"`, as written.
-    Table(String),
-    /// `query = "SELECT …"`.
-    Query(String),
-}
-
 /// One `[[entity]]`: a source table or query and how its rows become items.
 #[derive(Debug, Clone)]
 pub struct Entity {
@@ -161,63 +161,7 @@ pub(crate) struct EntityDef {
     pub attributes: Vec<AttrDef>,
 }
 
-/// One `[entity.attributes]` entry.
-#[derive(Debug, Clone)]
-pub(crate) struct AttrDef {
-    pub name: String,
-    pub kind: AttrKind,
-}
-
-#[derive(Debug, Clone)]
-pub(crate) enum AttrKind {
-    Template(Template),
-    Column {
-        column: String,
-        at: Location,
-        format: Option<(TimeFormat, Location)>,
-        numeric_as: NumericAs,
-        /// `type`: the DynamoDB type to write, whatever the column's.
-        kind: Option<AttrType>,
-        /// `invalid`; `None` takes the entity's.
-        invalid: Option<Invalid>,
-    },
-}
-
 impl Plan {
-    /// Parses and validates a mapping spec.
-    ///
-    /// `file` is only used in messages; `env` looks up environment variables for `${VAR}`.
-    pub fn parse(
-        text: &str,
-        file: &Path,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<Plan, MappingError> {
-        let sm = SourceMap::new(&file.display().to_string(), text);
-        let raw: RawSpec = toml::from_str(text).map_err(|e| sm.toml_error(&e))?;
-        Loader::new(&sm, env).plan(raw)
-    }
-
-    /// Parses and validates a mapping spec as [`Plan::parse`] does, except
-    /// that a `${VAR}` that is not set (and has no default) does not stop
-    /// it: it stands for a placeholder, and each one comes back as a
-    /// [`MappingError::Env`] beside the plan (or, when the spec is invalid
-    /// besides, beside the first error). For checks that connect to nothing.
-    #[allow(clippy::type_complexity)]
-    pub fn parse_without_env(
-        text: &str,
-        file: &Path,
-        env: &dyn Fn(&str) -> Option<String>,
-    ) -> (Result<Plan, MappingError>, Vec<MappingError>) {
-        let sm = SourceMap::new(&file.display().to_string(), text);
-        let raw: RawSpec = match toml::from_str(text) {
-            Ok(raw) => raw,
-            Err(e) => return (Err(sm.toml_error(&e)), Vec::new()),
-        };
-        let loader = Loader::lenient(&sm, env);
-        let plan = loader.plan(raw);
-        (plan, loader.take_unset())
-    }
-
     /// The target table's key attributes: partition key, then sort key.
     pub fn key_attrs(&self) -> Vec<KeyAttr> {
         std::iter::once(self.target.pk.clone())

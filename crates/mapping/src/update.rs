@@ -34,7 +34,7 @@ use std::path::Path;
 use sql2ddb_core::{AttrValue, KeyAttr};
 
 use crate::error::{Location, MappingError};
-use crate::gsi::GsiProjection;
+use crate::plan::GsiProjection;
 
 /// The placeholders an expression uses, each where it is first used.
 #[derive(Debug, Clone, Default)]

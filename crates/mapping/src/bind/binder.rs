@@ -6,7 +6,7 @@ use std::collections::{HashMap, HashSet};
 
 use sql2ddb_core::{Column, KeyAttr};
 
-use crate::bind::BoundKey;
+use super::key::BoundKey;
 use crate::error::{Location, MappingError};
 use crate::spec::Invalid;
 use crate::template::{BoundPart, BoundTemplate, Part, Template};

@@ -2,10 +2,10 @@
 
 use serde_spanned::Spanned;
 
-use super::{Embed, EmbedAs, EmbedDef, RawEmbed};
+use super::Loader;
 use crate::error::{Location, MappingError};
-use crate::load::Loader;
-use crate::plan::AttrDef;
+use crate::plan::{AttrDef, Embed, EmbedDef};
+use crate::spec::{EmbedAs, RawEmbed};
 
 impl Loader<'_, '_> {
     /// The `[[…embed]]` tables of a parent whose key columns are `parent_key`

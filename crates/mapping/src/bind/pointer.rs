@@ -1,90 +1,17 @@
-//! `[[pointer]]`: an item at a fixed key holding the largest (or smallest)
-//! value of a column written so far, such as `LAST_ORDER`. The mapping picks
-//! each batch's candidate; the writer moves the pointer with one conditional
-//! write (see [`PointerUpdate`]).
+//! Binding a `[[pointer]]` to its entity's columns, and picking each batch's
+//! candidate; the writer moves the pointer with one conditional write (see
+//! [`PointerUpdate`]).
 
-use std::collections::BTreeMap;
-
-use serde::Deserialize;
-use serde_spanned::Spanned;
 use sql2ddb_core::{normalize_number, AttrValue, Column, Item, PointerUpdate, Row, SqlValue};
 
-use crate::bind::{map_fields, BoundKey, Field};
-use crate::binder::Binder;
-use crate::error::{Location, MappingError};
-use crate::load::Loader;
-use crate::plan::{AttrDef, Entity, Plan, TargetSpec};
-use crate::spec::{Nulls, RawAttr, TimeFormat};
-use crate::template::Template;
-
-#[derive(Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a [[pointer]] table with entity, pk and max or min"
-)]
-pub(crate) struct RawPointer {
-    pub name: Option<Spanned<String>>,
-    pub entity: Spanned<String>,
-    pub pk: Spanned<String>,
-    pub sk: Option<Spanned<String>>,
-    pub max: Option<Spanned<RawPointerValue>>,
-    pub min: Option<Spanned<RawPointerValue>>,
-    #[serde(default)]
-    pub attributes: BTreeMap<Spanned<String>, Spanned<RawAttr>>,
-}
-
-#[derive(Deserialize)]
-#[serde(
-    deny_unknown_fields,
-    expecting = "a table like { attribute = \"orderId\", column = \"order_id\" }"
-)]
-pub(crate) struct RawPointerValue {
-    pub attribute: Spanned<String>,
-    pub column: Spanned<String>,
-    pub format: Option<Spanned<TimeFormat>>,
-}
-
-/// One `[[pointer]]`, bound to its entity's columns with [`Pointer::bind`].
-#[derive(Debug, Clone)]
-pub struct Pointer {
-    /// Label in reports: `name`, else the key as written (`LAST_ORDER`).
-    pub name: String,
-    /// The entity whose written rows move the pointer.
-    pub entity: String,
-    /// The attribute holding the value.
-    pub attribute: String,
-    /// The column the value comes from.
-    pub column: String,
-    /// `max` (`true`) or `min`.
-    pub is_max: bool,
-    def: PointerDef,
-}
-
-#[derive(Debug, Clone)]
-struct PointerDef {
-    at: Location,
-    pk: Template,
-    sk: Option<Template>,
-    column_at: Location,
-    format: TimeFormat,
-    attributes: Vec<AttrDef>,
-}
+use super::binder::Binder;
+use super::fields::{map_fields, Field};
+use super::key::BoundKey;
+use crate::error::MappingError;
+use crate::plan::{Plan, Pointer};
+use crate::spec::{Nulls, TimeFormat};
 
 impl Pointer {
-    /// The partition key template as written.
-    pub fn pk_template(&self) -> &str {
-        &self.def.pk.text
-    }
-
-    /// The sort key template as written, if any.
-    pub fn sk_template(&self) -> Option<&str> {
-        self.def.sk.as_ref().map(|t| t.text.as_str())
-    }
-
-    pub(crate) fn templates(&self) -> (&Template, Option<&Template>) {
-        (&self.def.pk, self.def.sk.as_ref())
-    }
-
     /// Binds the pointer to the columns its entity's source returns (every
     /// column may be used, excluded ones too): a column the source does not
     /// return is an error at its place in the mapping.
@@ -223,81 +150,4 @@ fn pointer_value(v: &SqlValue, format: TimeFormat) -> Option<AttrValue> {
         SqlValue::TimestampTz(t) => ts(t),
         _ => return None,
     })
-}
-
-impl Loader<'_, '_> {
-    /// One `[[pointer]]`, checked against the entities and the table's keys.
-    pub(crate) fn pointer(
-        &self,
-        spanned: &Spanned<RawPointer>,
-        target: &TargetSpec,
-        entities: &[Entity],
-    ) -> Result<Pointer, MappingError> {
-        let p = spanned.get_ref();
-        let entity = p.entity.get_ref();
-        if !entities.iter().any(|e| &e.name == entity) {
-            let names: Vec<&str> = entities.iter().map(|e| e.name.as_str()).collect();
-            return Err(self.invalid(
-                &p.entity.span(),
-                format!(
-                    "pointer names entity {entity:?}, which the mapping does not define (entities: {})",
-                    names.join(", ")
-                ),
-            ));
-        }
-        let (value, is_max) = match (&p.max, &p.min) {
-            (Some(v), None) => (v, true),
-            (None, Some(v)) => (v, false),
-            (Some(_), Some(v)) => {
-                return Err(self.invalid(&v.span(), "a pointer has max or min, not both".into()))
-            }
-            (None, None) => {
-                return Err(MappingError::MissingKey {
-                    at: self.sm.at(spanned.span().start),
-                    key: "max".into(),
-                    message:
-                        "pointer needs max = { attribute = \"…\", column = \"…\" } (or min = …)"
-                            .into(),
-                })
-            }
-        };
-        let v = value.get_ref();
-        let attribute = v.attribute.get_ref().clone();
-        let mut reserved: Vec<&str> = target.key_names();
-        if attribute.is_empty() || reserved.contains(&attribute.as_str()) {
-            return Err(self.invalid(
-                &v.attribute.span(),
-                format!("{attribute:?} cannot hold the pointer's value: name a non-key attribute"),
-            ));
-        }
-        reserved.push(&attribute);
-        let attributes = self.attributes(&p.attributes, &reserved)?;
-        let pk = self.key_template(&p.pk, &target.pk)?;
-        let sk = self.sort_key_template(p.sk.as_ref(), target, spanned.span().start, "pointer")?;
-        let name = match &p.name {
-            Some(n) if n.get_ref().trim().is_empty() => {
-                return Err(self.invalid(&n.span(), "pointer name is empty".into()))
-            }
-            Some(n) => n.get_ref().clone(),
-            None => match &sk {
-                Some(sk) if sk.text != pk.text => format!("{}/{}", pk.text, sk.text),
-                _ => pk.text.clone(),
-            },
-        };
-        Ok(Pointer {
-            name,
-            entity: entity.clone(),
-            attribute,
-            column: v.column.get_ref().clone(),
-            is_max,
-            def: PointerDef {
-                at: self.sm.at(spanned.span().start),
-                pk,
-                sk,
-                column_at: self.sm.at(v.column.span().start),
-                format: v.format.as_ref().map(|f| *f.get_ref()).unwrap_or_default(),
-                attributes,
-            },
-        })
-    }
 }

@@ -5,11 +5,11 @@ use std::collections::HashSet;
 
 use sql2ddb_core::{AttrValue, Item, SqlValue};
 
-use crate::bind::BoundKey;
-use crate::binder::{is_timestamp_type, Binder};
+use super::binder::{is_timestamp_type, Binder};
+use super::gsi::IndexKey;
+use super::key::BoundKey;
 use crate::convert::{convert, convert_formatted, ConvOpts};
 use crate::error::MappingError;
-use crate::gsi::IndexKey;
 use crate::plan::{AttrDef, AttrKind};
 use crate::spec::Nulls;
 use crate::template::{BoundTemplate, Template};

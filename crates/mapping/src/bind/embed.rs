@@ -1,15 +1,61 @@
 //! Binding embeds to their sources' columns, and turning a parent's child
 //! rows into the embed's attribute value.
+//!
+//! The mapping does no IO: the engine reads the children of a page of parents
+//! (see [`Entity::embeds`](crate::Entity::embeds)), groups them by parent into
+//! [`ChildRows`], and [`BoundEntity::map_row_with_children`](crate::BoundEntity::map_row_with_children)
+//! converts them by the same rules as the parent's own columns.
 
 use std::collections::BTreeMap;
 
 use sql2ddb_core::limits::value_size;
-use sql2ddb_core::{AttrValue, Item};
+use sql2ddb_core::{AttrValue, Column, Item, Row};
 
-use super::{ChildRow, ChildRows, ChildShape, Embed};
-use crate::bind::{map_fields, Field};
-use crate::binder::Binder;
+use super::binder::Binder;
+use super::fields::{map_fields, Field};
 use crate::error::{Location, MappingError};
+use crate::plan::Embed;
+
+/// The columns an embed's source returns, given to
+/// [`Entity::bind_with_children`](crate::Entity::bind_with_children): one per
+/// embed, in embed order, each with its own nested embeds' shapes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChildShape {
+    /// The child source's columns, in the order of its rows.
+    pub columns: Vec<Column>,
+    /// The children's key (the embed's `key`, else the source's primary key):
+    /// what nested embeds' `parent_key` match. May be empty without nested embeds.
+    pub key: Vec<String>,
+    /// Shapes of the nested embeds, in embed order.
+    pub children: Vec<ChildShape>,
+}
+
+/// The child rows of one parent row: for each embed, in embed order, its
+/// rows in the order they are to appear (the source's `order_by` order).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChildRows {
+    /// Per embed, the rows of this parent.
+    pub embeds: Vec<Vec<ChildRow>>,
+}
+
+/// One child row and, for nested embeds, its own children.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChildRow {
+    /// The values, in the order of the embed's bound columns.
+    pub row: Row,
+    /// The children of this row, per nested embed.
+    pub children: ChildRows,
+}
+
+impl ChildRow {
+    /// A child row without nested embeds.
+    pub fn leaf(row: Row) -> Self {
+        ChildRow {
+            row,
+            children: ChildRows::default(),
+        }
+    }
+}
 
 /// An embed bound to its source's columns.
 #[derive(Debug, Clone)]

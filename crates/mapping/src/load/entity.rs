@@ -4,8 +4,8 @@
 use serde_spanned::Spanned;
 use sql2ddb_core::{normalize_number, KeyAttr};
 
+use super::Loader;
 use crate::error::{Location, MappingError};
-use crate::load::Loader;
 use crate::plan::{
     AttrDef, AttrKind, Entity, EntityDef, EntitySource, TargetSpec, MAX_READ_PARALLELISM,
 };
