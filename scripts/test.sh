@@ -56,31 +56,59 @@ actionlint .github/workflows/ci.yml
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# Four tests at a time in each test binary on any machine: most end-to-end
-# tests spend their time waiting (for child processes, a visibility timeout,
-# a retry's backoff), and at one test per core half the CPU stood idle.
-# Every test makes its own names, tables and servers, so they can overlap.
-cargo test --workspace --all-targets --locked -- --test-threads 4
 
-# Part of the end-to-end group a second time, against a DynamoDB endpoint in
-# another process (the path SQL2DDB_TEST_DYNAMODB_URL takes for DynamoDB
-# Local), so that path runs on every CI run: the three source dialects, the
-# bundled example and a table created with GSIs. Everything else in the
-# group talks to DynamoDB through the same client code, and ran above. The
-# testkit binary and the e2e test binary were built above: `--workspace`
-# resolves features as that build did, so nothing is compiled again (`-p
-# sql2ddb` would resolve them for the cli alone and rebuild part of the
-# workspace).
-dynamo_log="$(mktemp)"
+# Every test binary, built once. Then the end-to-end group (one binary, most
+# of the time) runs in the background while the other binaries run one
+# after another beside it: the end-to-end tests spend their time waiting
+# (for child processes, a visibility timeout, a retry's backoff), so the
+# others use the CPU they leave idle. Its output is printed when it ends.
+# Four tests at a time in each binary, for the same reason; every test makes
+# its own names, tables and servers, so they can overlap. `--workspace`
+# everywhere: features resolve as in the build, so nothing is compiled again.
+cargo test --workspace --all-targets --locked --no-run
+e2e_log="$(mktemp)"
+e2e_pid=""
+stop_e2e() {
+  if [ -n "$e2e_pid" ]; then
+    kill -- "-$e2e_pid" 2>/dev/null || kill "$e2e_pid" 2>/dev/null || true
+    wait "$e2e_pid" 2>/dev/null || true
+    e2e_pid=""
+  fi
+}
 dynamo_pid=""
+dynamo_log=""
 stop_dynamo() {
   if [ -n "$dynamo_pid" ]; then
     kill "$dynamo_pid" 2>/dev/null || true
     wait "$dynamo_pid" 2>/dev/null || true
   fi
-  rm -f "$dynamo_log"
+  [ -z "$dynamo_log" ] || rm -f "$dynamo_log"
 }
-trap stop_dynamo EXIT
+cleanup() {
+  stop_e2e
+  stop_dynamo
+  rm -f "$e2e_log"
+}
+trap cleanup EXIT
+set -m
+cargo test --workspace --locked --test e2e -- --test-threads 4 >"$e2e_log" 2>&1 &
+e2e_pid=$!
+set +m
+echo "test.sh: the end-to-end group runs in the background (its output follows when it ends)"
+cargo test --workspace --all-targets --locked --exclude sql2ddb -- --test-threads 4
+cargo test --workspace --locked --bin sql2ddb -- --test-threads 4
+
+# Part of the end-to-end group a second time, against a DynamoDB endpoint in
+# another process (the path SQL2DDB_TEST_DYNAMODB_URL takes for DynamoDB
+# Local), so that path runs on every CI run: the three source dialects, the
+# bundled example and a table created with GSIs. Everything else in the
+# group talks to DynamoDB through the same client code, and runs above (in
+# the background). The testkit binary and the e2e test binary were built
+# above: `--workspace`
+# resolves features as that build did, so nothing is compiled again (`-p
+# sql2ddb` would resolve them for the cli alone and rebuild part of the
+# workspace).
+dynamo_log="$(mktemp)"
 "${CARGO_TARGET_DIR:-target}/debug/sql2ddb-testkit" dynamodb --port 0 >"$dynamo_log" &
 dynamo_pid=$!
 dynamo_url=""
@@ -109,3 +137,13 @@ if ! python3 -c 'import playwright' 2>/dev/null; then
   python3 -m pip install --quiet playwright
 fi
 python3 tests/browser/test_report.py
+
+# The end-to-end group's verdict.
+e2e_status=0
+wait "$e2e_pid" || e2e_status=$?
+e2e_pid=""
+cat "$e2e_log"
+if [ "$e2e_status" -ne 0 ]; then
+  echo "test.sh: the end-to-end group failed (exit $e2e_status)" >&2
+  exit "$e2e_status"
+fi

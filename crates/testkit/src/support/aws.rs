@@ -116,6 +116,8 @@ pub fn without_a_region(test: &str) -> bool {
         .env_remove("AWS_REGION")
         .env_remove("AWS_DEFAULT_REGION")
         .env_remove("AWS_PROFILE")
+        .env_remove("AWS_DEFAULT_PROFILE")
+        .env_remove("AWS_ENDPOINT_URL")
         .env("AWS_CONFIG_FILE", "/nonexistent/sql2ddb-test/config")
         .env(
             "AWS_SHARED_CREDENTIALS_FILE",
