@@ -75,7 +75,8 @@ pub struct WriteOutcome {
     pub write_units: u64,
     /// Calls made beyond the first of each chunk.
     pub retries: u64,
-    /// Calls that were throttled or returned unprocessed items.
+    /// Calls that were throttled or returned unprocessed items (a call that
+    /// failed otherwise and was retried, a 500, counts in `retries` only).
     pub throttled: u64,
     /// Items DynamoDB refused (a non-retryable error such as a validation
     /// error), each with the classified failure and its message: bad rows,
@@ -341,7 +342,9 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                     "DynamoDB kept returning the items as unprocessed".to_string()
                 }
                 Err(e) if e.retryable() => {
-                    out.throttled += 1;
+                    if e.is_throttling() {
+                        out.throttled += 1;
+                    }
                     e.message
                 }
                 Err(e) => {

@@ -15,6 +15,8 @@ enum Answer {
     Unprocessed(Vec<usize>),
     /// Fail the call.
     Fail { retryable: bool },
+    /// Fail the call with a server error (a 500): retried, not a throttle.
+    ServerError,
 }
 
 /// A client that answers from a script (then succeeds), failing any call that
@@ -82,6 +84,12 @@ impl BatchWriteApi for &Scripted {
                     message: "ThrottlingException: slow down".into(),
                 })
             }
+            Some(Answer::ServerError) => {
+                return Err(CallError {
+                    failure: Failure::Transient,
+                    message: "InternalServerError: 500".into(),
+                })
+            }
         };
         let mut stored = self.stored.lock().unwrap();
         for (i, item) in items.iter().enumerate() {
@@ -130,6 +138,18 @@ fn policy() -> RetryPolicy {
         cap: Duration::from_secs(2),
         max_attempts: 6,
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_error_is_retried_and_counted_as_a_retry_not_a_throttle() {
+    let client = Scripted::new(vec![Answer::ServerError, Answer::Fail { retryable: true }]);
+    let writer = BatchWriter::new(&client, "t", keys(), policy());
+    let out = writer.write(items(10)).await;
+
+    assert!(out.failed.is_empty(), "{:?}", out.failed);
+    assert_eq!(out.written, 10);
+    assert_eq!(out.retries, 2);
+    assert_eq!(out.throttled, 1, "only the throttled call is a throttle");
 }
 
 #[tokio::test(start_paused = true)]
