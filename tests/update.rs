@@ -700,8 +700,10 @@ async fn max_seconds_stops_cleanly_and_resume_finishes_the_job() {
     assert!(count(&r, "scanned") < 3 * PER_TYPE as u64, "{r}");
     assert_counts_add_up(&r);
     let run_id = r["run_id"].as_str().unwrap().to_string();
+    // The command that continues it keeps its limits.
     assert!(
-        boxed.stderr.contains(&format!("--resume {run_id}")),
+        boxed.stderr.contains(&format!("--resume {run_id}"))
+            && boxed.stderr.contains("--max-rcu 2 --max-seconds 1"),
         "{}",
         boxed.stderr
     );

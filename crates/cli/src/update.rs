@@ -260,6 +260,20 @@ fn resume_command(args: &UpdateArgs, r: &UpdateReport) -> String {
     if let Some(e) = &args.sqs_endpoint {
         cmd.push_str(&format!(" --sqs-endpoint {}", redact_secrets(e)));
     }
+    // The same limits: a capped or time-boxed run goes on capped and
+    // time-boxed.
+    let limits = [
+        ("--region", args.region.clone()),
+        ("--max-wcu", args.max_wcu.map(|n| n.to_string())),
+        ("--max-rcu", args.max_rcu.map(|n| n.to_string())),
+        ("--concurrency", args.concurrency.map(|n| n.to_string())),
+        ("--max-seconds", args.max_seconds.map(|n| n.to_string())),
+    ];
+    for (flag, value) in limits {
+        if let Some(v) = value {
+            cmd.push_str(&format!(" {flag} {v}"));
+        }
+    }
     cmd
 }
 
