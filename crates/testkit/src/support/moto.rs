@@ -1,19 +1,16 @@
 //! moto's server (SQS, S3, SNS, SSM, Lambda on one port) as a child process
-//! on a free loopback port, stopped when dropped. `scripts/test.sh` installs
+//! on a loopback port the system chooses, stopped when dropped. `scripts/test.sh` installs
 //! moto; nothing is installed here.
 
-use std::net::{TcpListener, TcpStream};
+use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::mpsc;
+use std::time::Duration;
 
 use super::env_var;
 
 /// How long moto may take to start answering.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// How many free ports are tried (another test may take a port between
-/// the moment it is found free and the moment moto binds it).
-const PORT_ATTEMPTS: usize = 5;
 
 /// A running `moto_server` of the test's own, or the external server the
 /// environment names for one service.
@@ -25,30 +22,56 @@ pub struct Moto {
 
 impl Moto {
     /// A moto server of the test's own, for any service it emulates.
+    ///
+    /// It binds a port the system chooses (`-p 0`) and says which on its
+    /// log: a port picked free beforehand could be taken by another test's
+    /// server in between, and this one would then answer through that one,
+    /// which goes away when its own test ends.
     pub fn start() -> Moto {
-        for _ in 0..PORT_ATTEMPTS {
-            let port = TcpListener::bind("127.0.0.1:0")
-                .and_then(|l| l.local_addr())
-                .expect("a free loopback port")
-                .port();
-            let child = Command::new("moto_server")
-                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap_or_else(|e| {
-                    panic!("cannot run moto_server ({e}); scripts/test.sh installs it (pip install 'moto[server]')")
-                });
-            let mut server = Moto {
-                child: Some(child),
-                url: format!("http://127.0.0.1:{port}"),
-            };
-            if server.wait_ready(port) {
-                return server;
+        let mut child = Command::new("moto_server")
+            .args(["-H", "127.0.0.1", "-p", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot run moto_server ({e}); scripts/test.sh installs it (pip install 'moto[server]')")
+            });
+        let stderr = child.stderr.take().expect("moto's log is piped");
+        let (tx, rx) = mpsc::channel();
+        // Reads the log to its end (every request is logged: a pipe left
+        // full would stop the server), after sending the bound URL.
+        std::thread::spawn(move || {
+            let mut said = Vec::new();
+            let mut tx = Some(tx);
+            for line in BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.is_none() {
+                    continue;
+                }
+                match line.split("Running on ").nth(1) {
+                    Some(url) => {
+                        if let Some(tx) = tx.take() {
+                            let _ = tx.send(Ok(url.trim().to_string()));
+                        }
+                    }
+                    None => said.push(line),
+                }
             }
+            if let Some(tx) = tx {
+                let _ = tx.send(Err(said.join("\n")));
+            }
+        });
+        let mut server = Moto {
+            child: Some(child),
+            url: String::new(),
+        };
+        match rx.recv_timeout(START_TIMEOUT) {
+            Ok(Ok(url)) => server.url = url,
+            Ok(Err(log)) => panic!("moto_server exited before it listened:\n{log}"),
+            Err(_) => panic!("moto_server did not listen within {START_TIMEOUT:?}"),
         }
-        panic!("moto_server did not start on any of {PORT_ATTEMPTS} ports");
+        server
     }
 
     /// SQS: the server `SQL2DDB_TEST_SQS_URL` names if it is set (tests name
@@ -66,24 +89,6 @@ impl Moto {
 
     fn external(var: &str) -> Option<Moto> {
         env_var(var).map(|url| Moto { child: None, url })
-    }
-
-    /// Whether moto answers on `port`; `false` if it exited (the port was
-    /// taken); panics if it neither answers nor exits in time.
-    fn wait_ready(&mut self, port: u16) -> bool {
-        let start = Instant::now();
-        while start.elapsed() < START_TIMEOUT {
-            if let Some(child) = self.child.as_mut() {
-                if let Ok(Some(_)) = child.try_wait() {
-                    return false;
-                }
-            }
-            if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        panic!("moto_server did not answer on port {port} within {START_TIMEOUT:?}");
     }
 
     /// The endpoint URL.
