@@ -10,13 +10,14 @@
 //! checkpoint once their writes are acknowledged (the server keeps no
 //! position for us, unlike a PostgreSQL slot).
 //!
-//! On MariaDB the position also carries the GTID position after that
-//! transaction ([`MariaGtids`]), and a reader given one starts from it, as
-//! a GTID replica does: a follower then goes on from where it stood on any
-//! server of the replication group (after a failover, or on a server whose
-//! files are named otherwise), and the `file:position` it reports is that
-//! server's. MySQL's GTID sets are not used: there the position is the
-//! `file:position` alone.
+//! Where the server logs GTIDs the position also carries the GTID position
+//! after that transaction ([`Gtids`]). MariaDB: a reader given one starts
+//! from it, as a GTID replica does, so a follower goes on from where it
+//! stood on any server of the replication group (after a failover, or on a
+//! server whose files are named otherwise), and the `file:position` it
+//! reports is that server's. MySQL (`gtid_mode = ON`): the GTID set is
+//! kept the same way, and read from when the server no longer has the
+//! position's file.
 
 use std::collections::HashMap;
 use std::sync::Arc;
