@@ -1,6 +1,6 @@
-//! moto's server (SQS, S3, SNS, SSM, Lambda on one port) as a child process
-//! on a loopback port the system chooses, stopped when dropped. `scripts/test.sh` installs
-//! moto; nothing is installed here.
+//! moto's server (SQS, S3, SNS, SSM, Lambda on one port) as a child
+//! process on a loopback port the system chooses, stopped when dropped.
+//! `scripts/test.sh` installs moto; nothing is installed here.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
