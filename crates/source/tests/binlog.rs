@@ -13,7 +13,7 @@ use sql2ddb_source::{Relation, Source};
 
 #[tokio::test]
 async fn binlog_rows_decode_as_the_full_load_reads_them() {
-    let (d, _guard) = my_database(
+    let (d, db) = my_database(
         "src_binlog",
         r#"CREATE TABLE {d}.t (
              id INT PRIMARY KEY, flag TINYINT(1), ti TINYINT UNSIGNED, si SMALLINT UNSIGNED,
@@ -28,17 +28,7 @@ async fn binlog_rows_decode_as_the_full_load_reads_them() {
     let source = Source::connect(mysql_url(), 2).await.unwrap();
     let table = format!("{d}.t");
     let start = source.binlog_position().await.unwrap();
-    let pool = sqlx::MySqlPool::connect(mysql_url()).await.unwrap();
-    let exec = |sql: String| {
-        let pool = pool.clone();
-        async move {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                .execute(&pool)
-                .await
-                .unwrap()
-        }
-    };
-    exec(format!(
+    db.exec(&format!(
         r#"INSERT INTO {table} VALUES (1, 1, 255, 65535, 16777215, 4294967295, -9223372036854775808,
              18446744073709551615, -12.3400, 0.1, 0.1, 'ab', 'héllo', 'Ünïcödé', X'01', X'CAFE', X'00',
              '2024-02-29', '2024-01-02 03:04:05.000123', '1999-12-31 23:59:59', '2024-01-02 03:04:05.5',
@@ -115,7 +105,7 @@ async fn binlog_rows_decode_as_the_full_load_reads_them() {
         .unwrap();
     let decoded: Vec<_> = decoded.into_iter().map(|r| r.expect("complete")).collect();
     // Page reads of the rows as inserted (before the move and the delete).
-    exec(format!(
+    db.exec(&format!(
         "SET SESSION sql_mode = ''; INSERT INTO {table} (id, yr, st, e) VALUES (2, 0, '', 'small');
          INSERT INTO {table} (id, dt, dtm, tm) VALUES (3, '0000-00-00', '0000-00-00 00:00:00', '838:59:59');"
     ))
@@ -178,24 +168,14 @@ async fn read_changes(
 
 #[tokio::test]
 async fn mariadb_is_followed_by_gtid_on_whatever_files_the_server_has() {
-    let (d, _guard) = my_database(
+    let (d, db) = my_database(
         "src_gtid",
         "CREATE TABLE {d}.g (id INT PRIMARY KEY, v INT);",
     )
     .await;
     let source = Source::connect(mysql_url(), 2).await.unwrap();
     let table = format!("{d}.g");
-    let pool = sqlx::MySqlPool::connect(mysql_url()).await.unwrap();
-    let exec = |sql: String| {
-        let pool = pool.clone();
-        async move {
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                .execute(&pool)
-                .await
-                .unwrap()
-        }
-    };
-    exec(format!("INSERT INTO {table} VALUES (1, 1)")).await;
+    db.exec(&format!("INSERT INTO {table} VALUES (1, 1)")).await;
     let start = source.binlog_position().await.unwrap();
     let start_gtid = source
         .binlog_gtid_pos(&start)
@@ -211,7 +191,7 @@ async fn mariadb_is_followed_by_gtid_on_whatever_files_the_server_has() {
         .has_binlog_file("other-host-bin.000042")
         .await
         .unwrap());
-    exec(format!(
+    db.exec(&format!(
         "INSERT INTO {table} VALUES (2, 2); FLUSH BINARY LOGS;
          UPDATE {table} SET v = 3 WHERE id = 2; INSERT INTO {table} VALUES (4, 4);"
     ))
