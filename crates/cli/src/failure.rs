@@ -24,6 +24,11 @@ pub(crate) const EXIT_IOERR: u8 = 74;
 /// EX_TEMPFAIL: DynamoDB said to slow down, past the retries: try later.
 pub(crate) const EXIT_TEMPFAIL: u8 = 75;
 
+/// EX_DATAERR: a follower met a change on the source that it cannot carry
+/// (a statement-format event, a partial row image, a schema change, a
+/// truncate) and stopped before it, its position kept.
+pub(crate) const EXIT_DATAERR: u8 = 65;
+
 /// EX_CONFIG: the mapping (or job file) is invalid, does not fit its source
 /// or its table, or the settings do not fit together.
 pub(crate) const EXIT_CONFIG: u8 = 78;
@@ -54,6 +59,7 @@ pub(crate) fn exit_code(cause: Cause) -> u8 {
             _ => EXIT_FAILURE,
         },
         Cause::Io => EXIT_IOERR,
+        Cause::Unfollowable => EXIT_DATAERR,
         _ => EXIT_FAILURE,
     }
 }
@@ -115,6 +121,9 @@ pub(crate) fn hint(kind: ErrorKind) -> Option<&'static str> {
             "`sql2ddb plan MAPPING` shows how each entity is read and what it makes of a sample"
         }
         ErrorKind::Resume => "`sql2ddb status MAPPING --run RUN_ID` shows what the run recorded",
+        ErrorKind::Unfollowable => {
+            "the follower's position is kept before that change: do what the error says, then `sql2ddb follow` again (docs/cdc.md, \"What stops the follower\")"
+        }
         _ => return None,
     })
 }

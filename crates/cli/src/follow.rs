@@ -26,6 +26,9 @@ Exit codes:
   1   items not written, no such slot, or cut over with differences
   64  usage error (MySQL/MariaDB: --slot or --drop-slot, which only a
       PostgreSQL slot has)
+  65  the follower met a change it cannot carry (a schema change, a
+      truncate, a statement-format event, a partial row image): it stopped
+      before it, its position kept; the error says what to do
   69  the source or DynamoDB could not be reached, or refused
   74  a file could not be read or written (the mapping, the rejects file,
       the binary log position)

@@ -19,6 +19,9 @@ Exit codes:
   2   the run finished, but some rows were rejected (see the rejects file)
   64  usage error: unknown option, missing argument, value out of range;
       nothing was done
+  65  the follower met a change it cannot carry (a schema change, a
+      truncate, a statement-format event, a partial row image): it stopped
+      before it, its position kept; the error says what to do
   69  the source, DynamoDB or SQS could not be reached, or refused
   74  a file could not be read or written (the mapping, the runs directory)
   75  DynamoDB kept throttling past the retries: run again later

@@ -29,6 +29,10 @@ pub enum ErrorKind {
     Worker,
     /// The job's settings do not fit together (endpoint, progress table…).
     Config,
+    /// A follower met a change it cannot carry (a statement-format event, a
+    /// partial row image, a schema change, a truncate) and stopped with its
+    /// position kept before that change.
+    Unfollowable,
 }
 
 /// An error's [`ErrorKind`] with the kind the crate that raised it gave it:
@@ -57,6 +61,8 @@ pub enum Cause {
     Worker,
     /// The job's settings do not fit together.
     Config,
+    /// A follower stopped before a change it cannot carry, position kept.
+    Unfollowable,
 }
 
 impl Cause {
@@ -72,6 +78,7 @@ impl Cause {
             Cause::Resume => ErrorKind::Resume,
             Cause::Worker => ErrorKind::Worker,
             Cause::Config => ErrorKind::Config,
+            Cause::Unfollowable => ErrorKind::Unfollowable,
         }
     }
 }
@@ -140,6 +147,24 @@ pub enum EngineError {
     /// The job's settings do not fit together (endpoint, progress table…).
     #[error("{0}")]
     Config(String),
+    /// A follower met a change it cannot carry and stopped before it: the
+    /// slot, or the binary log checkpoint, is still before `position`, so
+    /// after the fix `follow` goes on and loses nothing.
+    #[error("cannot follow {event} on table {table} at {position}: {reason}; {remedy}")]
+    Unfollowable {
+        /// The table the change is on, as the source names it.
+        table: String,
+        /// The change, as the source's stream names it (`TRUNCATE`, `ALTER
+        /// TABLE`, `a statement-format event`, `a partial row image`…).
+        event: String,
+        /// Where it is in the stream (an LSN, or `file:pos`): the follower's
+        /// checkpoint is before it.
+        position: String,
+        /// Why it cannot be carried.
+        reason: String,
+        /// The one thing to do, then `follow` again.
+        remedy: String,
+    },
 }
 
 impl EngineError {
@@ -155,6 +180,7 @@ impl EngineError {
             EngineError::Resume { .. } => ErrorKind::Resume,
             EngineError::Worker(_) => ErrorKind::Worker,
             EngineError::Config(_) => ErrorKind::Config,
+            EngineError::Unfollowable { .. } => ErrorKind::Unfollowable,
         }
     }
 
@@ -170,6 +196,7 @@ impl EngineError {
             EngineError::Resume { .. } => Cause::Resume,
             EngineError::Worker(_) => Cause::Worker,
             EngineError::Config(_) => Cause::Config,
+            EngineError::Unfollowable { .. } => Cause::Unfollowable,
         }
     }
 
