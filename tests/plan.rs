@@ -606,3 +606,90 @@ async fn capacity_predicts_per_partition_and_a_hot_key_makes_the_run_longer() {
     let (_, none) = plan(&sc, &mapping, &[]).await;
     assert!(none.get("capacity").is_none(), "{none}");
 }
+
+/// Orders whose customer is not known yet (NULL in the column the partition
+/// key reads), and customers keyed the same way: a second entity makes
+/// `plan` look up the first one's largest keys in it.
+const NULL_KEYS: &str = r#"
+CREATE TABLE {schema}.orders (id INT PRIMARY KEY, customer_id INT, note TEXT);
+INSERT INTO {schema}.orders
+  SELECT g, CASE WHEN g % 4 = 0 THEN NULL ELSE g % 3 END, 'n' || g FROM generate_series(1, 100) AS g;
+CREATE TABLE {schema}.customers (customer_id INT PRIMARY KEY, name TEXT NOT NULL);
+INSERT INTO {schema}.customers SELECT g, 'c' || g FROM generate_series(0, 2) AS g;
+"#;
+
+const NULL_KEYS_MAPPING: &str = r#"version = 1
+[source]
+url = "postgres://root@127.0.0.1:5432/test"
+
+[target]
+table = "TABLE"
+pk = { name = "PK", type = "S" }
+sk = { name = "SK", type = "S" }
+
+[[entity]]
+name = "order"
+from = "SCHEMA.orders"
+pk = "CUSTOMER#{customer_id}"
+sk = "ORDER#{id:08}"
+
+[[entity]]
+name = "customer"
+from = "SCHEMA.customers"
+pk = "CUSTOMER#{customer_id}"
+sk = "PROFILE"
+"#;
+
+#[tokio::test]
+async fn a_nullable_key_column_is_reported_with_its_null_rows_not_a_crash() {
+    let sc = Scenario::new("plan_nullkey")
+        .postgres(NULL_KEYS)
+        .start()
+        .await;
+    let mapping = sc.mapping(NULL_KEYS_MAPPING);
+    let (run, report) = plan(&sc, &mapping, &[]).await;
+    assert_eq!(run.code, 2, "a warning, not a failure: {}", run.stderr);
+    let e = entity(&report, "order");
+    // 25 of the 100 orders have no customer: they make no key.
+    assert_eq!(e["null_key_rows"], 25, "{e}");
+    assert_eq!(entity(&report, "customer")["null_key_rows"], 0);
+    // The hot partitions are real keys, counted over both entities; none
+    // is made of a NULL.
+    let hot: Vec<(String, u64)> = report["hot_partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["key"].as_str().unwrap().to_string(),
+                p["items"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(hot.iter().all(|(k, _)| !k.contains("NULL")), "{hot:?}");
+    // Customer 1: orders 1, 5, 7, 10, … (g % 3 = 1, g % 4 ≠ 0) and its profile.
+    let ones = (1..=100).filter(|g| g % 4 != 0 && g % 3 == 1).count() as u64;
+    assert!(
+        hot.contains(&("CUSTOMER#1".to_string(), ones + 1)),
+        "{hot:?}"
+    );
+    // NULL rows share no key with each other: no collisions.
+    assert_eq!(e["collisions"]["rows"], 0, "{e}");
+    let warnings = report["warnings"].as_array().unwrap();
+    assert!(
+        warnings.iter().any(|w| {
+            let w = w.as_str().unwrap();
+            w.contains("\"order\"") && w.contains("25 rows hold NULL") && w.contains("customer_id")
+        }),
+        "{warnings:?}"
+    );
+    // The terminal's page says it too.
+    let human = sc.sql2ddb(&["plan", &mapping]).await;
+    assert_eq!(human.code, 2, "{}", human.stderr);
+    assert!(
+        format!("{}{}", human.stdout, human.stderr).contains("25 rows hold NULL"),
+        "{}\n{}",
+        human.stdout,
+        human.stderr
+    );
+}

@@ -79,7 +79,8 @@ impl Source {
 
     /// The `limit` largest groups of rows by the values of `columns`
     /// (`GROUP BY`, exact), largest first; ties in key order of the values.
-    /// No columns: one group of every row.
+    /// Rows with a NULL in one of `columns` are left out: they make no key
+    /// (see [`Source::rows_with_null`]). No columns: one group of every row.
     pub async fn largest_groups(
         &self,
         from: &Relation<'_>,
@@ -91,8 +92,9 @@ impl Source {
             true => format!("SELECT count(*) FROM {rel}"),
             false => {
                 let (select, group) = self.group_parts(columns);
+                let filter = self.not_null(columns);
                 format!(
-                    "SELECT {select}, count(*) AS n FROM {rel} GROUP BY {group} \
+                    "SELECT {select}, count(*) AS n FROM {rel} WHERE {filter} GROUP BY {group} \
                      ORDER BY n DESC, {group} LIMIT {}",
                     limit.max(1)
                 )
@@ -103,7 +105,8 @@ impl Source {
     }
 
     /// Rows that share the values of `columns` with another row (`GROUP BY
-    /// … HAVING count(*) > 1`): counts, and up to `limit` examples.
+    /// … HAVING count(*) > 1`): counts, and up to `limit` examples. Rows
+    /// with a NULL in one of `columns` make no key, so they share none.
     pub async fn duplicates(
         &self,
         from: &Relation<'_>,
@@ -130,8 +133,10 @@ impl Source {
             });
         }
         let (select, group) = self.group_parts(columns);
-        let having =
-            format!("SELECT count(*) AS n FROM {rel} GROUP BY {group} HAVING count(*) > 1");
+        let filter = self.not_null(columns);
+        let having = format!(
+            "SELECT count(*) AS n FROM {rel} WHERE {filter} GROUP BY {group} HAVING count(*) > 1"
+        );
         let groups = self
             .fetch_i64(&context, format!("SELECT count(*) FROM ({having}) AS d"))
             .await?
@@ -151,7 +156,7 @@ impl Source {
             0 => Vec::new(),
             _ => {
                 let sql = format!(
-                    "SELECT {select}, count(*) AS n FROM {rel} GROUP BY {group} \
+                    "SELECT {select}, count(*) AS n FROM {rel} WHERE {filter} GROUP BY {group} \
                      HAVING count(*) > 1 ORDER BY n DESC, {group} LIMIT {}",
                     limit.max(1)
                 );
@@ -163,6 +168,41 @@ impl Source {
             rows,
             examples,
         })
+    }
+
+    /// Rows with a NULL in at least one of `columns` (exact): rows whose
+    /// key template cannot be filled, which a run rejects. None for no
+    /// columns.
+    pub async fn rows_with_null(
+        &self,
+        from: &Relation<'_>,
+        columns: &[String],
+    ) -> Result<u64, SourceError> {
+        if columns.is_empty() {
+            return Ok(0);
+        }
+        let rel = sql::relation(self.dialect(), from)?;
+        let d = self.dialect();
+        let any_null: Vec<String> = columns
+            .iter()
+            .map(|c| format!("{} IS NULL", sql::column_ref(d, c)))
+            .collect();
+        let context = format!(
+            "count the rows of {} with a NULL key column",
+            from.display_name()
+        );
+        let sql = format!("SELECT count(*) FROM {rel} WHERE {}", any_null.join(" OR "));
+        Ok(self.fetch_i64(&context, sql).await?.max(0) as u64)
+    }
+
+    /// `c1 IS NOT NULL AND …` for `columns`.
+    fn not_null(&self, columns: &[String]) -> String {
+        let d = self.dialect();
+        columns
+            .iter()
+            .map(|c| format!("{} IS NOT NULL", sql::column_ref(d, c)))
+            .collect::<Vec<_>>()
+            .join(" AND ")
     }
 
     /// The select list (each column cast to text) and the `GROUP BY` list.

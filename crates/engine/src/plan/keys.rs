@@ -68,6 +68,20 @@ pub(super) async fn partition_keys(
         .collect())
 }
 
+/// Rows of entity `i` with a NULL in a column its key templates read:
+/// rows that make no key, which the groups above leave out.
+pub(super) async fn null_key_rows(
+    entity: &Entity,
+    sampler: &Sampler,
+    i: usize,
+) -> Result<u64, EngineError> {
+    let columns = size::columns(std::iter::once(entity.pk_template()).chain(entity.sk_template()));
+    Ok(sampler
+        .source()
+        .rows_with_null(&sampler.relation(i), &columns)
+        .await?)
+}
+
 /// Group values by column name, for [`size::render`].
 fn values_by_column<'a>(
     columns: &'a [String],

@@ -318,6 +318,10 @@ async fn plan_entity(
             .map(|m| map_to_dynamo_json(&m.item))
             .collect(),
         rejects: reject_reasons(sample),
+        null_key_rows: match opts.estimate {
+            true => None,
+            false => Some(keys::null_key_rows(entity, sampler, i).await?),
+        },
     };
     Ok((plan, parts))
 }
@@ -351,6 +355,12 @@ fn entity_warnings(entity: &Entity, e: &EntityPlan, warnings: &mut Vec<String>) 
             "entity {name:?}: {:.1}% of the sampled items are at 90% of the 400 KB item limit or more (largest {} bytes): a little more data and they are rejected",
             e.item_size.near_limit * 100.0,
             e.item_size.max
+        ));
+    }
+    if let Some(n) = e.null_key_rows.filter(|n| *n > 0) {
+        warnings.push(format!(
+            "entity {name:?}: {n} rows hold NULL in a column its key templates read ({}): they make no key, and `run` rejects them (give the column a value, or use another column)",
+            size::columns(std::iter::once(entity.pk_template()).chain(entity.sk_template())).join(", ")
         ));
     }
     let rejected: u64 = e.rejects.iter().map(|r| r.rows).sum();

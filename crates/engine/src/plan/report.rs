@@ -91,6 +91,10 @@ pub struct EntityPlan {
     pub sample_items: Vec<Json>,
     /// Sampled rows the mapping rejected, by reason.
     pub rejects: Vec<RejectReason>,
+    /// Rows with a NULL in a column the key templates read (exact; `None`
+    /// with `--estimate`, where the sample's rejects show them): `run`
+    /// rejects them.
+    pub null_key_rows: Option<u64>,
 }
 
 /// One index, as an entity's items are projected into it.
