@@ -24,12 +24,15 @@ async fn with_url(sc: &Scenario, url: &str, args: &[&str]) -> Run {
     }
 }
 
-/// `init` with `args`, written to the scenario's mapping; then `check` and
-/// `run` with DATABASE_URL = `url`; returns the mapping's text.
+/// `init` with `args` and no `--source` (it reads DATABASE_URL = `url`),
+/// written to the scenario's mapping; then `check` with DATABASE_URL =
+/// `url`, and `run` with `--source url` and DATABASE_URL not set (the
+/// URL given wins over the mapping's `${DATABASE_URL}`); returns the
+/// mapping's text.
 async fn init_check_run(sc: &Scenario, url: &str, args: &[&str]) -> String {
-    let mut all = vec!["init", "--source", url];
+    let mut all = vec!["init"];
     all.extend_from_slice(args);
-    let init = sc.sql2ddb(&all).await;
+    let init = with_url(sc, url, &all).await;
     assert_eq!(init.code, 0, "{}", init.stderr);
     let text = init
         .stdout
@@ -38,19 +41,18 @@ async fn init_check_run(sc: &Scenario, url: &str, args: &[&str]) -> String {
     let mapping = sc.mapping(&text);
     let check = with_url(sc, url, &["check", &mapping]).await;
     assert_eq!(check.code, 0, "{text}\n{}{}", check.stdout, check.stderr);
-    let run = with_url(
-        sc,
-        url,
-        &[
+    let run = sc
+        .sql2ddb(&[
             "run",
             &mapping,
+            "--source",
+            url,
             "--endpoint",
             &sc.dynamo.url,
             "--json",
             "--quiet",
-        ],
-    )
-    .await;
+        ])
+        .await;
     assert_eq!(run.code, 0, "{text}\n{}{}", run.stdout, run.stderr);
     text
 }

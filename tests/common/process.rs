@@ -66,6 +66,7 @@ pub fn blocking_command(dir: &Path, args: &[&str]) -> std::process::Command {
     cmd.args(args)
         .current_dir(dir)
         .env_remove("SHOP_DATABASE_URL")
+        .env_remove("DATABASE_URL")
         .env_remove("SQL2DDB_SQS_ENDPOINT")
         .env_remove("SQL2DDB_PROGRESS_TABLE");
     cmd

@@ -67,7 +67,7 @@ pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> u8 {
         eprintln!("error: --deep needs the mapping file");
         return crate::EXIT_USAGE;
     };
-    let plan = match load(path) {
+    let plan = match load(path, deep.source.as_deref()) {
         Ok(p) => p,
         Err(e) => return fail_job(&e),
     };

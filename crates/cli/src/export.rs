@@ -110,7 +110,7 @@ pub enum CompressionArg {
 }
 
 pub async fn export(args: ExportArgs) -> u8 {
-    let plan = match load(&args.mapping) {
+    let plan = match load(&args.mapping, args.source.as_deref()) {
         Ok(p) => p,
         Err(e) => return crate::failure::fail_job(&e),
     };

@@ -171,7 +171,7 @@ impl Anchor {
 
 /// `sql2ddb follow`.
 pub async fn follow(args: FollowArgs) -> u8 {
-    let plan = match load(&args.mapping) {
+    let plan = match load(&args.mapping, args.source.as_deref()) {
         Ok(p) => p,
         Err(e) => return fail_job(&e),
     };

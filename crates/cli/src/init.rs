@@ -12,9 +12,10 @@ Exit codes:
 /// Arguments of `sql2ddb init`.
 #[derive(clap::Args)]
 pub struct InitArgs {
-    /// Source URL (postgres://, mysql://, sqlite://). It is not written into
-    /// the mapping, which reads it from ${DATABASE_URL}.
-    #[arg(long)]
+    /// Source URL (postgres://, mysql://, sqlite://); by default
+    /// $DATABASE_URL, the variable the mapping it writes reads its URL from
+    /// (the URL is not written into the mapping).
+    #[arg(long, value_name = "URL", env = "DATABASE_URL", hide_env_values = true)]
     pub source: String,
     /// Only these tables, comma-separated (`table` or `schema.table`).
     #[arg(long, value_delimiter = ',', value_name = "A,B,…")]

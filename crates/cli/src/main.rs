@@ -218,11 +218,12 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-/// The mapping at `path`: an error of kind Io if it cannot be read, of
-/// kind Mapping if it is not valid.
-pub(crate) fn load(path: &Path) -> Result<Plan, EngineError> {
+/// The mapping at `path`, with `source` (`--source`) in place of its source
+/// URL when given: an error of kind Io if it cannot be read, of kind
+/// Mapping if it is not valid.
+pub(crate) fn load(path: &Path, source: Option<&str>) -> Result<Plan, EngineError> {
     let text = read(path)?;
-    Ok(Plan::parse(&text, path, &env)?)
+    Ok(Plan::parse_with_source(&text, path, &env, source)?)
 }
 
 /// The text of the file at `path` (a mapping, an update job).

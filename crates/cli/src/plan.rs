@@ -117,7 +117,7 @@ fn price(text: &str) -> Result<f64, String> {
 
 /// Runs `sql2ddb plan`.
 pub async fn plan(args: PlanArgs) -> u8 {
-    let mapping = match load(&args.mapping) {
+    let mapping = match load(&args.mapping, args.source.as_deref()) {
         Ok(p) => p,
         Err(e) => return fail_job(&e),
     };

@@ -128,7 +128,7 @@ pub(crate) enum SnapshotArg {
 }
 
 pub async fn run(args: RunArgs) -> u8 {
-    let plan = match load(&args.mapping) {
+    let plan = match load(&args.mapping, args.source.as_deref()) {
         Ok(p) => p,
         Err(e) => return fail_job(&e),
     };

@@ -55,7 +55,7 @@ With --deep: 0 every item is exactly what the mapping makes of the source,
 /// source URL of the mapping when one is given.
 async fn resources(args: &StatusArgs) -> Result<(Resources, Option<String>), EngineError> {
     let plan = match &args.mapping {
-        Some(path) => Some(load(path)?),
+        Some(path) => Some(load(path, None)?),
         None if args.progress_table.is_none() => {
             return Err(EngineError::Config(
                 "name the run's progress table: give the mapping file or --progress-table".into(),

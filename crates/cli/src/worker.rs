@@ -93,7 +93,7 @@ async fn stop_signal() {
 /// A worker of the runs of the mapping at `args.mapping`, and how many
 /// batches it writes at once.
 async fn connect_mapping(args: &WorkerArgs) -> Result<(Arc<SqsWorker>, usize), EngineError> {
-    let plan = load(&args.mapping)?;
+    let plan = load(&args.mapping, None)?;
     let concurrency = args.concurrency.unwrap_or(plan.writer.concurrency);
     let worker = Worker::connect(&plan, &setup(args, concurrency)).await?;
     Ok((Arc::new(worker), concurrency))

@@ -32,9 +32,23 @@ impl Plan {
         file: &Path,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Plan, MappingError> {
+        Plan::parse_with_source(text, file, env, None)
+    }
+
+    /// As [`Plan::parse`], with the source URL given on the command line
+    /// (`--source`) in place of the spec's `[source] url`: that field is
+    /// then not expanded, so a `${DATABASE_URL}` that is not set is no error.
+    pub fn parse_with_source(
+        text: &str,
+        file: &Path,
+        env: &dyn Fn(&str) -> Option<String>,
+        source_url: Option<&str>,
+    ) -> Result<Plan, MappingError> {
         let sm = SourceMap::new(&file.display().to_string(), text);
         let raw: RawSpec = toml::from_str(text).map_err(|e| sm.toml_error(&e))?;
-        Loader::new(&sm, env).plan(raw)
+        let mut loader = Loader::new(&sm, env);
+        loader.source_url = source_url.map(str::to_string);
+        loader.plan(raw)
     }
 
     /// Parses and validates a mapping spec as [`Plan::parse`] does, except
@@ -66,6 +80,8 @@ pub(crate) struct Loader<'a, 'e> {
     /// is recorded here instead of failing the load (`check`, which
     /// connects to nothing, needs no variable).
     unset: Option<std::cell::RefCell<Vec<MappingError>>>,
+    /// The source URL given in place of the spec's (`--source`).
+    source_url: Option<String>,
 }
 
 impl<'a, 'e> Loader<'a, 'e> {
@@ -74,6 +90,7 @@ impl<'a, 'e> Loader<'a, 'e> {
             sm,
             env,
             unset: None,
+            source_url: None,
         }
     }
 
@@ -83,6 +100,7 @@ impl<'a, 'e> Loader<'a, 'e> {
             sm,
             env,
             unset: Some(Default::default()),
+            source_url: None,
         }
     }
 
@@ -197,7 +215,10 @@ impl Loader<'_, '_> {
 
     /// `[source]`.
     fn source_spec(&self, raw: &RawSpec) -> Result<SourceSpec, MappingError> {
-        let url = self.expand(&raw.source.url)?;
+        let url = match &self.source_url {
+            Some(url) => url.clone(),
+            None => self.expand(&raw.source.url)?,
+        };
         if url.trim().is_empty() {
             return Err(self.invalid(&raw.source.url.span(), "source.url is empty".into()));
         }

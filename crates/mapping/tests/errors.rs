@@ -134,6 +134,23 @@ fn missing_environment_variable() {
 }
 
 #[test]
+fn a_source_url_given_wins_over_an_unset_variable() {
+    use sql2ddb_mapping::Plan;
+    let text = HEAD.replace("${DB_URL}", "${DATABASE_URL}")
+        + "[[entity]]\nname = \"e\"\nfrom = \"t\"\npk = \"A\"\nsk = \"B\"\n";
+    let none = |_: &str| None;
+    let e = Plan::parse(&text, "shop.toml".as_ref(), &none).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Env);
+    let given = "postgres://root@127.0.0.1:5432/shop";
+    let plan = Plan::parse_with_source(&text, "shop.toml".as_ref(), &none, Some(given)).unwrap();
+    assert_eq!(plan.source.url, given);
+    // A variable elsewhere in the spec is still expanded, and still needed.
+    let table = text.replace("\"shop\"", "\"${TABLE}\"");
+    let e = Plan::parse_with_source(&table, "shop.toml".as_ref(), &none, Some(given)).unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Env);
+}
+
+#[test]
 fn bad_values() {
     let cases: &[(&str, (usize, usize), &str)] = &[
         ("pk = \"A\"\nsk = \"B\"\nnulls = \"none\"\n", (14, 9), "unknown variant `none`"),
