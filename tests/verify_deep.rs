@@ -485,6 +485,79 @@ async fn local_endpoint_data_is_verified_from_its_run_directory() {
     assert!(dir.join("dynamodb.sqlite").exists());
 }
 
+#[tokio::test(flavor = "multi_thread")]
+async fn runs_are_listed_and_the_newest_is_verified_without_naming_it() {
+    let sc = Scenario::new("deep_latest").postgres(FIXTURE).start().await;
+    let mapping = sc.mapping(MAPPING);
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let run = sc
+            .sql2ddb(&["run", &mapping, "--endpoint", "local", "--json", "--quiet"])
+            .await;
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        ids.push(run.report()["run_id"].as_str().unwrap().to_string());
+        // Run ids begin with the second they start at.
+        tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    }
+    // Another mapping's run in the same directory is not this mapping's.
+    let other = sc.path().join("other.toml");
+    std::fs::copy(&mapping, &other).unwrap();
+    let other = other.display().to_string();
+    let run = sc
+        .sql2ddb(&["run", &other, "--endpoint", "local", "--json", "--quiet"])
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let other_id = run.report()["run_id"].as_str().unwrap().to_string();
+
+    // `runs MAPPING`: this mapping's runs, newest first, on stdout.
+    let listed = sc.sql2ddb(&["runs", &mapping, "--json"]).await;
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let runs: Vec<serde_json::Value> = serde_json::from_str(&listed.stdout).unwrap();
+    let listed_ids: Vec<&str> = runs.iter().map(|r| r["run_id"].as_str().unwrap()).collect();
+    assert_eq!(listed_ids, [ids[1].as_str(), ids[0].as_str()]);
+    assert!(runs
+        .iter()
+        .all(|r| r["status"] == "ok" && r["mapping"] == mapping.as_str()));
+    let all = sc.sql2ddb(&["runs"]).await;
+    assert_eq!(all.code, 0, "{}", all.stderr);
+    let lines: Vec<&str> = all.stdout.lines().collect();
+    assert_eq!(lines.len(), 4, "a header and three runs: {}", all.stdout);
+    assert!(lines[1].starts_with(&other_id), "{}", all.stdout);
+    assert!(all.stderr.is_empty(), "{}", all.stderr);
+
+    // verify --deep on the local endpoint without --run: the newest run of
+    // this mapping, said on stderr.
+    let verify = sc
+        .sql2ddb(&[
+            "verify",
+            &mapping,
+            "--deep",
+            "--json",
+            "--endpoint",
+            "local",
+        ])
+        .await;
+    assert_eq!(verify.code, 0, "{}\n{}", verify.stdout, verify.stderr);
+    assert!(
+        verify
+            .stderr
+            .contains(&format!("run {} (the newest", ids[1])),
+        "{}",
+        verify.stderr
+    );
+    let dir = sc.path().join("sql2ddb-runs");
+    assert!(dir.join(&ids[1]).join("diff.jsonl").exists());
+    assert!(!dir.join(&ids[0]).join("diff.jsonl").exists());
+
+    // --run latest of a mapping with no run says where it looked.
+    let none = sc.path().join("none.toml");
+    std::fs::copy(&mapping, &none).unwrap();
+    let none = none.display().to_string();
+    let status = sc.sql2ddb(&["status", &none, "--run", "latest"]).await;
+    assert_eq!(status.code, EX_CONFIG, "{}", status.stderr);
+    assert!(status.stderr.contains("no run of"), "{}", status.stderr);
+}
+
 /// The same data as [`FIXTURE`], for MariaDB.
 fn mariadb_fixture() -> String {
     let values =

@@ -9,7 +9,7 @@ use sql2ddb_engine::deep::{
     verify_deep, DeepOptions, DeepProgress, DeepReport, Difference, DEFAULT_MEMORY_BUDGET,
     DEFAULT_SCAN_SEGMENTS,
 };
-use sql2ddb_engine::{new_run_id, EngineError, EntityProgress, RunOptions, RunProgress};
+use sql2ddb_engine::{new_run_id, EntityProgress, RunOptions, RunProgress};
 
 use crate::failure::fail_job;
 use crate::run_ref::StatusArgs;
@@ -72,18 +72,23 @@ pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> u8 {
         Err(e) => return fail_job(&e),
     };
     let endpoint = args.endpoint.as_deref().or(plan.target.endpoint.as_deref());
-    if endpoint == Some("local") && args.run.is_none() {
-        return fail_job(&EngineError::Config(
-            "the embedded `local` endpoint keeps its data in the run's directory: give the run's id with --run".into(),
-        ));
-    }
+    // The embedded `local` endpoint keeps its data in the run's directory:
+    // no --run is the newest run of the mapping there.
+    let run = match (args.run.as_deref(), endpoint) {
+        (None, Some(e)) if e != "local" => None,
+        (None, None) => None,
+        (run, _) => match crate::runs::chosen_run(run, &args.runs_dir, Some(path)) {
+            Ok(run) => Some(run),
+            Err(e) => return fail_job(&e),
+        },
+    };
     let opts = DeepOptions {
         run: RunOptions {
             source: deep.source.clone(),
             endpoint: args.endpoint.clone(),
             region: args.region.clone(),
             runs_dir: args.runs_dir.clone(),
-            run_id: Some(args.run.clone().unwrap_or_else(new_run_id)),
+            run_id: Some(run.clone().unwrap_or_else(new_run_id)),
             ..RunOptions::default()
         },
         entity: deep.entity.clone(),

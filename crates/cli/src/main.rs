@@ -18,6 +18,7 @@ mod plan;
 mod queue;
 mod run;
 mod run_ref;
+mod runs;
 mod shell;
 mod table;
 mod update;
@@ -116,13 +117,17 @@ enum Command {
     /// rejected, pending; its queue and dead-letter queue. For a followed
     /// run, where its follow stands: state, applied position, the source's
     /// position and the lag in time.
-    #[command(after_help = footer(verify::STATUS_EXIT_CODES), mut_arg("run", |a| a.required(true)))]
+    #[command(after_help = footer(verify::STATUS_EXIT_CODES))]
     Status(verify::StatusArgs),
     /// Check that every row of a run is accounted for, by counting its
     /// batch records; names the segments and pages missing. With --deep,
     /// compare every item of the table with the source, as mapped now.
-    #[command(after_help = footer(verify::VERIFY_EXIT_CODES), mut_arg("run", |a| a.required_unless_present("deep")))]
+    #[command(after_help = footer(verify::VERIFY_EXIT_CODES))]
     Verify(verify::VerifyArgs),
+    /// List the runs of a runs directory (of one mapping), newest first:
+    /// id, start, how it ended, table, mapping.
+    #[command(after_help = footer(runs::EXIT_CODES))]
+    Runs(runs::RunsArgs),
     /// Create, redrive, inspect or delete work queues.
     #[command(subcommand, after_help = footer(queue::EXIT_CODES))]
     Queue(queue::QueueCommand),
@@ -171,6 +176,7 @@ fn main() -> ExitCode {
         Command::Worker(args) => block_on(worker::work(args)),
         Command::Status(args) => block_on(verify::status(args)),
         Command::Verify(args) => block_on(verify::verify(args)),
+        Command::Runs(args) => runs::runs(args),
         Command::Queue(command) => block_on(queue::queue(command)),
         Command::Update(args) => block_on(update::update(args)),
         Command::Plan(args) => block_on(plan::plan(args)),

@@ -446,6 +446,7 @@ mod tests {
     fn report(status: RunStatus, progress_table: Option<&str>, pages: u64) -> RunReport {
         RunReport {
             run_id: "R1".into(),
+            mapping: "shop.toml".into(),
             status,
             source: String::new(),
             table: "t".into(),

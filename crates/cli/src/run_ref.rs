@@ -9,14 +9,18 @@ use crate::limits;
 /// Which run, and where its progress table is.
 #[derive(clap::Args)]
 pub struct StatusArgs {
-    /// The run id (`run` prints it). With --deep: the run whose directory
-    /// gets `diff.jsonl` (and holds its `--endpoint local` data).
-    #[arg(long)]
+    /// The run id (`run` prints it; `sql2ddb runs` lists them). `latest`,
+    /// or none, is the newest run of the mapping in --runs-dir. With
+    /// --deep: the run whose directory gets `diff.jsonl` (and holds its
+    /// `--endpoint local` data); none is a new directory, except with the
+    /// `local` endpoint, where it is the newest run.
+    #[arg(long, value_name = "RUN_ID|latest")]
     pub run: Option<String>,
     /// The run's mapping, for its table, endpoint and region (not needed
     /// with --progress-table and --endpoint).
     pub mapping: Option<PathBuf>,
-    /// The progress table (default: `<target table>-sql2ddb-progress`).
+    /// The progress table (default: the one the run's report names, else
+    /// `<target table>-sql2ddb-progress`).
     #[arg(long, value_name = "NAME", env = "SQL2DDB_PROGRESS_TABLE")]
     pub progress_table: Option<String>,
     /// DynamoDB endpoint URL, overriding the mapping's (default: AWS).

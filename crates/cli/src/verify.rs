@@ -51,12 +51,20 @@ With --deep: 0 every item is exactly what the mapping makes of the source,
   1 an item is missing, extra, different or collapsed, or a pointer is
   wrong; 69, 74, 75, 78 as above: the comparison could not be made.";
 
-/// The resources (progress store, queue) these arguments name, and the
-/// source URL of the mapping when one is given.
-async fn resources(args: &StatusArgs) -> Result<(Resources, Option<String>), EngineError> {
+/// The resources (progress store, queue) these arguments name for `run`,
+/// and the source URL of the mapping when one is given. The progress table
+/// is the one given, else the one the run's report names, else the
+/// mapping's default.
+async fn resources(
+    args: &StatusArgs,
+    run: &str,
+) -> Result<(Resources, Option<String>), EngineError> {
+    let run_dir = args.runs_dir.join(run);
+    let recorded = recorded_progress_table(&run_dir);
+    let progress_table = args.progress_table.clone().or(recorded);
     let plan = match &args.mapping {
         Some(path) => Some(load(path, None)?),
-        None if args.progress_table.is_none() => {
+        None if progress_table.is_none() => {
             return Err(EngineError::Config(
                 "name the run's progress table: give the mapping file or --progress-table".into(),
             ))
@@ -66,18 +74,22 @@ async fn resources(args: &StatusArgs) -> Result<(Resources, Option<String>), Eng
     let options = ResourceOptions {
         endpoint: args.endpoint.clone(),
         region: args.region.clone(),
-        progress_table: args.progress_table.clone(),
+        progress_table,
         sqs_endpoint: args.sqs_endpoint.clone(),
         aws: None,
     };
-    let run_dir = args.run.as_ref().map(|run| args.runs_dir.join(run));
-    let job = match &run_dir {
-        Some(run_dir) => Job::Inspect { run_dir },
-        None => Job::Status,
-    };
+    let job = Job::Inspect { run_dir: &run_dir };
     let resources = Resources::open(plan.as_ref(), &options, job).await?;
     resources.progress_store()?;
     Ok((resources, plan.map(|p| p.source.url)))
+}
+
+/// The progress table run `run_dir`'s report names, if it has a report
+/// that names one.
+fn recorded_progress_table(run_dir: &std::path::Path) -> Option<String> {
+    let text = std::fs::read_to_string(run_dir.join("report.json")).ok()?;
+    let report: serde_json::Value = serde_json::from_str(&text).ok()?;
+    report["progress_table"].as_str().map(str::to_string)
 }
 
 /// `sql2ddb status`.
@@ -94,14 +106,15 @@ pub async fn verify(args: VerifyArgs) -> u8 {
 }
 
 async fn follow(args: StatusArgs, verifying: bool) -> u8 {
-    let (resources, source) = match resources(&args).await {
+    let run =
+        match crate::runs::chosen_run(args.run.as_deref(), &args.runs_dir, args.mapping.as_deref())
+        {
+            Ok(run) => run,
+            Err(e) => return fail_job(&e),
+        };
+    let (resources, source) = match resources(&args, &run).await {
         Ok(r) => r,
         Err(e) => return fail_job(&e),
-    };
-    // Required at the command line unless --deep.
-    let Some(run) = args.run.clone() else {
-        eprintln!("error: give the run id with --run");
-        return crate::EXIT_USAGE;
     };
     let started = Instant::now();
     let mut stalled_before = false;

@@ -20,6 +20,7 @@ pub mod rejects;
 pub mod report;
 pub mod resources;
 pub mod run;
+pub mod runs;
 pub mod serverless;
 pub mod sink;
 pub mod stop;

@@ -169,6 +169,9 @@ pub struct PointerReport {
 pub struct RunReport {
     /// Run id.
     pub run_id: String,
+    /// The mapping file the run was given, as given (`sql2ddb runs` and
+    /// `--run latest` find a mapping's runs by it).
+    pub mapping: String,
     /// How the run ended.
     pub status: RunStatus,
     /// The source, password redacted.

@@ -90,6 +90,7 @@ impl Context {
             .or_else(|| tracking.as_ref()?.recorded_queue().map(str::to_string));
         let report = RunReport {
             run_id: run_id.clone(),
+            mapping: plan.file().to_string(),
             status: RunStatus::Ok,
             source: redact_url(&source_url),
             table: plan.target.table.clone(),

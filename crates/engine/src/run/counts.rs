@@ -132,6 +132,7 @@ pk = "CUSTOMER#{customer_id}"
     fn report(rows_read: u64) -> RunReport {
         RunReport {
             run_id: "r".into(),
+            mapping: "shop.toml".into(),
             status: RunStatus::Ok,
             source: String::new(),
             table: "t".into(),

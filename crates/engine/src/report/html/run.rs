@@ -321,6 +321,7 @@ mod tests {
         };
         let mut r = RunReport {
             run_id: "R1".into(),
+            mapping: "shop.toml".into(),
             status: RunStatus::Ok,
             source: "sqlite://shop.db".into(),
             table: "shop".into(),
