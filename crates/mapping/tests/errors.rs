@@ -3,6 +3,7 @@
 
 mod common;
 
+use sql2ddb_core::{AttrValue, SqlValue};
 use sql2ddb_mapping::{ErrorKind, MappingError};
 
 use common::*;
@@ -148,6 +149,43 @@ fn a_source_url_given_wins_over_an_unset_variable() {
     let table = text.replace("\"shop\"", "\"${TABLE}\"");
     let e = Plan::parse_with_source(&table, "shop.toml".as_ref(), &none, Some(given)).unwrap_err();
     assert_eq!(e.kind(), ErrorKind::Env);
+}
+
+#[test]
+fn a_number_key_with_text_around_its_columns_is_refused_without_a_connection() {
+    let numeric = HEAD.replace("type = \"S\" }\nsk", "type = \"N\" }\nsk");
+    let body = |pk: &str| {
+        format!("{numeric}\n[[entity]]\nname = \"e\"\nfrom = \"t\"\npk = \"{pk}\"\nsk = \"B\"\n")
+    };
+    let e = err(&body("ORDER#{id}"));
+    assert_eq!(e.kind(), ErrorKind::InvalidValue);
+    assert_eq!(at(&e).0, 12, "{e}");
+    assert!(
+        e.to_string().contains("type N") && e.to_string().contains("'O'"),
+        "{e}"
+    );
+    for fine in ["{id}", "{a}{b:04}", "-{id}", "{id}00", "7"] {
+        parse(&body(fine)).unwrap_or_else(|e| panic!("{fine}: {e}"));
+    }
+}
+
+#[test]
+fn an_excluded_column_still_makes_a_key() {
+    // `exclude` leaves the column out of the item's attributes; a key
+    // template may still read it, as docs/mapping.md says.
+    let text = with_entity("pk = \"C#{cust}\"\nsk = \"O#{id}\"\nexclude = [\"cust\"]\n");
+    let columns = cols(&[("id", "int8"), ("cust", "int8"), ("note", "text")]);
+    let bound = bind(&text, &columns).unwrap();
+    let row = vec![
+        SqlValue::Int(7),
+        SqlValue::Int(42),
+        SqlValue::Text("n".into()),
+    ];
+    let item = bound.map_both(&row).unwrap().item;
+    assert_eq!(item.get("PK"), Some(&AttrValue::S("C#42".into())));
+    assert_eq!(item.get("SK"), Some(&AttrValue::S("O#7".into())));
+    assert_eq!(item.get("cust"), None, "{item:?}");
+    assert_eq!(item.get("note"), Some(&AttrValue::S("n".into())));
 }
 
 #[test]

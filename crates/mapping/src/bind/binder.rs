@@ -24,6 +24,9 @@ pub(crate) struct Binder<'a> {
     pub columns: &'a [Column],
     /// Usable columns by name.
     pub index: HashMap<&'a str, usize>,
+    /// Every column by name, excluded ones included: templates may read an
+    /// excluded column (a key made of a column that is no attribute).
+    all: HashMap<&'a str, usize>,
     pub excluded: HashSet<&'a str>,
     pub available: Vec<String>,
     /// `invalid` of attributes that do not set their own.
@@ -60,6 +63,7 @@ impl<'a> Binder<'a> {
             entity,
             columns,
             index,
+            all: all.clone(),
             excluded,
             available,
             invalid: Invalid::default(),
@@ -127,8 +131,12 @@ impl<'a> Binder<'a> {
             parts.push(match p {
                 Part::Lit(s) => BoundPart::Lit(s.clone()),
                 Part::Col(ph) => {
-                    let idx =
-                        self.column(&ph.column, &ph.at, &format!("{used_in} {:?}", t.text))?;
+                    let idx = match self.all.get(ph.column.as_str()) {
+                        Some(&i) => i,
+                        None => {
+                            self.column(&ph.column, &ph.at, &format!("{used_in} {:?}", t.text))?
+                        }
+                    };
                     if !names.contains(&ph.column.as_str()) {
                         names.push(&ph.column);
                     }
@@ -160,7 +168,7 @@ impl<'a> Binder<'a> {
         Ok(BoundKey {
             attr: attr.name.clone(),
             kind: attr.kind,
-            single: t.single_column().map(|c| self.index[c]),
+            single: t.single_column().map(|c| self.all[c]),
             template,
             role,
         })

@@ -10,7 +10,7 @@ use crate::plan::{
     AttrDef, AttrKind, Entity, EntityDef, EntitySource, TargetSpec, MAX_READ_PARALLELISM,
 };
 use crate::spec::{AttrType, KeyType, RawAttr, RawEntity};
-use crate::template::Template;
+use crate::template::{Part, Template};
 
 impl Loader<'_, '_> {
     pub(crate) fn entity(
@@ -242,6 +242,29 @@ impl Loader<'_, '_> {
                         format!("key attribute {:?} is of type N: {e}", attr.name),
                     ));
                 }
+            }
+        } else if attr.kind == KeyType::N {
+            // Columns with text around them: the text must be able to be
+            // part of a number, or no row makes a key.
+            let text: String = t
+                .parts
+                .iter()
+                .filter_map(|p| match p {
+                    Part::Lit(s) => Some(s.as_str()),
+                    Part::Col(_) => None,
+                })
+                .collect();
+            if let Some(c) = text
+                .chars()
+                .find(|c| !(c.is_ascii_digit() || matches!(c, '.' | '-' | '+' | 'e' | 'E')))
+            {
+                return Err(self.invalid(
+                    &v.span(),
+                    format!(
+                        "key attribute {:?} is of type N, but template {:?} puts {c:?} in it: no row would make a number (make the attribute type S, or the template only columns and digits)",
+                        attr.name, t.text
+                    ),
+                ));
             }
         }
         Ok(t)
