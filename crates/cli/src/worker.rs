@@ -150,16 +150,12 @@ pub async fn work(args: WorkerArgs) -> u8 {
     };
     match worker.work(&opts, stop_signal()).await {
         Ok(report) => {
-            eprintln!(
-                "worker stopped ({:?}): {} batches, {} rows, {} items written, {} rejected, {} left for redelivery, {} released",
-                report.stopped,
-                report.messages,
-                report.rows,
-                report.items_written,
-                report.rejected,
-                report.left,
-                report.released
-            );
+            // The summary is the result: on stdout, unless --json has it.
+            let summary = summary(&report);
+            match args.json {
+                true => eprintln!("{summary}"),
+                false => println!("{summary}"),
+            }
             if args.json {
                 println!(
                     "{}",
@@ -169,5 +165,68 @@ pub async fn work(args: WorkerArgs) -> u8 {
             0
         }
         Err(e) => fail_job(&e),
+    }
+}
+
+/// `n thing(s)`, the thing in the plural unless there is one.
+fn count(n: u64, one: &str, many: &str) -> String {
+    match n {
+        1 => format!("1 {one}"),
+        n => format!("{} {many}", crate::table::thousands(n)),
+    }
+}
+
+/// What a worker did, in one line.
+fn summary(report: &sql2ddb_engine::worker::WorkerReport) -> String {
+    use sql2ddb_engine::worker::StopReason;
+    let why = match report.stopped {
+        StopReason::Done => "every run it watched is complete",
+        StopReason::Idle => "no batch came for the idle time",
+        StopReason::Signal => "asked to stop",
+    };
+    format!(
+        "worker stopped, {why}: {}, {}, {} written, {} rejected, {} left for redelivery, {} released",
+        count(report.messages, "batch", "batches"),
+        count(report.rows, "row", "rows"),
+        count(report.items_written, "item", "items"),
+        crate::table::thousands(report.rejected),
+        crate::table::thousands(report.left),
+        crate::table::thousands(report.released),
+    )
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+    use sql2ddb_engine::worker::{StopReason, WorkerReport};
+
+    fn report(messages: u64, stopped: StopReason) -> WorkerReport {
+        WorkerReport {
+            messages,
+            rows: messages * 1000,
+            items_written: 1,
+            rejected: 0,
+            left: 0,
+            released: 2,
+            runs: Vec::new(),
+            stopped,
+            rejects_file: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_summary_says_why_in_words_and_counts_in_the_singular_for_one() {
+        assert_eq!(
+            summary(&report(1, StopReason::Done)),
+            "worker stopped, every run it watched is complete: 1 batch, 1,000 rows, 1 item written, 0 rejected, 0 left for redelivery, 2 released"
+        );
+        let idle = summary(&report(3, StopReason::Idle));
+        assert!(
+            idle.starts_with(
+                "worker stopped, no batch came for the idle time: 3 batches, 3,000 rows"
+            ),
+            "{idle}"
+        );
+        assert!(summary(&report(0, StopReason::Signal)).contains("asked to stop: 0 batches"));
     }
 }
