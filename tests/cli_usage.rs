@@ -617,3 +617,28 @@ fn the_exit_code_says_the_kind_of_the_error() {
     let out = run(shop, &["--resume", "no-such-run"]);
     expect(&out, EXIT_FAILED, "run no-such-run cannot be resumed");
 }
+
+#[test]
+fn check_knows_update_job_files() {
+    // The bundled job: valid, and said to be a job, with what it does.
+    let out = sql2ddb(&["check", "examples/cancel-stale-orders.toml"], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("ok (update job \"cancel-stale-orders\")"),
+        "{text}"
+    );
+    assert!(text.contains("update: SET #st = :cancelled"), "{text}");
+    // A job with an error is named by file, line and column, exit 1.
+    let dir = tempfile::tempdir().unwrap();
+    let job = std::fs::read_to_string(root().join("examples/cancel-stale-orders.toml"))
+        .unwrap()
+        .replace("set = ", "sett = ");
+    assert!(job.contains("sett = "), "the example changed: {job}");
+    let path = dir.path().join("job.toml");
+    std::fs::write(&path, job).unwrap();
+    let out = sql2ddb(&["check", path.to_str().unwrap()], &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("job.toml:") && err.contains("sett"), "{err}");
+}

@@ -224,6 +224,28 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
+/// `check` of an update job file (one with an `[update]` table): parsed
+/// and validated as `update` does before it reads anything.
+fn check_job(text: &str, path: &Path) -> u8 {
+    use sql2ddb_mapping::{JobAction, UpdateJob};
+    match UpdateJob::parse(text, path, &env) {
+        Ok(job) => {
+            println!("{}: ok (update job {:?})", path.display(), job.name);
+            println!("  table {}", job.target.table);
+            let action = match &job.action {
+                JobAction::Update { expression, .. } => format!("update: {expression}"),
+                JobAction::Delete => "delete the matching items".to_string(),
+            };
+            println!("  {action}");
+            if let Some(filter) = &job.filter {
+                println!("  where {filter}");
+            }
+            0
+        }
+        Err(e) => fail(&e.to_string()),
+    }
+}
+
 /// The mapping at `path`, with `source` (`--source`) in place of its source
 /// URL when given: an error of kind Io if it cannot be read, of kind
 /// Mapping if it is not valid.
@@ -252,6 +274,9 @@ fn check(path: &Path) -> u8 {
         Ok(t) => t,
         Err(e) => return fail(&format!("{}: {e}", path.display())),
     };
+    if sql2ddb_mapping::UpdateJob::is_job_file(&text) {
+        return check_job(&text, path);
+    }
     match sql2ddb_engine::check(&text, path, &env) {
         Ok(summary) => {
             tracing::debug!(
