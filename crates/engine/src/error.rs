@@ -148,23 +148,31 @@ pub enum EngineError {
     #[error("{0}")]
     Config(String),
     /// A follower met a change it cannot carry and stopped before it: the
-    /// slot, or the binary log checkpoint, is still before `position`, so
+    /// slot, or the binary log checkpoint, is still before its position, so
     /// after the fix `follow` goes on and loses nothing.
-    #[error("cannot follow {event} on table {table} at {position}: {reason}; {remedy}")]
-    Unfollowable {
-        /// The table the change is on, as the source names it.
-        table: String,
-        /// The change, as the source's stream names it (`TRUNCATE`, `ALTER
-        /// TABLE`, `a statement-format event`, `a partial row image`…).
-        event: String,
-        /// Where it is in the stream (an LSN, or `file:pos`): the follower's
-        /// checkpoint is before it.
-        position: String,
-        /// Why it cannot be carried.
-        reason: String,
-        /// The one thing to do, then `follow` again.
-        remedy: String,
-    },
+    #[error(
+        "cannot follow {} on table {} at {}: {}; {}",
+        .0.event, .0.table, .0.position, .0.reason, .0.remedy
+    )]
+    Unfollowable(Box<Unfollowable>),
+}
+
+/// A change a follower cannot carry, where it is, and what to do
+/// ([`EngineError::Unfollowable`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unfollowable {
+    /// The table the change is on, as the source names it.
+    pub table: String,
+    /// The change, as the source's stream names it (`TRUNCATE`, `ALTER
+    /// TABLE`, `a statement-format event`, `a partial row image`…).
+    pub event: String,
+    /// Where it is in the stream (an LSN, or `file:pos`): the follower's
+    /// checkpoint is before it.
+    pub position: String,
+    /// Why it cannot be carried.
+    pub reason: String,
+    /// The one thing to do, then `follow` again.
+    pub remedy: String,
 }
 
 impl EngineError {
@@ -180,7 +188,7 @@ impl EngineError {
             EngineError::Resume { .. } => ErrorKind::Resume,
             EngineError::Worker(_) => ErrorKind::Worker,
             EngineError::Config(_) => ErrorKind::Config,
-            EngineError::Unfollowable { .. } => ErrorKind::Unfollowable,
+            EngineError::Unfollowable(_) => ErrorKind::Unfollowable,
         }
     }
 
@@ -196,8 +204,26 @@ impl EngineError {
             EngineError::Resume { .. } => Cause::Resume,
             EngineError::Worker(_) => Cause::Worker,
             EngineError::Config(_) => Cause::Config,
-            EngineError::Unfollowable { .. } => Cause::Unfollowable,
+            EngineError::Unfollowable(_) => Cause::Unfollowable,
         }
+    }
+
+    /// A follower's stop before a change it cannot carry (see
+    /// [`Unfollowable`]'s fields).
+    pub fn unfollowable(
+        table: impl Into<String>,
+        event: impl Into<String>,
+        position: impl Into<String>,
+        reason: impl Into<String>,
+        remedy: impl Into<String>,
+    ) -> Self {
+        EngineError::Unfollowable(Box::new(Unfollowable {
+            table: table.into(),
+            event: event.into(),
+            position: position.into(),
+            reason: reason.into(),
+            remedy: remedy.into(),
+        }))
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {

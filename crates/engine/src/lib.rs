@@ -31,7 +31,7 @@ pub mod verify;
 pub mod worker;
 
 pub use check::{check, CheckFailure, CheckSummary};
-pub use error::{Cause, EngineError, ErrorKind};
+pub use error::{Cause, EngineError, ErrorKind, Unfollowable};
 pub use ids::new_run_id;
 pub use progress::{EntityProgress, RunProgress};
 pub use report::{
