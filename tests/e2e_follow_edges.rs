@@ -514,3 +514,37 @@ async fn a_widened_type_stops_the_follower_before_its_first_row() {
     )
     .await;
 }
+
+/// The table changes shape while no follower runs, after a change in its
+/// old shape: a follower binds to the table as it is when it starts, so it
+/// stops at that change (exit 65), and as the table no longer has the
+/// stream's shape there, it says to start over rather than to load again
+/// (a new full load would stop at the same place); the slot is kept.
+#[tokio::test]
+async fn a_shape_changed_while_no_follower_ran_says_to_start_over() {
+    let sc = Scenario::new("follow_alter_stopped")
+        .postgres(ITEMS)
+        .start()
+        .await;
+    let mapping = sc.mapping(MAPPING);
+    let (slot, _guard) = loaded(&sc, &mapping).await;
+    exec(
+        &sc,
+        "UPDATE SCHEMA.items SET name = 'old shape' WHERE id = 1",
+    )
+    .await;
+    exec(&sc, "ALTER TABLE SCHEMA.items ADD COLUMN note text").await;
+    let stopped = follow(&sc, &mapping, &slot, &[]).await;
+    let said = format!("{}\n{}", stopped.stdout, stopped.stderr);
+    assert_eq!(stopped.code, 65, "{said}");
+    assert!(
+        stopped.stderr.contains("column note dropped")
+            && stopped
+                .stderr
+                .contains("the table has changed shape again since")
+            && stopped.stderr.contains("--drop-slot")
+            && stopped.stderr.contains("run MAPPING --follow"),
+        "{said}"
+    );
+    assert!(slot_state(&sc, &slot).await.is_some(), "the slot is kept");
+}

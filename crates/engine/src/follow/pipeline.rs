@@ -196,10 +196,10 @@ async fn read_step(side: &ReadSide, reader: &mut Reader) -> (Vec<Step>, bool) {
         Ok(batch) => batch,
         Err(e) => return (vec![Step::Failed(e)], false),
     };
-    let stop = batch
-        .shape_change
-        .take()
-        .map(|change| shape_changed(change, &side.name));
+    let stop = match batch.shape_change.take() {
+        Some(change) => Some(shape_changed(&side.source, change, &side.name).await),
+        None => None,
+    };
     let Some(end) = BatchEnd::of(&batch) else {
         return match stop {
             Some(e) => (vec![Step::Failed(e)], false),
@@ -223,8 +223,21 @@ async fn read_step(side: &ReadSide, reader: &mut Reader) -> (Vec<Step>, bool) {
     (steps, full)
 }
 
-/// The stop at a followed table whose columns changed in the stream.
-fn shape_changed(change: ShapeChange, name: &str) -> EngineError {
+/// The stop at a followed table whose columns changed in the stream. A
+/// new full load lets a follower go on from there only if the table still
+/// has the stream's new shape (a follower binds to the table as it is when
+/// it starts); else the table changed again since, and only a new run
+/// follows it.
+async fn shape_changed(source: &Source, change: ShapeChange, name: &str) -> EngineError {
+    let now = source.relation_shape(change.oid).await;
+    let remedy = match now.is_ok_and(|now| now == change.shape) {
+        true => format!(
+            "{name} is kept before that transaction: run the full load again (`sql2ddb run MAPPING`) so every item has the table's new shape, then follow again to go on from there"
+        ),
+        false => format!(
+            "the table has changed shape again since, so no follower can go on from {name}: drop it (`sql2ddb follow MAPPING --slot SLOT --drop-slot`) and start over with `sql2ddb run MAPPING --follow`"
+        ),
+    };
     EngineError::Unfollowable {
         table: change.table,
         event: "ALTER TABLE".into(),
@@ -233,9 +246,7 @@ fn shape_changed(change: ShapeChange, name: &str) -> EngineError {
             "{}, and its rows would be mapped with the columns and types the follower read them with (values cast to an old type, new columns left out)",
             change.what
         ),
-        remedy: format!(
-            "{name} is kept before that transaction: run the full load again (`sql2ddb run MAPPING`) so every item has the table's new shape, then follow again to go on from there"
-        ),
+        remedy,
     }
 }
 

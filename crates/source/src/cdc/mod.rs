@@ -100,8 +100,12 @@ pub type ColumnShape = (String, u32, i32);
 /// A followed table whose columns are no longer those it was bound with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShapeChange {
+    /// The table's OID.
+    pub oid: u32,
     /// `schema.table`.
     pub table: String,
+    /// Its columns as the stream describes them from that transaction on.
+    pub shape: Vec<ColumnShape>,
     /// The commit position of the transaction holding the first change in
     /// the new shape.
     pub commit_lsn: u64,
@@ -193,7 +197,9 @@ impl Relations {
                         if let Some(what) = shape_difference(shape, &now) {
                             // The transaction in hand is left unread.
                             batch.shape_change = Some(ShapeChange {
+                                oid: r.oid,
                                 table,
+                                shape: now,
                                 commit_lsn,
                                 what,
                             });
