@@ -114,10 +114,12 @@ fn name_of(items: &Items, id: i64) -> Option<&AttrValue> {
         .and_then(|i| i.get("name"))
 }
 
-/// The application's last transactions commit without waiting for their
-/// WAL to reach the disk, and the cutover starts at once: it applies every
-/// one of them. Four times, as a race between the commits and the
-/// cutover's reads would not show every time.
+/// The application commits without waiting for its WAL to reach the disk
+/// (`synchronous_commit = off`), 300 rows before the cutover starts and
+/// more while it starts, until it says where it cuts over: every row whose
+/// commit is before that position is in the table after the cutover (those
+/// committed after it may be, or not). Four times, as a race between the
+/// commits and the cutover's reads would not show every time.
 #[tokio::test]
 async fn a_cutover_applies_every_asynchronous_commit_before_it() {
     let sc = Scenario::new("cut_async").postgres(ITEMS).start().await;
@@ -127,44 +129,79 @@ async fn a_cutover_applies_every_asynchronous_commit_before_it() {
         .execute(&mut app)
         .await
         .unwrap();
-    let table = format!("{}.items", sc.pg().name);
-    let mut last = 50;
+    let insert = format!(
+        "INSERT INTO {}.items VALUES ($1, 'late ' || $1, 'x', 1) \
+         RETURNING pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::int8",
+        sc.pg().name
+    );
+    // Each row and a WAL position after its commit record.
+    let mut committed: Vec<(i64, i64)> = Vec::new();
+    let commit = async |app: &mut sqlx::PgConnection, id: i64| {
+        let at: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(insert.clone()))
+            .bind(id as i32)
+            .fetch_one(app)
+            .await
+            .unwrap();
+        (id, at)
+    };
     for round in 0..4 {
         let (slot, _guard) = loaded(&sc, &mapping).await;
         for _ in 0..300 {
-            last += 1;
-            sqlx::query(sqlx::AssertSqlSafe(format!(
-                "INSERT INTO {table} VALUES ($1, 'late ' || $1, 'x', 1)"
-            )))
-            .bind(last)
-            .execute(&mut app)
-            .await
-            .unwrap();
+            let id = 51 + committed.len() as i64;
+            committed.push(commit(&mut app, id).await);
         }
-        let cut = follow(&sc, &mapping, &slot, &["--cutover"]).await;
+        let cut = Proc::spawn(
+            sc.path(),
+            &[
+                "follow",
+                &mapping,
+                "--slot",
+                &slot,
+                "--endpoint",
+                &sc.dynamo.url,
+                "--cutover",
+                "--no-verify",
+            ],
+        );
+        while !cut.stderr.lock().unwrap().contains("cutting over at ") {
+            let id = 51 + committed.len() as i64;
+            committed.push(commit(&mut app, id).await);
+            assert!(committed.len() < 1_000_000, "the cutover never started");
+        }
+        let cut = cut.wait().await;
         let said = format!("round {round}:\n{}\n{}", cut.stdout, cut.stderr);
         assert_eq!(cut.code, 0, "{said}");
-        assert!(
-            cut.stdout
-                .contains("cut over: the table equals the source, item by item"),
-            "{said}"
-        );
-        assert!(
-            cut.stdout.contains(&format!(
-                "replication slot {slot} and its publication are dropped"
-            )),
-            "{said}"
-        );
+        let fence = cut
+            .stderr
+            .split("cutting over at ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no position: {said}"))
+            .to_string();
+        let fence: i64 =
+            sqlx::query_scalar("SELECT pg_wal_lsn_diff($1::text::pg_lsn, '0/0')::int8")
+                .bind(&fence)
+                .fetch_one(&sc.pg().pool)
+                .await
+                .unwrap();
         assert_eq!(slot_state(&sc, &slot).await, None, "{said}");
         let items = sc.items().await;
-        let missing: Vec<i64> = (1..=last)
-            .filter(|id| !items.contains_key(&key(&format!("ITEM#{id}"), "ITEM")))
+        let missing: Vec<i64> = committed
+            .iter()
+            .filter(|(id, at)| {
+                *at <= fence && !items.contains_key(&key(&format!("ITEM#{id}"), "ITEM"))
+            })
+            .map(|(id, _)| *id)
             .collect();
         assert!(
             missing.is_empty(),
-            "round {round}: rows missing: {missing:?}"
+            "round {round}: rows committed before the cutover missing: {missing:?}\n{said}"
         );
-        assert_eq!(items.len() as i64, last, "round {round}");
+        let before = committed.iter().filter(|(_, at)| *at <= fence).count();
+        assert!(
+            before >= 300 * (round + 1),
+            "round {round}: {before} rows before the fence"
+        );
     }
 }
 
