@@ -378,7 +378,7 @@ async fn end_cutover(target: &Target<'_>, report: &FollowReport, equal: bool) ->
     let slot = &target.slot;
     if !equal {
         target.summary_to.say(&format!(
-            "replication slot {slot} and its publication are kept at {}: once the differences are fixed, cut over again (`sql2ddb follow MAPPING --slot {slot} --cutover`), or drop them with --drop-slot",
+            "replication slot {slot} and its publication are kept at {}: once what differs (or what stopped the comparison) is fixed, cut over again (`sql2ddb follow MAPPING --slot {slot} --cutover`) to go on from there, or drop them with --drop-slot",
             report.position
         ));
         return 0;
