@@ -24,6 +24,7 @@ Exit codes:
       the table equals the source (PostgreSQL: the slot is dropped);
       --status and --drop-slot: done
   1   items not written, no such slot, or cut over with differences
+      (PostgreSQL: the slot is kept, at the cutover's position)
   64  usage error (MySQL/MariaDB: --slot or --drop-slot, which only a
       PostgreSQL slot has)
   65  the follower met a change it cannot carry (a schema change, a
@@ -46,12 +47,14 @@ pub struct StopArgs {
     /// kept; follow again to go on).
     #[arg(long, value_name = "SECONDS")]
     follow_until_idle: Option<u64>,
-    /// Cut over: apply every change the source holds now (stop the
-    /// application's writes first), drop the slot, then compare every item
-    /// with the source (`verify --deep`) and say whether they are equal.
+    /// Cut over: apply every change committed on the source now (stop the
+    /// application's writes first), compare every item with the source
+    /// (`verify --deep`) and say whether they are equal; PostgreSQL: the
+    /// slot is dropped once they are, and kept when they are not.
     #[arg(long)]
     cutover: bool,
-    /// With --cutover: skip the comparison.
+    /// With --cutover: skip the comparison (PostgreSQL: the slot is
+    /// dropped at once).
     #[arg(long, requires = "cutover")]
     no_verify: bool,
 }
@@ -284,6 +287,9 @@ async fn status(source: &str, slot: &str, record: Option<RecordTarget>) -> u8 {
                 s.lag_bytes(),
                 s.retained_bytes >> 20
             );
+            if let Some(warning) = crate::follow_report::retained_warning(s.retained_bytes) {
+                println!("{warning}");
+            }
             if let Some(line) = record_line(record, source).await {
                 println!("{line}");
             }
@@ -335,10 +341,15 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
     match result {
         Ok(report) => {
             let code = summary(&report, target);
-            match report.end == FollowEnd::CutOver && !stop_args.no_verify {
-                true => code.max(verify(target).await),
-                false => code,
+            if report.end != FollowEnd::CutOver {
+                return code;
             }
+            let compared = match stop_args.no_verify {
+                true => 0,
+                false => verify(target).await,
+            };
+            code.max(compared)
+                .max(end_cutover(target, &report, compared == 0).await)
         }
         Err(e) => {
             let code = fail_job(&e);
@@ -353,6 +364,35 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
                 ),
             }
             code
+        }
+    }
+}
+
+/// PostgreSQL, after a cutover: drops the slot once the table equals the
+/// source (or was not compared), keeps it otherwise, so that a cutover
+/// whose comparison failed can be made again from where it stopped.
+async fn end_cutover(target: &Target<'_>, report: &FollowReport, equal: bool) -> u8 {
+    if target.binlog.is_some() {
+        return 0;
+    }
+    let slot = &target.slot;
+    if !equal {
+        target.summary_to.say(&format!(
+            "replication slot {slot} and its publication are kept at {}: once what differs (or what stopped the comparison) is fixed, cut over again (`sql2ddb follow MAPPING --slot {slot} --cutover`) to go on from there, or drop them with --drop-slot",
+            report.position
+        ));
+        return 0;
+    }
+    match sql2ddb_engine::follow::drop_slot(&target.source, slot).await {
+        Ok(()) => {
+            target.summary_to.say(&format!(
+                "replication slot {slot} and its publication are dropped"
+            ));
+            0
+        }
+        Err(e) => {
+            eprintln!("cut over, but replication slot {slot} could not be dropped:");
+            fail_job(&e)
         }
     }
 }

@@ -57,8 +57,8 @@ pub(crate) fn summary(r: &FollowReport, by: &FollowedBy<'_>) -> String {
     );
     let at = &r.position;
     out.push_str(&match (r.end, by) {
-        (FollowEnd::CutOver, FollowedBy::Slot(slot)) => format!(
-            "cut over at {at}: replication slot {slot} and its publication are dropped"
+        (FollowEnd::CutOver, FollowedBy::Slot(_)) => format!(
+            "cut over at {at}: every change committed before the cutover is applied"
         ),
         (FollowEnd::CutOver, FollowedBy::Run(_)) => format!(
             "cut over at {at}: every change the binary log held at the cutover is applied"
@@ -71,6 +71,17 @@ pub(crate) fn summary(r: &FollowReport, by: &FollowedBy<'_>) -> String {
         ),
     });
     out
+}
+
+/// A warning when a slot keeps more than
+/// [`RETAINED_WARNING_BYTES`](sql2ddb_engine::follow::RETAINED_WARNING_BYTES)
+/// of WAL: the source's disk fills while nobody follows, or while the
+/// follower cannot confirm a position.
+pub(crate) fn retained_warning(retained_bytes: u64) -> Option<String> {
+    (retained_bytes > sql2ddb_engine::follow::RETAINED_WARNING_BYTES).then(|| format!(
+        "warning: the replication slot keeps {} of WAL on the source's disk, and more as the source writes: follow it (`sql2ddb follow MAPPING --slot SLOT`), cut over, or drop it with --drop-slot before the disk fills",
+        bytes(retained_bytes)
+    ))
 }
 
 /// A followed run's standing, as `status` prints it.
@@ -133,6 +144,9 @@ pub(crate) fn render_status(s: &FollowStatus) -> String {
                 ));
             }
             out.push('\n');
+            if let Some(warning) = now.retained_bytes.and_then(retained_warning) {
+                out.push_str(&format!("  {warning}\n"));
+            }
         }
         (None, Some(why)) => out.push_str(&format!(
             "  source not reachable ({why}): the above is what the record holds\n"
@@ -217,5 +231,16 @@ mod tests {
         assert_eq!(duration(12.4), "12 s");
         assert_eq!(duration(200.0), "3 min 20 s");
         assert_eq!(duration(7_500.0), "2 h 5 min");
+    }
+
+    #[test]
+    fn a_slot_that_keeps_much_wal_is_warned_of() {
+        let limit = sql2ddb_engine::follow::RETAINED_WARNING_BYTES;
+        assert_eq!(retained_warning(limit), None);
+        let warning = retained_warning(limit + 1).unwrap();
+        assert!(
+            warning.starts_with("warning: the replication slot keeps "),
+            "{warning}"
+        );
     }
 }

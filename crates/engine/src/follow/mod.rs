@@ -170,7 +170,9 @@ pub struct FollowOptions {
     pub slot: String,
     /// Stop once no change has come for this long.
     pub until_idle: Option<Duration>,
-    /// Apply what the source holds now, then drop the slot and stop.
+    /// Apply everything committed on the source when the follow starts,
+    /// then stop. The slot is kept: [`drop_slot`] once the table is
+    /// compared with the source.
     pub cutover: bool,
     /// A stop request (SIGINT, SIGTERM): stop after the batch in hand.
     pub stop: Option<Arc<StopSignal>>,
@@ -204,8 +206,8 @@ pub enum FollowEnd {
     Stopped,
     /// No change for `until_idle`.
     Idle,
-    /// Cut over: everything the source held at the cutover is applied, the
-    /// slot is dropped.
+    /// Cut over: everything committed on the source when the follow
+    /// started is applied (the slot is still there: [`drop_slot`]).
     CutOver,
 }
 
@@ -235,8 +237,10 @@ pub struct FollowReport {
 }
 
 /// Follows the slot named in `opts` until it is told to stop, idles for
-/// `until_idle`, or (with `cutover`) has applied what the source held when
-/// it started; `progress` gets a line now and then (position, lag).
+/// `until_idle`, or (with `cutover`) has applied everything committed when
+/// it started (PostgreSQL: up to a fence message it writes, committed with
+/// its WAL flushed, so transactions committed with `synchronous_commit =
+/// off` are waited for too); `progress` gets a line now and then (position, lag).
 pub async fn follow(
     plan: &Plan,
     opts: &FollowOptions,
@@ -336,20 +340,26 @@ async fn follow_with(
         rejects: &rejects,
     };
     let binlog = source.dialect() == Dialect::MySql;
-    let cutover_at = match (opts.cutover, binlog) {
-        (false, _) => None,
-        (true, false) => Some(Cut::Lsn(source.current_wal_lsn().await?)),
-        (true, true) => Some(Cut::Binlog(source.binlog_position().await?)),
+    let binlog_cut = match (opts.cutover, binlog) {
+        (true, true) => Some(source.binlog_position().await?),
+        _ => None,
     };
-    let (reader, mut checkpoint, start, name) = open_stream(source, plan, opts, progress).await?;
-    let cutover_ordinal = cutover_at.as_ref().map(|p| match p {
-        Cut::Lsn(l) => *l,
-        Cut::Binlog(b) => b.ordinal(),
-    });
+    let (mut reader, mut checkpoint, start, name) =
+        open_stream(source, plan, opts, progress).await?;
+    let fence = match (opts.cutover, binlog) {
+        (true, false) => Some(write_fence(source, &opts.slot).await?),
+        _ => None,
+    };
+    watch(source, &by_table, &mut reader, fence.as_ref().map(|f| &f.0)).await?;
+    let cut_text = match (&binlog_cut, &fence) {
+        (Some(at), _) => Some(at.to_string()),
+        (None, Some((_, lsn))) => Some(format!("{} (the fence written there)", format_lsn(*lsn))),
+        (None, None) => None,
+    };
     progress.note(format!(
         "following {name} from {}{}",
         checkpoint.text(start),
-        match &cutover_at {
+        match &cut_text {
             Some(at) => format!(", cutting over at {at}"),
             None => String::new(),
         }
@@ -368,8 +378,9 @@ async fn follow_with(
         by_table: by_table.clone(),
         keys: keys.clone(),
         batch_changes: opts.batch_changes.max(1),
-        binlog_cut: cutover_ordinal.filter(|_| binlog),
+        binlog_cut: binlog_cut.as_ref().map(BinlogPosition::ordinal),
         start,
+        name: name.clone(),
     };
     let write = WriteSide {
         source,
@@ -377,7 +388,7 @@ async fn follow_with(
         target: &target,
         checkpoint: &mut checkpoint,
         record: &mut record,
-        slot_cut: cutover_ordinal.filter(|_| !binlog),
+        fenced: fence.is_some(),
         until_idle: opts.until_idle,
         stop: opts.stop.clone(),
         progress,
@@ -393,14 +404,6 @@ async fn follow_with(
     if let Some(reader) = reader {
         reader.close().await;
     }
-    let result = match result {
-        Ok(FollowEnd::CutOver) if !binlog => source
-            .drop_slot(&opts.slot, &opts.slot)
-            .await
-            .map(|()| FollowEnd::CutOver)
-            .map_err(EngineError::from),
-        other => other,
-    };
     let state = result.as_ref().map(|end| FollowState::from(*end));
     record.finish(state, shown.clone(), &counts, progress).await;
     let end = result?;
@@ -414,19 +417,38 @@ async fn follow_with(
     })
 }
 
-/// Where a cutover stops.
-enum Cut {
-    Lsn(u64),
-    Binlog(BinlogPosition),
+/// What a slot's reads watch for: the shapes of the followed tables (one
+/// whose columns change in the stream stops the follower before its first
+/// row in the new shape) and the cutover's fence.
+async fn watch(
+    source: &Source,
+    by_table: &entities::ByTable,
+    reader: &mut Reader,
+    fence: Option<&String>,
+) -> Result<(), EngineError> {
+    let Some(relations) = reader.relations_mut() else {
+        return Ok(());
+    };
+    for oid in by_table.parents.keys().chain(by_table.children.keys()) {
+        relations.watch_shape(*oid, source.relation_shape(*oid).await?);
+    }
+    if let Some(content) = fence {
+        relations.watch_fence(content.clone());
+    }
+    Ok(())
 }
 
-impl std::fmt::Display for Cut {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Cut::Lsn(l) => f.write_str(&format_lsn(*l)),
-            Cut::Binlog(b) => write!(f, "{b}"),
-        }
-    }
+/// Writes a cutover's fence into slot `slot`'s stream: returns the
+/// message's content (the slot's name and the time, so that the fence of
+/// an earlier cutover is never taken for this one's) and its position.
+async fn write_fence(source: &Source, slot: &str) -> Result<(String, u64), EngineError> {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default();
+    let content = format!("{slot} {nanos}");
+    let lsn = source.write_fence(&content).await?;
+    Ok((content, lsn))
 }
 
 #[cfg(test)]

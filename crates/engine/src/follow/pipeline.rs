@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sql2ddb_core::KeyAttr;
-use sql2ddb_source::cdc::{format_lsn, ChangeBatch};
+use sql2ddb_source::cdc::{format_lsn, ChangeBatch, ShapeChange};
 use sql2ddb_source::Source;
 use tokio::sync::{mpsc, Semaphore};
 
@@ -42,6 +42,10 @@ const BATCHES_AHEAD: usize = 2;
 /// How long an idle follower of a slot waits before reading it again.
 const POLL: Duration = Duration::from_millis(200);
 
+/// How often an idle follower of a slot confirms the position its reads
+/// reached (each confirmation writes the slot to the server's disk).
+const CONFIRM_IDLE_EVERY: Duration = Duration::from_secs(1);
+
 /// How often the follower says where it is.
 const NOTE_EVERY: Duration = Duration::from_secs(10);
 
@@ -49,8 +53,11 @@ const NOTE_EVERY: Duration = Duration::from_secs(10);
 enum Step {
     /// A batch, ready to write.
     Batch(Box<Prepared>),
-    /// Nothing more is committed for now.
-    CaughtUp,
+    /// Nothing more is committed for now. A slot: `through` is a position
+    /// the read that found nothing started after, so every change before
+    /// it is in the batches before this step (the checkpoint may move
+    /// there once they are applied, though no followed table changed).
+    CaughtUp { through: Option<u64> },
     /// The binary log is read up to the cutover's position: every batch
     /// before this step is all there is to apply.
     Reached,
@@ -68,6 +75,8 @@ pub(super) struct ReadSide {
     pub binlog_cut: Option<u64>,
     /// Where the checkpoint is when the follow starts.
     pub start: u64,
+    /// What the stream is called in messages.
+    pub name: String,
 }
 
 /// What the writing half needs.
@@ -78,8 +87,9 @@ pub(super) struct WriteSide<'a> {
     pub checkpoint: &'a mut Checkpoint,
     /// The follow's record (`status` reads it).
     pub record: &'a mut Recorder,
-    /// The slot: the cutover's WAL position.
-    pub slot_cut: Option<u64>,
+    /// The slot: a cutover, which ends once the batch holding its fence
+    /// is applied.
+    pub fenced: bool,
     pub until_idle: Option<Duration>,
     pub stop: Option<Arc<StopSignal>>,
     pub progress: &'a RunProgress,
@@ -140,39 +150,20 @@ async fn read_ahead(
             let _ = tx.send(Step::Reached).await;
             break;
         }
-        let mut full = false;
-        let started = Instant::now();
-        let step = match reader.next(&side.source, side.batch_changes).await {
-            Err(e) => Step::Failed(e),
-            Ok(batch) => match BatchEnd::of(&batch) {
-                None => {
-                    permits.add_permits(1);
-                    Step::CaughtUp
-                }
-                Some(end) => {
-                    full = is_full(&batch, side.batch_changes);
-                    let read = started.elapsed();
-                    let prepared =
-                        apply::prepare(&side.source, &side.by_table, &batch, end, &side.keys);
-                    let prepared = prepared.await;
-                    tracing::debug!(
-                        changes = batch.changes.len(),
-                        read_ms = read.as_millis() as u64,
-                        prepare_ms = (started.elapsed() - read).as_millis() as u64,
-                        "follow: batch read and prepared"
-                    );
-                    match prepared {
-                        Ok(p) => Step::Batch(Box::new(p)),
-                        Err(e) => Step::Failed(e),
-                    }
-                }
-            },
-        };
-        let (failed, idle) = (
-            matches!(step, Step::Failed(_)),
-            matches!(step, Step::CaughtUp),
-        );
-        if tx.send(step).await.is_err() || failed {
+        let (steps, full) = read_step(&side, &mut reader).await;
+        let idle = matches!(steps[..], [Step::CaughtUp { .. }]);
+        if idle {
+            permits.add_permits(1);
+        }
+        let mut failed = false;
+        for step in steps {
+            failed |= matches!(step, Step::Failed(_));
+            if tx.send(step).await.is_err() {
+                failed = true;
+                break;
+            }
+        }
+        if failed {
             break;
         }
         // The binary log waits for transactions within its read.
@@ -194,6 +185,71 @@ async fn read_ahead(
     reader
 }
 
+/// One read of `reader` made ready to write: a batch, nothing new, or a
+/// failure; a batch then a stop when a followed table changed shape within
+/// what was read. Says whether the read came back full.
+async fn read_step(side: &ReadSide, reader: &mut Reader) -> (Vec<Step>, bool) {
+    let started = Instant::now();
+    // Taken before the read: a read that finds nothing went at least as far.
+    let flushed = reader.flushed(&side.source).await;
+    let mut batch = match reader.next(&side.source, side.batch_changes).await {
+        Ok(batch) => batch,
+        Err(e) => return (vec![Step::Failed(e)], false),
+    };
+    let stop = match batch.shape_change.take() {
+        Some(change) => Some(shape_changed(&side.source, change, &side.name).await),
+        None => None,
+    };
+    let Some(end) = BatchEnd::of(&batch) else {
+        return match stop {
+            Some(e) => (vec![Step::Failed(e)], false),
+            None => (vec![Step::CaughtUp { through: flushed }], false),
+        };
+    };
+    let full = stop.is_none() && is_full(&batch, side.batch_changes);
+    let read = started.elapsed();
+    let prepared = apply::prepare(&side.source, &side.by_table, &batch, end, &side.keys).await;
+    tracing::debug!(
+        changes = batch.changes.len(),
+        read_ms = read.as_millis() as u64,
+        prepare_ms = (started.elapsed() - read).as_millis() as u64,
+        "follow: batch read and prepared"
+    );
+    let mut steps = vec![match prepared {
+        Ok(p) => Step::Batch(Box::new(p)),
+        Err(e) => Step::Failed(e),
+    }];
+    steps.extend(stop.map(Step::Failed));
+    (steps, full)
+}
+
+/// The stop at a followed table whose columns changed in the stream. A
+/// new full load lets a follower go on from there only if the table still
+/// has the stream's new shape (a follower binds to the table as it is when
+/// it starts); else the table changed again since, and only a new run
+/// follows it.
+async fn shape_changed(source: &Source, change: ShapeChange, name: &str) -> EngineError {
+    let now = source.relation_shape(change.oid).await;
+    let remedy = match now.is_ok_and(|now| now == change.shape) {
+        true => format!(
+            "{name} is kept before that transaction: run the full load again (`sql2ddb run MAPPING`) so every item has the table's new shape, then follow again to go on from there"
+        ),
+        false => format!(
+            "the table has changed shape again since, so no follower can go on from {name}: drop it (`sql2ddb follow MAPPING --slot SLOT --drop-slot`) and start over with `sql2ddb run MAPPING --follow`"
+        ),
+    };
+    EngineError::Unfollowable {
+        table: change.table,
+        event: "ALTER TABLE".into(),
+        position: format!("the transaction committed at {}", format_lsn(change.commit_lsn)),
+        reason: format!(
+            "{}, and its rows would be mapped with the columns and types the follower read them with (values cast to an old type, new columns left out)",
+            change.what
+        ),
+        remedy,
+    }
+}
+
 /// Batches read ahead at most, the one being written included.
 fn permits_total(reader: &Reader) -> u32 {
     match reader.reads_ahead() {
@@ -212,13 +268,14 @@ fn is_full(batch: &ChangeBatch, max_changes: usize) -> bool {
 
 /// The writing half: writes each batch, then moves the checkpoint past it.
 async fn apply_steps(
-    side: WriteSide<'_>,
+    mut side: WriteSide<'_>,
     mut rx: mpsc::Receiver<Step>,
     permits: &Semaphore,
     applied: &mut Applied,
 ) -> Result<FollowEnd, EngineError> {
     let mut last_change = Instant::now();
     let mut last_note = Instant::now();
+    let mut last_confirm: Option<Instant> = None;
     loop {
         if side.stop.as_ref().is_some_and(|s| s.is_stopped()) {
             return Ok(FollowEnd::Stopped);
@@ -232,11 +289,8 @@ async fn apply_steps(
         match step {
             Step::Failed(e) => return Err(e),
             Step::Reached => return Ok(FollowEnd::CutOver),
-            Step::CaughtUp => {
-                // Nothing committed is left to apply.
-                if side.slot_cut.is_some() {
-                    return Ok(FollowEnd::CutOver);
-                }
+            Step::CaughtUp { through } => {
+                confirm_idle(&mut side, applied, through, &mut last_confirm).await?;
                 if side
                     .until_idle
                     .is_some_and(|idle| last_change.elapsed() >= idle)
@@ -270,7 +324,7 @@ async fn apply_steps(
                         side.progress,
                     )
                     .await;
-                if side.slot_cut.is_some_and(|at| end.ordinal >= at) {
+                if side.fenced && end.fence {
                     return Ok(FollowEnd::CutOver);
                 }
             }
@@ -280,6 +334,32 @@ async fn apply_steps(
             note(&side, &applied.counts).await?;
         }
     }
+}
+
+/// Nothing committed is left to apply and no followed table changed up to
+/// `through`: the slot is confirmed as far as was read (at most every
+/// [`CONFIRM_IDLE_EVERY`]), or the server would keep its WAL while other
+/// tables write.
+async fn confirm_idle(
+    side: &mut WriteSide<'_>,
+    applied: &mut Applied,
+    through: Option<u64>,
+    last_confirm: &mut Option<Instant>,
+) -> Result<(), EngineError> {
+    let due = last_confirm.is_none_or(|t| t.elapsed() >= CONFIRM_IDLE_EVERY);
+    let Some(at) = through.filter(|&at| due && at > applied.position) else {
+        return Ok(());
+    };
+    *last_confirm = Some(Instant::now());
+    side.checkpoint
+        .commit(side.source, &BatchEnd::at(at))
+        .await?;
+    applied.position = at;
+    let text = side.checkpoint.text(at);
+    side.record
+        .applied(text, None, &applied.counts, side.progress)
+        .await;
+    Ok(())
 }
 
 /// Where the follower is, how far behind, and (slot) a warning when the

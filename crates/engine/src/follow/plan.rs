@@ -173,8 +173,16 @@ impl Plan {
                 }
             }
             ChangeOp::Insert | ChangeOp::Update => {
-                // Read again by key and gone: a later delete says so.
-                let Some(row) = new else { return };
+                let Some(row) = new else {
+                    // Read again by key (a TOASTed value left out) and gone
+                    // since: a later change of the stream says where the
+                    // row went, but only this one says where it was, so
+                    // its item goes by the key the change names.
+                    if let Some(old) = &old_key {
+                        self.put(old, Action::Delete(old.clone()));
+                    }
+                    return;
+                };
                 let new_key = f.bound.item_key(row).ok();
                 if let (Some(old), Some(new)) = (&old_key, &new_key) {
                     if key_text(old) != key_text(new) {

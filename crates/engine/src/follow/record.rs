@@ -41,8 +41,9 @@ pub enum FollowState {
     Stopped,
     /// Stopped after no change came for `--follow-until-idle`; it can go on.
     Idle,
-    /// Cut over: the source's changes up to the cutover are applied and
-    /// (PostgreSQL) the slot is dropped.
+    /// Cut over: the source's changes up to the cutover are applied;
+    /// (PostgreSQL) the slot is dropped once the table equals the source,
+    /// and kept when it does not.
     CutOver,
     /// Stopped on an error; it goes on from the checkpoint when followed again.
     Failed,

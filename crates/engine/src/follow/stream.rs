@@ -52,6 +52,26 @@ impl Reader {
         })
     }
 
+    /// A slot: the WAL position flushed now, which a read started after
+    /// this reaches at least (`None` for the binary log, or when it cannot
+    /// be read: the checkpoint then waits for a change to move).
+    pub(super) async fn flushed(&self, source: &Source) -> Option<u64> {
+        match self {
+            Reader::Copy(_) | Reader::Peek { .. } => source.flushed_wal_lsn().await.ok(),
+            Reader::Binlog(_) => None,
+        }
+    }
+
+    /// The relations a slot's reads describe (what they watch for);
+    /// `None` for the binary log.
+    pub(super) fn relations_mut(&mut self) -> Option<&mut Relations> {
+        match self {
+            Reader::Copy(copy) => Some(copy.relations_mut()),
+            Reader::Peek { relations, .. } => Some(relations),
+            Reader::Binlog(_) => None,
+        }
+    }
+
     /// Whether a batch can be read before the ones read earlier are
     /// applied (a peeked slot starts at its applied position every time).
     pub(super) fn reads_ahead(&self) -> bool {
@@ -88,6 +108,8 @@ pub(super) struct BatchEnd {
     /// When the batch's last transaction was committed on the source
     /// ([`ChangeBatch::last_commit_time`]).
     pub last_commit_time: Option<i64>,
+    /// The cutover's fence is in the batch ([`ChangeBatch::fence_seen`]).
+    pub fence: bool,
 }
 
 impl BatchEnd {
@@ -97,7 +119,18 @@ impl BatchEnd {
             ordinal: batch.end_lsn?,
             binlog: batch.end.clone(),
             last_commit_time: batch.last_commit_time,
+            fence: batch.fence_seen,
         })
+    }
+
+    /// A slot position reached by a read that found no change.
+    pub(super) fn at(lsn: u64) -> BatchEnd {
+        BatchEnd {
+            ordinal: lsn,
+            binlog: None,
+            last_commit_time: None,
+            fence: false,
+        }
     }
 }
 

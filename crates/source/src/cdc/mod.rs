@@ -83,6 +83,60 @@ pub struct ChangeBatch {
     pub last_commit_time: Option<i64>,
     /// Transactions read (including those that touched no followed table).
     pub transactions: u64,
+    /// The fence the follower watches for ([`Relations::watch_fence`]) is
+    /// in this batch: every transaction committed before it was written is
+    /// in this batch or an earlier one.
+    pub fence_seen: bool,
+    /// A followed table's columns changed: the batch ends at the last
+    /// commit before the transaction of its first change in the new shape,
+    /// and nothing after is read.
+    pub shape_change: Option<ShapeChange>,
+}
+
+/// A column as a relation description gives it: its name, type OID and
+/// type modifier.
+pub type ColumnShape = (String, u32, i32);
+
+/// A followed table whose columns are no longer those it was bound with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShapeChange {
+    /// The table's OID.
+    pub oid: u32,
+    /// `schema.table`.
+    pub table: String,
+    /// Its columns as the stream describes them from that transaction on.
+    pub shape: Vec<ColumnShape>,
+    /// The commit position of the transaction holding the first change in
+    /// the new shape.
+    pub commit_lsn: u64,
+    /// What changed, in words (`column note added; column code's type changed`).
+    pub what: String,
+}
+
+/// What changed between two shapes of a table, in words; `None` when they
+/// are the same.
+fn shape_difference(before: &[ColumnShape], after: &[ColumnShape]) -> Option<String> {
+    if before == after {
+        return None;
+    }
+    let find = |list: &[ColumnShape], name: &str| list.iter().position(|c| c.0 == name);
+    let mut what = Vec::new();
+    for c in after {
+        match find(before, &c.0) {
+            None => what.push(format!("column {} added", c.0)),
+            Some(i) if before[i] != *c => what.push(format!("column {}'s type changed", c.0)),
+            Some(_) => {}
+        }
+    }
+    for c in before {
+        if find(after, &c.0).is_none() {
+            what.push(format!("column {} dropped", c.0));
+        }
+    }
+    if what.is_empty() {
+        what.push("its columns were reordered".into());
+    }
+    Some(what.join("; "))
 }
 
 /// The relations a follower has seen described, by OID: `Relation` messages
@@ -90,9 +144,35 @@ pub struct ChangeBatch {
 #[derive(Debug, Default)]
 pub struct Relations {
     by_oid: HashMap<u32, (String, Arc<Vec<String>>)>,
+    /// The shapes followed tables were bound with: a description that
+    /// differs ends the batch ([`ChangeBatch::shape_change`]).
+    shapes: HashMap<u32, Vec<ColumnShape>>,
+    /// The content of the fence message to watch for (prefix [`FENCE_PREFIX`]).
+    fence: Option<String>,
 }
 
+/// The prefix of the logical message a cutover writes as its fence.
+pub const FENCE_PREFIX: &str = "sql2ddb_fence";
+
 impl Relations {
+    /// Ends a batch at a description of table `oid` whose columns differ
+    /// from `shape` (the columns it was bound with).
+    pub fn watch_shape(&mut self, oid: u32, shape: Vec<ColumnShape>) {
+        self.shapes.insert(oid, shape);
+    }
+
+    /// Marks the batch that holds the fence message `content`
+    /// ([`ChangeBatch::fence_seen`]); logical messages are read from then on.
+    pub fn watch_fence(&mut self, content: String) {
+        self.fence = Some(content);
+    }
+
+    /// Whether a fence is watched for (the slot is then read with the
+    /// option `messages`).
+    pub fn fenced(&self) -> bool {
+        self.fence.is_some()
+    }
+
     /// Folds decoded messages into row changes, in order, and the batch's
     /// end position.
     pub fn collect(
@@ -101,10 +181,31 @@ impl Relations {
     ) -> Result<ChangeBatch, crate::SourceError> {
         let mut batch = ChangeBatch::default();
         let mut pending: Vec<RowChange> = Vec::new();
+        let (mut commit_lsn, mut fence_in_transaction) = (0, false);
         for m in messages {
             let (oid, op, old, new) = match m {
                 Message::Relation(r) => {
                     let table = format!("{}.{}", r.schema, r.name);
+                    if let Some(shape) = self.shapes.get(&r.oid) {
+                        let now: Vec<ColumnShape> = r
+                            .columns
+                            .iter()
+                            .cloned()
+                            .zip(r.types.iter().copied())
+                            .map(|(n, (t, m))| (n, t, m))
+                            .collect();
+                        if let Some(what) = shape_difference(shape, &now) {
+                            // The transaction in hand is left unread.
+                            batch.shape_change = Some(ShapeChange {
+                                oid: r.oid,
+                                table,
+                                shape: now,
+                                commit_lsn,
+                                what,
+                            });
+                            break;
+                        }
+                    }
                     self.by_oid.insert(r.oid, (table, Arc::new(r.columns)));
                     continue;
                 }
@@ -118,9 +219,24 @@ impl Relations {
                     batch.end_lsn = Some(end_lsn);
                     batch.last_commit_time = Some(timestamp);
                     batch.transactions += 1;
+                    batch.fence_seen |= std::mem::take(&mut fence_in_transaction);
                     continue;
                 }
-                Message::Begin { .. } | Message::Other(_) => continue,
+                Message::Begin { final_lsn, .. } => {
+                    commit_lsn = final_lsn;
+                    continue;
+                }
+                Message::Logical {
+                    transactional,
+                    prefix,
+                    content,
+                } => {
+                    let fence = self.fence.as_deref().map(str::as_bytes);
+                    fence_in_transaction |=
+                        transactional && prefix == FENCE_PREFIX && fence == Some(&content[..]);
+                    continue;
+                }
+                Message::Other(_) => continue,
                 Message::Insert { oid, new } => (oid, ChangeOp::Insert, None, Some(new)),
                 Message::Update { oid, old, new } => (oid, ChangeOp::Update, old, Some(new)),
                 Message::Delete { oid, old } => (oid, ChangeOp::Delete, Some(old), None),
@@ -171,6 +287,7 @@ mod tests {
             name: format!("t{oid}"),
             replica_identity: b'd',
             columns: vec!["id".into()],
+            types: vec![(23, -1)],
         })
     }
 
@@ -222,6 +339,73 @@ mod tests {
         assert_eq!(batch.end_lsn, Some(300));
         assert_eq!(batch.transactions, 3);
         assert_eq!(batch.changes[0].table, "public.t1");
+    }
+
+    #[test]
+    fn a_changed_shape_ends_the_batch_before_its_transaction() {
+        let begin = |final_lsn| Message::Begin {
+            final_lsn,
+            timestamp: 0,
+        };
+        let mut wider = RelationInfo {
+            oid: 1,
+            schema: "public".into(),
+            name: "t1".into(),
+            replica_identity: b'd',
+            columns: vec!["id".into(), "note".into()],
+            types: vec![(23, -1), (1043, 7)],
+        };
+        let mut relations = Relations::default();
+        relations.watch_shape(1, vec![("id".into(), 23, -1)]);
+        let same = relations
+            .collect([begin(92), relation(1), insert(1, "1"), commit(100)])
+            .unwrap();
+        assert_eq!((same.changes.len(), same.shape_change), (1, None));
+        let batch = relations
+            .collect([
+                begin(92),
+                relation(1),
+                insert(1, "1"),
+                commit(100),
+                begin(192),
+                Message::Relation(wider.clone()),
+                insert(1, "2"),
+                commit(200),
+            ])
+            .unwrap();
+        assert_eq!(batch.changes.len(), 1);
+        assert_eq!(batch.end_lsn, Some(100));
+        let change = batch.shape_change.unwrap();
+        assert_eq!(change.commit_lsn, 192);
+        assert_eq!(change.what, "column note added");
+        wider.columns.pop();
+        wider.types = vec![(20, -1)];
+        let batch = relations
+            .collect([begin(292), Message::Relation(wider), commit(300)])
+            .unwrap();
+        assert_eq!(batch.end_lsn, None);
+        assert_eq!(batch.shape_change.unwrap().what, "column id's type changed");
+    }
+
+    #[test]
+    fn only_the_watched_fence_marks_its_batch() {
+        let fence = |content: &str| Message::Logical {
+            transactional: true,
+            prefix: FENCE_PREFIX.into(),
+            content: content.as_bytes().to_vec(),
+        };
+        let begin = Message::Begin {
+            final_lsn: 0,
+            timestamp: 0,
+        };
+        let mut relations = Relations::default();
+        relations.watch_fence("b".into());
+        let old = relations
+            .collect([begin.clone(), fence("a"), commit(100)])
+            .unwrap();
+        assert!(!old.fence_seen);
+        let ours = relations.collect([begin, fence("b"), commit(200)]).unwrap();
+        assert!(ours.fence_seen);
     }
 
     #[test]

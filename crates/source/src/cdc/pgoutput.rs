@@ -35,6 +35,9 @@ pub struct RelationInfo {
     pub replica_identity: u8,
     /// Column names in the order tuples carry them.
     pub columns: Vec<String>,
+    /// Each column's type: its OID and modifier (`varchar(3)` is OID 1043
+    /// with modifier 7), in the same order.
+    pub types: Vec<(u32, i32)>,
 }
 
 /// One decoded `pgoutput` message.
@@ -87,7 +90,18 @@ pub enum Message {
         /// Their OIDs.
         oids: Vec<u32>,
     },
-    /// Anything else (`Origin`, `Type`, logical messages): not needed.
+    /// A message written with `pg_logical_emit_message` (sent with the
+    /// option `messages`, PostgreSQL 14 and later).
+    Logical {
+        /// Whether it was written within a transaction (and is sent
+        /// between its `Begin` and `Commit`).
+        transactional: bool,
+        /// Its prefix.
+        prefix: String,
+        /// Its content.
+        content: Vec<u8>,
+    },
+    /// Anything else (`Origin`, `Type`): not needed.
     Other(u8),
 }
 
@@ -213,11 +227,11 @@ pub fn decode(buf: &[u8]) -> Result<Message, SourceError> {
             let replica_identity = r.u8()?;
             let n = r.i16()?;
             let mut columns = Vec::with_capacity(n.max(0) as usize);
+            let mut types = Vec::with_capacity(n.max(0) as usize);
             for _ in 0..n {
                 let _flags = r.u8()?;
                 columns.push(r.string()?);
-                let _type_oid = r.u32()?;
-                let _typmod = r.i32()?;
+                types.push((r.u32()?, r.i32()?));
             }
             Message::Relation(RelationInfo {
                 oid,
@@ -225,6 +239,7 @@ pub fn decode(buf: &[u8]) -> Result<Message, SourceError> {
                 name,
                 replica_identity,
                 columns,
+                types,
             })
         }
         b'I' => {
@@ -274,6 +289,19 @@ pub fn decode(buf: &[u8]) -> Result<Message, SourceError> {
             let _options = r.u8()?;
             let oids = (0..n.max(0)).map(|_| r.u32()).collect::<Result<_, _>>()?;
             Message::Truncate { oids }
+        }
+        b'M' => {
+            // Protocol 1 never streams, so no transaction id comes first.
+            let transactional = r.u8()? & 1 == 1;
+            let _lsn = r.u64()?;
+            let prefix = r.string()?;
+            let len = r.i32()?;
+            let content = r.take(len.max(0) as usize)?.to_vec();
+            Message::Logical {
+                transactional,
+                prefix,
+                content,
+            }
         }
         other => Message::Other(other),
     })
@@ -344,6 +372,7 @@ mod tests {
             panic!("not a relation")
         };
         assert_eq!(info.columns, ["id", "note"]);
+        assert_eq!(info.types, [(23, -1), (25, -1)]);
         assert_eq!(
             (info.schema.as_str(), info.name.as_str()),
             ("public", "orders")
@@ -379,6 +408,24 @@ mod tests {
                 timestamp: 5
             }
         );
+    }
+
+    #[test]
+    fn decodes_a_logical_message() {
+        let mut m = vec![b'M', 1];
+        m.extend(0x10u64.to_be_bytes());
+        m.extend(b"sql2ddb\0");
+        m.extend(3i32.to_be_bytes());
+        m.extend(b"abc");
+        assert_eq!(
+            decode(&m).unwrap(),
+            Message::Logical {
+                transactional: true,
+                prefix: "sql2ddb".into(),
+                content: b"abc".to_vec()
+            }
+        );
+        assert!(decode(&m[..m.len() - 1]).is_err());
     }
 
     #[test]

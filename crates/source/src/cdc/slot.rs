@@ -4,7 +4,27 @@ use sqlx::postgres::PgPool;
 use sqlx::AssertSqlSafe;
 
 use super::pgoutput::{decode, format_lsn, parse_lsn};
-use super::{ChangeBatch, Relations};
+use super::{ChangeBatch, ColumnShape, Relations, FENCE_PREFIX};
+
+/// Reads the changes of publication `$3`, at most about `$2` messages, from
+/// slot `$1` (`FUNCTION` is peek or get).
+const READ_CHANGES: &str = "SELECT data FROM FUNCTION($1, NULL, $2, \
+     'proto_version', '1', 'publication_names', $3)";
+
+/// The same, with the logical messages written by `pg_logical_emit_message`
+/// (PostgreSQL 14 and later): a cutover reads its fence among them.
+const READ_CHANGES_AND_MESSAGES: &str = "SELECT data FROM FUNCTION($1, NULL, $2, \
+     'proto_version', '1', 'publication_names', $3, 'messages', 'true')";
+
+/// The statement that reads a slot with `function`
+/// (`pg_logical_slot_peek_binary_changes` or `…_get_…`).
+pub(super) fn read_changes_sql(function: &str, relations: &Relations) -> String {
+    match relations.fenced() {
+        true => READ_CHANGES_AND_MESSAGES,
+        false => READ_CHANGES,
+    }
+    .replace("FUNCTION", function)
+}
 
 /// The `pgoutput` messages of one read of a slot, decoded and folded into
 /// row changes.
@@ -202,17 +222,79 @@ impl Source {
         relations: &mut Relations,
     ) -> Result<ChangeBatch, SourceError> {
         let pool = self.follow_pool()?;
-        let data: Vec<Vec<u8>> = sqlx::query_scalar(
-            "SELECT data FROM pg_logical_slot_peek_binary_changes($1, NULL, $2, \
-             'proto_version', '1', 'publication_names', $3)",
+        let sql = read_changes_sql("pg_logical_slot_peek_binary_changes", relations);
+        let data: Vec<Vec<u8>> = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(slot)
+            .bind(max_changes.min(i32::MAX as usize) as i32)
+            .bind(publication)
+            .fetch_all(pool)
+            .await
+            .map_err(|e| {
+                SourceError::query(format!("read changes from replication slot {slot}"), e)
+            })?;
+        collect_batch(&data, relations)
+    }
+
+    /// The WAL position written and flushed to disk: what a read of a slot
+    /// started after this returns reaches at least this far.
+    pub async fn flushed_wal_lsn(&self) -> Result<u64, SourceError> {
+        let pool = self.follow_pool()?;
+        let lsn: String = sqlx::query_scalar("SELECT pg_current_wal_flush_lsn()::text")
+            .fetch_one(pool)
+            .await
+            .map_err(|e| SourceError::query("read the flushed WAL position", e))?;
+        parse_lsn(&lsn)
+    }
+
+    /// Writes a cutover's fence: a transactional logical message (prefix
+    /// [`FENCE_PREFIX`], content `content`) committed with its WAL flushed,
+    /// which flushes every transaction committed before it too, those
+    /// committed with `synchronous_commit = off` included. Once a read of
+    /// the slot returns the fence, everything committed before it is read.
+    /// Returns the fence's position. Needs PostgreSQL 14 or later (a slot
+    /// sends logical messages from then on).
+    pub async fn write_fence(&self, content: &str) -> Result<u64, SourceError> {
+        let pool = self.follow_pool()?;
+        let version: i32 = sqlx::query_scalar("SELECT current_setting('server_version_num')::int")
+            .fetch_one(pool)
+            .await
+            .map_err(|e| SourceError::query("read the server's version", e))?;
+        if version < 140_000 {
+            return Err(SourceError::config(
+                "a cutover needs PostgreSQL 14 or later: it waits for its own message in the slot, which older servers do not send; stop the application's writes, wait, then follow with --follow-until-idle instead",
+            ));
+        }
+        let fail = |e| SourceError::query("write the cutover's fence message", e);
+        let mut tx = pool.begin().await.map_err(fail)?;
+        // Flushed locally whatever the session's or the role's setting.
+        sqlx::query("SET LOCAL synchronous_commit = local")
+            .execute(&mut *tx)
+            .await
+            .map_err(fail)?;
+        let lsn: String = sqlx::query_scalar("SELECT pg_logical_emit_message(true, $1, $2)::text")
+            .bind(FENCE_PREFIX)
+            .bind(content)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(fail)?;
+        tx.commit().await.map_err(fail)?;
+        parse_lsn(&lsn)
+    }
+
+    /// The columns of table `oid` as a slot describes them (name, type OID,
+    /// type modifier; neither dropped nor generated), in order.
+    pub async fn relation_shape(&self, oid: u32) -> Result<Vec<ColumnShape>, SourceError> {
+        let pool = self.follow_pool()?;
+        let rows: Vec<(String, i64, i32)> = sqlx::query_as(
+            "SELECT attname::text, atttypid::int8, atttypmod FROM pg_attribute \
+             WHERE attrelid = $1::int8::oid AND attnum > 0 AND NOT attisdropped \
+             AND attgenerated = '' ORDER BY attnum",
         )
-        .bind(slot)
-        .bind(max_changes.min(i32::MAX as usize) as i32)
-        .bind(publication)
+        .bind(oid as i64)
         .fetch_all(pool)
         .await
-        .map_err(|e| SourceError::query(format!("read changes from replication slot {slot}"), e))?;
-        collect_batch(&data, relations)
+        .map_err(|e| SourceError::query(format!("read the columns of relation {oid}"), e))?;
+        Ok(rows.into_iter().map(|(n, t, m)| (n, t as u32, m)).collect())
     }
 
     /// Moves slot `slot` to `lsn`: the server may then recycle the WAL

@@ -15,7 +15,7 @@
 use sqlx::postgres::PgConnection;
 use sqlx::Connection;
 
-use super::slot::collect_batch;
+use super::slot::{collect_batch, read_changes_sql};
 use super::{ChangeBatch, Relations};
 use crate::{Pool, Source, SourceError};
 
@@ -153,25 +153,28 @@ impl SlotReader {
         &self.copy
     }
 
+    /// The relations the copy has described, and what the reads watch for.
+    pub fn relations_mut(&mut self) -> &mut Relations {
+        &mut self.relations
+    }
+
     /// The committed changes after the last batch read, whole transactions,
     /// about `max_changes` messages at most (a transaction is never cut);
     /// the copy moves past them, the slot does not.
     pub async fn next_batch(&mut self, max_changes: usize) -> Result<ChangeBatch, SourceError> {
-        let data: Vec<Vec<u8>> = sqlx::query_scalar(
-            "SELECT data FROM pg_logical_slot_get_binary_changes($1, NULL, $2, \
-             'proto_version', '1', 'publication_names', $3)",
-        )
-        .bind(&self.copy)
-        .bind(max_changes.min(i32::MAX as usize) as i32)
-        .bind(&self.publication)
-        .fetch_all(&mut self.conn)
-        .await
-        .map_err(|e| {
-            SourceError::query(
-                format!("read changes from replication slot {} (a copy)", self.copy),
-                e,
-            )
-        })?;
+        let sql = read_changes_sql("pg_logical_slot_get_binary_changes", &self.relations);
+        let data: Vec<Vec<u8>> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .bind(&self.copy)
+            .bind(max_changes.min(i32::MAX as usize) as i32)
+            .bind(&self.publication)
+            .fetch_all(&mut self.conn)
+            .await
+            .map_err(|e| {
+                SourceError::query(
+                    format!("read changes from replication slot {} (a copy)", self.copy),
+                    e,
+                )
+            })?;
         collect_batch(&data, &mut self.relations)
     }
 
