@@ -238,16 +238,16 @@ async fn shape_changed(source: &Source, change: ShapeChange, name: &str) -> Engi
             "the table has changed shape again since, so no follower can go on from {name}: drop it (`sql2ddb follow MAPPING --slot SLOT --drop-slot`) and start over with `sql2ddb run MAPPING --follow`"
         ),
     };
-    EngineError::Unfollowable {
-        table: change.table,
-        event: "ALTER TABLE".into(),
-        position: format!("the transaction committed at {}", format_lsn(change.commit_lsn)),
-        reason: format!(
+    EngineError::unfollowable(
+        change.table,
+        "ALTER TABLE",
+        format!("the transaction committed at {}", format_lsn(change.commit_lsn)),
+        format!(
             "{}, and its rows would be mapped with the columns and types the follower read them with (values cast to an old type, new columns left out)",
             change.what
         ),
         remedy,
-    }
+    )
 }
 
 /// Batches read ahead at most, the one being written included.
