@@ -642,3 +642,49 @@ fn check_knows_update_job_files() {
     let err = stderr(&out);
     assert!(err.contains("job.toml:") && err.contains("sett"), "{err}");
 }
+
+#[test]
+fn no_aws_credentials_is_said_in_one_line_before_the_source_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    // A table on AWS itself (a region, no endpoint), a source nobody
+    // listens on: the credentials are asked first.
+    let mapping = dir.path().join("m.toml");
+    std::fs::write(
+        &mapping,
+        "version = 1\n[source]\nurl = \"postgres://root@127.0.0.1:1/test\"\n[target]\ntable = \"orders\"\nregion = \"eu-west-1\"\npk = { name = \"PK\", type = \"S\" }\n[[entity]]\nname = \"e\"\nfrom = \"t\"\npk = \"A#{id}\"\n",
+    )
+    .unwrap();
+    let mut cmd = blocking_command(dir.path(), &["run", mapping.to_str().unwrap()]);
+    for var in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_PROFILE",
+        "AWS_DEFAULT_PROFILE",
+        "AWS_WEB_IDENTITY_TOKEN_FILE",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_DYNAMODB",
+    ] {
+        cmd.env_remove(var);
+    }
+    let none = dir.path().join("no-such-file");
+    cmd.env("HOME", dir.path())
+        .env("AWS_CONFIG_FILE", &none)
+        .env("AWS_SHARED_CREDENTIALS_FILE", &none)
+        .env("AWS_EC2_METADATA_DISABLED", "true");
+    let out = cmd.output().unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(78), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("no error line: {err}"));
+    assert!(line.contains("no AWS credentials found"), "{err}");
+    assert!(line.contains("--endpoint"), "{err}");
+    assert!(
+        !err.contains("127.0.0.1:1"),
+        "the source is not read first: {err}"
+    );
+}

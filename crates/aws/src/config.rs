@@ -91,6 +91,34 @@ impl AwsContext {
         }
     }
 
+    /// Whether the credentials chain finds credentials for AWS itself: the
+    /// chain's own words when it finds none (no key, profile, role or
+    /// instance metadata). Asked once before a job's work, so that a
+    /// machine without credentials is told so in one line instead of
+    /// through each call's retries.
+    pub async fn find_credentials(&self) -> Result<(), String> {
+        use aws_credential_types::provider::ProvideCredentials;
+        let Some(provider) = self.base.credentials_provider() else {
+            return Err("no credentials provider is configured".into());
+        };
+        match provider.provide_credentials().await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                // The chain's message and its source's, in one line.
+                let mut text = e.to_string();
+                let mut source = std::error::Error::source(&e);
+                while let Some(s) = source {
+                    text.push_str(": ");
+                    text.push_str(&s.to_string());
+                    source = s.source();
+                }
+                // One line: the chain lists each provider on a line.
+                let lines: Vec<&str> = text.lines().map(str::trim).collect();
+                Err(lines.join(" "))
+            }
+        }
+    }
+
     /// The region the context resolved, if any.
     pub fn region(&self) -> Option<&str> {
         self.base.region().map(Region::as_ref)

@@ -72,6 +72,28 @@ pub struct Resources {
     sqs_endpoint: Option<String>,
 }
 
+/// How long the credentials chain may take to find credentials before a
+/// job starts (the instance metadata service answers in milliseconds where
+/// it exists).
+const CREDENTIALS_LOOKUP: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A job whose table is on AWS itself stops before any work when the
+/// credentials chain finds no credentials, saying so in one line.
+async fn no_credentials(aws: &AwsContext) -> Result<(), EngineError> {
+    let found = tokio::time::timeout(CREDENTIALS_LOOKUP, aws.find_credentials()).await;
+    let why = match found {
+        Ok(Ok(())) => return Ok(()),
+        Ok(Err(why)) => why,
+        Err(_) => format!(
+            "the credentials chain found none within {} s",
+            CREDENTIALS_LOOKUP.as_secs()
+        ),
+    };
+    Err(EngineError::Config(format!(
+        "no AWS credentials found ({why}); set AWS_PROFILE, or AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or give --endpoint (a DynamoDB URL, or `local`) to write elsewhere than AWS"
+    )))
+}
+
 impl Resources {
     /// Settles the endpoint, region and progress table from `opts` over
     /// `plan` (absent for `status` given only a progress table), loads the
@@ -130,6 +152,10 @@ impl Resources {
             None => AwsContext::load(region, endpoint == Endpoint::Aws).await,
         };
         let dynamo = Dynamo::new(&aws, &endpoint)?;
+        // After the region's check: a region missing is said first.
+        if endpoint == Endpoint::Aws {
+            no_credentials(&aws).await?;
+        }
         let progress_table = opts
             .progress_table
             .clone()

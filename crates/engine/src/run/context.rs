@@ -70,12 +70,14 @@ impl Context {
             .source
             .clone()
             .unwrap_or_else(|| plan.source.url.clone());
-        let (source, mut snapshot) = snapshot::connect(&source_url, opts).await?;
+        // DynamoDB's side first: no AWS credentials (or region) is said
+        // before any work on the source.
         let job = Job::Run {
             run_dir: &run_dir,
             dry_run: opts.dry_run,
         };
         let resources = Resources::open(Some(plan), &opts.resource_options(), job).await?;
+        let (source, mut snapshot) = snapshot::connect(&source_url, opts).await?;
         let tracking = match tracking::wanted(opts) {
             true => Some(Tracking::open(plan, opts, resources.progress_store()?, &run_id).await?),
             false => None,
