@@ -15,7 +15,8 @@ pub struct SlotServer {
     pub user: String,
     /// `wal_level`.
     pub wal_level: String,
-    /// The user has the `REPLICATION` attribute or is a superuser.
+    /// The user has the `REPLICATION` attribute or is a superuser (on
+    /// Amazon RDS and Aurora: or is a member of `rds_replication`).
     pub can_replicate: bool,
     /// `max_replication_slots`.
     pub max_slots: i64,
@@ -48,7 +49,9 @@ pub struct PublishedTable {
 }
 
 const SLOT_SERVER: &str = "SELECT current_user::text, current_setting('wal_level'), \
-     COALESCE((SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user), false), \
+     COALESCE((SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user), false) \
+     OR EXISTS (SELECT 1 FROM pg_roles r WHERE r.rolname = 'rds_replication' \
+                AND pg_has_role(current_user, r.oid, 'MEMBER')), \
      current_setting('max_replication_slots')::int8, \
      (SELECT count(*) FROM pg_replication_slots)::int8, \
      has_database_privilege(current_database(), 'CREATE'), \
