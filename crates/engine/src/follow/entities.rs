@@ -151,7 +151,7 @@ pub(super) fn tables(plan: &Plan) -> Result<Vec<String>, EngineError> {
 /// Binds every entity of `plan` for following, or refuses with every
 /// reason at once (see [`bind`]).
 pub(super) async fn prepare(source: &Source, plan: &Plan) -> Result<ByTable, EngineError> {
-    let (by_table, reasons) = bind(source, plan).await?;
+    let (by_table, reasons) = bind(source, plan, &[]).await?;
     refuse_all(reasons)?;
     Ok(by_table)
 }
@@ -162,14 +162,26 @@ pub(super) async fn prepare(source: &Source, plan: &Plan) -> Result<ByTable, Eng
 /// query and `overwrite = true` (not supported by the follower yet); item
 /// key templates that read columns outside the primary key on a table
 /// whose `REPLICA IDENTITY` is not `FULL` (an update changing them would
-/// not say which item it moved from).
+/// not say which item it moved from). Entities reading a table of
+/// `refused` are left out: that table is refused already.
 pub(super) async fn bind(
     source: &Source,
     plan: &Plan,
+    refused: &[String],
 ) -> Result<(ByTable, Vec<String>), EngineError> {
     let mut reasons = plan_reasons(plan);
     let mut by_table = ByTable::default();
-    for entity in plan.entities.iter().filter(|e| plain(e)) {
+    let reads_refused = |e: &sql2ddb_mapping::Entity| {
+        let embeds = e.embeds().iter().map(|c| &c.from);
+        std::iter::once(&e.from)
+            .chain(embeds)
+            .any(|f| matches!(f, EntitySource::Table(t) if refused.contains(t)))
+    };
+    for entity in plan
+        .entities
+        .iter()
+        .filter(|e| plain(e) && !reads_refused(e))
+    {
         match bind_entity(source, plan, entity, &mut by_table).await {
             Ok(None) => {}
             Ok(Some(why)) => reasons.push(reason(&entity.name, why)),

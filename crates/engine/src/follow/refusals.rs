@@ -20,7 +20,7 @@ pub(super) async fn check_slot(
     slot: &str,
 ) -> Result<(), EngineError> {
     let mut reasons = server_reasons(source, slot).await?;
-    let (_, entity_reasons) = entities::bind(source, plan).await?;
+    let (_, entity_reasons) = entities::bind(source, plan, &[]).await?;
     for table in table_names(plan) {
         // An entity's table without a primary key is refused as such.
         let entity = plan
@@ -46,14 +46,18 @@ pub(super) async fn check_binlog(source: &Source, plan: &Plan) -> Result<(), Eng
             list = missing.join(", ")
         ));
     }
+    let mut unreadable = Vec::new();
     for table in table_names(plan) {
         if !source.may_select(&table).await? {
             reasons.push(format!(
                 "table {table} cannot be read by the source's user: GRANT SELECT ON {table} TO it"
             ));
+            unreadable.push(table);
         }
     }
-    let (_, entity_reasons) = entities::bind(source, plan).await?;
+    // The server hides a table the user may not read: describing it would
+    // say it does not exist.
+    let (_, entity_reasons) = entities::bind(source, plan, &unreadable).await?;
     reasons.extend(entity_reasons);
     refuse_all(reasons)
 }
