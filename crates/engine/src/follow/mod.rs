@@ -48,7 +48,7 @@ use sql2ddb_mapping::Plan;
 use sql2ddb_source::cdc::{check_slot_name, format_lsn, BinlogReader, ReadAhead, Relations};
 use sql2ddb_source::{Dialect, Source};
 
-pub use owner::{record_run, MappingOwner, FOLLOW_MAPPING};
+pub use owner::{MappingOwner, FOLLOW_MAPPING};
 use pipeline::{Applied, ReadSide, WriteSide};
 pub use plan::ApplyCounts;
 pub use record::{
@@ -135,7 +135,7 @@ pub async fn check_binlog(
     let result = refusals::check_binlog(&source, plan).await;
     source.close().await;
     result?;
-    record_run(run_dir, &MappingOwner::of(plan))
+    owner::record_run(run_dir, &MappingOwner::of(plan))
 }
 
 /// Whether `source_url` names a MySQL or MariaDB server (followed through

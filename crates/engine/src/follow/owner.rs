@@ -100,7 +100,7 @@ pub(super) async fn check_slot(
 }
 
 /// Records in `run_dir` that the run's follow belongs to `owner`.
-pub fn record_run(run_dir: &Path, owner: &MappingOwner) -> Result<(), EngineError> {
+pub(super) fn record_run(run_dir: &Path, owner: &MappingOwner) -> Result<(), EngineError> {
     std::fs::create_dir_all(run_dir).map_err(|e| EngineError::io(run_dir, e))?;
     let path = run_dir.join(FOLLOW_MAPPING);
     std::fs::write(&path, owner.json()).map_err(|e| EngineError::io(path, e))
