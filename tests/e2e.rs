@@ -19,6 +19,7 @@ mod e2e_faults;
 mod e2e_follow;
 mod e2e_follow_edges;
 mod e2e_follow_mysql;
+mod e2e_follow_refusals;
 mod e2e_mysql;
 mod e2e_postgres;
 mod e2e_resume;

@@ -34,7 +34,9 @@ Exit codes:
   74  a file could not be read or written (the mapping, the rejects file,
       the binary log position)
   75  DynamoDB kept throttling past the retries: follow again later
-  78  the mapping is invalid or cannot be followed, or does not fit its table
+  78  the mapping is invalid or cannot be followed, or does not fit its
+      table, or the slot or run belongs to another mapping (nothing was
+      read or moved)
   On a failure the slot, or MySQL/MariaDB's binary log position in the
   run's directory, stays where it was.
   130 stopped (Ctrl-C, SIGTERM) after the changes in hand were applied; the
@@ -188,7 +190,7 @@ pub async fn follow(args: FollowArgs) -> u8 {
         (None, None) => unreachable!("clap requires one"),
     };
     if args.drop_slot {
-        return match sql2ddb_engine::follow::drop_slot(&source, &slot).await {
+        return match sql2ddb_engine::follow::drop_slot(&plan, &source, &slot).await {
             Ok(()) => {
                 eprintln!("replication slot {slot} and its publication are dropped");
                 0
@@ -383,7 +385,7 @@ async fn end_cutover(target: &Target<'_>, report: &FollowReport, equal: bool) ->
         ));
         return 0;
     }
-    match sql2ddb_engine::follow::drop_slot(&target.source, slot).await {
+    match sql2ddb_engine::follow::drop_slot(target.plan, &target.source, slot).await {
         Ok(()) => {
             target.summary_to.say(&format!(
                 "replication slot {slot} and its publication are dropped"
@@ -461,23 +463,27 @@ async fn verify(target: &Target<'_>) -> u8 {
 }
 
 /// `run --follow`, before the full load: checks the mapping can be
-/// followed and (PostgreSQL) creates the slot (named after the run) before
-/// the snapshot.
+/// followed (every reason at once, before anything is created) and
+/// (PostgreSQL) creates the slot (named after the run) before the
+/// snapshot; the slot, or the run's directory `run_dir`, records the
+/// mapping it belongs to.
 pub(crate) async fn before_run(
     plan: &Plan,
     source: &str,
     endpoint: Option<&str>,
+    run_dir: &std::path::Path,
     run_id: &str,
 ) -> Result<Anchor, EngineError> {
     if endpoint.or(plan.target.endpoint.as_deref()) == Some("local") {
         return Err(EngineError::Config("--follow needs a DynamoDB endpoint that outlives this process: `local` belongs to the full load's process; give --endpoint URL".into()));
     }
     if is_binlog_source(source) {
-        sql2ddb_engine::follow::check_binlog(plan, source).await?;
+        sql2ddb_engine::follow::check_binlog(plan, source, run_dir).await?;
         eprintln!("the binary log is followed from the snapshot's position after the full load (the position is kept in the run's directory)");
         return Ok(Anchor::Binlog);
     }
     let slot = sql2ddb_engine::follow::slot_name(run_id);
+    sql2ddb_engine::follow::check_slot(plan, source, &slot).await?;
     eprintln!("creating replication slot {slot} (it waits for the transactions in progress on the source to end)");
     let at = sql2ddb_engine::follow::create_slot(plan, source, &slot).await?;
     eprintln!(

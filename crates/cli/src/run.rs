@@ -26,7 +26,8 @@ Exit codes:
   74  a file could not be read or written (the mapping, the runs directory)
   75  DynamoDB kept throttling past the retries: run again later
   78  the mapping is invalid or does not fit its source or its table, or the
-      settings do not fit together
+      settings do not fit together; with --follow: what following needs and
+      lacks, every reason in one list, before anything was created
   130 interrupted (Ctrl-C, SIGTERM): the pages in flight were written
       (within --shutdown-grace), the report says where it stopped and how to
       continue";
@@ -164,7 +165,9 @@ pub async fn run(args: RunArgs) -> u8 {
                 .get_or_insert_with(sql2ddb_engine::new_run_id)
                 .clone();
             let url = opts.source.clone().unwrap_or(plan.source.url.clone());
-            match crate::follow::before_run(&plan, &url, opts.endpoint.as_deref(), &run_id).await {
+            let run_dir = args.runs_dir.join(&run_id);
+            let endpoint = opts.endpoint.as_deref();
+            match crate::follow::before_run(&plan, &url, endpoint, &run_dir, &run_id).await {
                 Ok(anchor) => Some(anchor),
                 Err(e) => return fail_job(&e),
             }

@@ -107,7 +107,7 @@ impl From<&QueueError> for Cause {
 pub enum EngineError {
     /// The mapping is invalid.
     #[error(transparent)]
-    Mapping(#[from] sql2ddb_mapping::MappingError),
+    Mapping(Box<sql2ddb_mapping::MappingError>),
     /// The source database failed.
     #[error("source: {0}")]
     Source(#[from] sql2ddb_source::SourceError),
@@ -147,6 +147,13 @@ pub enum EngineError {
     /// The job's settings do not fit together (endpoint, progress table…).
     #[error("{0}")]
     Config(String),
+    /// What a follower needs and lacks, every reason at once, found before
+    /// a slot, a publication or an item was created (or a checkpoint moved).
+    #[error("cannot follow this mapping; nothing was created on the source and nothing moved. Fix each of these, then run again:{}", list(reasons))]
+    Refused {
+        /// Each reason, naming the entity, table or setting and what to do.
+        reasons: Vec<String>,
+    },
     /// A follower met a change it cannot carry and stopped before it: the
     /// slot, or the binary log checkpoint, is still before its position, so
     /// after the fix `follow` goes on and loses nothing.
@@ -175,6 +182,14 @@ pub struct Unfollowable {
     pub remedy: String,
 }
 
+// Boxed: a mapping error is as large as the largest other kind, and every
+// `Result` carrying the engine's error would grow by it.
+impl From<sql2ddb_mapping::MappingError> for EngineError {
+    fn from(e: sql2ddb_mapping::MappingError) -> Self {
+        EngineError::Mapping(Box::new(e))
+    }
+}
+
 impl EngineError {
     /// The kind of error.
     pub fn kind(&self) -> ErrorKind {
@@ -187,7 +202,7 @@ impl EngineError {
             EngineError::Queue(_) => ErrorKind::Queue,
             EngineError::Resume { .. } => ErrorKind::Resume,
             EngineError::Worker(_) => ErrorKind::Worker,
-            EngineError::Config(_) => ErrorKind::Config,
+            EngineError::Config(_) | EngineError::Refused { .. } => ErrorKind::Config,
             EngineError::Unfollowable(_) => ErrorKind::Unfollowable,
         }
     }
@@ -203,7 +218,7 @@ impl EngineError {
             EngineError::Queue(e) => e.into(),
             EngineError::Resume { .. } => Cause::Resume,
             EngineError::Worker(_) => Cause::Worker,
-            EngineError::Config(_) => Cause::Config,
+            EngineError::Config(_) | EngineError::Refused { .. } => Cause::Config,
             EngineError::Unfollowable(_) => Cause::Unfollowable,
         }
     }
@@ -232,4 +247,9 @@ impl EngineError {
             source,
         }
     }
+}
+
+/// Reasons as lines of a list, each on its own line.
+fn list(reasons: &[String]) -> String {
+    reasons.iter().map(|r| format!("\n  - {r}")).collect()
 }

@@ -218,3 +218,72 @@ async fn sqlx_exec(sql: &str) {
         .await
         .unwrap();
 }
+
+/// What a new slot needs is read from the catalog: a slot or publication
+/// of the name already there, and how each table would be published.
+#[tokio::test]
+async fn what_a_new_slot_needs_is_read_before_anything_is_created() {
+    let (s, _guard) = pg_schema(
+        "src_slot_check",
+        "CREATE TABLE {s}.keyed (id int PRIMARY KEY);
+         CREATE TABLE {s}.deferred (id int PRIMARY KEY DEFERRABLE);
+         CREATE TABLE {s}.keyless (v text);
+         CREATE TABLE {s}.nothing (id int PRIMARY KEY);
+         ALTER TABLE {s}.nothing REPLICA IDENTITY NOTHING;",
+    )
+    .await;
+    let source = Source::connect(pg_url(), 2).await.unwrap();
+    let slot = unique_name("slot_check").to_lowercase();
+    let _slot_guard = SlotGuard { slot: slot.clone() };
+    let before = source.slot_server(&slot).await.unwrap();
+    assert!(!before.slot_exists && !before.publication_exists);
+    assert!(before.can_replicate && before.can_create_publication);
+    assert_eq!(before.wal_level, "logical");
+    let keyed = format!("{s}.keyed");
+    source.create_slot(&slot, &slot, &[&keyed]).await.unwrap();
+    let after = source.slot_server(&slot).await.unwrap();
+    assert!(after.slot_exists && after.publication_exists);
+    // This one at least is in use, of at most max_replication_slots.
+    assert!(after.used_slots >= 1 && after.used_slots <= after.max_slots);
+
+    // A publication's comment reads back as written, quotes and all.
+    assert_eq!(source.publication_comment(&slot).await.unwrap(), None);
+    let text = r#"{"mapping": "it's \"b\".toml"}"#;
+    source.comment_publication(&slot, text).await.unwrap();
+    assert_eq!(
+        source.publication_comment(&slot).await.unwrap().as_deref(),
+        Some(text)
+    );
+
+    let table = |name: &str| format!("{s}.{name}");
+    let t = source
+        .published_table(&table("keyed"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((t.identity, t.primary_key_immediate), ('d', Some(true)));
+    assert!(t.can_select && t.owned);
+    let t = source
+        .published_table(&table("deferred"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((t.identity, t.primary_key_immediate), ('d', Some(false)));
+    let t = source
+        .published_table(&table("keyless"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((t.identity, t.primary_key_immediate), ('d', None));
+    let t = source
+        .published_table(&table("nothing"))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(t.identity, 'n');
+    assert_eq!(
+        source.published_table(&table("absent")).await.unwrap(),
+        None
+    );
+    source.close().await;
+}

@@ -30,9 +30,11 @@
 
 mod apply;
 mod entities;
+mod owner;
 mod pipeline;
 mod plan;
 mod record;
+mod refusals;
 mod rerender;
 mod status;
 mod stream;
@@ -46,6 +48,7 @@ use sql2ddb_mapping::Plan;
 use sql2ddb_source::cdc::{check_slot_name, format_lsn, BinlogReader, ReadAhead, Relations};
 use sql2ddb_source::{Dialect, Source};
 
+pub use owner::{MappingOwner, FOLLOW_MAPPING};
 use pipeline::{Applied, ReadSide, WriteSide};
 pub use plan::ApplyCounts;
 pub use record::{
@@ -84,17 +87,33 @@ pub fn slot_name(run_id: &str) -> String {
     name
 }
 
-/// Checks that every entity of `plan` can be followed, then creates the
-/// publication of their tables and the slot, both named `slot`, and returns
-/// the slot's consistent point. Call it before the full load's snapshot.
+/// Checks everything slot `slot` (and its publication) needs to be
+/// created and followed for `plan`, and refuses with every reason at once.
+pub async fn check_slot(plan: &Plan, source_url: &str, slot: &str) -> Result<(), EngineError> {
+    check_slot_name(slot)?;
+    let source = Source::connect(source_url, 2).await?;
+    let result = refusals::check_slot(&source, plan, slot).await;
+    source.close().await;
+    result
+}
+
+/// Checks as [`check_slot`] does, then creates the publication of the
+/// tables of `plan` and the slot, both named `slot`, records that they
+/// belong to `plan` ([`MappingOwner`]), and returns the slot's consistent
+/// point. Call it before the full load's snapshot.
 pub async fn create_slot(plan: &Plan, source_url: &str, slot: &str) -> Result<u64, EngineError> {
     check_slot_name(slot)?;
     let source = Source::connect(source_url, 2).await?;
     let result = async {
-        entities::prepare(&source, plan).await?;
+        refusals::check_slot(&source, plan, slot).await?;
         let tables = entities::tables(plan)?;
         let refs: Vec<&str> = tables.iter().map(String::as_str).collect();
-        Ok::<_, EngineError>(source.create_slot(slot, slot, &refs).await?)
+        let at = source.create_slot(slot, slot, &refs).await?;
+        if let Err(e) = owner::record_slot(&source, slot, &MappingOwner::of(plan)).await {
+            let _ = source.drop_slot(slot, slot).await;
+            return Err(e);
+        }
+        Ok::<_, EngineError>(at)
     }
     .await;
     source.close().await;
@@ -102,19 +121,21 @@ pub async fn create_slot(plan: &Plan, source_url: &str, slot: &str) -> Result<u6
 }
 
 /// MySQL/MariaDB, before the full load: checks that every entity of `plan`
-/// can be followed and that the server writes the binary log as a follower
-/// needs it (row format, full images). The position comes from the full
-/// load's snapshot.
-pub async fn check_binlog(plan: &Plan, source_url: &str) -> Result<(), EngineError> {
+/// can be followed, that the server writes the binary log as a follower
+/// needs it (row format, full images) and that the user may read it,
+/// refusing with every reason at once; then records in `run_dir` that the
+/// run belongs to `plan` ([`MappingOwner`]). The position comes from the
+/// full load's snapshot.
+pub async fn check_binlog(
+    plan: &Plan,
+    source_url: &str,
+    run_dir: &std::path::Path,
+) -> Result<(), EngineError> {
     let source = Source::connect(source_url, 2).await?;
-    let result = async {
-        source.check_binlog_settings().await?;
-        entities::prepare(&source, plan).await?;
-        Ok::<_, EngineError>(())
-    }
-    .await;
+    let result = refusals::check_binlog(&source, plan).await;
     source.close().await;
-    result
+    result?;
+    owner::record_run(run_dir, &MappingOwner::of(plan))
 }
 
 /// Whether `source_url` names a MySQL or MariaDB server (followed through
@@ -137,13 +158,20 @@ pub async fn binlog_state(
     Ok((applied, current?))
 }
 
-/// Drops the slot and the publication named `slot`.
-pub async fn drop_slot(source_url: &str, slot: &str) -> Result<(), EngineError> {
+/// Drops the slot and the publication named `slot`, unless they belong to
+/// another mapping than `plan`.
+pub async fn drop_slot(plan: &Plan, source_url: &str, slot: &str) -> Result<(), EngineError> {
     check_slot_name(slot)?;
     let source = Source::connect(source_url, 1).await?;
-    let result = source.drop_slot(slot, slot).await;
+    let result = match owner::check_slot(&source, slot, &MappingOwner::of(plan)).await {
+        Ok(()) => source
+            .drop_slot(slot, slot)
+            .await
+            .map_err(EngineError::from),
+        Err(e) => Err(e),
+    };
     source.close().await;
-    Ok(result?)
+    result
 }
 
 /// Where slot `slot` stands; `None` when there is no such slot.
@@ -250,7 +278,17 @@ pub async fn follow(
         check_slot_name(&opts.slot)?;
     }
     let source = Source::connect(&opts.source, 2).await?;
-    let result = follow_with(&source, plan, opts, progress).await;
+    // Before anything is read or moved: the slot or run is this mapping's.
+    let given = MappingOwner::of(plan);
+    let owned = match (&opts.binlog, source.dialect()) {
+        (Some(b), _) => owner::check_run(&b.run_dir, &given),
+        (None, Dialect::MySql) => Ok(()),
+        (None, _) => owner::check_slot(&source, &opts.slot, &given).await,
+    };
+    let result = match owned {
+        Ok(()) => follow_with(&source, plan, opts, progress).await,
+        Err(e) => Err(e),
+    };
     source.close().await;
     result
 }

@@ -24,8 +24,18 @@ impl Source {
     }
 
     /// Checks that the server writes what a follower needs: the binary log
-    /// on, in row format, with full row images; names the setting otherwise.
+    /// on, in row format, with full row images; names every setting missing.
     pub async fn check_binlog_settings(&self) -> Result<(), SourceError> {
+        let problems = self.binlog_setting_problems().await?;
+        match problems.is_empty() {
+            true => Ok(()),
+            false => Err(SourceError::config(problems.join("; "))),
+        }
+    }
+
+    /// What the server's binary log settings (global values) lack for a
+    /// follower, each with how to set it; empty when nothing.
+    pub async fn binlog_setting_problems(&self) -> Result<Vec<String>, SourceError> {
         let pool = self.binlog_pool()?;
         let (log_bin, format, image): (String, String, String) = sqlx::query_as(
             "SELECT CAST(@@GLOBAL.log_bin AS CHAR), CAST(@@GLOBAL.binlog_format AS CHAR), \
@@ -34,7 +44,7 @@ impl Source {
         .fetch_one(pool)
         .await
         .map_err(|e| SourceError::query("read the binary log settings", e))?;
-        binlog_settings(&log_bin, &format, &image)?;
+        let mut problems = binlog_settings(&log_bin, &format, &image);
         // MariaDB's compressed events are not read by the decoder.
         let compressed: Option<String> =
             sqlx::query_scalar("SELECT CAST(@@GLOBAL.log_bin_compress AS CHAR)")
@@ -42,11 +52,11 @@ impl Source {
                 .await
                 .ok();
         if compressed.is_some_and(|c| matches!(c.to_ascii_uppercase().as_str(), "1" | "ON")) {
-            return Err(SourceError::config(
-                "following changes cannot read a compressed binary log: SET GLOBAL log_bin_compress = OFF",
-            ));
+            problems.push(
+                "following changes cannot read a compressed binary log: SET GLOBAL log_bin_compress = OFF".into(),
+            );
         }
-        Ok(())
+        Ok(problems)
     }
 
     /// The binary log's current end (`SHOW MASTER STATUS`, or `SHOW BINARY
@@ -203,26 +213,27 @@ impl Source {
 }
 
 /// What a follower needs of the server's binary log settings
-/// (`@@log_bin`, `@@binlog_format`, `@@binlog_row_image`), or an error
-/// naming the missing one and how to set it.
-fn binlog_settings(log_bin: &str, format: &str, image: &str) -> Result<(), SourceError> {
+/// (`@@log_bin`, `@@binlog_format`, `@@binlog_row_image`) and lacks, each
+/// named with how to set it.
+fn binlog_settings(log_bin: &str, format: &str, image: &str) -> Vec<String> {
+    let mut problems = Vec::new();
     let on = matches!(log_bin.to_ascii_uppercase().as_str(), "1" | "ON");
     if !on {
-        return Err(SourceError::config(
-            "following changes needs the binary log: start the server with log_bin (and a server_id), binlog_format = ROW and binlog_row_image = FULL, then restart it",
-        ));
+        problems.push(
+            "following changes needs the binary log: start the server with log_bin (and a server_id), binlog_format = ROW and binlog_row_image = FULL, then restart it".to_string(),
+        );
     }
     if !format.eq_ignore_ascii_case("ROW") {
-        return Err(SourceError::config(format!(
+        problems.push(format!(
             "following changes needs binlog_format = ROW (the server has {format}): SET GLOBAL binlog_format = 'ROW' and put it in the server's configuration (sessions started before keep their format)"
-        )));
+        ));
     }
     if !image.eq_ignore_ascii_case("FULL") {
-        return Err(SourceError::config(format!(
+        problems.push(format!(
             "following changes needs binlog_row_image = FULL (the server has {image}): SET GLOBAL binlog_row_image = 'FULL' and put it in the server's configuration"
-        )));
+        ));
     }
-    Ok(())
+    problems
 }
 
 #[cfg(test)]
@@ -231,23 +242,22 @@ mod tests {
 
     #[test]
     fn missing_binlog_settings_are_named_with_how_to_set_them() {
-        assert!(binlog_settings("1", "ROW", "FULL").is_ok());
-        assert!(binlog_settings("ON", "row", "full").is_ok());
-        let off = binlog_settings("0", "ROW", "FULL").unwrap_err().to_string();
+        assert!(binlog_settings("1", "ROW", "FULL").is_empty());
+        assert!(binlog_settings("ON", "row", "full").is_empty());
+        let off = binlog_settings("0", "ROW", "FULL").join("\n");
         assert!(off.contains("log_bin") && off.contains("restart"), "{off}");
-        let mixed = binlog_settings("1", "MIXED", "FULL")
-            .unwrap_err()
-            .to_string();
+        let mixed = binlog_settings("1", "MIXED", "FULL").join("\n");
         assert!(
             mixed.contains("binlog_format = ROW") && mixed.contains("MIXED"),
             "{mixed}"
         );
-        let minimal = binlog_settings("1", "ROW", "MINIMAL")
-            .unwrap_err()
-            .to_string();
+        let minimal = binlog_settings("1", "ROW", "MINIMAL").join("\n");
         assert!(
             minimal.contains("binlog_row_image = FULL") && minimal.contains("SET GLOBAL"),
             "{minimal}"
         );
+        // Every setting missing is named at once.
+        let all = binlog_settings("0", "STATEMENT", "MINIMAL");
+        assert_eq!(all.len(), 3, "{all:?}");
     }
 }

@@ -14,6 +14,8 @@
 mod binlog;
 mod binlog_server;
 mod binlog_values;
+mod follow_check;
+pub use follow_check::{PublishedTable, SlotServer};
 mod gtid;
 pub use gtid::{Gtids, MariaGtids, MysqlGtids};
 mod pgoutput;
