@@ -158,6 +158,7 @@ fn varied_batch() -> WorkBatch {
             value: AttrValue::N("29".into()),
             is_max: true,
             attributes: Default::default(),
+            cleared: Vec::new(),
         },
         item_key: items[29].key.clone(),
     };
