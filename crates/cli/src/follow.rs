@@ -10,7 +10,9 @@ use sql2ddb_engine::follow::{
     is_binlog_source, BinlogFollow, FollowEnd, FollowOptions, FollowReport, RecordTarget,
     DEFAULT_SERVER_ID,
 };
-use sql2ddb_engine::{EngineError, ResourceOptions, RunProgress, StopSignal};
+use sql2ddb_engine::{
+    EngineError, ResourceOptions, RunProgress, StopSignal, WriterFlags, WriterSettings,
+};
 use sql2ddb_mapping::Plan;
 
 use crate::failure::fail_job;
@@ -115,6 +117,19 @@ pub struct FollowArgs {
     /// (and the run's progress table, when its report names one).
     #[arg(long, default_value = "sql2ddb-runs")]
     runs_dir: PathBuf,
+    /// Most BatchWriteItem calls in flight, 1..=256 (default: the mapping's
+    /// [writer] concurrency, else 8). It adapts to throttling within [1, N]
+    /// unless --fixed-concurrency is given.
+    #[arg(long, value_parser = crate::limits::concurrency())]
+    concurrency: Option<usize>,
+    /// Keep concurrency at --concurrency instead of adapting to throttling.
+    #[arg(long)]
+    fixed_concurrency: bool,
+    /// Cap on write units per second for this process, counted as DynamoDB
+    /// bills them (1 KB rounding per item, each GSI counted);
+    /// 1..=1000000000 (default: the mapping's max_wcu, else none).
+    #[arg(long, value_parser = crate::limits::max_wcu())]
+    max_wcu: Option<u64>,
     /// Print where the follow stands (applied position, the source's
     /// position; PostgreSQL: lag and WAL the slot keeps; with the run's
     /// record in the runs directory, its state and lag in time) and exit.
@@ -139,6 +154,9 @@ pub(crate) struct Target<'a> {
     pub source: String,
     pub endpoint: Option<String>,
     pub region: Option<String>,
+    /// What the changes are written with, resolved once (the full load's,
+    /// for `run --follow`).
+    pub writer: WriterSettings,
     pub slot: String,
     pub rejects: PathBuf,
     pub runs_dir: PathBuf,
@@ -207,6 +225,7 @@ pub async fn follow(args: FollowArgs) -> u8 {
         source,
         endpoint: args.endpoint.clone(),
         region: args.region.clone(),
+        writer: writer_settings(&args, &plan),
         rejects: args.runs_dir.join(&slot).join("rejects.jsonl"),
         runs_dir: args.runs_dir.clone(),
         slot,
@@ -253,6 +272,7 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
         source,
         endpoint: args.endpoint.clone(),
         region: args.region.clone(),
+        writer: writer_settings(args, plan),
         rejects: rejects_path(&args.runs_dir, run),
         runs_dir: args.runs_dir.clone(),
         slot: run.clone(),
@@ -264,6 +284,16 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
         record: Some(RecordTarget::of_run(&args.runs_dir, run)),
     };
     run_follow(&target, &args.stop).await
+}
+
+/// `follow`'s writer flags over the mapping's `[writer]`.
+fn writer_settings(args: &FollowArgs, plan: &Plan) -> WriterSettings {
+    WriterFlags {
+        concurrency: args.concurrency,
+        fixed_concurrency: args.fixed_concurrency,
+        max_wcu: args.max_wcu,
+    }
+    .resolve(plan)
 }
 
 fn summary_to(json: bool) -> SummaryTo {
@@ -318,6 +348,7 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
             region: target.region.clone(),
             ..ResourceOptions::default()
         },
+        writer: target.writer,
         slot: target.slot.clone(),
         until_idle: stop_args.follow_until_idle.map(Duration::from_secs),
         cutover: stop_args.cutover,

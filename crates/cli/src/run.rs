@@ -263,6 +263,8 @@ pub async fn run(args: RunArgs) -> u8 {
                         source: opts.source.clone().unwrap_or(plan.source.url.clone()),
                         endpoint: opts.endpoint.clone(),
                         region: opts.region.clone(),
+                        // The full load's settings, resolved the one way.
+                        writer: opts.writer_settings(&plan),
                         rejects: crate::follow::rejects_path(&args.runs_dir, &report.run_id),
                         runs_dir: args.runs_dir.clone(),
                         slot,

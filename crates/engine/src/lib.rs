@@ -21,6 +21,7 @@ pub mod report;
 pub mod resources;
 pub mod run;
 pub mod serverless;
+pub mod settings;
 pub mod sink;
 pub mod stop;
 mod tasks;
@@ -38,6 +39,7 @@ pub use report::{
 };
 pub use resources::{Job, ResourceOptions, Resources};
 pub use run::{run, RunOptions, SnapshotMode};
+pub use settings::{WriterFlags, WriterSettings};
 pub use sql2ddb_aws::{AwsContext, SdkConfig};
 /// The progress table of runs, as `status` and `verify` read it.
 pub use sql2ddb_dynamo::progress::ProgressStore;

@@ -41,7 +41,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sql2ddb_dynamo::RetryPolicy;
 use sql2ddb_mapping::Plan;
 use sql2ddb_source::cdc::{check_slot_name, format_lsn, BinlogReader, ReadAhead, Relations};
 use sql2ddb_source::{Dialect, Source};
@@ -61,6 +60,7 @@ use crate::error::EngineError;
 use crate::progress::RunProgress;
 use crate::rejects::RejectsFile;
 use crate::resources::{Job, ResourceOptions, Resources};
+use crate::settings::WriterSettings;
 use crate::sink::{table_writer, write_limits};
 use crate::stop::StopSignal;
 
@@ -166,6 +166,9 @@ pub struct FollowOptions {
     pub source: String,
     /// DynamoDB endpoint and region.
     pub resources: ResourceOptions,
+    /// How the changes are written: the settings the job resolved once
+    /// ([`WriterSettings::resolve`]), the full load's for `run --follow`.
+    pub writer: WriterSettings,
     /// The slot (and publication) to read.
     pub slot: String,
     /// Stop once no change has come for this long.
@@ -232,6 +235,8 @@ pub struct FollowReport {
     pub counts: ApplyCounts,
     /// Where the rejects are.
     pub rejects: PathBuf,
+    /// What the changes were written with.
+    pub writer: WriterSettings,
 }
 
 /// Follows the slot named in `opts` until it is told to stop, idles for
@@ -314,12 +319,12 @@ async fn follow_with(
     let by_table = Arc::new(entities::prepare(source, plan).await?);
     let resources = Resources::open(Some(plan), &opts.resources, Job::Status).await?;
     let keys = plan.key_attrs();
-    let policy = RetryPolicy::default();
-    // The mapping's writer settings, as the full load writes: calls in
-    // flight (adaptive), write-capacity cap, retries.
-    let w = &plan.writer;
-    let (controller, limiter) = write_limits(w.concurrency.max(1), w.adaptive, w.max_wcu);
-    let writer = table_writer(plan, policy, resources.calls(), &controller, &limiter);
+    // The settings the job resolved once, as the full load writes: calls
+    // in flight (adaptive or not), write-capacity cap, retry budget.
+    let policy = opts.writer.retry;
+    let (controller, limiter) = write_limits(&opts.writer);
+    let writer = table_writer(plan, &opts.writer, resources.calls(), &controller, &limiter);
+    progress.note(format!("follow writes with {}", opts.writer.describe()));
     if let Some(dir) = opts.rejects.parent() {
         std::fs::create_dir_all(dir).map_err(|e| EngineError::Io {
             path: dir.to_path_buf(),
@@ -411,6 +416,7 @@ async fn follow_with(
         position: shown,
         counts,
         rejects: opts.rejects.clone(),
+        writer: opts.writer,
     })
 }
 
