@@ -18,6 +18,7 @@ mod e2e_distributed;
 mod e2e_faults;
 mod e2e_follow;
 mod e2e_follow_mysql;
+mod e2e_handover;
 mod e2e_mysql;
 mod e2e_postgres;
 mod e2e_resume;
