@@ -133,6 +133,9 @@ async fn the_follow_writes_with_the_full_loads_capacity_cap() {
     let out = follower.wait().await;
     assert_eq!(out.code, 130, "{}", out.stderr);
     assert_eq!(throttled(), 0, "{:?}", proxy.capacity_stats());
+    // The command printed to go on keeps the cap.
+    let go_on = format!("sql2ddb follow MAPPING --slot {slot} --max-wcu 100`");
+    assert!(out.stdout.contains(&go_on), "{}", out.stdout);
 
     // `follow` on its own, with the flag of its own.
     sc.pg().exec(&insert(521)).await;

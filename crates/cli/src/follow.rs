@@ -157,6 +157,8 @@ pub(crate) struct Target<'a> {
     /// What the changes are written with, resolved once (the full load's,
     /// for `run --follow`).
     pub writer: WriterSettings,
+    /// The writer flags given, as words for the commands printed to go on.
+    pub flags: String,
     pub slot: String,
     pub rejects: PathBuf,
     pub runs_dir: PathBuf,
@@ -178,11 +180,12 @@ pub(crate) enum Anchor {
 }
 
 impl Anchor {
-    /// What is kept when the follow does not happen, and how to go on.
-    pub(crate) fn kept(&self, run_id: &str) -> String {
+    /// What is kept when the follow does not happen, and how to go on
+    /// (with `flags`, the writer flags the run was given).
+    pub(crate) fn kept(&self, run_id: &str, flags: &str) -> String {
         match self {
-            Anchor::Slot(slot) => format!("replication slot {slot} is kept: follow the changes once the full load is complete (`sql2ddb follow MAPPING --slot {slot}`), or drop it (`--drop-slot`)"),
-            Anchor::Binlog => format!("the snapshot's binary log position is in the run's report: follow the changes once the full load is complete (`sql2ddb follow MAPPING --run {run_id}`) while the source keeps that binary log file"),
+            Anchor::Slot(slot) => format!("replication slot {slot} is kept: follow the changes once the full load is complete (`sql2ddb follow MAPPING --slot {slot}{flags}`), or drop it (`--drop-slot`)"),
+            Anchor::Binlog => format!("the snapshot's binary log position is in the run's report: follow the changes once the full load is complete (`sql2ddb follow MAPPING --run {run_id}{flags}`) while the source keeps that binary log file"),
         }
     }
 }
@@ -225,7 +228,8 @@ pub async fn follow(args: FollowArgs) -> u8 {
         source,
         endpoint: args.endpoint.clone(),
         region: args.region.clone(),
-        writer: writer_settings(&args, &plan),
+        writer: writer_flags(&args).resolve(&plan),
+        flags: flag_words(&writer_flags(&args)),
         rejects: args.runs_dir.join(&slot).join("rejects.jsonl"),
         runs_dir: args.runs_dir.clone(),
         slot,
@@ -272,7 +276,8 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
         source,
         endpoint: args.endpoint.clone(),
         region: args.region.clone(),
-        writer: writer_settings(args, plan),
+        writer: writer_flags(args).resolve(plan),
+        flags: flag_words(&writer_flags(args)),
         rejects: rejects_path(&args.runs_dir, run),
         runs_dir: args.runs_dir.clone(),
         slot: run.clone(),
@@ -286,14 +291,29 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
     run_follow(&target, &args.stop).await
 }
 
-/// `follow`'s writer flags over the mapping's `[writer]`.
-fn writer_settings(args: &FollowArgs, plan: &Plan) -> WriterSettings {
+/// `follow`'s writer flags.
+fn writer_flags(args: &FollowArgs) -> WriterFlags {
     WriterFlags {
         concurrency: args.concurrency,
         fixed_concurrency: args.fixed_concurrency,
         max_wcu: args.max_wcu,
     }
-    .resolve(plan)
+}
+
+/// The writer flags given, as they are written on the command line (each
+/// with a space before it), for the `follow` commands printed to go on.
+pub(crate) fn flag_words(flags: &WriterFlags) -> String {
+    let mut words = String::new();
+    if let Some(c) = flags.concurrency {
+        words.push_str(&format!(" --concurrency {c}"));
+    }
+    if flags.fixed_concurrency {
+        words.push_str(" --fixed-concurrency");
+    }
+    if let Some(w) = flags.max_wcu {
+        words.push_str(&format!(" --max-wcu {w}"));
+    }
+    words
 }
 
 fn summary_to(json: bool) -> SummaryTo {
@@ -375,12 +395,12 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
             let code = fail_job(&e);
             match &target.binlog {
                 Some(_) => eprintln!(
-                    "the binary log position stays at the last applied transaction: follow again with `sql2ddb follow MAPPING --run {}`",
-                    target.slot
+                    "the binary log position stays at the last applied transaction: follow again with `sql2ddb follow MAPPING --run {}{}`",
+                    target.slot, target.flags
                 ),
                 None => eprintln!(
-                    "replication slot {} is kept at the last applied position: follow again with `sql2ddb follow MAPPING --slot {}`, or drop it with --drop-slot",
-                    target.slot, target.slot
+                    "replication slot {} is kept at the last applied position: follow again with `sql2ddb follow MAPPING --slot {}{}`, or drop it with --drop-slot",
+                    target.slot, target.slot, target.flags
                 ),
             }
             code
@@ -397,7 +417,7 @@ fn summary(r: &FollowReport, target: &Target<'_>) -> u8 {
     };
     target
         .summary_to
-        .say(&crate::follow_report::summary(r, &by));
+        .say(&crate::follow_report::summary(r, &by, &target.flags));
     if target.summary_to == SummaryTo::Json {
         println!("{}", serde_json::to_string(r).expect("report serialises"));
     }
@@ -481,4 +501,23 @@ pub(crate) async fn before_run(
 /// Where `run --follow` puts the rows its follow rejects.
 pub(crate) fn rejects_path(runs_dir: &std::path::Path, run_id: &str) -> PathBuf {
     runs_dir.join(run_id).join("follow-rejects.jsonl")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_writer_flags_given_are_printed_as_given() {
+        assert_eq!(flag_words(&WriterFlags::default()), "");
+        let flags = WriterFlags {
+            concurrency: Some(4),
+            fixed_concurrency: true,
+            max_wcu: Some(100),
+        };
+        assert_eq!(
+            flag_words(&flags),
+            " --concurrency 4 --fixed-concurrency --max-wcu 100"
+        );
+    }
 }

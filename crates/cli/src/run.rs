@@ -265,6 +265,7 @@ pub async fn run(args: RunArgs) -> u8 {
                         region: opts.region.clone(),
                         // The full load's settings, resolved the one way.
                         writer: opts.writer_settings(&plan),
+                        flags: crate::follow::flag_words(&opts.sink_options().flags()),
                         rejects: crate::follow::rejects_path(&args.runs_dir, &report.run_id),
                         runs_dir: args.runs_dir.clone(),
                         slot,
@@ -287,7 +288,8 @@ pub async fn run(args: RunArgs) -> u8 {
                     }
                 }
                 (Some(anchor), _) => {
-                    eprintln!("{}", anchor.kept(&report.run_id));
+                    let flags = crate::follow::flag_words(&opts.sink_options().flags());
+                    eprintln!("{}", anchor.kept(&report.run_id, &flags));
                     code
                 }
                 (None, _) => code,
