@@ -10,9 +10,7 @@ use sql2ddb_engine::follow::{
     is_binlog_source, BinlogFollow, FollowEnd, FollowOptions, FollowReport, RecordTarget,
     DEFAULT_SERVER_ID,
 };
-use sql2ddb_engine::{
-    EngineError, ResourceOptions, RunProgress, StopSignal, WriterFlags, WriterSettings,
-};
+use sql2ddb_engine::{EngineError, ResourceOptions, RunProgress, StopSignal, WriterFlags};
 use sql2ddb_mapping::Plan;
 
 use crate::failure::fail_job;
@@ -151,23 +149,22 @@ pub struct FollowArgs {
 /// What a follow needs besides its stop flags.
 pub(crate) struct Target<'a> {
     pub plan: &'a Plan,
-    pub source: String,
-    pub endpoint: Option<String>,
-    pub region: Option<String>,
-    /// What the changes are written with, resolved once (the full load's,
-    /// for `run --follow`).
-    pub writer: WriterSettings,
-    /// The writer flags given, as words for the commands printed to go on.
-    pub flags: String,
-    pub slot: String,
-    pub rejects: PathBuf,
+    /// The follow as the engine takes it (how it stops is set from the
+    /// stop flags): for `run --follow`, the engine's hand-over from the
+    /// full load ([`FollowOptions::after_full_load`]).
+    pub follow: FollowOptions,
     pub runs_dir: PathBuf,
     /// Where the summary goes when the follow stops.
     pub summary_to: SummaryTo,
-    /// MySQL/MariaDB: the run's directory and the replica server id.
-    pub binlog: Option<BinlogFollow>,
-    /// The run whose follow record (`status`) the follow keeps.
-    pub record: Option<RecordTarget>,
+    /// The writer flags given, as words for the commands printed to go on.
+    pub flags: String,
+}
+
+impl Target<'_> {
+    /// The slot's name, or (MySQL/MariaDB) the run's id.
+    fn name(&self) -> &str {
+        &self.follow.slot
+    }
 }
 
 /// What `run --follow` anchors the changes to before the full load.
@@ -223,19 +220,14 @@ pub async fn follow(args: FollowArgs) -> u8 {
     if args.status {
         return status(&source, &slot, record).await;
     }
+    let mut follow = follow_options(&args, &plan, source, slot.clone(), None, record);
+    follow.rejects = args.runs_dir.join(&slot).join("rejects.jsonl");
     let target = Target {
         plan: &plan,
-        source,
-        endpoint: args.endpoint.clone(),
-        region: args.region.clone(),
-        writer: writer_flags(&args).resolve(&plan),
-        flags: flag_words(&writer_flags(&args)),
-        rejects: args.runs_dir.join(&slot).join("rejects.jsonl"),
+        follow,
         runs_dir: args.runs_dir.clone(),
-        slot,
         summary_to: summary_to(args.json),
-        binlog: None,
-        record,
+        flags: flag_words(&writer_flags(&args)),
     };
     run_follow(&target, &args.stop).await
 }
@@ -271,24 +263,50 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
             Err(e) => fail_job(&e),
         };
     }
+    let binlog = BinlogFollow {
+        run_dir: run_dir.clone(),
+        server_id: args.server_id,
+    };
+    let record = Some(RecordTarget::of_run(&args.runs_dir, run));
+    let mut follow = follow_options(args, plan, source, run.clone(), Some(binlog), record);
+    follow.rejects = run_dir.join(sql2ddb_engine::follow::FOLLOW_REJECTS);
     let target = Target {
         plan,
-        source,
-        endpoint: args.endpoint.clone(),
-        region: args.region.clone(),
-        writer: writer_flags(args).resolve(plan),
-        flags: flag_words(&writer_flags(args)),
-        rejects: rejects_path(&args.runs_dir, run),
+        follow,
         runs_dir: args.runs_dir.clone(),
-        slot: run.clone(),
         summary_to: summary_to(args.json),
-        binlog: Some(BinlogFollow {
-            run_dir,
-            server_id: args.server_id,
-        }),
-        record: Some(RecordTarget::of_run(&args.runs_dir, run)),
+        flags: flag_words(&writer_flags(args)),
     };
     run_follow(&target, &args.stop).await
+}
+
+/// `follow`'s own options: its flags over the mapping (the rejects file
+/// is the caller's to set).
+fn follow_options(
+    args: &FollowArgs,
+    plan: &Plan,
+    source: String,
+    slot: String,
+    binlog: Option<BinlogFollow>,
+    record: Option<RecordTarget>,
+) -> FollowOptions {
+    FollowOptions {
+        source,
+        resources: ResourceOptions {
+            endpoint: args.endpoint.clone(),
+            region: args.region.clone(),
+            ..ResourceOptions::default()
+        },
+        writer: writer_flags(args).resolve(plan),
+        slot,
+        until_idle: None,
+        cutover: false,
+        stop: None,
+        rejects: PathBuf::new(),
+        batch_changes: sql2ddb_engine::follow::DEFAULT_BATCH_CHANGES,
+        binlog,
+        record,
+    }
 }
 
 /// `follow`'s writer flags.
@@ -362,21 +380,10 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
     let progress = RunProgress::new();
     let notes = tokio::spawn(print_notes(progress.clone()));
     let opts = FollowOptions {
-        source: target.source.clone(),
-        resources: ResourceOptions {
-            endpoint: target.endpoint.clone(),
-            region: target.region.clone(),
-            ..ResourceOptions::default()
-        },
-        writer: target.writer,
-        slot: target.slot.clone(),
         until_idle: stop_args.follow_until_idle.map(Duration::from_secs),
         cutover: stop_args.cutover,
         stop: Some(stop.clone()),
-        rejects: target.rejects.clone(),
-        batch_changes: sql2ddb_engine::follow::DEFAULT_BATCH_CHANGES,
-        binlog: target.binlog.clone(),
-        record: target.record.clone(),
+        ..target.follow.clone()
     };
     let result = sql2ddb_engine::follow::follow(target.plan, &opts, &progress).await;
     signals.abort();
@@ -393,14 +400,14 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
         }
         Err(e) => {
             let code = fail_job(&e);
-            match &target.binlog {
+            match &target.follow.binlog {
                 Some(_) => eprintln!(
                     "the binary log position stays at the last applied transaction: follow again with `sql2ddb follow MAPPING --run {}{}`",
-                    target.slot, target.flags
+                    target.name(), target.flags
                 ),
                 None => eprintln!(
                     "replication slot {} is kept at the last applied position: follow again with `sql2ddb follow MAPPING --slot {}{}`, or drop it with --drop-slot",
-                    target.slot, target.slot, target.flags
+                    target.name(), target.name(), target.flags
                 ),
             }
             code
@@ -411,9 +418,9 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
 /// Prints the follow's summary where it goes (and with `--json` the
 /// report on stdout); the exit code of how it ended.
 fn summary(r: &FollowReport, target: &Target<'_>) -> u8 {
-    let by = match &target.binlog {
-        Some(_) => FollowedBy::Run(&target.slot),
-        None => FollowedBy::Slot(&target.slot),
+    let by = match &target.follow.binlog {
+        Some(_) => FollowedBy::Run(target.name()),
+        None => FollowedBy::Slot(target.name()),
     };
     target
         .summary_to
@@ -437,9 +444,9 @@ async fn verify(target: &Target<'_>) -> u8 {
     eprintln!("comparing every item of the table with the source (verify --deep)…");
     let opts = DeepOptions {
         run: sql2ddb_engine::RunOptions {
-            source: Some(target.source.clone()),
-            endpoint: target.endpoint.clone(),
-            region: target.region.clone(),
+            source: Some(target.follow.source.clone()),
+            endpoint: target.follow.resources.endpoint.clone(),
+            region: target.follow.resources.region.clone(),
             runs_dir: target.runs_dir.clone(),
             run_id: Some(sql2ddb_engine::new_run_id()),
             ..sql2ddb_engine::RunOptions::default()
@@ -496,11 +503,6 @@ pub(crate) async fn before_run(
         format_lsn(at)
     );
     Ok(Anchor::Slot(slot))
-}
-
-/// Where `run --follow` puts the rows its follow rejects.
-pub(crate) fn rejects_path(runs_dir: &std::path::Path, run_id: &str) -> PathBuf {
-    runs_dir.join(run_id).join("follow-rejects.jsonl")
 }
 
 #[cfg(test)]

@@ -247,38 +247,24 @@ pub async fn run(args: RunArgs) -> u8 {
             }
             let code = crate::failure::run_ended(&report);
             match (slot, report.status) {
-                (Some(anchor), RunStatus::Ok | RunStatus::Rejected) => {
-                    let (slot, binlog) = match anchor {
-                        crate::follow::Anchor::Slot(slot) => (slot, None),
-                        crate::follow::Anchor::Binlog => (
-                            report.run_id.clone(),
-                            Some(sql2ddb_engine::follow::BinlogFollow {
-                                run_dir: std::path::PathBuf::from(&report.run_dir),
-                                server_id: args.follow.server_id,
-                            }),
-                        ),
-                    };
+                (Some(_), RunStatus::Ok | RunStatus::Rejected) => {
+                    // The engine's hand-over: the follow goes on with the
+                    // full load's source, endpoint and writer settings.
+                    let follow = sql2ddb_engine::follow::FollowOptions::after_full_load(
+                        &plan,
+                        &opts,
+                        &report,
+                        args.follow.server_id,
+                    );
                     let target = crate::follow::Target {
                         plan: &plan,
-                        source: opts.source.clone().unwrap_or(plan.source.url.clone()),
-                        endpoint: opts.endpoint.clone(),
-                        region: opts.region.clone(),
-                        // The full load's settings, resolved the one way.
-                        writer: opts.writer_settings(&plan),
-                        flags: crate::follow::flag_words(&opts.sink_options().flags()),
-                        rejects: crate::follow::rejects_path(&args.runs_dir, &report.run_id),
+                        follow,
                         runs_dir: args.runs_dir.clone(),
-                        slot,
                         summary_to: match args.json {
                             true => crate::follow_report::SummaryTo::Stderr,
                             false => crate::follow_report::SummaryTo::Stdout,
                         },
-                        binlog,
-                        record: Some(sql2ddb_engine::follow::RecordTarget {
-                            run_id: report.run_id.clone(),
-                            run_dir: std::path::PathBuf::from(&report.run_dir),
-                            progress_table: report.progress_table.clone(),
-                        }),
+                        flags: crate::follow::flag_words(&opts.sink_options().flags()),
                     };
                     // The follow's failure (or stop) wins over the full
                     // load's rejects (2): no code of a kind is masked.

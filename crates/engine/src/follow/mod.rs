@@ -188,6 +188,59 @@ pub struct FollowOptions {
     pub record: Option<RecordTarget>,
 }
 
+impl FollowOptions {
+    /// The hand-over of `run --follow`: how the follow goes on from the
+    /// full load that `opts` ran and `report` describes, with the same
+    /// source, endpoint, region and AWS context, and the writer settings
+    /// the full load resolved from the same flags and mapping (never the
+    /// mapping's alone). PostgreSQL reads the run's slot, MySQL/MariaDB the
+    /// binary log from the run's directory as replica `server_id`. How it
+    /// stops (`until_idle`, `cutover`, `stop`) is the caller's.
+    pub fn after_full_load(
+        plan: &Plan,
+        opts: &crate::RunOptions,
+        report: &crate::RunReport,
+        server_id: u32,
+    ) -> FollowOptions {
+        let source = opts
+            .source
+            .clone()
+            .unwrap_or_else(|| plan.source.url.clone());
+        let run_dir = PathBuf::from(&report.run_dir);
+        let binlog = is_binlog_source(&source).then(|| BinlogFollow {
+            run_dir: run_dir.clone(),
+            server_id,
+        });
+        FollowOptions {
+            slot: match binlog {
+                Some(_) => report.run_id.clone(),
+                None => slot_name(&report.run_id),
+            },
+            source,
+            resources: ResourceOptions {
+                progress_table: None,
+                sqs_endpoint: None,
+                ..opts.resource_options()
+            },
+            writer: opts.writer_settings(plan),
+            until_idle: None,
+            cutover: false,
+            stop: None,
+            rejects: run_dir.join(FOLLOW_REJECTS),
+            batch_changes: DEFAULT_BATCH_CHANGES,
+            binlog,
+            record: Some(RecordTarget {
+                run_id: report.run_id.clone(),
+                run_dir,
+                progress_table: report.progress_table.clone(),
+            }),
+        }
+    }
+}
+
+/// The file, in the run's directory, of the rows a run's follow rejects.
+pub const FOLLOW_REJECTS: &str = "follow-rejects.jsonl";
+
 /// How a MySQL/MariaDB source is followed.
 #[derive(Clone, Debug)]
 pub struct BinlogFollow {
