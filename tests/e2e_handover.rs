@@ -268,6 +268,21 @@ async fn a_pointer_carries_its_newest_row_whole_nulls_included() {
     let out = follower.wait().await;
     assert_eq!(out.code, 130, "{}", out.stderr);
     assert_eq!(pointer(&sc).await, last);
+    // The cutover's `verify --deep` compares the pointer item whole with
+    // the source's newest row.
+    let slot = sql2ddb_engine::follow::slot_name(&run_id);
+    let out = sc
+        .sql2ddb(&[
+            "follow",
+            &mapping,
+            "--slot",
+            &slot,
+            "--endpoint",
+            &endpoint,
+            "--cutover",
+        ])
+        .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
 }
 
 /// Rows of the resume test, and the writer's pace.
