@@ -288,8 +288,8 @@ async fn a_pointer_carries_its_newest_row_whole_nulls_included() {
 /// Rows of the resume test, and the writer's pace.
 const RESUMED_ROWS: i64 = 20_000;
 
-/// `run --follow` killed during its full load, `run --resume`, then
-/// `follow --run`: a writer updates rows all along (also rows the first
+/// `run --follow` killed (MariaDB) or stopped (PostgreSQL) during its full
+/// load, `run --resume`, then `follow --run`: a writer updates rows all along (also rows the first
 /// attempt had written before the resumed attempt's snapshot), and the
 /// cutover finds the table equal to the source.
 async fn a_resumed_full_load_is_followed_from_its_first_attempt(db: Db, prefix: &str) {
@@ -351,7 +351,19 @@ async fn a_resumed_full_load_is_followed_from_its_first_attempt(db: Db, prefix: 
     let _dropped_at_the_end =
         (db == Db::Postgres).then(|| SlotGuard(sql2ddb_engine::follow::slot_name(&run_id)));
     until_items(&sc, 4_000).await;
-    first.kill().await;
+    match db {
+        // Killed: no report, only what the progress table recorded.
+        Db::MariaDb => first.kill().await,
+        // Stopped: the report says what is kept and how to go on.
+        Db::Postgres => {
+            first.interrupt();
+            let out = first.wait().await;
+            assert_eq!(out.code, 130, "{}", out.stderr);
+            let slot = sql2ddb_engine::follow::slot_name(&run_id);
+            let kept = format!("replication slot {slot} is kept: follow the changes once the full load is complete (`sql2ddb follow MAPPING --slot {slot}`)");
+            assert!(out.stderr.contains(&kept), "{}", out.stderr);
+        }
+    }
     let written_first = sc.items().await.len();
     assert!(
         written_first < RESUMED_ROWS as usize,
