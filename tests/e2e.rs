@@ -20,6 +20,7 @@ mod e2e_follow;
 mod e2e_follow_edges;
 mod e2e_follow_mysql;
 mod e2e_follow_refusals;
+mod e2e_handover;
 mod e2e_mysql;
 mod e2e_postgres;
 mod e2e_resume;

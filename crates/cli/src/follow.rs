@@ -10,7 +10,7 @@ use sql2ddb_engine::follow::{
     is_binlog_source, BinlogFollow, FollowEnd, FollowOptions, FollowReport, RecordTarget,
     DEFAULT_SERVER_ID,
 };
-use sql2ddb_engine::{EngineError, ResourceOptions, RunProgress, StopSignal};
+use sql2ddb_engine::{EngineError, ResourceOptions, RunProgress, StopSignal, WriterFlags};
 use sql2ddb_mapping::Plan;
 
 use crate::failure::fail_job;
@@ -120,6 +120,19 @@ pub struct FollowArgs {
     /// (and the run's progress table, when its report names one).
     #[arg(long, default_value = "sql2ddb-runs")]
     runs_dir: PathBuf,
+    /// Most BatchWriteItem calls in flight, 1..=256 (default: the mapping's
+    /// [writer] concurrency, else 8). It adapts to throttling within [1, N]
+    /// unless --fixed-concurrency is given.
+    #[arg(long, value_parser = crate::limits::concurrency())]
+    concurrency: Option<usize>,
+    /// Keep concurrency at --concurrency instead of adapting to throttling.
+    #[arg(long)]
+    fixed_concurrency: bool,
+    /// Cap on write units per second for this process, counted as DynamoDB
+    /// bills them (1 KB rounding per item, each GSI counted);
+    /// 1..=1000000000 (default: the mapping's max_wcu, else none).
+    #[arg(long, value_parser = crate::limits::max_wcu())]
+    max_wcu: Option<u64>,
     /// Print where the follow stands (applied position, the source's
     /// position; PostgreSQL: lag and WAL the slot keeps; with the run's
     /// record in the runs directory, its state and lag in time) and exit.
@@ -141,18 +154,22 @@ pub struct FollowArgs {
 /// What a follow needs besides its stop flags.
 pub(crate) struct Target<'a> {
     pub plan: &'a Plan,
-    pub source: String,
-    pub endpoint: Option<String>,
-    pub region: Option<String>,
-    pub slot: String,
-    pub rejects: PathBuf,
+    /// The follow as the engine takes it (how it stops is set from the
+    /// stop flags): for `run --follow`, the engine's hand-over from the
+    /// full load ([`FollowOptions::after_full_load`]).
+    pub follow: FollowOptions,
     pub runs_dir: PathBuf,
     /// Where the summary goes when the follow stops.
     pub summary_to: SummaryTo,
-    /// MySQL/MariaDB: the run's directory and the replica server id.
-    pub binlog: Option<BinlogFollow>,
-    /// The run whose follow record (`status`) the follow keeps.
-    pub record: Option<RecordTarget>,
+    /// The writer flags given, as words for the commands printed to go on.
+    pub flags: String,
+}
+
+impl Target<'_> {
+    /// The slot's name, or (MySQL/MariaDB) the run's id.
+    fn name(&self) -> &str {
+        &self.follow.slot
+    }
 }
 
 /// What `run --follow` anchors the changes to before the full load.
@@ -165,11 +182,12 @@ pub(crate) enum Anchor {
 }
 
 impl Anchor {
-    /// What is kept when the follow does not happen, and how to go on.
-    pub(crate) fn kept(&self, run_id: &str) -> String {
+    /// What is kept when the follow does not happen, and how to go on
+    /// (with `flags`, the writer flags the run was given).
+    pub(crate) fn kept(&self, run_id: &str, flags: &str) -> String {
         match self {
-            Anchor::Slot(slot) => format!("replication slot {slot} is kept: follow the changes once the full load is complete (`sql2ddb follow MAPPING --slot {slot}`), or drop it (`--drop-slot`)"),
-            Anchor::Binlog => format!("the snapshot's binary log position is in the run's report: follow the changes once the full load is complete (`sql2ddb follow MAPPING --run {run_id}`) while the source keeps that binary log file"),
+            Anchor::Slot(slot) => format!("replication slot {slot} is kept: follow the changes once the full load is complete (`sql2ddb follow MAPPING --slot {slot}{flags}`), or drop it (`--drop-slot`)"),
+            Anchor::Binlog => format!("the snapshot's binary log position is in the run's report: follow the changes once the full load is complete (`sql2ddb follow MAPPING --run {run_id}{flags}`) while the source keeps that binary log file"),
         }
     }
 }
@@ -207,17 +225,14 @@ pub async fn follow(args: FollowArgs) -> u8 {
     if args.status {
         return status(&source, &slot, record).await;
     }
+    let mut follow = follow_options(&args, &plan, source, slot.clone(), None, record);
+    follow.rejects = args.runs_dir.join(&slot).join("rejects.jsonl");
     let target = Target {
         plan: &plan,
-        source,
-        endpoint: args.endpoint.clone(),
-        region: args.region.clone(),
-        rejects: args.runs_dir.join(&slot).join("rejects.jsonl"),
+        follow,
         runs_dir: args.runs_dir.clone(),
-        slot,
         summary_to: summary_to(args.json),
-        binlog: None,
-        record,
+        flags: flag_words(&writer_flags(&args)),
     };
     run_follow(&target, &args.stop).await
 }
@@ -253,22 +268,75 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
             Err(e) => fail_job(&e),
         };
     }
+    let binlog = BinlogFollow {
+        run_dir: run_dir.clone(),
+        server_id: args.server_id,
+    };
+    let record = Some(RecordTarget::of_run(&args.runs_dir, run));
+    let mut follow = follow_options(args, plan, source, run.clone(), Some(binlog), record);
+    follow.rejects = run_dir.join(sql2ddb_engine::follow::FOLLOW_REJECTS);
     let target = Target {
         plan,
-        source,
-        endpoint: args.endpoint.clone(),
-        region: args.region.clone(),
-        rejects: rejects_path(&args.runs_dir, run),
+        follow,
         runs_dir: args.runs_dir.clone(),
-        slot: run.clone(),
         summary_to: summary_to(args.json),
-        binlog: Some(BinlogFollow {
-            run_dir,
-            server_id: args.server_id,
-        }),
-        record: Some(RecordTarget::of_run(&args.runs_dir, run)),
+        flags: flag_words(&writer_flags(args)),
     };
     run_follow(&target, &args.stop).await
+}
+
+/// `follow`'s own options: its flags over the mapping (the rejects file
+/// is the caller's to set).
+fn follow_options(
+    args: &FollowArgs,
+    plan: &Plan,
+    source: String,
+    slot: String,
+    binlog: Option<BinlogFollow>,
+    record: Option<RecordTarget>,
+) -> FollowOptions {
+    FollowOptions {
+        source,
+        resources: ResourceOptions {
+            endpoint: args.endpoint.clone(),
+            region: args.region.clone(),
+            ..ResourceOptions::default()
+        },
+        writer: writer_flags(args).resolve(plan),
+        slot,
+        until_idle: None,
+        cutover: false,
+        stop: None,
+        rejects: PathBuf::new(),
+        batch_changes: sql2ddb_engine::follow::DEFAULT_BATCH_CHANGES,
+        binlog,
+        record,
+    }
+}
+
+/// `follow`'s writer flags.
+fn writer_flags(args: &FollowArgs) -> WriterFlags {
+    WriterFlags {
+        concurrency: args.concurrency,
+        fixed_concurrency: args.fixed_concurrency,
+        max_wcu: args.max_wcu,
+    }
+}
+
+/// The writer flags given, as they are written on the command line (each
+/// with a space before it), for the `follow` commands printed to go on.
+pub(crate) fn flag_words(flags: &WriterFlags) -> String {
+    let mut words = String::new();
+    if let Some(c) = flags.concurrency {
+        words.push_str(&format!(" --concurrency {c}"));
+    }
+    if flags.fixed_concurrency {
+        words.push_str(" --fixed-concurrency");
+    }
+    if let Some(w) = flags.max_wcu {
+        words.push_str(&format!(" --max-wcu {w}"));
+    }
+    words
 }
 
 fn summary_to(json: bool) -> SummaryTo {
@@ -320,20 +388,10 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
     let progress = RunProgress::new();
     let notes = tokio::spawn(print_notes(progress.clone()));
     let opts = FollowOptions {
-        source: target.source.clone(),
-        resources: ResourceOptions {
-            endpoint: target.endpoint.clone(),
-            region: target.region.clone(),
-            ..ResourceOptions::default()
-        },
-        slot: target.slot.clone(),
         until_idle: stop_args.follow_until_idle.map(Duration::from_secs),
         cutover: stop_args.cutover,
         stop: Some(stop.clone()),
-        rejects: target.rejects.clone(),
-        batch_changes: sql2ddb_engine::follow::DEFAULT_BATCH_CHANGES,
-        binlog: target.binlog.clone(),
-        record: target.record.clone(),
+        ..target.follow.clone()
     };
     let result = sql2ddb_engine::follow::follow(target.plan, &opts, &progress).await;
     signals.abort();
@@ -355,14 +413,14 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
         }
         Err(e) => {
             let code = fail_job(&e);
-            match &target.binlog {
+            match &target.follow.binlog {
                 Some(_) => eprintln!(
-                    "the binary log position stays at the last applied transaction: follow again with `sql2ddb follow MAPPING --run {}`",
-                    target.slot
+                    "the binary log position stays at the last applied transaction: follow again with `sql2ddb follow MAPPING --run {}{}`",
+                    target.name(), target.flags
                 ),
                 None => eprintln!(
-                    "replication slot {} is kept at the last applied position: follow again with `sql2ddb follow MAPPING --slot {}`, or drop it with --drop-slot",
-                    target.slot, target.slot
+                    "replication slot {} is kept at the last applied position: follow again with `sql2ddb follow MAPPING --slot {}{}`, or drop it with --drop-slot",
+                    target.name(), target.name(), target.flags
                 ),
             }
             code
@@ -374,10 +432,10 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
 /// source (or was not compared), keeps it otherwise, so that a cutover
 /// whose comparison failed can be made again from where it stopped.
 async fn end_cutover(target: &Target<'_>, report: &FollowReport, equal: bool) -> u8 {
-    if target.binlog.is_some() {
+    if target.follow.binlog.is_some() {
         return 0;
     }
-    let slot = &target.slot;
+    let slot = &target.follow.slot;
     if !equal {
         target.summary_to.say(&format!(
             "replication slot {slot} and its publication are kept at {}: once what differs (or what stopped the comparison) is fixed, cut over again (`sql2ddb follow MAPPING --slot {slot} --cutover`) to go on from there, or drop them with --drop-slot",
@@ -385,7 +443,7 @@ async fn end_cutover(target: &Target<'_>, report: &FollowReport, equal: bool) ->
         ));
         return 0;
     }
-    match sql2ddb_engine::follow::drop_slot(target.plan, &target.source, slot).await {
+    match sql2ddb_engine::follow::drop_slot(target.plan, &target.follow.source, slot).await {
         Ok(()) => {
             target.summary_to.say(&format!(
                 "replication slot {slot} and its publication are dropped"
@@ -402,13 +460,13 @@ async fn end_cutover(target: &Target<'_>, report: &FollowReport, equal: bool) ->
 /// Prints the follow's summary where it goes (and with `--json` the
 /// report on stdout); the exit code of how it ended.
 fn summary(r: &FollowReport, target: &Target<'_>) -> u8 {
-    let by = match &target.binlog {
-        Some(_) => FollowedBy::Run(&target.slot),
-        None => FollowedBy::Slot(&target.slot),
+    let by = match &target.follow.binlog {
+        Some(_) => FollowedBy::Run(target.name()),
+        None => FollowedBy::Slot(target.name()),
     };
     target
         .summary_to
-        .say(&crate::follow_report::summary(r, &by));
+        .say(&crate::follow_report::summary(r, &by, &target.flags));
     if target.summary_to == SummaryTo::Json {
         println!("{}", serde_json::to_string(r).expect("report serialises"));
     }
@@ -428,9 +486,9 @@ async fn verify(target: &Target<'_>) -> u8 {
     eprintln!("comparing every item of the table with the source (verify --deep)…");
     let opts = DeepOptions {
         run: sql2ddb_engine::RunOptions {
-            source: Some(target.source.clone()),
-            endpoint: target.endpoint.clone(),
-            region: target.region.clone(),
+            source: Some(target.follow.source.clone()),
+            endpoint: target.follow.resources.endpoint.clone(),
+            region: target.follow.resources.region.clone(),
             runs_dir: target.runs_dir.clone(),
             run_id: Some(sql2ddb_engine::new_run_id()),
             ..sql2ddb_engine::RunOptions::default()
@@ -493,7 +551,21 @@ pub(crate) async fn before_run(
     Ok(Anchor::Slot(slot))
 }
 
-/// Where `run --follow` puts the rows its follow rejects.
-pub(crate) fn rejects_path(runs_dir: &std::path::Path, run_id: &str) -> PathBuf {
-    runs_dir.join(run_id).join("follow-rejects.jsonl")
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_writer_flags_given_are_printed_as_given() {
+        assert_eq!(flag_words(&WriterFlags::default()), "");
+        let flags = WriterFlags {
+            concurrency: Some(4),
+            fixed_concurrency: true,
+            max_wcu: Some(100),
+        };
+        assert_eq!(
+            flag_words(&flags),
+            " --concurrency 4 --fixed-concurrency --max-wcu 100"
+        );
+    }
 }

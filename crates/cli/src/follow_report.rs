@@ -38,8 +38,9 @@ pub(crate) enum FollowedBy<'a> {
 }
 
 /// The summary of a follow that ended: what it applied, where it stopped,
-/// and what to run next.
-pub(crate) fn summary(r: &FollowReport, by: &FollowedBy<'_>) -> String {
+/// and what to run next (with `flags`, the writer flags it was given, so
+/// the next follow writes as this one did).
+pub(crate) fn summary(r: &FollowReport, by: &FollowedBy<'_>, flags: &str) -> String {
     let c = &r.counts;
     let mut out = format!(
         "follow of {}: {} changes applied ({} puts, {} deletes, {} folded into later ones), {} rejected{}; applied to {}\n",
@@ -64,10 +65,10 @@ pub(crate) fn summary(r: &FollowReport, by: &FollowedBy<'_>) -> String {
             "cut over at {at}: every change the binary log held at the cutover is applied"
         ),
         (_, FollowedBy::Slot(slot)) => format!(
-            "stopped at {at}; replication slot {slot} is kept (it holds the source's WAL from there): go on with `sql2ddb follow MAPPING --slot {slot}`, cut over with `sql2ddb follow MAPPING --slot {slot} --cutover`, or drop it with `--drop-slot`"
+            "stopped at {at}; replication slot {slot} is kept (it holds the source's WAL from there): go on with `sql2ddb follow MAPPING --slot {slot}{flags}`, cut over with `sql2ddb follow MAPPING --slot {slot}{flags} --cutover`, or drop it with `--drop-slot`"
         ),
         (_, FollowedBy::Run(run)) => format!(
-            "stopped at {at}: follow again to go on from there (`sql2ddb follow MAPPING --run {run}`) while the source still keeps that binary log file, or cut over with `sql2ddb follow MAPPING --run {run} --cutover`"
+            "stopped at {at}: follow again to go on from there (`sql2ddb follow MAPPING --run {run}{flags}`) while the source still keeps that binary log file, or cut over with `sql2ddb follow MAPPING --run {run}{flags} --cutover`"
         ),
     });
     out

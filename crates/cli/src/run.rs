@@ -249,49 +249,9 @@ pub async fn run(args: RunArgs) -> u8 {
                 );
             }
             let code = crate::failure::run_ended(&report);
-            match (slot, report.status) {
-                (Some(anchor), RunStatus::Ok | RunStatus::Rejected) => {
-                    let (slot, binlog) = match anchor {
-                        crate::follow::Anchor::Slot(slot) => (slot, None),
-                        crate::follow::Anchor::Binlog => (
-                            report.run_id.clone(),
-                            Some(sql2ddb_engine::follow::BinlogFollow {
-                                run_dir: std::path::PathBuf::from(&report.run_dir),
-                                server_id: args.follow.server_id,
-                            }),
-                        ),
-                    };
-                    let target = crate::follow::Target {
-                        plan: &plan,
-                        source: opts.source.clone().unwrap_or(plan.source.url.clone()),
-                        endpoint: opts.endpoint.clone(),
-                        region: opts.region.clone(),
-                        rejects: crate::follow::rejects_path(&args.runs_dir, &report.run_id),
-                        runs_dir: args.runs_dir.clone(),
-                        slot,
-                        summary_to: match args.json {
-                            true => crate::follow_report::SummaryTo::Stderr,
-                            false => crate::follow_report::SummaryTo::Stdout,
-                        },
-                        binlog,
-                        record: Some(sql2ddb_engine::follow::RecordTarget {
-                            run_id: report.run_id.clone(),
-                            run_dir: std::path::PathBuf::from(&report.run_dir),
-                            progress_table: report.progress_table.clone(),
-                        }),
-                    };
-                    // The follow's failure (or stop) wins over the full
-                    // load's rejects (2): no code of a kind is masked.
-                    match crate::follow::run_follow(&target, &args.follow.stop).await {
-                        0 => code,
-                        followed => followed,
-                    }
-                }
-                (Some(anchor), _) => {
-                    eprintln!("{}", anchor.kept(&report.run_id));
-                    code
-                }
-                (None, _) => code,
+            match slot {
+                Some(anchor) => then_follow(&args, &plan, &opts, &report, anchor, code).await,
+                None => code,
             }
         }
         Err(e) => {
@@ -300,6 +260,45 @@ pub async fn run(args: RunArgs) -> u8 {
             }
             fail_job(&e)
         }
+    }
+}
+
+/// `run --follow` once the full load ended: the follow, through the
+/// engine's hand-over, when the load is complete; else what is kept and
+/// how to go on. The follow's failure (or stop) wins over the full load's
+/// rejects (2): no code of a kind is masked.
+async fn then_follow(
+    args: &RunArgs,
+    plan: &sql2ddb_mapping::Plan,
+    opts: &RunOptions,
+    report: &RunReport,
+    anchor: crate::follow::Anchor,
+    code: u8,
+) -> u8 {
+    let flags = crate::follow::flag_words(&opts.sink_options().flags());
+    if !matches!(report.status, RunStatus::Ok | RunStatus::Rejected) {
+        eprintln!("{}", anchor.kept(&report.run_id, &flags));
+        return code;
+    }
+    let follow = sql2ddb_engine::follow::FollowOptions::after_full_load(
+        plan,
+        opts,
+        report,
+        args.follow.server_id,
+    );
+    let target = crate::follow::Target {
+        plan,
+        follow,
+        runs_dir: args.runs_dir.clone(),
+        summary_to: match args.json {
+            true => crate::follow_report::SummaryTo::Stderr,
+            false => crate::follow_report::SummaryTo::Stdout,
+        },
+        flags,
+    };
+    match crate::follow::run_follow(&target, &args.follow.stop).await {
+        0 => code,
+        followed => followed,
     }
 }
 

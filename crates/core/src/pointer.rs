@@ -24,6 +24,10 @@ pub struct PointerUpdate {
     pub is_max: bool,
     /// Other attributes written with the value, taken from the same source row.
     pub attributes: Item,
+    /// The pointer's other attributes that row has no value for (NULL):
+    /// removed with the write, so the item never mixes two rows.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cleared: Vec<String>,
 }
 
 impl PointerUpdate {
@@ -136,6 +140,7 @@ mod tests {
             value: AttrValue::N(v.into()),
             is_max,
             attributes: Item::new(),
+            cleared: Vec::new(),
         };
         assert!(update("10", true).supersedes(&update("9", true)));
         assert!(!update("9", true).supersedes(&update("10", true)));

@@ -59,9 +59,25 @@ pub async fn write_pointer(
         values.insert(format!(":a{i}"), to_sdk(value));
         sets.push(format!("#a{i} = :a{i}"));
     }
+    // The newest row whole: what it holds NULL is removed, not kept from
+    // an older row.
+    let mut removes = Vec::new();
+    for (i, name) in update
+        .cleared
+        .iter()
+        .filter(|n| **n != update.attribute && !update.attributes.contains_key(*n))
+        .filter(|n| !keys.iter().any(|k| k.name == **n))
+        .enumerate()
+    {
+        names.insert(format!("#r{i}"), name.clone());
+        removes.push(format!("#r{i}"));
+    }
     let op = if update.is_max { "<" } else { ">" };
     let condition = format!("attribute_not_exists(#v) OR #v {op} :new");
-    let expression = format!("SET {}", sets.join(", "));
+    let expression = match removes.is_empty() {
+        true => format!("SET {}", sets.join(", ")),
+        false => format!("SET {} REMOVE {}", sets.join(", "), removes.join(", ")),
+    };
     let req = client
         .update_item()
         .table_name(table)

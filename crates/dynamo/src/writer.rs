@@ -85,6 +85,9 @@ pub struct WriteOutcome {
     /// Items still unwritten when their retry budget (attempts or time) ran
     /// out, with the reason. Each carries its item (so its key) and source key.
     pub failed: Vec<(EncodedItem, String)>,
+    /// What the last refusal of a failed item was (throttled, transient):
+    /// why the budget ran out, for the caller's error kind.
+    pub failed_by: Option<Failure>,
 }
 
 impl WriteOutcome {
@@ -97,6 +100,7 @@ impl WriteOutcome {
         self.throttled += other.throttled;
         self.rejected.extend(other.rejected);
         self.failed.extend(other.failed);
+        self.failed_by = self.failed_by.or(other.failed_by);
     }
 }
 
@@ -325,7 +329,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             // Whether the call wrote some of its items: the table is being
             // written, the refused items wait their partition's turn.
             let mut progress = false;
-            let reason = match result {
+            let (reason, failure) = match result {
                 Ok(unprocessed) => {
                     let (left, done) = split_indices(chunk, &unprocessed);
                     progress = !done.is_empty();
@@ -339,13 +343,16 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                     }
                     out.throttled += 1;
                     chunk = left;
-                    "DynamoDB kept returning the items as unprocessed".to_string()
+                    (
+                        "DynamoDB kept returning the items as unprocessed".to_string(),
+                        Failure::Throttled,
+                    )
                 }
                 Err(e) if e.retryable() => {
                     if e.is_throttling() {
                         out.throttled += 1;
                     }
-                    e.message
+                    (e.message, e.failure)
                 }
                 Err(e) => {
                     let items = chunk.into_iter().map(|s| s.item);
@@ -378,7 +385,10 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             let mut kept = Vec::with_capacity(chunk.len());
             for s in chunk {
                 match self.out_of_budget(&s, delay, &reason) {
-                    Some(why) => out.failed.push((s.item, why)),
+                    Some(why) => {
+                        out.failed.push((s.item, why));
+                        out.failed_by = Some(failure);
+                    }
                     None => kept.push(s),
                 }
             }

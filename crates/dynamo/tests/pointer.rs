@@ -50,6 +50,7 @@ fn candidate(value: &str, is_max: bool) -> PointerUpdate {
             "createdAt".to_string(),
             AttrValue::S(format!("created-{value}")),
         )]),
+        cleared: Vec::new(),
     }
 }
 
@@ -201,5 +202,40 @@ async fn pointer_leaves_other_attributes_alone_and_needs_the_full_key() {
         .await
         .unwrap_err();
     assert!(e.to_string().contains("sort key SK has no value"), "{e}");
+    local.stop().await;
+}
+
+#[tokio::test]
+async fn a_cleared_attribute_is_removed_with_the_move_and_an_older_candidate_removes_nothing() {
+    let (local, dynamo, client, table) = table().await;
+    let policy = RetryPolicy::default();
+    let first = candidate("1", true);
+    write_pointer(&dynamo, &table, &keys(), &first, &policy)
+        .await
+        .unwrap();
+    // The newest row holds NULL in createdAt: the item keeps no older value.
+    let mut newest = candidate("2", true);
+    newest.attributes.clear();
+    newest.cleared = vec!["createdAt".to_string()];
+    assert_eq!(
+        write_pointer(&dynamo, &table, &keys(), &newest, &policy)
+            .await
+            .unwrap(),
+        PointerOutcome::Written
+    );
+    let item = pointer_item(&client, &table, "LAST_ORDER").await;
+    assert_eq!(item["orderId"], AttributeValue::N("2".into()));
+    assert!(!item.contains_key("createdAt"), "{item:?}");
+    // An older candidate that clears removes nothing: its condition fails.
+    let mut older = candidate("1", true);
+    older.cleared = vec!["orderId".to_string(), "PK".to_string()];
+    older.attributes.clear();
+    assert_eq!(
+        write_pointer(&dynamo, &table, &keys(), &older, &policy)
+            .await
+            .unwrap(),
+        PointerOutcome::AlreadyNewer
+    );
+    assert_eq!(pointer_item(&client, &table, "LAST_ORDER").await, item);
     local.stop().await;
 }

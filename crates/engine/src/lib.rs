@@ -22,6 +22,7 @@ pub mod resources;
 pub mod run;
 pub mod runs;
 pub mod serverless;
+pub mod settings;
 pub mod sink;
 pub mod stop;
 mod tasks;
@@ -39,6 +40,7 @@ pub use report::{
 };
 pub use resources::{Job, ResourceOptions, Resources};
 pub use run::{run, RunOptions, SnapshotMode};
+pub use settings::{WriterFlags, WriterSettings};
 pub use sql2ddb_aws::{AwsContext, SdkConfig};
 /// The progress table of runs, as `status` and `verify` read it.
 pub use sql2ddb_dynamo::progress::ProgressStore;

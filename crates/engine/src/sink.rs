@@ -21,6 +21,7 @@ use crate::error::EngineError;
 use crate::export::files::ItemFiles;
 pub use crate::outcome::BatchOutcome;
 use crate::rejects::RejectsFile;
+use crate::settings::{WriterFlags, WriterSettings};
 use crate::update::UpdateApplier;
 
 /// Where a job's pages go: one choice, made by whoever starts the job and
@@ -97,15 +98,15 @@ pub struct PointerStats {
 /// The calls in flight (adapting to throttling unless `adaptive` is off)
 /// and the write-capacity cap a process's writes share.
 pub(crate) fn write_limits(
-    concurrency: usize,
-    adaptive: bool,
-    max_wcu: Option<u64>,
+    settings: &WriterSettings,
 ) -> (Arc<AdaptiveConcurrency>, Option<Arc<WriteCapacityLimiter>>) {
-    let controller = Arc::new(match adaptive {
-        true => AdaptiveConcurrency::new(concurrency),
-        false => AdaptiveConcurrency::fixed(concurrency),
+    let controller = Arc::new(match settings.adaptive {
+        true => AdaptiveConcurrency::new(settings.concurrency),
+        false => AdaptiveConcurrency::fixed(settings.concurrency),
     });
-    let limiter = max_wcu.map(|w| Arc::new(WriteCapacityLimiter::new(w)));
+    let limiter = settings
+        .max_wcu
+        .map(|w| Arc::new(WriteCapacityLimiter::new(w)));
     (controller, limiter)
 }
 
@@ -123,8 +124,13 @@ impl BatchSink {
             .concurrency
             .unwrap_or(1)
             .max(crate::update::DEFAULT_UPDATE_CONCURRENCY);
-        let max_wcu = opts.max_wcu.filter(|w| *w > 0);
-        let (controller, limiter) = write_limits(concurrency, !opts.fixed_concurrency, max_wcu);
+        let (controller, limiter) = write_limits(&WriterSettings {
+            concurrency,
+            adaptive: !opts.fixed_concurrency,
+            max_wcu: opts.max_wcu.filter(|w| *w > 0),
+            retry: opts.retry,
+            retry_deadline: None,
+        });
         BatchSink {
             route: Route::Updates(UpdateApplier {
                 client: client.clone(),
@@ -290,6 +296,22 @@ pub(crate) struct SinkSetup {
     pub concurrency: usize,
 }
 
+impl SinkOptions {
+    /// The writer flags of the options.
+    pub fn flags(&self) -> WriterFlags {
+        WriterFlags {
+            concurrency: self.concurrency,
+            fixed_concurrency: self.fixed_concurrency,
+            max_wcu: self.max_wcu,
+        }
+    }
+
+    /// The options over `plan`'s `[writer]`: what the process writes with.
+    pub fn writer_settings(&self, plan: &Plan) -> WriterSettings {
+        WriterSettings::resolve(plan, &self.flags(), self.retry)
+    }
+}
+
 /// The sink of a process that writes `plan`'s table: the mapping's writer
 /// settings with the options' overrides. In-process runs and queue workers
 /// build it the same way.
@@ -300,10 +322,8 @@ pub(crate) fn build_sink(
     calls: &BatchCalls,
     rejects: Arc<RejectsFile>,
 ) -> SinkSetup {
-    let concurrency = opts.concurrency.unwrap_or(plan.writer.concurrency).max(1);
-    let adaptive = plan.writer.adaptive && !opts.fixed_concurrency;
-    let max_wcu = opts.max_wcu.or(plan.writer.max_wcu).filter(|w| *w > 0);
-    let (controller, limiter) = write_limits(concurrency, adaptive, max_wcu);
+    let settings = opts.writer_settings(plan);
+    let (controller, limiter) = write_limits(&settings);
     let updates = || UpdateApplier {
         client: client.clone(),
         retry: opts.retry,
@@ -316,7 +336,7 @@ pub(crate) fn build_sink(
         _ if opts.dry_run => Route::Nowhere,
         Destination::Updates => Route::Updates(updates()),
         Destination::Table => Route::Table {
-            writer: Arc::new(table_writer(plan, opts.retry, calls, &controller, &limiter)),
+            writer: Arc::new(table_writer(plan, &settings, calls, &controller, &limiter)),
             pointers: PointerTarget {
                 client: client.clone(),
                 table: plan.target.table.clone(),
@@ -336,37 +356,33 @@ pub(crate) fn build_sink(
         sink,
         controller,
         limiter,
-        max_wcu,
-        concurrency,
+        max_wcu: settings.max_wcu,
+        concurrency: settings.concurrency,
     }
 }
 
 /// The batch writer of `plan`'s table, within the process's shared limits
-/// and the mapping's retry settings (`max_attempts`, `retry_seconds`).
+/// and its resolved retry budget.
 pub(crate) fn table_writer(
     plan: &Plan,
-    retry: RetryPolicy,
+    settings: &WriterSettings,
     calls: &BatchCalls,
     controller: &Arc<AdaptiveConcurrency>,
     limiter: &Option<Arc<WriteCapacityLimiter>>,
 ) -> TableWriter {
-    let retry = RetryPolicy {
-        max_attempts: plan.writer.max_attempts,
-        ..retry
-    };
     let mut w = TableWriter::new(
         calls.clone(),
         plan.target.table.clone(),
         plan.key_attrs(),
-        retry,
+        settings.retry,
     )
     .with_concurrency(controller.clone());
     if let Some(l) = limiter {
         // Each GSI bills its own write for an item it projects.
         w = w.with_capacity_limit(l.clone(), 1 + plan.target.gsis.len() as u64);
     }
-    if let Some(secs) = plan.writer.retry_seconds {
-        w = w.with_retry_deadline(std::time::Duration::from_secs(secs));
+    if let Some(deadline) = settings.retry_deadline {
+        w = w.with_retry_deadline(deadline);
     }
     w
 }

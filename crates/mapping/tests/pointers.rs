@@ -89,6 +89,7 @@ fn max_candidate_is_the_largest_number_with_its_row() {
             ("createdAt".to_string(), s("2024-01-01T12:00:00Z")),
             ("customer".to_string(), s("C#2")),
         ]),
+        cleared: Vec::new(),
     };
     assert_eq!(pointer.candidate(&rows), Some(expected.clone()));
     assert_eq!(pointer.candidates(&rows), vec![expected]);
@@ -104,6 +105,27 @@ fn max_candidate_is_the_largest_number_with_its_row() {
     );
     assert_eq!(pointer.candidate(&[null]), None);
     assert_eq!(pointer.candidate(&[]), None);
+}
+
+#[test]
+fn a_null_carried_column_is_cleared_not_kept_from_an_older_row() {
+    let pointer = bound(LAST_ORDER);
+    let mut newest = order(12, 4, 1, "d");
+    newest[2] = SqlValue::Null;
+    let c = pointer
+        .candidate(&[order(11, 3, 1, "c"), newest])
+        .expect("a candidate");
+    assert_eq!(c.value, AttrValue::N("12".into()));
+    assert_eq!(
+        c.attributes,
+        Item::from([("customer".to_string(), s("C#4"))])
+    );
+    assert_eq!(c.cleared, vec!["createdAt".to_string()]);
+    assert!(pointer
+        .candidate(&[order(11, 3, 1, "c")])
+        .unwrap()
+        .cleared
+        .is_empty());
 }
 
 #[test]

@@ -303,6 +303,7 @@ mod tests {
                     value: AttrValue::N("29".into()),
                     is_max: true,
                     attributes: Default::default(),
+                    cleared: Vec::new(),
                 },
                 item_key: vec![AttrValue::S("k".into())],
             }]

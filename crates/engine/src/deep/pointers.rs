@@ -214,6 +214,7 @@ mod tests {
             ]
             .into_iter()
             .collect(),
+            cleared: Vec::new(),
         }
     }
 

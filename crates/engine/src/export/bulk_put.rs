@@ -127,6 +127,7 @@ mod tests {
             value: AttrValue::N(value.into()),
             is_max,
             attributes: Item::new(),
+            cleared: Vec::new(),
         }
     }
 

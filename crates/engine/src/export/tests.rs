@@ -31,6 +31,7 @@ fn update(
         value: n(value),
         is_max,
         attributes: Item::from([(format!("{attribute}At"), s(at))]),
+        cleared: Vec::new(),
     }
 }
 

@@ -43,7 +43,6 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sql2ddb_dynamo::RetryPolicy;
 use sql2ddb_mapping::Plan;
 use sql2ddb_source::cdc::{check_slot_name, format_lsn, BinlogReader, ReadAhead, Relations};
 use sql2ddb_source::{Dialect, Source};
@@ -64,6 +63,7 @@ use crate::error::EngineError;
 use crate::progress::RunProgress;
 use crate::rejects::RejectsFile;
 use crate::resources::{Job, ResourceOptions, Resources};
+use crate::settings::WriterSettings;
 use crate::sink::{table_writer, write_limits};
 use crate::stop::StopSignal;
 
@@ -194,6 +194,9 @@ pub struct FollowOptions {
     pub source: String,
     /// DynamoDB endpoint and region.
     pub resources: ResourceOptions,
+    /// How the changes are written: the settings the job resolved once
+    /// ([`WriterSettings::resolve`]), the full load's for `run --follow`.
+    pub writer: WriterSettings,
     /// The slot (and publication) to read.
     pub slot: String,
     /// Stop once no change has come for this long.
@@ -214,6 +217,59 @@ pub struct FollowOptions {
     /// The run whose record (`status`) the follow keeps; `None` keeps none.
     pub record: Option<RecordTarget>,
 }
+
+impl FollowOptions {
+    /// The hand-over of `run --follow`: how the follow goes on from the
+    /// full load that `opts` ran and `report` describes, with the same
+    /// source, endpoint, region and AWS context, and the writer settings
+    /// the full load resolved from the same flags and mapping (never the
+    /// mapping's alone). PostgreSQL reads the run's slot, MySQL/MariaDB the
+    /// binary log from the run's directory as replica `server_id`. How it
+    /// stops (`until_idle`, `cutover`, `stop`) is the caller's.
+    pub fn after_full_load(
+        plan: &Plan,
+        opts: &crate::RunOptions,
+        report: &crate::RunReport,
+        server_id: u32,
+    ) -> FollowOptions {
+        let source = opts
+            .source
+            .clone()
+            .unwrap_or_else(|| plan.source.url.clone());
+        let run_dir = PathBuf::from(&report.run_dir);
+        let binlog = is_binlog_source(&source).then(|| BinlogFollow {
+            run_dir: run_dir.clone(),
+            server_id,
+        });
+        FollowOptions {
+            slot: match binlog {
+                Some(_) => report.run_id.clone(),
+                None => slot_name(&report.run_id),
+            },
+            source,
+            resources: ResourceOptions {
+                progress_table: None,
+                sqs_endpoint: None,
+                ..opts.resource_options()
+            },
+            writer: opts.writer_settings(plan),
+            until_idle: None,
+            cutover: false,
+            stop: None,
+            rejects: run_dir.join(FOLLOW_REJECTS),
+            batch_changes: DEFAULT_BATCH_CHANGES,
+            binlog,
+            record: Some(RecordTarget {
+                run_id: report.run_id.clone(),
+                run_dir,
+                progress_table: report.progress_table.clone(),
+            }),
+        }
+    }
+}
+
+/// The file, in the run's directory, of the rows a run's follow rejects.
+pub const FOLLOW_REJECTS: &str = "follow-rejects.jsonl";
 
 /// How a MySQL/MariaDB source is followed.
 #[derive(Clone, Debug)]
@@ -262,6 +318,8 @@ pub struct FollowReport {
     pub counts: ApplyCounts,
     /// Where the rejects are.
     pub rejects: PathBuf,
+    /// What the changes were written with.
+    pub writer: WriterSettings,
 }
 
 /// Follows the slot named in `opts` until it is told to stop, idles for
@@ -356,12 +414,12 @@ async fn follow_with(
     let by_table = Arc::new(entities::prepare(source, plan).await?);
     let resources = Resources::open(Some(plan), &opts.resources, Job::Status).await?;
     let keys = plan.key_attrs();
-    let policy = RetryPolicy::default();
-    // The mapping's writer settings, as the full load writes: calls in
-    // flight (adaptive), write-capacity cap, retries.
-    let w = &plan.writer;
-    let (controller, limiter) = write_limits(w.concurrency.max(1), w.adaptive, w.max_wcu);
-    let writer = table_writer(plan, policy, resources.calls(), &controller, &limiter);
+    // The settings the job resolved once, as the full load writes: calls
+    // in flight (adaptive or not), write-capacity cap, retry budget.
+    let policy = opts.writer.retry;
+    let (controller, limiter) = write_limits(&opts.writer);
+    let writer = table_writer(plan, &opts.writer, resources.calls(), &controller, &limiter);
+    progress.note(format!("follow writes with {}", opts.writer.describe()));
     if let Some(dir) = opts.rejects.parent() {
         std::fs::create_dir_all(dir).map_err(|e| EngineError::Io {
             path: dir.to_path_buf(),
@@ -452,6 +510,7 @@ async fn follow_with(
         position: shown,
         counts,
         rejects: opts.rejects.clone(),
+        writer: opts.writer,
     })
 }
 

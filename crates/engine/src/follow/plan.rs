@@ -6,7 +6,7 @@ use std::collections::HashMap;
 
 use futures::StreamExt;
 use sql2ddb_core::{EncodedItem, Item, KeyAttr, Reject, Row, SqlValue};
-use sql2ddb_dynamo::{delete_item, Dynamo, RetryPolicy, TableWriter};
+use sql2ddb_dynamo::{delete_item, Dynamo, DynamoError, Failure, RetryPolicy, TableWriter};
 use sql2ddb_source::cdc::{ChangeOp, TupleValue};
 use sql2ddb_source::Source;
 
@@ -242,19 +242,36 @@ impl Plan {
         for d in deleted {
             d?;
         }
-        let first = written
+        let not_written = written.failed.len() + written.rejected.len();
+        let slot_kept = "the slot stays where it was, so following again retries them";
+        // The service could not be reached or kept refusing (retries
+        // spent), or the table cannot be written at all: DynamoDB's
+        // failure, whichever item met it first, never a setting's.
+        let unavailable = written
             .failed
             .first()
-            .map(|(item, why)| (item, why.clone()))
+            .map(|(item, why)| (item, why.clone(), written.failed_by))
             .or(written
                 .rejected
-                .first()
-                .map(|(item, e)| (item, e.message.clone())));
-        if let Some((item, why)) = first {
+                .iter()
+                .find(|(_, e)| e.failure == Failure::TableFault)
+                .map(|(item, e)| (item, e.message.clone(), Some(e.failure))));
+        if let Some((item, why, failure)) = unavailable {
+            return Err(EngineError::Dynamo(DynamoError::Call {
+                operation: "BatchWriteItem",
+                table: target.table.to_string(),
+                message: format!(
+                    "{not_written} item(s) not written (first: row {}: {why}); {slot_kept}",
+                    item.source_key.get()
+                ),
+                failure: Some(failure.unwrap_or(Failure::Transient)),
+            }));
+        }
+        if let Some((item, e)) = written.rejected.first() {
             return Err(EngineError::Config(format!(
-                "{} item(s) not written (first: row {}: {why}); the slot stays where it was, so following again retries them",
-                written.failed.len() + written.rejected.len(),
+                "{not_written} item(s) not written (first: row {}: {}); {slot_kept}",
                 item.source_key.get(),
+                e.message
             )));
         }
         counts.puts += n_puts;

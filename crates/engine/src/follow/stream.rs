@@ -179,7 +179,9 @@ impl Checkpoint {
 
 /// The binary log position a run's follower goes on from: its checkpoint,
 /// or, before the first one, the position its full load's snapshot
-/// recorded (in the run's `report.json`).
+/// recorded (in the run's `report.json`); for a resumed full load, its
+/// first attempt's, since the items that attempt wrote miss every change
+/// from there.
 pub fn binlog_start(run_dir: &Path) -> Result<BinlogPosition, EngineError> {
     let checkpoint = run_dir.join(BINLOG_CHECKPOINT);
     match std::fs::read_to_string(&checkpoint) {
@@ -203,19 +205,25 @@ pub fn binlog_start(run_dir: &Path) -> Result<BinlogPosition, EngineError> {
     let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
         EngineError::Config(format!("{} is not a run report: {e}", report.display()))
     })?;
-    let binlog = json
-        .pointer("/snapshot/binlog")
+    // A resumed full load: its first attempt's snapshot, the earliest
+    // position whose changes may be missing from the items written since.
+    let (snapshot, which) = match json.pointer("/snapshot/earlier/0") {
+        Some(first) => (first, "its first attempt's snapshot"),
+        None => (&json["snapshot"], "the run's snapshot"),
+    };
+    let binlog = snapshot
+        .get("binlog")
         .and_then(|b| b.as_str())
         .ok_or_else(|| {
             EngineError::Config(format!(
-                "the run's snapshot recorded no binary log position ({}): the binary log was off, or the run did not take a consistent snapshot; run the full load again with --follow",
+                "{which} recorded no binary log position ({}): the binary log was off, or the run did not take a consistent snapshot; run the full load again with --follow",
                 report.display()
             ))
         })?;
     let mut start = BinlogPosition::parse(binlog)?;
     // The GTID position at the snapshot (MariaDB's, or MySQL's set).
-    start.gtid = json
-        .pointer("/snapshot/gtid")
+    start.gtid = snapshot
+        .get("gtid")
         .and_then(|g| g.as_str())
         .filter(|g| Gtids::parse(g).is_ok_and(|g| !g.is_empty()))
         .map(|g| g.split_whitespace().collect());
@@ -265,6 +273,31 @@ mod tests {
         let at = BinlogPosition::parse("mysql-bin.000004:4").unwrap();
         write_checkpoint(&dir.path().join(BINLOG_CHECKPOINT), &at).unwrap();
         assert_eq!(binlog_start(dir.path()).unwrap(), at);
+    }
+
+    #[test]
+    fn a_resumed_full_load_is_followed_from_its_first_attempts_snapshot() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("report.json"),
+            r#"{"snapshot": {"binlog": "b.000003:9000", "gtid": "0-1-90", "earlier": [
+                {"kind": "mysql", "binlog": "b.000003:120", "gtid": "0-1-17"},
+                {"kind": "mysql", "binlog": "b.000003:4000", "gtid": "0-1-50"}]}}"#,
+        )
+        .unwrap();
+        let start = binlog_start(dir.path()).unwrap();
+        assert_eq!(start.to_string(), "b.000003:120");
+        assert_eq!(start.gtid.as_deref(), Some("0-1-17"));
+        std::fs::write(
+            dir.path().join("report.json"),
+            r#"{"snapshot": {"binlog": "b.000003:9000", "earlier": [{"kind": "none"}]}}"#,
+        )
+        .unwrap();
+        let err = binlog_start(dir.path()).unwrap_err().to_string();
+        assert!(
+            err.contains("its first attempt's snapshot recorded no binary log position"),
+            "{err}"
+        );
     }
 
     #[test]

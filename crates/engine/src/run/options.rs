@@ -5,8 +5,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sql2ddb_dynamo::RetryPolicy;
+use sql2ddb_mapping::Plan;
 
 use crate::resources::ResourceOptions;
+use crate::settings::WriterSettings;
 use crate::sink::{Destination, SinkOptions};
 use crate::stop::StopSignal;
 
@@ -111,6 +113,12 @@ impl RunOptions {
             sqs_endpoint: self.sqs_endpoint.clone(),
             aws: self.aws.clone(),
         }
+    }
+
+    /// The options' writer settings over `plan`'s `[writer]`, resolved as
+    /// the full load resolves them: hand them to the follow after it.
+    pub fn writer_settings(&self, plan: &Plan) -> WriterSettings {
+        self.sink_options().writer_settings(plan)
     }
 
     /// The writer's part of the options.

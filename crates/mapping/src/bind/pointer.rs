@@ -94,13 +94,23 @@ impl BoundPointer {
                 value,
                 is_max: self.is_max,
                 attributes: Item::new(),
+                cleared: Vec::new(),
             };
             let mut attributes = Item::new();
             if map_fields(&self.fields, row, &mut attributes).is_err() {
                 continue;
             }
+            // A NULL leaves its attribute out, as the full load maps it:
+            // the pointer item loses the older row's value too.
+            let cleared = self
+                .fields
+                .iter()
+                .filter(|f| f.attr != self.attribute && !attributes.contains_key(&f.attr))
+                .map(|f| f.attr.clone())
+                .collect();
             let update = PointerUpdate {
                 attributes,
+                cleared,
                 ..update
             };
             match best

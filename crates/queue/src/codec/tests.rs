@@ -158,6 +158,8 @@ fn varied_batch() -> WorkBatch {
             value: AttrValue::N("29".into()),
             is_max: true,
             attributes: Default::default(),
+            // A NULL the worker removes with the move travels with the page.
+            cleared: vec!["note".into()],
         },
         item_key: items[29].key.clone(),
     };
