@@ -153,6 +153,10 @@ impl<'a> Reader<'a> {
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
+    /// A count or length, which a well-formed message never sends negative.
+    fn len(&mut self, n: i64, what: &str) -> Result<usize, SourceError> {
+        usize::try_from(n).map_err(|_| malformed(format!("a negative {what} ({n})")))
+    }
     /// A NUL-terminated string.
     fn string(&mut self) -> Result<String, SourceError> {
         let rest = &self.buf[self.at..];
@@ -165,14 +169,16 @@ impl<'a> Reader<'a> {
     }
     fn tuple(&mut self) -> Result<Vec<TupleValue>, SourceError> {
         let n = self.i16()?;
-        let mut values = Vec::with_capacity(n.max(0) as usize);
+        let n = self.len(n.into(), "column count")?;
+        let mut values = Vec::with_capacity(n);
         for _ in 0..n {
             values.push(match self.u8()? {
                 b'n' => TupleValue::Null,
                 b'u' => TupleValue::Unchanged,
                 b't' => {
                     let len = self.i32()?;
-                    let bytes = self.take(len.max(0) as usize)?;
+                    let len = self.len(len.into(), "value length")?;
+                    let bytes = self.take(len)?;
                     TupleValue::Text(
                         String::from_utf8(bytes.to_vec()).map_err(|e| {
                             malformed(format!("a text value that is not UTF-8: {e}"))
@@ -195,9 +201,24 @@ fn malformed(why: impl std::fmt::Display) -> SourceError {
     SourceError::config(format!("malformed pgoutput message: {why}"))
 }
 
-/// Decodes one `pgoutput` message.
+/// Decodes one `pgoutput` message: a message cut short, with a negative
+/// count or length, or with bytes after its last field is an error (never
+/// a value read from what is not there).
 pub fn decode(buf: &[u8]) -> Result<Message, SourceError> {
     let mut r = Reader { buf, at: 0 };
+    let message = message(&mut r)?;
+    if !matches!(message, Message::Other(_)) && r.at != buf.len() {
+        return Err(malformed(format!(
+            "{} bytes after the end of a {}-byte message",
+            buf.len() - r.at,
+            r.at
+        )));
+    }
+    Ok(message)
+}
+
+/// The message `r` holds, its fields read in protocol 1's order.
+fn message(r: &mut Reader<'_>) -> Result<Message, SourceError> {
     let tag = r.u8()?;
     Ok(match tag {
         b'B' => {
@@ -226,8 +247,9 @@ pub fn decode(buf: &[u8]) -> Result<Message, SourceError> {
             let name = r.string()?;
             let replica_identity = r.u8()?;
             let n = r.i16()?;
-            let mut columns = Vec::with_capacity(n.max(0) as usize);
-            let mut types = Vec::with_capacity(n.max(0) as usize);
+            let n = r.len(n.into(), "column count")?;
+            let mut columns = Vec::with_capacity(n);
+            let mut types = Vec::with_capacity(n);
             for _ in 0..n {
                 let _flags = r.u8()?;
                 columns.push(r.string()?);
@@ -244,7 +266,7 @@ pub fn decode(buf: &[u8]) -> Result<Message, SourceError> {
         }
         b'I' => {
             let oid = r.u32()?;
-            expect(&mut r, b'N')?;
+            expect(r, b'N')?;
             Message::Insert {
                 oid,
                 new: r.tuple()?,
@@ -286,8 +308,9 @@ pub fn decode(buf: &[u8]) -> Result<Message, SourceError> {
         }
         b'T' => {
             let n = r.i32()?;
+            let n = r.len(n.into(), "relation count")?;
             let _options = r.u8()?;
-            let oids = (0..n.max(0)).map(|_| r.u32()).collect::<Result<_, _>>()?;
+            let oids = (0..n).map(|_| r.u32()).collect::<Result<_, _>>()?;
             Message::Truncate { oids }
         }
         b'M' => {
@@ -296,7 +319,8 @@ pub fn decode(buf: &[u8]) -> Result<Message, SourceError> {
             let _lsn = r.u64()?;
             let prefix = r.string()?;
             let len = r.i32()?;
-            let content = r.take(len.max(0) as usize)?.to_vec();
+            let len = r.len(len.into(), "content length")?;
+            let content = r.take(len)?.to_vec();
             Message::Logical {
                 transactional,
                 prefix,
