@@ -241,29 +241,7 @@ fn message(r: &mut Reader<'_>) -> Result<Message, SourceError> {
                 timestamp,
             }
         }
-        b'R' => {
-            let oid = r.u32()?;
-            let schema = r.string()?;
-            let name = r.string()?;
-            let replica_identity = r.u8()?;
-            let n = r.i16()?;
-            let n = r.len(n.into(), "column count")?;
-            let mut columns = Vec::with_capacity(n);
-            let mut types = Vec::with_capacity(n);
-            for _ in 0..n {
-                let _flags = r.u8()?;
-                columns.push(r.string()?);
-                types.push((r.u32()?, r.i32()?));
-            }
-            Message::Relation(RelationInfo {
-                oid,
-                schema,
-                name,
-                replica_identity,
-                columns,
-                types,
-            })
-        }
+        b'R' => Message::Relation(relation(r)?),
         b'I' => {
             let oid = r.u32()?;
             expect(r, b'N')?;
@@ -272,26 +250,7 @@ fn message(r: &mut Reader<'_>) -> Result<Message, SourceError> {
                 new: r.tuple()?,
             }
         }
-        b'U' => {
-            let oid = r.u32()?;
-            let mut old = None;
-            let mut kind = r.u8()?;
-            if kind == b'K' || kind == b'O' {
-                old = Some(r.tuple()?);
-                kind = r.u8()?;
-            }
-            if kind != b'N' {
-                return Err(malformed(format!(
-                    "update without its new tuple (found {:?})",
-                    kind as char
-                )));
-            }
-            Message::Update {
-                oid,
-                old,
-                new: r.tuple()?,
-            }
-        }
+        b'U' => update(r)?,
         b'D' => {
             let oid = r.u32()?;
             let kind = r.u8()?;
@@ -313,21 +272,71 @@ fn message(r: &mut Reader<'_>) -> Result<Message, SourceError> {
             let oids = (0..n).map(|_| r.u32()).collect::<Result<_, _>>()?;
             Message::Truncate { oids }
         }
-        b'M' => {
-            // Protocol 1 never streams, so no transaction id comes first.
-            let transactional = r.u8()? & 1 == 1;
-            let _lsn = r.u64()?;
-            let prefix = r.string()?;
-            let len = r.i32()?;
-            let len = r.len(len.into(), "content length")?;
-            let content = r.take(len)?.to_vec();
-            Message::Logical {
-                transactional,
-                prefix,
-                content,
-            }
-        }
+        b'M' => logical(r)?,
         other => Message::Other(other),
+    })
+}
+
+/// A `Relation` message after its tag.
+fn relation(r: &mut Reader<'_>) -> Result<RelationInfo, SourceError> {
+    let oid = r.u32()?;
+    let schema = r.string()?;
+    let name = r.string()?;
+    let replica_identity = r.u8()?;
+    let n = r.i16()?;
+    let n = r.len(n.into(), "column count")?;
+    let mut columns = Vec::with_capacity(n);
+    let mut types = Vec::with_capacity(n);
+    for _ in 0..n {
+        let _flags = r.u8()?;
+        columns.push(r.string()?);
+        types.push((r.u32()?, r.i32()?));
+    }
+    Ok(RelationInfo {
+        oid,
+        schema,
+        name,
+        replica_identity,
+        columns,
+        types,
+    })
+}
+
+/// An `Update` message after its tag: the old tuple only when sent.
+fn update(r: &mut Reader<'_>) -> Result<Message, SourceError> {
+    let oid = r.u32()?;
+    let mut old = None;
+    let mut kind = r.u8()?;
+    if kind == b'K' || kind == b'O' {
+        old = Some(r.tuple()?);
+        kind = r.u8()?;
+    }
+    if kind != b'N' {
+        return Err(malformed(format!(
+            "update without its new tuple (found {:?})",
+            kind as char
+        )));
+    }
+    Ok(Message::Update {
+        oid,
+        old,
+        new: r.tuple()?,
+    })
+}
+
+/// A logical decoding message after its tag.
+fn logical(r: &mut Reader<'_>) -> Result<Message, SourceError> {
+    // Protocol 1 never streams, so no transaction id comes first.
+    let transactional = r.u8()? & 1 == 1;
+    let _lsn = r.u64()?;
+    let prefix = r.string()?;
+    let len = r.i32()?;
+    let len = r.len(len.into(), "content length")?;
+    let content = r.take(len)?.to_vec();
+    Ok(Message::Logical {
+        transactional,
+        prefix,
+        content,
     })
 }
 
