@@ -789,3 +789,60 @@ async fn a_truncate_of_two_followed_tables_names_both() {
     )
     .await;
 }
+
+const EMBEDS: &str = "
+CREATE TABLE {schema}.customers (customer_id int PRIMARY KEY, name text NOT NULL);
+INSERT INTO {schema}.customers SELECT c, 'customer ' || c FROM generate_series(1, 3) c;
+CREATE TABLE {schema}.orders (order_id int PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL);
+ALTER TABLE {schema}.orders REPLICA IDENTITY FULL;
+INSERT INTO {schema}.orders SELECT o, o % 3 + 1, 'new' FROM generate_series(1, 6) o;
+";
+
+const EMBEDS_MAPPING: &str = pg_mapping!(
+    r#"
+[[entity]]
+name = "customer"
+from = "SCHEMA.customers"
+pk = "CUST#{customer_id}"
+sk = "PROFILE"
+
+[[entity.embed]]
+name = "orders"
+from = "SCHEMA.orders"
+parent_key = ["customer_id"]
+order_by = ["order_id"]
+exclude = ["customer_id"]
+"#
+);
+
+/// A table followed only as the embedded rows of another entity's items:
+/// its truncate stops the follower the same way (exit 65, the slot kept
+/// before it), its embedded rows still in the items.
+#[tokio::test]
+async fn a_truncate_of_an_embedded_table_stops_the_follower_before_it() {
+    let sc = Scenario::new("follow_truncate_embed")
+        .postgres(EMBEDS)
+        .start()
+        .await;
+    let mapping = sc.mapping(EMBEDS_MAPPING);
+    let (slot, _guard) = loaded(&sc, &mapping).await;
+    let before = sc.items().await;
+    let start = wal_now(&sc).await;
+    exec(&sc, "TRUNCATE SCHEMA.orders").await;
+    let stopped = follow(&sc, &mapping, &slot, &[]).await;
+    let said = format!("{}\n{}", stopped.stdout, stopped.stderr);
+    assert_eq!(stopped.code, 65, "{said}");
+    assert!(
+        stopped.stderr.contains(&format!(
+            "cannot follow TRUNCATE on table {}.orders at the transaction committed at ",
+            sc.pg().name
+        )),
+        "{said}"
+    );
+    let (kept, _) = slot_state(&sc, &slot).await.expect("the slot is kept");
+    assert!(
+        kept <= start,
+        "the slot ({kept}) is before the truncate ({start})"
+    );
+    assert_eq!(sc.items().await, before);
+}
