@@ -7,7 +7,9 @@
 //! key-moving update of a row with a TOASTed value, then its delete, leaves
 //! no item behind; a followed table that gains a column or widens a type
 //! stops the follower before the first row in the new shape, its slot kept
-//! there, and after a new full load a cutover goes on from it.
+//! there, and after a new full load a cutover goes on from it; a
+//! `TRUNCATE` of followed tables stops the follower before its
+//! transaction, the changes before it applied and the slot kept there.
 
 use std::time::{Duration, Instant};
 
@@ -584,4 +586,263 @@ async fn a_shape_changed_while_no_follower_ran_says_to_start_over() {
         "{said}"
     );
     assert!(slot_state(&sc, &slot).await.is_some(), "the slot is kept");
+}
+
+const TWO_TABLES: &str = pg_mapping!(
+    r#"
+[[entity]]
+name = "item"
+from = "SCHEMA.items"
+pk = "ITEM#{id}"
+sk = "ITEM"
+
+[[entity]]
+name = "noise"
+from = "SCHEMA.noise"
+pk = "NOISE#{id}"
+sk = "NOISE"
+"#
+);
+
+/// An LSN as bytes, as the server counts them.
+async fn lsn_bytes(sc: &Scenario, lsn: &str) -> i64 {
+    sqlx::query_scalar("SELECT pg_wal_lsn_diff($1::text::pg_lsn, '0/0')::int8")
+        .bind(lsn)
+        .fetch_one(&sc.pg().pool)
+        .await
+        .unwrap()
+}
+
+/// The keys the source's rows map to: what the table holds once it equals
+/// the source.
+async fn source_keys(sc: &Scenario) -> Vec<(String, String)> {
+    let sql = "SELECT 'ITEM#' || id, 'ITEM' FROM SCHEMA.items \
+               UNION ALL SELECT 'NOISE#' || id, 'NOISE' FROM SCHEMA.noise ORDER BY 1";
+    sqlx::query_as(sqlx::AssertSqlSafe(sql.replace("SCHEMA", &sc.pg().name)))
+        .fetch_all(&sc.pg().pool)
+        .await
+        .unwrap()
+}
+
+/// Rows changed, then `truncate` (the followed tables `truncated`) in a
+/// transaction that also changes rows before and after it, then one more
+/// change: the follower (`running` meanwhile, or started afterwards, when
+/// one read holds them all) exits 65 naming the tables, `TRUNCATE` and the
+/// transaction's LSN; the changes committed before that transaction are
+/// applied and the slot moved past them, none of the transaction or after
+/// it is, and the slot is kept before it. A second follower stops at the
+/// same place. Starting over as the error says (drop the slot, delete the
+/// table, a new `run --follow`) and cutting over: the table equals the
+/// source, item for item.
+async fn stops_at_a_truncate(prefix: &str, truncate: &str, truncated: &[&str], running: bool) {
+    let sc = Scenario::new(prefix).postgres(ITEMS).start().await;
+    exec(
+        &sc,
+        "INSERT INTO SCHEMA.noise SELECT g, 'pad' FROM generate_series(1, 5) g",
+    )
+    .await;
+    let mapping = sc.mapping(TWO_TABLES);
+    let (slot, _guard) = loaded(&sc, &mapping).await;
+    let follower = running.then(|| {
+        let args = [
+            "follow",
+            &mapping,
+            "--slot",
+            &slot,
+            "--endpoint",
+            &sc.dynamo.url,
+        ];
+        Proc::spawn(sc.path(), &args)
+    });
+    if let Some(f) = &follower {
+        wait_for(f, "following replication slot").await;
+    }
+    let start = wal_now(&sc).await;
+    exec(&sc, "UPDATE SCHEMA.items SET name = 'before' WHERE id = 1").await;
+    exec(&sc, "DELETE FROM SCHEMA.items WHERE id = 2").await;
+    exec(&sc, "INSERT INTO SCHEMA.items VALUES (51, 'new', 'n', 1)").await;
+    let applied = wal_now(&sc).await;
+    exec(
+        &sc,
+        &format!(
+            "BEGIN; UPDATE SCHEMA.items SET name = 'same transaction' WHERE id = 3; {truncate}; \
+             INSERT INTO SCHEMA.items VALUES (60, 'refilled', 'r', 6); \
+             INSERT INTO SCHEMA.noise VALUES (60, 'refilled'); COMMIT"
+        ),
+    )
+    .await;
+    exec(&sc, "INSERT INTO SCHEMA.items VALUES (61, 'later', 'l', 7)").await;
+    let stopped = match follower {
+        Some(f) => f.wait().await,
+        None => follow(&sc, &mapping, &slot, &[]).await,
+    };
+    let said = format!("{}\n{}", stopped.stdout, stopped.stderr);
+    assert_eq!(stopped.code, 65, "{said}");
+    let tables: Vec<String> = truncated
+        .iter()
+        .map(|t| format!("{}.{t}", sc.pg().name))
+        .collect();
+    let head = format!(
+        "cannot follow TRUNCATE on table {} at the transaction committed at ",
+        tables.join(", ")
+    );
+    let at = stopped
+        .stderr
+        .split(&head)
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .unwrap_or_else(|| panic!("no {head:?}: {said}"))
+        .to_string();
+    assert!(
+        stopped.stderr.contains(&format!(
+            "replication slot {slot} is kept before that transaction"
+        )) && stopped.stderr.contains("--drop-slot")
+            && stopped.stderr.contains("run MAPPING --follow"),
+        "{said}"
+    );
+    let at = lsn_bytes(&sc, &at).await;
+    let (kept, _) = slot_state(&sc, &slot).await.expect("the slot is kept");
+    assert!(at > applied, "the truncate's LSN {at} is after {applied}");
+    assert!(kept < at, "the slot ({kept}) is before the truncate ({at})");
+    assert!(kept > start, "the slot moved past the changes before");
+    if !running {
+        assert!(kept <= applied, "the slot ({kept}) is not past {applied}");
+    }
+    let items = sc.items().await;
+    assert_eq!(name_of(&items, 1), Some(&s("before")));
+    assert!(!items.contains_key(&key("ITEM#2", "ITEM")));
+    assert_eq!(name_of(&items, 51), Some(&s("new")));
+    assert_eq!(
+        name_of(&items, 3),
+        Some(&s("Name 3")),
+        "nothing of the truncate's transaction"
+    );
+    assert_eq!(name_of(&items, 60), None);
+    assert_eq!(name_of(&items, 61), None);
+    assert!(items.contains_key(&key("NOISE#1", "NOISE")));
+
+    let again = follow(&sc, &mapping, &slot, &[]).await;
+    assert_eq!(again.code, 65, "{}", again.stderr);
+    assert!(again.stderr.contains(&head), "{}", again.stderr);
+    assert_eq!(slot_state(&sc, &slot).await.map(|s| s.0), Some(kept));
+
+    let dropped = follow(&sc, &mapping, &slot, &["--drop-slot"]).await;
+    assert_eq!(dropped.code, 0, "{}", dropped.stderr);
+    assert_eq!(slot_state(&sc, &slot).await, None);
+    sc.dynamo
+        .client
+        .delete_table()
+        .table_name(&sc.table)
+        .send()
+        .await
+        .unwrap();
+    let (slot, _guard) = loaded(&sc, &mapping).await;
+    exec(
+        &sc,
+        "UPDATE SCHEMA.items SET name = 'after the start over' WHERE id = 61",
+    )
+    .await;
+    let cut = follow(&sc, &mapping, &slot, &["--cutover"]).await;
+    let said = format!("{}\n{}", cut.stdout, cut.stderr);
+    assert_eq!(cut.code, 0, "{said}");
+    assert!(
+        cut.stdout
+            .contains("cut over: the table equals the source, item by item"),
+        "{said}"
+    );
+    let items = sc.items().await;
+    let keys: Vec<(String, String)> = items.keys().cloned().collect();
+    assert_eq!(keys, source_keys(&sc).await);
+    assert_eq!(name_of(&items, 61), Some(&s("after the start over")));
+    assert_eq!(name_of(&items, 60), Some(&s("refilled")));
+}
+
+#[tokio::test]
+async fn a_truncate_stops_the_follower_before_it() {
+    stops_at_a_truncate(
+        "follow_truncate",
+        "TRUNCATE SCHEMA.items",
+        &["items"],
+        false,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_truncate_only_stops_a_running_follower_before_it() {
+    stops_at_a_truncate(
+        "follow_truncate_only",
+        "TRUNCATE ONLY SCHEMA.items",
+        &["items"],
+        true,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_truncate_of_two_followed_tables_names_both() {
+    stops_at_a_truncate(
+        "follow_truncate_two",
+        "TRUNCATE SCHEMA.items, SCHEMA.noise",
+        &["items", "noise"],
+        false,
+    )
+    .await;
+}
+
+const EMBEDS: &str = "
+CREATE TABLE {schema}.customers (customer_id int PRIMARY KEY, name text NOT NULL);
+INSERT INTO {schema}.customers SELECT c, 'customer ' || c FROM generate_series(1, 3) c;
+CREATE TABLE {schema}.orders (order_id int PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL);
+ALTER TABLE {schema}.orders REPLICA IDENTITY FULL;
+INSERT INTO {schema}.orders SELECT o, o % 3 + 1, 'new' FROM generate_series(1, 6) o;
+";
+
+const EMBEDS_MAPPING: &str = pg_mapping!(
+    r#"
+[[entity]]
+name = "customer"
+from = "SCHEMA.customers"
+pk = "CUST#{customer_id}"
+sk = "PROFILE"
+
+[[entity.embed]]
+name = "orders"
+from = "SCHEMA.orders"
+parent_key = ["customer_id"]
+order_by = ["order_id"]
+exclude = ["customer_id"]
+"#
+);
+
+/// A table followed only as the embedded rows of another entity's items:
+/// its truncate stops the follower the same way (exit 65, the slot kept
+/// before it), its embedded rows still in the items.
+#[tokio::test]
+async fn a_truncate_of_an_embedded_table_stops_the_follower_before_it() {
+    let sc = Scenario::new("follow_truncate_embed")
+        .postgres(EMBEDS)
+        .start()
+        .await;
+    let mapping = sc.mapping(EMBEDS_MAPPING);
+    let (slot, _guard) = loaded(&sc, &mapping).await;
+    let before = sc.items().await;
+    let start = wal_now(&sc).await;
+    exec(&sc, "TRUNCATE SCHEMA.orders").await;
+    let stopped = follow(&sc, &mapping, &slot, &[]).await;
+    let said = format!("{}\n{}", stopped.stdout, stopped.stderr);
+    assert_eq!(stopped.code, 65, "{said}");
+    assert!(
+        stopped.stderr.contains(&format!(
+            "cannot follow TRUNCATE on table {}.orders at the transaction committed at ",
+            sc.pg().name
+        )),
+        "{said}"
+    );
+    let (kept, _) = slot_state(&sc, &slot).await.expect("the slot is kept");
+    assert!(
+        kept <= start,
+        "the slot ({kept}) is before the truncate ({start})"
+    );
+    assert_eq!(sc.items().await, before);
 }

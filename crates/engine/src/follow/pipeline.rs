@@ -20,7 +20,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sql2ddb_core::KeyAttr;
-use sql2ddb_source::cdc::{format_lsn, ChangeBatch, ShapeChange};
+use sql2ddb_source::cdc::{format_lsn, ChangeBatch, ShapeChange, Truncation};
 use sql2ddb_source::Source;
 use tokio::sync::{mpsc, Semaphore};
 
@@ -186,8 +186,8 @@ async fn read_ahead(
 }
 
 /// One read of `reader` made ready to write: a batch, nothing new, or a
-/// failure; a batch then a stop when a followed table changed shape within
-/// what was read. Says whether the read came back full.
+/// failure; a batch then a stop when a followed table changed shape or was
+/// truncated within what was read. Says whether the read came back full.
 async fn read_step(side: &ReadSide, reader: &mut Reader) -> (Vec<Step>, bool) {
     let started = Instant::now();
     // Taken before the read: a read that finds nothing went at least as far.
@@ -196,9 +196,11 @@ async fn read_step(side: &ReadSide, reader: &mut Reader) -> (Vec<Step>, bool) {
         Ok(batch) => batch,
         Err(e) => return (vec![Step::Failed(e)], false),
     };
-    let stop = match batch.shape_change.take() {
-        Some(change) => Some(shape_changed(&side.source, change, &side.name).await),
-        None => None,
+    // A read ends at the first of them, so at most one is set.
+    let stop = match (batch.shape_change.take(), batch.truncate.take()) {
+        (Some(change), _) => Some(shape_changed(&side.source, change, &side.name).await),
+        (None, Some(truncation)) => Some(truncated(truncation, &side.name)),
+        (None, None) => None,
     };
     let Some(end) = BatchEnd::of(&batch) else {
         return match stop {
@@ -247,6 +249,26 @@ async fn shape_changed(source: &Source, change: ShapeChange, name: &str) -> Engi
             change.what
         ),
         remedy,
+    )
+}
+
+/// The stop at a `TRUNCATE` of followed tables. The changes before its
+/// transaction are applied and the slot moved past them; a follower can
+/// never go past it (a new full load leaves the items of the removed rows
+/// in the table, and the next follower would meet the truncate again), so
+/// what is left is to start over into an emptied table.
+fn truncated(truncation: Truncation, name: &str) -> EngineError {
+    EngineError::unfollowable(
+        truncation.tables.join(", "),
+        "TRUNCATE",
+        format!(
+            "the transaction committed at {}",
+            format_lsn(truncation.commit_lsn)
+        ),
+        "a TRUNCATE empties a table without naming its rows, so the follower cannot tell which items to delete",
+        format!(
+            "{name} is kept before that transaction (every change committed before it is applied), and the items of the rows it removed are still in the DynamoDB table; no follower can go on past it: drop the slot (`sql2ddb follow MAPPING --slot SLOT --drop-slot`), delete the DynamoDB table's items (or the table), and start over with `sql2ddb run MAPPING --follow`"
+        ),
     )
 }
 

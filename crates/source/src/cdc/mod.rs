@@ -93,6 +93,18 @@ pub struct ChangeBatch {
     /// commit before the transaction of its first change in the new shape,
     /// and nothing after is read.
     pub shape_change: Option<ShapeChange>,
+    /// A followed table was truncated: the batch ends at the last commit
+    /// before the truncate's transaction, and nothing after is read.
+    pub truncate: Option<Truncation>,
+}
+
+/// A `TRUNCATE` of followed tables, which no row change describes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Truncation {
+    /// The followed tables it empties (`schema.table`), in the statement's order.
+    pub tables: Vec<String>,
+    /// The commit position of its transaction.
+    pub commit_lsn: u64,
 }
 
 /// A column as a relation description gives it: its name, type OID and
@@ -243,6 +255,19 @@ impl Relations {
                 Message::Update { oid, old, new } => (oid, ChangeOp::Update, old, Some(new)),
                 Message::Delete { oid, old } => (oid, ChangeOp::Delete, Some(old), None),
                 Message::Truncate { oids } => {
+                    let followed: Vec<String> = oids
+                        .iter()
+                        .filter(|oid| self.shapes.contains_key(oid))
+                        .map(|&oid| Ok(self.change(oid, ChangeOp::Truncate, None, None)?.table))
+                        .collect::<Result<_, crate::SourceError>>()?;
+                    if !followed.is_empty() {
+                        // The transaction in hand is left unread, as for a shape change.
+                        batch.truncate = Some(Truncation {
+                            tables: followed,
+                            commit_lsn,
+                        });
+                        break;
+                    }
                     for oid in oids {
                         pending.push(self.change(oid, ChangeOp::Truncate, None, None)?);
                     }
@@ -387,6 +412,64 @@ mod tests {
             .unwrap();
         assert_eq!(batch.end_lsn, None);
         assert_eq!(batch.shape_change.unwrap().what, "column id's type changed");
+    }
+
+    #[test]
+    fn a_truncate_of_a_followed_table_ends_the_batch_before_its_transaction() {
+        let begin = |final_lsn| Message::Begin {
+            final_lsn,
+            timestamp: 0,
+        };
+        let mut relations = Relations::default();
+        relations.watch_shape(1, vec![("id".into(), 23, -1)]);
+        relations.watch_shape(3, vec![("id".into(), 23, -1)]);
+        // A table not followed (2) is only a change, as before.
+        let other = relations
+            .collect([
+                begin(92),
+                relation(2),
+                Message::Truncate { oids: vec![2] },
+                commit(100),
+            ])
+            .unwrap();
+        assert_eq!(
+            (other.changes[0].op, other.truncate),
+            (ChangeOp::Truncate, None)
+        );
+        let batch = relations
+            .collect([
+                begin(192),
+                relation(1),
+                relation(3),
+                insert(1, "1"),
+                commit(200),
+                begin(292),
+                insert(1, "2"),
+                Message::Truncate {
+                    oids: vec![3, 2, 1],
+                },
+                insert(1, "3"),
+                commit(300),
+                begin(392),
+                insert(1, "4"),
+                commit(400),
+            ])
+            .unwrap();
+        let ends: Vec<u64> = batch.changes.iter().map(|c| c.commit_end).collect();
+        assert_eq!(ends, [200]);
+        assert_eq!((batch.end_lsn, batch.transactions), (Some(200), 1));
+        assert_eq!(
+            batch.truncate,
+            Some(Truncation {
+                tables: vec!["public.t3".into(), "public.t1".into()],
+                commit_lsn: 292,
+            })
+        );
+        let first = relations
+            .collect([begin(292), Message::Truncate { oids: vec![1] }, commit(300)])
+            .unwrap();
+        assert_eq!((first.end_lsn, first.changes.len()), (None, 0));
+        assert_eq!(first.truncate.unwrap().commit_lsn, 292);
     }
 
     #[test]

@@ -153,6 +153,10 @@ impl<'a> Reader<'a> {
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
+    /// A count or length, which a well-formed message never sends negative.
+    fn len(&mut self, n: i64, what: &str) -> Result<usize, SourceError> {
+        usize::try_from(n).map_err(|_| malformed(format!("a negative {what} ({n})")))
+    }
     /// A NUL-terminated string.
     fn string(&mut self) -> Result<String, SourceError> {
         let rest = &self.buf[self.at..];
@@ -165,14 +169,16 @@ impl<'a> Reader<'a> {
     }
     fn tuple(&mut self) -> Result<Vec<TupleValue>, SourceError> {
         let n = self.i16()?;
-        let mut values = Vec::with_capacity(n.max(0) as usize);
+        let n = self.len(n.into(), "column count")?;
+        let mut values = Vec::with_capacity(n);
         for _ in 0..n {
             values.push(match self.u8()? {
                 b'n' => TupleValue::Null,
                 b'u' => TupleValue::Unchanged,
                 b't' => {
                     let len = self.i32()?;
-                    let bytes = self.take(len.max(0) as usize)?;
+                    let len = self.len(len.into(), "value length")?;
+                    let bytes = self.take(len)?;
                     TupleValue::Text(
                         String::from_utf8(bytes.to_vec()).map_err(|e| {
                             malformed(format!("a text value that is not UTF-8: {e}"))
@@ -195,9 +201,24 @@ fn malformed(why: impl std::fmt::Display) -> SourceError {
     SourceError::config(format!("malformed pgoutput message: {why}"))
 }
 
-/// Decodes one `pgoutput` message.
+/// Decodes one `pgoutput` message: a message cut short, with a negative
+/// count or length, or with bytes after its last field is an error (never
+/// a value read from what is not there).
 pub fn decode(buf: &[u8]) -> Result<Message, SourceError> {
     let mut r = Reader { buf, at: 0 };
+    let message = message(&mut r)?;
+    if !matches!(message, Message::Other(_)) && r.at != buf.len() {
+        return Err(malformed(format!(
+            "{} bytes after the end of a {}-byte message",
+            buf.len() - r.at,
+            r.at
+        )));
+    }
+    Ok(message)
+}
+
+/// The message `r` holds, its fields read in protocol 1's order.
+fn message(r: &mut Reader<'_>) -> Result<Message, SourceError> {
     let tag = r.u8()?;
     Ok(match tag {
         b'B' => {
@@ -220,56 +241,16 @@ pub fn decode(buf: &[u8]) -> Result<Message, SourceError> {
                 timestamp,
             }
         }
-        b'R' => {
-            let oid = r.u32()?;
-            let schema = r.string()?;
-            let name = r.string()?;
-            let replica_identity = r.u8()?;
-            let n = r.i16()?;
-            let mut columns = Vec::with_capacity(n.max(0) as usize);
-            let mut types = Vec::with_capacity(n.max(0) as usize);
-            for _ in 0..n {
-                let _flags = r.u8()?;
-                columns.push(r.string()?);
-                types.push((r.u32()?, r.i32()?));
-            }
-            Message::Relation(RelationInfo {
-                oid,
-                schema,
-                name,
-                replica_identity,
-                columns,
-                types,
-            })
-        }
+        b'R' => Message::Relation(relation(r)?),
         b'I' => {
             let oid = r.u32()?;
-            expect(&mut r, b'N')?;
+            expect(r, b'N')?;
             Message::Insert {
                 oid,
                 new: r.tuple()?,
             }
         }
-        b'U' => {
-            let oid = r.u32()?;
-            let mut old = None;
-            let mut kind = r.u8()?;
-            if kind == b'K' || kind == b'O' {
-                old = Some(r.tuple()?);
-                kind = r.u8()?;
-            }
-            if kind != b'N' {
-                return Err(malformed(format!(
-                    "update without its new tuple (found {:?})",
-                    kind as char
-                )));
-            }
-            Message::Update {
-                oid,
-                old,
-                new: r.tuple()?,
-            }
-        }
+        b'U' => update(r)?,
         b'D' => {
             let oid = r.u32()?;
             let kind = r.u8()?;
@@ -286,24 +267,76 @@ pub fn decode(buf: &[u8]) -> Result<Message, SourceError> {
         }
         b'T' => {
             let n = r.i32()?;
+            let n = r.len(n.into(), "relation count")?;
             let _options = r.u8()?;
-            let oids = (0..n.max(0)).map(|_| r.u32()).collect::<Result<_, _>>()?;
+            let oids = (0..n).map(|_| r.u32()).collect::<Result<_, _>>()?;
             Message::Truncate { oids }
         }
-        b'M' => {
-            // Protocol 1 never streams, so no transaction id comes first.
-            let transactional = r.u8()? & 1 == 1;
-            let _lsn = r.u64()?;
-            let prefix = r.string()?;
-            let len = r.i32()?;
-            let content = r.take(len.max(0) as usize)?.to_vec();
-            Message::Logical {
-                transactional,
-                prefix,
-                content,
-            }
-        }
+        b'M' => logical(r)?,
         other => Message::Other(other),
+    })
+}
+
+/// A `Relation` message after its tag.
+fn relation(r: &mut Reader<'_>) -> Result<RelationInfo, SourceError> {
+    let oid = r.u32()?;
+    let schema = r.string()?;
+    let name = r.string()?;
+    let replica_identity = r.u8()?;
+    let n = r.i16()?;
+    let n = r.len(n.into(), "column count")?;
+    let mut columns = Vec::with_capacity(n);
+    let mut types = Vec::with_capacity(n);
+    for _ in 0..n {
+        let _flags = r.u8()?;
+        columns.push(r.string()?);
+        types.push((r.u32()?, r.i32()?));
+    }
+    Ok(RelationInfo {
+        oid,
+        schema,
+        name,
+        replica_identity,
+        columns,
+        types,
+    })
+}
+
+/// An `Update` message after its tag: the old tuple only when sent.
+fn update(r: &mut Reader<'_>) -> Result<Message, SourceError> {
+    let oid = r.u32()?;
+    let mut old = None;
+    let mut kind = r.u8()?;
+    if kind == b'K' || kind == b'O' {
+        old = Some(r.tuple()?);
+        kind = r.u8()?;
+    }
+    if kind != b'N' {
+        return Err(malformed(format!(
+            "update without its new tuple (found {:?})",
+            kind as char
+        )));
+    }
+    Ok(Message::Update {
+        oid,
+        old,
+        new: r.tuple()?,
+    })
+}
+
+/// A logical decoding message after its tag.
+fn logical(r: &mut Reader<'_>) -> Result<Message, SourceError> {
+    // Protocol 1 never streams, so no transaction id comes first.
+    let transactional = r.u8()? & 1 == 1;
+    let _lsn = r.u64()?;
+    let prefix = r.string()?;
+    let len = r.i32()?;
+    let len = r.len(len.into(), "content length")?;
+    let content = r.take(len)?.to_vec();
+    Ok(Message::Logical {
+        transactional,
+        prefix,
+        content,
     })
 }
 
