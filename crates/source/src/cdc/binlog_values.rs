@@ -32,10 +32,10 @@ pub(crate) struct ColumnDecoder {
     char_pad: bool,
     /// `BINARY(n)`: reads pad with zero bytes to n.
     binary_len: Option<usize>,
-    /// Character data in UTF-8 (utf8, utf8mb3, utf8mb4, ascii): other
-    /// character sets are converted by the server, so such a value is read
-    /// again from the source.
-    utf8: bool,
+    /// The character set of character data not in UTF-8 (utf8, utf8mb3,
+    /// utf8mb4, ascii): its values are converted by the server
+    /// ([`ColumnDecoder::foreign_charset`]), as the full load's reads are.
+    foreign: Option<String>,
     /// `ENUM`/`SET` labels, in declaration order.
     labels: Vec<String>,
     /// Fractional digits of a `TIME`/`DATETIME`/`TIMESTAMP(n)`: the server
@@ -87,10 +87,9 @@ impl ColumnDecoder {
             year: base == "year",
             char_pad: base == "char",
             binary_len,
-            utf8: charset.is_none_or(|c| {
-                let c = c.to_ascii_lowercase();
-                c.starts_with("utf8") || c == "ascii"
-            }),
+            foreign: charset
+                .map(str::to_ascii_lowercase)
+                .filter(|c| !(c.starts_with("utf8") || c == "ascii" || c == "binary")),
             labels,
         }
     }
@@ -110,6 +109,37 @@ impl ColumnDecoder {
                 None => TupleValue::Unchanged,
             },
         }
+    }
+
+    /// The character set of a value of this column that only the server
+    /// can turn into text (`latin1`, `cp1251`, `sjis`…), with its bytes;
+    /// `None` when [`ColumnDecoder::decode`] reads it itself.
+    pub(crate) fn foreign_charset<'v>(
+        &self,
+        value: Option<&'v BinlogValue<'_>>,
+    ) -> Option<(&str, &'v [u8])> {
+        let charset = self.foreign.as_deref()?;
+        match (self.kind, value) {
+            (Kind::Text | Kind::Json, Some(BinlogValue::Value(Value::Bytes(b))))
+                if self.labels.is_empty() =>
+            {
+                Some((charset, b.as_slice()))
+            }
+            _ => None,
+        }
+    }
+
+    /// A character value as the server converted it to UTF-8, read as the
+    /// full load reads it (`CHAR(n)` without its padding).
+    pub(crate) fn text_value(&self, text: String) -> TupleValue {
+        TupleValue::Value(self.text(text))
+    }
+
+    fn text(&self, mut s: String) -> SqlValue {
+        if self.char_pad {
+            s.truncate(s.trim_end_matches(' ').len());
+        }
+        parse_text(self.kind, s)
     }
 
     fn value(&self, v: &Value) -> Option<SqlValue> {
@@ -145,14 +175,10 @@ impl ColumnDecoder {
                 chosen.join(",")
             }
             (Kind::Text | Kind::Json, Value::Bytes(b)) => {
-                if !self.utf8 {
+                if self.foreign.is_some() {
                     return None;
                 }
-                let mut s = String::from_utf8(b.clone()).ok()?;
-                if self.char_pad {
-                    s.truncate(s.trim_end_matches(' ').len());
-                }
-                s
+                return Some(self.text(String::from_utf8(b.clone()).ok()?));
             }
             (Kind::Bit, Value::Bytes(b)) => {
                 if b.len() > 8 {

@@ -1,0 +1,328 @@
+//! The MariaDB binary log at its edges: what a follower cannot carry
+//! (a change written as a statement, a partial row image, a `TRUNCATE` in
+//! any spelling, a table altered while the follower was stopped) stops it
+//! with exit 65 before that change, naming the table, the change and the
+//! position, its checkpoint kept before the change's transaction (a second
+//! `follow` stops at the same place, and never skips it); a new full load
+//! then carries the table and follows on, losing nothing. Changes of other
+//! tables written as statements, and their DDL, do not stop it. Keys in
+//! other character sets than UTF-8 are decoded exactly, so a key-moving
+//! update deletes the old item.
+
+use sql2ddb_core::AttrValue;
+
+use crate::common::*;
+
+/// EX_DATAERR: the follower met a change it cannot carry.
+const EX_DATAERR: i32 = 65;
+
+const MAPPING: &str = pg_mapping!(
+    url = "SOURCE_URL",
+    "",
+    r#"
+[[entity]]
+name = "item"
+from = "items"
+pk = "ITEM#{id}"
+sk = "ITEM"
+"#
+);
+
+const ITEMS: &str = "
+CREATE TABLE items (id int PRIMARY KEY, name varchar(40) NOT NULL, qty int NOT NULL);
+INSERT INTO items SELECT seq, CONCAT('name ', seq), seq FROM seq_1_to_5;
+CREATE TABLE other (id int PRIMARY KEY, v int NOT NULL);
+";
+
+/// A followed MariaDB database and the run that follows it.
+struct Followed {
+    sc: Scenario,
+    mapping: String,
+}
+
+impl Followed {
+    /// The database made by `fixture`, loaded by `run --follow` (until idle).
+    async fn start(prefix: &str, fixture: &str, mapping: &str) -> Followed {
+        let sc = Scenario::new(prefix).mariadb(fixture).start().await;
+        let mapping = sc.mapping(&mapping.replace("SOURCE_URL", &sc.my().url));
+        let f = Followed { sc, mapping };
+        f.load().await;
+        f
+    }
+
+    /// A full load with `--follow` until idle; its run id.
+    async fn load(&self) -> String {
+        let before = self.runs();
+        let run = self
+            .sc
+            .run(
+                &self.mapping,
+                &["--follow", "--follow-until-idle", "1", "--quiet"],
+            )
+            .await;
+        assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
+        let mut new: Vec<String> = self
+            .runs()
+            .into_iter()
+            .filter(|r| !before.contains(r))
+            .collect();
+        assert_eq!(new.len(), 1, "one new run: {new:?}");
+        new.remove(0)
+    }
+
+    /// The runs in the runs directory.
+    fn runs(&self) -> Vec<String> {
+        std::fs::read_dir(self.sc.path().join("sql2ddb-runs"))
+            .map(|d| {
+                d.map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The only run so far.
+    fn run_id(&self) -> String {
+        let runs = self.runs();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        runs[0].clone()
+    }
+
+    /// `follow --run RUN` until idle.
+    async fn follow(&self, run: &str) -> Run {
+        let endpoint = self.sc.dynamo.url.clone();
+        let args = [
+            "follow",
+            &self.mapping,
+            "--run",
+            run,
+            "--endpoint",
+            &endpoint,
+            "--follow-until-idle",
+            "1",
+        ];
+        self.sc.sql2ddb(&args).await
+    }
+
+    /// The run's binary log checkpoint.
+    fn checkpoint(&self, run: &str) -> String {
+        let path = self
+            .sc
+            .path()
+            .join("sql2ddb-runs")
+            .join(run)
+            .join("binlog-position");
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    }
+
+    /// Runs `sql` (statements separated by `;`) on one connection, so a
+    /// `SET SESSION` holds for the statements after it.
+    async fn exec(&self, sql: &str) {
+        let mut conn = self.sc.my().pool.acquire().await.unwrap();
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
+            .execute(&mut *conn)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    /// Item `ITEM#id`'s attribute `attr`, if the item is there.
+    async fn attr(&self, id: &str, attr: &str) -> Option<AttrValue> {
+        let items = self.sc.items().await;
+        let item = items.get(&key(&format!("ITEM#{id}"), "ITEM"))?;
+        Some(item.get(attr).cloned().unwrap_or(AttrValue::Null(true)))
+    }
+
+    /// A follow that must stop before a change it cannot carry: exit 65,
+    /// the error naming `table`, `event` and a `file:pos` position, the
+    /// checkpoint unmoved by a second try that stops at the same place.
+    async fn stops_before(&self, run: &str, table: &str, event: &str) -> String {
+        let stopped = self.follow(run).await;
+        assert_eq!(
+            stopped.code, EX_DATAERR,
+            "{}\n{}",
+            stopped.stdout, stopped.stderr
+        );
+        let error = stopped
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("error: cannot follow"))
+            .unwrap_or_else(|| panic!("no error line:\n{}", stopped.stderr))
+            .to_string();
+        let table = format!("on table {}.{table} at ", self.sc.my().name);
+        assert!(error.contains(event) && error.contains(&table), "{error}");
+        let at = error.split(" at ").nth(1).unwrap();
+        let (file, pos) = at.split(':').take(2).collect::<Vec<_>>()[..] else {
+            panic!("no file:pos in {error}");
+        };
+        let pos: u64 = pos
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(at.contains("(GTID "), "MariaDB names the GTID: {error}");
+        let checkpoint = self.checkpoint(run);
+        let (kept_file, kept_pos) = checkpoint.lines().next().unwrap().rsplit_once(':').unwrap();
+        assert!(
+            kept_file == file && kept_pos.parse::<u64>().unwrap() <= pos,
+            "the checkpoint {checkpoint} is before {at}"
+        );
+        let again = self.follow(run).await;
+        assert_eq!(again.code, EX_DATAERR, "{}", again.stderr);
+        assert!(
+            again.stderr.contains(&error),
+            "the same stop:\n{}",
+            again.stderr
+        );
+        assert_eq!(self.checkpoint(run), checkpoint, "the checkpoint stays");
+        error
+    }
+}
+
+fn text(v: &str) -> Option<AttrValue> {
+    Some(s(v))
+}
+
+fn number(v: i64) -> Option<AttrValue> {
+    Some(n(v))
+}
+
+/// A change of a followed table written as a statement stops the follower
+/// before its transaction; statements on other tables (changes, DDL) do
+/// not. After the fix, a new full load carries it and follows on.
+#[tokio::test]
+async fn a_statement_format_change_stops_the_follower_before_it() {
+    let f = Followed::start("binlog_stmt", ITEMS, MAPPING).await;
+    let run = f.run_id();
+    f.exec("UPDATE items SET qty = 10 WHERE id = 1").await;
+    f.exec(
+        "SET SESSION binlog_format = 'STATEMENT'; INSERT INTO other VALUES (1, 1); \
+         UPDATE other SET v = 2; ALTER TABLE other ADD COLUMN w int",
+    )
+    .await;
+    f.exec("UPDATE items SET qty = 11 WHERE id = 5").await;
+    f.exec("SET SESSION binlog_format = 'STATEMENT'; UPDATE items SET name = 'by statement' WHERE id = 2")
+        .await;
+    f.exec("UPDATE items SET qty = 30 WHERE id = 3").await;
+    f.stops_before(&run, "items", "a statement-format UPDATE")
+        .await;
+    // Everything before it is applied, nothing from it on.
+    assert_eq!(f.attr("1", "qty").await, number(10));
+    assert_eq!(f.attr("5", "qty").await, number(11));
+    assert_eq!(f.attr("2", "name").await, text("name 2"));
+    assert_eq!(f.attr("3", "qty").await, number(3));
+
+    let reloaded = f.load().await;
+    assert_eq!(f.attr("2", "name").await, text("by statement"));
+    assert_eq!(f.attr("3", "qty").await, number(30));
+    f.exec("DELETE FROM items WHERE id = 4").await;
+    let on = f.follow(&reloaded).await;
+    assert_eq!(on.code, 0, "{}", on.stderr);
+    assert_eq!(f.attr("4", "qty").await, None);
+}
+
+/// A row event without every column (`binlog_row_image = MINIMAL`) stops
+/// the follower before it, saying what to set.
+#[tokio::test]
+async fn a_partial_row_image_stops_the_follower_before_it() {
+    let f = Followed::start("binlog_minimal", ITEMS, MAPPING).await;
+    let run = f.run_id();
+    f.exec("UPDATE items SET qty = 10 WHERE id = 1").await;
+    f.exec("SET SESSION binlog_row_image = 'MINIMAL'; UPDATE items SET qty = 20 WHERE id = 2")
+        .await;
+    let error = f
+        .stops_before(
+            &run,
+            "items",
+            "an UPDATE row event with a partial row image",
+        )
+        .await;
+    assert!(error.contains("binlog_row_image = 'FULL'"), "{error}");
+    assert_eq!(f.attr("1", "qty").await, number(10));
+    assert_eq!(f.attr("2", "qty").await, number(2));
+    f.load().await;
+    assert_eq!(f.attr("2", "qty").await, number(20));
+}
+
+/// `TRUNCATE` spelt with a comment, a schema and backticks stops the
+/// follower before it; the items are not left behind silently.
+#[tokio::test]
+async fn a_truncate_in_any_spelling_stops_the_follower_before_it() {
+    let f = Followed::start("binlog_truncate", ITEMS, MAPPING).await;
+    let run = f.run_id();
+    f.exec("DELETE FROM items WHERE id = 5").await;
+    let db = f.sc.my().name.clone();
+    f.exec(&format!("/* c */ truncate `{db}`.`items`")).await;
+    f.exec("INSERT INTO items VALUES (9, 'after', 9)").await;
+    f.stops_before(&run, "items", "TRUNCATE").await;
+    assert_eq!(f.attr("5", "qty").await, None);
+    assert_eq!(f.attr("1", "qty").await, number(1));
+    assert_eq!(f.attr("9", "qty").await, None);
+}
+
+const ALTERED: &str = "
+CREATE TABLE items (id int PRIMARY KEY, a int NOT NULL, b int NOT NULL, c int NOT NULL);
+INSERT INTO items SELECT seq, seq, seq, seq FROM seq_1_to_3;
+";
+
+/// A table altered while the follower was stopped (a column dropped,
+/// another of the same type added): the events written before are decoded
+/// with the columns they were written with, and the follower stops before
+/// the `ALTER`; no value lands in another column's attribute.
+#[tokio::test]
+async fn a_table_altered_while_the_follower_was_stopped_is_never_read_with_its_new_columns() {
+    let f = Followed::start("binlog_alter", ALTERED, MAPPING).await;
+    let run = f.run_id();
+    f.exec("UPDATE items SET b = 20, c = 30 WHERE id = 1").await;
+    f.exec("ALTER TABLE items DROP COLUMN b, ADD COLUMN d int NOT NULL DEFAULT 0")
+        .await;
+    f.exec("UPDATE items SET d = 40, c = 41 WHERE id = 2").await;
+    f.stops_before(&run, "items", "ALTER TABLE").await;
+    let items = f.sc.items().await;
+    for (k, item) in &items {
+        assert!(!item.contains_key("d"), "{k:?} has no d yet: {item:?}");
+    }
+    assert_eq!(f.attr("1", "c").await, number(30));
+    assert_eq!(f.attr("2", "c").await, number(2));
+    f.load().await;
+    assert_eq!(f.attr("2", "d").await, number(40));
+}
+
+const LATIN1: &str = "
+CREATE TABLE people (code varchar(20) CHARACTER SET latin1 NOT NULL PRIMARY KEY,
+  name varchar(40) CHARACTER SET latin1 NOT NULL, n int NOT NULL);
+INSERT INTO people VALUES ('café', 'Zoë', 1), ('naïve', 'x', 2), ('plain', 'p', 3);
+";
+
+const PEOPLE: &str = pg_mapping!(
+    url = "SOURCE_URL",
+    "",
+    r#"
+[[entity]]
+name = "person"
+from = "people"
+pk = "P#{code}"
+sk = "P"
+"#
+);
+
+/// A key-moving update of a latin1 key, then a delete: the old items go,
+/// found by the keys of the events' before images, every character read
+/// as the full load reads it.
+#[tokio::test]
+async fn latin1_keys_move_and_delete_by_their_old_values() {
+    let f = Followed::start("binlog_latin1", LATIN1, PEOPLE).await;
+    let run = f.run_id();
+    f.exec("UPDATE people SET code = 'crème €', name = 'Zoë ß' WHERE code = 'café'")
+        .await;
+    f.exec("DELETE FROM people WHERE code = 'naïve'").await;
+    let on = f.follow(&run).await;
+    assert_eq!(on.code, 0, "{}", on.stderr);
+    let items = f.sc.items().await;
+    let keys: Vec<(String, String)> = items.keys().cloned().collect();
+    assert_eq!(
+        keys,
+        [key("P#crème €", "P"), key("P#plain", "P")],
+        "{items:?}"
+    );
+    assert_eq!(items[&key("P#crème €", "P")].get("name"), Some(&s("Zoë ß")));
+}
