@@ -114,14 +114,17 @@ impl Followed {
         std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
     }
 
-    /// Runs `sql` (statements separated by `;`) on one connection, so a
-    /// `SET SESSION` holds for the statements after it.
+    /// Runs `sql` (statements separated by `;`) on a connection of its
+    /// own, closed after: a `SET SESSION` holds for the statements after
+    /// it, and for no later ones.
     async fn exec(&self, sql: &str) {
-        let mut conn = self.sc.my().pool.acquire().await.unwrap();
+        use sqlx::Connection;
+        let mut conn = self.sc.my().pool.acquire().await.unwrap().detach();
         sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_string()))
-            .execute(&mut *conn)
+            .execute(&mut conn)
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        conn.close().await.unwrap();
     }
 
     /// Item `ITEM#id`'s attribute `attr`, if the item is there.
@@ -266,8 +269,9 @@ INSERT INTO items SELECT seq, seq, seq, seq FROM seq_1_to_3;
 
 /// A table altered while the follower was stopped (a column dropped,
 /// another of the same type added): the events written before are decoded
-/// with the columns they were written with, and the follower stops before
-/// the `ALTER`; no value lands in another column's attribute.
+/// with the columns they were written with (kept from the first follow),
+/// and the follower stops before the `ALTER`; no value lands in another
+/// column's attribute.
 #[tokio::test]
 async fn a_table_altered_while_the_follower_was_stopped_is_never_read_with_its_new_columns() {
     let f = Followed::start("binlog_alter", ALTERED, MAPPING).await;
@@ -277,11 +281,11 @@ async fn a_table_altered_while_the_follower_was_stopped_is_never_read_with_its_n
         .await;
     f.exec("UPDATE items SET d = 40, c = 41 WHERE id = 2").await;
     f.stops_before(&run, "items", "ALTER TABLE").await;
-    let items = f.sc.items().await;
-    for (k, item) in &items {
-        assert!(!item.contains_key("d"), "{k:?} has no d yet: {item:?}");
-    }
+    // Read with the new columns, b's 20 would be c's and c's 30 d's. A
+    // row whose columns the mapping no longer finds all of in the event is
+    // read again from the source, as it is now (d = 0).
     assert_eq!(f.attr("1", "c").await, number(30));
+    assert_ne!(f.attr("1", "d").await, number(30));
     assert_eq!(f.attr("2", "c").await, number(2));
     f.load().await;
     assert_eq!(f.attr("2", "d").await, number(40));

@@ -500,4 +500,42 @@ mod tests {
         assert!(may_name(&n("db.t.id"), "x", "db", "t"));
         assert!(!may_name(&n("x.t"), "x", "db", "t"));
     }
+
+    mod properties {
+        use super::*;
+        use proptest::prelude::*;
+
+        proptest! {
+            /// Any text reads without a panic.
+            #[test]
+            fn any_statement_classifies_without_a_panic(sql in "\\PC{0,80}") {
+                let _ = classify(&sql);
+            }
+
+            /// A TRUNCATE is recognised whatever comments, spaces and case
+            /// surround it.
+            #[test]
+            fn truncate_is_recognised_in_any_spelling(
+                comment in "[a-z ]{0,10}",
+                upper in any::<bool>(),
+                table_kw in any::<bool>(),
+                quoted in any::<bool>(),
+                schema in proptest::option::of("s[a-z0-9_]{0,8}"),
+                name in "n[a-z0-9_ ]{0,8}",
+            ) {
+                let kw = if upper { "TRUNCATE" } else { "truncate" };
+                let tbl = if table_kw { " Table" } else { "" };
+                let q = |n: &str| if quoted || n.contains(' ') { format!("`{n}`") } else { n.to_string() };
+                let target = match &schema {
+                    Some(s) => format!("{}.{}", q(s), q(&name)),
+                    None => q(&name),
+                };
+                let sql = format!("/* {comment} */ {kw}{tbl}\n {target};");
+                let s = classify(&sql);
+                let mut want = schema.clone().into_iter().collect::<Vec<_>>();
+                want.push(name.clone());
+                prop_assert_eq!(s, Statement::Truncate { names: vec![want] }, "{}", sql);
+            }
+        }
+    }
 }
