@@ -38,6 +38,17 @@ CREATE TABLE other (id int PRIMARY KEY, v int NOT NULL);
 struct Followed {
     sc: Scenario,
     mapping: String,
+    /// The replica server id its followers read as: one of its own, as
+    /// the server takes one reader per id.
+    server_id: String,
+}
+
+/// A replica server id unique to this test process and test.
+fn server_id() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    (3_000_000 + (std::process::id() % 100_000) * 16 + n % 16).to_string()
 }
 
 impl Followed {
@@ -45,7 +56,11 @@ impl Followed {
     async fn start(prefix: &str, fixture: &str, mapping: &str) -> Followed {
         let sc = Scenario::new(prefix).mariadb(fixture).start().await;
         let mapping = sc.mapping(&mapping.replace("SOURCE_URL", &sc.my().url));
-        let f = Followed { sc, mapping };
+        let f = Followed {
+            sc,
+            mapping,
+            server_id: server_id(),
+        };
         f.load().await;
         f
     }
@@ -57,7 +72,14 @@ impl Followed {
             .sc
             .run(
                 &self.mapping,
-                &["--follow", "--follow-until-idle", "1", "--quiet"],
+                &[
+                    "--follow",
+                    "--follow-until-idle",
+                    "1",
+                    "--server-id",
+                    &self.server_id,
+                    "--quiet",
+                ],
             )
             .await;
         assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
@@ -99,6 +121,8 @@ impl Followed {
             &endpoint,
             "--follow-until-idle",
             "1",
+            "--server-id",
+            &self.server_id,
         ];
         self.sc.sql2ddb(&args).await
     }
@@ -127,11 +151,13 @@ impl Followed {
         conn.close().await.unwrap();
     }
 
-    /// Item `ITEM#id`'s attribute `attr`, if the item is there.
+    /// Item `ITEM#id`'s attribute `attr`, if the item has it.
     async fn attr(&self, id: &str, attr: &str) -> Option<AttrValue> {
         let items = self.sc.items().await;
-        let item = items.get(&key(&format!("ITEM#{id}"), "ITEM"))?;
-        Some(item.get(attr).cloned().unwrap_or(AttrValue::Null(true)))
+        items
+            .get(&key(&format!("ITEM#{id}"), "ITEM"))?
+            .get(attr)
+            .cloned()
     }
 
     /// A follow that must stop before a change it cannot carry: exit 65,
@@ -153,9 +179,9 @@ impl Followed {
         let table = format!("on table {}.{table} at ", self.sc.my().name);
         assert!(error.contains(event) && error.contains(&table), "{error}");
         let at = error.split(" at ").nth(1).unwrap();
-        let (file, pos) = at.split(':').take(2).collect::<Vec<_>>()[..] else {
-            panic!("no file:pos in {error}");
-        };
+        let (file, pos) = at
+            .split_once(':')
+            .unwrap_or_else(|| panic!("no file:pos in {error}"));
         let pos: u64 = pos
             .split(|c: char| !c.is_ascii_digit())
             .next()
@@ -268,10 +294,10 @@ INSERT INTO items SELECT seq, seq, seq, seq FROM seq_1_to_3;
 ";
 
 /// A table altered while the follower was stopped (a column dropped,
-/// another of the same type added): the events written before are decoded
-/// with the columns they were written with (kept from the first follow),
-/// and the follower stops before the `ALTER`; no value lands in another
-/// column's attribute.
+/// another of the same type added): its events written before the change
+/// are never decoded with its new columns; the follower stops before the
+/// first of them (the mapping reads the table as it is now), so no value
+/// lands in another column's attribute.
 #[tokio::test]
 async fn a_table_altered_while_the_follower_was_stopped_is_never_read_with_its_new_columns() {
     let f = Followed::start("binlog_alter", ALTERED, MAPPING).await;
@@ -280,15 +306,47 @@ async fn a_table_altered_while_the_follower_was_stopped_is_never_read_with_its_n
     f.exec("ALTER TABLE items DROP COLUMN b, ADD COLUMN d int NOT NULL DEFAULT 0")
         .await;
     f.exec("UPDATE items SET d = 40, c = 41 WHERE id = 2").await;
-    f.stops_before(&run, "items", "ALTER TABLE").await;
-    // Read with the new columns, b's 20 would be c's and c's 30 d's. A
-    // row whose columns the mapping no longer finds all of in the event is
-    // read again from the source, as it is now (d = 0).
-    assert_eq!(f.attr("1", "c").await, number(30));
-    assert_ne!(f.attr("1", "d").await, number(30));
-    assert_eq!(f.attr("2", "c").await, number(2));
+    let error = f.stops_before(&run, "items", "an UPDATE row event").await;
+    assert!(
+        error.contains("a, b, c then") && error.contains("a, c, d now"),
+        "{error}"
+    );
+    // Read with the new columns, b's 20 would be c's and c's 30 d's.
+    assert_eq!(f.attr("1", "c").await, number(1));
+    assert_eq!(f.attr("1", "d").await, None);
     f.load().await;
+    assert_eq!(f.attr("1", "c").await, number(30));
+    assert_eq!(f.attr("1", "d").await, number(0));
     assert_eq!(f.attr("2", "d").await, number(40));
+}
+
+/// A table altered while followed: the follower stops before the `ALTER`,
+/// every change before it applied.
+#[tokio::test]
+async fn an_alter_of_a_followed_table_stops_the_follower_before_it() {
+    let f = Followed::start("binlog_alter_live", ALTERED, MAPPING).await;
+    let run = f.run_id();
+    let endpoint = f.sc.dynamo.url.clone();
+    let args = [
+        "follow",
+        &f.mapping,
+        "--run",
+        &run,
+        "--endpoint",
+        &endpoint,
+        "--server-id",
+        &f.server_id,
+    ];
+    let follower = Proc::spawn(f.sc.path(), &args);
+    crate::follow_scenario::wait_for(&follower, "following ").await;
+    f.exec("UPDATE items SET b = 20 WHERE id = 1").await;
+    f.exec("ALTER TABLE items ADD COLUMN d int NOT NULL DEFAULT 0")
+        .await;
+    let stopped = follower.wait().await;
+    assert_eq!(stopped.code, EX_DATAERR, "{}", stopped.stderr);
+    let error = f.stops_before(&run, "items", "ALTER TABLE").await;
+    assert!(stopped.stderr.contains(&error), "{}", stopped.stderr);
+    assert_eq!(f.attr("1", "b").await, number(20));
 }
 
 const LATIN1: &str = "

@@ -113,6 +113,8 @@ pub struct BinlogReader {
     /// A change the follower cannot carry, met after the transactions of
     /// the batch returned last: the next read returns it.
     stopped: Option<SourceError>,
+    /// Followed tables whose columns now (listed) are not those bound.
+    altered: HashMap<(String, String), String>,
 }
 
 /// A source URL as `mysql_async` takes it: the scheme `mysql`, no sqlx
@@ -229,6 +231,7 @@ impl BinlogReader {
             gtid_now: None,
             event_start: 0,
             stopped: None,
+            altered: HashMap::new(),
         })
     }
 
@@ -264,9 +267,17 @@ impl BinlogReader {
         let mut saved = saved.map(parse_bound).transpose()?.unwrap_or_default();
         let keys: Vec<(String, String)> = self.tables.keys().cloned().collect();
         for (s, t) in keys {
+            let now = source.table_columns(&s, &t).await?;
             let columns = match saved.remove(&format!("{s}.{t}")) {
-                Some(c) => TableColumns::new(c),
-                None => source.table_columns(&s, &t).await?,
+                Some(bound) if bound != now.columns => {
+                    // Altered since: its earlier events cannot be mapped as
+                    // the table is read now.
+                    self.altered
+                        .insert((s.clone(), t.clone()), now.names.join(", "));
+                    TableColumns::new(bound)
+                }
+                Some(bound) => TableColumns::new(bound),
+                None => now,
             };
             self.tables.insert((s, t), Some(columns));
         }
@@ -655,6 +666,17 @@ impl BinlogReader {
                 &qualified,
                 format!("{kind} row event"),
                 format!("its columns are not those the follower decodes the table's events with: {diff} (the table was altered after the follow began)"),
+                REMEDY_DDL,
+            ));
+        }
+        if let Some(now) = self.altered.get(&key) {
+            return Err(self.unfollowable(
+                &qualified,
+                format!("{kind} row event"),
+                format!(
+                    "the table's columns changed after the follow began ({} then, {now} now): the events written before the change cannot be mapped as the table is read now",
+                    columns.names.join(", ")
+                ),
                 REMEDY_DDL,
             ));
         }

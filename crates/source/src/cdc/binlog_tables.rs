@@ -123,7 +123,9 @@ fn logged_family(t: u8) -> Option<&'static str> {
     })
 }
 
-/// The family of a `COLUMN_TYPE`, as the binary log writes it.
+/// The family of a `COLUMN_TYPE`, as the binary log writes it; `None` for
+/// a type whose logged form is not known here (MariaDB's `UUID`, `INET6`…),
+/// which any logged type fits.
 fn bound_family(sql_type: &str) -> Option<&'static str> {
     let t = sql_type.trim().to_ascii_lowercase();
     let base = t
@@ -145,8 +147,7 @@ fn bound_family(sql_type: &str) -> Option<&'static str> {
         "datetime" => "datetime",
         "year" => "year",
         "bit" => "bit",
-        "char" | "varchar" | "binary" | "varbinary" | "enum" | "set" | "uuid" | "inet4"
-        | "inet6" => "string",
+        "char" | "varchar" | "binary" | "varbinary" | "enum" | "set" => "string",
         "tinytext" | "text" | "mediumtext" | "longtext" | "tinyblob" | "blob" | "mediumblob"
         | "longblob" | "long" => "blob",
         "json" => "json",
