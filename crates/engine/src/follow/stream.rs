@@ -91,19 +91,22 @@ impl Reader {
 /// error for it; other errors as they are.
 fn stopped(e: sql2ddb_source::SourceError) -> EngineError {
     match e {
-        sql2ddb_source::SourceError::Unfollowable {
-            table,
-            event,
-            position,
-            reason,
-            remedy,
-        } => EngineError::Unfollowable {
-            table,
-            event,
-            position,
-            reason,
-            remedy,
-        },
+        sql2ddb_source::SourceError::Unfollowable(change) => {
+            let sql2ddb_source::UnfollowableChange {
+                table,
+                event,
+                position,
+                reason,
+                remedy,
+            } = *change;
+            EngineError::Unfollowable {
+                table,
+                event,
+                position,
+                reason,
+                remedy,
+            }
+        }
         e => e.into(),
     }
 }

@@ -31,7 +31,7 @@ use super::binlog_tables::{bound_text, parse_bound, BoundColumn, TableColumns};
 use super::gtid::{gtid_event, mysql_source, Gtids, MariaGtids, MysqlGtids, MARIADB_GTID_EVENT};
 use super::position::BinlogPosition;
 use super::{ChangeBatch, ChangeOp, RowChange, TupleValue};
-use crate::{Source, SourceError};
+use crate::{Source, SourceError, UnfollowableChange};
 
 /// The server id the reader registers with unless told otherwise: a
 /// replica's id must differ from the source's and from every other
@@ -319,7 +319,7 @@ impl BinlogReader {
             self.event_start = end.saturating_sub(u64::from(header.event_size()));
             let committed = match self.event(source, &event).await {
                 Ok(c) => c,
-                Err(e @ SourceError::Unfollowable { .. }) => return self.stop(batch, e),
+                Err(e @ SourceError::Unfollowable(_)) => return self.stop(batch, e),
                 Err(e) => return Err(e),
             };
             if end > 0 && header.event_type_raw() != ROTATE {
@@ -542,13 +542,13 @@ impl BinlogReader {
         reason: String,
         remedy: &str,
     ) -> SourceError {
-        SourceError::Unfollowable {
+        SourceError::Unfollowable(Box::new(UnfollowableChange {
             table: table.to_string(),
             event,
             position: self.at_event(),
             reason,
             remedy: remedy.to_string(),
-        }
+        }))
     }
 
     /// A statement in the log, run in `schema`: a change of rows written as

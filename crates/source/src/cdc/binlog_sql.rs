@@ -186,11 +186,8 @@ fn skip(tokens: &[Token], mut i: usize, words: &[&str]) -> usize {
 /// The dotted name that starts at `i` (`t`, `db.t`, `` `my t` ``).
 fn name_at(tokens: &[Token], mut i: usize) -> Option<Vec<String>> {
     let mut parts = Vec::new();
-    loop {
-        match tokens.get(i) {
-            Some(Token::Word { text, .. }) => parts.push(text.clone()),
-            _ => break,
-        }
+    while let Some(Token::Word { text, .. }) = tokens.get(i) {
+        parts.push(text.clone());
         if tokens.get(i + 1) != Some(&Token::Dot) {
             break;
         }
