@@ -215,9 +215,10 @@ fn number(v: i64) -> Option<AttrValue> {
     Some(n(v))
 }
 
-/// A change of a followed table written as a statement stops the follower
-/// before its transaction; statements on other tables (changes, DDL) do
-/// not. After the fix, a new full load carries it and follows on.
+/// A change of a followed table written as a statement (STATEMENT, then
+/// MIXED) stops the follower before its transaction; statements on other
+/// tables (changes, DDL) do not. After the fix, a new full load carries it
+/// and follows on.
 #[tokio::test]
 async fn a_statement_format_change_stops_the_follower_before_it() {
     let f = Followed::start("binlog_stmt", ITEMS, MAPPING).await;
@@ -247,6 +248,12 @@ async fn a_statement_format_change_stops_the_follower_before_it() {
     let on = f.follow(&reloaded).await;
     assert_eq!(on.code, 0, "{}", on.stderr);
     assert_eq!(f.attr("4", "qty").await, None);
+    // MIXED logs a deterministic change as a statement too.
+    f.exec("SET SESSION binlog_format = 'MIXED'; INSERT INTO items VALUES (7, 'mixed', 7)")
+        .await;
+    f.stops_before(&reloaded, "items", "a statement-format INSERT")
+        .await;
+    assert_eq!(f.attr("7", "qty").await, None);
 }
 
 /// A row event without every column (`binlog_row_image = MINIMAL`) stops
