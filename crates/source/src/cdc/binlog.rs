@@ -10,6 +10,13 @@
 //! checkpoint once their writes are acknowledged (the server keeps no
 //! position for us, unlike a PostgreSQL slot).
 //!
+//! What a follower cannot carry stops the reader before the transaction
+//! that holds it ([`SourceError::Unfollowable`]): a change of a followed
+//! table logged as a statement, a row image without every column, a
+//! `TRUNCATE` or DDL of a followed table ([`super::binlog_sql`] reads the
+//! statements), a row event whose columns are not those bound
+//! ([`super::binlog_tables`]).
+//!
 //! Where the server logs GTIDs the position also carries the GTID position
 //! after that transaction ([`Gtids`]). MariaDB: a reader given one starts
 //! from it, as a GTID replica does, so a follower goes on from where it
