@@ -41,23 +41,7 @@ impl BinlogReader {
             }
             _ => (ChangeOp::Update, "an UPDATE"),
         };
-        let total = rows.num_columns();
-        for image in [rows.columns_before_image(), rows.columns_after_image()]
-            .into_iter()
-            .flatten()
-        {
-            if !image.all() {
-                return Err(self.unfollowable(
-                    &qualified,
-                    format!("{kind} row event with a partial row image"),
-                    format!(
-                        "the event holds {} of the table's {total} columns (binlog_row_image = MINIMAL or NOBLOB in the session that made it), so the rows' other values are not known",
-                        image.count_ones()
-                    ),
-                    REMEDY_IMAGE,
-                ));
-            }
-        }
+        self.full_images(rows, &qualified, kind)?;
         self.columns(source, &schema, &table).await?;
         let tme = self
             .stream
@@ -85,6 +69,34 @@ impl BinlogReader {
         }
         let changes = self.decode_rows(source, rows, &qualified, op).await?;
         self.pending.extend(changes);
+        Ok(())
+    }
+
+    /// Stops before `rows` when an image lacks a column (`kind` names the
+    /// event for the message).
+    fn full_images(
+        &self,
+        rows: &RowsEventData<'_>,
+        qualified: &str,
+        kind: &str,
+    ) -> Result<(), SourceError> {
+        let total = rows.num_columns();
+        for image in [rows.columns_before_image(), rows.columns_after_image()]
+            .into_iter()
+            .flatten()
+        {
+            if !image.all() {
+                return Err(self.unfollowable(
+                    qualified,
+                    format!("{kind} row event with a partial row image"),
+                    format!(
+                        "the event holds {} of the table's {total} columns (binlog_row_image = MINIMAL or NOBLOB in the session that made it), so the rows' other values are not known",
+                        image.count_ones()
+                    ),
+                    REMEDY_IMAGE,
+                ));
+            }
+        }
         Ok(())
     }
 
