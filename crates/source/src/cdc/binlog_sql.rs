@@ -116,12 +116,18 @@ fn classify_tokens(tokens: &[Token]) -> Statement {
                 .collect(),
         },
         "ALTER" => match (1..5).find(|&i| is_kw(tokens, i, "TABLE")) {
-            Some(i) => Statement::Ddl {
-                verb: "ALTER TABLE".into(),
-                names: name_at(tokens, skip(tokens, i + 1, &["IF", "EXISTS"]))
-                    .into_iter()
-                    .collect(),
-            },
+            Some(i) => {
+                let at = skip(tokens, i + 1, &["IF", "EXISTS"]);
+                let name = name_at(tokens, at);
+                let after = at + name.as_ref().map_or(0, |n| 2 * n.len() - 1);
+                match keeps_columns(&tokens[after.min(tokens.len())..]) {
+                    true => Statement::Other,
+                    false => Statement::Ddl {
+                        verb: "ALTER TABLE".into(),
+                        names: name.into_iter().collect(),
+                    },
+                }
+            }
             None => Statement::Other,
         },
         "RENAME" if is_kw(tokens, 1, "TABLE") || is_kw(tokens, 1, "TABLES") => Statement::Ddl {
@@ -158,6 +164,61 @@ fn classify_tokens(tokens: &[Token]) -> Statement {
         }
         _ => Statement::Other,
     }
+}
+
+/// Whether the clauses of an `ALTER TABLE` (after its name) only change
+/// indexes, keys and constraints, or how the table is rebuilt: the rows'
+/// columns stay as they are, so the follower reads on (an index added to
+/// a followed table must not stop it).
+fn keeps_columns(clauses: &[Token]) -> bool {
+    const ADDED: [&str; 9] = [
+        "INDEX",
+        "KEY",
+        "UNIQUE",
+        "FULLTEXT",
+        "SPATIAL",
+        "CONSTRAINT",
+        "PRIMARY",
+        "FOREIGN",
+        "CHECK",
+    ];
+    const DROPPED: [&str; 6] = ["INDEX", "KEY", "PRIMARY", "FOREIGN", "CONSTRAINT", "CHECK"];
+    let mut clause_start = true;
+    let mut depth = 0i32;
+    for (i, t) in clauses.iter().enumerate() {
+        match t {
+            Token::Open => depth += 1,
+            Token::Close => depth -= 1,
+            Token::Comma if depth == 0 => {
+                clause_start = true;
+                continue;
+            }
+            _ if clause_start => {
+                let next_in = |words: &[&str]| words.iter().any(|w| is_kw(clauses, i + 1, w));
+                let kept = (is_kw(clauses, i, "ADD") && next_in(&ADDED))
+                    || (is_kw(clauses, i, "DROP") && next_in(&DROPPED))
+                    || (is_kw(clauses, i, "RENAME") && next_in(&["INDEX", "KEY"]))
+                    || (is_kw(clauses, i, "ALTER") && next_in(&["INDEX"]))
+                    || [
+                        "ALGORITHM",
+                        "LOCK",
+                        "FORCE",
+                        "ENGINE",
+                        "COMMENT",
+                        "WAIT",
+                        "NOWAIT",
+                    ]
+                    .iter()
+                    .any(|k| is_kw(clauses, i, k));
+                if !kept {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+        clause_start = false;
+    }
+    !clauses.is_empty()
 }
 
 /// The unquoted word at `i`, upper-cased.
@@ -476,6 +537,26 @@ mod tests {
             classify("CREATE OR REPLACE TABLE t (id int)"),
             Statement::Ddl { .. }
         ));
+        assert!(matches!(
+            classify("ALTER TABLE t ADD INDEX i (a), DROP KEY k"),
+            Statement::Other
+        ));
+        assert!(matches!(
+            classify("ALTER TABLE t ADD UNIQUE (a, b), ALGORITHM = INPLACE, LOCK = NONE"),
+            Statement::Other
+        ));
+        for changes in [
+            "ALTER TABLE t ADD INDEX i (a), ADD COLUMN c int",
+            "ALTER TABLE t ADD c int",
+            "ALTER TABLE t CONVERT TO CHARACTER SET utf8mb4",
+            "ALTER TABLE t DROP COLUMN c",
+            "ALTER TABLE t",
+        ] {
+            assert!(
+                matches!(classify(changes), Statement::Ddl { .. }),
+                "{changes}"
+            );
+        }
         for other in [
             "CREATE TABLE t (id int)",
             "ALTER DATABASE d CHARACTER SET utf8mb4",
