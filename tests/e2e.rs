@@ -17,6 +17,7 @@ mod e2e_dialects;
 mod e2e_distributed;
 mod e2e_faults;
 mod e2e_follow;
+mod e2e_follow_binlog_edges;
 mod e2e_follow_edges;
 mod e2e_follow_mysql;
 mod e2e_follow_refusals;

@@ -22,6 +22,9 @@ pub enum SourceErrorKind {
     Refused,
     /// A value could not be decoded from what the server sent.
     Decode,
+    /// A change data capture stream holds a change the follower cannot
+    /// carry; it stopped before it.
+    Unfollowable,
 }
 
 /// An error of the source readers. Messages never contain a password.
@@ -66,6 +69,28 @@ pub enum SourceError {
         /// Why.
         message: String,
     },
+    /// A change data capture stream holds a change the follower cannot
+    /// carry (a statement-format event, a partial row image, a truncate, a
+    /// schema change): the reader stopped before its transaction.
+    #[error("{0}")]
+    Unfollowable(Box<UnfollowableChange>),
+}
+
+/// A change a follower cannot carry, and where it is
+/// ([`SourceError::Unfollowable`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("cannot follow {event} on table {table} at {position}: {reason}; {remedy}")]
+pub struct UnfollowableChange {
+    /// The table, `schema.table`.
+    pub table: String,
+    /// The change, as the stream names it.
+    pub event: String,
+    /// Where it is (`file:pos`, with its GTID when there is one).
+    pub position: String,
+    /// Why it cannot be carried.
+    pub reason: String,
+    /// The one thing to do.
+    pub remedy: String,
 }
 
 impl SourceError {
@@ -78,6 +103,7 @@ impl SourceError {
             SourceError::Query { .. } => SourceErrorKind::Query,
             SourceError::Refused { .. } => SourceErrorKind::Refused,
             SourceError::Decode { .. } => SourceErrorKind::Decode,
+            SourceError::Unfollowable(_) => SourceErrorKind::Unfollowable,
         }
     }
 

@@ -58,7 +58,7 @@ use sql2ddb_core::{Column, Row, SqlValue};
 use sqlx::sqlite::SqlitePoolOptions;
 
 pub use children::{ChildQuery, MAX_BIND_VALUES, MAX_PARENTS_PER_QUERY};
-pub use error::{SourceError, SourceErrorKind};
+pub use error::{SourceError, SourceErrorKind, UnfollowableChange};
 pub use page::PageQuery;
 pub use proof::KeyProof;
 pub use relations::RelationKind;

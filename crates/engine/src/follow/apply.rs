@@ -113,10 +113,16 @@ pub(super) async fn prepare(
         .filter(|c| by_table.follows(c.oid))
         .collect();
     if let Some(t) = relevant.iter().find(|c| c.op == ChangeOp::Truncate) {
-        return Err(EngineError::Config(format!(
-            "table {} was truncated: a TRUNCATE cannot be followed item by item; run the full load again (a new run) to copy the table as it is now",
-            t.table
-        )));
+        return Err(EngineError::unfollowable(
+            t.table.clone(),
+            "TRUNCATE",
+            format!(
+                "the transaction that ends at {}",
+                sql2ddb_source::cdc::format_lsn(t.commit_end)
+            ),
+            "a TRUNCATE empties the table without a change per row, so its items cannot be deleted one by one",
+            "load the table again: a new full load of the mapping (`sql2ddb run MAPPING --follow`) copies it as it is now and follows from its own snapshot on",
+        ));
     }
     // Per followed entity, its table's changes decoded in a few statements.
     let mut decoded: HashMap<(u32, usize), Decoded> = HashMap::new();

@@ -56,7 +56,7 @@ pub use record::{
 };
 pub use sql2ddb_source::cdc::{BinlogPosition, SlotState, DEFAULT_SERVER_ID};
 pub use status::{follow_status, FollowStatus, SourceNow};
-pub use stream::{binlog_start, write_checkpoint, BINLOG_CHECKPOINT};
+pub use stream::{binlog_start, write_checkpoint, BINLOG_CHECKPOINT, BINLOG_COLUMNS};
 use stream::{Checkpoint, Reader};
 
 use crate::error::EngineError;
@@ -395,7 +395,8 @@ async fn open_stream(
         write_checkpoint(&path, &start)?;
     }
     let tables = entities::tables(plan)?;
-    let reader = BinlogReader::open(source, &opts.source, b.server_id, &start, &tables).await?;
+    let mut reader = BinlogReader::open(source, &opts.source, b.server_id, &start, &tables).await?;
+    stream::bind_columns(&mut reader, source, &b.run_dir).await?;
     let name = format!("binary log checkpoint {}", path.display());
     let ordinal = start.ordinal();
     let checkpoint = Checkpoint::Binlog {

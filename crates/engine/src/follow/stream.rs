@@ -20,6 +20,12 @@ use crate::error::EngineError;
 /// `gtid DOMAIN-SERVER-SEQUENCE,…`).
 pub const BINLOG_CHECKPOINT: &str = "binlog-position";
 
+/// The file in a run's directory that holds the columns the follower
+/// decodes each followed table's row events with, bound on its first
+/// follow (row events carry no names: a table altered while the follower
+/// was stopped must not have its earlier events read with its new columns).
+pub const BINLOG_COLUMNS: &str = "binlog-columns.json";
+
 /// How long an idle binary log read waits for a transaction.
 const BINLOG_WAIT: Duration = Duration::from_millis(200);
 
@@ -48,7 +54,10 @@ impl Reader {
                     .peek_changes(slot, slot, max_changes, relations)
                     .await?
             }
-            Reader::Binlog(reader) => reader.next_batch(source, max_changes, BINLOG_WAIT).await?,
+            Reader::Binlog(reader) => reader
+                .next_batch(source, max_changes, BINLOG_WAIT)
+                .await
+                .map_err(stopped)?,
         })
     }
 
@@ -95,6 +104,24 @@ impl Reader {
             Reader::Binlog(reader) => reader.close().await,
             Reader::Peek { .. } => {}
         }
+    }
+}
+
+/// A source's stop before a change it cannot carry, as the engine's one
+/// error for it; other errors as they are.
+fn stopped(e: sql2ddb_source::SourceError) -> EngineError {
+    match e {
+        sql2ddb_source::SourceError::Unfollowable(change) => {
+            let sql2ddb_source::UnfollowableChange {
+                table,
+                event,
+                position,
+                reason,
+                remedy,
+            } = *change;
+            EngineError::unfollowable(table, event, position, reason, remedy)
+        }
+        e => e.into(),
     }
 }
 
@@ -230,9 +257,35 @@ pub fn binlog_start(run_dir: &Path) -> Result<BinlogPosition, EngineError> {
     Ok(start)
 }
 
+/// Binds the columns `reader` decodes row events with: those the run's
+/// directory keeps from its first follow, and keeps them there.
+pub(super) async fn bind_columns(
+    reader: &mut BinlogReader,
+    source: &Source,
+    run_dir: &Path,
+) -> Result<(), EngineError> {
+    let path = run_dir.join(BINLOG_COLUMNS);
+    let saved = match std::fs::read_to_string(&path) {
+        Ok(text) => Some(text),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(EngineError::io(path, e)),
+    };
+    let bound = reader.bind_columns(source, saved.as_deref()).await?;
+    if saved.as_deref() != Some(bound.as_str()) {
+        write_durably(&path, bound.as_bytes())?;
+    }
+    Ok(())
+}
+
 /// Writes `position` to `path` durably: a new file synced, then renamed
 /// over the old one, so a crash leaves one or the other whole.
 pub fn write_checkpoint(path: &Path, position: &BinlogPosition) -> Result<(), EngineError> {
+    write_durably(path, position.checkpoint_text().as_bytes())
+}
+
+/// Writes `bytes` to `path`: a new file synced, then renamed over the old
+/// one.
+fn write_durably(path: &Path, bytes: &[u8]) -> Result<(), EngineError> {
     use std::io::Write;
     let io = |e| EngineError::Io {
         path: path.to_path_buf(),
@@ -242,8 +295,7 @@ pub fn write_checkpoint(path: &Path, position: &BinlogPosition) -> Result<(), En
     std::fs::create_dir_all(dir).map_err(io)?;
     let tmp = path.with_extension("tmp");
     let mut f = std::fs::File::create(&tmp).map_err(io)?;
-    f.write_all(position.checkpoint_text().as_bytes())
-        .map_err(io)?;
+    f.write_all(bytes).map_err(io)?;
     f.sync_all().map_err(io)?;
     std::fs::rename(&tmp, path).map_err(io)?;
     if let Ok(d) = std::fs::File::open(dir) {

@@ -10,6 +10,13 @@
 //! checkpoint once their writes are acknowledged (the server keeps no
 //! position for us, unlike a PostgreSQL slot).
 //!
+//! What a follower cannot carry stops the reader before the transaction
+//! that holds it ([`SourceError::Unfollowable`]): a change of a followed
+//! table logged as a statement, a row image without every column, a
+//! `TRUNCATE` or DDL of a followed table ([`super::binlog_sql`] reads the
+//! statements), a row event whose columns are not those bound
+//! ([`super::binlog_tables`]).
+//!
 //! Where the server logs GTIDs the position also carries the GTID position
 //! after that transaction ([`Gtids`]). MariaDB: a reader given one starts
 //! from it, as a GTID replica does, so a follower goes on from where it
@@ -20,18 +27,20 @@
 //! position's file.
 
 use std::collections::HashMap;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use mysql_async::binlog::events::{EventData, RowsEventData};
+use mysql_async::binlog::events::EventData;
 use mysql_async::{BinlogStream, BinlogStreamRequest, Opts, OptsBuilder, SslOpts};
 
-use super::binlog_values::ColumnDecoder;
+mod rows;
+
+use super::binlog_sql::{classify, may_name, Statement};
+use super::binlog_tables::{bound_text, parse_bound, BoundColumn, TableColumns};
 use super::gtid::{gtid_event, mysql_source, Gtids, MariaGtids, MysqlGtids, MARIADB_GTID_EVENT};
 use super::position::BinlogPosition;
-use super::{ChangeBatch, ChangeOp, RowChange, TupleValue};
-use crate::{Source, SourceError};
+use super::{ChangeBatch, RowChange};
+use crate::{Source, SourceError, UnfollowableChange};
 
 /// The server id the reader registers with unless told otherwise: a
 /// replica's id must differ from the source's and from every other
@@ -58,10 +67,32 @@ pub fn table_id(schema: &str, table: &str) -> u32 {
     h
 }
 
-/// The columns of a followed table, by ordinal position.
-pub(super) struct TableColumns {
-    pub(super) names: Arc<Vec<String>>,
-    pub(super) decoders: Vec<ColumnDecoder>,
+/// The GTID of the transaction being read: recorded in the reader's GTID
+/// position only once it commits, so a follower that stops inside it keeps
+/// the position before it.
+enum PendingGtid {
+    Maria {
+        domain: u32,
+        server: u32,
+        sequence: u64,
+    },
+    Mysql {
+        source: String,
+        number: u64,
+    },
+}
+
+impl std::fmt::Display for PendingGtid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PendingGtid::Maria {
+                domain,
+                server,
+                sequence,
+            } => write!(f, "{domain}-{server}-{sequence}"),
+            PendingGtid::Mysql { source, number } => write!(f, "{source}:{number}"),
+        }
+    }
 }
 
 /// A reader of the binary log from a position on.
@@ -84,6 +115,15 @@ pub struct BinlogReader {
     /// event, whose raw name is held here until the format description
     /// says whether a checksum ends it.
     unnamed: Option<Vec<u8>>,
+    /// The GTID of the transaction being read.
+    gtid_now: Option<PendingGtid>,
+    /// Where the event being read starts in its file.
+    event_start: u64,
+    /// A change the follower cannot carry, met after the transactions of
+    /// the batch returned last: the next read returns it.
+    stopped: Option<SourceError>,
+    /// Followed tables whose columns now (listed) are not those bound.
+    altered: HashMap<(String, String), String>,
 }
 
 /// A source URL as `mysql_async` takes it: the scheme `mysql`, no sqlx
@@ -197,6 +237,10 @@ impl BinlogReader {
             read_to: None,
             gtids,
             unnamed: by_gtid.then(Vec::new),
+            gtid_now: None,
+            event_start: 0,
+            stopped: None,
+            altered: HashMap::new(),
         })
     }
 
@@ -210,8 +254,8 @@ impl BinlogReader {
     }
 
     /// Where a batch ends: the position, with the GTID position when it is
-    /// followed (every transaction read is in a batch by then, so the
-    /// GTIDs read are those of the batches).
+    /// followed (a transaction's GTID is recorded once it commits, so the
+    /// GTIDs are those of the batches).
     fn finish(&self, mut batch: ChangeBatch) -> ChangeBatch {
         if let (Some(end), Some(g)) = (&mut batch.end, &self.gtids) {
             end.gtid = (!g.is_empty()).then(|| g.to_string());
@@ -219,155 +263,83 @@ impl BinlogReader {
         batch
     }
 
+    /// Binds the columns every followed table's row events are decoded
+    /// with: those `saved` names (what this returned on the run's first
+    /// follow, so the columns the events were written with), the table's
+    /// present columns for one it does not name. Returns the text to keep
+    /// for the next follow.
+    pub async fn bind_columns(
+        &mut self,
+        source: &Source,
+        saved: Option<&str>,
+    ) -> Result<String, SourceError> {
+        let mut saved = saved.map(parse_bound).transpose()?.unwrap_or_default();
+        let keys: Vec<(String, String)> = self.tables.keys().cloned().collect();
+        for (s, t) in keys {
+            let now = source.table_columns(&s, &t).await?;
+            let columns = match saved.remove(&format!("{s}.{t}")) {
+                Some(bound) if bound != now.columns => {
+                    // Altered since: its earlier events cannot be mapped as
+                    // the table is read now.
+                    self.altered
+                        .insert((s.clone(), t.clone()), now.names.join(", "));
+                    TableColumns::new(bound)
+                }
+                Some(bound) => TableColumns::new(bound),
+                None => now,
+            };
+            self.tables.insert((s, t), Some(columns));
+        }
+        let mut bound: Vec<(String, &[BoundColumn])> = self
+            .tables
+            .iter()
+            .filter_map(|((s, t), c)| Some((format!("{s}.{t}"), c.as_ref()?.columns.as_slice())))
+            .collect();
+        bound.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(bound_text(&bound))
+    }
+
     /// The committed transactions that come within `wait` (a transaction
     /// begun is always read to its end), stopping at the first commit past
     /// `max_changes` row changes. [`ChangeBatch::end`] is where the last
     /// one ends.
+    ///
+    /// A change the follower cannot carry (a statement-format change, a
+    /// partial row image, a `TRUNCATE` or DDL of a followed table, a row
+    /// event whose columns are not those bound) ends the batch before its
+    /// transaction; the next read returns [`SourceError::Unfollowable`].
     pub async fn next_batch(
         &mut self,
         source: &Source,
         max_changes: usize,
         wait: Duration,
     ) -> Result<ChangeBatch, SourceError> {
+        if let Some(stop) = self.stopped.take() {
+            return Err(stop);
+        }
         let deadline = Instant::now() + wait;
         let mut batch = ChangeBatch::default();
         loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let event = if self.in_transaction {
-                self.stream.next().await
-            } else {
-                match tokio::time::timeout(left, self.stream.next()).await {
-                    Ok(e) => e,
-                    Err(_) => return Ok(self.finish(batch)),
-                }
-            };
-            let event = match event {
-                Some(Ok(e)) => e,
-                Some(Err(e)) => {
-                    return Err(SourceError::config(format!(
-                        "read the binary log at {}: {e}",
-                        self.place()
-                    )))
-                }
-                None => {
-                    return Err(SourceError::config(
-                        "the source closed the binary log stream",
-                    ))
-                }
+            let Some(event) = self.next_event(deadline).await? else {
+                return Ok(self.finish(batch));
             };
             let header = event.header();
-            let data = event.read_data().map_err(|e| {
-                SourceError::config(format!("decode a binary log event in {}: {e}", self.file))
-            })?;
-            if header.event_type_raw() == MARIADB_GTID_EVENT {
-                if let (Some(Gtids::Maria(g)), Some(gtid)) =
-                    (&mut self.gtids, gtid_event(event.data()))
-                {
-                    g.record(gtid.domain, header.server_id(), gtid.sequence);
-                    // A transaction begins (a standalone one is its one
-                    // statement, which follows at once).
-                    self.in_transaction = true;
-                }
-            }
-            if let (Some(Gtids::Mysql(set)), Some(EventData::GtidEvent(gtid))) =
-                (&mut self.gtids, &data)
-            {
-                let tag = gtid.tag().map(|t| t.to_string());
-                set.add(&mysql_source(gtid.sid(), tag.as_deref()), gtid.gno());
-                self.in_transaction = true;
-            }
-            let committed = match data {
-                // The rotate the server sends first (position 0) repeats
-                // the file asked for, and comes before the format
-                // description that says whether a checksum ends it: from a
-                // GTID position, its name is read once that is known.
-                Some(EventData::RotateEvent(r)) if header.log_pos() == 0 => {
-                    if let Some(raw) = &mut self.unnamed {
-                        *raw = r.name_raw().to_vec();
-                    }
-                    self.read_to = Some(BinlogPosition {
-                        file: self.file.clone(),
-                        pos: r.position(),
-                        gtid: None,
-                    });
-                    false
-                }
-                Some(EventData::FormatDescriptionEvent(fde)) => {
-                    if let Some(mut raw) = self.unnamed.take().filter(|r| !r.is_empty()) {
-                        use mysql_async::binlog::BinlogChecksumAlg;
-                        let crc = matches!(
-                            fde.footer().get_checksum_alg(),
-                            Ok(Some(BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_CRC32))
-                        );
-                        if crc && event.checksum().is_some() && raw.len() > 4 {
-                            raw.truncate(raw.len() - 4);
-                        }
-                        self.file = String::from_utf8_lossy(&raw).into_owned();
-                    }
-                    false
-                }
-                Some(EventData::RotateEvent(r)) => {
-                    self.file = r.name().to_string();
-                    self.read_to = Some(BinlogPosition {
-                        file: self.file.clone(),
-                        pos: r.position(),
-                        gtid: None,
-                    });
-                    false
-                }
-                Some(EventData::XidEvent(_)) => true,
-                Some(EventData::QueryEvent(q)) => {
-                    let sql = q.query();
-                    let word = sql.split_whitespace().next().unwrap_or("");
-                    if word.starts_with('#') {
-                        // MariaDB's stand-in for an event a replica may not
-                        // know (annotations, GTIDs): a comment.
-                        false
-                    } else if word.eq_ignore_ascii_case("BEGIN") {
-                        self.in_transaction = true;
-                        false
-                    } else if word.eq_ignore_ascii_case("COMMIT") {
-                        true
-                    } else {
-                        self.statement(source, &q.schema(), &sql).await?;
-                        true
-                    }
-                }
-                Some(EventData::TableMapEvent(_)) => {
-                    self.in_transaction = true;
-                    false
-                }
-                Some(EventData::RowsEvent(rows)) => {
-                    self.in_transaction = true;
-                    self.rows(source, &rows).await?;
-                    false
-                }
-                _ => false,
+            let end = u64::from(header.log_pos());
+            self.event_start = end.saturating_sub(u64::from(header.event_size()));
+            let committed = match self.event(source, &event).await {
+                Ok(c) => c,
+                Err(e @ SourceError::Unfollowable(_)) => return self.stop(batch, e),
+                Err(e) => return Err(e),
             };
-            if header.log_pos() > 0 && header.event_type_raw() != ROTATE {
+            if end > 0 && header.event_type_raw() != ROTATE {
                 self.read_to = Some(BinlogPosition {
                     file: self.file.clone(),
-                    pos: u64::from(header.log_pos()),
+                    pos: end,
                     gtid: None,
                 });
             }
-            if committed && header.log_pos() > 0 {
-                self.in_transaction = false;
-                let end = BinlogPosition {
-                    file: self.file.clone(),
-                    pos: u64::from(header.log_pos()),
-                    gtid: None,
-                };
-                let ordinal = end.ordinal();
-                for mut c in self.pending.drain(..) {
-                    c.commit_end = ordinal;
-                    batch.changes.push(c);
-                }
-                batch.end_lsn = Some(ordinal);
-                batch.end = Some(end);
-                batch.last_commit_time =
-                    Some((i64::from(header.timestamp()) - EPOCH_2000) * 1_000_000);
-                batch.transactions += 1;
+            if committed && end > 0 {
+                self.commit(end, header.timestamp(), &mut batch);
                 if batch.changes.len() >= max_changes || Instant::now() >= deadline {
                     return Ok(self.finish(batch));
                 }
@@ -375,49 +347,271 @@ impl BinlogReader {
         }
     }
 
-    /// A statement in the log: `TRUNCATE` of a followed table becomes a
-    /// truncate change; any DDL makes the tables' columns read again.
-    async fn statement(
+    /// The next event; `None` when none came by `deadline` outside a
+    /// transaction (a transaction begun is read to its end).
+    async fn next_event(
         &mut self,
-        source: &Source,
-        schema: &str,
-        sql: &str,
-    ) -> Result<(), SourceError> {
-        let words: Vec<&str> = sql.split_whitespace().take(3).collect();
-        let first = words
-            .first()
-            .map(|w| w.to_ascii_uppercase())
-            .unwrap_or_default();
-        if first == "TRUNCATE" {
-            let name = match words.get(1) {
-                Some(w) if w.eq_ignore_ascii_case("TABLE") => words.get(2),
-                other => other,
-            };
-            if let Some(name) = name {
-                let name = name.trim_end_matches(';').replace('`', "");
-                let (s, t) = match name.split_once('.') {
-                    Some((s, t)) => (s.to_string(), t.to_string()),
-                    None => (schema.to_string(), name.clone()),
-                };
-                if self.tables.contains_key(&(s.clone(), t.clone())) {
-                    let columns = self.columns(source, &s, &t).await?.names.clone();
-                    self.pending.push(RowChange {
-                        oid: table_id(&s, &t),
-                        table: format!("{s}.{t}"),
-                        columns,
-                        op: ChangeOp::Truncate,
-                        old: None,
-                        new: None,
-                        commit_end: 0,
-                    });
-                }
+        deadline: Instant,
+    ) -> Result<Option<mysql_async::binlog::events::Event>, SourceError> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let event = if self.in_transaction {
+            self.stream.next().await
+        } else {
+            match tokio::time::timeout(left, self.stream.next()).await {
+                Ok(e) => e,
+                Err(_) => return Ok(None),
             }
-        } else if matches!(first.as_str(), "ALTER" | "CREATE" | "DROP" | "RENAME") {
-            for columns in self.tables.values_mut() {
-                *columns = None;
+        };
+        match event {
+            Some(Ok(e)) => Ok(Some(e)),
+            Some(Err(e)) => Err(SourceError::config(format!(
+                "read the binary log at {}: {e}",
+                self.place()
+            ))),
+            None => Err(SourceError::config(
+                "the source closed the binary log stream",
+            )),
+        }
+    }
+
+    /// The transaction read commits at `end`: its changes join the batch.
+    fn commit(&mut self, end: u64, timestamp: u32, batch: &mut ChangeBatch) {
+        self.in_transaction = false;
+        match (self.gtid_now.take(), &mut self.gtids) {
+            (
+                Some(PendingGtid::Maria {
+                    domain,
+                    server,
+                    sequence,
+                }),
+                Some(Gtids::Maria(g)),
+            ) => g.record(domain, server, sequence),
+            (Some(PendingGtid::Mysql { source, number }), Some(Gtids::Mysql(set))) => {
+                set.add(&source, number)
+            }
+            _ => {}
+        }
+        let end = BinlogPosition {
+            file: self.file.clone(),
+            pos: end,
+            gtid: None,
+        };
+        let ordinal = end.ordinal();
+        for mut c in self.pending.drain(..) {
+            c.commit_end = ordinal;
+            batch.changes.push(c);
+        }
+        batch.end_lsn = Some(ordinal);
+        batch.end = Some(end);
+        batch.last_commit_time = Some((i64::from(timestamp) - EPOCH_2000) * 1_000_000);
+        batch.transactions += 1;
+    }
+
+    /// Stops before the transaction being read: the batch holds those
+    /// before it and, when there are any, is returned first (`stop` comes
+    /// with the next read).
+    fn stop(&mut self, batch: ChangeBatch, stop: SourceError) -> Result<ChangeBatch, SourceError> {
+        self.pending.clear();
+        self.gtid_now = None;
+        self.in_transaction = false;
+        if batch.end.is_none() {
+            return Err(stop);
+        }
+        // Read no further than the batch: a cutover's position past it is
+        // not reached.
+        self.read_to = batch.end.clone();
+        self.stopped = Some(stop);
+        Ok(self.finish(batch))
+    }
+
+    /// A GTID event: the GTID of the transaction it begins.
+    fn gtid(&mut self, event: &mysql_async::binlog::events::Event, data: &Option<EventData<'_>>) {
+        if event.header().event_type_raw() == MARIADB_GTID_EVENT {
+            if let (Some(Gtids::Maria(_)), Some(gtid)) = (&self.gtids, gtid_event(event.data())) {
+                self.gtid_now = Some(PendingGtid::Maria {
+                    domain: gtid.domain,
+                    server: event.header().server_id(),
+                    sequence: gtid.sequence,
+                });
+                // A transaction begins (a standalone one is its one
+                // statement, which follows at once).
+                self.in_transaction = true;
             }
         }
-        Ok(())
+        if let (Some(Gtids::Mysql(_)), Some(EventData::GtidEvent(gtid))) = (&self.gtids, &data) {
+            let tag = gtid.tag().map(|t| t.to_string());
+            self.gtid_now = Some(PendingGtid::Mysql {
+                source: mysql_source(gtid.sid(), tag.as_deref()),
+                number: gtid.gno(),
+            });
+            self.in_transaction = true;
+        }
+    }
+
+    /// Reads one event: whether it commits the transaction being read.
+    async fn event(
+        &mut self,
+        source: &Source,
+        event: &mysql_async::binlog::events::Event,
+    ) -> Result<bool, SourceError> {
+        let header = event.header();
+        let data = event.read_data().map_err(|e| {
+            SourceError::config(format!("decode a binary log event in {}: {e}", self.file))
+        })?;
+        self.gtid(event, &data);
+        Ok(match data {
+            // The rotate the server sends first (position 0) repeats the
+            // file asked for, and comes before the format description that
+            // says whether a checksum ends it: from a GTID position, its
+            // name is read once that is known.
+            Some(EventData::RotateEvent(r)) if header.log_pos() == 0 => {
+                if let Some(raw) = &mut self.unnamed {
+                    *raw = r.name_raw().to_vec();
+                }
+                self.read_to = Some(BinlogPosition {
+                    file: self.file.clone(),
+                    pos: r.position(),
+                    gtid: None,
+                });
+                false
+            }
+            Some(EventData::FormatDescriptionEvent(fde)) => {
+                if let Some(mut raw) = self.unnamed.take().filter(|r| !r.is_empty()) {
+                    use mysql_async::binlog::BinlogChecksumAlg;
+                    let crc = matches!(
+                        fde.footer().get_checksum_alg(),
+                        Ok(Some(BinlogChecksumAlg::BINLOG_CHECKSUM_ALG_CRC32))
+                    );
+                    if crc && event.checksum().is_some() && raw.len() > 4 {
+                        raw.truncate(raw.len() - 4);
+                    }
+                    self.file = String::from_utf8_lossy(&raw).into_owned();
+                }
+                false
+            }
+            Some(EventData::RotateEvent(r)) => {
+                self.file = r.name().to_string();
+                self.read_to = Some(BinlogPosition {
+                    file: self.file.clone(),
+                    pos: r.position(),
+                    gtid: None,
+                });
+                false
+            }
+            Some(EventData::XidEvent(_)) => true,
+            Some(EventData::QueryEvent(q)) => self.query(&q.schema(), &q.query())?,
+            Some(EventData::TableMapEvent(_)) => {
+                self.in_transaction = true;
+                false
+            }
+            Some(EventData::RowsEvent(rows)) => {
+                self.in_transaction = true;
+                self.rows(source, &rows).await?;
+                false
+            }
+            _ => false,
+        })
+    }
+
+    /// A statement in the log, run in `schema`: whether it commits the
+    /// transaction being read.
+    fn query(&mut self, schema: &str, sql: &str) -> Result<bool, SourceError> {
+        // MariaDB's stand-in for an event a replica may not know
+        // (annotations, GTIDs) is a comment.
+        if sql.trim_start().starts_with('#') {
+            return Ok(false);
+        }
+        Ok(match classify(sql) {
+            Statement::Begin => {
+                self.in_transaction = true;
+                false
+            }
+            Statement::Commit => true,
+            // A statement-format change of another table: its transaction
+            // ends with its own COMMIT.
+            s @ Statement::Dml { .. } => {
+                self.statement(schema, &s)?;
+                false
+            }
+            // DDL commits by itself.
+            s => {
+                self.statement(schema, &s)?;
+                true
+            }
+        })
+    }
+
+    /// Where the event being read is, for messages: `file:pos`, and the
+    /// GTID of its transaction when there is one.
+    fn at_event(&self) -> String {
+        match &self.gtid_now {
+            Some(g) => format!("{}:{} (GTID {g})", self.place(), self.event_start),
+            None => format!("{}:{}", self.place(), self.event_start),
+        }
+    }
+
+    /// The stop before the event being read, a change of `table` the
+    /// follower cannot carry.
+    fn unfollowable(
+        &self,
+        table: &str,
+        event: String,
+        reason: String,
+        remedy: &str,
+    ) -> SourceError {
+        SourceError::Unfollowable(Box::new(UnfollowableChange {
+            table: table.to_string(),
+            event,
+            position: self.at_event(),
+            reason,
+            remedy: remedy.to_string(),
+        }))
+    }
+
+    /// A statement in the log, run in `schema`: a change of rows written as
+    /// a statement, a `TRUNCATE` or DDL of a followed table stops the
+    /// follower before it.
+    fn statement(&self, schema: &str, statement: &Statement) -> Result<(), SourceError> {
+        let (event, names, reason, remedy) = match statement {
+            Statement::Dml { verb, names } => (
+                format!("a statement-format {verb}"),
+                names,
+                "the server logged this change as an SQL statement (binlog_format = STATEMENT or MIXED in the session that made it), not as rows, so the rows it changed are not known".to_string(),
+                REMEDY_STATEMENT,
+            ),
+            Statement::Truncate { names } => (
+                "TRUNCATE".to_string(),
+                names,
+                "a TRUNCATE empties the table without a row event, so its items cannot be deleted one by one".to_string(),
+                REMEDY_RELOAD,
+            ),
+            Statement::Ddl { verb, names } => (
+                verb.clone(),
+                names,
+                "the table's definition changes, and the row events after it no longer have the columns the follower decodes with".to_string(),
+                REMEDY_DDL,
+            ),
+            Statement::DropSchema { schema: dropped } => {
+                return match self.tables.keys().find(|(s, _)| s.eq_ignore_ascii_case(dropped)) {
+                    Some((s, t)) => Err(self.unfollowable(
+                        &format!("{s}.{t}"),
+                        "DROP DATABASE".into(),
+                        format!("database {dropped}, and the table in it, is dropped"),
+                        REMEDY_DDL,
+                    )),
+                    None => Ok(()),
+                };
+            }
+            _ => return Ok(()),
+        };
+        match self
+            .tables
+            .keys()
+            .find(|(s, t)| names.iter().any(|n| may_name(n, schema, s, t)))
+        {
+            Some((s, t)) => Err(self.unfollowable(&format!("{s}.{t}"), event, reason, remedy)),
+            None => Ok(()),
+        }
     }
 
     async fn columns(
@@ -434,92 +628,6 @@ impl BinlogReader {
         Ok(self.tables[&key].as_ref().expect("read above"))
     }
 
-    async fn rows(&mut self, source: &Source, rows: &RowsEventData<'_>) -> Result<(), SourceError> {
-        let Some(tme) = self.stream.get_tme(rows.table_id()) else {
-            return Err(SourceError::config(format!(
-                "a row event in {} came before its table map",
-                self.file
-            )));
-        };
-        let (schema, table) = (
-            tme.database_name().to_string(),
-            tme.table_name().to_string(),
-        );
-        let key = (schema.clone(), table.clone());
-        if !self.tables.contains_key(&key) {
-            return Ok(());
-        }
-        let count = tme.columns_count() as usize;
-        let mut fresh = false;
-        loop {
-            let columns = self.columns(source, &schema, &table).await?;
-            if columns.names.len() == count {
-                break;
-            }
-            if fresh {
-                return Err(SourceError::config(format!(
-                    "table {schema}.{table} has {} columns but its changes in the binary log have {count}: its shape changed while it was followed; run the full load again",
-                    columns.names.len()
-                )));
-            }
-            self.tables.insert(key.clone(), None);
-            fresh = true;
-        }
-        let tme = self
-            .stream
-            .get_tme(rows.table_id())
-            .expect("looked up above");
-        let columns = self.tables[&key].as_ref().expect("read above");
-        let op = match rows {
-            RowsEventData::WriteRowsEventV1(_) | RowsEventData::WriteRowsEvent(_) => {
-                ChangeOp::Insert
-            }
-            RowsEventData::DeleteRowsEventV1(_) | RowsEventData::DeleteRowsEvent(_) => {
-                ChangeOp::Delete
-            }
-            _ => ChangeOp::Update,
-        };
-        let image = |row: Option<mysql_async::binlog::row::BinlogRow>| {
-            row.map(|r| {
-                columns
-                    .decoders
-                    .iter()
-                    .enumerate()
-                    .map(|(i, d)| d.decode(r.as_ref(i)))
-                    .collect::<Vec<TupleValue>>()
-            })
-        };
-        // The library's decoding may panic on a value it gets wrong (an
-        // arithmetic overflow): an error naming the table, not a crash.
-        let decoded = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            rows.rows(tme).collect::<Vec<_>>()
-        }))
-        .map_err(|_| {
-            SourceError::config(format!(
-                "a row of {schema}.{table} in {} cannot be decoded (the binary log library failed on one of its values)",
-                self.file
-            ))
-        })?;
-        for row in decoded {
-            let (before, after) = row.map_err(|e| {
-                SourceError::config(format!(
-                    "decode a row of {schema}.{table} in {}: {e}",
-                    self.file
-                ))
-            })?;
-            self.pending.push(RowChange {
-                oid: table_id(&schema, &table),
-                table: format!("{schema}.{table}"),
-                columns: columns.names.clone(),
-                op,
-                old: image(before),
-                new: image(after),
-                commit_end: 0,
-            });
-        }
-        Ok(())
-    }
-
     /// The end of the last event read: every transaction that committed
     /// before it is in the batches returned (a batch never ends inside a
     /// transaction).
@@ -532,6 +640,18 @@ impl BinlogReader {
         let _ = self.stream.close().await;
     }
 }
+
+/// What to do about a statement-format change.
+const REMEDY_STATEMENT: &str = "make every session that writes the table log rows (SET GLOBAL binlog_format = 'ROW', in the server's configuration too, and no session setting binlog_format otherwise), then load the table again: a new full load of the mapping (`sql2ddb run MAPPING --follow`) follows from its own snapshot on";
+
+/// What to do about a partial row image.
+const REMEDY_IMAGE: &str = "make every session that writes the table log full row images (SET GLOBAL binlog_row_image = 'FULL', in the server's configuration too, and no session setting binlog_row_image otherwise), then load the table again: a new full load of the mapping (`sql2ddb run MAPPING --follow`) follows from its own snapshot on";
+
+/// What to do about a truncate.
+const REMEDY_RELOAD: &str = "load the table again: a new full load of the mapping (`sql2ddb run MAPPING --follow`) copies it as it is now and follows from its own snapshot on";
+
+/// What to do about a change of a followed table's definition.
+const REMEDY_DDL: &str = "check the mapping against the table as it is now (`sql2ddb check MAPPING`), then load it again: a new full load of the mapping (`sql2ddb run MAPPING --follow`) reads its new columns and follows from its own snapshot on";
 
 #[cfg(test)]
 mod tests {

@@ -2,12 +2,9 @@
 //! the log as a follower needs, where the log ends, and the columns of the
 //! followed tables (row images carry no names).
 
-use std::sync::Arc;
-
 use sqlx::mysql::MySqlPool;
 
-use super::binlog::TableColumns;
-use super::binlog_values::ColumnDecoder;
+use super::binlog_tables::{BoundColumn, TableColumns};
 use super::gtid::MariaGtids;
 use super::position::BinlogPosition;
 use crate::sql::split_table;
@@ -194,21 +191,74 @@ impl Source {
         .fetch_all(pool)
         .await
         .map_err(|e| SourceError::query(format!("describe {qualified}"), e))?;
-        let decoders = shape
+        let columns = shape
             .columns
-            .iter()
+            .into_iter()
             .map(|c| {
                 let charset = charsets
                     .iter()
                     .find(|(n, _)| *n == c.name)
-                    .and_then(|(_, cs)| cs.as_deref());
-                ColumnDecoder::new(&c.sql_type, charset)
+                    .and_then(|(_, cs)| cs.clone());
+                BoundColumn {
+                    name: c.name,
+                    sql_type: c.sql_type,
+                    charset,
+                }
             })
             .collect();
-        Ok(TableColumns {
-            names: Arc::new(shape.columns.into_iter().map(|c| c.name).collect()),
-            decoders,
-        })
+        Ok(TableColumns::new(columns))
+    }
+}
+
+/// Character values converted per statement, well under the server's
+/// 65,535 placeholders.
+const CONVERSIONS_PER_STATEMENT: usize = 1_000;
+
+impl Source {
+    /// Text of character values in the server's other character sets
+    /// (`(charset, bytes)`, as a row image holds them), converted to UTF-8
+    /// by the server itself: exactly what the full load's reads give for
+    /// the same bytes, whatever the character set.
+    pub(super) async fn utf8_of(
+        &self,
+        values: &[(&str, &[u8])],
+    ) -> Result<Vec<String>, SourceError> {
+        let pool = self.binlog_pool()?;
+        let mut out = Vec::with_capacity(values.len());
+        for chunk in values.chunks(CONVERSIONS_PER_STATEMENT) {
+            let mut select = Vec::with_capacity(chunk.len());
+            for (charset, _) in chunk {
+                // A name from information_schema; checked, as it is spliced.
+                if charset.is_empty()
+                    || !charset
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                {
+                    return Err(SourceError::config(format!(
+                        "unexpected character set name {charset:?}"
+                    )));
+                }
+                select.push(format!(
+                    "CAST(CONVERT(? USING {charset}) AS CHAR CHARACTER SET utf8mb4)"
+                ));
+            }
+            let sql = format!("SELECT {}", select.join(", "));
+            let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+            for (_, bytes) in chunk {
+                query = query.bind(*bytes);
+            }
+            let row = query.fetch_one(pool).await.map_err(|e| {
+                SourceError::query("convert character values of the binary log to UTF-8", e)
+            })?;
+            for i in 0..chunk.len() {
+                use sqlx::Row;
+                let text: Option<String> = row.try_get(i).map_err(|e| {
+                    SourceError::query("convert character values of the binary log to UTF-8", e)
+                })?;
+                out.push(text.unwrap_or_default());
+            }
+        }
+        Ok(out)
     }
 }
 

@@ -13,6 +13,8 @@
 
 mod binlog;
 mod binlog_server;
+mod binlog_sql;
+mod binlog_tables;
 mod binlog_values;
 mod follow_check;
 pub use follow_check::{PublishedTable, SlotServer};
