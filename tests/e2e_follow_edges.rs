@@ -246,21 +246,7 @@ async fn a_cutover_whose_comparison_fails_keeps_the_slot() {
     let items = sc.items().await;
     assert_eq!(name_of(&items, 7), Some(&s("renamed")));
 
-    let reload = sc.run(&mapping, &["--quiet"]).await;
-    assert_eq!(reload.code, 0, "{}", reload.stderr);
-    exec(
-        &sc,
-        "UPDATE SCHEMA.items SET name = 'after the load' WHERE id = 9",
-    )
-    .await;
-    let cut = follow(&sc, &mapping, &slot, &["--cutover"]).await;
-    let said = format!("{}\n{}", cut.stdout, cut.stderr);
-    assert_eq!(cut.code, 0, "{said}");
-    assert!(
-        cut.stdout
-            .contains("cut over: the table equals the source, item by item"),
-        "{said}"
-    );
+    let said = reload_change_and_cut_over(&sc, &mapping, &slot).await;
     assert_eq!(slot_state(&sc, &slot).await, None, "{said}");
     let items = sc.items().await;
     assert_eq!(name_of(&items, 5), Some(&s("Name 5")));
@@ -506,21 +492,7 @@ async fn stops_at_a_shape_change(
     assert_eq!(four.get("note"), None);
     assert!(slot_state(&sc, &slot).await.is_some(), "the slot is kept");
 
-    let reload = sc.run(&mapping, &["--quiet"]).await;
-    assert_eq!(reload.code, 0, "{}", reload.stderr);
-    exec(
-        &sc,
-        "UPDATE SCHEMA.items SET name = 'after the load' WHERE id = 9",
-    )
-    .await;
-    let cut = follow(&sc, &mapping, &slot, &["--cutover"]).await;
-    let said = format!("{}\n{}", cut.stdout, cut.stderr);
-    assert_eq!(cut.code, 0, "{said}");
-    assert!(
-        cut.stdout
-            .contains("cut over: the table equals the source, item by item"),
-        "{said}"
-    );
+    reload_change_and_cut_over(&sc, &mapping, &slot).await;
     let items = sc.items().await;
     assert_eq!(name_of(&items, 9), Some(&s("after the load")));
     let four = &items[&key("ITEM#4", "ITEM")];
@@ -742,14 +714,7 @@ async fn stops_at_a_truncate(prefix: &str, truncate: &str, truncated: &[&str], r
         "UPDATE SCHEMA.items SET name = 'after the start over' WHERE id = 61",
     )
     .await;
-    let cut = follow(&sc, &mapping, &slot, &["--cutover"]).await;
-    let said = format!("{}\n{}", cut.stdout, cut.stderr);
-    assert_eq!(cut.code, 0, "{said}");
-    assert!(
-        cut.stdout
-            .contains("cut over: the table equals the source, item by item"),
-        "{said}"
-    );
+    cut_over_equal(&sc, &mapping, &slot).await;
     let items = sc.items().await;
     let keys: Vec<(String, String)> = items.keys().cloned().collect();
     assert_eq!(keys, source_keys(&sc).await);
@@ -845,4 +810,32 @@ async fn a_truncate_of_an_embedded_table_stops_the_follower_before_it() {
         "the slot ({kept}) is before the truncate ({start})"
     );
     assert_eq!(sc.items().await, before);
+}
+
+/// `follow --cutover` from `slot`, which must end with the table equal to
+/// the source; what it said, for later messages.
+async fn cut_over_equal(sc: &Scenario, mapping: &str, slot: &str) -> String {
+    let cut = follow(sc, mapping, slot, &["--cutover"]).await;
+    let said = format!("{}\n{}", cut.stdout, cut.stderr);
+    assert_eq!(cut.code, 0, "{said}");
+    assert!(
+        cut.stdout
+            .contains("cut over: the table equals the source, item by item"),
+        "{said}"
+    );
+    said
+}
+
+/// After a stop the user fixes with a new full load: the load, a change
+/// after it (item 9's name becomes `after the load`), then a cutover from
+/// the kept slot that ends equal.
+async fn reload_change_and_cut_over(sc: &Scenario, mapping: &str, slot: &str) -> String {
+    let reload = sc.run(mapping, &["--quiet"]).await;
+    assert_eq!(reload.code, 0, "{}", reload.stderr);
+    exec(
+        sc,
+        "UPDATE SCHEMA.items SET name = 'after the load' WHERE id = 9",
+    )
+    .await;
+    cut_over_equal(sc, mapping, slot).await
 }
