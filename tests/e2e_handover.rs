@@ -133,8 +133,10 @@ async fn the_follow_writes_with_the_full_loads_capacity_cap() {
     let out = follower.wait().await;
     assert_eq!(out.code, 130, "{}", out.stderr);
     assert_eq!(throttled(), 0, "{:?}", proxy.capacity_stats());
-    // The command printed to go on keeps the cap.
-    let go_on = format!("sql2ddb follow MAPPING --slot {slot} --max-wcu 100`");
+    // The command printed to go on names the mapping and the endpoint, and
+    // keeps the cap: it can be pasted as it is.
+    let go_on =
+        format!("sql2ddb follow {mapping} --endpoint {endpoint} --slot {slot} --max-wcu 100`");
     assert!(out.stdout.contains(&go_on), "{}", out.stdout);
 
     // `follow` on its own, with the flag of its own.
@@ -360,7 +362,7 @@ async fn a_resumed_full_load_is_followed_from_its_first_attempt(db: Db, prefix: 
             let out = first.wait().await;
             assert_eq!(out.code, 130, "{}", out.stderr);
             let slot = sql2ddb_engine::follow::slot_name(&run_id);
-            let kept = format!("replication slot {slot} is kept: follow the changes once the full load is complete (`sql2ddb follow MAPPING --slot {slot}`)");
+            let kept = format!("replication slot {slot} is kept: follow the changes once the full load is complete (`sql2ddb follow {mapping} --endpoint {endpoint} --slot {slot}`)");
             assert!(out.stderr.contains(&kept), "{}", out.stderr);
         }
     }

@@ -13,6 +13,8 @@ use sql2ddb_engine::follow::{
 use sql2ddb_engine::{EngineError, ResourceOptions, RunProgress, StopSignal, WriterFlags};
 use sql2ddb_mapping::Plan;
 
+use sql2ddb_core::redact_url;
+
 use crate::failure::fail_job;
 use crate::follow_report::{record_line, FollowedBy, SummaryTo};
 use crate::live::{next_signal, print_notes};
@@ -170,6 +172,48 @@ impl Target<'_> {
     fn name(&self) -> &str {
         &self.follow.slot
     }
+
+    /// `sql2ddb follow` with this follow's mapping and where it reads and
+    /// writes, as the commands printed to go on begin.
+    pub(crate) fn command(&self) -> String {
+        command_head(
+            self.plan.file(),
+            self.follow.resources.endpoint.as_deref(),
+            self.follow.resources.region.as_deref(),
+            &self.runs_dir,
+        )
+    }
+}
+
+/// `sql2ddb follow MAPPING` and the options that say where a follow reads
+/// and writes (`--endpoint`, `--region`, `--runs-dir` when not the
+/// default), quoted for a POSIX shell, a password in a URL masked: the head
+/// of every command printed to go on, so it can be pasted as it is.
+pub(crate) fn command_head(
+    mapping: &str,
+    endpoint: Option<&str>,
+    region: Option<&str>,
+    runs_dir: &std::path::Path,
+) -> String {
+    use crate::run::shell_word;
+    let mut words = vec![
+        "sql2ddb".to_string(),
+        "follow".to_string(),
+        shell_word(mapping),
+    ];
+    if let Some(e) = endpoint {
+        words.push(format!("--endpoint {}", shell_word(&redact_url(e))));
+    }
+    if let Some(r) = region {
+        words.push(format!("--region {}", shell_word(r)));
+    }
+    if runs_dir != std::path::Path::new(crate::run::DEFAULT_RUNS_DIR) {
+        words.push(format!(
+            "--runs-dir {}",
+            shell_word(&runs_dir.display().to_string())
+        ));
+    }
+    words.join(" ")
 }
 
 /// What `run --follow` anchors the changes to before the full load.
@@ -184,10 +228,10 @@ pub(crate) enum Anchor {
 impl Anchor {
     /// What is kept when the follow does not happen, and how to go on
     /// (with `flags`, the writer flags the run was given).
-    pub(crate) fn kept(&self, run_id: &str, flags: &str) -> String {
+    pub(crate) fn kept(&self, run_id: &str, head: &str, flags: &str) -> String {
         match self {
-            Anchor::Slot(slot) => format!("replication slot {slot} is kept: follow the changes once the full load is complete (`sql2ddb follow MAPPING --slot {slot}{flags}`), or drop it (`--drop-slot`)"),
-            Anchor::Binlog => format!("the snapshot's binary log position is in the run's report: follow the changes once the full load is complete (`sql2ddb follow MAPPING --run {run_id}{flags}`) while the source keeps that binary log file"),
+            Anchor::Slot(slot) => format!("replication slot {slot} is kept: follow the changes once the full load is complete (`{head} --slot {slot}{flags}`), or drop it (`--drop-slot`)"),
+            Anchor::Binlog => format!("the snapshot's binary log position is in the run's report: follow the changes once the full load is complete (`{head} --run {run_id}{flags}`) while the source keeps that binary log file"),
         }
     }
 }
@@ -415,12 +459,12 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
             let code = fail_job(&e);
             match &target.follow.binlog {
                 Some(_) => eprintln!(
-                    "the binary log position stays at the last applied transaction: follow again with `sql2ddb follow MAPPING --run {}{}`",
-                    target.name(), target.flags
+                    "the binary log position stays at the last applied transaction: follow again with `{} --run {}{}`",
+                    target.command(), target.name(), target.flags
                 ),
                 None => eprintln!(
-                    "replication slot {} is kept at the last applied position: follow again with `sql2ddb follow MAPPING --slot {}{}`, or drop it with --drop-slot",
-                    target.name(), target.name(), target.flags
+                    "replication slot {} is kept at the last applied position: follow again with `{} --slot {}{}`, or drop it with --drop-slot",
+                    target.name(), target.command(), target.name(), target.flags
                 ),
             }
             code
@@ -436,9 +480,10 @@ async fn end_cutover(target: &Target<'_>, report: &FollowReport, equal: bool) ->
         return 0;
     }
     let slot = &target.follow.slot;
+    let (head, flags) = (target.command(), &target.flags);
     if !equal {
         target.summary_to.say(&format!(
-            "replication slot {slot} and its publication are kept at {}: once what differs (or what stopped the comparison) is fixed, cut over again (`sql2ddb follow MAPPING --slot {slot} --cutover`) to go on from there, or drop them with --drop-slot",
+            "replication slot {slot} and its publication are kept at {}: once what differs (or what stopped the comparison) is fixed, cut over again (`{head} --slot {slot}{flags} --cutover`) to go on from there, or drop them with --drop-slot",
             report.position
         ));
         return 0;
@@ -464,9 +509,12 @@ fn summary(r: &FollowReport, target: &Target<'_>) -> u8 {
         Some(_) => FollowedBy::Run(target.name()),
         None => FollowedBy::Slot(target.name()),
     };
-    target
-        .summary_to
-        .say(&crate::follow_report::summary(r, &by, &target.flags));
+    target.summary_to.say(&crate::follow_report::summary(
+        r,
+        &by,
+        &target.command(),
+        &target.flags,
+    ));
     if target.summary_to == SummaryTo::Json {
         println!("{}", serde_json::to_string(r).expect("report serialises"));
     }
@@ -554,6 +602,24 @@ pub(crate) async fn before_run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_command_to_go_on_names_the_mapping_and_where_it_writes() {
+        let runs = std::path::Path::new(crate::run::DEFAULT_RUNS_DIR);
+        assert_eq!(
+            command_head("shop.toml", None, None, runs),
+            "sql2ddb follow shop.toml"
+        );
+        assert_eq!(
+            command_head(
+                "my maps/shop.toml",
+                Some("http://user:secret@127.0.0.1:8000"),
+                Some("eu-west-1"),
+                std::path::Path::new("/var/runs")
+            ),
+            "sql2ddb follow 'my maps/shop.toml' --endpoint 'http://user:***@127.0.0.1:8000' --region eu-west-1 --runs-dir /var/runs"
+        );
+    }
 
     #[test]
     fn the_writer_flags_given_are_printed_as_given() {

@@ -40,7 +40,7 @@ pub(crate) enum FollowedBy<'a> {
 /// The summary of a follow that ended: what it applied, where it stopped,
 /// and what to run next (with `flags`, the writer flags it was given, so
 /// the next follow writes as this one did).
-pub(crate) fn summary(r: &FollowReport, by: &FollowedBy<'_>, flags: &str) -> String {
+pub(crate) fn summary(r: &FollowReport, by: &FollowedBy<'_>, head: &str, flags: &str) -> String {
     let c = &r.counts;
     let mut out = format!(
         "follow of {}: {} changes applied ({} puts, {} deletes, {} folded into later ones), {} rejected{}; applied to {}\n",
@@ -65,10 +65,10 @@ pub(crate) fn summary(r: &FollowReport, by: &FollowedBy<'_>, flags: &str) -> Str
             "cut over at {at}: every change the binary log held at the cutover is applied"
         ),
         (_, FollowedBy::Slot(slot)) => format!(
-            "stopped at {at}; replication slot {slot} is kept (it holds the source's WAL from there): go on with `sql2ddb follow MAPPING --slot {slot}{flags}`, cut over with `sql2ddb follow MAPPING --slot {slot}{flags} --cutover`, or drop it with `--drop-slot`"
+            "stopped at {at}; replication slot {slot} is kept (it holds the source's WAL from there): go on with `{head} --slot {slot}{flags}`, cut over with `{head} --slot {slot}{flags} --cutover`, or drop it with `--drop-slot`"
         ),
         (_, FollowedBy::Run(run)) => format!(
-            "stopped at {at}: follow again to go on from there (`sql2ddb follow MAPPING --run {run}{flags}`) while the source still keeps that binary log file, or cut over with `sql2ddb follow MAPPING --run {run}{flags} --cutover`"
+            "stopped at {at}: follow again to go on from there (`{head} --run {run}{flags}`) while the source still keeps that binary log file, or cut over with `{head} --run {run}{flags} --cutover`"
         ),
     });
     out

@@ -36,7 +36,7 @@ Exit codes:
 const DEFAULT_SHUTDOWN_GRACE: u64 = sql2ddb_engine::stop::STOP_GRACE.as_secs();
 
 /// `--runs-dir`'s default.
-const DEFAULT_RUNS_DIR: &str = "sql2ddb-runs";
+pub(crate) const DEFAULT_RUNS_DIR: &str = "sql2ddb-runs";
 
 /// Past the grace period and the report's time, how long a stopped run may
 /// still take (closing its source) before the process exits without it.
@@ -256,7 +256,13 @@ pub async fn run(args: RunArgs) -> u8 {
         }
         Err(e) => {
             if let Some(crate::follow::Anchor::Slot(slot)) = slot {
-                eprintln!("replication slot {slot} is kept: drop it with `sql2ddb follow MAPPING --slot {slot} --drop-slot`");
+                let head = crate::follow::command_head(
+                    plan.file(),
+                    args.endpoint.as_deref(),
+                    args.region.as_deref(),
+                    &args.runs_dir,
+                );
+                eprintln!("replication slot {slot} is kept: drop it with `{head} --slot {slot} --drop-slot`");
             }
             fail_job(&e)
         }
@@ -277,7 +283,13 @@ async fn then_follow(
 ) -> u8 {
     let flags = crate::follow::flag_words(&opts.sink_options().flags());
     if !matches!(report.status, RunStatus::Ok | RunStatus::Rejected) {
-        eprintln!("{}", anchor.kept(&report.run_id, &flags));
+        let head = crate::follow::command_head(
+            plan.file(),
+            args.endpoint.as_deref(),
+            args.region.as_deref(),
+            &args.runs_dir,
+        );
+        eprintln!("{}", anchor.kept(&report.run_id, &head, &flags));
         return code;
     }
     let follow = sql2ddb_engine::follow::FollowOptions::after_full_load(
@@ -418,7 +430,7 @@ fn continue_command(args: &RunArgs, report: &RunReport, resume: bool) -> (String
 
 /// `word` as a POSIX shell reads it back: as is when it holds nothing the
 /// shell would interpret, else in single quotes.
-fn shell_word(word: &str) -> String {
+pub(crate) fn shell_word(word: &str) -> String {
     let plain = !word.is_empty()
         && word
             .chars()
