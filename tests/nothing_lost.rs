@@ -332,3 +332,84 @@ INSERT INTO p VALUES ('2024-01-01',1,'1.50'),('2024-01-01',2,'abc'),('2024-01-02
         s("n/a")
     );
 }
+
+#[tokio::test]
+async fn nothing_lost_09_only_rejects_on_the_local_endpoint_fixes_the_run_it_replays() {
+    let sql = "CREATE TABLE p (day DATE NOT NULL, n INTEGER NOT NULL, price DECIMAL, PRIMARY KEY (day, n));
+INSERT INTO p VALUES ('2024-01-01',1,'1.50'),('2024-01-01',2,'abc'),('2024-01-02',1,'2.25'),('2024-01-03',7,'n/a'),('2024-01-04',1,'3');";
+    let entity = "[[entity]]\nname = \"price\"\nfrom = \"p\"\npk = \"DAY#{day}\"\nsk = \"N#{n}\"\n";
+    let (sc, mapping) = sqlite_case("replay_local", sql, entity).await;
+    let local = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            &mapping,
+            "--endpoint",
+            "local",
+            "--runs-dir",
+            "runs",
+            "--json",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        args.into_iter().map(str::to_string).collect::<Vec<_>>()
+    };
+    let first_args = local(&[]);
+    let first_args: Vec<&str> = first_args.iter().map(String::as_str).collect();
+    let first = sc.sql2ddb(&first_args).await;
+    assert_eq!(first.code, 2, "{}", first.stderr);
+    let report = first.report();
+    let run_id = report["run_id"].as_str().unwrap().to_string();
+    let run_dir = sc.path().join("runs").join(&run_id);
+
+    // Fix the mapping, replay the rejects: they land in the first run's
+    // embedded table, which then holds every row.
+    let text = std::fs::read_to_string(&mapping).unwrap().replace(
+        "sk = \"N#{n}\"\n",
+        "sk = \"N#{n}\"\n[entity.attributes]\nprice = { column = \"price\", type = \"S\" }\n",
+    );
+    std::fs::write(&mapping, text).unwrap();
+    let rejects = run_dir.join("rejects.jsonl");
+    let replay_args = local(&["--only-rejects", rejects.to_str().unwrap()]);
+    let replay_args: Vec<&str> = replay_args.iter().map(String::as_str).collect();
+    let replay = sc.sql2ddb(&replay_args).await;
+    assert_eq!(replay.code, 0, "{}", replay.stderr);
+    assert_eq!(replay.entity("price")["items_written"], 2);
+    let data = replay.report()["local_data_file"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        data.ends_with(&format!("{run_id}/dynamodb.sqlite")),
+        "the first run's data: {data}"
+    );
+    let verify = sc
+        .sql2ddb(&[
+            "verify",
+            &mapping,
+            "--deep",
+            "--json",
+            "--endpoint",
+            "local",
+            "--runs-dir",
+            "runs",
+            "--run",
+            &run_id,
+        ])
+        .await;
+    // Every row has its item in the first run's table: the two replayed
+    // ones as the fixed mapping makes them, the three others as the first
+    // mapping made them (a number, where the fixed mapping says text).
+    let report = verify.report();
+    let e = &report["entities"][0];
+    assert_eq!(
+        (&e["found"], &e["missing"], &e["identical"], &e["different"]),
+        (
+            &serde_json::json!(5),
+            &serde_json::json!(0),
+            &serde_json::json!(2),
+            &serde_json::json!(3)
+        ),
+        "{}",
+        verify.stdout
+    );
+}

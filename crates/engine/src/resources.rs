@@ -36,13 +36,17 @@ pub struct ResourceOptions {
     pub aws: Option<AwsContext>,
 }
 
+/// The embedded `local` endpoint's data file, in a run's directory.
+pub const LOCAL_DATA_FILE: &str = "dynamodb.sqlite";
+
 /// Which job opens the resources: it decides what `local` means.
 #[derive(Debug, Clone, Copy)]
 pub enum Job<'a> {
     /// A run: `local` starts the embedded server with its data file in the
     /// run directory; a dry run calls nothing at all.
     Run {
-        /// The run directory.
+        /// The directory of the `local` endpoint's data: the run's own, or,
+        /// for `--only-rejects`, the run whose rejects it replays.
         run_dir: &'a Path,
         /// No DynamoDB call will be made.
         dry_run: bool,
@@ -116,7 +120,7 @@ impl Resources {
                 "none (dry run)".to_string(),
             ),
             (Some("local"), Job::Run { run_dir, .. }) => {
-                let l = LocalDynamo::start(Some(&run_dir.join("dynamodb.sqlite"))).await?;
+                let l = LocalDynamo::start(Some(&run_dir.join(LOCAL_DATA_FILE))).await?;
                 let e = Endpoint::Url(l.url().to_string());
                 local = Some(l);
                 (e, "local".to_string())
@@ -128,7 +132,7 @@ impl Resources {
                 "the embedded `local` endpoint lives only inside the process that started it; give the URL of a DynamoDB endpoint (--endpoint URL)".into(),
             )),
             (Some("local"), Job::Inspect { run_dir }) => {
-                let data = run_dir.join("dynamodb.sqlite");
+                let data = run_dir.join(LOCAL_DATA_FILE);
                 if !data.is_file() {
                     return Err(EngineError::Config(format!(
                         "`--endpoint local` reads the data the run's embedded endpoint kept in its directory, and {} is not there: give the id of a run made with `--endpoint local` (and --runs-dir if its directory is elsewhere)",

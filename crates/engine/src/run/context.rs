@@ -72,8 +72,17 @@ impl Context {
             .unwrap_or_else(|| plan.source.url.clone());
         // DynamoDB's side first: no AWS credentials (or region) is said
         // before any work on the source.
+        // `--only-rejects` fixes the rows of the run that rejected them:
+        // with the embedded `local` endpoint, that run's items are in its
+        // directory, beside its rejects file.
+        let local_dir = opts
+            .only_rejects
+            .as_deref()
+            .and_then(std::path::Path::parent)
+            .filter(|dir| dir.join(crate::resources::LOCAL_DATA_FILE).is_file())
+            .unwrap_or(&run_dir);
         let job = Job::Run {
-            run_dir: &run_dir,
+            run_dir: local_dir,
             dry_run: opts.dry_run,
         };
         let resources = Resources::open(Some(plan), &opts.resource_options(), job).await?;
