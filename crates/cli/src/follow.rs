@@ -13,8 +13,6 @@ use sql2ddb_engine::follow::{
 use sql2ddb_engine::{EngineError, ResourceOptions, RunProgress, StopSignal, WriterFlags};
 use sql2ddb_mapping::Plan;
 
-use sql2ddb_core::redact_url;
-
 use crate::failure::fail_job;
 use crate::follow_report::{record_line, FollowedBy, SummaryTo};
 use crate::live::{next_signal, print_notes};
@@ -176,44 +174,13 @@ impl Target<'_> {
     /// `sql2ddb follow` with this follow's mapping and where it reads and
     /// writes, as the commands printed to go on begin.
     pub(crate) fn command(&self) -> String {
-        command_head(
+        crate::follow_report::command_head(
             self.plan.file(),
             self.follow.resources.endpoint.as_deref(),
             self.follow.resources.region.as_deref(),
             &self.runs_dir,
         )
     }
-}
-
-/// `sql2ddb follow MAPPING` and the options that say where a follow reads
-/// and writes (`--endpoint`, `--region`, `--runs-dir` when not the
-/// default), quoted for a POSIX shell, a password in a URL masked: the head
-/// of every command printed to go on, so it can be pasted as it is.
-pub(crate) fn command_head(
-    mapping: &str,
-    endpoint: Option<&str>,
-    region: Option<&str>,
-    runs_dir: &std::path::Path,
-) -> String {
-    use crate::run::shell_word;
-    let mut words = vec![
-        "sql2ddb".to_string(),
-        "follow".to_string(),
-        shell_word(mapping),
-    ];
-    if let Some(e) = endpoint {
-        words.push(format!("--endpoint {}", shell_word(&redact_url(e))));
-    }
-    if let Some(r) = region {
-        words.push(format!("--region {}", shell_word(r)));
-    }
-    if runs_dir != std::path::Path::new(crate::run::DEFAULT_RUNS_DIR) {
-        words.push(format!(
-            "--runs-dir {}",
-            shell_word(&runs_dir.display().to_string())
-        ));
-    }
-    words.join(" ")
 }
 
 /// What `run --follow` anchors the changes to before the full load.
@@ -276,7 +243,7 @@ pub async fn follow(args: FollowArgs) -> u8 {
         follow,
         runs_dir: args.runs_dir.clone(),
         summary_to: summary_to(args.json),
-        flags: flag_words(&writer_flags(&args)),
+        flags: crate::follow_report::flag_words(&writer_flags(&args)),
     };
     run_follow(&target, &args.stop).await
 }
@@ -324,7 +291,7 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
         follow,
         runs_dir: args.runs_dir.clone(),
         summary_to: summary_to(args.json),
-        flags: flag_words(&writer_flags(args)),
+        flags: crate::follow_report::flag_words(&writer_flags(args)),
     };
     run_follow(&target, &args.stop).await
 }
@@ -365,22 +332,6 @@ fn writer_flags(args: &FollowArgs) -> WriterFlags {
         fixed_concurrency: args.fixed_concurrency,
         max_wcu: args.max_wcu,
     }
-}
-
-/// The writer flags given, as they are written on the command line (each
-/// with a space before it), for the `follow` commands printed to go on.
-pub(crate) fn flag_words(flags: &WriterFlags) -> String {
-    let mut words = String::new();
-    if let Some(c) = flags.concurrency {
-        words.push_str(&format!(" --concurrency {c}"));
-    }
-    if flags.fixed_concurrency {
-        words.push_str(" --fixed-concurrency");
-    }
-    if let Some(w) = flags.max_wcu {
-        words.push_str(&format!(" --max-wcu {w}"));
-    }
-    words
 }
 
 fn summary_to(json: bool) -> SummaryTo {
@@ -597,41 +548,4 @@ pub(crate) async fn before_run(
         format_lsn(at)
     );
     Ok(Anchor::Slot(slot))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_command_to_go_on_names_the_mapping_and_where_it_writes() {
-        let runs = std::path::Path::new(crate::run::DEFAULT_RUNS_DIR);
-        assert_eq!(
-            command_head("shop.toml", None, None, runs),
-            "sql2ddb follow shop.toml"
-        );
-        assert_eq!(
-            command_head(
-                "my maps/shop.toml",
-                Some("http://user:secret@127.0.0.1:8000"),
-                Some("eu-west-1"),
-                std::path::Path::new("/var/runs")
-            ),
-            "sql2ddb follow 'my maps/shop.toml' --endpoint 'http://user:***@127.0.0.1:8000' --region eu-west-1 --runs-dir /var/runs"
-        );
-    }
-
-    #[test]
-    fn the_writer_flags_given_are_printed_as_given() {
-        assert_eq!(flag_words(&WriterFlags::default()), "");
-        let flags = WriterFlags {
-            concurrency: Some(4),
-            fixed_concurrency: true,
-            max_wcu: Some(100),
-        };
-        assert_eq!(
-            flag_words(&flags),
-            " --concurrency 4 --fixed-concurrency --max-wcu 100"
-        );
-    }
 }

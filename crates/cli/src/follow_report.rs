@@ -2,6 +2,9 @@
 //! position, how to go on or cut over) and where a followed run stands, as
 //! `status` shows it.
 
+use sql2ddb_core::redact_url;
+use sql2ddb_engine::WriterFlags;
+
 use crate::table::bytes;
 use sql2ddb_engine::follow::{
     follow_status, FollowEnd, FollowReport, FollowState, FollowStatus, RecordTarget,
@@ -222,6 +225,53 @@ fn duration(seconds: f64) -> String {
     }
 }
 
+/// `sql2ddb follow MAPPING` and the options that say where a follow reads
+/// and writes (`--endpoint`, `--region`, `--runs-dir` when not the
+/// default), quoted for a POSIX shell, a password in a URL masked: the head
+/// of every command printed to go on, so it can be pasted as it is.
+pub(crate) fn command_head(
+    mapping: &str,
+    endpoint: Option<&str>,
+    region: Option<&str>,
+    runs_dir: &std::path::Path,
+) -> String {
+    use crate::run::shell_word;
+    let mut words = vec![
+        "sql2ddb".to_string(),
+        "follow".to_string(),
+        shell_word(mapping),
+    ];
+    if let Some(e) = endpoint {
+        words.push(format!("--endpoint {}", shell_word(&redact_url(e))));
+    }
+    if let Some(r) = region {
+        words.push(format!("--region {}", shell_word(r)));
+    }
+    if runs_dir != std::path::Path::new(crate::run::DEFAULT_RUNS_DIR) {
+        words.push(format!(
+            "--runs-dir {}",
+            shell_word(&runs_dir.display().to_string())
+        ));
+    }
+    words.join(" ")
+}
+
+/// The writer flags given, as they are written on the command line (each
+/// with a space before it), for the `follow` commands printed to go on.
+pub(crate) fn flag_words(flags: &WriterFlags) -> String {
+    let mut words = String::new();
+    if let Some(c) = flags.concurrency {
+        words.push_str(&format!(" --concurrency {c}"));
+    }
+    if flags.fixed_concurrency {
+        words.push_str(" --fixed-concurrency");
+    }
+    if let Some(w) = flags.max_wcu {
+        words.push_str(&format!(" --max-wcu {w}"));
+    }
+    words
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -242,6 +292,38 @@ mod tests {
         assert!(
             warning.starts_with("warning: the replication slot keeps "),
             "{warning}"
+        );
+    }
+
+    #[test]
+    fn the_command_to_go_on_names_the_mapping_and_where_it_writes() {
+        let runs = std::path::Path::new(crate::run::DEFAULT_RUNS_DIR);
+        assert_eq!(
+            command_head("shop.toml", None, None, runs),
+            "sql2ddb follow shop.toml"
+        );
+        assert_eq!(
+            command_head(
+                "my maps/shop.toml",
+                Some("http://user:secret@127.0.0.1:8000"),
+                Some("eu-west-1"),
+                std::path::Path::new("/var/runs")
+            ),
+            "sql2ddb follow 'my maps/shop.toml' --endpoint 'http://user:***@127.0.0.1:8000' --region eu-west-1 --runs-dir /var/runs"
+        );
+    }
+
+    #[test]
+    fn the_writer_flags_given_are_printed_as_given() {
+        assert_eq!(flag_words(&WriterFlags::default()), "");
+        let flags = WriterFlags {
+            concurrency: Some(4),
+            fixed_concurrency: true,
+            max_wcu: Some(100),
+        };
+        assert_eq!(
+            flag_words(&flags),
+            " --concurrency 4 --fixed-concurrency --max-wcu 100"
         );
     }
 }

@@ -256,7 +256,7 @@ pub async fn run(args: RunArgs) -> u8 {
         }
         Err(e) => {
             if let Some(crate::follow::Anchor::Slot(slot)) = slot {
-                let head = crate::follow::command_head(
+                let head = crate::follow_report::command_head(
                     plan.file(),
                     args.endpoint.as_deref(),
                     args.region.as_deref(),
@@ -281,9 +281,9 @@ async fn then_follow(
     anchor: crate::follow::Anchor,
     code: u8,
 ) -> u8 {
-    let flags = crate::follow::flag_words(&opts.sink_options().flags());
+    let flags = crate::follow_report::flag_words(&opts.sink_options().flags());
     if !matches!(report.status, RunStatus::Ok | RunStatus::Rejected) {
-        let head = crate::follow::command_head(
+        let head = crate::follow_report::command_head(
             plan.file(),
             args.endpoint.as_deref(),
             args.region.as_deref(),
