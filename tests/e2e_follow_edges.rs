@@ -283,17 +283,7 @@ async fn an_idle_follower_confirms_its_position_while_other_tables_write() {
     let sc = Scenario::new("follow_idle").postgres(ITEMS).start().await;
     let mapping = sc.mapping(MAPPING);
     let (slot, _guard) = loaded(&sc, &mapping).await;
-    let follower = Proc::spawn(
-        sc.path(),
-        &[
-            "follow",
-            &mapping,
-            "--slot",
-            &slot,
-            "--endpoint",
-            &sc.dynamo.url,
-        ],
-    );
+    let follower = spawn_follower(&sc, &mapping, &slot);
     wait_for(&follower, "following replication slot").await;
     let mut open = sqlx::PgConnection::connect(pg_url()).await.unwrap();
     let table = format!("{}.items", sc.pg().name);
@@ -320,17 +310,7 @@ async fn an_idle_follower_confirms_its_position_while_other_tables_write() {
     assert_eq!(stopped.code, 130, "{}", stopped.stderr);
     sqlx::query("COMMIT").execute(&mut open).await.unwrap();
 
-    let follower = Proc::spawn(
-        sc.path(),
-        &[
-            "follow",
-            &mapping,
-            "--slot",
-            &slot,
-            "--endpoint",
-            &sc.dynamo.url,
-        ],
-    );
+    let follower = spawn_follower(&sc, &mapping, &slot);
     until_items(&sc, "the open transaction's change arrives", |items| {
         name_of(items, 2) == Some(&s("spanning"))
     })
@@ -448,17 +428,7 @@ async fn stops_at_a_shape_change(
     let sc = Scenario::new(prefix).postgres(ITEMS).start().await;
     let mapping = sc.mapping(MAPPING);
     let (slot, _guard) = loaded(&sc, &mapping).await;
-    let follower = Proc::spawn(
-        sc.path(),
-        &[
-            "follow",
-            &mapping,
-            "--slot",
-            &slot,
-            "--endpoint",
-            &sc.dynamo.url,
-        ],
-    );
+    let follower = spawn_follower(&sc, &mapping, &slot);
     wait_for(&follower, "following replication slot").await;
     exec(&sc, "UPDATE SCHEMA.items SET name = 'before' WHERE id = 1").await;
     exec(&sc, alter).await;
@@ -838,4 +808,19 @@ async fn reload_change_and_cut_over(sc: &Scenario, mapping: &str, slot: &str) ->
     )
     .await;
     cut_over_equal(sc, mapping, slot).await
+}
+
+/// `follow MAPPING --slot SLOT --endpoint URL` running in the background.
+fn spawn_follower(sc: &Scenario, mapping: &str, slot: &str) -> Proc {
+    Proc::spawn(
+        sc.path(),
+        &[
+            "follow",
+            mapping,
+            "--slot",
+            slot,
+            "--endpoint",
+            &sc.dynamo.url,
+        ],
+    )
 }
