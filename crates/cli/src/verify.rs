@@ -60,7 +60,7 @@ async fn resources(
     run: &str,
 ) -> Result<(Resources, Option<String>), EngineError> {
     let run_dir = args.runs_dir.join(run);
-    let recorded = recorded_progress_table(&run_dir);
+    let recorded = sql2ddb_engine::runs::recorded(&run_dir).progress_table;
     let progress_table = args.progress_table.clone().or(recorded);
     let plan = match &args.mapping {
         Some(path) => Some(load(path, None)?),
@@ -82,14 +82,6 @@ async fn resources(
     let resources = Resources::open(plan.as_ref(), &options, job).await?;
     resources.progress_store()?;
     Ok((resources, plan.map(|p| p.source.url)))
-}
-
-/// The progress table run `run_dir`'s report names, if it has a report
-/// that names one.
-fn recorded_progress_table(run_dir: &std::path::Path) -> Option<String> {
-    let text = std::fs::read_to_string(run_dir.join("report.json")).ok()?;
-    let report: serde_json::Value = serde_json::from_str(&text).ok()?;
-    report["progress_table"].as_str().map(str::to_string)
 }
 
 /// `sql2ddb status`.

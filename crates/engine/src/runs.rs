@@ -55,7 +55,7 @@ pub fn list_runs(runs_dir: &Path, mapping: Option<&Path>) -> Result<Vec<RunEntry
         if !entry.path().is_dir() {
             continue;
         }
-        let run = read_entry(&entry.path(), run_id, started);
+        let run = read_entry(&entry.path(), run_id, Some(started));
         let of_mapping = match (&wanted, &run.mapping) {
             (None, _) => true,
             (Some(w), Some(m)) => *w == same_file_key(Path::new(m)),
@@ -101,6 +101,17 @@ pub fn resolve_run(
     }
 }
 
+/// What run directory `run_dir`'s report recorded (nothing while the run
+/// goes on, or after a kill).
+pub fn recorded(run_dir: &Path) -> RunEntry {
+    let run_id = run_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let started = started_of(&run_id);
+    read_entry(run_dir, run_id, started)
+}
+
 /// The start time an id begins with, or `None` for a name that is no
 /// run id.
 fn started_of(run_id: &str) -> Option<String> {
@@ -109,7 +120,7 @@ fn started_of(run_id: &str) -> Option<String> {
     Some(t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
 }
 
-fn read_entry(dir: &Path, run_id: String, started: String) -> RunEntry {
+fn read_entry(dir: &Path, run_id: String, started: Option<String>) -> RunEntry {
     let report: serde_json::Value = std::fs::read_to_string(dir.join("report.json"))
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
@@ -117,7 +128,7 @@ fn read_entry(dir: &Path, run_id: String, started: String) -> RunEntry {
     let text = |field: &str| report[field].as_str().map(str::to_string);
     RunEntry {
         run_id,
-        started: Some(started),
+        started,
         status: text("status"),
         mapping: text("mapping"),
         table: text("table"),
@@ -202,6 +213,20 @@ mod tests {
             "20240503T100000Z-cccccc"
         );
         assert_eq!(resolve_run(Some("x"), root.path(), None).unwrap(), "x");
+
+        // One run's record, as status and verify read its progress table.
+        run_dir(
+            root.path(),
+            "20240506T100000Z-ffffff",
+            Some(serde_json::json!({"status": "ok", "progress_table": "t-progress"})),
+        );
+        let one = recorded(&root.path().join("20240506T100000Z-ffffff"));
+        assert_eq!(one.progress_table.as_deref(), Some("t-progress"));
+        assert_eq!(one.started.as_deref(), Some("2024-05-06 10:00:00 UTC"));
+        assert_eq!(
+            recorded(&root.path().join("20240504T100000Z-dddddd")).progress_table,
+            None
+        );
     }
 
     #[test]
