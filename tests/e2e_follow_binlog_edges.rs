@@ -43,14 +43,6 @@ struct Followed {
     server_id: String,
 }
 
-/// A replica server id unique to this test process and test.
-fn server_id() -> String {
-    use std::sync::atomic::{AtomicU32, Ordering};
-    static NEXT: AtomicU32 = AtomicU32::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    (3_000_000 + (std::process::id() % 100_000) * 16 + n % 16).to_string()
-}
-
 impl Followed {
     /// The database made by `fixture`, loaded by `run --follow` (until idle).
     async fn start(prefix: &str, fixture: &str, mapping: &str) -> Followed {
@@ -59,7 +51,7 @@ impl Followed {
         let f = Followed {
             sc,
             mapping,
-            server_id: server_id(),
+            server_id: replica_server_id(),
         };
         f.load().await;
         f

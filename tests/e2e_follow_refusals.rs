@@ -386,8 +386,20 @@ async fn a_mariadb_run_is_followed_by_its_own_mapping_only() {
     let (b, b_name) = owner_mapping(&sc, &my_url, "items", "b.toml", "ITEM");
     let (a, a_name) = owner_mapping(&sc, &my_url, "items", "a.toml", "OTHER");
     let url = sc.dynamo.url.clone();
+    // A replica id of its own: other tests read the same server's log.
+    let id = replica_server_id();
     let first = sc
-        .run(&b, &["--follow", "--follow-until-idle", "1", "--quiet"])
+        .run(
+            &b,
+            &[
+                "--follow",
+                "--follow-until-idle",
+                "1",
+                "--server-id",
+                &id,
+                "--quiet",
+            ],
+        )
         .await;
     assert_eq!(first.code, 0, "{}", first.stderr);
     let run_id = run_id_of(&first);
@@ -401,7 +413,16 @@ async fn a_mariadb_run_is_followed_by_its_own_mapping_only() {
         .join(sql2ddb_engine::follow::BINLOG_CHECKPOINT);
     let at = std::fs::read_to_string(&checkpoint).unwrap();
 
-    let other = ["follow", &a, "--run", &run_id, "--endpoint", &url];
+    let other = [
+        "follow",
+        &a,
+        "--run",
+        &run_id,
+        "--endpoint",
+        &url,
+        "--server-id",
+        &id,
+    ];
     let other = sc
         .sql2ddb(&[&other[..], &["--follow-until-idle", "1"]].concat())
         .await;
@@ -423,7 +444,16 @@ async fn a_mariadb_run_is_followed_by_its_own_mapping_only() {
         "mapping A wrote nothing"
     );
 
-    let own = ["follow", &b, "--run", &run_id, "--endpoint", &url];
+    let own = [
+        "follow",
+        &b,
+        "--run",
+        &run_id,
+        "--endpoint",
+        &url,
+        "--server-id",
+        &id,
+    ];
     let own = sc
         .sql2ddb(&[&own[..], &["--follow-until-idle", "1"]].concat())
         .await;

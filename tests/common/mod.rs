@@ -225,3 +225,13 @@ pub fn assert_item(key: &(String, String), got: &Item, want: &Item) {
         );
     }
 }
+
+/// A MySQL/MariaDB replica server id unique to this test process and call:
+/// two binary log readers with one id disconnect each other, and the tests
+/// follow the one server side by side.
+pub fn replica_server_id() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    (3_000_000 + (std::process::id() % 100_000) * 16 + n % 16).to_string()
+}
