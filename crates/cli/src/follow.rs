@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use sql2ddb_engine::follow::lsn_text as format_lsn;
 use sql2ddb_engine::follow::{
-    is_binlog_source, BinlogFollow, FollowEnd, FollowOptions, FollowReport, RecordTarget,
-    DEFAULT_SERVER_ID,
+    is_binlog_source, replica_server_id, BinlogFollow, FollowEnd, FollowOptions, FollowReport,
+    RecordTarget,
 };
 use sql2ddb_engine::{EngineError, ResourceOptions, RunProgress, StopSignal, WriterFlags};
 use sql2ddb_mapping::Plan;
@@ -79,9 +79,10 @@ pub struct RunFollowArgs {
     #[arg(long, conflicts_with_all = ["dry_run", "queue", "resume", "only_rejects"])]
     pub follow: bool,
     /// MySQL/MariaDB: the server id to read the binary log as, a replica's
-    /// (unique among the source's replicas, not the source's own).
-    #[arg(long, default_value_t = DEFAULT_SERVER_ID, requires = "follow")]
-    pub server_id: u32,
+    /// (unique among the source's replicas, not the source's own). Default:
+    /// one of the run's own, derived from its id.
+    #[arg(long, requires = "follow")]
+    pub server_id: Option<u32>,
     #[command(flatten)]
     pub stop: StopArgs,
 }
@@ -101,9 +102,10 @@ pub struct FollowArgs {
     #[arg(long, value_name = "RUN_ID")]
     run: Option<String>,
     /// MySQL/MariaDB: the server id to read the binary log as, a replica's
-    /// (unique among the source's replicas, not the source's own).
-    #[arg(long, default_value_t = DEFAULT_SERVER_ID)]
-    server_id: u32,
+    /// (unique among the source's replicas, not the source's own). Default:
+    /// the run's own, derived from its id, the same at every restart.
+    #[arg(long)]
+    server_id: Option<u32>,
     /// Source URL, overriding the mapping's.
     #[arg(long)]
     source: Option<String>,
@@ -281,7 +283,7 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
     }
     let binlog = BinlogFollow {
         run_dir: run_dir.clone(),
-        server_id: args.server_id,
+        server_id: args.server_id.unwrap_or_else(|| replica_server_id(run)),
     };
     let record = Some(RecordTarget::of_run(&args.runs_dir, run));
     let mut follow = follow_options(args, plan, source, run.clone(), Some(binlog), record);

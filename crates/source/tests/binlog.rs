@@ -290,3 +290,41 @@ async fn mariadb_is_followed_by_gtid_on_whatever_files_the_server_has() {
     assert!(err.contains(&beyond), "{err}");
     source.close().await;
 }
+
+/// The replication privileges a follower needs count when a default role
+/// holds them, as when the user holds them itself; a user with neither
+/// lacks all three.
+#[tokio::test]
+async fn privileges_held_through_a_role_count() {
+    let (d, db) = my_database("src_roles", "CREATE TABLE {d}.t (id INT PRIMARY KEY);").await;
+    let role = format!("{d}_role");
+    let (with_role, without) = (format!("{d}_r"), format!("{d}_n"));
+    db.exec(&format!(
+        "CREATE ROLE `{role}`;
+         GRANT REPLICATION SLAVE, BINLOG MONITOR, RELOAD ON *.* TO `{role}`;
+         CREATE USER '{with_role}'@'%';
+         GRANT `{role}` TO '{with_role}'@'%';
+         SET DEFAULT ROLE `{role}` FOR '{with_role}'@'%';
+         GRANT SELECT ON `{d}`.* TO '{with_role}'@'%';
+         CREATE USER '{without}'@'%';
+         GRANT SELECT ON `{d}`.* TO '{without}'@'%';"
+    ))
+    .await;
+    let missing = |user: String| {
+        let url = format!("mysql://{user}@127.0.0.1:3306/{d}");
+        async move {
+            let source = Source::connect(&url, 1).await.unwrap();
+            let missing = source.missing_binlog_privileges().await;
+            source.close().await;
+            missing.unwrap()
+        }
+    };
+    let by_role = missing(with_role.clone()).await;
+    let none = missing(without.clone()).await;
+    db.exec(&format!(
+        "DROP USER '{with_role}'@'%'; DROP USER '{without}'@'%'; DROP ROLE `{role}`;"
+    ))
+    .await;
+    assert!(by_role.is_empty(), "{by_role:?}");
+    assert_eq!(none, ["REPLICATION SLAVE", "REPLICATION CLIENT", "RELOAD"]);
+}

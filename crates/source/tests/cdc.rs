@@ -287,3 +287,96 @@ async fn what_a_new_slot_needs_is_read_before_anything_is_created() {
     );
     source.close().await;
 }
+
+/// Texts that an array literal must quote (quotes, backslashes, braces,
+/// commas, the word NULL, blanks, the empty text) decode to themselves, a
+/// NULL to NULL, and more tuples than one statement casts come back each in
+/// its own place.
+#[tokio::test]
+async fn tuples_decode_exactly_whatever_their_text_and_however_many() {
+    let (s, _guard) = pg_schema(
+        "src_tuples",
+        "CREATE TABLE {s}.t (id bigint PRIMARY KEY, tx text, tags text[], n numeric);",
+    )
+    .await;
+    let source = Source::connect(pg_url(), 2).await.unwrap();
+    let table = format!("{s}.t");
+    let from = Relation::Table(&table);
+    let shape = source.describe(&from).await.unwrap();
+    let q = source.page_query(&from, &shape, &[], 10).unwrap();
+    let columns: Vec<String> = ["id", "tx", "tags", "n"].map(String::from).to_vec();
+    let awkward = [
+        "\"",
+        "\\",
+        "\\\"",
+        "{a,b}",
+        "NULL",
+        "null",
+        "",
+        " spaced ",
+        "a,b",
+        "}{",
+        "Zoë's\n\ttab",
+    ];
+    let t = |s: &str| TupleValue::Text(s.to_string());
+    let mut tuples: Vec<Vec<TupleValue>> = Vec::new();
+    for (i, text) in awkward.iter().enumerate() {
+        tuples.push(vec![
+            t(&i.to_string()),
+            t(text),
+            t(r#"{"x\"y",NULL,"{}"}"#),
+            t("12.500"),
+        ]);
+    }
+    tuples.push(vec![
+        t("100"),
+        TupleValue::Null,
+        TupleValue::Null,
+        TupleValue::Null,
+    ]);
+    // More than one statement's worth, in an order no key sorts.
+    for i in 0..12_000u64 {
+        let id = (i * 7_919) % 1_000_003 + 1_000;
+        tuples.push(vec![
+            t(&id.to_string()),
+            t(&format!("row {id}")),
+            TupleValue::Null,
+            t(&i.to_string()),
+        ]);
+    }
+    let refs: Vec<&[TupleValue]> = tuples.iter().map(Vec::as_slice).collect();
+    let rows = source.rows_of_tuples(&q, &columns, &refs).await.unwrap();
+    assert_eq!(rows.len(), tuples.len());
+    for (i, text) in awkward.iter().enumerate() {
+        let row = rows[i].as_ref().unwrap();
+        assert_eq!(
+            row[1],
+            sql2ddb_core::SqlValue::Text(text.to_string()),
+            "tuple {i}"
+        );
+        assert_eq!(
+            row[2],
+            sql2ddb_core::SqlValue::Array(vec![
+                sql2ddb_core::SqlValue::Text("x\"y".into()),
+                sql2ddb_core::SqlValue::Null,
+                sql2ddb_core::SqlValue::Text("{}".into()),
+            ]),
+            "tuple {i}"
+        );
+    }
+    let nulls = rows[awkward.len()].as_ref().unwrap();
+    assert!(
+        nulls[1..]
+            .iter()
+            .all(|v| *v == sql2ddb_core::SqlValue::Null),
+        "{nulls:?}"
+    );
+    for (tuple, row) in tuples.iter().zip(&rows).skip(awkward.len() + 1) {
+        let row = row.as_ref().unwrap();
+        let TupleValue::Text(id) = &tuple[0] else {
+            unreachable!()
+        };
+        assert_eq!(row[1], sql2ddb_core::SqlValue::Text(format!("row {id}")));
+    }
+    source.close().await;
+}

@@ -54,7 +54,7 @@ pub use record::{
     read_file as read_record, FollowRecord, FollowState, RecordTarget, RecordedCounts,
     FOLLOW_RECORD,
 };
-pub use sql2ddb_source::cdc::{BinlogPosition, SlotState, DEFAULT_SERVER_ID};
+pub use sql2ddb_source::cdc::{replica_server_id, BinlogPosition, SlotState};
 pub use status::{follow_status, FollowStatus, SourceNow};
 pub use stream::{binlog_start, write_checkpoint, BINLOG_CHECKPOINT, BINLOG_COLUMNS};
 use stream::{Checkpoint, Reader};
@@ -224,13 +224,14 @@ impl FollowOptions {
     /// source, endpoint, region and AWS context, and the writer settings
     /// the full load resolved from the same flags and mapping (never the
     /// mapping's alone). PostgreSQL reads the run's slot, MySQL/MariaDB the
-    /// binary log from the run's directory as replica `server_id`. How it
+    /// binary log from the run's directory as replica `server_id` (the
+    /// run's own, [`replica_server_id`], when `None`). How it
     /// stops (`until_idle`, `cutover`, `stop`) is the caller's.
     pub fn after_full_load(
         plan: &Plan,
         opts: &crate::RunOptions,
         report: &crate::RunReport,
-        server_id: u32,
+        server_id: Option<u32>,
     ) -> FollowOptions {
         let source = opts
             .source
@@ -239,7 +240,7 @@ impl FollowOptions {
         let run_dir = PathBuf::from(&report.run_dir);
         let binlog = is_binlog_source(&source).then(|| BinlogFollow {
             run_dir: run_dir.clone(),
-            server_id,
+            server_id: server_id.unwrap_or_else(|| replica_server_id(&report.run_id)),
         });
         FollowOptions {
             slot: match binlog {

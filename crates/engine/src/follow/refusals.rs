@@ -6,7 +6,7 @@
 //! [`entities::bind`](super::entities::bind) finds in the mapping.
 
 use sql2ddb_mapping::{EntitySource, Plan};
-use sql2ddb_source::cdc::PublishedTable;
+use sql2ddb_source::cdc::{PublishedTable, SlotServer};
 use sql2ddb_source::Source;
 
 use super::entities::{self, refuse_all, table_names};
@@ -64,7 +64,12 @@ pub(super) async fn check_binlog(source: &Source, plan: &Plan) -> Result<(), Eng
 
 /// What the server and the user lack for slot and publication `slot`.
 async fn server_reasons(source: &Source, slot: &str) -> Result<Vec<String>, EngineError> {
-    let s = source.slot_server(slot).await?;
+    Ok(slot_server_reasons(slot, &source.slot_server(slot).await?))
+}
+
+/// What server `s` and its user lack for slot and publication `slot`,
+/// every reason at once.
+fn slot_server_reasons(slot: &str, s: &SlotServer) -> Vec<String> {
     let mut out = Vec::new();
     if s.wal_level != "logical" {
         out.push(format!("following changes needs wal_level = logical (the server has {}): set it in postgresql.conf and restart the server", s.wal_level));
@@ -84,7 +89,7 @@ async fn server_reasons(source: &Source, slot: &str) -> Result<Vec<String>, Engi
     if s.publication_exists {
         out.push(format!("a publication named {slot} exists already in this database: drop it (DROP PUBLICATION {slot}) before a new run creates it"));
     }
-    Ok(out)
+    out
 }
 
 /// What keeps `table` from being published and followed: privileges, and
@@ -168,5 +173,42 @@ mod tests {
         assert_eq!(locked.len(), 2, "{locked:?}");
         assert!(locked[0].contains("GRANT SELECT ON s.t"), "{locked:?}");
         assert!(locked[1].contains("belongs to app"), "{locked:?}");
+    }
+
+    #[test]
+    fn every_server_side_reason_is_named_at_once_with_its_fix() {
+        let ready = SlotServer {
+            user: "migrator".into(),
+            wal_level: "logical".into(),
+            can_replicate: true,
+            max_slots: 10,
+            used_slots: 3,
+            can_create_publication: true,
+            slot_exists: false,
+            publication_exists: false,
+        };
+        assert!(slot_server_reasons("sql2ddb_r1", &ready).is_empty());
+        let nothing = SlotServer {
+            wal_level: "replica".into(),
+            can_replicate: false,
+            used_slots: 10,
+            can_create_publication: false,
+            slot_exists: true,
+            publication_exists: true,
+            ..ready
+        };
+        let reasons = slot_server_reasons("sql2ddb_r1", &nothing);
+        let expected = [
+            "wal_level = logical (the server has replica)",
+            "ALTER ROLE migrator REPLICATION",
+            "no free replication slot (10 of max_replication_slots = 10 in use)",
+            "GRANT CREATE ON DATABASE",
+            "a replication slot named sql2ddb_r1 exists already",
+            "DROP PUBLICATION sql2ddb_r1",
+        ];
+        assert_eq!(reasons.len(), expected.len(), "{reasons:#?}");
+        for (reason, part) in reasons.iter().zip(expected) {
+            assert!(reason.contains(part), "{reason:?} should say {part:?}");
+        }
     }
 }

@@ -42,10 +42,18 @@ use super::position::BinlogPosition;
 use super::{ChangeBatch, RowChange};
 use crate::{Source, SourceError};
 
-/// The server id the reader registers with unless told otherwise: a
-/// replica's id must differ from the source's and from every other
-/// replica's.
-pub const DEFAULT_SERVER_ID: u32 = 4_231_117;
+/// The server id the reader of run `run_id` registers with unless told
+/// otherwise: a replica's id must differ from the source's and from every
+/// other replica's (two readers with one id disconnect each other), so each
+/// run has its own, the same at every restart. A hash of the run id into
+/// 4,000,000,000..4,290,000,000, far above the small ids servers are given.
+pub fn replica_server_id(run_id: &str) -> u32 {
+    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    let hash = run_id.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    4_000_000_000 + hash % 290_000_000
+}
 
 /// The rotate event's type code: its header's position is in the file it
 /// leaves.
@@ -563,5 +571,19 @@ mod tests {
         assert!(opts.ssl_opts().is_some());
         let plain = binlog_opts("mysql://root@127.0.0.1/test?ssl-mode=disabled").unwrap();
         assert!(plain.ssl_opts().is_none());
+    }
+
+    #[test]
+    fn each_run_reads_as_a_replica_of_its_own_the_same_at_every_restart() {
+        let a = replica_server_id("20261206T230000-a1b2");
+        assert_eq!(a, replica_server_id("20261206T230000-a1b2"));
+        assert_ne!(a, replica_server_id("20261206T230000-a1b3"));
+        let ids: std::collections::HashSet<u32> = (0..1000)
+            .map(|i| replica_server_id(&format!("run-{i}")))
+            .collect();
+        assert!(ids.len() >= 998, "{} distinct ids of 1000", ids.len());
+        assert!(ids
+            .iter()
+            .all(|id| (4_000_000_000..4_290_000_000).contains(id)));
     }
 }

@@ -259,7 +259,8 @@ fn labels(sql_type: &str) -> Vec<String> {
     let Some(open) = sql_type.find('(') else {
         return Vec::new();
     };
-    let body = &sql_type[open + 1..sql_type.rfind(')').unwrap_or(sql_type.len())];
+    let rest = &sql_type[open + 1..];
+    let body = &rest[..rest.rfind(')').unwrap_or(rest.len())];
     let mut out = Vec::new();
     let mut chars = body.chars().peekable();
     while let Some(c) = chars.next() {

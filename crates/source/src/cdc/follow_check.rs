@@ -168,22 +168,46 @@ impl Source {
     /// lacks, by name: `REPLICATION SLAVE` (read the binary log as a
     /// replica), `REPLICATION CLIENT` or MariaDB's `BINLOG MONITOR` (its
     /// position), `RELOAD` (the snapshot's brief global read lock).
-    /// Privileges granted through a role are not seen.
+    /// Privileges held directly and through the session's roles (its
+    /// default roles) count alike.
     pub async fn missing_binlog_privileges(&self) -> Result<Vec<&'static str>, SourceError> {
         let Pool::MySql(pool) = &self.pool else {
             return Err(SourceError::config(
                 "the binary log is MySQL's and MariaDB's",
             ));
         };
-        let held: Vec<String> = sqlx::query_scalar(
+        let failed = |e| SourceError::query("read the user's privileges", e);
+        let mut held: Vec<String> = sqlx::query_scalar(
             "SELECT CONVERT(PRIVILEGE_TYPE USING utf8mb4) FROM information_schema.USER_PRIVILEGES \
              WHERE GRANTEE = CONCAT('''', SUBSTRING_INDEX(CURRENT_USER(), '@', 1), '''@''', \
              SUBSTRING_INDEX(CURRENT_USER(), '@', -1), '''')",
         )
         .fetch_all(pool)
         .await
-        .map_err(|e| SourceError::query("read the user's privileges", e))?;
-        let has = |p: &str| held.iter().any(|h| h.eq_ignore_ascii_case(p));
+        .map_err(failed)?;
+        // The session's roles: MariaDB's SHOW GRANTS lists the grants of
+        // the current role; MySQL's lists them with USING the roles.
+        let (version, roles): (String, Option<String>) = sqlx::query_as(
+            "SELECT CONVERT(VERSION() USING utf8mb4), CONVERT(CURRENT_ROLE() USING utf8mb4)",
+        )
+        .fetch_one(pool)
+        .await
+        .map_err(failed)?;
+        let show = match roles.filter(|r| !r.is_empty() && r != "NONE") {
+            Some(roles) if !version.contains("MariaDB") => {
+                format!("SHOW GRANTS FOR CURRENT_USER() USING {roles}")
+            }
+            _ => "SHOW GRANTS".to_string(),
+        };
+        let grants: Vec<String> = sqlx::query_scalar(AssertSqlSafe(show))
+            .fetch_all(pool)
+            .await
+            .map_err(failed)?;
+        held.extend(grants.iter().flat_map(|g| global_privileges(g)));
+        let has = |p: &str| {
+            held.iter()
+                .any(|h| h.eq_ignore_ascii_case(p) || h.eq_ignore_ascii_case("ALL PRIVILEGES"))
+        };
         let mut missing = Vec::new();
         if !has("REPLICATION SLAVE") {
             missing.push("REPLICATION SLAVE");
@@ -223,5 +247,43 @@ impl Source {
             Err(sqlx::Error::Database(_)) => Ok(true),
             Err(e) => Err(SourceError::query(format!("read {table}"), e)),
         }
+    }
+}
+
+/// The global privileges (`ON *.*`) a line of `SHOW GRANTS` grants, by
+/// name; none for a line on a database or table, or a role's grant.
+fn global_privileges(line: &str) -> Vec<String> {
+    let Some(rest) = line.strip_prefix("GRANT ") else {
+        return Vec::new();
+    };
+    let Some((privileges, _)) = rest.split_once(" ON *.* TO ") else {
+        return Vec::new();
+    };
+    privileges
+        .split(',')
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::global_privileges;
+
+    #[test]
+    fn global_grants_are_read_from_show_grants_lines() {
+        assert_eq!(
+            global_privileges("GRANT RELOAD, REPLICATION SLAVE, BINLOG MONITOR ON *.* TO `r_repl`"),
+            ["RELOAD", "REPLICATION SLAVE", "BINLOG MONITOR"]
+        );
+        assert_eq!(
+            global_privileges(
+                "GRANT ALL PRIVILEGES ON *.* TO `root`@`localhost` WITH GRANT OPTION"
+            ),
+            ["ALL PRIVILEGES"]
+        );
+        assert!(global_privileges("GRANT SELECT ON `test`.* TO `u`@`%`").is_empty());
+        assert!(global_privileges("GRANT `r_repl` TO `u`@`%`").is_empty());
+        assert!(global_privileges("SET DEFAULT ROLE `r_repl` FOR `u`@`%`").is_empty());
     }
 }

@@ -31,7 +31,7 @@ mod tuples;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub use binlog::{table_id, BinlogReader, DEFAULT_SERVER_ID};
+pub use binlog::{replica_server_id, table_id, BinlogReader};
 pub use pgoutput::{decode, format_lsn, parse_lsn, Message, RelationInfo, TupleValue};
 pub use position::BinlogPosition;
 pub use slot::SlotState;

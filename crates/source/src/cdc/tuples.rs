@@ -2,15 +2,21 @@
 //! gives them: the server casts each text to its column's type and the
 //! page's own select list and decoders read the result, so a followed row
 //! maps to the same item as the full load's copy of it.
+//!
+//! The texts travel as one array per column (`unnest`), not one bound value
+//! per cell: the statement is the same whatever the number of tuples, so it
+//! is parsed and planned once per connection, and a batch of changes takes a
+//! statement or two instead of one per 500 tuples with thousands of
+//! parameters each.
 
 use sql2ddb_core::{Row, SqlValue};
 
 use super::TupleValue;
 use crate::sql::{quote_ident, ALIAS};
-use crate::{Dialect, PageQuery, Source, SourceError, MAX_BIND_VALUES};
+use crate::{Dialect, PageQuery, Source, SourceError};
 
 /// Most tuples cast in one statement.
-const TUPLES_PER_STATEMENT: usize = 500;
+const TUPLES_PER_STATEMENT: usize = 5_000;
 
 /// The column that numbers the tuples of a statement; it is not selected,
 /// so it only has to differ from the entity's own column names.
@@ -53,54 +59,94 @@ impl Source {
         };
         let mut out: Vec<Option<Row>> = vec![None; tuples.len()];
         let wanted: Vec<usize> = (0..tuples.len()).filter(|&i| complete(tuples[i])).collect();
-        let per_statement =
-            (MAX_BIND_VALUES / q.columns.len().max(1)).clamp(1, TUPLES_PER_STATEMENT);
-        for chunk in wanted.chunks(per_statement) {
-            let mut values: Vec<SqlValue> = Vec::new();
-            let mut rows_sql = Vec::with_capacity(chunk.len());
+        let sql = unnest_select(q);
+        for chunk in wanted.chunks(TUPLES_PER_STATEMENT) {
+            // Per column, its texts as one array literal.
+            let mut arrays: Vec<String> = vec![String::from("{"); q.columns.len()];
             for (n, &t) in chunk.iter().enumerate() {
-                let mut cells: Vec<String> = q
-                    .columns
-                    .iter()
-                    .zip(&at)
-                    .map(|(c, i)| match &tuples[t][i.expect("complete tuple")] {
-                        TupleValue::Text(s) => {
-                            values.push(SqlValue::Text(s.clone()));
-                            format!("CAST(${} AS {})", values.len(), c.sql_type)
+                for (array, i) in arrays.iter_mut().zip(&at) {
+                    if n > 0 {
+                        array.push(',');
+                    }
+                    match &tuples[t][i.expect("complete tuple")] {
+                        TupleValue::Text(text) => push_element(array, text),
+                        TupleValue::Null => array.push_str("NULL"),
+                        TupleValue::Value(_) | TupleValue::Unchanged => {
+                            return Err(SourceError::config(
+                                "a PostgreSQL tuple holds a value that is not text",
+                            ))
                         }
-                        TupleValue::Value(v) => {
-                            values.push(v.clone());
-                            format!("CAST(${} AS {})", values.len(), c.sql_type)
-                        }
-                        _ => format!("CAST(NULL AS {})", c.sql_type),
-                    })
-                    .collect();
-                cells.push(n.to_string());
-                rows_sql.push(format!("({})", cells.join(", ")));
+                    }
+                }
             }
-            let mut names: Vec<String> = q
-                .columns
-                .iter()
-                .map(|c| quote_ident(Dialect::Postgres, &c.name))
+            let values: Vec<SqlValue> = arrays
+                .into_iter()
+                .map(|mut a| {
+                    a.push('}');
+                    SqlValue::Text(a)
+                })
                 .collect();
-            // The rows come back in the order they were given.
-            names.push(ORDINAL.into());
-            let sql = format!(
-                "SELECT {} FROM (VALUES {}) AS {ALIAS}({}) ORDER BY {ALIAS}.{ORDINAL}",
-                q.select.join(", "),
-                rows_sql.join(", "),
-                names.join(", ")
-            );
             let bound: Vec<&SqlValue> = values.iter().collect();
             let rows = self
                 .fetch(&q.entity, &q.columns, &q.decoders, &sql, &bound)
                 .await?;
+            if rows.len() != chunk.len() {
+                return Err(SourceError::config(format!(
+                    "{} tuples of {} were cast into {} rows",
+                    chunk.len(),
+                    q.entity,
+                    rows.len()
+                )));
+            }
             for (&t, row) in chunk.iter().zip(rows) {
                 out[t] = Some(row);
             }
         }
         Ok(out)
     }
+}
+
+/// The statement that casts the texts of `q`'s columns, bound as one
+/// `text[]` literal per column, to the columns' types and reads them with
+/// the page's own select list, in the order the tuples were given.
+fn unnest_select(q: &PageQuery) -> String {
+    let cells: Vec<String> = q
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            format!(
+                "CAST(u.c{i} AS {}) AS {}",
+                c.sql_type,
+                quote_ident(Dialect::Postgres, &c.name)
+            )
+        })
+        .collect();
+    let arrays: Vec<String> = (1..=q.columns.len())
+        .map(|n| format!("CAST(${n} AS text[])"))
+        .collect();
+    let names: Vec<String> = (0..q.columns.len()).map(|i| format!("c{i}")).collect();
+    format!(
+        "SELECT {} FROM (SELECT {}, u.n AS {ORDINAL} FROM unnest({}) WITH ORDINALITY AS u({}, n)) AS {ALIAS} ORDER BY {ALIAS}.{ORDINAL}",
+        q.select.join(", "),
+        cells.join(", "),
+        arrays.join(", "),
+        names.join(", ")
+    )
+}
+
+/// Appends `text` to an array literal as one quoted element: exact for any
+/// text (quotes and backslashes escaped, `NULL` or braces inside kept as
+/// text).
+fn push_element(array: &mut String, text: &str) {
+    array.push('"');
+    for ch in text.chars() {
+        if ch == '"' || ch == '\\' {
+            array.push('\\');
+        }
+        array.push(ch);
+    }
+    array.push('"');
 }
 
 /// The row a tuple of decoded values holds (in the entity's column order);
