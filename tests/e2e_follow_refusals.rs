@@ -93,25 +93,27 @@ async fn a_postgres_follow_is_refused_with_every_reason_before_anything_exists()
     let sc = Scenario::new("refuse_pg").postgres(PG_TABLES).start().await;
     let s = sc.pg().name.clone();
     let mapping = sc.mapping(PG_MAPPING);
-    let run = sc.run(&mapping, &["--follow", "--quiet"]).await;
-    assert_eq!(run.code, EX_CONFIG, "{}", run.stderr);
     let deferred_fix = format!("ALTER TABLE {s}.deferred REPLICA IDENTITY FULL");
     let nothing_fix = format!("ALTER TABLE {s}.nothing REPLICA IDENTITY DEFAULT");
     let index_fix = format!("ALTER TABLE {s}.by_index REPLICA IDENTITY DEFAULT");
-    lists_every_reason(
-        &run.stderr,
+    let reasons: &[&[&str]] = &[
+        &["DEFERRABLE", "UPDATE and DELETE", &deferred_fix],
         &[
-            &["DEFERRABLE", "UPDATE and DELETE", &deferred_fix],
-            &[
-                "REPLICA IDENTITY NOTHING",
-                "UPDATE and DELETE",
-                &nothing_fix,
-            ],
-            &["USING INDEX by_index_code", &index_fix],
-            &["entity event: cannot be followed", "has no primary key"],
-            &["entity recent: cannot be followed", "reads a query"],
+            "REPLICA IDENTITY NOTHING",
+            "UPDATE and DELETE",
+            &nothing_fix,
         ],
-    );
+        &["USING INDEX by_index_code", &index_fix],
+        &["entity event: cannot be followed", "has no primary key"],
+        &["entity recent: cannot be followed", "reads a query"],
+    ];
+    // `check --follow` says all of it before any run.
+    let check = sc.sql2ddb(&["check", &mapping, "--follow"]).await;
+    assert_eq!(check.code, EX_CONFIG, "{}", check.stderr);
+    lists_every_reason(&check.stderr, reasons);
+    let run = sc.run(&mapping, &["--follow", "--quiet"]).await;
+    assert_eq!(run.code, EX_CONFIG, "{}", run.stderr);
+    lists_every_reason(&run.stderr, reasons);
     assert_eq!(publications_of(sc.pg()).await, 0, "no publication exists");
     assert!(!sc.table_exists(&sc.table).await, "nothing was written");
 
@@ -134,6 +136,49 @@ async fn a_postgres_follow_is_refused_with_every_reason_before_anything_exists()
     .await
     .unwrap();
     assert_eq!(left, 18);
+
+    // Once the tables are fixed and the unfollowable entities left out,
+    // `check --follow` passes, still creating nothing.
+    sc.pg()
+        .exec(&format!("{deferred_fix}; {nothing_fix}; {index_fix}"))
+        .await;
+    let fixed = PG_MAPPING
+        .split("[[entity]]\nname = \"event\"")
+        .next()
+        .unwrap();
+    let fixed = sc.mapping(fixed);
+    let check = sc.sql2ddb(&["check", &fixed, "--follow"]).await;
+    assert_eq!(check.code, 0, "{}\n{}", check.stdout, check.stderr);
+    assert!(check.stdout.contains("can be followed"), "{}", check.stdout);
+    assert_eq!(publications_of(sc.pg()).await, 0, "no publication exists");
+}
+
+/// A SQLite source cannot be followed: `check --follow` says so (78).
+#[tokio::test]
+async fn check_follow_refuses_a_sqlite_source() {
+    let sc = Scenario::new("refuse_lite")
+        .sqlite("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT);")
+        .start()
+        .await;
+    let text = pg_mapping!(
+        url = "SOURCE_URL",
+        "",
+        r#"
+[[entity]]
+name = "t"
+from = "t"
+pk = "T#{id}"
+sk = "T"
+"#
+    );
+    let mapping = sc.mapping(&text.replace("SOURCE_URL", sc.sqlite_url()));
+    let check = sc.sql2ddb(&["check", &mapping, "--follow"]).await;
+    assert_eq!(check.code, EX_CONFIG, "{}", check.stderr);
+    assert!(
+        check.stderr.contains("a SQLite file can only be loaded"),
+        "{}",
+        check.stderr
+    );
 }
 
 /// A role of the test's own, dropped (with its grants) at the end.

@@ -87,13 +87,21 @@ pub(crate) struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Validate a mapping file (no connection is made).
+    /// Validate a mapping file (no connection is made, unless --follow).
     #[command(
-        after_help = footer("Exit codes: 0 valid; 2 valid, with warnings of possible silent overwrites (keys that leave out the unique key, entities whose keys can collide); 1 invalid; 64 usage error.")
+        after_help = footer("Exit codes: 0 valid; 2 valid, with warnings of possible silent overwrites (keys that leave out the unique key, entities whose keys can collide); 1 invalid; 64 usage error. With --follow: 78 the mapping cannot be followed (every reason listed); 69 the source is unreachable.")
     )]
     Check {
         /// The mapping spec (TOML).
         mapping: PathBuf,
+        /// Also connect to the source and list every reason `run --follow`
+        /// would refuse to follow this mapping (server settings, privileges,
+        /// keys, replica identity, entities), at once; nothing is created.
+        #[arg(long)]
+        follow: bool,
+        /// Source URL for --follow, overriding the mapping's.
+        #[arg(long, requires = "follow")]
+        source: Option<String>,
     },
     /// Migrate: read the source page by page, write the items, print a report.
     #[command(after_help = footer(run::EXIT_CODES))]
@@ -169,7 +177,14 @@ fn main() -> ExitCode {
         .with_env_filter(log_filter())
         .init();
     let code = match cli.command {
-        Command::Check { mapping } => check(&mapping),
+        Command::Check {
+            mapping,
+            follow,
+            source,
+        } => match check(&mapping) {
+            0 | 2 if follow => block_on(check_follow(&mapping, source.as_deref())),
+            code => code,
+        },
         Command::Run(args) => block_on(run::run(args)),
         Command::Export(args) => block_on(export::export(args)),
         Command::Follow(args) => block_on(follow::follow(args)),
@@ -310,6 +325,26 @@ fn check(path: &Path) -> u8 {
             unset_notes(&failure.unset);
             code
         }
+    }
+}
+
+/// `check --follow`, once the mapping is valid: every reason it cannot be
+/// followed, as `run --follow` would refuse it, before anything exists.
+async fn check_follow(path: &Path, source: Option<&str>) -> u8 {
+    let plan = match load(path, source) {
+        Ok(plan) => plan,
+        Err(e) => return failure::fail_job(&e),
+    };
+    match sql2ddb_engine::follow::check_followable(&plan, &plan.source.url).await {
+        Ok(()) => {
+            println!(
+                "{}: can be followed (run it with `sql2ddb run {} --follow`)",
+                path.display(),
+                path.display()
+            );
+            0
+        }
+        Err(e) => failure::fail_job(&e),
     }
 }
 

@@ -97,6 +97,32 @@ pub async fn check_slot(plan: &Plan, source_url: &str, slot: &str) -> Result<(),
     result
 }
 
+/// Every reason `plan` cannot be followed from `source_url`, as `run
+/// --follow` checks them before it creates anything (the server's settings,
+/// the user's privileges, each table's key and replica identity, the
+/// mapping's entities), all at once; creates nothing (`check --follow`).
+pub async fn check_followable(plan: &Plan, source_url: &str) -> Result<(), EngineError> {
+    if !is_binlog_source(source_url) && !is_postgres_source(source_url) {
+        return Err(EngineError::Refused {
+            reasons: vec!["following changes needs a PostgreSQL (logical replication) or MySQL/MariaDB (binary log) source; a SQLite file can only be loaded".into()],
+        });
+    }
+    let source = Source::connect(source_url, 2).await?;
+    let result = match is_binlog_source(source_url) {
+        true => refusals::check_binlog(&source, plan).await,
+        // No slot is named yet: a run names its own after its id.
+        false => refusals::check_slot(&source, plan, "").await,
+    };
+    source.close().await;
+    result
+}
+
+/// Whether `source_url` names a PostgreSQL server.
+fn is_postgres_source(source_url: &str) -> bool {
+    let scheme = source_url.split("://").next().unwrap_or_default();
+    scheme.eq_ignore_ascii_case("postgres") || scheme.eq_ignore_ascii_case("postgresql")
+}
+
 /// Checks as [`check_slot`] does, then creates the publication of the
 /// tables of `plan` and the slot, both named `slot`, records that they
 /// belong to `plan` ([`MappingOwner`]), and returns the slot's consistent
