@@ -246,3 +246,68 @@ async fn mariadb_schema_with_settings_for_wide_numbers_zero_dates_and_tinyint() 
     };
     assert_eq!(lines.len(), 2);
 }
+
+/// `init --follow`: a table without a primary key (mapped as a query by
+/// its row address, whose changes could not be matched to items) is left
+/// out with its reason; a DEFERRABLE key is
+/// named with the statement to run on the source. Once that is run, the
+/// mapping passes `check --follow`; nothing is created on the source.
+#[tokio::test]
+async fn init_follow_writes_a_mapping_that_can_be_followed() {
+    let sc = Scenario::new("init_follow")
+        .postgres(
+            "CREATE TABLE {schema}.orders (id int PRIMARY KEY, total numeric(10,2) NOT NULL);
+             INSERT INTO {schema}.orders SELECT i, i * 1.5 FROM generate_series(1, 20) i;
+             CREATE TABLE {schema}.carts (id int PRIMARY KEY DEFERRABLE, n int NOT NULL);
+             INSERT INTO {schema}.carts SELECT i, i FROM generate_series(1, 5) i;
+             CREATE TABLE {schema}.log (at timestamptz NOT NULL, what text);
+             INSERT INTO {schema}.log VALUES (now(), 'a'), (now(), 'b');",
+        )
+        .start()
+        .await;
+    let s = sc.pg().name.clone();
+    let tables = format!("{s}.carts,{s}.log,{s}.orders");
+    let init = with_url(&sc, pg_url(), &["init", "--follow", "--tables", &tables]).await;
+    assert_eq!(init.code, 0, "{}", init.stderr);
+    let text = init
+        .stdout
+        .replace("table = \"sql2ddb-target\"", "table = \"TABLE\"");
+    let head: Vec<&str> = text.lines().take_while(|l| l.starts_with('#')).collect();
+    let head = head.join("\n");
+    assert!(
+        head.contains("left out: entity log: cannot be followed: it reads a query"),
+        "{text}"
+    );
+    let fix = format!("ALTER TABLE {s}.carts REPLICA IDENTITY FULL");
+    assert!(
+        head.contains("fix on the source first") && head.contains(&fix),
+        "{text}"
+    );
+    assert!(!text.contains(&format!("from = \"{s}.log\"")), "{text}");
+    assert!(text.contains(&format!("from = \"{s}.orders\"")), "{text}");
+    assert!(text.contains(&format!("from = \"{s}.carts\"")), "{text}");
+
+    let mapping = sc.mapping(&text);
+    let check = with_url(&sc, pg_url(), &["check", &mapping, "--follow"]).await;
+    assert_eq!(check.code, EX_CONFIG, "{}", check.stderr);
+    assert!(check.stderr.contains(&fix), "{}", check.stderr);
+    sc.pg().exec(&fix).await;
+    let check = with_url(&sc, pg_url(), &["check", &mapping, "--follow"]).await;
+    assert_eq!(check.code, 0, "{}\n{}", check.stdout, check.stderr);
+    let publications: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pg_publication_tables WHERE schemaname = $1")
+            .bind(&s)
+            .fetch_one(&sc.pg().pool)
+            .await
+            .unwrap();
+    assert_eq!(publications, 0);
+
+    // A SQLite source cannot be followed at all.
+    let lite = with_url(&sc, "sqlite://nowhere.db", &["init", "--follow"]).await;
+    assert_eq!(lite.code, EX_CONFIG, "{}", lite.stderr);
+    assert!(
+        lite.stderr.contains("can only be loaded"),
+        "{}",
+        lite.stderr
+    );
+}

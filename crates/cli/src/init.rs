@@ -7,7 +7,8 @@ Exit codes:
   0   the mapping is printed on stdout
   64  usage error: unknown option, missing argument
   69  the source could not be reached, or refused
-  78  the source URL is wrong, or a table asked for does not exist";
+  78  the source URL is wrong, or a table asked for does not exist; with
+      --follow, no table of the source can be followed (every reason listed)";
 
 /// Arguments of `sql2ddb init`.
 #[derive(clap::Args)]
@@ -24,6 +25,12 @@ pub struct InitArgs {
     /// item collection, or are embedded in the parent's items.
     #[arg(long, value_name = "NAME", value_parser = crate::limits::table_name)]
     pub single_table: Option<String>,
+    /// A mapping `run --follow` can follow: checked against the source as
+    /// `run --follow` checks it; entities that cannot be followed are left
+    /// out, and each reason (with what to change on the source) is written
+    /// at the mapping's top.
+    #[arg(long)]
+    pub follow: bool,
 }
 
 /// Runs `sql2ddb init`.
@@ -32,6 +39,7 @@ pub async fn init(args: InitArgs) -> u8 {
         source: args.source,
         tables: args.tables,
         single_table: args.single_table,
+        follow: args.follow,
     };
     match sql2ddb_engine::init::init(&opts).await {
         Ok(text) => {

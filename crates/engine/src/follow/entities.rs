@@ -59,6 +59,15 @@ fn reason(entity: &str, message: impl Into<String>) -> String {
     format!("entity {entity}: cannot be followed: {}", message.into())
 }
 
+/// The entity a reason of [`reason`]'s is about; `None` for a reason about
+/// the server, the user or a table.
+pub(crate) fn reason_entity(reason: &str) -> Option<&str> {
+    let (entity, _) = reason
+        .strip_prefix("entity ")?
+        .split_once(": cannot be followed: ")?;
+    Some(entity)
+}
+
 /// Every reason at once, or nothing to refuse.
 pub(super) fn refuse_all(reasons: Vec<String>) -> Result<(), EngineError> {
     match reasons.is_empty() {

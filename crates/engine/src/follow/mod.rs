@@ -30,6 +30,7 @@
 
 mod apply;
 mod entities;
+pub(crate) use entities::reason_entity;
 mod owner;
 mod pipeline;
 mod plan;
@@ -108,17 +109,28 @@ pub async fn check_followable(plan: &Plan, source_url: &str) -> Result<(), Engin
         });
     }
     let source = Source::connect(source_url, 2).await?;
-    let result = match is_binlog_source(source_url) {
-        true => refusals::check_binlog(&source, plan).await,
-        // No slot is named yet: a run names its own after its id.
-        false => refusals::check_slot(&source, plan, "").await,
-    };
+    let result = followable_reasons(&source, plan, source_url).await;
     source.close().await;
-    result
+    entities::refuse_all(result?)
+}
+
+/// Every reason `plan` cannot be followed from `source` (at
+/// `source_url`), as [`check_followable`] finds them; an entity's reasons
+/// name it ([`entities::reason_entity`]).
+pub(crate) async fn followable_reasons(
+    source: &Source,
+    plan: &Plan,
+    source_url: &str,
+) -> Result<Vec<String>, EngineError> {
+    match is_binlog_source(source_url) {
+        true => refusals::binlog_reasons(source, plan).await,
+        // No slot is named yet: a run names its own after its id.
+        false => refusals::slot_reasons(source, plan, "").await,
+    }
 }
 
 /// Whether `source_url` names a PostgreSQL server.
-fn is_postgres_source(source_url: &str) -> bool {
+pub(crate) fn is_postgres_source(source_url: &str) -> bool {
     let scheme = source_url.split("://").next().unwrap_or_default();
     scheme.eq_ignore_ascii_case("postgres") || scheme.eq_ignore_ascii_case("postgresql")
 }

@@ -19,6 +19,15 @@ pub(super) async fn check_slot(
     plan: &Plan,
     slot: &str,
 ) -> Result<(), EngineError> {
+    refuse_all(slot_reasons(source, plan, slot).await?)
+}
+
+/// PostgreSQL: every reason slot `slot` cannot be created for `plan`.
+pub(super) async fn slot_reasons(
+    source: &Source,
+    plan: &Plan,
+    slot: &str,
+) -> Result<Vec<String>, EngineError> {
     let mut reasons = server_reasons(source, slot).await?;
     let (_, entity_reasons) = entities::bind(source, plan, &[]).await?;
     for table in table_names(plan) {
@@ -32,12 +41,21 @@ pub(super) async fn check_slot(
         }
     }
     reasons.extend(entity_reasons);
-    refuse_all(reasons)
+    Ok(reasons)
 }
 
 /// MySQL/MariaDB: every reason `plan` cannot be followed through the
 /// binary log, or nothing to refuse.
 pub(super) async fn check_binlog(source: &Source, plan: &Plan) -> Result<(), EngineError> {
+    refuse_all(binlog_reasons(source, plan).await?)
+}
+
+/// MySQL/MariaDB: every reason `plan` cannot be followed through the
+/// binary log.
+pub(super) async fn binlog_reasons(
+    source: &Source,
+    plan: &Plan,
+) -> Result<Vec<String>, EngineError> {
     let mut reasons = source.binlog_setting_problems().await?;
     let missing = source.missing_binlog_privileges().await?;
     if !missing.is_empty() {
@@ -59,7 +77,7 @@ pub(super) async fn check_binlog(source: &Source, plan: &Plan) -> Result<(), Eng
     // say it does not exist.
     let (_, entity_reasons) = entities::bind(source, plan, &unreadable).await?;
     reasons.extend(entity_reasons);
-    refuse_all(reasons)
+    Ok(reasons)
 }
 
 /// What the server and the user lack for slot and publication `slot`.

@@ -28,12 +28,27 @@ pub struct InitOptions {
     /// One DynamoDB table of this name, children in their parents' item
     /// collections (or embedded).
     pub single_table: Option<String>,
+    /// A mapping `run --follow` can follow: entities that cannot be are
+    /// left out (each named with why, in the mapping's comments), and what
+    /// the source itself must change is said at its top.
+    pub follow: bool,
 }
 
 /// Reads the catalog and renders the mapping.
 pub async fn init(opts: &InitOptions) -> Result<String, EngineError> {
+    if opts.follow
+        && !crate::follow::is_binlog_source(&opts.source)
+        && !crate::follow::is_postgres_source(&opts.source)
+    {
+        return Err(EngineError::Config(
+            "--follow needs a PostgreSQL (logical replication) or MySQL/MariaDB (binary log) source; a SQLite file can only be loaded".into(),
+        ));
+    }
     let source = Source::connect(&opts.source, 2).await?;
-    let result = read_and_render(&source, opts).await;
+    let result = match opts.follow {
+        true => followable(&source, opts).await,
+        false => read_and_render(&source, opts).await,
+    };
     source.close().await;
     // Each error keeps its kind (a source that failed is not a setting).
     result.map_err(|e| match e {
@@ -48,16 +63,7 @@ async fn read_and_render(source: &Source, opts: &InitOptions) -> Result<String, 
         Some(_) => Vec::new(),
         None => source.view_names().await?,
     };
-    let names = match &opts.tables {
-        Some(t) => t.clone(),
-        None => {
-            // Sorted here, not by the server's collation: the same schema
-            // gives the same mapping on every dialect.
-            let mut names = source.table_names().await?;
-            names.sort();
-            names
-        }
-    };
+    let names = table_list(source, opts).await?;
     if names.is_empty() {
         return Err(EngineError::Config(
             "the source has no tables to map".into(),
@@ -87,6 +93,97 @@ async fn read_and_render(source: &Source, opts: &InitOptions) -> Result<String, 
         ));
     }
     Ok(text)
+}
+
+/// The tables `init` maps: those asked for, else every table of the source.
+async fn table_list(source: &Source, opts: &InitOptions) -> Result<Vec<String>, EngineError> {
+    Ok(match &opts.tables {
+        Some(t) => t.clone(),
+        None => {
+            // Sorted here, not by the server's collation: the same schema
+            // gives the same mapping on every dialect.
+            let mut names = source.table_names().await?;
+            names.sort();
+            names
+        }
+    })
+}
+
+/// `init --follow`: the mapping rendered as usual, checked as `run
+/// --follow` checks it; the tables of entities that cannot be followed are
+/// left out and the mapping rendered again from the rest, with every
+/// reason in its comments.
+async fn followable(source: &Source, opts: &InitOptions) -> Result<String, EngineError> {
+    let first = read_and_render(source, opts).await?;
+    let reasons = follow_reasons(source, opts, &first).await?;
+    let refused: Vec<&str> = reasons
+        .iter()
+        .filter_map(|r| crate::follow::reason_entity(r))
+        .collect();
+    // Each table's entity is named after it (a query's too, for a table
+    // without a key): those refused are left out, the rest kept.
+    let names = table_list(source, opts).await?;
+    let (left_out, kept): (Vec<String>, Vec<String>) =
+        names.into_iter().partition(|n| refused.contains(&short(n)));
+    let (text, reasons) = match left_out.is_empty() {
+        true => (first, reasons),
+        false => {
+            if kept.is_empty() {
+                return Err(EngineError::Refused { reasons });
+            }
+            let again = InitOptions {
+                tables: Some(kept),
+                ..opts.clone()
+            };
+            let text = read_and_render(source, &again).await?;
+            let rest = follow_reasons(source, opts, &text).await?;
+            let mut all: Vec<String> = reasons
+                .into_iter()
+                .filter(|r| crate::follow::reason_entity(r).is_some())
+                .collect();
+            all.extend(rest);
+            (text, all)
+        }
+    };
+    let mut head = String::new();
+    if reasons.is_empty() {
+        head.push_str(
+            "# run --follow: every entity below can be followed (checked against the source).\n",
+        );
+    } else {
+        head.push_str(
+            "# run --follow: checked against the source when this mapping was written.\n",
+        );
+        for r in &reasons {
+            let what = match crate::follow::reason_entity(r) {
+                Some(_) => "left out",
+                None => "fix on the source first",
+            };
+            head.push_str(&format!("#   {what}: {}\n", redact_secrets(r)));
+        }
+    }
+    Ok(head + &text)
+}
+
+/// The rendered mapping `text` as a plan, reading `opts.source`.
+fn parse(opts: &InitOptions, text: &str) -> Result<sql2ddb_mapping::Plan, EngineError> {
+    let plan = sql2ddb_mapping::Plan::parse_with_source(
+        text,
+        std::path::Path::new("init"),
+        &|_: &str| None,
+        Some(&opts.source),
+    )?;
+    Ok(plan)
+}
+
+/// Every reason the rendered mapping `text` cannot be followed.
+async fn follow_reasons(
+    source: &Source,
+    opts: &InitOptions,
+    text: &str,
+) -> Result<Vec<String>, EngineError> {
+    let plan = parse(opts, text)?;
+    crate::follow::followable_reasons(source, &plan, &opts.source).await
 }
 
 /// Rows per table and, with `single`, the largest group of rows per
