@@ -140,6 +140,54 @@ async fn an_unknown_column_stops_the_run_before_any_write() {
     );
 }
 
+/// A mistyped column and a mistyped table are each answered with the name
+/// they most likely stand for, and a hint about that cause (not the
+/// source's URL); a name close to nothing gets no guess.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_typo_is_answered_with_did_you_mean_and_a_hint_of_its_cause() {
+    let sc = Scenario::new("typo")
+        .postgres("CREATE TABLE {schema}.items (id int PRIMARY KEY, name text NOT NULL); INSERT INTO {schema}.items VALUES (1, 'a');")
+        .start()
+        .await;
+    let s = sc.pg().name.clone();
+    let column = sc.mapping(&ITEMS_MAPPING.replace("pk = \"{name}\"", "pk = \"{nmae}\""));
+    let run = sc.run(&column, &["--quiet"]).await;
+    assert_eq!(run.code, EX_CONFIG, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("column \"nmae\", which the source does not return; did you mean \"name\"?"),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        !run.stderr.contains("hint: check the source URL"),
+        "{}",
+        run.stderr
+    );
+
+    let table = sc.mapping(&ITEMS_MAPPING.replace("SCHEMA.items", "SCHEMA.itmes"));
+    let run = sc.run(&table, &["--quiet"]).await;
+    assert_eq!(run.code, EX_CONFIG, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains(&format!("table {s}.itmes does not exist"))
+            && run.stderr.contains(&format!("did you mean {s}.items?")),
+        "{}",
+        run.stderr
+    );
+    assert!(
+        run.stderr
+            .contains("hint: the mapping names a table the source does not have"),
+        "{}",
+        run.stderr
+    );
+
+    let far = sc.mapping(&ITEMS_MAPPING.replace("SCHEMA.items", "SCHEMA.invoices"));
+    let run = sc.run(&far, &["--quiet"]).await;
+    assert_eq!(run.code, EX_CONFIG, "{}", run.stderr);
+    assert!(!run.stderr.contains("did you mean"), "{}", run.stderr);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_password_in_the_source_url_never_appears() {
     const SECRET: &str = "Sup3rS3cretPw";

@@ -6,7 +6,7 @@
 use sql2ddb_core::redact_secrets;
 use sql2ddb_engine::update::{UpdateReport, UpdateStatus};
 use sql2ddb_engine::{
-    Cause, DynamoErrorKind as Dynamo, DynamoFailure as Failure, EngineError, ErrorKind,
+    Cause, DynamoErrorKind as Dynamo, DynamoFailure as Failure, EngineError,
     QueueErrorKind as Queue, RunReport, RunStatus, SourceErrorKind,
 };
 
@@ -67,7 +67,7 @@ pub(crate) fn exit_code(cause: Cause) -> u8 {
 /// Prints `e` and the hint of its kind on stderr; the exit code of its kind.
 pub(crate) fn fail_job(e: &EngineError) -> u8 {
     eprintln!("error: {}", redact_secrets(&e.to_string()));
-    if let Some(hint) = hint(e.kind()) {
+    if let Some(hint) = hint(e.cause()) {
         eprintln!("hint: {hint}");
     }
     exit_code(e.cause())
@@ -76,7 +76,7 @@ pub(crate) fn fail_job(e: &EngineError) -> u8 {
 /// Prints the error a job's report ended on, and the hint of its kind.
 pub(crate) fn report_error(error: &str, cause: Option<Cause>) {
     eprintln!("error: {}", redact_secrets(error));
-    if let Some(hint) = cause.and_then(|c| hint(c.kind())) {
+    if let Some(hint) = cause.and_then(hint) {
         eprintln!("hint: {hint}");
     }
 }
@@ -100,30 +100,58 @@ pub(crate) fn update_ended(r: &UpdateReport) -> u8 {
     }
 }
 
-/// What to do about an error of `kind`, when there is more to say than
-/// the message.
-pub(crate) fn hint(kind: ErrorKind) -> Option<&'static str> {
-    Some(match kind {
-        ErrorKind::Mapping => {
+/// What to do about an error of `cause`, when there is more to say than
+/// the message: chosen by what went wrong (a table the source lacks, a
+/// server that cannot be reached, a throttled table), not only by where.
+pub(crate) fn hint(cause: Cause) -> Option<&'static str> {
+    Some(match cause {
+        Cause::Mapping => {
             "the mapping's file, line and field are named above; `sql2ddb check MAPPING` lists every problem without connecting"
         }
-        ErrorKind::Source => {
-            "check the source URL (--source, or the mapping's [source] url), that the database is up and reachable from here, and the user's privileges"
+        Cause::Source(SourceErrorKind::NotFound) => {
+            "the mapping names a table the source does not have (as its user sees it): fix its `from` (with its schema), or `sql2ddb init --source URL` to list the tables"
         }
-        ErrorKind::Dynamo => {
-            "check --endpoint (or the mapping's), the region (--region or AWS_REGION) and the credentials; SQL2DDB_LOG=debug shows each call"
+        Cause::Source(SourceErrorKind::Refused) => {
+            "the source refused the statement as written: fix the mapping's query (its SQL, the columns it names) or grant the user what it lacks"
         }
-        ErrorKind::Queue => {
-            "check --queue and --sqs-endpoint, and that the queue exists (`sql2ddb queue create NAME`)"
+        Cause::Source(SourceErrorKind::Config) => {
+            "check the source URL (--source, or the mapping's [source] url): its scheme, host, port, database and options"
         }
-        ErrorKind::Io => "check that the path exists and that this user may read and write there",
-        ErrorKind::Entity => {
-            "`sql2ddb plan MAPPING` shows how each entity is read and what it makes of a sample"
+        Cause::Source(SourceErrorKind::Decode) => {
+            "a value could not be read as its column's type: give the column a setting in [entity.attributes] (docs/types.md), or `sql2ddb plan MAPPING` to see a sample"
         }
-        ErrorKind::Resume => "`sql2ddb status MAPPING --run RUN_ID` shows what the run recorded",
-        ErrorKind::Unfollowable => {
+        Cause::Source(SourceErrorKind::Unfollowable) | Cause::Unfollowable => {
             "the follower's position is kept before that change: do what the error says, then `sql2ddb follow` again (docs/cdc.md, \"What stops the follower\")"
         }
+        Cause::Source(_) => {
+            "check the source URL (--source, or the mapping's [source] url), that the database is up and reachable from here, and the user's privileges"
+        }
+        Cause::Dynamo(Dynamo::Table, _) => {
+            "the table differs from the mapping (or is missing): compare its keys and indexes with [target] (`aws dynamodb describe-table`), or set `create = true` to have it created"
+        }
+        Cause::Dynamo(Dynamo::Config, _) => {
+            "check --endpoint (or the mapping's [target] endpoint) and the region (--region or AWS_REGION)"
+        }
+        Cause::Dynamo(_, Some(Failure::Throttled)) => {
+            "the table kept refusing writes: resume later, or lower --max-wcu / --concurrency (or raise the table's capacity)"
+        }
+        Cause::Dynamo(_, Some(Failure::TableFault)) => {
+            "the table cannot be written: check the credentials and that they may write this table (dynamodb:BatchWriteItem, UpdateItem); SQL2DDB_LOG=debug shows each call"
+        }
+        Cause::Dynamo(..) => {
+            "check --endpoint (or the mapping's), the region (--region or AWS_REGION) and the credentials; SQL2DDB_LOG=debug shows each call"
+        }
+        Cause::Queue(Queue::Config) => {
+            "check --queue and --sqs-endpoint, and that the queue exists (`sql2ddb queue create NAME`)"
+        }
+        Cause::Queue(_) => {
+            "check that the queue is reachable from here (--sqs-endpoint, the region, the credentials)"
+        }
+        Cause::Io => "check that the path exists and that this user may read and write there",
+        Cause::Entity => {
+            "`sql2ddb plan MAPPING` shows how each entity is read and what it makes of a sample"
+        }
+        Cause::Resume => "`sql2ddb status MAPPING --run RUN_ID` shows what the run recorded",
         _ => return None,
     })
 }

@@ -15,6 +15,7 @@ pub mod number;
 pub mod pointer;
 pub mod redact;
 mod structure;
+pub mod suggest;
 pub mod tagged;
 pub mod update;
 pub mod value;

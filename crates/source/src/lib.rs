@@ -199,10 +199,19 @@ impl Source {
     /// Column names and type names in select order, and the primary key of a
     /// table. A missing table is a [`SourceErrorKind::NotFound`] error naming it.
     pub async fn describe(&self, from: &Relation<'_>) -> Result<Shape, SourceError> {
-        match &self.pool {
+        let described = match &self.pool {
             Pool::Postgres(p) => postgres::describe(p, from).await,
             Pool::MySql(p) => mysql::describe(p, from).await,
             Pool::Sqlite(p) => sqlite::describe(p, from).await,
+        };
+        match (described, from) {
+            (Err(SourceError::NotFound(message)), Relation::Table(name)) => Err(
+                SourceError::NotFound(match self.similar_table(name).await {
+                    Some(near) => format!("{message}; did you mean {near}?"),
+                    None => message,
+                }),
+            ),
+            (described, _) => described,
         }
     }
 

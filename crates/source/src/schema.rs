@@ -94,6 +94,37 @@ impl Source {
         Ok(rows.into_iter().filter_map(|mut r| r.remove(0)).collect())
     }
 
+    /// The existing table a missing `name` (`table` or `schema.table`) most
+    /// likely stands for, in the same schema; `None` when none is close
+    /// (or the tables cannot be listed).
+    pub(crate) async fn similar_table(&self, name: &str) -> Option<String> {
+        let (schema, table) = crate::sql::split_table(name);
+        let names = match (schema, self.dialect()) {
+            (Some(s), d @ (Dialect::Postgres | Dialect::MySql)) => {
+                let sql = format!(
+                    "SELECT CAST(table_name AS {}) FROM information_schema.tables \
+                     WHERE table_schema = {}",
+                    text_type(d),
+                    match d {
+                        Dialect::Postgres => "$1",
+                        _ => "?",
+                    }
+                );
+                let rows = self
+                    .text_rows("list the tables", &sql, &[Some(s)], 1)
+                    .await
+                    .ok()?;
+                rows.into_iter().filter_map(|mut r| r.remove(0)).collect()
+            }
+            _ => self.table_names().await.ok()?,
+        };
+        let near = sql2ddb_core::suggest::closest(table, names.iter().map(String::as_str))?;
+        Some(match schema {
+            Some(s) => format!("{s}.{near}"),
+            None => near.to_string(),
+        })
+    }
+
     /// The catalog's description of table `name` (`table` or `schema.table`);
     /// a table that does not exist is an error naming it.
     pub async fn schema_table(&self, name: &str) -> Result<SchemaTable, SourceError> {

@@ -115,7 +115,13 @@ impl<'a> Binder<'a> {
         let why = if self.excluded.contains(name) {
             format!("{used_in} uses column {name:?}, which is excluded")
         } else {
-            format!("{used_in} uses column {name:?}, which the source does not return")
+            let known = self.available.iter().map(String::as_str);
+            match sql2ddb_core::suggest::closest(name, known) {
+                Some(near) => format!(
+                    "{used_in} uses column {name:?}, which the source does not return; did you mean {near:?}?"
+                ),
+                None => format!("{used_in} uses column {name:?}, which the source does not return"),
+            }
         };
         Err(self.error(at, Some(name), why))
     }
