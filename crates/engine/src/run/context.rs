@@ -19,6 +19,7 @@ use crate::rejects::RejectsFile;
 use crate::report::{EntityReport, RunReport, RunStatus, WriterReport};
 use crate::resources::{Job, Resources};
 use crate::sink::Destination;
+use crate::target::TablePlan;
 
 /// What a run holds from its start to its report.
 pub(super) struct Context {
@@ -34,6 +35,9 @@ pub(super) struct Context {
     pub(super) rejects: Arc<RejectsFile>,
     /// With `--only-rejects`: the rows to read again.
     pub(super) rejected: Option<Rejected>,
+    /// What the run does with its table before its first write (or why
+    /// that could not be decided), taken by [`Context::prepare`].
+    pub(super) table_plan: Option<Result<TablePlan, EngineError>>,
     pub(super) report: RunReport,
 }
 
@@ -86,6 +90,18 @@ impl Context {
             dry_run: opts.dry_run,
         };
         let resources = Resources::open(Some(plan), &opts.resource_options(), job).await?;
+        // What the table holds, before the source is touched: a refusal
+        // leaves nothing behind. A failed call is the run's failure,
+        // reported where the table's other checks would report it.
+        let table_plan = match crate::target::decide(plan, opts, resources.client()).await {
+            Err(e) if !matches!(e, EngineError::Dynamo(_)) => {
+                resources.close().await;
+                // Only when it is empty: the run's own, made a moment ago.
+                let _ = std::fs::remove_dir(&run_dir);
+                return Err(e);
+            }
+            decided => decided,
+        };
         let (source, mut snapshot) = snapshot::connect(&source_url, opts).await?;
         let tracking = match tracking::wanted(opts) {
             true => Some(Tracking::open(plan, opts, resources.progress_store()?, &run_id).await?),
@@ -119,6 +135,7 @@ impl Context {
             rejects_by_reason: Vec::new(),
             timeline: Default::default(),
             warnings: Vec::new(),
+            table_emptied: None,
             error: None,
             cause: None,
             snapshot,
@@ -133,6 +150,7 @@ impl Context {
             queue_url,
             rejects,
             rejected,
+            table_plan: Some(table_plan),
             report,
         })
     }

@@ -358,6 +358,7 @@ mod tests {
                 concurrency: vec![8, 2],
             },
             warnings: vec!["a <b> warning".into()],
+            table_emptied: None,
             error: None,
             cause: None,
             snapshot: SnapshotReport::default(),
