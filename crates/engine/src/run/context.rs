@@ -21,6 +21,16 @@ use crate::resources::{Job, Resources};
 use crate::sink::Destination;
 use crate::target::TablePlan;
 
+/// What a context is opened for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Purpose {
+    /// A run's load: it looks at what its table holds first.
+    Load,
+    /// Reading the source alone (`verify --deep`, `plan`'s sample): the
+    /// table is left be.
+    Read,
+}
+
 /// What a run holds from its start to its report.
 pub(super) struct Context {
     pub(super) run_id: String,
@@ -42,10 +52,15 @@ pub(super) struct Context {
 }
 
 impl Context {
-    /// Checks the options, creates the run directory, connects to the
-    /// source and DynamoDB, and opens the progress store when the run keeps
-    /// one.
-    pub(super) async fn open(plan: &Plan, opts: &RunOptions) -> Result<Context, EngineError> {
+    /// Checks the options, creates the run directory, connects to
+    /// DynamoDB, decides what a load does with its table (refusing one that
+    /// holds items unless told), connects to the source, and opens the
+    /// progress store when the run keeps one.
+    pub(super) async fn open(
+        plan: &Plan,
+        opts: &RunOptions,
+        purpose: Purpose,
+    ) -> Result<Context, EngineError> {
         if matches!(opts.destination, Destination::Updates) {
             return Err(EngineError::Config(
                 "a run reads a SQL source: its pages go to a table or to files, never to an update job's changes".into(),
@@ -93,7 +108,11 @@ impl Context {
         // What the table holds, before the source is touched: a refusal
         // leaves nothing behind. A failed call is the run's failure,
         // reported where the table's other checks would report it.
-        let table_plan = match crate::target::decide(plan, opts, resources.client()).await {
+        let decided = match purpose {
+            Purpose::Load => crate::target::decide(plan, opts, resources.client()).await,
+            Purpose::Read => Ok(TablePlan::AsItIs),
+        };
+        let table_plan = match decided {
             Err(e) if !matches!(e, EngineError::Dynamo(_)) => {
                 resources.close().await;
                 // Only when it is empty: the run's own, made a moment ago.
