@@ -165,6 +165,13 @@ async fn truncate_leaves_exactly_the_sources_items() {
         again.stderr
     );
     assert_eq!(again.report()["table_emptied"], 1001);
+    assert!(
+        again
+            .stderr
+            .contains("(emptied first: 1001 items deleted, --if-not-empty truncate)"),
+        "the report's table says so: {}",
+        again.stderr
+    );
     let items = sc.items().await;
     let expected: Vec<(String, String)> = (1..=1_000)
         .filter(|i| *i != 9)
@@ -272,6 +279,34 @@ async fn a_run_cut_at_the_queue_is_refused_before_it_sends_a_page() {
     assert_eq!(worker.code, 0, "{}", worker.stderr);
     f.assert_verified_and_complete(&run_id).await;
     f.clean_up().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_follow_is_refused_before_it_makes_a_replication_slot() {
+    let (sc, mapping) = fixture("follow_refused", 50).await;
+    let first = sc.run(&mapping, &["--quiet"]).await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+
+    let refused = sc
+        .run(
+            &mapping,
+            &["--follow", "--follow-until-idle", "1", "--quiet"],
+        )
+        .await;
+    assert_eq!(refused.code, EX_CONFIG, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains(&format!("table {} already holds 50 items", sc.table)),
+        "{}",
+        refused.stderr
+    );
+    assert!(
+        !refused.stderr.contains("replication slot"),
+        "refused before a slot was made (none created, none kept): {}",
+        refused.stderr
+    );
+    assert_eq!(run_dirs(&sc), 1, "no run directory for the refused run");
 }
 
 /// `export MAPPING --out OUT EXTRA… --json --quiet`.
