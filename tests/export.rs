@@ -351,41 +351,6 @@ async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
         "{}",
         again.stderr
     );
-
-    // Told to truncate: the earlier files go (the prefix had more of them,
-    // 150 items a file), this export's alone are under data/.
-    let replaced = export_to_s3(&sc, &mapping, &out, &url, &["--if-not-empty", "truncate"]).await;
-    assert_eq!(replaced.code, 0, "{}", replaced.stderr);
-    let manifest: serde_json::Value =
-        serde_json::from_slice(&bucket.get("shop/2024/manifest.json").await).unwrap();
-    let mut named: Vec<String> = manifest["files"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| format!("shop/2024/{}", f["name"].as_str().unwrap()))
-        .collect();
-    named.sort();
-    let listed = bucket
-        .client
-        .list_objects_v2()
-        .bucket(&bucket.name)
-        .prefix("shop/2024/data/")
-        .send()
-        .await
-        .unwrap();
-    let mut keys: Vec<String> = listed
-        .contents()
-        .iter()
-        .map(|o| o.key().unwrap().to_string())
-        .collect();
-    keys.sort();
-    assert!(
-        files.len() > named.len(),
-        "{} then {}",
-        files.len(),
-        named.len()
-    );
-    assert_eq!(keys, named, "data/ holds this export's files alone");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

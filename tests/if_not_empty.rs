@@ -14,6 +14,7 @@ use sql2ddb_testkit::sdk::types::AttributeValue;
 
 use crate::common::*;
 use crate::distributed::Fixture as Queued;
+use sql2ddb_testkit::support::{Bucket, Moto};
 
 /// A scenario with `rows` items in PostgreSQL and a mapping copying them
 /// to the scenario's table.
@@ -422,4 +423,101 @@ async fn an_export_into_an_earlier_exports_folder_is_refused_unless_told() {
     );
     assert!(data.join("notes.txt").is_file());
     assert_eq!(names(&data).len(), listed.len() + 1);
+}
+
+/// The keys under `prefix` in `bucket`, sorted.
+async fn keys_under(bucket: &Bucket, prefix: &str) -> Vec<String> {
+    let listed = bucket
+        .client
+        .list_objects_v2()
+        .bucket(&bucket.name)
+        .prefix(prefix)
+        .send()
+        .await
+        .unwrap();
+    let mut keys: Vec<String> = listed
+        .contents()
+        .iter()
+        .map(|o| o.key().unwrap().to_string())
+        .collect();
+    keys.sort();
+    keys
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_export_to_s3_is_refused_appended_or_truncated_as_a_directory_is() {
+    let moto = Moto::s3();
+    let url = moto.url().to_string();
+    let (sc, mapping) = fixture("export_s3_again", 300).await;
+    let bucket = Bucket::create(&url, "again").await;
+    let out = format!("s3://{}/shop", bucket.name);
+    let s3 = ["--s3-endpoint", url.as_str()];
+    let first = export(
+        &sc,
+        &mapping,
+        &out,
+        &[&s3[..], &["--items-per-file", "100"]].concat(),
+    )
+    .await;
+    assert_eq!(first.code, 0, "{}", first.stderr);
+    let earlier = keys_under(&bucket, "shop/data/").await;
+    assert!(earlier.len() >= 3, "{earlier:?}");
+    // An object of the user's own beside the export.
+    bucket.put("shop/README.txt", b"mine").await;
+
+    let refused = export(&sc, &mapping, &out, &s3).await;
+    assert_eq!(refused.code, EX_CONFIG, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains(&format!(
+            "{out} already holds {} export files",
+            earlier.len() + 2
+        )),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(keys_under(&bucket, "shop/data/").await, earlier);
+
+    let appended = export(
+        &sc,
+        &mapping,
+        &out,
+        &[&s3[..], &["--if-not-empty", "append"]].concat(),
+    )
+    .await;
+    assert_eq!(appended.code, 0, "{}", appended.stderr);
+    let run_id = appended.report()["run_id"].as_str().unwrap().to_string();
+    let both = keys_under(&bucket, "shop/data/").await;
+    assert!(earlier.iter().all(|k| both.contains(k)), "{both:?}");
+    assert!(
+        both.iter()
+            .filter(|k| !earlier.contains(k))
+            .all(|k| k.starts_with(&format!("shop/data/part-{run_id}-"))),
+        "{both:?}"
+    );
+    bucket.get(&format!("shop/manifest-{run_id}.json")).await;
+
+    let truncated = export(
+        &sc,
+        &mapping,
+        &out,
+        &[&s3[..], &["--if-not-empty", "truncate"]].concat(),
+    )
+    .await;
+    assert_eq!(truncated.code, 0, "{}", truncated.stderr);
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&bucket.get("shop/manifest.json").await).unwrap();
+    let mut named: Vec<String> = manifest["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| format!("shop/{}", f["name"].as_str().unwrap()))
+        .collect();
+    named.sort();
+    assert_eq!(keys_under(&bucket, "shop/data/").await, named);
+    assert_eq!(
+        keys_under(&bucket, "shop/").await.len(),
+        named.len() + 3,
+        "beside data/: the manifest, the table parameters and the user's object"
+    );
+    assert_eq!(bucket.get("shop/README.txt").await, b"mine");
 }

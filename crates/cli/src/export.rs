@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use sql2ddb_core::redact_secrets;
 use sql2ddb_engine::export::{Compression, ExportFor, ExportOptions, ExportReport, S3Options};
-use sql2ddb_engine::{RunOptions, RunProgress, RunStatus, SnapshotMode, StopSignal};
+use sql2ddb_engine::{RunOptions, RunProgress, RunStatus, StopSignal};
 
-use crate::run::{IfNotEmptyArg, SnapshotArg};
+use crate::load_choice::{IfNotEmptyArg, SnapshotArg};
 use crate::{limits, load, table};
 
 pub const EXIT_CODES: &str = "\
@@ -132,10 +132,7 @@ pub async fn export(args: ExportArgs) -> u8 {
             page_size: args.page_size,
             read_parallelism: args.read_parallelism,
             source_connections: args.source_connections,
-            snapshot: match args.snapshot {
-                SnapshotArg::Consistent => SnapshotMode::Consistent,
-                SnapshotArg::None => SnapshotMode::None,
-            },
+            snapshot: args.snapshot.resolve(),
             stop: Some(stop.clone()),
             ..RunOptions::default()
         },

@@ -4,12 +4,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sql2ddb_core::redact_secrets;
-use sql2ddb_engine::{
-    IfNotEmpty, RunOptions, RunProgress, RunReport, RunStatus, SnapshotMode, StopSignal,
-};
+use sql2ddb_engine::{RunOptions, RunProgress, RunReport, RunStatus, StopSignal};
 
 use crate::failure::fail_job;
 use crate::live::{draw_progress, print_notes, stop_on_signals};
+use crate::load_choice::{IfNotEmptyArg, SnapshotArg};
 use crate::{distributed, limits, load, table};
 
 pub const EXIT_CODES: &str = "\
@@ -132,32 +131,6 @@ pub struct RunArgs {
     follow: crate::follow::RunFollowArgs,
 }
 
-/// `--snapshot`.
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub(crate) enum SnapshotArg {
-    Consistent,
-    None,
-}
-
-/// `--if-not-empty` (of `run` and `export`).
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub(crate) enum IfNotEmptyArg {
-    Append,
-    Truncate,
-    Fail,
-}
-
-impl IfNotEmptyArg {
-    /// The choice, `fail` when not given.
-    pub(crate) fn resolve(arg: Option<IfNotEmptyArg>) -> IfNotEmpty {
-        match arg {
-            Some(IfNotEmptyArg::Append) => IfNotEmpty::Append,
-            Some(IfNotEmptyArg::Truncate) => IfNotEmpty::Truncate,
-            Some(IfNotEmptyArg::Fail) | None => IfNotEmpty::Fail,
-        }
-    }
-}
-
 pub async fn run(args: RunArgs) -> u8 {
     let plan = match load(&args.mapping, args.source.as_deref()) {
         Ok(p) => p,
@@ -177,10 +150,7 @@ pub async fn run(args: RunArgs) -> u8 {
         fixed_concurrency: args.fixed_concurrency,
         only_rejects: args.only_rejects.clone(),
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
-        snapshot: match args.snapshot {
-            SnapshotArg::Consistent => SnapshotMode::Consistent,
-            SnapshotArg::None => SnapshotMode::None,
-        },
+        snapshot: args.snapshot.resolve(),
         if_not_empty: IfNotEmptyArg::resolve(args.if_not_empty),
         ..RunOptions::default()
     };
