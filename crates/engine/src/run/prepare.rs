@@ -59,7 +59,8 @@ impl Context {
         }
         // After every check of the source and the table, so a mapping that
         // does not fit leaves the table as it was; before the run is
-        // recorded, so a resume never empties a table half loaded.
+        // recorded, so a run stopped while emptying leaves nothing to
+        // resume: it is started again, and empties what is left.
         if let (TablePlan::Empty { held }, false) = (table_plan, self.report.table_created) {
             let client = self.resources.client();
             let deleted = crate::target::empty(plan, opts, client, held, progress).await?;
