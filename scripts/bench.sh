@@ -404,7 +404,9 @@ fi
 
 if has export; then
   for compression in gzip zstd; do
-    measure "export ($compression)" --out "$work/export" --compression "$compression"
+    # Each export replaces the one before in the same folder.
+    measure "export ($compression)" --out "$work/export" --compression "$compression" \
+      --if-not-empty truncate
   done
 fi
 

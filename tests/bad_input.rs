@@ -216,9 +216,11 @@ async fn a_password_in_the_source_url_never_appears() {
         }
     }
 
-    // A run that fails to connect.
+    // A run that fails to connect (into the table the first run wrote).
     let url = format!("postgres://root:{SECRET}@127.0.0.1:1/test");
-    let run = sc.run(&mapping, &["--source", &url]).await;
+    let run = sc
+        .run(&mapping, &["--source", &url, "--if-not-empty", "append"])
+        .await;
     assert_eq!(run.code, EX_UNAVAILABLE, "{}", run.stderr);
     assert!(
         run.stderr.contains("127.0.0.1:1"),
@@ -239,14 +241,18 @@ async fn a_password_in_the_source_url_never_appears() {
     // The same through an environment variable in the mapping.
     let mapping = sc
         .mapping(&ITEMS_MAPPING.replace("postgres://root@127.0.0.1:5432/test", "${SECRET_DB_URL}"));
-    let out = command(sc.path(), &["run", &mapping, "--endpoint", &sc.dynamo.url])
-        .env(
-            "SECRET_DB_URL",
-            format!("mysql://root:{SECRET}@127.0.0.1:1/test"),
-        )
-        .output()
-        .await
-        .unwrap();
+    let args = ["run", &mapping, "--endpoint", &sc.dynamo.url];
+    let out = command(
+        sc.path(),
+        &[&args[..], &["--if-not-empty", "append"]].concat(),
+    )
+    .env(
+        "SECRET_DB_URL",
+        format!("mysql://root:{SECRET}@127.0.0.1:1/test"),
+    )
+    .output()
+    .await
+    .unwrap();
     let all = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -57,7 +57,8 @@ impl Followed {
         f
     }
 
-    /// A full load with `--follow` until idle; its run id.
+    /// A full load with `--follow` until idle (into the table as it is:
+    /// a new load after a stop rewrites its items); its run id.
     async fn load(&self) -> String {
         let before = self.runs();
         let run = self
@@ -65,6 +66,8 @@ impl Followed {
             .run(
                 &self.mapping,
                 &[
+                    "--if-not-empty",
+                    "append",
                     "--follow",
                     "--follow-until-idle",
                     "1",

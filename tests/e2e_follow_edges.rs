@@ -43,13 +43,21 @@ async fn exec(sc: &Scenario, sql: &str) {
         .unwrap();
 }
 
-/// The full load with `--follow`, until the follow is idle for a second:
-/// the slot is kept. Returns it (dropped when the guard goes).
+/// The full load with `--follow`, until the follow is idle for a second
+/// (into the table as it is: a test may load it again): the slot is kept.
+/// Returns it (dropped when the guard goes).
 async fn loaded(sc: &Scenario, mapping: &str) -> (String, SlotGuard) {
     let run = sc
         .run(
             mapping,
-            &["--follow", "--follow-until-idle", "1", "--quiet"],
+            &[
+                "--if-not-empty",
+                "append",
+                "--follow",
+                "--follow-until-idle",
+                "1",
+                "--quiet",
+            ],
         )
         .await;
     assert_eq!(run.code, 0, "{}\n{}", run.stdout, run.stderr);
@@ -800,7 +808,9 @@ async fn cut_over_equal(sc: &Scenario, mapping: &str, slot: &str) -> String {
 /// after it (item 9's name becomes `after the load`), then a cutover from
 /// the kept slot that ends equal.
 async fn reload_change_and_cut_over(sc: &Scenario, mapping: &str, slot: &str) -> String {
-    let reload = sc.run(mapping, &["--quiet"]).await;
+    let reload = sc
+        .run(mapping, &["--if-not-empty", "append", "--quiet"])
+        .await;
     assert_eq!(reload.code, 0, "{}", reload.stderr);
     exec(
         sc,

@@ -177,7 +177,7 @@ async fn nothing_lost_08_resume_without_progress_table_is_explained() {
     assert!(
         err.contains(&format!("there is no progress table {default_progress}"))
             && err.contains("not started with --progress-table")
-            && err.contains("run again without --resume")
+            && err.contains("run again without --resume and with --if-not-empty append")
             && err.contains("overwritten with the same values"),
         "says what happened and what to do:\n{err}"
     );
@@ -185,7 +185,9 @@ async fn nothing_lost_08_resume_without_progress_table_is_explained() {
 
     // A progress table that exists, and a run id it does not hold.
     let progress = f.table("p");
-    let tracked = f.tracked(&mapping, &progress, &[]).await;
+    let tracked = f
+        .tracked(&mapping, &progress, &["--if-not-empty", "append"])
+        .await;
     assert_eq!(tracked.code, 0, "{}", tracked.stderr);
     let unknown = "20000101T000000Z-000000";
     let resumed = f.tracked(&mapping, &progress, &["--resume", unknown]).await;
@@ -195,7 +197,7 @@ async fn nothing_lost_08_resume_without_progress_table_is_explained() {
         err.contains(&format!(
             "run {unknown} cannot be resumed: it is not recorded in the progress table {progress}"
         )) && err.contains("Check the run id")
-            && err.contains("run again without --resume"),
+            && err.contains("run again without --resume and with --if-not-empty append"),
         "{err}"
     );
 }

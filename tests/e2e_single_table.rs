@@ -190,7 +190,9 @@ async fn nested_children_and_a_pointer_under_concurrent_writers() {
     );
 
     // Replaying the whole run leaves the pointer where it is: no write moves it.
-    let again = sc.run(&mapping, &["--json", "--quiet"]).await;
+    let again = sc
+        .run(&mapping, &["--if-not-empty", "append", "--json", "--quiet"])
+        .await;
     assert_eq!(again.code, 2, "{}", again.stderr);
     let p = &again.report()["pointers"][0];
     assert_eq!(p["moved"], 0, "{p}");

@@ -220,31 +220,39 @@ async fn the_bundled_example_migrates_exactly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_demo_runs_on_embedded_defaults() {
+async fn the_demo_runs_on_embedded_defaults_and_again() {
     // Exactly the README's first command, on the mapping's own settings:
-    // embedded local endpoint, data file under the run directory.
+    // embedded local endpoint, data file under the run directory. Run
+    // twice in a row, as people do: each run has a table of its own, in
+    // its own directory, so the second is not refused as a second load.
     let root = root();
     let runs = tempfile::tempdir().unwrap();
-    let run = sql2ddb(
-        &root,
-        &[
-            "run",
-            "mappings/shop.toml",
-            "--runs-dir",
-            runs.path().to_str().unwrap(),
-            "--json",
-        ],
-    )
-    .await;
-    assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
-    let report = run.report();
-    assert_eq!(report["endpoint"], "local");
-    assert_eq!(report["totals"]["items_written"], 2550);
-    let data = report["local_data_file"].as_str().unwrap();
-    assert!(
-        std::path::Path::new(data).starts_with(runs.path()),
-        "{data}"
-    );
-    assert!(std::path::Path::new(data).exists());
-    assert!(run.stderr.contains(data), "the report names the data file");
+    let mut data_files = Vec::new();
+    for _ in 0..2 {
+        let run = sql2ddb(
+            &root,
+            &[
+                "run",
+                "mappings/shop.toml",
+                "--runs-dir",
+                runs.path().to_str().unwrap(),
+                "--json",
+            ],
+        )
+        .await;
+        assert_eq!(run.code, 0, "stderr:\n{}", run.stderr);
+        let report = run.report();
+        assert_eq!(report["endpoint"], "local");
+        assert_eq!(report["table_created"], true);
+        assert_eq!(report["totals"]["items_written"], 2550);
+        let data = report["local_data_file"].as_str().unwrap().to_string();
+        assert!(
+            std::path::Path::new(&data).starts_with(runs.path()),
+            "{data}"
+        );
+        assert!(std::path::Path::new(&data).exists());
+        assert!(run.stderr.contains(&data), "the report names the data file");
+        data_files.push(data);
+    }
+    assert_ne!(data_files[0], data_files[1], "each run its own table");
 }

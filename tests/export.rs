@@ -244,7 +244,9 @@ async fn the_shop_exported_to_a_directory_holds_the_items_run_writes() {
         "an export into a used directory is refused"
     );
     assert!(
-        again.stderr.contains("already holds files"),
+        again.stderr.contains("out-gzip already holds")
+            && again.stderr.contains("export files")
+            && again.stderr.contains("--if-not-empty truncate"),
         "{}",
         again.stderr
     );
@@ -343,7 +345,9 @@ async fn the_shop_exported_to_s3_holds_the_items_run_writes() {
         "an export into a used prefix is refused"
     );
     assert!(
-        again.stderr.contains("already holds objects"),
+        again.stderr.contains(&format!("{out} already holds"))
+            && again.stderr.contains("export files (data/part-")
+            && again.stderr.contains("--if-not-empty append"),
         "{}",
         again.stderr
     );

@@ -262,6 +262,22 @@ async fn nothing_lost_07_interrupt_reports_exact_counts_and_how_to_continue() {
     assert!(std::fs::read_to_string(saved)
         .unwrap()
         .contains("\"interrupted\""));
+    // The printed rerun writes into the table that holds the run's items:
+    // it says so (a fresh run there is refused), and finishes the copy.
+    let command = crate::e2e_resume::printed_command(&out.stderr);
+    assert!(
+        command
+            .windows(2)
+            .any(|w| w == ["--if-not-empty", "append"]),
+        "{command:?}"
+    );
+    // Without the cap that kept the first attempt slow.
+    let at = command.iter().position(|w| w == "--max-wcu").unwrap();
+    let mut command = command;
+    command.drain(at..at + 2);
+    let rerun = crate::e2e_resume::run_printed(sc.path(), &command).await;
+    assert_eq!(rerun.code, 0, "{command:?}\n{}", rerun.stderr);
+    assert_eq!(sc.dynamo.scan(&table).await.len() as u64, MANY_ROWS);
 
     // With a progress table: it says how to resume, and the resume finishes.
     let table2 = unique("intr");

@@ -200,7 +200,16 @@ async fn exercise(seen: &mut Seen, sc: &Scenario, in_url: &str, through_mapping:
     ] {
         let failed = sql2ddb(
             dir.path(),
-            &["run", &mapping, "--source", &url, "--endpoint", &dynamo.url],
+            &[
+                "run",
+                &mapping,
+                "--source",
+                &url,
+                "--endpoint",
+                &dynamo.url,
+                "--if-not-empty",
+                "append",
+            ],
         )
         .await;
         // Nothing listens on port 1; MariaDB refuses the password.

@@ -5,9 +5,9 @@ use std::path::PathBuf;
 
 use sql2ddb_core::redact_secrets;
 use sql2ddb_engine::export::{Compression, ExportFor, ExportOptions, ExportReport, S3Options};
-use sql2ddb_engine::{RunOptions, RunProgress, RunStatus, SnapshotMode, StopSignal};
+use sql2ddb_engine::{RunOptions, RunProgress, RunStatus, StopSignal};
 
-use crate::run::SnapshotArg;
+use crate::load_choice::{IfNotEmptyArg, SnapshotArg};
 use crate::{limits, load, table};
 
 pub const EXIT_CODES: &str = "\
@@ -21,7 +21,9 @@ Exit codes:
   74  a file could not be read or written (the mapping, the runs directory,
       the data files, an S3 object)
   78  the mapping is invalid or does not fit its source, or the destination
-      already holds data files (or is a file)
+      is a file, holds a file under data/ that no export wrote, or holds an
+      earlier export's files and --if-not-empty does not say what to do
+      with them
   On every failure no manifest is written and the files it wrote are removed.
   130 interrupted (Ctrl-C, SIGTERM): no manifest is written and the files
       it wrote are removed; run it again";
@@ -89,6 +91,13 @@ pub struct ExportArgs {
     /// `none`: each read sees the source as it is then.
     #[arg(long, value_enum, default_value = "consistent")]
     pub snapshot: SnapshotArg,
+    /// What to do when --out already holds an earlier export's files:
+    /// `fail` refuses, naming them (the default); `append` adds this
+    /// export's files beside them, named with its run id (an import or a
+    /// bulk put reads every file under data/); `truncate` removes those
+    /// files first (only files an export writes, never another).
+    #[arg(long, value_enum, value_name = "WHAT")]
+    pub if_not_empty: Option<IfNotEmptyArg>,
     /// No progress bars.
     #[arg(long, short)]
     pub quiet: bool,
@@ -123,10 +132,7 @@ pub async fn export(args: ExportArgs) -> u8 {
             page_size: args.page_size,
             read_parallelism: args.read_parallelism,
             source_connections: args.source_connections,
-            snapshot: match args.snapshot {
-                SnapshotArg::Consistent => SnapshotMode::Consistent,
-                SnapshotArg::None => SnapshotMode::None,
-            },
+            snapshot: args.snapshot.resolve(),
             stop: Some(stop.clone()),
             ..RunOptions::default()
         },
@@ -141,6 +147,7 @@ pub async fn export(args: ExportArgs) -> u8 {
             ExportForArg::Import => ExportFor::Import,
             ExportForArg::BulkPut => ExportFor::BulkPut,
         },
+        if_not_empty: IfNotEmptyArg::resolve(args.if_not_empty),
         s3: S3Options {
             endpoint: args.s3_endpoint.clone(),
             region: args.region.clone(),

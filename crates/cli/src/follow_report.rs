@@ -132,7 +132,7 @@ pub(crate) fn render_status(s: &FollowStatus) -> String {
             if now.slot_missing {
                 out.push_str(&match r.state {
                     FollowState::CutOver => "; the slot is dropped".to_string(),
-                    _ => "; the replication slot no longer exists: the changes since the applied position cannot be followed (run the full load again)".to_string(),
+                    _ => "; the replication slot no longer exists: the changes since the applied position cannot be followed (run the full load again, with --if-not-empty truncate)".to_string(),
                 });
             }
             if let Some(past) = now.wal_behind_bytes {

@@ -14,6 +14,7 @@ mod follow_report;
 mod init;
 mod limits;
 mod live;
+mod load_choice;
 mod plan;
 mod queue;
 mod run;

@@ -4,10 +4,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sql2ddb_core::redact_secrets;
-use sql2ddb_engine::{RunOptions, RunProgress, RunReport, RunStatus, SnapshotMode, StopSignal};
+use sql2ddb_engine::{RunOptions, RunProgress, RunReport, RunStatus, StopSignal};
 
 use crate::failure::fail_job;
 use crate::live::{draw_progress, print_notes, stop_on_signals};
+use crate::load_choice::{IfNotEmptyArg, SnapshotArg};
 use crate::{distributed, limits, load, table};
 
 pub const EXIT_CODES: &str = "\
@@ -26,8 +27,10 @@ Exit codes:
   74  a file could not be read or written (the mapping, the runs directory)
   75  DynamoDB kept throttling past the retries: run again later
   78  the mapping is invalid or does not fit its source or its table, or the
-      settings do not fit together; with --follow: what following needs and
-      lacks, every reason in one list, before anything was created
+      settings do not fit together; the table already holds items and
+      --if-not-empty does not say what to do with them (nothing was read or
+      written); with --follow: what following needs and lacks, every reason
+      in one list, before anything was created
   130 interrupted (Ctrl-C, SIGTERM): the pages in flight were written
       (within --shutdown-grace), the report says where it stopped and how to
       continue";
@@ -101,6 +104,13 @@ pub struct RunArgs {
     /// current (fixed) mapping, as a new run with its own report.
     #[arg(long, value_name = "REJECTS_FILE", conflicts_with_all = ["dry_run", "queue", "resume", "progress_table"])]
     only_rejects: Option<PathBuf>,
+    /// What a run that is not resumed does when the table already holds
+    /// items: `fail` refuses, saying how many (the default); `append`
+    /// writes into it as it is (items of the same key replaced, the others
+    /// kept); `truncate` deletes every item first (the table, its indexes
+    /// and settings kept), then loads. A table the run creates is empty.
+    #[arg(long, value_enum, value_name = "WHAT", conflicts_with_all = ["resume", "only_rejects"])]
+    if_not_empty: Option<IfNotEmptyArg>,
     /// `consistent`: every read of the run sees the source as it was at one
     /// moment (PostgreSQL: an exported snapshot, its id and WAL position in
     /// the report; it holds one source connection for the run); `none`: each
@@ -119,13 +129,6 @@ pub struct RunArgs {
     distributed: distributed::DistributedArgs,
     #[command(flatten)]
     follow: crate::follow::RunFollowArgs,
-}
-
-/// `--snapshot`.
-#[derive(Clone, Copy, clap::ValueEnum)]
-pub(crate) enum SnapshotArg {
-    Consistent,
-    None,
 }
 
 pub async fn run(args: RunArgs) -> u8 {
@@ -147,10 +150,8 @@ pub async fn run(args: RunArgs) -> u8 {
         fixed_concurrency: args.fixed_concurrency,
         only_rejects: args.only_rejects.clone(),
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
-        snapshot: match args.snapshot {
-            SnapshotArg::Consistent => SnapshotMode::Consistent,
-            SnapshotArg::None => SnapshotMode::None,
-        },
+        snapshot: args.snapshot.resolve(),
+        if_not_empty: IfNotEmptyArg::resolve(args.if_not_empty),
         ..RunOptions::default()
     };
     args.distributed.apply(&mut opts);
@@ -167,6 +168,10 @@ pub async fn run(args: RunArgs) -> u8 {
             let url = opts.source.clone().unwrap_or(plan.source.url.clone());
             let run_dir = args.runs_dir.join(&run_id);
             let endpoint = opts.endpoint.as_deref();
+            // The run would refuse a table that holds items: before the slot.
+            if let Err(e) = sql2ddb_engine::target::check_table(&plan, &opts).await {
+                return fail_job(&e);
+            }
             match crate::follow::before_run(&plan, &url, endpoint, &run_dir, &run_id).await {
                 Ok(anchor) => Some(anchor),
                 Err(e) => return fail_job(&e),
@@ -383,8 +388,11 @@ fn continue_command(args: &RunArgs, report: &RunReport, resume: bool) -> (String
         url("--sqs-endpoint", sqs, &mut option);
     }
     if !resume {
-        if let Some(file) = &args.only_rejects {
-            option("--only-rejects", &file.display().to_string());
+        match &args.only_rejects {
+            Some(file) => option("--only-rejects", &file.display().to_string()),
+            // The table holds this run's items now: a run again writes over them.
+            None if !args.dry_run => option("--if-not-empty", "append"),
+            None => {}
         }
     }
     let numbers = [
@@ -481,6 +489,7 @@ mod tests {
             rejects_by_reason: Vec::new(),
             timeline: Default::default(),
             warnings: Vec::new(),
+            table_emptied: None,
             error: (status == RunStatus::Failed).then(|| "DynamoDB: gone".to_string()),
             cause: None,
             snapshot: SnapshotReport::default(),

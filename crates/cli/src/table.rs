@@ -125,6 +125,11 @@ pub fn render(r: &RunReport) -> String {
     if r.table_created {
         out.push_str(" (created)");
     }
+    if let Some(deleted) = r.table_emptied {
+        out.push_str(&format!(
+            " (emptied first: {deleted} items deleted, --if-not-empty truncate)"
+        ));
+    }
     out.push('\n');
     out.push_str(&writers_and_pointers(r));
     for w in &r.warnings {

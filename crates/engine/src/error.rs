@@ -147,6 +147,11 @@ pub enum EngineError {
     /// The job's settings do not fit together (endpoint, progress table…).
     #[error("{0}")]
     Config(String),
+    /// A fresh load's destination (a run's table, an export's folder)
+    /// already holds data, and the options do not say what to do with it
+    /// (`--if-not-empty`); nothing was read or written.
+    #[error("{}", .0.message(crate::target::flag))]
+    NotEmpty(Box<crate::target::NotEmpty>),
     /// What a follower needs and lacks, every reason at once, found before
     /// a slot, a publication or an item was created (or a checkpoint moved).
     #[error("cannot follow this mapping; nothing was created on the source and nothing moved. Fix each of these, then run again:{}", list(reasons))]
@@ -202,7 +207,9 @@ impl EngineError {
             EngineError::Queue(_) => ErrorKind::Queue,
             EngineError::Resume { .. } => ErrorKind::Resume,
             EngineError::Worker(_) => ErrorKind::Worker,
-            EngineError::Config(_) | EngineError::Refused { .. } => ErrorKind::Config,
+            EngineError::Config(_) | EngineError::Refused { .. } | EngineError::NotEmpty(_) => {
+                ErrorKind::Config
+            }
             EngineError::Unfollowable(_) => ErrorKind::Unfollowable,
         }
     }
@@ -218,7 +225,9 @@ impl EngineError {
             EngineError::Queue(e) => e.into(),
             EngineError::Resume { .. } => Cause::Resume,
             EngineError::Worker(_) => Cause::Worker,
-            EngineError::Config(_) | EngineError::Refused { .. } => Cause::Config,
+            EngineError::Config(_) | EngineError::Refused { .. } | EngineError::NotEmpty(_) => {
+                Cause::Config
+            }
             EngineError::Unfollowable(_) => Cause::Unfollowable,
         }
     }

@@ -25,6 +25,7 @@ pub mod serverless;
 pub mod settings;
 pub mod sink;
 pub mod stop;
+pub mod target;
 mod tasks;
 pub mod timeline;
 pub mod update;
@@ -49,3 +50,4 @@ pub use sql2ddb_dynamo::{ErrorKind as DynamoErrorKind, Failure as DynamoFailure}
 pub use sql2ddb_queue::ErrorKind as QueueErrorKind;
 pub use sql2ddb_source::SourceErrorKind;
 pub use stop::StopSignal;
+pub use target::IfNotEmpty;

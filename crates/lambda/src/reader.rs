@@ -16,6 +16,7 @@ use sql2ddb_engine::serverless::{
     read_until, update_until, JobFile, Plan, ReaderOutcome, UpdateJob,
 };
 use sql2ddb_engine::update::UpdateOptions;
+use sql2ddb_engine::IfNotEmpty;
 
 use crate::{deadline_of, Error, Settings};
 
@@ -183,7 +184,16 @@ impl Reader {
             resume: ev.resume,
             ..self.settings.run_options()
         };
-        let step = read_until(plan, &opts, deadline, self.settings.reader_margin).await?;
+        let step = match read_until(plan, &opts, deadline, self.settings.reader_margin).await {
+            Ok(step) => step,
+            // The refusal names the function's setting, not the command line's flag.
+            Err(sql2ddb_engine::EngineError::NotEmpty(refused)) => {
+                let setting =
+                    |c: IfNotEmpty| format!("{}={}", crate::settings::IF_NOT_EMPTY, c.name());
+                return Err(refused.message(setting).into());
+            }
+            Err(e) => return Err(e.into()),
+        };
         Ok(Step {
             rows: step.report.as_ref().map_or(0, |r| r.totals.rows_read),
             error: step.report.and_then(|r| r.error),

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use sql2ddb_engine::serverless::{S3Options, MIN_MARGIN};
-use sql2ddb_engine::{AwsContext, SdkConfig};
+use sql2ddb_engine::{AwsContext, IfNotEmpty, SdkConfig};
 
 /// Which handler serves the function (`SQL2DDB_HANDLER`).
 pub const HANDLER: &str = "SQL2DDB_HANDLER";
@@ -27,6 +27,9 @@ pub const ENDPOINT: &str = "SQL2DDB_ENDPOINT";
 pub const SQS_ENDPOINT: &str = "SQL2DDB_SQS_ENDPOINT";
 /// An S3 endpoint URL other than AWS's, for `s3://` mappings (optional).
 pub const S3_ENDPOINT: &str = "SQL2DDB_S3_ENDPOINT";
+/// What the reader's first invocation does when the table already holds
+/// items: `fail` (the default), `append` or `truncate` (`run --if-not-empty`).
+pub const IF_NOT_EMPTY: &str = "SQL2DDB_IF_NOT_EMPTY";
 
 /// The three handlers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -85,6 +88,9 @@ pub struct Settings {
     /// The function's AWS context, loaded once at its cold start; every
     /// invocation's clients are made from it.
     pub aws: Option<AwsContext>,
+    /// What a new run (the reader's first invocation) does when the table
+    /// already holds items; the invocations that continue it are not asked.
+    pub if_not_empty: IfNotEmpty,
 }
 
 impl Default for Settings {
@@ -101,6 +107,7 @@ impl Default for Settings {
             s3_endpoint: None,
             runs_dir: std::env::temp_dir().join("sql2ddb-runs"),
             aws: None,
+            if_not_empty: IfNotEmpty::default(),
         }
     }
 }
@@ -125,6 +132,14 @@ impl Settings {
             }
             None => MIN_MARGIN,
         };
+        let if_not_empty = match var(IF_NOT_EMPTY) {
+            Some(text) => IfNotEmpty::parse(&text).ok_or_else(|| {
+                SettingsError(format!(
+                    "{IF_NOT_EMPTY}={text:?}: expected append, truncate or fail"
+                ))
+            })?,
+            None => IfNotEmpty::default(),
+        };
         Ok(Settings {
             mapping: var(MAPPING),
             queue_url: var(QUEUE_URL),
@@ -135,6 +150,7 @@ impl Settings {
             endpoint: var(ENDPOINT),
             sqs_endpoint: var(SQS_ENDPOINT),
             s3_endpoint: var(S3_ENDPOINT),
+            if_not_empty,
             ..Settings::default()
         })
     }
@@ -187,6 +203,7 @@ impl Settings {
             runs_dir: self.runs_dir.clone(),
             track_progress: true,
             aws: self.aws.clone(),
+            if_not_empty: self.if_not_empty,
             ..sql2ddb_engine::RunOptions::default()
         }
     }

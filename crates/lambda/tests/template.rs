@@ -60,12 +60,19 @@ fn functions_run_the_bootstrap_on_arm64_with_their_handler_and_settings() {
         ENDPOINT,
         SQS_ENDPOINT,
         S3_ENDPOINT,
+        IF_NOT_EMPTY,
     ];
     let cases = [
         (
             "ReaderFunction",
             HandlerKind::Reader,
-            &[MAPPING, QUEUE_URL, PROGRESS_TABLE, SOURCE_PARAMETER][..],
+            &[
+                MAPPING,
+                QUEUE_URL,
+                PROGRESS_TABLE,
+                SOURCE_PARAMETER,
+                IF_NOT_EMPTY,
+            ][..],
         ),
         (
             "WorkerFunction",
@@ -323,4 +330,48 @@ fn update_jobs_add_the_reads_and_deletes_they_need_when_asked_only() {
     assert_eq!(worker.len(), 1);
     assert_eq!(str_of(&worker[0][1]["Action"]), "dynamodb:DeleteItem");
     assert!(conditional(&t, "FinisherRole", "RunsUpdateJobs").is_empty());
+}
+
+#[test]
+fn the_reader_counts_the_target_and_deletes_from_it_only_when_told_to_truncate() {
+    let t = template();
+    let parameter = at(&t, &["Parameters", "IfNotEmpty"]);
+    assert_eq!(str_of(at(parameter, &["Default"])), "fail");
+    let allowed: Vec<&str> = at(parameter, &["AllowedValues"])
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(str_of)
+        .collect();
+    assert_eq!(allowed, ["fail", "append", "truncate"]);
+    let condition = format!("{:?}", at(&t, &["Conditions", "TruncatesTarget"]));
+    assert!(
+        condition.contains("IfNotEmpty") && condition.contains("truncate"),
+        "{condition}"
+    );
+    // A new run counts the table's items: Scan, whatever the choice.
+    let policy = at(&t, &["Resources", "ReaderRole", "Properties", "Policies"])[0]
+        ["PolicyDocument"]["Statement"]
+        .as_sequence()
+        .unwrap();
+    let counts = policy.iter().any(|s| {
+        format!("{:?}", s["Resource"]).contains("table/${TargetTableName}\"")
+            && s["Action"]
+                .as_sequence()
+                .is_some_and(|a| a.iter().any(|a| a.as_str() == Some("dynamodb:Scan")))
+    });
+    assert!(
+        counts,
+        "the reader may not Scan the target table: {policy:?}"
+    );
+    let truncating = conditional(&t, "ReaderRole", "TruncatesTarget");
+    assert_eq!(truncating.len(), 1);
+    assert_eq!(
+        str_of(&truncating[0][1]["Action"]),
+        "dynamodb:BatchWriteItem"
+    );
+    assert_eq!(
+        tag(&truncating[0][2]),
+        ("Ref".into(), "AWS::NoValue".into())
+    );
 }

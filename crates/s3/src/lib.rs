@@ -133,6 +133,34 @@ impl S3Prefix {
         Ok(listed.key_count().unwrap_or(0) > 0 || !listed.contents().is_empty())
     }
 
+    /// The names (relative to the prefix) of every object whose key starts
+    /// with `name` under the prefix, page after page.
+    pub async fn list(&self, name: &str) -> Result<Vec<String>, S3Error> {
+        let key = self.key(name);
+        let strip = self.key("");
+        let mut names = Vec::new();
+        let mut token: Option<String> = None;
+        loop {
+            let listed = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(&key)
+                .set_continuation_token(token.take())
+                .send()
+                .await
+                .map_err(|e| self.error(&key, sql2ddb_aws::sdk_message(&e)))?;
+            names.extend(listed.contents().iter().filter_map(|o| {
+                let k = o.key()?;
+                Some(k.strip_prefix(strip.as_str()).unwrap_or(k).to_string())
+            }));
+            match listed.next_continuation_token() {
+                Some(next) if listed.is_truncated() == Some(true) => token = Some(next.to_string()),
+                _ => return Ok(names),
+            }
+        }
+    }
+
     /// Writes object `name` in one piece; returns its URL.
     pub async fn put(&self, name: &str, bytes: Vec<u8>) -> Result<String, S3Error> {
         let key = self.key(name);

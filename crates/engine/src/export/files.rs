@@ -12,6 +12,7 @@ use sha2::{Digest, Sha256};
 use sql2ddb_core::{AttrValue, EncodedItem, Item, PointerUpdate, WorkBatch};
 
 use super::compression::Compression;
+use super::existing::FileNames;
 use super::output::{Destination, FileOut};
 use crate::error::EngineError;
 use crate::outcome::BatchOutcome;
@@ -63,6 +64,8 @@ pub struct ItemFiles {
     /// existing table, whose pointer may already be further along).
     conditional_pointers: bool,
     finished: Mutex<Vec<FileEntry>>,
+    /// The names its files take.
+    names: FileNames,
 }
 
 impl std::fmt::Debug for ItemFiles {
@@ -114,7 +117,15 @@ impl ItemFiles {
             pointers: Mutex::default(),
             conditional_pointers: false,
             finished: Mutex::default(),
+            names: FileNames::default(),
         }
+    }
+
+    /// The same files, named by `names` (with the run id, beside an
+    /// earlier export's).
+    pub fn with_names(mut self, names: FileNames) -> ItemFiles {
+        self.names = names;
+        self
     }
 
     /// The same files, with each pointer item's condition on its line
@@ -326,12 +337,9 @@ impl ItemFiles {
             }
             if bucket.open.is_none() {
                 bucket.opened += 1;
-                let name = format!(
-                    "part-{:02}-{:05}.json{}",
-                    bucket.index,
-                    bucket.opened,
-                    self.compression.extension()
-                );
+                let name =
+                    self.names
+                        .data(bucket.index, bucket.opened, self.compression.extension());
                 let out = self.dest.create(&name).await?;
                 let encoder = Encoder::new(self.compression)
                     .map_err(|e| EngineError::io(out.location(), e))?;

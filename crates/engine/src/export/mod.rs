@@ -17,6 +17,7 @@ use sql2ddb_mapping::Plan;
 
 pub mod bulk_put;
 pub mod compression;
+pub mod existing;
 pub mod files;
 pub mod manifest;
 pub mod output;
@@ -24,6 +25,7 @@ pub mod output;
 mod tests;
 
 pub use compression::Compression;
+pub use existing::FileNames;
 pub use files::{FileEntry, ItemFiles};
 pub use manifest::{EntityCounts, Manifest, PointerCount};
 pub use output::{Destination, S3Options};
@@ -51,6 +53,10 @@ pub struct ExportOptions {
     pub s3: S3Options,
     /// What loads the files.
     pub export_for: ExportFor,
+    /// What the export does when the destination already holds an earlier
+    /// export's files: refuse (the default), add its own beside them, or
+    /// remove them first.
+    pub if_not_empty: crate::target::IfNotEmpty,
 }
 
 /// What loads an export's files into DynamoDB.
@@ -124,6 +130,8 @@ pub async fn export(
         ..opts.s3.clone()
     };
     let dest = Arc::new(Destination::open(&opts.out, &s3).await?);
+    let run_id = opts.run.run_id.clone().unwrap_or_else(crate::new_run_id);
+    let names = dest.prepare(opts.if_not_empty, &run_id).await?;
     let keys = plan.key_attrs().into_iter().map(|k| k.name).collect();
     let files = ItemFiles::new(
         dest.clone(),
@@ -132,11 +140,13 @@ pub async fn export(
         keys,
         progress.clone(),
     );
+    let files = files.with_names(names.clone());
     let files = Arc::new(match opts.export_for {
         ExportFor::Import => files,
         ExportFor::BulkPut => files.with_pointer_conditions(),
     });
     let run_opts = RunOptions {
+        run_id: Some(run_id),
         dry_run: true,
         destination: PagesTo::Files(files.clone()),
         track_progress: false,
@@ -160,7 +170,7 @@ pub async fn export(
         files.abort().await;
         return Ok(report);
     }
-    if let Err(e) = settle(plan, opts, &dest, &files, &mut report).await {
+    if let Err(e) = settle(plan, opts, &dest, &files, &names, &mut report).await {
         files.abort().await;
         report.run.status = RunStatus::Failed;
         if report.run.error.is_none() {
@@ -178,8 +188,11 @@ async fn settle(
     opts: &ExportOptions,
     dest: &Destination,
     files: &ItemFiles,
+    names: &FileNames,
     report: &mut ExportReport,
 ) -> Result<(), EngineError> {
+    let manifest_name = names.beside("manifest.json");
+    let creation_name = names.beside("table-creation.json");
     let written = files.finish().await?;
     let pointers = files
         .pointer_summary()
@@ -191,7 +204,7 @@ async fn settle(
     let region = opts.s3.region.as_deref().or(plan.target.region.as_deref());
     if opts.export_for == ExportFor::BulkPut {
         // Into an existing table: no table to create, so no parameters.
-        report.manifest_file = Some(dest.put("manifest.json", pretty(&manifest)).await?);
+        report.manifest_file = Some(dest.put(&manifest_name, pretty(&manifest)).await?);
         report.bulk_put_command = Some(bulk_put::bulk_put_command(
             opts.compression,
             &bulk_put::BulkPutTarget {
@@ -205,18 +218,18 @@ async fn settle(
         return Ok(());
     }
     let creation = pretty(&report.table_creation);
-    dest.put("table-creation.json", creation.clone()).await?;
+    dest.put(&creation_name, creation.clone()).await?;
     // The import command reads the parameters from a local file: for an S3
     // export, the copy in the run directory.
     let local = match dest {
-        Destination::Dir(dir) => dir.join("table-creation.json"),
+        Destination::Dir(dir) => dir.join(&creation_name),
         Destination::S3(_) => {
-            let path = std::path::Path::new(&report.run.run_dir).join("table-creation.json");
+            let path = std::path::Path::new(&report.run.run_dir).join(&creation_name);
             std::fs::write(&path, &creation).map_err(|e| EngineError::io(&path, e))?;
             path
         }
     };
-    report.manifest_file = Some(dest.put("manifest.json", pretty(&manifest)).await?);
+    report.manifest_file = Some(dest.put(&manifest_name, pretty(&manifest)).await?);
     report.import_command = Some(manifest::import_command(
         opts.compression,
         dest.s3_source(),

@@ -26,7 +26,7 @@ pub enum Destination {
 }
 
 /// An S3 failure as the engine reports it: an I/O error at its `s3://` place.
-fn s3_error(e: S3Error) -> EngineError {
+pub(super) fn s3_error(e: S3Error) -> EngineError {
     match e {
         S3Error::Call { location, message } => {
             EngineError::io(location, std::io::Error::other(message))
@@ -36,8 +36,9 @@ fn s3_error(e: S3Error) -> EngineError {
 }
 
 impl Destination {
-    /// Opens `out` (`s3://bucket/prefix` or a directory) and makes sure its
-    /// `data/` folder holds no earlier export: an import would read both.
+    /// Opens `out` (`s3://bucket/prefix` or a directory), making the
+    /// directory's `data/` folder; what it holds already is looked at by
+    /// [`Destination::prepare`].
     pub async fn open(out: &str, s3: &S3Options) -> Result<Destination, EngineError> {
         if !out.starts_with("s3://") {
             let dir = PathBuf::from(out);
@@ -52,13 +53,6 @@ impl Destination {
                 }
             }
             std::fs::create_dir_all(&data).map_err(|e| EngineError::io(&data, e))?;
-            let mut entries = std::fs::read_dir(&data).map_err(|e| EngineError::io(&data, e))?;
-            if entries.next().is_some() {
-                return Err(EngineError::Config(format!(
-                    "{} already holds files: an import reads every file there, so export into an empty directory",
-                    data.display()
-                )));
-            }
             return Ok(Destination::Dir(dir));
         }
         let place = S3Prefix::open(out, s3).await.map_err(|e| match e {
@@ -67,13 +61,6 @@ impl Destination {
             }
             other => s3_error(other),
         })?;
-        let data = format!("{DATA_DIR}/");
-        if place.holds_any(&data).await.map_err(s3_error)? {
-            return Err(EngineError::Config(format!(
-                "{} already holds objects: an import reads every object there, so export to an empty prefix",
-                place.url(&data)
-            )));
-        }
         Ok(Destination::S3(place))
     }
 
@@ -82,6 +69,15 @@ impl Destination {
         match self {
             Destination::Dir(d) => d.display().to_string(),
             Destination::S3(p) => format!("s3://{}/{}", p.bucket(), p.prefix()),
+        }
+    }
+
+    /// Where `name` (relative to the destination) is, for messages: a path
+    /// or an `s3://` URL.
+    pub fn place(&self, name: &str) -> String {
+        match self {
+            Destination::Dir(d) => d.join(name).display().to_string(),
+            Destination::S3(p) => p.url(name),
         }
     }
 

@@ -121,7 +121,7 @@ pub(super) async fn prepare(
                 sql2ddb_source::cdc::format_lsn(t.commit_end)
             ),
             "a TRUNCATE empties the table without a change per row, so its items cannot be deleted one by one",
-            "load the table again: a new full load of the mapping (`sql2ddb run MAPPING --follow`) copies it as it is now and follows from its own snapshot on",
+            "load the table again: a new full load of the mapping (`sql2ddb run MAPPING --follow --if-not-empty truncate`, which deletes the table's items first) copies it as it is now and follows from its own snapshot on",
         ));
     }
     // Per followed entity, its table's changes decoded in a few statements.

@@ -234,10 +234,10 @@ async fn shape_changed(source: &Source, change: ShapeChange, name: &str) -> Engi
     let now = source.relation_shape(change.oid).await;
     let remedy = match now.is_ok_and(|now| now == change.shape) {
         true => format!(
-            "{name} is kept before that transaction: run the full load again (`sql2ddb run MAPPING`) so every item has the table's new shape, then follow again to go on from there"
+            "{name} is kept before that transaction: run the full load again (`sql2ddb run MAPPING --if-not-empty append`) so every item has the table's new shape, then follow again to go on from there"
         ),
         false => format!(
-            "the table has changed shape again since, so no follower can go on from {name}: drop it (`sql2ddb follow MAPPING --slot SLOT --drop-slot`) and start over with `sql2ddb run MAPPING --follow`"
+            "the table has changed shape again since, so no follower can go on from {name}: drop it (`sql2ddb follow MAPPING --slot SLOT --drop-slot`) and start over with `sql2ddb run MAPPING --follow --if-not-empty truncate` (which deletes the table's items first)"
         ),
     };
     EngineError::unfollowable(
@@ -267,7 +267,7 @@ fn truncated(truncation: Truncation, name: &str) -> EngineError {
         ),
         "a TRUNCATE empties a table without naming its rows, so the follower cannot tell which items to delete",
         format!(
-            "{name} is kept before that transaction (every change committed before it is applied), and the items of the rows it removed are still in the DynamoDB table; no follower can go on past it: drop the slot (`sql2ddb follow MAPPING --slot SLOT --drop-slot`), delete the DynamoDB table's items (or the table), and start over with `sql2ddb run MAPPING --follow`"
+            "{name} is kept before that transaction (every change committed before it is applied), and the items of the rows it removed are still in the DynamoDB table; no follower can go on past it: drop the slot (`sql2ddb follow MAPPING --slot SLOT --drop-slot`), and start over with `sql2ddb run MAPPING --follow --if-not-empty truncate`, which deletes the DynamoDB table's items first"
         ),
     )
 }

@@ -243,7 +243,7 @@ pub fn binlog_start(run_dir: &Path) -> Result<BinlogPosition, EngineError> {
         .and_then(|b| b.as_str())
         .ok_or_else(|| {
             EngineError::Config(format!(
-                "{which} recorded no binary log position ({}): the binary log was off, or the run did not take a consistent snapshot; run the full load again with --follow",
+                "{which} recorded no binary log position ({}): the binary log was off, or the run did not take a consistent snapshot; run the full load again with --follow --if-not-empty append",
                 report.display()
             ))
         })?;

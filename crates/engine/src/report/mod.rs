@@ -214,6 +214,10 @@ pub struct RunReport {
     /// that does not include the source's unique key).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Items deleted from the table before the load, when it held some and
+    /// the run was told to empty it first (`--if-not-empty truncate`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table_emptied: Option<u64>,
     /// The error that stopped the run, if one did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,

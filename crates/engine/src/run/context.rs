@@ -19,6 +19,17 @@ use crate::rejects::RejectsFile;
 use crate::report::{EntityReport, RunReport, RunStatus, WriterReport};
 use crate::resources::{Job, Resources};
 use crate::sink::Destination;
+use crate::target::TablePlan;
+
+/// What a context is opened for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Purpose {
+    /// A run's load: it looks at what its table holds first.
+    Load,
+    /// Reading the source alone (`verify --deep`, `plan`'s sample): the
+    /// table is left be.
+    Read,
+}
 
 /// What a run holds from its start to its report.
 pub(super) struct Context {
@@ -34,14 +45,22 @@ pub(super) struct Context {
     pub(super) rejects: Arc<RejectsFile>,
     /// With `--only-rejects`: the rows to read again.
     pub(super) rejected: Option<Rejected>,
+    /// What the run does with its table before its first write (or why
+    /// that could not be decided), taken by [`Context::prepare`].
+    pub(super) table_plan: Option<Result<TablePlan, EngineError>>,
     pub(super) report: RunReport,
 }
 
 impl Context {
-    /// Checks the options, creates the run directory, connects to the
-    /// source and DynamoDB, and opens the progress store when the run keeps
-    /// one.
-    pub(super) async fn open(plan: &Plan, opts: &RunOptions) -> Result<Context, EngineError> {
+    /// Checks the options, creates the run directory, connects to
+    /// DynamoDB, decides what a load does with its table (refusing one that
+    /// holds items unless told), connects to the source, and opens the
+    /// progress store when the run keeps one.
+    pub(super) async fn open(
+        plan: &Plan,
+        opts: &RunOptions,
+        purpose: Purpose,
+    ) -> Result<Context, EngineError> {
         if matches!(opts.destination, Destination::Updates) {
             return Err(EngineError::Config(
                 "a run reads a SQL source: its pages go to a table or to files, never to an update job's changes".into(),
@@ -86,6 +105,22 @@ impl Context {
             dry_run: opts.dry_run,
         };
         let resources = Resources::open(Some(plan), &opts.resource_options(), job).await?;
+        // What the table holds, before the source is touched: a refusal
+        // leaves nothing behind. A failed call is the run's failure,
+        // reported where the table's other checks would report it.
+        let decided = match purpose {
+            Purpose::Load => crate::target::decide(plan, opts, resources.client()).await,
+            Purpose::Read => Ok(TablePlan::AsItIs),
+        };
+        let table_plan = match decided {
+            Err(e) if !matches!(e, EngineError::Dynamo(_)) => {
+                resources.close().await;
+                // Only when it is empty: the run's own, made a moment ago.
+                let _ = std::fs::remove_dir(&run_dir);
+                return Err(e);
+            }
+            decided => decided,
+        };
         let (source, mut snapshot) = snapshot::connect(&source_url, opts).await?;
         let tracking = match tracking::wanted(opts) {
             true => Some(Tracking::open(plan, opts, resources.progress_store()?, &run_id).await?),
@@ -119,6 +154,7 @@ impl Context {
             rejects_by_reason: Vec::new(),
             timeline: Default::default(),
             warnings: Vec::new(),
+            table_emptied: None,
             error: None,
             cause: None,
             snapshot,
@@ -133,6 +169,7 @@ impl Context {
             queue_url,
             rejects,
             rejected,
+            table_plan: Some(table_plan),
             report,
         })
     }

@@ -154,6 +154,7 @@ pk = "CUSTOMER#{customer_id}"
             rejects_by_reason: Vec::new(),
             timeline: Default::default(),
             warnings: Vec::new(),
+            table_emptied: None,
             error: None,
             cause: None,
             snapshot: Default::default(),

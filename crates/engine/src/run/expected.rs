@@ -13,7 +13,7 @@ use sql2ddb_mapping::Plan;
 use sql2ddb_queue::MemoryQueue;
 
 use super::handoff::{Handoff, PageOut};
-use super::{read, Context, Prepared, RunOptions};
+use super::{read, Context, Prepared, Purpose, RunOptions};
 use crate::error::EngineError;
 use crate::progress::RunProgress;
 use crate::rejects::RejectsFile;
@@ -41,7 +41,7 @@ impl SourceItems {
         opts: &RunOptions,
         progress: &RunProgress,
     ) -> Result<SourceItems, EngineError> {
-        let mut ctx = Context::open(plan, opts).await?;
+        let mut ctx = Context::open(plan, opts, Purpose::Read).await?;
         let rejects = ctx.run_dir.join("verify-rejects.jsonl");
         // The rows this verification rejects, not an earlier one's too.
         let _ = std::fs::remove_file(&rejects);

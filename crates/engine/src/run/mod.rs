@@ -41,7 +41,7 @@ pub use crate::ids::new_run_id;
 pub use options::{RunOptions, SnapshotMode, DEFAULT_SOURCE_CONNECTIONS, REPORT_WAIT};
 pub use sample::{EntitySample, Sampler};
 // What the verifier's reading side ([`expected`]) takes from the stages.
-use context::Context;
+use context::{Context, Purpose};
 use prepared::Prepared;
 
 use crate::error::EngineError;
@@ -65,7 +65,7 @@ pub async fn run(
     progress: Arc<RunProgress>,
 ) -> Result<RunReport, EngineError> {
     let started = Instant::now();
-    let mut ctx = Context::open(plan, opts).await?;
+    let mut ctx = Context::open(plan, opts, Purpose::Load).await?;
     snapshot::announce(&ctx.report.snapshot, &progress);
     let ending = ending::Ending::new(opts.stop.clone(), opts.shutdown_grace);
     let prepared = match ctx.prepare(plan, opts, &progress).await {

@@ -11,6 +11,7 @@ use crate::resources::ResourceOptions;
 use crate::settings::WriterSettings;
 use crate::sink::{Destination, SinkOptions};
 use crate::stop::StopSignal;
+use crate::target::IfNotEmpty;
 
 /// Default number of source connections per run (keeps the source healthy).
 pub const DEFAULT_SOURCE_CONNECTIONS: u32 = 4;
@@ -82,6 +83,11 @@ pub struct RunOptions {
     pub only_rejects: Option<PathBuf>,
     /// Read one point-in-time snapshot of the source (PostgreSQL), or not.
     pub snapshot: SnapshotMode,
+    /// What a fresh load does when the table already holds items: refuse
+    /// (the default), write into it as it is, or empty it first. A resume
+    /// and a replay of rejects write into their own run's table and are not
+    /// asked.
+    pub if_not_empty: IfNotEmpty,
     /// Where the pages go: the mapping's table (the default), or files
     /// (`sql2ddb export`, given with `dry_run`, so no DynamoDB call is
     /// made). A run reads a SQL source, so its pages are never an update
@@ -161,6 +167,7 @@ impl Default for RunOptions {
             shutdown_grace: crate::stop::STOP_GRACE,
             only_rejects: None,
             snapshot: SnapshotMode::default(),
+            if_not_empty: IfNotEmpty::default(),
             destination: Destination::Table,
         }
     }

@@ -17,6 +17,7 @@ use super::{embed, keys};
 use crate::checkpoint::Checkpoints;
 use crate::error::EngineError;
 use crate::progress::RunProgress;
+use crate::target::TablePlan;
 
 /// An entity bound to its source's columns, before its reads are planned.
 pub(super) struct Bound {
@@ -45,6 +46,9 @@ impl Context {
             let bound = self.bind(plan, entity).await?;
             prepared.push(self.plan_reads(plan, entity, opts, progress, bound).await?);
         }
+        // A failed look at the table fails the run where the table's
+        // other checks would: after the source's.
+        let table_plan = self.table_plan.take().unwrap_or(Ok(TablePlan::AsItIs))?;
         if !opts.dry_run {
             self.report.table_created = ensure_table_spec(
                 self.resources.client(),
@@ -52,6 +56,15 @@ impl Context {
                 plan.target.create,
             )
             .await?;
+        }
+        // After every check of the source and the table, so a mapping that
+        // does not fit leaves the table as it was; before the run is
+        // recorded, so a run stopped while emptying leaves nothing to
+        // resume: it is started again, and empties what is left.
+        if let (TablePlan::Empty { held }, false) = (table_plan, self.report.table_created) {
+            let client = self.resources.client();
+            let deleted = crate::target::empty(plan, opts, client, held, progress).await?;
+            self.report.table_emptied = Some(deleted);
         }
         let checkpoints = match &self.tracking {
             Some(t) => Some(

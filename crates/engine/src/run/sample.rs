@@ -7,7 +7,7 @@ use sql2ddb_core::{MappedItem, Reject, Row, SqlValue};
 use sql2ddb_mapping::{BoundEntity, EntitySource, Plan};
 use sql2ddb_source::{Relation, Shape, Source};
 
-use super::context::Context;
+use super::context::{Context, Purpose};
 use super::options::{RunOptions, SnapshotMode};
 use super::{embed, prepare};
 use crate::error::EngineError;
@@ -54,7 +54,7 @@ impl Sampler {
             snapshot: SnapshotMode::None,
             ..opts.clone()
         };
-        let ctx = Context::open(plan, &opts).await?;
+        let ctx = Context::open(plan, &opts, Purpose::Read).await?;
         let mut sampler = Sampler {
             ctx,
             entities: Vec::new(),

@@ -152,8 +152,9 @@ impl Tracking {
                     "cannot be resumed: there is no progress table {table}. Either the run was not \
                      started with --progress-table or --queue, so where it stopped was never recorded, \
                      or it used a progress table of another name (give it with --progress-table NAME). \
-                     To finish the copy, run again without --resume: items already written are \
-                     overwritten with the same values. To be able to resume next time, pass --progress-table.",
+                     To finish the copy, run again without --resume and with --if-not-empty append: \
+                     items already written are overwritten with the same values. To be able to resume \
+                     next time, pass --progress-table.",
                     table = store.table()
                 ),
             ));
@@ -166,7 +167,8 @@ impl Tracking {
                     "cannot be resumed: it is not recorded in the progress table {table}. Check the \
                      run id (each run prints it first, `run <id>`, and its directory is named after it), \
                      or give the run's own --progress-table. To copy everything anyway, run again \
-                     without --resume: items already written are overwritten with the same values.",
+                     without --resume and with --if-not-empty append: items already written are \
+                     overwritten with the same values.",
                     table = store.table()
                 ),
             ));

@@ -24,6 +24,13 @@ pub fn run_page(r: &RunReport) -> String {
         Figure::text("Endpoint", "endpoint", &r.endpoint),
         Figure::real("Seconds", "seconds", r.totals.seconds, 1),
     ];
+    if let Some(deleted) = r.table_emptied {
+        shown.push(Figure::count(
+            "Items deleted first",
+            "table_emptied",
+            deleted,
+        ));
+    }
     // No rejects file when nothing was rejected.
     if let Some(file) = &r.rejects_file {
         shown.push(Figure::text("Rejects file", "rejects_file", file));
@@ -358,6 +365,7 @@ mod tests {
                 concurrency: vec![8, 2],
             },
             warnings: vec!["a <b> warning".into()],
+            table_emptied: None,
             error: None,
             cause: None,
             snapshot: SnapshotReport::default(),
