@@ -549,16 +549,16 @@ impl BinlogReader {
 }
 
 /// What to do about a statement-format change.
-const REMEDY_STATEMENT: &str = "make every session that writes the table log rows (SET GLOBAL binlog_format = 'ROW', in the server's configuration too, and no session setting binlog_format otherwise), then load the table again: a new full load of the mapping (`sql2ddb run MAPPING --follow`) follows from its own snapshot on";
+const REMEDY_STATEMENT: &str = "make every session that writes the table log rows (SET GLOBAL binlog_format = 'ROW', in the server's configuration too, and no session setting binlog_format otherwise), then load the table again: a new full load of the mapping (`sql2ddb run MAPPING --follow --if-not-empty truncate`, which deletes the table's items first) follows from its own snapshot on";
 
 /// What to do about a partial row image.
-const REMEDY_IMAGE: &str = "make every session that writes the table log full row images (SET GLOBAL binlog_row_image = 'FULL', in the server's configuration too, and no session setting binlog_row_image otherwise), then load the table again: a new full load of the mapping (`sql2ddb run MAPPING --follow`) follows from its own snapshot on";
+const REMEDY_IMAGE: &str = "make every session that writes the table log full row images (SET GLOBAL binlog_row_image = 'FULL', in the server's configuration too, and no session setting binlog_row_image otherwise), then load the table again: a new full load of the mapping (`sql2ddb run MAPPING --follow --if-not-empty truncate`, which deletes the table's items first) follows from its own snapshot on";
 
 /// What to do about a truncate.
-const REMEDY_RELOAD: &str = "load the table again: a new full load of the mapping (`sql2ddb run MAPPING --follow`) copies it as it is now and follows from its own snapshot on";
+const REMEDY_RELOAD: &str = "load the table again: a new full load of the mapping (`sql2ddb run MAPPING --follow --if-not-empty truncate`, which deletes the table's items first) copies it as it is now and follows from its own snapshot on";
 
 /// What to do about a change of a followed table's definition.
-const REMEDY_DDL: &str = "check the mapping against the table as it is now (`sql2ddb check MAPPING`), then load it again: a new full load of the mapping (`sql2ddb run MAPPING --follow`) reads its new columns and follows from its own snapshot on";
+const REMEDY_DDL: &str = "check the mapping against the table as it is now (`sql2ddb check MAPPING`), then load it again: a new full load of the mapping (`sql2ddb run MAPPING --follow --if-not-empty truncate`, which deletes the table's items first) reads its new columns and follows from its own snapshot on";
 
 #[cfg(test)]
 mod tests {
