@@ -29,6 +29,7 @@ mod e2e_single_table;
 mod e2e_sqlite;
 mod export;
 mod follow_status;
+mod get;
 mod if_not_empty;
 mod init;
 mod init_design;

@@ -257,7 +257,7 @@ fn line(d: &Difference) -> String {
 /// Both values of an attribute, each cut to [`SHOWN_VALUE`] characters
 /// around the first character where they differ, so that two long values
 /// with a common beginning do not print as the same text.
-fn shorten_pair(expected: Option<String>, found: Option<String>) -> (String, String) {
+pub(crate) fn shorten_pair(expected: Option<String>, found: Option<String>) -> (String, String) {
     let (expected, found) = match (expected, found) {
         (Some(e), Some(f)) => (e, f),
         (e, f) => {

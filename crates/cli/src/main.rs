@@ -11,6 +11,7 @@ mod export;
 mod failure;
 mod follow;
 mod follow_report;
+mod get;
 mod init;
 mod limits;
 mod live;
@@ -133,6 +134,11 @@ enum Command {
     /// compare every item of the table with the source, as mapped now.
     #[command(after_help = footer(verify::VERIFY_EXIT_CODES))]
     Verify(verify::VerifyArgs),
+    /// Explain one source row: the item(s) the mapping makes of it beside
+    /// what the table holds at their keys, attribute by attribute, the
+    /// differences marked.
+    #[command(after_help = footer(get::EXIT_CODES))]
+    Get(get::GetArgs),
     /// List the runs of a runs directory (of one mapping), newest first:
     /// id, start, how it ended, table, mapping.
     #[command(after_help = footer(runs::EXIT_CODES))]
@@ -192,6 +198,7 @@ fn main() -> ExitCode {
         Command::Worker(args) => block_on(worker::work(args)),
         Command::Status(args) => block_on(verify::status(args)),
         Command::Verify(args) => block_on(verify::verify(args)),
+        Command::Get(args) => block_on(get::get(args)),
         Command::Runs(args) => runs::runs(args),
         Command::Queue(command) => block_on(queue::queue(command)),
         Command::Update(args) => block_on(update::update(args)),

@@ -9,6 +9,7 @@ pub mod deep;
 pub mod error;
 pub mod export;
 pub mod follow;
+pub mod get;
 mod ids;
 pub mod init;
 mod outcome;

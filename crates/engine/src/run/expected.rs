@@ -41,8 +41,36 @@ impl SourceItems {
         opts: &RunOptions,
         progress: &RunProgress,
     ) -> Result<SourceItems, EngineError> {
-        let mut ctx = Context::open(plan, opts, Purpose::Read).await?;
-        let rejects = ctx.run_dir.join("verify-rejects.jsonl");
+        let ctx = Context::open(plan, opts, Purpose::Read).await?;
+        SourceItems::prepare(ctx, plan, opts, progress, "verify-rejects.jsonl").await
+    }
+
+    /// Like [`SourceItems::open`], but reads only the row of `entity` whose
+    /// key columns hold `key` (`sql2ddb get`), by key as `--only-rejects`
+    /// reads its rows; a key naming other columns than the entity's key is
+    /// a configuration error naming them. Rejected rows go to
+    /// `get-rejects.jsonl` in the run directory.
+    pub async fn open_row(
+        plan: &Plan,
+        opts: &RunOptions,
+        progress: &RunProgress,
+        (entity, key): (&str, &[(String, String)]),
+    ) -> Result<SourceItems, EngineError> {
+        let mut only = plan.clone();
+        only.entities.retain(|e| e.name == entity);
+        let mut ctx = Context::open(&only, opts, Purpose::Read).await?;
+        ctx.rejected = Some(super::replay::Rejected::asked(entity, key));
+        SourceItems::prepare(ctx, &only, opts, progress, "get-rejects.jsonl").await
+    }
+
+    async fn prepare(
+        mut ctx: Context,
+        plan: &Plan,
+        opts: &RunOptions,
+        progress: &RunProgress,
+        rejects: &str,
+    ) -> Result<SourceItems, EngineError> {
+        let rejects = ctx.run_dir.join(rejects);
         // The rows this verification rejects, not an earlier one's too.
         let _ = std::fs::remove_file(&rejects);
         ctx.rejects = Arc::new(RejectsFile::new(rejects));
@@ -73,6 +101,11 @@ impl SourceItems {
     /// The endpoint as reports show it.
     pub fn endpoint(&self) -> &str {
         self.ctx.resources.endpoint()
+    }
+
+    /// The rows the mapping rejected in the last read go to this file.
+    pub fn rejects_file(&self) -> &Path {
+        self.ctx.rejects.path()
     }
 
     /// The run directory.

@@ -150,7 +150,7 @@ impl Context {
         let query = self.source.page_query(&from, &b.shape, &b.key, page_size)?;
         let counters = progress.entity(&entity.name);
         let replay = match &self.rejected {
-            Some(r) => Some(r.keys(&entity.name, &b.key)?),
+            Some(r) => Some(r.keys(&entity.name, &b.key, &b.shape.columns)?),
             None => None,
         };
         let total = match &replay {

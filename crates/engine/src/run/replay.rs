@@ -7,7 +7,7 @@ use std::io::BufRead;
 use std::path::Path;
 
 use serde_json::Value as Json;
-use sql2ddb_core::{Reject, SqlValue};
+use sql2ddb_core::{Column, Reject, SqlValue};
 use sql2ddb_mapping::Plan;
 
 use crate::error::EngineError;
@@ -19,6 +19,9 @@ pub(super) struct Rejected {
     by_entity: BTreeMap<String, Vec<serde_json::Map<String, Json>>>,
     /// The file, for messages.
     file: String,
+    /// `get`: the one row asked for on the command line, its key columns
+    /// given as text (typed by the columns' types when read).
+    asked: bool,
 }
 
 impl Rejected {
@@ -69,7 +72,76 @@ impl Rejected {
         Ok(Rejected {
             by_entity,
             file: shown,
+            asked: false,
         })
+    }
+
+    /// `get ENTITY KEY=VALUE…`: the one row of `entity` whose key columns
+    /// hold these values (text, typed by the columns when read).
+    pub fn asked(entity: &str, pairs: &[(String, String)]) -> Rejected {
+        let key = pairs
+            .iter()
+            .map(|(k, v)| (k.clone(), Json::String(v.clone())))
+            .collect();
+        Rejected {
+            by_entity: BTreeMap::from([(entity.to_string(), vec![key])]),
+            file: String::new(),
+            asked: true,
+        }
+    }
+
+    /// The key asked for by `get`, checked against the entity's key columns
+    /// (every one given, no other) and typed by their columns.
+    fn asked_key(
+        &self,
+        entity: &str,
+        obj: &serde_json::Map<String, Json>,
+        key: &[String],
+        columns: &[Column],
+    ) -> Result<Vec<SqlValue>, EngineError> {
+        let missing: Vec<&str> = key
+            .iter()
+            .filter(|k| !obj.contains_key(*k))
+            .map(String::as_str)
+            .collect();
+        let unknown: Vec<&str> = obj
+            .keys()
+            .filter(|k| !key.contains(k))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() || !unknown.is_empty() {
+            let mut wrong = Vec::new();
+            if !unknown.is_empty() {
+                wrong.push(format!("{} is not a key column", unknown.join(", ")));
+            }
+            if !missing.is_empty() {
+                wrong.push(format!("{} is missing", missing.join(", ")));
+            }
+            let example: Vec<String> = key.iter().map(|k| format!("{k}=VALUE")).collect();
+            return Err(EngineError::Config(format!(
+                "entity {entity:?} is keyed by {}: {}; give {}",
+                key.join(", "),
+                wrong.join(" and "),
+                example.join(" ")
+            )));
+        }
+        Ok(key
+            .iter()
+            .map(|k| {
+                let text = obj.get(k).and_then(Json::as_str).unwrap_or_default();
+                let sql_type = columns
+                    .iter()
+                    .find(|c| &c.name == k)
+                    .map(|c| c.sql_type.to_ascii_lowercase())
+                    .unwrap_or_default();
+                // An integer column's value as an integer (SQLite compares
+                // by type); every other one as text, cast by the source.
+                match text.parse::<i64>() {
+                    Ok(i) if sql_type.contains("int") => SqlValue::Int(i),
+                    _ => SqlValue::Text(text.to_string()),
+                }
+            })
+            .collect())
     }
 
     /// Whether the file names rows of `entity`.
@@ -78,10 +150,18 @@ impl Rejected {
     }
 
     /// The keys of `entity`'s rejected rows as cursor values, in `key` order.
-    pub fn keys(&self, entity: &str, key: &[String]) -> Result<Vec<Vec<SqlValue>>, EngineError> {
+    pub fn keys(
+        &self,
+        entity: &str,
+        key: &[String],
+        columns: &[Column],
+    ) -> Result<Vec<Vec<SqlValue>>, EngineError> {
         let rows = self.by_entity.get(entity).map(Vec::as_slice).unwrap_or(&[]);
         rows.iter()
             .map(|obj| {
+                if self.asked {
+                    return self.asked_key(entity, obj, key, columns);
+                }
                 key.iter()
                     .map(|k| {
                         let v = obj.get(k).ok_or_else(|| EngineError::Entity {
