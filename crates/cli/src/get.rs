@@ -168,9 +168,13 @@ fn render_item(item: &ItemCheck) -> String {
         .attributes
         .iter()
         .map(|a| {
-            let (expected, actual) = match item.missing {
-                true => (shorten_pair(text(&a.expected), None).0, "—".to_string()),
-                false => shorten_pair(text(&a.expected), text(&a.actual)),
+            // Each alone (from its start) unless they differ: then both
+            // are cut around where they part.
+            let alone = |v: &Option<serde_json::Value>| shorten_pair(text(v), None).0;
+            let (expected, actual) = match (item.missing, a.differs) {
+                (true, _) => (alone(&a.expected), "—".to_string()),
+                (false, true) => shorten_pair(text(&a.expected), text(&a.actual)),
+                (false, false) => (alone(&a.expected), alone(&a.actual)),
             };
             (a.differs, a.name.as_str(), expected, actual)
         })

@@ -45,7 +45,9 @@ Exit codes:
   0   success (`check`: valid; `run`: every row written, or enqueued with --queue;
       `verify`: every row accounted for)
   1   the job failed: rows not written or not read, `verify`: rows missing,
-      a run that cannot be resumed as asked; `check`: invalid
+      a run that cannot be resumed as asked; `check`: invalid; `get`: the
+      row's item differs or is missing in the table, or the row is not in
+      the source
   2   `run`: finished, but some rows were rejected (see the rejects file);
       `check`: valid, with warnings
   64  usage error: unknown option, missing argument, value out of range;
