@@ -3,7 +3,8 @@
 //! attribute is changed in the table, `get` names it with both values and
 //! exits 1; a deleted item is "missing in the table"; a key no row has is
 //! said to be not in the source; a wrong key column is refused naming the
-//! entity's key columns; `--endpoint local` reads the data a run kept.
+//! entity's key columns; a row the mapping rejects is said so with the
+//! reason; `--endpoint local` reads the data a run kept.
 
 use serde_json::json;
 use sql2ddb_testkit::sdk::types::AttributeValue as Sdk;
@@ -75,7 +76,7 @@ async fn get_explains_one_row_beside_the_table() {
     for name in ["status", "total", "lines"] {
         assert!(equal.stdout.contains(name), "{name}: {}", equal.stdout);
     }
-    assert!(equal.stdout.contains("SKU-5"), "{}", equal.stdout);
+    assert!(equal.stdout.contains("SKU-4"), "{}", equal.stdout);
     let report = get(vec!["order_id=3", "--json"]).await.report();
     let item = only_item(&report);
     assert_eq!(item["missing"], false);
@@ -150,6 +151,29 @@ async fn get_explains_one_row_beside_the_table() {
     );
     let report = get(vec!["order_id=999", "--json"]).await.report();
     assert_eq!(report["outcome"], "not_in_source");
+
+    // A row the mapping rejects (no customer for its key): the reason.
+    sc.pg()
+        .exec("ALTER TABLE {schema}.orders ALTER customer_id DROP NOT NULL; INSERT INTO {schema}.orders VALUES (7, NULL, 'new', 70)")
+        .await;
+    let rejected = get(vec!["order_id=7"]).await;
+    assert_eq!(rejected.code, 1, "{}\n{}", rejected.stdout, rejected.stderr);
+    assert!(
+        rejected.stdout.contains("rejected by the mapping"),
+        "{}",
+        rejected.stdout
+    );
+    assert!(
+        rejected.stdout.contains("customer_id"),
+        "{}",
+        rejected.stdout
+    );
+
+    // Only the run's directory and the rejected row's are left.
+    let dirs = std::fs::read_dir(sc.path().join("sql2ddb-runs"))
+        .unwrap()
+        .count();
+    assert_eq!(dirs, 2, "every other `get` leaves no directory behind");
 
     // A column that is not the key, or none of the key: the key is named.
     for wrong in [vec!["customer_id=4"], vec!["order_id=3", "status=new"]] {

@@ -75,6 +75,9 @@ pub async fn get(args: GetArgs) -> u8 {
     // The embedded `local` endpoint's data is in a run's directory (the
     // newest run of the mapping by default); any other endpoint reads from
     // a directory of its own.
+    // A directory of its own is left only when it holds something (the
+    // rejects file of a rejected row).
+    let own_dir = !matches!(endpoint, Some("local")) && args.run.is_none();
     let run_id = match endpoint {
         Some("local") => {
             match crate::runs::chosen_run(args.run.as_deref(), &args.runs_dir, Some(&args.mapping))
@@ -91,13 +94,17 @@ pub async fn get(args: GetArgs) -> u8 {
             endpoint: args.endpoint.clone(),
             region: args.region.clone(),
             runs_dir: args.runs_dir.clone(),
-            run_id: Some(run_id),
+            run_id: Some(run_id.clone()),
             ..RunOptions::default()
         },
         entity: args.entity.clone(),
         key: args.key.clone(),
     };
-    match explain(&plan, &opts).await {
+    let result = explain(&plan, &opts).await;
+    if own_dir {
+        let _ = std::fs::remove_dir(args.runs_dir.join(&run_id));
+    }
+    match result {
         Ok(report) => {
             if args.json {
                 println!(

@@ -170,9 +170,15 @@ async fn explain(
             items: compare(plan, source, made).await?,
         }
     } else if EntityProgress::get(&counters.rejected) > 0 {
-        let file = crate::rejects::RejectsFile::new(source.rejects_file());
         GetOutcome::Rejected {
-            reasons: file.reasons().into_iter().map(|r| r.reason).collect(),
+            reasons: source
+                .reject_reasons()
+                .into_iter()
+                .map(|r| match r.column {
+                    Some(c) => format!("{c}: {}", r.reason),
+                    None => r.reason,
+                })
+                .collect(),
             rejects_file: source.rejects_file().display().to_string(),
         }
     } else {

@@ -108,6 +108,11 @@ impl SourceItems {
         self.ctx.rejects.path()
     }
 
+    /// The reasons of the rows rejected so far, with their counts.
+    pub fn reject_reasons(&self) -> Vec<crate::rejects::RejectCount> {
+        self.ctx.rejects.reasons()
+    }
+
     /// The run directory.
     pub fn run_dir(&self) -> &Path {
         &self.ctx.run_dir
