@@ -21,7 +21,8 @@ pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
 /// EX_IOERR: a local file or directory could not be read or written.
 pub(crate) const EXIT_IOERR: u8 = 74;
 
-/// EX_TEMPFAIL: DynamoDB said to slow down, past the retries: try later.
+/// EX_TEMPFAIL: DynamoDB kept saying to slow down past the retry budget:
+/// nothing is at fault, try later.
 pub(crate) const EXIT_TEMPFAIL: u8 = 75;
 
 /// EX_DATAERR: a follower met a change on the source that it cannot carry
@@ -67,7 +68,7 @@ pub(crate) fn exit_code(cause: Cause) -> u8 {
 /// Prints `e` and the hint of its kind on stderr; the exit code of its kind.
 pub(crate) fn fail_job(e: &EngineError) -> u8 {
     eprintln!("error: {}", redact_secrets(&e.to_string()));
-    if let Some(hint) = hint(e.kind()) {
+    if let Some(hint) = hint_of(e.cause()) {
         eprintln!("hint: {hint}");
     }
     exit_code(e.cause())
@@ -76,10 +77,22 @@ pub(crate) fn fail_job(e: &EngineError) -> u8 {
 /// Prints the error a job's report ended on, and the hint of its kind.
 pub(crate) fn report_error(error: &str, cause: Option<Cause>) {
     eprintln!("error: {}", redact_secrets(error));
-    if let Some(hint) = cause.and_then(|c| hint(c.kind())) {
+    if let Some(hint) = cause.and_then(hint_of) {
         eprintln!("hint: {hint}");
     }
 }
+
+/// What to do about an error of `cause`: a table that kept throttling has
+/// a hint of its own, other errors their kind's.
+pub(crate) fn hint_of(cause: Cause) -> Option<&'static str> {
+    match cause {
+        Cause::Dynamo(_, Some(Failure::Throttled)) => Some(THROTTLED_HINT),
+        _ => hint(cause.kind()),
+    }
+}
+
+/// What to do when the table kept throttling past the retry budget.
+const THROTTLED_HINT: &str = "the table could not take the load for the whole retry budget: its write capacity (provisioned units, an on-demand table still warming up) or one partition key taking most writes (`sql2ddb plan MAPPING --capacity` names hot partitions); nothing was counted as rejected for it. Continue later, lower --concurrency or --max-wcu, or give a longer --retry-budget";
 
 /// The exit code of a run (or an export) that ended with its report: its
 /// status's, unless it failed on an error whose kind has a code of its own

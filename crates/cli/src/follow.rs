@@ -133,6 +133,8 @@ pub struct FollowArgs {
     /// 1..=1000000000 (default: the mapping's max_wcu, else none).
     #[arg(long, value_parser = crate::limits::max_wcu())]
     max_wcu: Option<u64>,
+    #[command(flatten)]
+    budget: crate::budget::RetryBudgetArg,
     /// Print where the follow stands (applied position, the source's
     /// position; PostgreSQL: lag and WAL the slot keeps; with the run's
     /// record in the runs directory, its state and lag in time) and exit.
@@ -331,6 +333,7 @@ fn writer_flags(args: &FollowArgs) -> WriterFlags {
         concurrency: args.concurrency,
         fixed_concurrency: args.fixed_concurrency,
         max_wcu: args.max_wcu,
+        retry_budget: args.budget.retry_budget,
     }
 }
 
