@@ -35,6 +35,7 @@ mod init_shapes;
 mod nothing_lost;
 mod plan;
 mod real_service;
+mod retry_budget;
 mod secrets;
 mod snapshot;
 mod update;

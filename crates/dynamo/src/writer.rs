@@ -406,12 +406,21 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             };
             let mut delay = self.policy.delay(step, &mut rand::rng());
             let mut kept = Vec::with_capacity(chunk.len());
+            // The items given up now, and whether one spent its own budget
+            // (the others followed another's: said once, by that one).
+            let (mut given_up, mut own) = (0, false);
             for s in chunk {
                 match self.out_of_budget(&s, throttled, &reason) {
-                    Some(why) if throttled => out.unwritten.push((s.item, why)),
-                    Some(why) => {
-                        out.failed.push((s.item, why));
-                        out.failed_by = Some(Failure::Transient);
+                    Some((why, spent)) => {
+                        given_up += 1;
+                        own |= spent;
+                        match throttled {
+                            true => out.unwritten.push((s.item, why)),
+                            false => {
+                                out.failed.push((s.item, why));
+                                out.failed_by = Some(Failure::Transient);
+                            }
+                        }
                     }
                     None => {
                         // No later than the end of its budget: an item gets
@@ -422,7 +431,15 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                 }
             }
             if let Some((_, why)) = out.unwritten.last().or(out.failed.last()) {
-                tracing::warn!(table = %self.table, unwritten = out.unwritten.len(), failed = out.failed.len(), %why, "retry budget exhausted");
+                match own {
+                    true => {
+                        tracing::warn!(table = %self.table, items = given_up, %why, "retry budget exhausted")
+                    }
+                    false if given_up > 0 => {
+                        tracing::debug!(table = %self.table, items = given_up, %why, "given up")
+                    }
+                    false => {}
+                }
             }
             chunk = kept;
             if chunk.is_empty() {
@@ -441,7 +458,8 @@ impl<C: BatchWriteApi> BatchWriter<C> {
     /// by throttling, another item's budget ran out since it was first
     /// sent; or an earlier chunk spent its attempts and no call has
     /// succeeded since.
-    fn out_of_budget(&self, s: &Sending, throttled: bool, reason: &str) -> Option<String> {
+    /// The reason, and whether it is the item's own budget that is spent.
+    fn out_of_budget(&self, s: &Sending, throttled: bool, reason: &str) -> Option<(String, bool)> {
         let refusals = s.refusals;
         let refused_out = || *self.refused_out.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(spent) = self.policy.spent(&s.stalls, s.since.elapsed()) {
@@ -452,23 +470,24 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                 }
                 false => self.spent.store(true, Ordering::Relaxed),
             }
-            return Some(match spent {
+            let why = match spent {
                 Spent::Attempts(n) => format!("not written after {n} attempts: {reason}"),
                 Spent::Budget(b) => format!(
                     "not written within the retry budget of {} ({refusals} attempts): {reason}",
                     duration_text(b)
                 ),
-            });
+            };
+            return Some((why, true));
         }
         if throttled && refused_out().is_some_and(|at| s.since <= at) {
-            return Some(format!(
+            return Some((format!(
                 "not written: the table kept refusing writes past another item's retry budget ({refusals} attempts): {reason}"
-            ));
+            ), false));
         }
         self.spent.load(Ordering::Relaxed).then(|| {
-            format!(
+            (format!(
                 "not written: an earlier chunk spent its whole retry budget and no call has succeeded since ({refusals} attempts): {reason}"
-            )
+            ), false)
         })
     }
 }

@@ -69,6 +69,8 @@ pub(crate) struct Shared {
     /// The table's average item size, for read units an endpoint does not report.
     pub average_item_bytes: f64,
     halted: AtomicBool,
+    /// Set when the table kept refusing a write past the retry budget.
+    refused: AtomicBool,
     error: Mutex<Option<(String, Option<Cause>)>>,
 }
 
@@ -107,6 +109,7 @@ impl Shared {
             queued: None,
             average_item_bytes: 1024.0,
             halted: AtomicBool::new(false),
+            refused: AtomicBool::new(false),
             error: Mutex::new(None),
         }
     }
@@ -281,6 +284,7 @@ async fn write_page(shared: &Arc<Shared>, items: Vec<Item>) -> Written {
     let width = 2 * shared.concurrency.max().max(1);
     let mut writes = JoinSet::new();
     let mut tally = Written::default();
+    let mut cut = false;
     let mut join = |done: Result<Written, tokio::task::JoinError>| match done {
         Ok(w) => {
             w.counts.publish(&shared.progress);
@@ -295,12 +299,19 @@ async fn write_page(shared: &Arc<Shared>, items: Vec<Item>) -> Written {
                 join(done);
             }
         }
+        if shared.refused.load(Ordering::SeqCst) {
+            // The table kept refusing a write past the budget: the job is
+            // stopping, and this page stays unrecorded for `--resume`.
+            cut = true;
+            break;
+        }
         let shared = shared.clone();
         writes.spawn(async move { write_one(&shared, item).await });
     }
     while let Some(done) = writes.join_next().await {
         join(done);
     }
+    tally.kept_refusing |= cut;
     tally
 }
 
@@ -344,6 +355,7 @@ async fn write_one(shared: &Shared, item: Item) -> Written {
             // retry budget. The job stops, the item stays to be written by
             // `--resume`; it is neither failed nor in failed.jsonl.
             let reason = sql2ddb_core::redact_secrets(&e.to_string());
+            shared.refused.store(true, Ordering::SeqCst);
             shared.halt_with(reason, Some(Cause::from(&e)));
             return Written {
                 counts,
@@ -440,6 +452,7 @@ async fn put_page(shared: &Shared, batch: &BatchPut, items: Vec<Item>) -> Writte
             items: out.unwritten.len() as u64,
             first: format!("key {}: {why}", m.source_key.get()),
         };
+        shared.refused.store(true, Ordering::SeqCst);
         shared.halt_with(
             sql2ddb_core::redact_secrets(&e.to_string()),
             Some(Cause::from(&e)),

@@ -164,6 +164,9 @@ pub async fn update(
     // The run directory only once the job is known to fit its table.
     let made = result.and_then(|shared| {
         std::fs::create_dir_all(&run_dir).map_err(|e| EngineError::io(&run_dir, e))?;
+        if let Some(c) = &shared.checkpoint {
+            c.save()?;
+        }
         Ok(Arc::new(shared))
     });
     let shared = match made {
