@@ -33,7 +33,8 @@ Exit codes:
   69  the source or DynamoDB could not be reached, or refused
   74  a file could not be read or written (the mapping, the rejects file,
       the binary log position)
-  75  DynamoDB kept throttling past the retries: follow again later
+  75  DynamoDB kept throttling past the retry budget (--retry-budget):
+      follow again later
   78  the mapping is invalid or cannot be followed, or does not fit its
       table, or the slot or run belongs to another mapping (nothing was
       read or moved)
