@@ -454,11 +454,10 @@ impl<C: BatchWriteApi> BatchWriter<C> {
     }
 
     /// Why `s`, just refused (`throttled` or not) for `reason`, gets no
-    /// further attempt: its attempts or its budget are spent; or, refused
-    /// by throttling, another item's budget ran out since it was first
-    /// sent; or an earlier chunk spent its attempts and no call has
-    /// succeeded since.
-    /// The reason, and whether it is the item's own budget that is spent.
+    /// further attempt, and whether that is its own budget: its attempts or
+    /// its budget are spent (its own); or, refused by throttling, another
+    /// item's budget ran out since it was first sent; or an earlier chunk
+    /// spent its attempts and no call has succeeded since.
     fn out_of_budget(&self, s: &Sending, throttled: bool, reason: &str) -> Option<(String, bool)> {
         let refusals = s.refusals;
         let refused_out = || *self.refused_out.lock().unwrap_or_else(|e| e.into_inner());
