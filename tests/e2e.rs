@@ -37,6 +37,7 @@ mod init_shapes;
 mod nothing_lost;
 mod plan;
 mod real_service;
+mod retry_budget;
 mod secrets;
 mod snapshot;
 mod update;

@@ -243,7 +243,7 @@ async fn a_table_that_throttles_past_the_retries_says_try_again_later() {
     let run = run(&sc, &proxy, &mapping, &[]).await;
     assert_eq!(run.code, EX_TEMPFAIL, "stderr:\n{}", run.stderr);
     assert!(run.stderr.contains("ThrottlingException"), "{}", run.stderr);
-    assert_eq!(run.report()["status"], "failed");
+    assert_eq!(run.report()["status"], "throttled");
     assert!(proxy.stats().throttling > 1, "retried: {:?}", proxy.stats());
     assert!(!sc.table_exists(&sc.table).await, "nothing written");
 }

@@ -13,4 +13,4 @@ pub mod retry;
 pub use aws_config::SdkConfig;
 pub use config::{AwsContext, MissingRegion, SdkRetry, ServiceOptions, EMULATOR_REGION};
 pub use message::{sdk_message, BODY_EXCERPT_CHARS};
-pub use retry::RetryPolicy;
+pub use retry::{Refusals, RetryPolicy, Spent, DEFAULT_RETRY_BUDGET};

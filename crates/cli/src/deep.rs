@@ -45,6 +45,13 @@ pub struct DeepArgs {
     /// With --deep: source URL, overriding the mapping's.
     #[arg(long, value_name = "URL", requires = "deep")]
     pub source: Option<String>,
+    /// With --deep: how long a read the table throttles is retried, from
+    /// its first attempt: 90s, 10m, 1h30m (at most 24h). Past it the
+    /// verification stops with exit 75 (try again later). Default: the
+    /// mapping's [writer] retry_seconds, else 10m.
+    #[arg(long, value_name = "DURATION", requires = "deep",
+          value_parser = crate::budget::retry_budget)]
+    pub retry_budget: Option<std::time::Duration>,
     /// Bytes of items held in memory before spilling to files.
     #[arg(long, hide = true, env = "SQL2DDB_VERIFY_MEMORY", value_name = "BYTES",
           value_parser = limits::positive::<usize>)]
@@ -89,6 +96,7 @@ pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> u8 {
             region: args.region.clone(),
             runs_dir: args.runs_dir.clone(),
             run_id: Some(run.clone().unwrap_or_else(new_run_id)),
+            retry_budget: deep.retry_budget,
             ..RunOptions::default()
         },
         entity: deep.entity.clone(),

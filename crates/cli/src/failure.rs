@@ -21,7 +21,8 @@ pub(crate) const EXIT_UNAVAILABLE: u8 = 69;
 /// EX_IOERR: a local file or directory could not be read or written.
 pub(crate) const EXIT_IOERR: u8 = 74;
 
-/// EX_TEMPFAIL: DynamoDB said to slow down, past the retries: try later.
+/// EX_TEMPFAIL: DynamoDB kept saying to slow down past the retry budget:
+/// nothing is at fault, try later.
 pub(crate) const EXIT_TEMPFAIL: u8 = 75;
 
 /// EX_DATAERR: a follower met a change on the source that it cannot carry
@@ -81,6 +82,9 @@ pub(crate) fn report_error(error: &str, cause: Option<Cause>) {
     }
 }
 
+/// What to do when the table kept throttling past the retry budget.
+const THROTTLED_HINT: &str = "the table could not take the load for the whole retry budget: its write capacity (provisioned units, an on-demand table still warming up) or one partition key taking most writes (`sql2ddb plan MAPPING --capacity` names hot partitions); nothing was counted as rejected for it. Continue later, lower --concurrency or --max-wcu, or give a longer --retry-budget";
+
 /// The exit code of a run (or an export) that ended with its report: its
 /// status's, unless it failed on an error whose kind has a code of its own
 /// (not for rows not written or not read: 1).
@@ -132,9 +136,7 @@ pub(crate) fn hint(cause: Cause) -> Option<&'static str> {
         Cause::Dynamo(Dynamo::Config, _) => {
             "check --endpoint (or the mapping's [target] endpoint) and the region (--region or AWS_REGION)"
         }
-        Cause::Dynamo(_, Some(Failure::Throttled)) => {
-            "the table kept refusing writes: resume later, or lower --max-wcu / --concurrency (or raise the table's capacity)"
-        }
+        Cause::Dynamo(_, Some(Failure::Throttled)) => THROTTLED_HINT,
         Cause::Dynamo(_, Some(Failure::TableFault)) => {
             "the table cannot be written: check the credentials and that they may write this table (dynamodb:BatchWriteItem, UpdateItem); SQL2DDB_LOG=debug shows each call"
         }

@@ -33,7 +33,8 @@ Exit codes:
   69  the source or DynamoDB could not be reached, or refused
   74  a file could not be read or written (the mapping, the rejects file,
       the binary log position)
-  75  DynamoDB kept throttling past the retries: follow again later
+  75  DynamoDB kept throttling past the retry budget (--retry-budget):
+      follow again later
   78  the mapping is invalid or cannot be followed, or does not fit its
       table, or the slot or run belongs to another mapping (nothing was
       read or moved)
@@ -135,6 +136,8 @@ pub struct FollowArgs {
     /// 1..=1000000000 (default: the mapping's max_wcu, else none).
     #[arg(long, value_parser = crate::limits::max_wcu())]
     max_wcu: Option<u64>,
+    #[command(flatten)]
+    budget: crate::budget::RetryBudgetArg,
     /// Print where the follow stands (applied position, the source's
     /// position; PostgreSQL: lag and WAL the slot keeps; with the run's
     /// record in the runs directory, its state and lag in time) and exit.
@@ -333,6 +336,7 @@ fn writer_flags(args: &FollowArgs) -> WriterFlags {
         concurrency: args.concurrency,
         fixed_concurrency: args.fixed_concurrency,
         max_wcu: args.max_wcu,
+        retry_budget: args.budget.retry_budget,
     }
 }
 

@@ -269,6 +269,7 @@ pub(crate) fn flag_words(flags: &WriterFlags) -> String {
     if let Some(w) = flags.max_wcu {
         words.push_str(&format!(" --max-wcu {w}"));
     }
+    words.push_str(&crate::budget::words(flags.retry_budget));
     words
 }
 
@@ -320,10 +321,11 @@ mod tests {
             concurrency: Some(4),
             fixed_concurrency: true,
             max_wcu: Some(100),
+            retry_budget: Some(std::time::Duration::from_secs(90)),
         };
         assert_eq!(
             flag_words(&flags),
-            " --concurrency 4 --fixed-concurrency --max-wcu 100"
+            " --concurrency 4 --fixed-concurrency --max-wcu 100 --retry-budget 1m30s"
         );
     }
 }

@@ -5,6 +5,7 @@
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod budget;
 mod deep;
 mod distributed;
 mod export;
@@ -55,8 +56,9 @@ Exit codes:
   69  the source, DynamoDB or SQS could not be reached, or refused
   74  a file could not be read or written (the mapping, the runs directory,
       an export's files)
-  75  try again later: DynamoDB kept throttling past the retries; `update`:
-      stopped at its --max-seconds limit
+  75  try again later: DynamoDB kept throttling past the retry budget
+      (--retry-budget; `run`: status `throttled`, nothing rejected, the
+      printed --resume continues); `update`: also stopped at --max-seconds
   78  the mapping is invalid or does not fit its source or its table, or the
       settings do not fit together
   130 `run`: interrupted (Ctrl-C, SIGTERM); the report says how to continue

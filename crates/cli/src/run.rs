@@ -25,7 +25,10 @@ Exit codes:
       before it, its position kept; the error says what to do
   69  the source, DynamoDB or SQS could not be reached, or refused
   74  a file could not be read or written (the mapping, the runs directory)
-  75  DynamoDB kept throttling past the retries: run again later
+  75  DynamoDB kept refusing writes (throttling) past the retry budget
+      (--retry-budget): status `throttled`, no row rejected for it; the
+      rows not written are pending, and the printed --resume command
+      writes them later
   78  the mapping is invalid or does not fit its source or its table, or the
       settings do not fit together; the table already holds items and
       --if-not-empty does not say what to do with them (nothing was read or
@@ -129,6 +132,8 @@ pub struct RunArgs {
     distributed: distributed::DistributedArgs,
     #[command(flatten)]
     follow: crate::follow::RunFollowArgs,
+    #[command(flatten)]
+    budget: crate::budget::RetryBudgetArg,
 }
 
 pub async fn run(args: RunArgs) -> u8 {
@@ -149,6 +154,7 @@ pub async fn run(args: RunArgs) -> u8 {
         max_wcu: args.max_wcu,
         fixed_concurrency: args.fixed_concurrency,
         only_rejects: args.only_rejects.clone(),
+        retry_budget: args.budget.retry_budget,
         shutdown_grace: Duration::from_secs(args.shutdown_grace),
         snapshot: args.snapshot.resolve(),
         if_not_empty: IfNotEmptyArg::resolve(args.if_not_empty),
@@ -320,10 +326,23 @@ async fn then_follow(
 }
 
 /// What to run to go on with a run that ended before its end: interrupted,
-/// or failed on an error once it was reading.
+/// throttled past its retry budget, or failed on an error once it was
+/// reading.
 fn how_to_continue(args: &RunArgs, report: &RunReport) -> Option<String> {
+    let throttled;
     let (state, fixed) = match report.status {
         RunStatus::Interrupted => ("interrupted", ""),
+        RunStatus::Throttled => {
+            throttled = format!(
+                "throttled: table {} kept refusing writes past the retry budget; no row is at fault. {} row(s) read are not written yet (pending)",
+                report.table,
+                crate::table::thousands(report.totals.pending)
+            );
+            (
+                throttled.as_str(),
+                "later (or with more capacity, or a larger --retry-budget), ",
+            )
+        }
         RunStatus::Failed if report.error.is_some() && report.totals.pages > 0 => {
             ("failed", "once the cause is fixed, ")
         }
@@ -418,6 +437,10 @@ fn continue_command(args: &RunArgs, report: &RunReport, resume: bool) -> (String
     }
     if args.fixed_concurrency {
         words.push("--fixed-concurrency".to_string());
+    }
+    if let Some(budget) = args.budget.retry_budget {
+        words.push("--retry-budget".to_string());
+        words.push(sql2ddb_core::duration_text(budget));
     }
     if matches!(args.snapshot, SnapshotArg::None) {
         words.push("--snapshot".to_string());
@@ -569,6 +592,24 @@ mod tests {
             how_to_continue(&args, &report(RunStatus::Ok, Some("p"), 3)),
             None
         );
+    }
+
+    #[test]
+    fn a_throttled_run_says_no_row_is_at_fault_and_resumes_with_its_budget() {
+        let args = args(&["--progress-table", "p", "--retry-budget", "90s"]);
+        let mut r = report(RunStatus::Throttled, Some("p"), 3);
+        r.totals.pending = 1200;
+        let hint = how_to_continue(&args, &r).expect("a throttled run can be continued");
+        for part in [
+            "throttled: table t kept refusing writes past the retry budget",
+            "no row is at fault",
+            "1,200 row(s) read are not written yet (pending)",
+            "sql2ddb run m.toml --resume R1 --progress-table p",
+            "--retry-budget 1m30s",
+        ] {
+            assert!(hint.contains(part), "{part}:\n{hint}");
+        }
+        assert_eq!(RunStatus::Throttled.exit_code(), 75);
     }
 
     #[test]

@@ -27,8 +27,9 @@ Exit codes:
   69  DynamoDB or SQS could not be reached, or refused (the table cannot be
       written)
   74  a file could not be read or written (the job file, the run directory)
-  75  stopped at its --max-seconds limit: continue with --resume RUN_ID;
-      or DynamoDB kept throttling past the retries: try again later
+  75  stopped at its --max-seconds limit, or DynamoDB kept refusing its
+      reads or writes (throttling) past the retry budget (--retry-budget):
+      nothing counted failed for it; continue with --resume RUN_ID
   78  the job file is invalid or does not fit its table, or the settings do
       not fit together
   130 interrupted (Ctrl-C, SIGTERM): the pages in flight were written;
@@ -106,6 +107,8 @@ pub(crate) struct UpdateArgs {
     /// SQS endpoint URL, for any SQS-compatible server (default: AWS).
     #[arg(long, value_name = "URL", env = "SQL2DDB_SQS_ENDPOINT")]
     sqs_endpoint: Option<String>,
+    #[command(flatten)]
+    budget: crate::budget::RetryBudgetArg,
 }
 
 pub(crate) async fn update(args: UpdateArgs) -> u8 {
@@ -138,6 +141,7 @@ pub(crate) async fn update(args: UpdateArgs) -> u8 {
         stop: Some(stop.clone()),
         queue: args.queue.clone(),
         sqs_endpoint: args.sqs_endpoint.clone(),
+        retry_budget: args.budget.retry_budget,
         ..UpdateOptions::default()
     };
     eprintln!(
@@ -231,6 +235,11 @@ fn continue_hint(args: &UpdateArgs, r: &UpdateReport) -> Option<String> {
         UpdateStatus::Interrupted | UpdateStatus::TimeUp => {
             Some(format!("to continue where it stopped, run\n  {command}"))
         }
+        UpdateStatus::Throttled => Some(format!(
+            "throttled: table {} kept refusing the job's calls past the retry budget; no item failed, {} matching item(s) are pending. Later (or with more capacity, or a larger --retry-budget), continue where it stopped with\n  {command}",
+            r.table,
+            thousands(r.pending)
+        )),
         UpdateStatus::Failed if r.error.is_some() && r.pages > 0 => Some(format!(
             "once the cause is fixed, continue after the last page written with\n  {command}"
         )),
@@ -268,6 +277,10 @@ fn resume_command(args: &UpdateArgs, r: &UpdateReport) -> String {
         ("--max-rcu", args.max_rcu.map(|n| n.to_string())),
         ("--concurrency", args.concurrency.map(|n| n.to_string())),
         ("--max-seconds", args.max_seconds.map(|n| n.to_string())),
+        (
+            "--retry-budget",
+            args.budget.retry_budget.map(sql2ddb_core::duration_text),
+        ),
     ];
     for (flag, value) in limits {
         if let Some(v) = value {
@@ -285,6 +298,7 @@ fn render(r: &UpdateReport) -> String {
         UpdateStatus::Failed => "failed",
         UpdateStatus::Interrupted => "interrupted",
         UpdateStatus::TimeUp => "stopped at --max-seconds",
+        UpdateStatus::Throttled => "throttled",
     };
     let mut out = format!(
         "{} {} on {} ({}): {status}{}\n",

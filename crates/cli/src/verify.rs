@@ -44,7 +44,8 @@ Exit codes:
   64 usage error: unknown option, missing argument, value out of range
   69 the source, DynamoDB or SQS could not be reached, or refused
   74 a file could not be read or written (the mapping, diff.jsonl)
-  75 DynamoDB kept throttling past the retries: verify again later
+  75 DynamoDB kept throttling past the retries (--deep: past its
+     --retry-budget): verify again later
   78 the mapping is invalid or does not fit its source or its table, or
      the settings do not fit together
 With --deep: 0 every item is exactly what the mapping makes of the source,

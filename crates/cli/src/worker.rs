@@ -4,7 +4,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sql2ddb_engine::worker::{SqsWorker, Worker, WorkerOptions, WorkerSetup};
+use sql2ddb_engine::worker::{
+    SqsWorker, StopReason, Worker, WorkerOptions, WorkerReport, WorkerSetup,
+};
 use sql2ddb_engine::{EngineError, RunOptions};
 use sql2ddb_mapping::{UpdateJob, DEFAULT_CONCURRENCY};
 
@@ -65,6 +67,8 @@ pub struct WorkerArgs {
     /// Print what it did as one JSON object on stdout when it stops.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub budget: crate::budget::RetryBudgetArg,
 }
 
 /// The exit codes of `sql2ddb worker`, for its --help.
@@ -75,7 +79,10 @@ Exit codes:
   64  usage error: unknown option, missing argument, value out of range
   69  SQS or DynamoDB could not be reached, or refused (the queue kept failing)
   74  a file could not be read or written (the mapping, the rejects file)
-  75  DynamoDB kept throttling past the retries: start it again later
+  75  DynamoDB kept refusing a batch's writes (throttling) past the retry
+      budget (--retry-budget): the batch stays on the queue (it comes back
+      after the visibility timeout) and the worker stops taking batches;
+      start it again later
   78  the mapping or job file is invalid or does not fit its table, or the
       queue cannot be used as configured";
 
@@ -121,6 +128,7 @@ fn setup(args: &WorkerArgs, concurrency: usize) -> WorkerSetup {
         writer: RunOptions {
             concurrency: Some(concurrency),
             max_wcu: args.max_wcu,
+            retry_budget: args.budget.retry_budget,
             ..RunOptions::default()
         },
     }
@@ -162,10 +170,64 @@ pub async fn work(args: WorkerArgs) -> u8 {
                     serde_json::to_string(&report).expect("a worker report serialises")
                 );
             }
-            0
+            match report.stopped {
+                StopReason::Throttled => throttled(&args, &report),
+                _ => 0,
+            }
         }
         Err(e) => fail_job(&e),
     }
+}
+
+/// A worker that stopped because the table kept refusing a batch: what
+/// the table said, where the batches are, how to go on; exit 75.
+fn throttled(args: &WorkerArgs, report: &WorkerReport) -> u8 {
+    let error = report
+        .error
+        .as_deref()
+        .unwrap_or("the table kept refusing writes");
+    crate::failure::report_error(
+        &format!("DynamoDB: {error}"),
+        Some(sql2ddb_engine::Cause::Dynamo(
+            sql2ddb_engine::DynamoErrorKind::Call,
+            Some(sql2ddb_engine::DynamoFailure::Throttled),
+        )),
+    );
+    let mut command = vec![
+        "sql2ddb".to_string(),
+        "worker".to_string(),
+        crate::run::shell_word(&args.mapping.display().to_string()),
+        "--queue".to_string(),
+        crate::run::shell_word(&args.queue),
+    ];
+    let options = [
+        ("--sqs-endpoint", args.sqs_endpoint.clone()),
+        ("--endpoint", args.endpoint.clone()),
+        ("--region", args.region.clone()),
+        ("--progress-table", args.progress_table.clone()),
+        ("--concurrency", args.concurrency.map(|c| c.to_string())),
+        ("--max-wcu", args.max_wcu.map(|w| w.to_string())),
+        (
+            "--retry-budget",
+            args.budget.retry_budget.map(sql2ddb_core::duration_text),
+        ),
+    ];
+    for (name, value) in options {
+        if let Some(v) = value {
+            command.push(name.to_string());
+            command.push(crate::run::shell_word(&sql2ddb_core::redact_secrets(&v)));
+        }
+    }
+    if args.until_done {
+        command.push("--until-done".to_string());
+    }
+    eprintln!(
+        "throttled: {} left on the queue, not written and not rejected; SQS delivers {} again after the queue's visibility timeout. Start a worker again later (or with more capacity, or a larger --retry-budget):\n  {}",
+        count(report.throttled, "batch the table kept refusing is", "batches the table kept refusing are"),
+        if report.throttled == 1 { "it" } else { "them" },
+        command.join(" ")
+    );
+    crate::failure::EXIT_TEMPFAIL
 }
 
 /// `n thing(s)`, the thing in the plural unless there is one.
@@ -177,12 +239,12 @@ fn count(n: u64, one: &str, many: &str) -> String {
 }
 
 /// What a worker did, in one line.
-fn summary(report: &sql2ddb_engine::worker::WorkerReport) -> String {
-    use sql2ddb_engine::worker::StopReason;
+fn summary(report: &WorkerReport) -> String {
     let why = match report.stopped {
         StopReason::Done => "every run it watched is complete",
         StopReason::Idle => "no batch came for the idle time",
         StopReason::Signal => "asked to stop",
+        StopReason::Throttled => "the table kept refusing writes past the retry budget",
     };
     format!(
         "worker stopped, {why}: {}, {}, {} written, {} rejected, {} left for redelivery, {} released",
@@ -198,7 +260,6 @@ fn summary(report: &sql2ddb_engine::worker::WorkerReport) -> String {
 #[cfg(test)]
 mod summary_tests {
     use super::*;
-    use sql2ddb_engine::worker::{StopReason, WorkerReport};
 
     fn report(messages: u64, stopped: StopReason) -> WorkerReport {
         WorkerReport {
@@ -207,9 +268,11 @@ mod summary_tests {
             items_written: 1,
             rejected: 0,
             left: 0,
+            throttled: 0,
             released: 2,
             runs: Vec::new(),
             stopped,
+            error: None,
             rejects_file: String::new(),
         }
     }

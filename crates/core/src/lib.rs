@@ -7,6 +7,7 @@
 pub mod attr;
 pub mod batch;
 pub mod capacity;
+pub mod duration;
 pub mod encoded;
 mod error;
 pub mod json;
@@ -23,6 +24,7 @@ pub mod wire;
 
 pub use attr::{AttrValue, Attrs, Item};
 pub use batch::{BatchPart, BatchPointer, Reject, WorkBatch};
+pub use duration::{duration_text, parse_duration};
 pub use encoded::{EncodedItem, ItemJson, MappedItem, SourceKey};
 pub use error::FormatError;
 pub use limits::{

@@ -64,6 +64,18 @@ pub enum DynamoError {
         /// What the failure means, when DynamoDB (or the way to it) answered.
         failure: Option<Failure>,
     },
+    /// The table kept refusing writes (throttling, items returned
+    /// unprocessed) until the items' retry budget ran out. Nothing is wrong
+    /// with the items: they stay to be written later.
+    #[error("table {table} kept refusing writes (throttled) past the retry budget: {items} item(s) not written; first: {first}")]
+    KeptRefusing {
+        /// Table name.
+        table: String,
+        /// Items not written.
+        items: u64,
+        /// What became of the first of them, and what the service said.
+        first: String,
+    },
     /// The embedded endpoint failed.
     #[error("embedded DynamoDB: {0}")]
     Local(String),
@@ -80,7 +92,7 @@ impl DynamoError {
             DynamoError::TableMissing { .. }
             | DynamoError::KeySchemaMismatch { .. }
             | DynamoError::IndexMismatch { .. } => ErrorKind::Table,
-            DynamoError::Call { .. } => ErrorKind::Call,
+            DynamoError::Call { .. } | DynamoError::KeptRefusing { .. } => ErrorKind::Call,
             DynamoError::Local(_) => ErrorKind::Local,
             DynamoError::Config(_) => ErrorKind::Config,
         }
@@ -91,6 +103,7 @@ impl DynamoError {
     pub fn failure(&self) -> Option<Failure> {
         match self {
             DynamoError::Call { failure, .. } => *failure,
+            DynamoError::KeptRefusing { .. } => Some(Failure::Throttled),
             _ => None,
         }
     }

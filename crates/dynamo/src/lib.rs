@@ -50,4 +50,6 @@ pub use limiter::{CapacitySnapshot, WriteCapacityLimiter};
 pub use local::LocalDynamo;
 pub use pointer::{read_pointer, write_pointer, PointerOutcome};
 pub use read::{batch_get, scan_segment, ScanSegment, MAX_BATCH_GET_KEYS};
-pub use writer::{BatchWriteApi, BatchWriter, CallError, RetryPolicy, WriteOutcome};
+pub use writer::{
+    BatchWriteApi, BatchWriter, CallError, RetryPolicy, WriteOutcome, RESENDS_PER_CALL,
+};

@@ -9,12 +9,13 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnConsumedCapacity};
-use sql2ddb_aws::RetryPolicy;
+use sql2ddb_aws::{Refusals, RetryPolicy};
 use sql2ddb_core::Item;
 
 use crate::client::Dynamo;
 use crate::convert::{item_from_sdk, item_to_sdk};
 use crate::error::{call_error, local_error, DynamoError};
+use crate::failure::Failure;
 use crate::limiter::WriteCapacityLimiter;
 
 /// Most keys in one `BatchGetItem` call (DynamoDB's limit).
@@ -46,7 +47,7 @@ pub async fn scan_segment(
     let client = dynamo.sdk();
     let mut start: Option<HashMap<String, AttributeValue>> = None;
     loop {
-        let mut attempt = 1;
+        let mut tries = Tries::start();
         let out = loop {
             let call = client
                 .scan()
@@ -61,7 +62,7 @@ pub async fn scan_segment(
                 Ok(out) => break out,
                 Err(e) => {
                     let err = call_error("Scan", s.table, &e);
-                    retry_or_fail(&s.retry, &mut attempt, err).await?;
+                    retry_or_fail(&s.retry, &mut tries, err).await?;
                 }
             }
         };
@@ -96,7 +97,7 @@ pub async fn batch_get(
     for chunk in keys.chunks(MAX_BATCH_GET_KEYS) {
         let mut pending: Vec<HashMap<String, AttributeValue>> =
             chunk.iter().map(item_to_sdk).collect();
-        let mut attempt = 1;
+        let mut tries = Tries::start();
         while !pending.is_empty() {
             let request = KeysAndAttributes::builder()
                 .set_keys(Some(pending.clone()))
@@ -113,7 +114,7 @@ pub async fn batch_get(
                 Ok(out) => out,
                 Err(e) => {
                     let err = call_error("BatchGetItem", table, &e);
-                    retry_or_fail(&retry, &mut attempt, err).await?;
+                    retry_or_fail(&retry, &mut tries, err).await?;
                     continue;
                 }
             };
@@ -137,29 +138,54 @@ pub async fn batch_get(
                     table,
                     format!("{} keys still unprocessed", pending.len()),
                 );
-                retry_or_fail(&retry, &mut attempt, err).await?;
+                retry_or_fail(&retry, &mut tries, err).await?;
             }
         }
     }
     Ok(found)
 }
 
-/// Waits before the next attempt when `err` is worth retrying and attempts
-/// remain; returns `err` otherwise.
+/// The refusals of one call so far, and when it was first made.
+struct Tries {
+    refusals: Refusals,
+    since: tokio::time::Instant,
+}
+
+impl Tries {
+    fn start() -> Tries {
+        Tries {
+            refusals: Refusals::default(),
+            since: tokio::time::Instant::now(),
+        }
+    }
+}
+
+/// Waits before the next attempt when `err` is worth retrying and the
+/// policy allows it (throttling within its budget); returns `err`
+/// otherwise.
 async fn retry_or_fail(
     policy: &RetryPolicy,
-    attempt: &mut u32,
+    tries: &mut Tries,
     err: DynamoError,
 ) -> Result<(), DynamoError> {
-    // A failure we could not classify (unprocessed keys) is retried too.
-    let retryable = err.failure().is_none_or(|f| f.is_retryable());
-    if !retryable || *attempt >= policy.max_attempts {
+    // Keys returned unprocessed (no failure of a call) are the table's
+    // throttling, and retried as such.
+    let (retryable, throttled) = match err.failure() {
+        None => (true, true),
+        Some(f) => (f.is_retryable(), f == Failure::Throttled),
+    };
+    if !retryable {
         return Err(err);
     }
-    let delay = policy.delay(*attempt, &mut rand::rng());
-    *attempt += 1;
-    tokio::time::sleep(delay).await;
-    Ok(())
+    let elapsed = tries.since.elapsed();
+    let next = policy.next(&mut tries.refusals, throttled, elapsed, &mut rand::rng());
+    match next {
+        Ok(delay) => {
+            tokio::time::sleep(delay).await;
+            Ok(())
+        }
+        Err(_) => Err(err),
+    }
 }
 
 /// Spends the read units a call consumed against the cap, when there is one.

@@ -6,7 +6,7 @@ use std::future::Future;
 
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use sql2ddb_aws::RetryPolicy;
+use sql2ddb_aws::{Refusals, RetryPolicy, Spent};
 
 use crate::error::DynamoError;
 use crate::failure::Failure;
@@ -50,9 +50,11 @@ where
 }
 
 /// Makes `call` until it succeeds, fails in a way that trying again cannot
-/// mend (see [`Failure::is_retryable`]), or has been made
-/// `policy.max_attempts` times, sleeping a full-jitter backoff between
-/// attempts. `what` names the call in the log.
+/// mend (see [`Failure::is_retryable`]), or its retries are spent (see
+/// [`RetryPolicy::spent`]: `max_attempts` attempts, throttling not counted
+/// when the policy has a throttle budget, which then ends its retries),
+/// sleeping a full-jitter backoff between attempts. `what` names the call
+/// in the log.
 pub(crate) async fn retried<T, E, F, Fut>(
     policy: &RetryPolicy,
     what: &str,
@@ -63,22 +65,37 @@ where
     Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
-    let mut attempts = 0u32;
+    let started = tokio::time::Instant::now();
+    let mut refusals = Refusals::default();
     loop {
-        attempts += 1;
         let error = match call().await {
             Ok(v) => return Ok(v),
             Err(e) => e,
         };
         let failure = Failure::of(&error);
-        if !failure.is_retryable() || attempts >= policy.max_attempts.max(1) {
-            return Err(Failed {
-                error,
-                failure,
-                attempts,
-            });
-        }
-        let delay = policy.delay(attempts, &mut rand::rng());
+        let next = match failure.is_retryable() {
+            true => policy.next(
+                &mut refusals,
+                failure == Failure::Throttled,
+                started.elapsed(),
+                &mut rand::rng(),
+            ),
+            false => {
+                refusals.add(false);
+                Err(Spent::Attempts(refusals.all))
+            }
+        };
+        let attempts = refusals.all;
+        let delay = match next {
+            Ok(delay) => delay,
+            Err(_) => {
+                return Err(Failed {
+                    error,
+                    failure,
+                    attempts,
+                })
+            }
+        };
         tracing::debug!(
             what,
             attempts,

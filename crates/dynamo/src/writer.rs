@@ -6,22 +6,33 @@
 //! the unprocessed items, sent back among the batch's next items); or give
 //! up (validation errors: the chunk is split so the bad item fails alone and
 //! the others are written).
+//!
+//! Throttling is retried within the policy's time budget, never counted as
+//! attempts; an item the table still refuses when its budget ends is
+//! *unwritten*, no fault of its own ([`WriteOutcome::unwritten`]), and the
+//! caller leaves it pending. Other retryable failures (5xx, timeouts) keep
+//! their cap of attempts and end as *failed*.
 
-use std::collections::{HashSet, VecDeque};
+mod pending;
+
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::StreamExt;
 pub use sql2ddb_aws::RetryPolicy;
-use sql2ddb_core::limits::{MAX_BATCH_BYTES, MAX_BATCH_ITEMS, MAX_ITEM_BYTES};
-use sql2ddb_core::{write_units, AttrValue, EncodedItem, ItemProblem, KeyAttr};
+use sql2ddb_aws::Spent;
+use sql2ddb_core::limits::{MAX_BATCH_BYTES, MAX_ITEM_BYTES};
+use sql2ddb_core::{duration_text, write_units, AttrValue, EncodedItem, ItemProblem, KeyAttr};
+use tokio::time::Instant;
 
 use crate::concurrency::AdaptiveConcurrency;
 use crate::failure::Failure;
 use crate::limiter::WriteCapacityLimiter;
 use crate::spread::spread;
+pub use pending::RESENDS_PER_CALL;
+use pending::{put_bytes, Pending, Sending, BODY_OVERHEAD};
 
 /// A failed call: what it means, and what the service or the transport said.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -82,12 +93,20 @@ pub struct WriteOutcome {
     /// error), each with the classified failure and its message: bad rows,
     /// never retried. A [`Failure::TableFault`] is no fault of the item.
     pub rejected: Vec<(EncodedItem, CallError)>,
-    /// Items still unwritten when their retry budget (attempts or time) ran
-    /// out, with the reason. Each carries its item (so its key) and source key.
+    /// Items still unwritten when their attempts ran out on failures other
+    /// than throttling (5xx, timeouts, dropped connections: the service kept
+    /// failing), with the reason. Each carries its item (so its key) and
+    /// source key.
     pub failed: Vec<(EncodedItem, String)>,
-    /// What the last refusal of a failed item was (throttled, transient):
-    /// why the budget ran out, for the caller's error kind.
+    /// What the last refusal of a failed item was: why its retries ended,
+    /// for the caller's error kind.
     pub failed_by: Option<Failure>,
+    /// Items the table kept refusing (throttled, or returned unprocessed)
+    /// until their retry budget ran out, with the reason: no fault of the
+    /// item, never a rejected row. The caller leaves them pending, to be
+    /// written again later (a run keeps its checkpoint before them, a
+    /// worker leaves the message on the queue).
+    pub unwritten: Vec<(EncodedItem, String)>,
 }
 
 impl WriteOutcome {
@@ -101,6 +120,7 @@ impl WriteOutcome {
         self.rejected.extend(other.rejected);
         self.failed.extend(other.failed);
         self.failed_by = self.failed_by.or(other.failed_by);
+        self.unwritten.extend(other.unwritten);
     }
 }
 
@@ -112,11 +132,16 @@ pub struct BatchWriter<C> {
     policy: RetryPolicy,
     concurrency: Option<Arc<AdaptiveConcurrency>>,
     capacity: Option<(Arc<WriteCapacityLimiter>, u64)>,
-    deadline: Option<Duration>,
     /// The run's budget: set when a chunk spent its whole budget on
     /// retryable failures, cleared by the next call that succeeds. While
     /// set, a chunk gets one attempt.
     spent: AtomicBool,
+    /// When an item's throttle budget last ran out: the job that made this
+    /// writer is ending (its work stays pending), so the items being
+    /// written since before then give up at their next throttled refusal
+    /// instead of each waiting out a budget of its own. Items first sent
+    /// later (a process that writes on) get their whole budget.
+    refused_out: Mutex<Option<Instant>>,
 }
 
 impl<C: BatchWriteApi> BatchWriter<C> {
@@ -134,8 +159,8 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             policy,
             concurrency: None,
             capacity: None,
-            deadline: None,
             spent: AtomicBool::new(false),
+            refused_out: Mutex::new(None),
         }
     }
 
@@ -157,13 +182,6 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         units_multiplier: u64,
     ) -> Self {
         self.capacity = Some((limiter, units_multiplier.max(1)));
-        self
-    }
-
-    /// An item stops being retried once this long has passed since its
-    /// first attempt, even with attempts left.
-    pub fn with_retry_deadline(mut self, deadline: Duration) -> Self {
-        self.deadline = Some(deadline);
         self
     }
 
@@ -192,7 +210,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         let sent = sendable.len();
         let items = self.dedupe(sendable);
         out.superseded = (sent - items.len()) as u64;
-        let fresh = Fresh::new(spread(items));
+        let fresh = Pending::new(spread(items));
         // The permits bound the calls in flight; this only bounds the futures.
         let width = self.concurrency.as_ref().map_or(1, |c| c.max());
         // Each chunk is cut when its call is about to start, so a chunk
@@ -208,7 +226,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         drop(chunks);
         // A non-retryable error on several items: isolate the bad one, each
         // item in a call of its own.
-        let alone = Fresh::new(Vec::new());
+        let alone = Pending::new(Vec::new());
         let mut singles = futures::stream::iter(split_up)
             .map(|m| self.write_chunk(vec![Sending::new(m)], &alone))
             .buffer_unordered(width);
@@ -310,15 +328,16 @@ impl<C: BatchWriteApi> BatchWriter<C> {
     }
 
     /// Writes one chunk until done or out of budget; each resend takes
-    /// fresh items from `fresh` into the room the written ones left, so
-    /// the refused items, which are all on partitions at their limit, go
-    /// back among other partitions' items rather than in a call of their
-    /// own. Returns what happened, and the chunk back when a non-retryable
-    /// error hit more than one item.
+    /// fresh items from `pending` into the room the written ones left, and
+    /// hands refused items beyond a few back to it, so the refused items,
+    /// which are all on partitions at their limit, go back among other
+    /// partitions' items rather than in a call of their own. Returns what
+    /// happened, and the chunk back when a non-retryable error hit more
+    /// than one item.
     async fn write_chunk(
         &self,
         mut chunk: Vec<Sending>,
-        fresh: &Fresh,
+        pending: &Pending,
     ) -> (WriteOutcome, Option<Vec<EncodedItem>>) {
         let mut out = WriteOutcome::default();
         loop {
@@ -329,7 +348,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             // Whether the call wrote some of its items: the table is being
             // written, the refused items wait their partition's turn.
             let mut progress = false;
-            let (reason, failure) = match result {
+            let (reason, throttled) = match result {
                 Ok(unprocessed) => {
                     let (left, done) = split_indices(chunk, &unprocessed);
                     progress = !done.is_empty();
@@ -345,14 +364,15 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                     chunk = left;
                     (
                         "DynamoDB kept returning the items as unprocessed".to_string(),
-                        Failure::Throttled,
+                        true,
                     )
                 }
                 Err(e) if e.retryable() => {
                     if e.is_throttling() {
                         out.throttled += 1;
                     }
-                    (e.message, e.failure)
+                    let throttled = e.is_throttling();
+                    (e.message, throttled)
                 }
                 Err(e) => {
                     let items = chunk.into_iter().map(|s| s.item);
@@ -368,125 +388,106 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             };
             for s in &mut chunk {
                 s.refusals += 1;
-                s.attempts += u32::from(!progress);
+                if !progress {
+                    s.stalls.add(throttled);
+                }
             }
             // The wait follows the items refused most often; after a partial
             // answer it stays short, so that a partition at its limit always
             // has items coming and writes at its rate.
             let step = match progress {
-                true => chunk.iter().map(|s| s.refusals).max().unwrap_or(1),
-                false => chunk.iter().map(|s| s.attempts).max().unwrap_or(1),
+                true => chunk
+                    .iter()
+                    .map(|s| s.refusals)
+                    .max()
+                    .unwrap_or(1)
+                    .min(PARTIAL_BACKOFF_STEPS),
+                false => chunk.iter().map(|s| s.stalls.all).max().unwrap_or(1),
             };
-            let step = match progress {
-                true => step.min(PARTIAL_BACKOFF_STEPS),
-                false => step,
-            };
-            let delay = self.policy.delay(step, &mut rand::rng());
+            let mut delay = self.policy.delay(step, &mut rand::rng());
             let mut kept = Vec::with_capacity(chunk.len());
+            // The items given up now, and whether one spent its own budget
+            // (the others followed another's: said once, by that one).
+            let (mut given_up, mut own) = (0, false);
             for s in chunk {
-                match self.out_of_budget(&s, delay, &reason) {
-                    Some(why) => {
-                        out.failed.push((s.item, why));
-                        out.failed_by = Some(failure);
+                match self.out_of_budget(&s, throttled, &reason) {
+                    Some((why, spent)) => {
+                        given_up += 1;
+                        own |= spent;
+                        match throttled {
+                            true => out.unwritten.push((s.item, why)),
+                            false => {
+                                out.failed.push((s.item, why));
+                                out.failed_by = Some(Failure::Transient);
+                            }
+                        }
                     }
-                    None => kept.push(s),
+                    None => {
+                        // No later than the end of its budget: an item gets
+                        // its last try when its budget ends.
+                        delay = self.policy.within_budget(delay, s.since.elapsed());
+                        kept.push(s)
+                    }
                 }
             }
-            if let Some((_, why)) = out.failed.last() {
-                tracing::warn!(table = %self.table, items = out.failed.len(), %why, "retry budget exhausted");
+            if let Some((_, why)) = out.unwritten.last().or(out.failed.last()) {
+                match own {
+                    true => {
+                        tracing::warn!(table = %self.table, items = given_up, %why, "retry budget exhausted")
+                    }
+                    false if given_up > 0 => {
+                        tracing::debug!(table = %self.table, items = given_up, %why, "given up")
+                    }
+                    false => {}
+                }
             }
             chunk = kept;
             if chunk.is_empty() {
                 return (out, None);
             }
+            pending.spread_out(&mut chunk);
             out.retries += 1;
             tracing::debug!(table = %self.table, step, ?delay, %reason, "retrying");
             tokio::time::sleep(delay).await;
-            fresh.top_up(&mut chunk);
+            pending.top_up(&mut chunk);
         }
     }
 
-    /// Why `s`, just refused for `reason`, gets no further attempt: its
-    /// attempts are spent, or an earlier item's were and no call has
-    /// succeeded since, or waiting `delay` would take it past the deadline.
-    fn out_of_budget(&self, s: &Sending, delay: Duration, reason: &str) -> Option<String> {
-        let attempts = s.refusals;
-        if s.attempts >= self.policy.max_attempts {
-            self.spent.store(true, Ordering::Relaxed);
-            Some(format!("not written after {attempts} attempts: {reason}"))
-        } else if self.spent.load(Ordering::Relaxed) {
-            Some(format!(
-                "not written: an earlier chunk spent its whole retry budget and no call has succeeded since ({attempts} attempts): {reason}"
-            ))
-        } else {
-            self.deadline
-                .filter(|d| s.since.elapsed() + delay > *d)
-                .map(|d| format!("not written within {d:?} ({attempts} attempts): {reason}"))
-        }
-    }
-}
-
-/// An item on its way, and when it was first sent (its deadline counts
-/// from there).
-struct Sending {
-    item: EncodedItem,
-    /// Calls that carried it without writing it.
-    refusals: u32,
-    /// Of those, the calls that wrote none of their items: what the retry
-    /// budget (`max_attempts`) counts. A refusal in a partial answer is the
-    /// item waiting for its partition while the table is written, and a
-    /// partition at its limit may refuse an item many times before its
-    /// turn: counting those would fail rows of a hot partition however
-    /// steadily the migration progressed.
-    attempts: u32,
-    since: tokio::time::Instant,
-}
-
-impl Sending {
-    fn new(item: EncodedItem) -> Sending {
-        Sending {
-            item,
-            refusals: 0,
-            attempts: 0,
-            since: tokio::time::Instant::now(),
-        }
-    }
-}
-
-/// A batch's items not sent yet, in the order [`spread`] chose.
-struct Fresh(Mutex<VecDeque<EncodedItem>>);
-
-impl Fresh {
-    fn new(items: Vec<EncodedItem>) -> Fresh {
-        Fresh(Mutex::new(items.into()))
-    }
-
-    /// The next chunk of fresh items, `None` once every item was taken.
-    fn next_chunk(&self) -> Option<Vec<Sending>> {
-        let mut chunk = Vec::new();
-        self.top_up(&mut chunk);
-        (!chunk.is_empty()).then_some(chunk)
-    }
-
-    /// Moves items into `chunk` until it holds 25, or the next would take
-    /// its request body over DynamoDB's 16 MB.
-    fn top_up(&self, chunk: &mut Vec<Sending>) {
-        if chunk.len() >= MAX_BATCH_ITEMS {
-            return;
-        }
-        let mut bytes: usize = chunk.iter().map(|s| put_bytes(&s.item)).sum();
-        // Plain data, consistent after every statement.
-        let mut queue = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        while chunk.len() < MAX_BATCH_ITEMS {
-            let Some(size) = queue.front().map(put_bytes) else {
-                break;
-            };
-            if !chunk.is_empty() && bytes + size + BODY_OVERHEAD > MAX_BATCH_BYTES {
-                break;
+    /// Why `s`, just refused (`throttled` or not) for `reason`, gets no
+    /// further attempt, and whether that is its own budget: its attempts or
+    /// its budget are spent (its own); or, refused by throttling, another
+    /// item's budget ran out since it was first sent; or an earlier chunk
+    /// spent its attempts and no call has succeeded since.
+    fn out_of_budget(&self, s: &Sending, throttled: bool, reason: &str) -> Option<(String, bool)> {
+        let refusals = s.refusals;
+        let refused_out = || *self.refused_out.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(spent) = self.policy.spent(&s.stalls, s.since.elapsed()) {
+            match throttled {
+                true => {
+                    *self.refused_out.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(Instant::now());
+                }
+                false => self.spent.store(true, Ordering::Relaxed),
             }
-            bytes += size;
-            chunk.extend(queue.pop_front().map(Sending::new));
+            let why = match spent {
+                Spent::Attempts(n) => format!("not written after {n} attempts: {reason}"),
+                Spent::Budget(b) => format!(
+                    "not written within the retry budget of {} ({refusals} attempts): {reason}",
+                    duration_text(b)
+                ),
+            };
+            return Some((why, true));
         }
+        if throttled && refused_out().is_some_and(|at| s.since <= at) {
+            return Some((format!(
+                "not written: the table kept refusing writes past another item's retry budget ({refusals} attempts): {reason}"
+            ), false));
+        }
+        self.spent.load(Ordering::Relaxed).then(|| {
+            (format!(
+                "not written: an earlier chunk spent its whole retry budget and no call has succeeded since ({refusals} attempts): {reason}"
+            ), false)
+        })
     }
 }
 
@@ -495,15 +496,6 @@ impl Fresh {
 /// the call wrote items, so the table is not throttling, and a longer wait
 /// would leave the refused items' partition idle.
 const PARTIAL_BACKOFF_STEPS: u32 = 4;
-
-/// Room in a request body beyond its put requests: the envelope and the
-/// table name (at most 255 bytes, escaped).
-const BODY_OVERHEAD: usize = 64 + 2 * 255;
-
-/// The bytes one item adds to a request body: its text in a put request.
-fn put_bytes(m: &EncodedItem) -> usize {
-    m.item.get().len() + r#"{"PutRequest":{"Item":}},"#.len()
-}
 
 /// Splits a chunk into (unprocessed, processed) by the unprocessed indices.
 fn split_indices(chunk: Vec<Sending>, unprocessed: &[usize]) -> (Vec<Sending>, Vec<Sending>) {

@@ -95,6 +95,7 @@ async fn nothing_lost_12_http_500_html_shows_status_and_body() {
         base: Duration::from_millis(1),
         cap: Duration::from_millis(5),
         max_attempts: 2,
+        throttle_budget: None,
     };
     let mut item = Item::new();
     item.insert("PK".into(), AttrValue::S("K1".into()));

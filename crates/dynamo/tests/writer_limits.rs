@@ -117,6 +117,7 @@ fn policy(max_attempts: u32) -> RetryPolicy {
         base: Duration::from_millis(20),
         cap: Duration::from_millis(500),
         max_attempts,
+        throttle_budget: None,
     }
 }
 
@@ -222,28 +223,32 @@ async fn the_capacity_cap_counts_billed_units_times_indexes() {
 
 #[tokio::test(start_paused = true)]
 async fn a_batch_that_always_fails_stops_after_its_attempts_with_every_key() {
+    // Throttled every time, with no time budget: throttling counts as
+    // attempts. Every key comes back unwritten (not failed, not rejected).
     let client = Scripted::new(|_, _| Err(throttling()));
     let writer = BatchWriter::new(&client, "t", keys(), policy(5))
         .with_concurrency(Arc::new(AdaptiveConcurrency::new(4)));
     let out = writer.write(items(60, 100)).await;
 
     assert_eq!(out.written, 0);
+    assert!(out.failed.is_empty() && out.rejected.is_empty());
     // Three chunks at once: one spends its five attempts; once it has, the
-    // run's budget is spent and the others stop at their next retry.
+    // table is known to keep refusing and the others stop at their next
+    // refusal.
     let calls = client.calls.load(Ordering::SeqCst) as u64;
     assert!((5..=3 * 5).contains(&calls), "{calls} calls");
     assert_eq!(out.retries, calls - 3, "every call but each chunk's first");
-    let mut failed: Vec<String> = out.failed.iter().map(|(m, _)| pk(m)).collect();
-    failed.sort();
-    assert_eq!(failed, all_keys(60));
+    let mut unwritten: Vec<String> = out.unwritten.iter().map(|(m, _)| pk(m)).collect();
+    unwritten.sort();
+    assert_eq!(unwritten, all_keys(60));
     assert!(
-        out.failed
+        out.unwritten
             .iter()
             .any(|(_, why)| why.contains("not written after 5 attempts")),
         "{:?}",
-        out.failed[0].1
+        out.unwritten[0].1
     );
-    let (m, why) = &out.failed[0];
+    let (m, why) = &out.unwritten[0];
     assert!(
         why.contains("ProvisionedThroughputExceededException"),
         "{why}"
@@ -263,33 +268,42 @@ async fn a_batch_that_always_fails_stops_at_its_deadline() {
         })
     });
     let deadline = Duration::from_secs(10);
-    let writer =
-        BatchWriter::new(&client, "t", keys(), policy(1_000_000)).with_retry_deadline(deadline);
+    let writer = BatchWriter::new(
+        &client,
+        "t",
+        keys(),
+        policy(1_000_000).with_throttle_budget(deadline),
+    );
     let start = Instant::now();
     let out = writer.write(items(30, 100)).await;
 
-    // Two chunks, one after the other; each stops retrying before a sleep
-    // would take it past the deadline, so its last call (10 ms here) may
-    // end just after it.
+    // Two chunks, one after the other. The first waits no later than its
+    // budget's end, so its last call (10 ms here) ends just after it; then
+    // the service is known to keep failing, and the second chunk gets one
+    // attempt.
+    let took = start.elapsed();
     assert!(
-        start.elapsed() <= deadline * 2 + Duration::from_millis(2 * 10),
-        "two chunks, one after the other: {:?}",
-        start.elapsed()
+        took >= deadline && took <= deadline + Duration::from_millis(3 * 10),
+        "{took:?}"
     );
     assert!(
-        client.calls.load(Ordering::SeqCst) > 2 * 10,
+        client.calls.load(Ordering::SeqCst) > 10,
         "it did retry before giving up"
     );
+    assert!(out.unwritten.is_empty(), "a 5xx is no throttling");
     let mut failed: Vec<String> = out.failed.iter().map(|(m, _)| pk(m)).collect();
     failed.sort();
     assert_eq!(failed, all_keys(30));
-    assert!(
-        out.failed
-            .iter()
-            .all(|(_, why)| why.contains("not written within 10s")),
+    let within = |why: &str| why.contains("not written within the retry budget of 10s");
+    assert_eq!(
+        out.failed.iter().filter(|(_, why)| within(why)).count(),
+        25,
         "{}",
         out.failed[0].1
     );
+    assert!(out.failed.iter().all(
+        |(_, why)| within(why) || why.contains("an earlier chunk spent its whole retry budget")
+    ));
 }
 
 /// A client of a table with one partition at its limit: it returns the
@@ -378,14 +392,192 @@ async fn a_hot_partition_does_not_cut_the_limit() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn refusals_in_partial_answers_do_not_spend_the_retry_budget() {
-    // A partition that refuses each of its items 15 times, with a budget of
-    // 4 attempts: while calls write other items, the hot items wait their
-    // turn instead of failing.
+async fn refusals_of_a_hot_partition_do_not_spend_the_attempts() {
+    // A partition that refuses each of its items 15 times, with 4 attempts
+    // and a time budget: the hot items wait their turn instead of failing,
+    // whether they are refused among other items or in calls of their own
+    // once every other item is written.
     let client = one_hot_partition(15);
-    let writer = BatchWriter::new(&client, "t", keys(), policy(4));
+    let writer = BatchWriter::new(
+        &client,
+        "t",
+        keys(),
+        policy(4).with_throttle_budget(Duration::from_secs(600)),
+    );
     let out = writer.write(items(2000, 100)).await;
     assert!(out.failed.is_empty(), "{:?}", out.failed.first());
+    assert!(out.unwritten.is_empty(), "{:?}", out.unwritten.first());
     assert_eq!(out.written, 2000);
     assert_eq!(client.stored_keys(), all_keys(2000));
+}
+
+fn server_error() -> CallError {
+    CallError {
+        failure: Failure::Transient,
+        message: "InternalServerError: try again".into(),
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttling_is_retried_past_the_attempts_until_the_budget_then_left_unwritten() {
+    let client = Scripted::new(|_, _| Err(throttling()));
+    let budget = Duration::from_secs(60);
+    let writer = BatchWriter::new(&client, "t", keys(), policy(3).with_throttle_budget(budget));
+    let start = Instant::now();
+    let out = writer.write(items(25, 100)).await;
+
+    // Attempts do not end it: the budget does, with a last try at its end.
+    let calls = client.calls.load(Ordering::SeqCst);
+    assert!(calls > 3 * 5, "{calls} calls");
+    assert!(start.elapsed() >= budget, "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() <= budget + Duration::from_millis(10),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(out.written, 0);
+    assert!(out.failed.is_empty() && out.rejected.is_empty());
+    let mut unwritten: Vec<String> = out.unwritten.iter().map(|(m, _)| pk(m)).collect();
+    unwritten.sort();
+    assert_eq!(unwritten, all_keys(25));
+    let why = &out.unwritten[0].1;
+    assert!(
+        why.contains("not written within the retry budget of 1m")
+            && why.contains("ProvisionedThroughputExceededException"),
+        "{why}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_table_that_throttles_for_a_while_is_written_within_the_budget() {
+    // The first 200 calls are refused whole: far more than the attempts,
+    // far less than the budget.
+    let client = Scripted::new(|n, _| match n {
+        0..200 => Err(throttling()),
+        _ => Ok(vec![]),
+    });
+    let writer = BatchWriter::new(
+        &client,
+        "t",
+        keys(),
+        policy(3).with_throttle_budget(Duration::from_secs(600)),
+    );
+    let out = writer.write(items(100, 100)).await;
+    assert!(out.unwritten.is_empty(), "{:?}", out.unwritten.first());
+    assert!(out.failed.is_empty(), "{:?}", out.failed.first());
+    assert_eq!(out.written, 100);
+    assert_eq!(client.stored_keys(), all_keys(100));
+    assert!(out.throttled >= 200, "{}", out.throttled);
+}
+
+#[tokio::test(start_paused = true)]
+async fn failures_other_than_throttling_keep_their_attempts_under_a_budget() {
+    let client = Scripted::new(|_, _| Err(server_error()));
+    let writer = BatchWriter::new(
+        &client,
+        "t",
+        keys(),
+        policy(4).with_throttle_budget(Duration::from_secs(600)),
+    );
+    let out = writer.write(items(10, 100)).await;
+    assert_eq!(client.calls.load(Ordering::SeqCst), 4);
+    assert!(out.unwritten.is_empty());
+    assert_eq!(out.failed.len(), 10);
+    assert_eq!(out.failed_by, Some(Failure::Transient));
+    assert!(
+        out.failed[0].1.contains("not written after 4 attempts"),
+        "{}",
+        out.failed[0].1
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn once_a_budget_ran_out_earlier_items_stop_at_their_next_refusal_and_later_ones_get_theirs()
+{
+    let client = Scripted::new(|_, _| Err(throttling()));
+    let budget = Duration::from_secs(60);
+    let writer = BatchWriter::new(&client, "t", keys(), policy(3).with_throttle_budget(budget));
+    let start = Instant::now();
+    // A second batch starts 30 s after the first: the first's budget ends
+    // at 60 s, and the second's items, sent before then, stop at their
+    // next refusal instead of waiting until 90 s.
+    let first = async {
+        let out = writer.write(items(10, 100)).await;
+        (out, start.elapsed())
+    };
+    let second = async {
+        tokio::time::sleep(Duration::from_secs(30)).await;
+        let out = writer.write(items(10, 100)).await;
+        (out, start.elapsed())
+    };
+    let ((a, a_took), (b, b_took)) = tokio::join!(first, second);
+    assert!(
+        a_took >= budget && a_took < budget + Duration::from_secs(1),
+        "{a_took:?}"
+    );
+    assert!(b_took < budget + Duration::from_secs(1), "{b_took:?}");
+    assert_eq!((a.unwritten.len(), b.unwritten.len()), (10, 10));
+    assert!(
+        b.unwritten[0]
+            .1
+            .contains("past another item's retry budget"),
+        "{}",
+        b.unwritten[0].1
+    );
+    // A batch that starts afterwards (a process that writes on) gets a
+    // whole budget of its own.
+    let later = Instant::now();
+    let c = writer.write(items(10, 100)).await;
+    assert_eq!(c.unwritten.len(), 10);
+    assert!(later.elapsed() >= budget, "{:?}", later.elapsed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn items_a_partition_keeps_refusing_travel_a_few_a_call_among_fresh_ones() {
+    // Every tenth key is refused 30 times: left in their chunks, they
+    // piled up there until the chunk was all refused items.
+    let client = one_hot_partition(30);
+    let writer = BatchWriter::new(
+        &client,
+        "t",
+        keys(),
+        policy(3).with_throttle_budget(Duration::from_secs(600)),
+    );
+    let out = writer.write(items(2000, 100)).await;
+    assert!(out.unwritten.is_empty(), "{:?}", out.unwritten.first());
+    assert_eq!(out.written, 2000);
+    assert_eq!(client.stored_keys(), all_keys(2000));
+
+    let sent = client.sent.lock().unwrap().clone();
+    // The call that took the last fresh items may fill up with refused
+    // ones: nothing is left to send them among.
+    let mut seen = std::collections::HashSet::new();
+    let last_fresh = sent
+        .iter()
+        .enumerate()
+        .filter(|(_, call)| call.iter().filter(|pk| seen.insert(pk.to_string())).count() > 0)
+        .map(|(i, _)| i)
+        .last()
+        .unwrap();
+    let mut seen = std::collections::HashSet::new();
+    let mut mixed = 0;
+    for (i, call) in sent.iter().enumerate() {
+        let fresh = call.iter().filter(|pk| !seen.contains(*pk)).count();
+        let resent = call.len() - fresh;
+        if fresh > 0 && i < last_fresh {
+            mixed += usize::from(resent > 0);
+            assert!(
+                resent <= sql2ddb_dynamo::RESENDS_PER_CALL,
+                "call {i} carried {resent} items refused before among {fresh} fresh ones"
+            );
+            assert_eq!(
+                call.len(),
+                25,
+                "call {i}: every call is full while fresh items remain"
+            );
+        }
+        seen.extend(call.iter().cloned());
+    }
+    // The refused items did go back among fresh ones.
+    assert!(mixed > 10, "{mixed} calls mixed refused and fresh items");
 }

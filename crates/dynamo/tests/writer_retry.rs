@@ -137,6 +137,7 @@ fn policy() -> RetryPolicy {
         base: Duration::from_millis(100),
         cap: Duration::from_secs(2),
         max_attempts: 6,
+        throttle_budget: None,
     }
 }
 
@@ -180,7 +181,9 @@ async fn unprocessed_items_come_back_twice_then_all_are_written() {
 
 #[tokio::test(start_paused = true)]
 async fn backoff_waits_grow_within_capped_ceilings() {
-    // Always throttled: the writer uses its whole budget.
+    // Always throttled, and no time budget: throttling counts as attempts
+    // and the writer uses them all. The items are left unwritten, no fault
+    // of theirs: neither failed nor rejected.
     let script = (0..6).map(|_| Answer::Fail { retryable: true }).collect();
     let client = Scripted::new(script);
     let p = policy();
@@ -192,13 +195,14 @@ async fn backoff_waits_grow_within_capped_ceilings() {
     assert_eq!(calls.len(), 6, "exactly max_attempts calls");
     assert_eq!(out.retries, 5);
     assert_eq!(out.written, 0);
-    assert_eq!(out.failed.len(), 2);
+    assert!(out.failed.is_empty() && out.rejected.is_empty());
+    assert_eq!(out.unwritten.len(), 2);
     assert!(
-        out.failed[0].1.contains("not written after 6 attempts"),
+        out.unwritten[0].1.contains("not written after 6 attempts"),
         "{}",
-        out.failed[0].1
+        out.unwritten[0].1
     );
-    assert!(out.failed[0].1.contains("ThrottlingException"));
+    assert!(out.unwritten[0].1.contains("ThrottlingException"));
     // Each wait is at most its ceiling: 100ms, 200ms, 400ms, 800ms, then capped at 2s.
     let mut prev = start;
     for (n, (at, _)) in calls.iter().enumerate().skip(1) {
@@ -215,6 +219,7 @@ fn ceilings_double_then_cap_and_delays_are_jittered() {
         base: Duration::from_millis(50),
         cap: Duration::from_secs(1),
         max_attempts: 10,
+        throttle_budget: None,
     };
     let ceilings: Vec<u128> = (1..=8).map(|n| p.ceiling(n).as_millis()).collect();
     assert_eq!(ceilings, vec![50, 100, 200, 400, 800, 1000, 1000, 1000]);
@@ -422,7 +427,8 @@ async fn a_call_never_carries_a_body_over_16_mb() {
 
 #[tokio::test(start_paused = true)]
 async fn once_a_chunk_spent_its_budget_later_chunks_get_one_attempt_until_a_call_succeeds() {
-    let fail = || Answer::Fail { retryable: true };
+    // A service that keeps failing (5xx), not throttling.
+    let fail = || Answer::ServerError;
     let client = Scripted::new((0..9).map(|_| fail()).collect());
     let writer = BatchWriter::new(&client, "t", keys(), policy());
     // Four chunks, one after the other: the first spends its 6 attempts,

@@ -160,6 +160,7 @@ async fn worker_sink(
         fixed_concurrency: false,
         max_wcu: None,
         retry: RetryPolicy::default(),
+        retry_budget: None,
         dry_run: false,
         destination: Destination::Table,
     };

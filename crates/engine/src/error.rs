@@ -232,6 +232,12 @@ impl EngineError {
         }
     }
 
+    /// Whether DynamoDB refused the job's calls for throttling past the
+    /// retry budget: nothing is at fault, the work stays to be done later.
+    pub fn is_throttling(&self) -> bool {
+        matches!(self.cause(), Cause::Dynamo(_, Some(Failure::Throttled)))
+    }
+
     /// A follower's stop before a change it cannot carry (see
     /// [`Unfollowable`]'s fields).
     pub fn unfollowable(

@@ -1,5 +1,6 @@
 //! How a process writes its table, resolved once: the command line's
-//! overrides over the mapping's `[writer]` section. The full load, the
+//! overrides over the mapping's `[writer]` section, and the retry budget
+//! every job that writes (or reads back) a table retries throttling within. The full load, the
 //! follow after it and a `follow` started on its own all write with a
 //! [`WriterSettings`] resolved by [`WriterSettings::resolve`], so no phase
 //! falls back to a default the user overrode.
@@ -8,6 +9,16 @@ use std::time::Duration;
 
 use sql2ddb_dynamo::RetryPolicy;
 use sql2ddb_mapping::Plan;
+
+pub use sql2ddb_aws::DEFAULT_RETRY_BUDGET;
+
+/// How long throttling is retried: `--retry-budget` over the mapping's
+/// `[writer] retry_seconds` (when the job has a mapping) over
+/// [`DEFAULT_RETRY_BUDGET`]. The one place the budget is resolved.
+pub fn retry_budget(flag: Option<Duration>, mapping_seconds: Option<u64>) -> Duration {
+    flag.or(mapping_seconds.map(Duration::from_secs))
+        .unwrap_or(DEFAULT_RETRY_BUDGET)
+}
 
 /// What the command line says about writing, over the mapping's
 /// `[writer]`: each `None` (or `false`) leaves the mapping's setting.
@@ -20,6 +31,8 @@ pub struct WriterFlags {
     pub fixed_concurrency: bool,
     /// Write units per second for this process (`--max-wcu`).
     pub max_wcu: Option<u64>,
+    /// How long an item the table throttles is retried (`--retry-budget`).
+    pub retry_budget: Option<Duration>,
 }
 
 impl WriterFlags {
@@ -40,19 +53,18 @@ pub struct WriterSettings {
     pub adaptive: bool,
     /// Write units per second for this process; `None` = uncapped.
     pub max_wcu: Option<u64>,
-    /// The retries of every write: the policy given, with the mapping's
-    /// `max_attempts`.
+    /// The retries of every write (items, pointers, updates): the policy
+    /// given, with the mapping's `max_attempts` for failures other than
+    /// throttling, and the retry budget (see [`retry_budget`]) for
+    /// throttling.
     #[serde(skip)]
     pub retry: RetryPolicy,
-    /// How long an item may be retried (the mapping's `retry_seconds`);
-    /// `None` = attempts only.
-    #[serde(skip)]
-    pub retry_deadline: Option<Duration>,
 }
 
 impl WriterSettings {
-    /// `flags` over `plan`'s `[writer]`, with `retry`'s backoff and the
-    /// mapping's retry budget. The one place these are resolved.
+    /// `flags` over `plan`'s `[writer]`, with `retry`'s backoff, the
+    /// mapping's attempts and the retry budget. The one place these are
+    /// resolved.
     pub fn resolve(plan: &Plan, flags: &WriterFlags, retry: RetryPolicy) -> WriterSettings {
         let w = &plan.writer;
         WriterSettings {
@@ -62,12 +74,18 @@ impl WriterSettings {
             retry: RetryPolicy {
                 max_attempts: w.max_attempts,
                 ..retry
-            },
-            retry_deadline: w.retry_seconds.map(Duration::from_secs),
+            }
+            .with_throttle_budget(retry_budget(flags.retry_budget, w.retry_seconds)),
         }
     }
 
-    /// The settings in words, for a progress note: calls in flight and the cap.
+    /// How long throttling is retried.
+    pub fn retry_budget(&self) -> Duration {
+        self.retry.throttle_budget.unwrap_or(DEFAULT_RETRY_BUDGET)
+    }
+
+    /// The settings in words, for a progress note: calls in flight, the cap
+    /// and the retry budget.
     pub fn describe(&self) -> String {
         let mode = match self.adaptive {
             true => "adapting to throttling",
@@ -78,8 +96,9 @@ impl WriterSettings {
             None => "no write-capacity cap".to_string(),
         };
         format!(
-            "at most {} calls in flight ({mode}), {cap}",
-            self.concurrency
+            "at most {} calls in flight ({mode}), {cap}, throttling retried for up to {}",
+            self.concurrency,
+            sql2ddb_core::duration_text(self.retry_budget())
         )
     }
 }
@@ -94,6 +113,29 @@ mod tests {
     }
 
     #[test]
+    fn the_retry_budget_is_the_flags_over_the_mappings_over_ten_minutes() {
+        let none = WriterSettings::resolve(
+            &plan("concurrency = 4"),
+            &WriterFlags::default(),
+            RetryPolicy::default(),
+        );
+        assert_eq!(none.retry_budget(), Duration::from_secs(600));
+        let mapping = plan("retry_seconds = 60");
+        let flags = WriterFlags {
+            retry_budget: Some(Duration::from_secs(90)),
+            ..WriterFlags::default()
+        };
+        let given = WriterSettings::resolve(&mapping, &flags, RetryPolicy::default());
+        assert_eq!(given.retry.throttle_budget, Some(Duration::from_secs(90)));
+        let from_mapping = flags_default_resolve(&mapping);
+        assert_eq!(from_mapping.retry_budget(), Duration::from_secs(60));
+    }
+
+    fn flags_default_resolve(plan: &Plan) -> WriterSettings {
+        WriterFlags::default().resolve(plan)
+    }
+
+    #[test]
     fn flags_override_the_mapping_and_the_retry_budget_is_the_mappings() {
         let plan = plan("concurrency = 4\nmax_wcu = 500\nmax_attempts = 3\nretry_seconds = 60");
         let mapping =
@@ -103,11 +145,12 @@ mod tests {
             (4, true, Some(500))
         );
         assert_eq!(mapping.retry.max_attempts, 3);
-        assert_eq!(mapping.retry_deadline, Some(Duration::from_secs(60)));
+        assert_eq!(mapping.retry_budget(), Duration::from_secs(60));
         let flags = WriterFlags {
             concurrency: Some(16),
             fixed_concurrency: true,
             max_wcu: Some(100),
+            retry_budget: None,
         };
         let given = WriterSettings::resolve(&plan, &flags, RetryPolicy::default());
         assert_eq!(

@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 
 use sql2ddb_core::{AttrValue, EncodedItem, KeyAttr, PointerUpdate, Reject, UpdatePage, WorkBatch};
 use sql2ddb_dynamo::{
-    write_pointer, AdaptiveConcurrency, BatchCalls, Dynamo, Failure, PointerOutcome, RetryPolicy,
-    TableWriter, WriteCapacityLimiter,
+    write_pointer, AdaptiveConcurrency, BatchCalls, Dynamo, DynamoError, Failure, PointerOutcome,
+    RetryPolicy, TableWriter, WriteCapacityLimiter,
 };
 use sql2ddb_mapping::Plan;
 use sql2ddb_queue::Message;
@@ -21,7 +21,7 @@ use crate::error::EngineError;
 use crate::export::files::ItemFiles;
 pub use crate::outcome::BatchOutcome;
 use crate::rejects::RejectsFile;
-use crate::settings::{WriterFlags, WriterSettings};
+use crate::settings::{retry_budget, WriterFlags, WriterSettings};
 use crate::update::UpdateApplier;
 
 /// Where a job's pages go: one choice, made by whoever starts the job and
@@ -124,17 +124,20 @@ impl BatchSink {
             .concurrency
             .unwrap_or(1)
             .max(crate::update::DEFAULT_UPDATE_CONCURRENCY);
+        // No mapping: the budget is the flag's, else the default.
+        let retry = opts
+            .retry
+            .with_throttle_budget(retry_budget(opts.retry_budget, None));
         let (controller, limiter) = write_limits(&WriterSettings {
             concurrency,
             adaptive: !opts.fixed_concurrency,
             max_wcu: opts.max_wcu.filter(|w| *w > 0),
-            retry: opts.retry,
-            retry_deadline: None,
+            retry,
         });
         BatchSink {
             route: Route::Updates(UpdateApplier {
                 client: client.clone(),
-                retry: opts.retry,
+                retry,
                 concurrency: controller,
                 limiter,
             }),
@@ -219,6 +222,21 @@ impl BatchSink {
         };
         let out = writer.write(items).await;
         self.throttled.fetch_add(out.throttled, Ordering::Relaxed);
+        if let Some((item, why)) = out.unwritten.first() {
+            // Not the rows' fault: the table kept refusing them. The batch
+            // fails whole and stays pending (a run keeps its checkpoint
+            // before it, a worker leaves the message on the queue); its
+            // rejects and pointers wait for the attempt that writes it.
+            return Err(EngineError::Dynamo(DynamoError::KeptRefusing {
+                table: pointers.table.clone(),
+                items: out.unwritten.len() as u64,
+                first: format!(
+                    "entity {}, row {}: {why}",
+                    batch.entity,
+                    item.source_key.get()
+                ),
+            }));
+        }
         if let Some((_, e)) = out
             .rejected
             .iter()
@@ -281,6 +299,9 @@ pub struct SinkOptions {
     pub max_wcu: Option<u64>,
     /// Retry parameters (the mapping's `max_attempts` overrides the attempts).
     pub retry: RetryPolicy,
+    /// How long throttling is retried (`--retry-budget`), over the mapping's
+    /// `retry_seconds`.
+    pub retry_budget: Option<std::time::Duration>,
     /// Write nothing: every item counts as written, no call is made.
     pub dry_run: bool,
     /// Where the pages go.
@@ -303,6 +324,7 @@ impl SinkOptions {
             concurrency: self.concurrency,
             fixed_concurrency: self.fixed_concurrency,
             max_wcu: self.max_wcu,
+            retry_budget: self.retry_budget,
         }
     }
 
@@ -326,7 +348,7 @@ pub(crate) fn build_sink(
     let (controller, limiter) = write_limits(&settings);
     let updates = || UpdateApplier {
         client: client.clone(),
-        retry: opts.retry,
+        retry: settings.retry,
         concurrency: controller.clone(),
         limiter: limiter.clone(),
     };
@@ -341,7 +363,7 @@ pub(crate) fn build_sink(
                 client: client.clone(),
                 table: plan.target.table.clone(),
                 keys: plan.key_attrs(),
-                retry: opts.retry,
+                retry: settings.retry,
             },
             updates: updates(),
         },
@@ -380,9 +402,6 @@ pub(crate) fn table_writer(
     if let Some(l) = limiter {
         // Each GSI bills its own write for an item it projects.
         w = w.with_capacity_limit(l.clone(), 1 + plan.target.gsis.len() as u64);
-    }
-    if let Some(deadline) = settings.retry_deadline {
-        w = w.with_retry_deadline(deadline);
     }
     w
 }

@@ -8,6 +8,12 @@
 //! visibility timeout (a natural backoff), and after the queue's
 //! `maxReceiveCount` SQS moves it to the dead-letter queue.
 //!
+//! A batch the table kept refusing (throttling) past the retry budget is
+//! left on the queue the same way, and the worker stops taking batches:
+//! the table cannot take the load now, and more batches would only be
+//! refused too. It reports why ([`StopReason::Throttled`]) and its caller
+//! exits with "try again later".
+//!
 //! A worker needs the mapping (target table, keys, endpoint, writer limits);
 //! the run a batch belongs to is in the batch, and the worker checks once per
 //! run that the run's recorded table is the mapping's, so a queue shared by
@@ -34,6 +40,7 @@ pub use crate::recorder::WorkerSetup;
 use crate::rejects::RejectsFile;
 use crate::resources::Resources;
 use crate::sink::BatchSink;
+use crate::stop::StopSignal;
 
 impl WorkerReport {
     /// A report of nothing done yet.
@@ -44,9 +51,11 @@ impl WorkerReport {
             items_written: 0,
             rejected: 0,
             left: 0,
+            throttled: 0,
             released: 0,
             runs: Vec::new(),
             stopped: StopReason::Signal,
+            error: None,
             rejects_file,
         }
     }
@@ -110,6 +119,9 @@ pub enum StopReason {
     Idle,
     /// Asked to stop (SIGTERM, Ctrl-C).
     Signal,
+    /// The table kept refusing a batch's writes (throttling) past the retry
+    /// budget: that batch (and any other refused) is left on the queue.
+    Throttled,
 }
 
 /// What a worker did.
@@ -125,12 +137,20 @@ pub struct WorkerReport {
     pub rejected: u64,
     /// Batches that failed and were left for redelivery.
     pub left: u64,
+    /// Of those, batches the table kept refusing (throttling) past the
+    /// retry budget: no row at fault, they come back after the queue's
+    /// visibility timeout.
+    pub throttled: u64,
     /// Batches released unfinished at shutdown.
     pub released: u64,
     /// Runs whose batches it received.
     pub runs: Vec<String>,
     /// Why it stopped.
     pub stopped: StopReason,
+    /// With [`StopReason::Throttled`]: what the table said of the first
+    /// batch it kept refusing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
     /// Where rows DynamoDB refused go.
     pub rejects_file: String,
 }
@@ -228,12 +248,18 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         let mut runs: BTreeSet<String> = opts.runs.iter().cloned().collect();
         let mut last_batch = Instant::now();
         let mut failures = 0u32;
+        // Raised by a batch the table kept refusing past the retry budget.
+        let refused = StopSignal::new();
         let stopped = loop {
             while let Some(joined) = tasks.try_join_next() {
                 tally(&mut report, joined);
             }
+            if refused.is_stopped() {
+                break StopReason::Throttled;
+            }
             let permit = tokio::select! {
                 _ = &mut shutdown => break StopReason::Signal,
+                _ = refused.stopped() => break StopReason::Throttled,
                 p = slots.clone().acquire_owned() => p.expect("never closed"),
             };
             let permits = more_permits(permit, &slots);
@@ -247,6 +273,11 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
                     let taken = receive.await.unwrap_or_default();
                     report.released += self.release(taken.into_iter().map(|r| r.handle)).await;
                     break StopReason::Signal;
+                }
+                _ = refused.stopped() => {
+                    let taken = receive.await.unwrap_or_default();
+                    report.released += self.release(taken.into_iter().map(|r| r.handle)).await;
+                    break StopReason::Throttled;
                 }
             };
             let received = match received {
@@ -281,11 +312,18 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
             for (r, permit) in received.into_iter().zip(permits) {
                 runs.insert(r.message.run_id().to_string());
                 held.lock().expect("held lock").insert(r.handle.clone());
-                tasks.spawn(self.clone().process(r, permit, held.clone()));
+                tasks.spawn(
+                    self.clone()
+                        .process(r, permit, held.clone(), refused.clone()),
+                );
             }
         };
         report.stopped = stopped;
         self.wind_down(tasks, &held, opts.grace, &mut report).await;
+        if report.throttled > 0 {
+            // A batch refused while winding down after another stop.
+            report.stopped = StopReason::Throttled;
+        }
         self.recorder.rejects.flush()?;
         report.runs = runs.into_iter().collect();
         Ok(report)
@@ -328,12 +366,14 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         released
     }
 
-    /// One batch: extend while writing, then acknowledge or leave it.
+    /// One batch: extend while writing, then acknowledge or leave it (and
+    /// raise `refused` when the table kept refusing it).
     async fn process(
         self: Arc<Self>,
         received: Received,
         _permit: OwnedSemaphorePermit,
         held: Arc<Mutex<HashSet<AckHandle>>>,
+        refused: Arc<StopSignal>,
     ) -> Done {
         let handle = received.handle.clone();
         let receives = received.receive_count;
@@ -348,6 +388,12 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
                     tracing::warn!(error = %e, "could not delete a written batch from the queue");
                 }
                 Done::Written(id, out)
+            }
+            Err(e) if e.is_throttling() => {
+                let error = sql2ddb_core::redact_secrets(&e.to_string());
+                tracing::warn!(%error, receives, "the table kept refusing the batch's writes past the retry budget; left for redelivery, taking no more batches");
+                refused.stop();
+                Done::Refused(error)
             }
             Err(e) => {
                 tracing::warn!(
@@ -367,6 +413,8 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
 enum Done {
     Written(BatchId, BatchOutcome),
     Left,
+    /// Left: the table kept refusing it (throttling) past the retry budget.
+    Refused(String),
 }
 
 fn tally(report: &mut WorkerReport, joined: Result<Done, tokio::task::JoinError>) {
@@ -378,6 +426,11 @@ fn tally(report: &mut WorkerReport, joined: Result<Done, tokio::task::JoinError>
             report.rejected += id.rows_read.saturating_sub(id.items) + out.rejected;
         }
         Ok(Done::Left) => report.left += 1,
+        Ok(Done::Refused(error)) => {
+            report.left += 1;
+            report.throttled += 1;
+            report.error.get_or_insert(error);
+        }
         Err(e) if e.is_cancelled() => {}
         Err(panic) => std::panic::resume_unwind(panic.into_panic()),
     }

@@ -112,6 +112,7 @@ async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
                 base: Duration::from_millis(5),
                 cap: Duration::from_millis(20),
                 max_attempts: 2,
+                throttle_budget: None,
             },
             ..RunOptions::default()
         },

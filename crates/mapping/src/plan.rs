@@ -114,12 +114,13 @@ pub struct WriterSpec {
     /// Cap on write units per second for this process (`max_wcu`), counted
     /// as DynamoDB bills them; `None` = no cap.
     pub max_wcu: Option<u64>,
-    /// Calls that wrote nothing (failed, or every item returned) before an
-    /// item fails (`max_attempts`, default 12); items returned in a call
-    /// that wrote others do not count them.
+    /// Calls that wrote nothing, failed for a reason other than throttling
+    /// (5xx, timeouts), before an item fails (`max_attempts`, default 12);
+    /// throttling never counts as an attempt.
     pub max_attempts: u32,
-    /// Time budget of an item's retries in seconds, from its first call
-    /// (`retry_seconds`); `None` = attempts only.
+    /// The retry budget in seconds (`retry_seconds`): how long an item the
+    /// table throttles is retried, from its first call; `None` = the
+    /// default (ten minutes), unless `--retry-budget` says otherwise.
     pub retry_seconds: Option<u64>,
 }
 

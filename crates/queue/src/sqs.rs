@@ -31,6 +31,7 @@ pub const DEFAULT_ENTRY_RETRY: RetryPolicy = RetryPolicy {
     base: Duration::from_millis(100),
     cap: Duration::from_secs(10),
     max_attempts: 8,
+    throttle_budget: None,
 };
 
 /// A standard SQS queue of work batches.
@@ -392,6 +393,7 @@ mod tests {
             max_attempts: 5,
             base: Duration::from_millis(100),
             cap: Duration::from_millis(700),
+            throttle_budget: None,
         };
         let mut rng = rand::rng();
         for _ in 0..200 {

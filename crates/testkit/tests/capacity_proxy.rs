@@ -245,12 +245,13 @@ async fn the_writer_retries_the_hot_partitions_items_until_every_item_is_written
         base: Duration::from_millis(20),
         cap: Duration::from_millis(200),
         max_attempts: 1000,
+        throttle_budget: Some(Duration::from_secs(120)),
     };
-    let writer = BatchWriter::new(calls(&proxy.url()).await, &table, support::keys(), policy)
-        .with_retry_deadline(Duration::from_secs(120));
+    let writer = BatchWriter::new(calls(&proxy.url()).await, &table, support::keys(), policy);
     let out = write_all(Arc::new(writer), expected.clone(), 100, 2).await;
 
     assert!(out.failed.is_empty(), "{:?}", out.failed.first());
+    assert!(out.unwritten.is_empty(), "{:?}", out.unwritten.first());
     assert!(out.rejected.is_empty(), "{:?}", out.rejected.first());
     assert_eq!(out.written, 480);
     assert_same_items(&upstream.scan(&table).await, &expected);

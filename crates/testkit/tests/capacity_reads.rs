@@ -195,6 +195,7 @@ async fn sql2ddbs_scanner_and_batch_reader_retry_until_every_item_is_read() {
         base: Duration::from_millis(20),
         cap: Duration::from_millis(200),
         max_attempts: 1000,
+        throttle_budget: None,
     };
 
     let mut scanned = BTreeSet::new();

@@ -16,6 +16,7 @@ fn policy(max_attempts: u32) -> RetryPolicy {
         base: Duration::from_millis(20),
         cap: Duration::from_millis(500),
         max_attempts,
+        throttle_budget: None,
     }
 }
 
@@ -51,6 +52,7 @@ async fn a_hundred_thousand_items_arrive_exactly_through_thirty_percent_faults()
         out.failed.len(),
         out.failed.first()
     );
+    assert!(out.unwritten.is_empty(), "{:?}", out.unwritten.first());
     assert!(out.rejected.is_empty(), "{:?}", out.rejected.first());
     assert_eq!(out.written, 100_000);
     assert_same_items(&upstream.scan(&table).await, &expected);
@@ -94,13 +96,10 @@ async fn a_throttled_start_lowers_concurrency_and_the_run_completes() {
         throttle_all_for: Some(Duration::from_secs(5)),
         ..FaultConfig::default()
     };
-    let (upstream, table, proxy, writer) = through_proxy("throttled", config, policy(1000)).await;
+    let budget = policy(1000).with_throttle_budget(Duration::from_secs(120));
+    let (upstream, table, proxy, writer) = through_proxy("throttled", config, budget).await;
     let control = Arc::new(AdaptiveConcurrency::new(16));
-    let writer = Arc::new(
-        writer
-            .with_concurrency(control.clone())
-            .with_retry_deadline(Duration::from_secs(120)),
-    );
+    let writer = Arc::new(writer.with_concurrency(control.clone()));
     let expected = items(0, 20_000, 20);
     let out = write_all(writer, expected.clone(), 1000, 4).await;
 
@@ -190,24 +189,29 @@ async fn a_batch_that_always_fails_is_reported_with_its_keys_after_its_attempts(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_batch_that_stays_throttled_is_reported_at_its_deadline() {
+async fn a_batch_that_stays_throttled_is_left_unwritten_at_its_budget() {
     let config = FaultConfig {
         throttling: 1.0,
         ..FaultConfig::default()
     };
-    let (upstream, table, proxy, writer) =
-        through_proxy("deadline", config, policy(u32::MAX)).await;
-    let writer = writer.with_retry_deadline(Duration::from_secs(2));
+    let budget = policy(3).with_throttle_budget(Duration::from_secs(2));
+    let (upstream, table, proxy, writer) = through_proxy("deadline", config, budget).await;
     let batch = items(0, 30, 10);
     let out = writer.write(batch.clone()).await;
 
-    let failed: Vec<_> = out.failed.iter().map(|(m, _)| m.clone()).collect();
-    assert_eq!(by_key(&failed), by_key(&batch));
-    let why = &out.failed[0].1;
+    // Not failed, not rejected: left for the caller to write later.
+    assert!(out.failed.is_empty() && out.rejected.is_empty());
+    let unwritten: Vec<_> = out.unwritten.iter().map(|(m, _)| m.clone()).collect();
+    assert_eq!(by_key(&unwritten), by_key(&batch));
+    let why = &out.unwritten[0].1;
     assert!(
-        why.contains("not written within 2s") && why.contains("ThrottlingException"),
+        why.contains("not written within the retry budget of 2s")
+            && why.contains("ThrottlingException"),
         "{why}"
     );
-    assert!(proxy.stats().throttling > 2, "it retried before giving up");
+    assert!(
+        proxy.stats().throttling > 3,
+        "it retried past its attempts before giving up"
+    );
     assert!(upstream.scan(&table).await.is_empty());
 }

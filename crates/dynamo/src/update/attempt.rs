@@ -9,6 +9,7 @@ use crate::concurrency::AdaptiveConcurrency;
 use crate::error::DynamoError;
 use crate::failure::Failure;
 use crate::writer::RetryPolicy;
+use sql2ddb_aws::{Refusals, Spent};
 
 /// A failed attempt, classified once.
 pub(super) enum Attempt {
@@ -30,7 +31,9 @@ impl Attempt {
     }
 }
 
-/// Calls `call` until it succeeds, fails for good, or runs out of attempts.
+/// Calls `call` until it succeeds, fails for good, or its retries are spent
+/// (see [`RetryPolicy::spent`]: with a throttle budget, throttling is
+/// retried until the budget ends, whatever the count).
 pub(super) async fn retrying<T, F, Fut>(
     policy: &RetryPolicy,
     concurrency: Option<&AdaptiveConcurrency>,
@@ -44,9 +47,9 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Attempt>>,
 {
-    let mut attempt = 0u32;
+    let started = tokio::time::Instant::now();
+    let mut refusals = Refusals::default();
     loop {
-        attempt += 1;
         let permit = match concurrency {
             Some(c) => Some(c.acquire().await),
             None => None,
@@ -82,13 +85,29 @@ where
         if !failure.is_retryable() {
             return Err(fail(message));
         }
-        if attempt >= policy.max_attempts {
-            return Err(fail(format!(
-                "still failing after {attempt} attempts: {message}"
-            )));
-        }
+        let throttling = failure == Failure::Throttled;
+        let next = policy.next(
+            &mut refusals,
+            throttling,
+            started.elapsed(),
+            &mut rand::rng(),
+        );
+        let attempt = refusals.all;
+        let delay = match next {
+            Ok(delay) => delay,
+            Err(Spent::Budget(b)) => {
+                return Err(fail(format!(
+                    "the table kept refusing it (throttled) for the whole retry budget of {} ({attempt} attempts): {message}",
+                    sql2ddb_core::duration_text(b)
+                )))
+            }
+            Err(Spent::Attempts(_)) => {
+                return Err(fail(format!(
+                    "still failing after {attempt} attempts: {message}"
+                )))
+            }
+        };
         *retries += 1;
-        let delay = policy.delay(attempt, &mut rand::rng());
         tracing::debug!(table, operation, attempt, ?delay, %message, "retrying");
         tokio::time::sleep(delay).await;
     }

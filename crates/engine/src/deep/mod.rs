@@ -302,7 +302,11 @@ fn table_side(
         names: plan.entities.iter().map(|e| e.name.clone()).collect(),
         wanted: opts.entity.clone(),
         limiter: opts.max_rcu.map(WriteCapacityLimiter::new),
-        retry: RetryPolicy::default(),
+        // Reads the table throttles are retried within the run's budget.
+        retry: RetryPolicy::default().with_throttle_budget(crate::settings::retry_budget(
+            opts.run.retry_budget,
+            plan.writer.retry_seconds,
+        )),
         outside: AtomicU64::new(0),
         progress: deep.clone(),
     })

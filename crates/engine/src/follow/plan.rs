@@ -244,6 +244,15 @@ impl Plan {
         }
         let not_written = written.failed.len() + written.rejected.len();
         let slot_kept = "the slot stays where it was, so following again retries them";
+        if let Some((item, why)) = written.unwritten.first() {
+            // The table kept refusing them (throttled) past the budget: not
+            // the rows' fault; following again later writes them.
+            return Err(EngineError::Dynamo(DynamoError::KeptRefusing {
+                table: target.table.to_string(),
+                items: written.unwritten.len() as u64,
+                first: format!("row {}: {why}; {slot_kept}", item.source_key.get()),
+            }));
+        }
         // The service could not be reached or kept refusing (retries
         // spent), or the table cannot be written at all: DynamoDB's
         // failure, whichever item met it first, never a setting's.

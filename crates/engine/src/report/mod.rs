@@ -13,6 +13,10 @@ use crate::timeline::Timeline;
 /// The exit code of a run stopped by Ctrl-C or SIGTERM.
 pub const EXIT_INTERRUPTED: i32 = 130;
 
+/// The exit code of a run stopped because DynamoDB kept throttling past the
+/// retry budget: EX_TEMPFAIL of sysexits.h, "try again later".
+pub const EXIT_THROTTLED: i32 = 75;
+
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -30,17 +34,23 @@ pub enum RunStatus {
     /// counts are exact for what was done; `pending` rows were read but not
     /// confirmed written.
     Interrupted,
+    /// Stopped because DynamoDB kept refusing writes (throttling) past the
+    /// retry budget: no row is at fault; `pending` rows were read but not
+    /// confirmed written, and `--resume` writes them.
+    Throttled,
 }
 
 impl RunStatus {
-    /// The process exit code for this status: 0, 2, 1, or 130 (interrupted,
-    /// as a shell reports a process stopped by Ctrl-C).
+    /// The process exit code for this status: 0, 2, 1, 130 (interrupted,
+    /// as a shell reports a process stopped by Ctrl-C), or 75 (throttled:
+    /// EX_TEMPFAIL, try again later).
     pub fn exit_code(self) -> i32 {
         match self {
             RunStatus::Ok | RunStatus::Enqueued => 0,
             RunStatus::Rejected => 2,
             RunStatus::Failed => 1,
             RunStatus::Interrupted => EXIT_INTERRUPTED,
+            RunStatus::Throttled => EXIT_THROTTLED,
         }
     }
 }
@@ -63,12 +73,15 @@ pub struct EntityReport {
     pub overwritten: u64,
     /// Rows rejected, each in the rejects file with its reason.
     pub rejected: u64,
-    /// Rows not written when their retry budget ran out (also in the rejects
-    /// file); in a run that failed while writing, also the rows read and not
-    /// confirmed written (not in the rejects file: a resume writes them).
+    /// Rows not written when their attempts ran out on a service that kept
+    /// failing (also in the rejects file); in a run that failed while
+    /// writing, also the rows read and not confirmed written (not in the
+    /// rejects file: a resume writes them). Never rows the table only
+    /// throttled: those are `pending`.
     pub failed: u64,
-    /// Rows read but not confirmed written when an interrupted run stopped
-    /// (a rerun or `--resume` writes them); 0 for a run that finished.
+    /// Rows read but not confirmed written when an interrupted or throttled
+    /// run stopped (a rerun or `--resume` writes them); 0 for a run that
+    /// finished.
     pub pending: u64,
     /// Bytes of the items written, by DynamoDB's size rules.
     pub bytes: u64,
@@ -283,6 +296,18 @@ impl RunReport {
             .sum()
     }
 
+    /// Whether the run stopped because DynamoDB kept refusing writes
+    /// (throttling) past the retry budget.
+    pub fn stopped_by_throttling(&self) -> bool {
+        matches!(
+            self.cause,
+            Some(crate::Cause::Dynamo(
+                _,
+                Some(sql2ddb_dynamo::Failure::Throttled)
+            ))
+        )
+    }
+
     /// Recomputes the totals and the status from the entities.
     pub fn finish(&mut self, seconds: f64) {
         let mut totals = EntityReport {
@@ -293,7 +318,9 @@ impl RunReport {
             totals.add(e);
         }
         totals.seconds = seconds;
-        self.status = if self.error.is_some() || totals.failed > 0 {
+        self.status = if self.stopped_by_throttling() && totals.failed == 0 {
+            RunStatus::Throttled
+        } else if self.error.is_some() || totals.failed > 0 {
             RunStatus::Failed
         } else if totals.rejected > 0 || self.orphans() > 0 {
             RunStatus::Rejected

@@ -40,6 +40,9 @@ pub struct RunOptions {
     pub page_size: Option<usize>,
     /// Retry parameters of the writers.
     pub retry: RetryPolicy,
+    /// How long an item the table throttles is retried (`--retry-budget`),
+    /// over the mapping's `[writer] retry_seconds`.
+    pub retry_budget: Option<Duration>,
     /// Source connections of the run, also the most segments read at once.
     pub source_connections: u32,
     /// Overrides every entity's `read_parallelism` (segments per entity).
@@ -134,6 +137,7 @@ impl RunOptions {
             fixed_concurrency: self.fixed_concurrency,
             max_wcu: self.max_wcu,
             retry: self.retry,
+            retry_budget: self.retry_budget,
             dry_run: self.dry_run,
             destination: self.destination.clone(),
         }
@@ -150,6 +154,7 @@ impl Default for RunOptions {
             concurrency: None,
             page_size: None,
             retry: RetryPolicy::default(),
+            retry_budget: None,
             source_connections: DEFAULT_SOURCE_CONNECTIONS,
             read_parallelism: None,
             max_wcu: None,

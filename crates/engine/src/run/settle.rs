@@ -28,14 +28,17 @@ impl Context {
         self.report.entities = prepared.iter().map(|p| entity_report(p)).collect();
         self.report.rejects_by_reason = self.rejects.reasons();
         let interrupted = opts.stop.as_ref().is_some_and(|s| s.is_stopped());
-        let failed = self.report.error.is_some();
+        // Throttled past the budget: nothing failed, what is not written is
+        // pending, as in an interrupted run.
+        let throttled = self.report.stopped_by_throttling();
+        let failed = self.report.error.is_some() && !throttled;
         if let Some(t) = &self.tracking {
             self.report.progress_table = Some(t.table().to_string());
             let in_process = self.queue_url.is_none();
             let whole_run = t.settle_report(&self.run_id, &mut self.report.entities, in_process);
             // A run that ended early may have lost its endpoint: its own
             // figures do then, not a report that is never written.
-            let early = interrupted || failed;
+            let early = interrupted || failed || throttled;
             let settled = match early {
                 true => match tokio::time::timeout(REPORT_WAIT, whole_run).await {
                     Ok(r) => r.map_err(|e| e.to_string()),
@@ -60,16 +63,16 @@ impl Context {
             }
         }
         if self.queue_url.is_none() {
-            // Rows read that no writer confirmed: a stopped run's are
-            // pending (a rerun or --resume writes them), a failed run's
-            // were not written, and say so.
+            // Rows read that no writer confirmed: a stopped or throttled
+            // run's are pending (a rerun or --resume writes them), a failed
+            // run's were not written, and say so.
             for e in &mut self.report.entities {
                 let unconfirmed = e
                     .rows_read
                     .saturating_sub(e.items_written + e.overwritten + e.rejected + e.failed);
                 if failed && !opts.dry_run {
                     e.failed += unconfirmed;
-                } else if interrupted {
+                } else if interrupted || throttled {
                     e.pending = unconfirmed;
                 }
             }

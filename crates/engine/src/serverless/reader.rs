@@ -98,7 +98,10 @@ pub async fn read_until(
     let margin = watch.await.unwrap_or(min_margin);
     let report = report?;
     let run_id = report.run_id.clone();
-    let outcome = if report.status == crate::RunStatus::Failed {
+    let outcome = if matches!(
+        report.status,
+        crate::RunStatus::Failed | crate::RunStatus::Throttled
+    ) {
         ReaderOutcome::Failed
     } else if run_is_read(plan, &opts, &run_id).await? {
         ReaderOutcome::Finished

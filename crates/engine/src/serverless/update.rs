@@ -60,7 +60,9 @@ pub async fn update_until(
     };
     let report = update(job, &opts, Arc::new(UpdateProgress::default())).await?;
     let outcome = match report.status {
-        UpdateStatus::Failed | UpdateStatus::Interrupted => ReaderOutcome::Failed,
+        UpdateStatus::Failed | UpdateStatus::Interrupted | UpdateStatus::Throttled => {
+            ReaderOutcome::Failed
+        }
         UpdateStatus::TimeUp => ReaderOutcome::TimeUp,
         UpdateStatus::Ok => ReaderOutcome::Finished,
     };

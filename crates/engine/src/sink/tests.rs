@@ -15,7 +15,8 @@ use crate::progress::RunProgress;
 use crate::rejects::RejectsFile;
 
 fn plan() -> Plan {
-    let text = "version = 1\n[source]\nurl = \"sqlite://unused.db\"\n[target]\ntable = \"shop\"\npk = { name = \"PK\", type = \"S\" }\n[[entity]]\nname = \"customer\"\nfrom = \"customers\"\npk = \"C#{id}\"\n";
+    // One attempt (the writes of a table sink retry as the mapping says).
+    let text = "version = 1\n[source]\nurl = \"sqlite://unused.db\"\n[target]\ntable = \"shop\"\npk = { name = \"PK\", type = \"S\" }\n[writer]\nmax_attempts = 1\n[[entity]]\nname = \"customer\"\nfrom = \"customers\"\npk = \"C#{id}\"\n";
     Plan::parse(text, "m.toml".as_ref(), &|_| None).unwrap()
 }
 
@@ -29,6 +30,7 @@ fn options(destination: Destination, dry_run: bool) -> SinkOptions {
             max_attempts: 1,
             ..RetryPolicy::default()
         },
+        retry_budget: None,
         dry_run,
         destination,
     }

@@ -69,6 +69,8 @@ pub(crate) struct Shared {
     /// The table's average item size, for read units an endpoint does not report.
     pub average_item_bytes: f64,
     halted: AtomicBool,
+    /// Set when the table kept refusing a write past the retry budget.
+    refused: AtomicBool,
     error: Mutex<Option<(String, Option<Cause>)>>,
 }
 
@@ -107,6 +109,7 @@ impl Shared {
             queued: None,
             average_item_bytes: 1024.0,
             halted: AtomicBool::new(false),
+            refused: AtomicBool::new(false),
             error: Mutex::new(None),
         }
     }
@@ -201,18 +204,24 @@ pub(crate) async fn run_segment(shared: Arc<Shared>, index: usize, segment: Opti
                     hook(page.items.clone()).await;
                 }
                 let written = match (&shared.queued, &shared.batch_put) {
-                    (Some(_), _) if page.items.is_empty() => Counts::default(),
+                    (Some(_), _) if page.items.is_empty() => Written::default(),
                     (Some(q), _) => {
                         let at = (index as u32, state.counts.pages);
                         if let Err(e) = q.send(&shared.keys, at, page.items).await {
                             return shared.halt(&e);
                         }
-                        Counts::default()
+                        Written::default()
                     }
                     (None, Some(batch)) => put_page(&shared, batch, page.items).await,
                     (None, None) => write_page(&shared, page.items).await,
                 };
-                tally.add(&written);
+                if written.kept_refusing {
+                    // The table kept refusing some of the page's items past
+                    // the retry budget (the job is halted): the page is not
+                    // recorded, so `--resume` reads and writes it again.
+                    return;
+                }
+                tally.add(&written.counts);
             }
         }
         let page_index = state.counts.pages;
@@ -258,18 +267,29 @@ async fn record(
     }
 }
 
+/// What became of a page's items: their counts, and whether the table
+/// kept refusing some of them (throttled) past the retry budget, which
+/// leaves the page unrecorded.
+#[derive(Default)]
+struct Written {
+    counts: Counts,
+    kept_refusing: bool,
+}
+
 /// Writes a page's items, as many at once as the shared concurrency allows;
 /// returns what became of them.
-async fn write_page(shared: &Arc<Shared>, items: Vec<Item>) -> Counts {
+async fn write_page(shared: &Arc<Shared>, items: Vec<Item>) -> Written {
     // Tasks beyond the calls in flight would only wait: keep a few more than
     // the concurrency allows, so a page's items are not all held by tasks.
     let width = 2 * shared.concurrency.max().max(1);
     let mut writes = JoinSet::new();
-    let mut tally = Counts::default();
-    let mut join = |done: Result<Counts, tokio::task::JoinError>| match done {
-        Ok(counts) => {
-            counts.publish(&shared.progress);
-            tally.add(&counts);
+    let mut tally = Written::default();
+    let mut cut = false;
+    let mut join = |done: Result<Written, tokio::task::JoinError>| match done {
+        Ok(w) => {
+            w.counts.publish(&shared.progress);
+            tally.counts.add(&w.counts);
+            tally.kept_refusing |= w.kept_refusing;
         }
         Err(e) => shared.halt_with(format!("a write task failed: {e}"), None),
     };
@@ -279,19 +299,26 @@ async fn write_page(shared: &Arc<Shared>, items: Vec<Item>) -> Counts {
                 join(done);
             }
         }
+        if shared.refused.load(Ordering::SeqCst) {
+            // The table kept refusing a write past the budget: the job is
+            // stopping, and this page stays unrecorded for `--resume`.
+            cut = true;
+            break;
+        }
         let shared = shared.clone();
         writes.spawn(async move { write_one(&shared, item).await });
     }
     while let Some(done) = writes.join_next().await {
         join(done);
     }
+    tally.kept_refusing |= cut;
     tally
 }
 
-async fn write_one(shared: &Shared, item: Item) -> Counts {
+async fn write_one(shared: &Shared, item: Item) -> Written {
     let mut counts = Counts::default();
     let Some(write) = &shared.write else {
-        return counts;
+        return Written::default();
     };
     if let Some(wcu) = &shared.wcu {
         let (units, per_index) = shared.cost.lock().expect("cost lock").item_units(&item);
@@ -323,6 +350,18 @@ async fn write_one(shared: &Shared, item: Item) -> Counts {
                 ItemOutcome::Skipped => counts.skipped = 1,
             }
         }
+        Err(e) if e.failure() == Some(Failure::Throttled) => {
+            // Not the item's fault: the table kept refusing it past the
+            // retry budget. The job stops, the item stays to be written by
+            // `--resume`; it is neither failed nor in failed.jsonl.
+            let reason = sql2ddb_core::redact_secrets(&e.to_string());
+            shared.refused.store(true, Ordering::SeqCst);
+            shared.halt_with(reason, Some(Cause::from(&e)));
+            return Written {
+                counts,
+                kept_refusing: true,
+            };
+        }
         Err(e) => {
             counts.failed = 1;
             let reason = sql2ddb_core::redact_secrets(&e.to_string());
@@ -335,7 +374,10 @@ async fn write_one(shared: &Shared, item: Item) -> Counts {
             }
         }
     }
-    counts
+    Written {
+        counts,
+        kept_refusing: false,
+    }
 }
 
 /// Where `--queue` sends the pages: each page's matching keys, with the
@@ -393,7 +435,7 @@ pub(crate) struct BatchPut {
 
 /// Applies the job's changes to a page's items and rewrites them whole,
 /// 25 a call, with the batch writer's retries; returns what became of them.
-async fn put_page(shared: &Shared, batch: &BatchPut, items: Vec<Item>) -> Counts {
+async fn put_page(shared: &Shared, batch: &BatchPut, items: Vec<Item>) -> Written {
     let mapped: Vec<EncodedItem> = items
         .into_iter()
         .map(|mut item| {
@@ -403,6 +445,23 @@ async fn put_page(shared: &Shared, batch: &BatchPut, items: Vec<Item>) -> Counts
         })
         .collect();
     let out = batch.writer.write(mapped).await;
+    if let Some((m, why)) = out.unwritten.first() {
+        // The table kept refusing them: not the items' fault, see write_one.
+        let e = sql2ddb_dynamo::DynamoError::KeptRefusing {
+            table: batch.job.target.table.clone(),
+            items: out.unwritten.len() as u64,
+            first: format!("key {}: {why}", m.source_key.get()),
+        };
+        shared.refused.store(true, Ordering::SeqCst);
+        shared.halt_with(
+            sql2ddb_core::redact_secrets(&e.to_string()),
+            Some(Cause::from(&e)),
+        );
+        return Written {
+            counts: Counts::default(),
+            kept_refusing: true,
+        };
+    }
     let mut counts = Counts {
         updated: out.written,
         retries: out.retries,
@@ -432,7 +491,10 @@ async fn put_page(shared: &Shared, batch: &BatchPut, items: Vec<Item>) -> Counts
         }
     }
     counts.publish(&shared.progress);
-    counts
+    Written {
+        counts,
+        kept_refusing: false,
+    }
 }
 
 fn key_json<'a>(keys: &'a [KeyAttr], item: &Item) -> Vec<(&'a str, serde_json::Value)> {

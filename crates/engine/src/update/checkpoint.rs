@@ -171,7 +171,18 @@ impl CheckpointFile {
     pub(crate) fn record(&self, index: usize, segment: SegmentState) -> Result<(), EngineError> {
         let mut state = self.state.lock().expect("checkpoint lock");
         state.segments[index] = segment;
-        let json = serde_json::to_vec(&*state).expect("a checkpoint serialises");
+        self.write(&state)
+    }
+
+    /// Writes the file as it stands: at the start, so that a run stopped
+    /// before it finished a page (throttled past its budget, killed) can
+    /// be resumed too.
+    pub(crate) fn save(&self) -> Result<(), EngineError> {
+        self.write(&self.state.lock().expect("checkpoint lock"))
+    }
+
+    fn write(&self, state: &Checkpoint) -> Result<(), EngineError> {
+        let json = serde_json::to_vec(state).expect("a checkpoint serialises");
         let aside = self.path.with_extension("json.new");
         let io = |e: std::io::Error| EngineError::io(&self.path, e);
         std::fs::write(&aside, json).map_err(io)?;
@@ -214,5 +225,14 @@ mod tests {
         );
         let e = Checkpoint::load(&dir.path().join("nope"), "r2", &fresh).unwrap_err();
         assert!(e.to_string().contains("run r2 cannot be resumed"), "{e}");
+        // Saved before any page: it resumes from the start.
+        let started = tempfile::tempdir().unwrap();
+        CheckpointFile::new(started.path(), fresh.clone())
+            .save()
+            .unwrap();
+        assert_eq!(
+            Checkpoint::load(started.path(), "r3", &fresh).unwrap(),
+            fresh
+        );
     }
 }

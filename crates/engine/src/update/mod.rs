@@ -89,6 +89,10 @@ pub struct UpdateOptions {
     pub max_rcu: Option<u64>,
     /// Retry parameters of every call.
     pub retry: RetryPolicy,
+    /// How long a read or a write the table throttles is retried
+    /// (`--retry-budget`; default [`crate::settings::DEFAULT_RETRY_BUDGET`]).
+    /// Past it the job stops with status `throttled` and `--resume` goes on.
+    pub retry_budget: Option<std::time::Duration>,
     /// Raised to stop cleanly: segments stop after the page they are writing.
     pub stop: Option<Arc<StopSignal>>,
     /// Called with each page's matching items before they are written.
@@ -119,6 +123,13 @@ pub async fn update(
     progress: Arc<UpdateProgress>,
 ) -> Result<UpdateReport, EngineError> {
     let started = Instant::now();
+    // Resolved once: every read and write of the job retries throttling
+    // within this budget.
+    let budget = crate::settings::retry_budget(opts.retry_budget, None);
+    let opts = &UpdateOptions {
+        retry: opts.retry.with_throttle_budget(budget),
+        ..opts.clone()
+    };
     if opts.resume && (opts.run_id.is_none() || opts.dry_run) {
         return Err(EngineError::Config(
             "to resume an update, give its run id (and no --dry-run)".into(),
@@ -153,6 +164,9 @@ pub async fn update(
     // The run directory only once the job is known to fit its table.
     let made = result.and_then(|shared| {
         std::fs::create_dir_all(&run_dir).map_err(|e| EngineError::io(&run_dir, e))?;
+        if let Some(c) = &shared.checkpoint {
+            c.save()?;
+        }
         Ok(Arc::new(shared))
     });
     let shared = match made {

@@ -14,7 +14,9 @@ use std::sync::Arc;
 
 use sql2ddb_core::{EncodedItem, KeyAttr, UpdatePage};
 use sql2ddb_dynamo::update::{write_item, ConditionalWrite, ItemOutcome};
-use sql2ddb_dynamo::{AdaptiveConcurrency, Dynamo, Failure, RetryPolicy, WriteCapacityLimiter};
+use sql2ddb_dynamo::{
+    AdaptiveConcurrency, Dynamo, DynamoError, Failure, RetryPolicy, WriteCapacityLimiter,
+};
 
 use crate::error::EngineError;
 use crate::outcome::BatchOutcome;
@@ -39,9 +41,14 @@ pub struct UpdateApplier {
 
 /// What became of one key.
 enum Applied {
-    Written { units: u64, skipped: bool },
+    Written {
+        units: u64,
+        skipped: bool,
+    },
     Refused(String),
     Failed(String),
+    /// The table kept refusing it (throttled) past the retry budget.
+    Throttled(String),
     TableFault(String),
 }
 
@@ -70,6 +77,26 @@ impl UpdateApplier {
         while let Some(done) = tasks.join_next().await {
             results.push(joined(Some(done))?);
         }
+        // Not the keys' fault: the table kept refusing them. The batch
+        // fails whole and stays on the queue, to come back later.
+        let throttled: Vec<(usize, &String)> = results
+            .iter()
+            .filter_map(|(i, a, _)| match a {
+                Applied::Throttled(reason) => Some((*i, reason)),
+                _ => None,
+            })
+            .collect();
+        if let Some((i, reason)) = throttled.first() {
+            return Err(EngineError::Dynamo(DynamoError::KeptRefusing {
+                table: page.change.table.clone(),
+                items: throttled.len() as u64,
+                first: format!(
+                    "entity {}, key {}: {reason}",
+                    page.entity,
+                    page.keys[*i].source_key.get()
+                ),
+            }));
+        }
         let mut out = BatchOutcome::default();
         let mut refused = Vec::new();
         for (i, applied, retries) in results {
@@ -91,6 +118,7 @@ impl UpdateApplier {
                     out.failed += 1;
                     tracing::warn!(entity = %page.entity, key = %m.source_key, "{reason}");
                 }
+                Applied::Throttled(_) => unreachable!("the batch failed above"),
                 // Not a bad key: the table cannot be written at all. The
                 // batch fails whole, so it is retried or dead-lettered.
                 Applied::TableFault(reason) => {
@@ -139,6 +167,7 @@ impl UpdateApplier {
                 let applied = match e.failure() {
                     Some(Failure::ItemRejected) => Applied::Refused(reason),
                     Some(Failure::TableFault) => Applied::TableFault(reason),
+                    Some(Failure::Throttled) => Applied::Throttled(reason),
                     _ => Applied::Failed(reason),
                 };
                 (applied, 0)

@@ -25,16 +25,21 @@ pub enum UpdateStatus {
     Interrupted,
     /// Stopped at its `--max-seconds` limit: `--resume` continues it.
     TimeUp,
+    /// Stopped because DynamoDB kept refusing writes (throttling) past the
+    /// retry budget: the items not written are pending, nothing failed;
+    /// `--resume` continues it.
+    Throttled,
 }
 
 impl UpdateStatus {
-    /// The process exit code: 0, 1, 130, or 75 for [`UpdateStatus::TimeUp`].
+    /// The process exit code: 0, 1, 130, or 75 for [`UpdateStatus::TimeUp`]
+    /// and [`UpdateStatus::Throttled`] (EX_TEMPFAIL: try again later).
     pub fn exit_code(self) -> i32 {
         match self {
             UpdateStatus::Ok => 0,
             UpdateStatus::Failed => 1,
             UpdateStatus::Interrupted => EXIT_INTERRUPTED,
-            UpdateStatus::TimeUp => EXIT_TIME_UP,
+            UpdateStatus::TimeUp | UpdateStatus::Throttled => EXIT_TIME_UP,
         }
     }
 }
@@ -219,7 +224,16 @@ impl UpdateReport {
         self.read_units = get(&p.read_milli_units) as f64 / 1000.0;
         self.write_units = get(&p.write_milli_units) as f64 / 1000.0;
         self.seconds = seconds;
-        self.status = if self.error.is_some() || self.failed > 0 {
+        let throttled = matches!(
+            self.cause,
+            Some(crate::Cause::Dynamo(
+                _,
+                Some(sql2ddb_dynamo::Failure::Throttled)
+            ))
+        );
+        self.status = if throttled && self.failed == 0 {
+            UpdateStatus::Throttled
+        } else if self.error.is_some() || self.failed > 0 {
             UpdateStatus::Failed
         } else if interrupted {
             UpdateStatus::Interrupted

@@ -250,6 +250,7 @@ fn add(total: &mut WriteOutcome, out: WriteOutcome) {
     total.write_units += out.write_units;
     total.rejected.extend(out.rejected);
     total.failed.extend(out.failed);
+    total.unwritten.extend(out.unwritten);
 }
 
 /// The `sql2ddb-testkit` binary started with `args`, with its stdout past the
