@@ -349,27 +349,8 @@ pub(crate) fn printed_command(output: &str) -> Vec<String> {
         .map(str::trim)
         .find(|l| l.starts_with("sql2ddb run "))
         .unwrap_or_else(|| panic!("no command printed:\n{output}"));
-    let mut words = Vec::new();
-    let mut word: Option<String> = None;
-    let mut chars = line.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            ' ' | '\t' => words.extend(word.take()),
-            '\'' => {
-                let w = word.get_or_insert_with(String::new);
-                for q in chars.by_ref() {
-                    if q == '\'' {
-                        break;
-                    }
-                    w.push(q);
-                }
-            }
-            '\\' => word.get_or_insert_with(String::new).extend(chars.next()),
-            '"' | '$' | '`' => panic!("unexpected {c:?} in the printed command: {line}"),
-            c => word.get_or_insert_with(String::new).push(c),
-        }
-    }
-    words.extend(word);
+    let words = shlex::split(line)
+        .unwrap_or_else(|| panic!("the printed command does not parse as shell words: {line}"));
     assert_eq!(words[0], "sql2ddb", "{line}");
     words
 }

@@ -235,7 +235,7 @@ pub(crate) fn command_head(
     region: Option<&str>,
     runs_dir: &std::path::Path,
 ) -> String {
-    use crate::run::shell_word;
+    use crate::run::resume::shell_word;
     let mut words = vec![
         "sql2ddb".to_string(),
         "follow".to_string(),

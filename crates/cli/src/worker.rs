@@ -196,9 +196,9 @@ fn throttled(args: &WorkerArgs, report: &WorkerReport) -> u8 {
     let mut command = vec![
         "sql2ddb".to_string(),
         "worker".to_string(),
-        crate::run::shell_word(&args.mapping.display().to_string()),
+        crate::run::resume::shell_word(&args.mapping.display().to_string()),
         "--queue".to_string(),
-        crate::run::shell_word(&args.queue),
+        crate::run::resume::shell_word(&args.queue),
     ];
     let options = [
         ("--sqs-endpoint", args.sqs_endpoint.clone()),
@@ -215,7 +215,9 @@ fn throttled(args: &WorkerArgs, report: &WorkerReport) -> u8 {
     for (name, value) in options {
         if let Some(v) = value {
             command.push(name.to_string());
-            command.push(crate::run::shell_word(&sql2ddb_core::redact_secrets(&v)));
+            command.push(crate::run::resume::shell_word(
+                &sql2ddb_core::redact_secrets(&v),
+            ));
         }
     }
     if args.until_done {
