@@ -394,12 +394,17 @@ async fn real_service_queue_budget_too_small() {
     const PAGE: u64 = 50;
     // A batch not written goes to the dead-letter queue at its second receive.
     let f = queue_fixture("rs_queueb", ROWS, 2, 1, "max_attempts = 1").await;
-    let proxy = FaultProxy::start(
-        &f.sc.dynamo.url,
-        beyond_one_attempt(34, &["BatchWriteItem"]),
-    )
-    .await
-    .unwrap();
+    // Faults an attempt cap ends (5xx, timeouts, dropped connections, an
+    // expired token); throttling is retried within the retry budget
+    // whatever the attempts, and a worker past it stops (see retry_budget).
+    let faults = FaultConfig {
+        provisioned_throughput_exceeded: 0.0,
+        throttling: 0.0,
+        unprocessed: 0.0,
+        too_many_requests: 0.0,
+        ..beyond_one_attempt(34, &["BatchWriteItem"])
+    };
+    let proxy = FaultProxy::start(&f.sc.dynamo.url, faults).await.unwrap();
     let endpoint = proxy.url();
     // One segment: page p holds the rows p·50+1 ..= p·50+50.
     let reader = queue_reader(&f, &endpoint, "1");

@@ -224,7 +224,14 @@ async fn without_a_snapshot_the_report_says_the_copy_is_not_point_in_time() {
     let one = sc
         .run(
             &mapping,
-            &["--json", "--quiet", "--source-connections", "1"],
+            &[
+                "--json",
+                "--quiet",
+                "--source-connections",
+                "1",
+                "--if-not-empty",
+                "append",
+            ],
         )
         .await;
     assert_eq!(one.code, EX_CONFIG, "{}", one.stderr);
@@ -330,7 +337,17 @@ async fn a_mysql_run_reads_one_consistent_snapshot() {
         .await;
     let limited = format!("mysql://{user}:pw@127.0.0.1:3306/{}", sc.my().name);
     let out = sc
-        .run(&mapping, &["--json", "--quiet", "--source", &limited])
+        .run(
+            &mapping,
+            &[
+                "--json",
+                "--quiet",
+                "--source",
+                &limited,
+                "--if-not-empty",
+                "append",
+            ],
+        )
         .await;
     assert_eq!(out.code, EX_CONFIG, "{}", out.stderr);
     assert!(
@@ -348,6 +365,8 @@ async fn a_mysql_run_reads_one_consistent_snapshot() {
                 &limited,
                 "--snapshot",
                 "none",
+                "--if-not-empty",
+                "append",
             ],
         )
         .await;
