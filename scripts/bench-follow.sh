@@ -25,7 +25,7 @@ follow_schema="bench_follow" # PostgreSQL's schema, MariaDB's database
 follow_results="$work/follow.tsv"
 follow_runs="$work/follow-runs"
 # MariaDB: the replica server id the bench's followers read the binary log
-# as, apart from the default one other followers of the server may use.
+# as, outside the range each run derives its own id from (4,000,000,000 up).
 follow_server_id=4231200
 mariadb_url=${BENCH_MARIADB_URL:-mysql://root@127.0.0.1:3306/test}
 
