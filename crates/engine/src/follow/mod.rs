@@ -28,6 +28,7 @@
 //! once every write is acknowledged. A follower killed in between reads
 //! those changes again on its next start.
 
+mod anchor;
 mod apply;
 mod entities;
 pub(crate) use entities::reason_entity;
@@ -48,6 +49,11 @@ use sql2ddb_mapping::Plan;
 use sql2ddb_source::cdc::{check_slot_name, format_lsn, BinlogReader, ReadAhead, Relations};
 use sql2ddb_source::{Dialect, Source};
 
+pub use anchor::{
+    binlog_state, check_binlog, check_followable, check_slot, create_slot, drop_slot,
+    is_binlog_source, lsn_text, slot_name, slot_state,
+};
+pub(crate) use anchor::{followable_reasons, is_postgres_source};
 pub use owner::{MappingOwner, FOLLOW_MAPPING};
 use pipeline::{Applied, ReadSide, WriteSide};
 pub use plan::ApplyCounts;
@@ -73,157 +79,6 @@ pub const DEFAULT_BATCH_CHANGES: usize = 10_000;
 
 /// Retained WAL past which every note warns that the slot fills the disk.
 pub const RETAINED_WARNING_BYTES: u64 = 1 << 30;
-
-/// The slot (and publication) name of a run: `sql2ddb_` and the run id,
-/// lower-cased, every other character `_`.
-pub fn slot_name(run_id: &str) -> String {
-    let mut name: String = format!("sql2ddb_{run_id}")
-        .chars()
-        .map(|c| match c.to_ascii_lowercase() {
-            c @ ('a'..='z' | '0'..='9') => c,
-            _ => '_',
-        })
-        .collect();
-    name.truncate(63);
-    name
-}
-
-/// Checks everything slot `slot` (and its publication) needs to be
-/// created and followed for `plan`, and refuses with every reason at once.
-pub async fn check_slot(plan: &Plan, source_url: &str, slot: &str) -> Result<(), EngineError> {
-    check_slot_name(slot)?;
-    let source = Source::connect(source_url, 2).await?;
-    let result = refusals::check_slot(&source, plan, slot).await;
-    source.close().await;
-    result
-}
-
-/// Every reason `plan` cannot be followed from `source_url`, as `run
-/// --follow` checks them before it creates anything (the server's settings,
-/// the user's privileges, each table's key and replica identity, the
-/// mapping's entities), all at once; creates nothing (`check --follow`).
-pub async fn check_followable(plan: &Plan, source_url: &str) -> Result<(), EngineError> {
-    if !is_binlog_source(source_url) && !is_postgres_source(source_url) {
-        return Err(EngineError::Refused {
-            reasons: vec!["following changes needs a PostgreSQL (logical replication) or MySQL/MariaDB (binary log) source; a SQLite file can only be loaded".into()],
-        });
-    }
-    let source = Source::connect(source_url, 2).await?;
-    let result = followable_reasons(&source, plan, source_url).await;
-    source.close().await;
-    entities::refuse_all(result?)
-}
-
-/// Every reason `plan` cannot be followed from `source` (at
-/// `source_url`), as [`check_followable`] finds them; an entity's reasons
-/// name it ([`entities::reason_entity`]).
-pub(crate) async fn followable_reasons(
-    source: &Source,
-    plan: &Plan,
-    source_url: &str,
-) -> Result<Vec<String>, EngineError> {
-    match is_binlog_source(source_url) {
-        true => refusals::binlog_reasons(source, plan).await,
-        // No slot is named yet: a run names its own after its id.
-        false => refusals::slot_reasons(source, plan, "").await,
-    }
-}
-
-/// Whether `source_url` names a PostgreSQL server.
-pub(crate) fn is_postgres_source(source_url: &str) -> bool {
-    let scheme = source_url.split("://").next().unwrap_or_default();
-    scheme.eq_ignore_ascii_case("postgres") || scheme.eq_ignore_ascii_case("postgresql")
-}
-
-/// Checks as [`check_slot`] does, then creates the publication of the
-/// tables of `plan` and the slot, both named `slot`, records that they
-/// belong to `plan` ([`MappingOwner`]), and returns the slot's consistent
-/// point. Call it before the full load's snapshot.
-pub async fn create_slot(plan: &Plan, source_url: &str, slot: &str) -> Result<u64, EngineError> {
-    check_slot_name(slot)?;
-    let source = Source::connect(source_url, 2).await?;
-    let result = async {
-        refusals::check_slot(&source, plan, slot).await?;
-        let tables = entities::tables(plan)?;
-        let refs: Vec<&str> = tables.iter().map(String::as_str).collect();
-        let at = source.create_slot(slot, slot, &refs).await?;
-        if let Err(e) = owner::record_slot(&source, slot, &MappingOwner::of(plan)).await {
-            let _ = source.drop_slot(slot, slot).await;
-            return Err(e);
-        }
-        Ok::<_, EngineError>(at)
-    }
-    .await;
-    source.close().await;
-    result
-}
-
-/// MySQL/MariaDB, before the full load: checks that every entity of `plan`
-/// can be followed, that the server writes the binary log as a follower
-/// needs it (row format, full images) and that the user may read it,
-/// refusing with every reason at once; then records in `run_dir` that the
-/// run belongs to `plan` ([`MappingOwner`]). The position comes from the
-/// full load's snapshot.
-pub async fn check_binlog(
-    plan: &Plan,
-    source_url: &str,
-    run_dir: &std::path::Path,
-) -> Result<(), EngineError> {
-    let source = Source::connect(source_url, 2).await?;
-    let result = refusals::check_binlog(&source, plan).await;
-    source.close().await;
-    result?;
-    owner::record_run(run_dir, &MappingOwner::of(plan))
-}
-
-/// Whether `source_url` names a MySQL or MariaDB server (followed through
-/// its binary log rather than a slot).
-pub fn is_binlog_source(source_url: &str) -> bool {
-    let scheme = source_url.split("://").next().unwrap_or_default();
-    scheme.eq_ignore_ascii_case("mysql") || scheme.eq_ignore_ascii_case("mariadb")
-}
-
-/// MySQL/MariaDB: the position a run's follower has applied up to, and the
-/// source's current end of the binary log.
-pub async fn binlog_state(
-    source_url: &str,
-    run_dir: &std::path::Path,
-) -> Result<(BinlogPosition, BinlogPosition), EngineError> {
-    let applied = binlog_start(run_dir)?;
-    let source = Source::connect(source_url, 1).await?;
-    let current = source.binlog_position().await;
-    source.close().await;
-    Ok((applied, current?))
-}
-
-/// Drops the slot and the publication named `slot`, unless they belong to
-/// another mapping than `plan`.
-pub async fn drop_slot(plan: &Plan, source_url: &str, slot: &str) -> Result<(), EngineError> {
-    check_slot_name(slot)?;
-    let source = Source::connect(source_url, 1).await?;
-    let result = match owner::check_slot(&source, slot, &MappingOwner::of(plan)).await {
-        Ok(()) => source
-            .drop_slot(slot, slot)
-            .await
-            .map_err(EngineError::from),
-        Err(e) => Err(e),
-    };
-    source.close().await;
-    result
-}
-
-/// Where slot `slot` stands; `None` when there is no such slot.
-pub async fn slot_state(source_url: &str, slot: &str) -> Result<Option<SlotState>, EngineError> {
-    let source = Source::connect(source_url, 1).await?;
-    let state = source.slot_state(slot).await;
-    source.close().await;
-    Ok(state?)
-}
-
-/// An LSN as PostgreSQL writes it (`16/B374D848`).
-pub fn lsn_text(lsn: u64) -> String {
-    format_lsn(lsn)
-}
 
 /// How a follow runs.
 #[derive(Clone)]
