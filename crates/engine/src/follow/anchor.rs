@@ -39,9 +39,9 @@ pub async fn check_slot(plan: &Plan, source_url: &str, slot: &str) -> Result<(),
 /// the user's privileges, each table's key and replica identity, the
 /// mapping's entities), all at once; creates nothing (`check --follow`).
 pub async fn check_followable(plan: &Plan, source_url: &str) -> Result<(), EngineError> {
-    if !is_binlog_source(source_url) && !is_postgres_source(source_url) {
+    if let Some(why) = unfollowable_source(source_url) {
         return Err(EngineError::Refused {
-            reasons: vec!["following changes needs a PostgreSQL (logical replication) or MySQL/MariaDB (binary log) source; a SQLite file can only be loaded".into()],
+            reasons: vec![why.into()],
         });
     }
     let source = Source::connect(source_url, 2).await?;
@@ -65,8 +65,16 @@ pub(crate) async fn followable_reasons(
     }
 }
 
+/// Why no follow can read `source_url` (neither PostgreSQL nor
+/// MySQL/MariaDB); `None` when one can.
+pub(crate) fn unfollowable_source(source_url: &str) -> Option<&'static str> {
+    (!is_binlog_source(source_url) && !is_postgres_source(source_url)).then_some(
+        "following changes needs a PostgreSQL (logical replication) or MySQL/MariaDB (binary log) source; a SQLite file can only be loaded",
+    )
+}
+
 /// Whether `source_url` names a PostgreSQL server.
-pub(crate) fn is_postgres_source(source_url: &str) -> bool {
+fn is_postgres_source(source_url: &str) -> bool {
     let scheme = source_url.split("://").next().unwrap_or_default();
     scheme.eq_ignore_ascii_case("postgres") || scheme.eq_ignore_ascii_case("postgresql")
 }

@@ -53,7 +53,7 @@ pub use anchor::{
     binlog_state, check_binlog, check_followable, check_slot, create_slot, drop_slot,
     is_binlog_source, lsn_text, slot_name, slot_state,
 };
-pub(crate) use anchor::{followable_reasons, is_postgres_source};
+pub(crate) use anchor::{followable_reasons, unfollowable_source};
 pub use owner::{MappingOwner, FOLLOW_MAPPING};
 use pipeline::{Applied, ReadSide, WriteSide};
 pub use plan::ApplyCounts;

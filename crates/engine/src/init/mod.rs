@@ -36,13 +36,12 @@ pub struct InitOptions {
 
 /// Reads the catalog and renders the mapping.
 pub async fn init(opts: &InitOptions) -> Result<String, EngineError> {
-    if opts.follow
-        && !crate::follow::is_binlog_source(&opts.source)
-        && !crate::follow::is_postgres_source(&opts.source)
+    if let Some(why) = opts
+        .follow
+        .then(|| crate::follow::unfollowable_source(&opts.source))
+        .flatten()
     {
-        return Err(EngineError::Config(
-            "--follow needs a PostgreSQL (logical replication) or MySQL/MariaDB (binary log) source; a SQLite file can only be loaded".into(),
-        ));
+        return Err(EngineError::Config(format!("--follow: {why}")));
     }
     let source = Source::connect(&opts.source, 2).await?;
     let result = match opts.follow {
