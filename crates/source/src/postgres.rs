@@ -2,6 +2,8 @@
 
 mod decode;
 
+pub(crate) use decode::decode_text;
+
 use sql2ddb_core::Column;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Column as _, Connection, Statement};

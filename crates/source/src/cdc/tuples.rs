@@ -1,17 +1,22 @@
 //! Replicated tuples (text values) turned into rows exactly as a page read
-//! gives them: the server casts each text to its column's type and the
-//! page's own select list and decoders read the result, so a followed row
-//! maps to the same item as the full load's copy of it.
+//! gives them, so a followed row maps to the same item as the full load's
+//! copy of it. A value whose page read is its text, or whose text is
+//! canonical (integers, `boolean`, `uuid`, `numeric`, `json`, text types,
+//! anything the page selects `::text`), is decoded in the process; a tuple
+//! holding another (floats, dates and times, `bytea`, arrays) is cast by
+//! the server, and the page's own select list and decoders read the result.
 //!
-//! The texts travel as one array per column (`unnest`), not one bound value
-//! per cell: the statement is the same whatever the number of tuples, so it
-//! is parsed and planned once per connection, and a batch of changes takes a
-//! statement or two instead of one per 500 tuples with thousands of
-//! parameters each.
+//! The texts the server casts travel as one array per column (`unnest`),
+//! not one bound value per cell: the statement is the same whatever the
+//! number of tuples, so it is parsed and planned once per connection, and a
+//! batch of changes takes a statement or two instead of one per 500 tuples
+//! with thousands of parameters each.
 
 use sql2ddb_core::{Row, SqlValue};
 
 use super::TupleValue;
+use crate::page::Decoders;
+use crate::postgres::{decode_text, Kind};
 use crate::sql::{quote_ident, ALIAS};
 use crate::{Dialect, PageQuery, Source, SourceError};
 
@@ -58,7 +63,19 @@ impl Source {
             })
         };
         let mut out: Vec<Option<Row>> = vec![None; tuples.len()];
-        let wanted: Vec<usize> = (0..tuples.len()).filter(|&i| complete(tuples[i])).collect();
+        // Tuples whose every value decodes in the process need no statement;
+        // the rest (a float, a date, an array…) are cast by the server.
+        let kinds = match &q.decoders {
+            Decoders::Postgres(kinds) => kinds.as_slice(),
+            _ => &[],
+        };
+        let mut wanted: Vec<usize> = Vec::new();
+        for i in (0..tuples.len()).filter(|&i| complete(tuples[i])) {
+            match text_row(&at, kinds, tuples[i]) {
+                Some(row) => out[i] = Some(row),
+                None => wanted.push(i),
+            }
+        }
         let sql = unnest_select(q);
         for chunk in wanted.chunks(TUPLES_PER_STATEMENT) {
             // Per column, its texts as one array literal.
@@ -147,6 +164,23 @@ fn push_element(array: &mut String, text: &str) {
         array.push(ch);
     }
     array.push('"');
+}
+
+/// The row a complete PostgreSQL tuple holds, its texts decoded in the
+/// process by the page's decoders (`kinds`, in the entity's column order);
+/// `None` when a value needs the server's cast.
+fn text_row(at: &[Option<usize>], kinds: &[Kind], tuple: &[TupleValue]) -> Option<Row> {
+    if kinds.len() != at.len() {
+        return None;
+    }
+    at.iter()
+        .zip(kinds)
+        .map(|(i, &kind)| match tuple.get((*i)?)? {
+            TupleValue::Text(text) => decode_text(text, kind),
+            TupleValue::Null => Some(SqlValue::Null),
+            TupleValue::Value(_) | TupleValue::Unchanged => None,
+        })
+        .collect()
 }
 
 /// The row a tuple of decoded values holds (in the entity's column order);

@@ -110,6 +110,41 @@ fn decode_binary(bytes: &[u8], kind: Kind) -> Result<Option<SqlValue>, BoxError>
     }))
 }
 
+/// A replicated value's text (the column type's output function, as the
+/// slot sends it) decoded in the process, to the value a page read gives
+/// for the same stored value; `None` for the kinds whose text depends on a
+/// setting of the session or whose page read is not their text (floats,
+/// dates and times, bytea, arrays): those are cast by the server.
+///
+/// Each kind here is read by the page either as the same output
+/// function's text (`numeric`, `json`, anything else selected `::text`,
+/// text types read raw) or in a binary form whose text is canonical
+/// (integers, `boolean` as `t`/`f`, `uuid` in lowercase with hyphens).
+pub(crate) fn decode_text(text: &str, kind: Kind) -> Option<SqlValue> {
+    Some(match kind {
+        Kind::Int2 => SqlValue::Int(text.parse::<i16>().ok()?.into()),
+        Kind::Int4 => SqlValue::Int(text.parse::<i32>().ok()?.into()),
+        Kind::Int8 => SqlValue::Int(text.parse::<i64>().ok()?),
+        Kind::Numeric => SqlValue::Decimal(text.to_owned()),
+        Kind::Text | Kind::Other => SqlValue::Text(text.to_owned()),
+        Kind::Bool => match text {
+            "t" => SqlValue::Bool(true),
+            "f" => SqlValue::Bool(false),
+            _ => return None,
+        },
+        Kind::Uuid => SqlValue::Text(uuid::Uuid::parse_str(text).ok()?.hyphenated().to_string()),
+        Kind::Json => SqlValue::Json(serde_json::from_str(text).ok()?),
+        Kind::Float4
+        | Kind::Float8
+        | Kind::Bytea
+        | Kind::Date
+        | Kind::Time
+        | Kind::Timestamp
+        | Kind::TimestampTz
+        | Kind::Array(_) => return None,
+    })
+}
+
 /// A big-endian integer of one to eight bytes, sign-extended (sqlx's
 /// `int_decode` for the binary format).
 fn int_be(bytes: &[u8]) -> Result<i64, BoxError> {
@@ -263,6 +298,53 @@ mod tests {
             SqlValue::Invalid(_)
         ));
         assert_eq!(hex("0aff"), Some(vec![10, 255]));
+    }
+
+    #[test]
+    fn replicated_texts_decode_in_the_process_only_where_the_text_is_the_value() {
+        assert_eq!(
+            decode_text("-32768", Kind::Int2),
+            Some(SqlValue::Int(-32768))
+        );
+        assert_eq!(decode_text("32768", Kind::Int2), None);
+        assert_eq!(
+            decode_text("9223372036854775807", Kind::Int8),
+            Some(SqlValue::Int(i64::MAX))
+        );
+        assert_eq!(
+            decode_text("-0.50", Kind::Numeric),
+            Some(SqlValue::Decimal("-0.50".into()))
+        );
+        assert_eq!(decode_text("t", Kind::Bool), Some(SqlValue::Bool(true)));
+        assert_eq!(decode_text("true", Kind::Bool), None);
+        assert_eq!(
+            decode_text("A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11", Kind::Uuid),
+            Some(SqlValue::Text(
+                "a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11".into()
+            ))
+        );
+        assert_eq!(
+            decode_text("ab  ", Kind::Text),
+            Some(SqlValue::Text("ab  ".into()))
+        );
+        assert!(matches!(
+            decode_text(r#"{"n": 1.50}"#, Kind::Json),
+            Some(SqlValue::Json(_))
+        ));
+        // The server's cast decides these: their text depends on a setting,
+        // or their page read is not their text.
+        for kind in [
+            Kind::Float4,
+            Kind::Float8,
+            Kind::Date,
+            Kind::Time,
+            Kind::Timestamp,
+            Kind::TimestampTz,
+            Kind::Bytea,
+            Kind::Array(Elem::Int),
+        ] {
+            assert_eq!(decode_text("1", kind), None, "{kind:?}");
+        }
     }
 
     #[test]
