@@ -171,6 +171,7 @@ fn writers_and_pointers(r: &RunReport) -> String {
         let value = match p.value.as_object().and_then(|o| o.values().next()) {
             Some(serde_json::Value::String(s)) => s.clone(),
             Some(v) => v.to_string(),
+            None if p.keys_at_least => format!("at least {} items", p.keys),
             None if p.keys > 1 => format!("{} items", p.keys),
             None => "-".to_string(),
         };

@@ -24,6 +24,9 @@ use crate::rejects::RejectsFile;
 use crate::settings::{retry_budget, WriterFlags, WriterSettings};
 use crate::update::UpdateApplier;
 
+mod pointers;
+pub use pointers::{PointerStats, KEYS_COUNTED};
+
 /// Where a job's pages go: one choice, made by whoever starts the job and
 /// handed to it.
 #[derive(Debug, Clone, Default)]
@@ -82,17 +85,6 @@ pub struct PointerTarget {
     pub keys: Vec<KeyAttr>,
     /// Retries of a pointer write.
     pub retry: RetryPolicy,
-}
-
-/// Counts of one pointer.
-#[derive(Debug, Default, Clone)]
-pub struct PointerStats {
-    /// Conditional writes that moved it.
-    pub moved: u64,
-    /// Conditional writes that found a newer value there.
-    pub already_newer: u64,
-    /// Distinct pointer items, with the last update of each (to read them back).
-    pub items: BTreeMap<String, PointerUpdate>,
 }
 
 /// The calls in flight (adapting to throttling unless `adaptive` is off)
@@ -446,8 +438,7 @@ impl BatchSink {
             PointerOutcome::Written => s.moved += 1,
             PointerOutcome::AlreadyNewer => s.already_newer += 1,
         }
-        let item = format!("{:?}/{:?}", update.pk, update.sk);
-        s.items.insert(item, update.clone());
+        s.touched(update);
         Ok(())
     }
 }

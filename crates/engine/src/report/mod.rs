@@ -166,6 +166,10 @@ pub struct PointerReport {
     pub name: String,
     /// Distinct pointer items it touched (one for a fixed key).
     pub keys: u64,
+    /// `keys` is a lower bound: past a bound of distinct items (a pointer
+    /// per customer on a long run), they are no longer told apart.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keys_at_least: bool,
     /// Conditional writes that moved it.
     pub moved: u64,
     /// Conditional writes that found a newer value already there (expected

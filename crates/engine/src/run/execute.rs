@@ -184,7 +184,8 @@ fn pointer_reports_unread(sink: &BatchSink) -> Vec<PointerReport> {
         .iter()
         .map(|(name, s)| PointerReport {
             name: name.clone(),
-            keys: s.items.len() as u64,
+            keys: s.keys(),
+            keys_at_least: !s.counted_all(),
             moved: s.moved,
             already_newer: s.already_newer,
             value: serde_json::Value::Null,
@@ -201,18 +202,17 @@ async fn pointer_reports(sink: &BatchSink) -> Result<Vec<PointerReport>, EngineE
         .clone();
     let mut out = Vec::with_capacity(stats.len());
     for (name, s) in stats {
-        let value = match (sink.pointer_target(), s.items.values().next()) {
-            (Some(t), Some(update)) if s.items.len() == 1 => {
-                read_pointer(&t.client, &t.table, &t.keys, update)
-                    .await?
-                    .map(|v| v.to_dynamo_json())
-                    .unwrap_or(serde_json::Value::Null)
-            }
+        let value = match (sink.pointer_target(), s.only_item()) {
+            (Some(t), Some(update)) => read_pointer(&t.client, &t.table, &t.keys, update)
+                .await?
+                .map(|v| v.to_dynamo_json())
+                .unwrap_or(serde_json::Value::Null),
             _ => serde_json::Value::Null,
         };
         out.push(PointerReport {
+            keys: s.keys(),
+            keys_at_least: !s.counted_all(),
             name,
-            keys: s.items.len() as u64,
             moved: s.moved,
             already_newer: s.already_newer,
             value,
