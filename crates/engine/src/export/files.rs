@@ -14,9 +14,13 @@ use sql2ddb_core::{AttrValue, EncodedItem, Item, PointerUpdate, WorkBatch};
 use super::compression::Compression;
 use super::existing::FileNames;
 use super::output::{Destination, FileOut};
+use super::pointer_set::{Items, PointerSet};
 use crate::error::EngineError;
 use crate::outcome::BatchOutcome;
 use crate::progress::{EntityProgress, RunProgress};
+
+/// Pointer items turned into lines at once, at the end of an export.
+const POINTER_ITEMS_AT_ONCE: usize = 1_000;
 
 /// Most files open at once (each holds a compressor and, for S3, one part).
 pub const MAX_OPEN_FILES: usize = 8;
@@ -42,9 +46,6 @@ pub struct FileEntry {
     pub sha256: String,
 }
 
-/// A pointer item's key: partition key value, sort key value.
-type PointerKey = (AttrValue, Option<AttrValue>);
-
 /// Items writes go to instead of DynamoDB (`sql2ddb export`); the run's
 /// sink hands it every batch.
 pub struct ItemFiles {
@@ -58,8 +59,11 @@ pub struct ItemFiles {
     keys: Vec<String>,
     progress: Arc<RunProgress>,
     buckets: OnceLock<Vec<tokio::sync::Mutex<Bucket>>>,
-    /// The furthest update of each pointer, by item key then pointer name.
-    pointers: Mutex<BTreeMap<PointerKey, BTreeMap<String, PointerUpdate>>>,
+    /// The furthest update of each pointer, by item key then pointer name
+    /// (in sorted runs on disk past a bound).
+    pointers: Mutex<PointerSet>,
+    /// Pointer items written, by pointer name (once the files are finished).
+    summary: Mutex<BTreeMap<String, u64>>,
     /// Pointer items carry their condition (bulk put items into an
     /// existing table, whose pointer may already be further along).
     conditional_pointers: bool,
@@ -115,6 +119,7 @@ impl ItemFiles {
             progress,
             buckets: OnceLock::new(),
             pointers: Mutex::default(),
+            summary: Mutex::default(),
             conditional_pointers: false,
             finished: Mutex::default(),
             names: FileNames::default(),
@@ -125,6 +130,13 @@ impl ItemFiles {
     /// earlier export's).
     pub fn with_names(mut self, names: FileNames) -> ItemFiles {
         self.names = names;
+        self
+    }
+
+    /// The same files, keeping at most `limit` pointer items in memory.
+    #[cfg(test)]
+    pub(super) fn with_pointers_in_memory(self, limit: usize) -> ItemFiles {
+        *self.pointers.lock().expect("pointers lock") = PointerSet::with_limit(limit);
         self
     }
 
@@ -143,7 +155,7 @@ impl ItemFiles {
             bytes: batch.items.iter().map(|m| m.size as u64).sum(),
             ..BatchOutcome::default()
         };
-        self.keep_pointers(batch.pointers.into_iter().map(|p| p.update));
+        self.keep_pointers(batch.pointers.into_iter().map(|p| p.update))?;
         let items: Vec<(Option<&AttrValue>, &str)> = batch
             .items
             .iter()
@@ -156,27 +168,18 @@ impl ItemFiles {
     /// Writes the pointer items, closes every open file, and returns every
     /// file written, by name.
     pub async fn finish(&self) -> Result<Vec<FileEntry>, EngineError> {
-        let pointer_items = self.pointer_items();
-        let lines: Vec<(Option<&AttrValue>, Vec<u8>)> = match self.conditional_pointers {
-            false => pointer_items
+        let mut items = self.take_pointers()?;
+        loop {
+            let pointer_items = self.pointer_items_from(&mut items, POINTER_ITEMS_AT_ONCE)?;
+            if pointer_items.is_empty() {
+                break;
+            }
+            let lines = pointer_items
                 .iter()
-                .map(|(item, _)| {
-                    let text = serde_json::to_string(item).expect("an item serialises");
-                    (item.get(&self.keys[0]), encode_line(&text))
-                })
-                .collect(),
-            true => pointer_items
-                .iter()
-                .map(|(item, updates)| {
-                    let updates: Vec<&PointerUpdate> = updates.iter().collect();
-                    let record = super::bulk_put::pointer_record(item, &updates);
-                    let mut line = serde_json::to_vec(&record).expect("a record serialises");
-                    line.push(b'\n');
-                    (item.get(&self.keys[0]), line)
-                })
-                .collect(),
-        };
-        self.write_lines(&[], lines).await?;
+                .map(|(item, updates)| (item.get(&self.keys[0]), self.pointer_line(item, updates)))
+                .collect();
+            self.write_lines(&[], lines).await?;
+        }
         for bucket in self.buckets.get().into_iter().flatten() {
             let mut b = bucket.lock().await;
             if let Some(file) = b.open.take() {
@@ -204,49 +207,81 @@ impl ItemFiles {
         }
     }
 
-    /// How many pointer items each pointer keeps, by pointer name.
+    /// How many pointer items each pointer has, by pointer name (once the
+    /// files are finished).
     pub fn pointer_summary(&self) -> BTreeMap<String, u64> {
-        let mut out = BTreeMap::new();
-        for updates in self.pointers.lock().expect("pointers lock").values() {
-            for name in updates.keys() {
-                *out.entry(name.clone()).or_insert(0) += 1;
-            }
-        }
-        out
+        self.summary.lock().expect("summary lock").clone()
     }
 
-    pub(super) fn keep_pointers(&self, updates: impl Iterator<Item = PointerUpdate>) {
-        let mut all = self.pointers.lock().expect("pointers lock");
+    pub(super) fn keep_pointers(
+        &self,
+        updates: impl Iterator<Item = PointerUpdate>,
+    ) -> Result<(), EngineError> {
+        let mut set = self.pointers.lock().expect("pointers lock");
         for u in updates {
-            let slot = all.entry((u.pk.clone(), u.sk.clone())).or_default();
-            match slot.get(&u.name) {
-                Some(kept) if !u.supersedes(kept) => {}
-                _ => {
-                    slot.insert(u.name.clone(), u);
-                }
-            }
+            set.keep(u)
+                .map_err(|e| EngineError::io(std::env::temp_dir(), e))?;
         }
+        Ok(())
     }
 
-    /// Each pointer item as the conditional updates leave it in the table
-    /// (its key, the compared value and the other attributes), with the
-    /// updates it is made of.
+    /// The pointer items kept so far, to be read in key order.
+    fn take_pointers(&self) -> Result<Items, EngineError> {
+        let set = std::mem::take(&mut *self.pointers.lock().expect("pointers lock"));
+        set.into_items()
+            .map_err(|e| EngineError::io(std::env::temp_dir(), e))
+    }
+
+    /// Up to `most` more pointer items as the conditional updates leave
+    /// them in the table (the key, the compared values and the other
+    /// attributes), each with the updates it is made of; counted in the
+    /// summary.
+    pub(super) fn pointer_items_from(
+        &self,
+        items: &mut Items,
+        most: usize,
+    ) -> Result<Vec<(Item, Vec<PointerUpdate>)>, EngineError> {
+        let mut out = Vec::new();
+        let mut summary = self.summary.lock().expect("summary lock");
+        while out.len() < most {
+            let next = items
+                .next_item()
+                .map_err(|e| EngineError::io(std::env::temp_dir(), e))?;
+            let Some(((pk, sk), updates)) = next else {
+                break;
+            };
+            let mut item = Item::new();
+            for u in &updates {
+                *summary.entry(u.name.clone()).or_insert(0) += 1;
+                item.extend(u.attributes.clone());
+                item.insert(u.attribute.clone(), u.value.clone());
+            }
+            item.insert(self.keys[0].clone(), pk);
+            if let (Some(name), Some(sk)) = (self.keys.get(1), sk) {
+                item.insert(name.clone(), sk);
+            }
+            out.push((item, updates));
+        }
+        Ok(out)
+    }
+
+    /// Every pointer item kept (see [`ItemFiles::pointer_items_from`]).
+    #[cfg(test)]
     pub(super) fn pointer_items(&self) -> Vec<(Item, Vec<PointerUpdate>)> {
-        let all = self.pointers.lock().expect("pointers lock");
-        all.iter()
-            .map(|((pk, sk), updates)| {
-                let mut item = Item::new();
-                for u in updates.values() {
-                    item.extend(u.attributes.clone());
-                    item.insert(u.attribute.clone(), u.value.clone());
-                }
-                item.insert(self.keys[0].clone(), pk.clone());
-                if let (Some(name), Some(sk)) = (self.keys.get(1), sk) {
-                    item.insert(name.clone(), sk.clone());
-                }
-                (item, updates.values().cloned().collect())
-            })
-            .collect()
+        let mut items = self.take_pointers().unwrap();
+        self.pointer_items_from(&mut items, usize::MAX).unwrap()
+    }
+
+    /// A pointer item's line: the item, or with its condition.
+    fn pointer_line(&self, item: &Item, updates: &[PointerUpdate]) -> Vec<u8> {
+        if !self.conditional_pointers {
+            return encode_line(&serde_json::to_string(item).expect("an item serialises"));
+        }
+        let updates: Vec<&PointerUpdate> = updates.iter().collect();
+        let record = super::bulk_put::pointer_record(item, &updates);
+        let mut line = serde_json::to_vec(&record).expect("a record serialises");
+        line.push(b'\n');
+        line
     }
 
     /// Spreads `items` (partition key, item text) over the file slots by

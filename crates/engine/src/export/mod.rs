@@ -21,6 +21,7 @@ pub mod existing;
 pub mod files;
 pub mod manifest;
 pub mod output;
+mod pointer_set;
 #[cfg(test)]
 mod tests;
 

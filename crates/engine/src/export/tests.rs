@@ -37,6 +37,14 @@ fn update(
 
 #[tokio::test]
 async fn each_pointer_item_holds_its_furthest_value_and_that_rows_attributes() {
+    for in_memory in [0, 1, 2] {
+        pointer_items_with(in_memory).await;
+    }
+}
+
+/// The test above, with at most `in_memory` pointer items kept in memory
+/// (0: the default bound), the rest in sorted runs on disk.
+async fn pointer_items_with(in_memory: usize) {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out").display().to_string();
     let dest = Arc::new(
@@ -46,18 +54,24 @@ async fn each_pointer_item_holds_its_furthest_value_and_that_rows_attributes() {
     );
     let keys = vec!["PK".to_string(), "SK".to_string()];
     let files = ItemFiles::new(dest, Compression::None, None, keys, RunProgress::new());
-    files.keep_pointers(
-        [
-            update("LAST", "P", "last", "3", true, "t3"),
-            update("LAST", "P", "last", "10", true, "t10"),
-            update("LAST", "P", "last", "9", true, "t9"),
-            // A min pointer on the same item: its attributes join the item.
-            update("FIRST", "P", "first", "4", false, "f4"),
-            update("FIRST", "P", "first", "2", false, "f2"),
-            update("LAST", "Q", "last", "1", true, "q1"),
-        ]
-        .into_iter(),
-    );
+    let files = match in_memory {
+        0 => files,
+        n => files.with_pointers_in_memory(n),
+    };
+    files
+        .keep_pointers(
+            [
+                update("LAST", "P", "last", "3", true, "t3"),
+                update("LAST", "P", "last", "10", true, "t10"),
+                update("LAST", "P", "last", "9", true, "t9"),
+                // A min pointer on the same item: its attributes join the item.
+                update("FIRST", "P", "first", "4", false, "f4"),
+                update("FIRST", "P", "first", "2", false, "f2"),
+                update("LAST", "Q", "last", "1", true, "q1"),
+            ]
+            .into_iter(),
+        )
+        .unwrap();
     let items: Vec<Item> = files.pointer_items().into_iter().map(|(i, _)| i).collect();
     let want_p = Item::from([
         ("PK".to_string(), s("P")),
