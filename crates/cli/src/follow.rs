@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use sql2ddb_engine::follow::lsn_text as format_lsn;
 use sql2ddb_engine::follow::{
-    is_binlog_source, replica_server_id, BinlogFollow, FollowEnd, FollowOptions, FollowReport,
-    RecordTarget,
+    is_binlog_source, replica_server_id, BinlogFollow, Compared, FollowEnd, FollowEvent,
+    FollowOptions, FollowReport, RecordTarget, SlotFate,
 };
 use sql2ddb_engine::{EngineError, ResourceOptions, RunProgress, StopSignal, WriterFlags};
 use sql2ddb_mapping::Plan;
@@ -382,7 +382,8 @@ async fn stop_on_signals(stop: std::sync::Arc<StopSignal>) {
     std::process::exit(sql2ddb_engine::report::EXIT_INTERRUPTED);
 }
 
-/// Follows until a stop, idle or cutover; prints the outcome; its exit code.
+/// Follows until a stop, idle or cutover (then compares and drops the
+/// slot: one engine job); prints what happens; its exit code.
 pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 {
     let stop = StopSignal::new();
     let signals = tokio::spawn(stop_on_signals(stop.clone()));
@@ -394,24 +395,38 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
         stop: Some(stop.clone()),
         ..target.follow.clone()
     };
-    let result = sql2ddb_engine::follow::follow(target.plan, &opts, &progress).await;
-    signals.abort();
-    // The last lines are printed before the summary.
-    tokio::time::sleep(Duration::from_millis(50)).await;
-    notes.abort();
-    match result {
-        Ok(report) => {
-            let code = summary(&report, target);
-            if report.end != FollowEnd::CutOver {
-                return code;
-            }
-            let compared = match stop_args.no_verify {
-                true => 0,
-                false => verify(target).await,
-            };
-            code.max(compared)
-                .max(end_cutover(target, &report, compared == 0).await)
+    let say = |event: FollowEvent<'_>| match event {
+        FollowEvent::Followed(report) => {
+            // The last notes are printed before the summary.
+            tokio::task::block_in_place(|| std::thread::sleep(Duration::from_millis(50)));
+            notes.abort();
+            summary(report, target);
         }
+        FollowEvent::Comparing => {
+            eprintln!("comparing every item of the table with the source (verify --deep)…")
+        }
+        FollowEvent::Compared(report) => {
+            let say = |text: &str| target.summary_to.say(text);
+            say(crate::deep::render(report).trim_end());
+            say(match report.clean() {
+                true => "cut over: the table equals the source, item by item",
+                false => "cut over, but the table differs from the source (see above)",
+            });
+        }
+    };
+    let outcome = sql2ddb_engine::follow::follow_job(
+        target.plan,
+        &opts,
+        !stop_args.no_verify,
+        &target.runs_dir,
+        &progress,
+        &say,
+    )
+    .await;
+    signals.abort();
+    notes.abort();
+    let report = match outcome.follow {
+        Ok(report) => report,
         Err(e) => {
             let code = fail_job(&e);
             match &target.follow.binlog {
@@ -424,35 +439,50 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
                     target.name(), target.command(), target.name(), target.flags
                 ),
             }
-            code
+            return code;
         }
-    }
+    };
+    let code = match report.end {
+        FollowEnd::CutOver | FollowEnd::Idle => 0,
+        FollowEnd::Stopped => sql2ddb_engine::report::EXIT_INTERRUPTED as u8,
+    };
+    let Some(cutover) = outcome.cutover else {
+        return code;
+    };
+    let compared = match cutover.compared {
+        Compared::Skipped => 0,
+        Compared::Done(deep) => u8::from(!deep.clean()),
+        Compared::Failed(e) => {
+            eprintln!("cut over, but the comparison with the source failed:");
+            fail_job(&e)
+        }
+    };
+    code.max(compared)
+        .max(slot_fate(target, &report, cutover.slot))
 }
 
-/// PostgreSQL, after a cutover: drops the slot once the table equals the
-/// source (or was not compared), keeps it otherwise, so that a cutover
-/// whose comparison failed can be made again from where it stopped.
-async fn end_cutover(target: &Target<'_>, report: &FollowReport, equal: bool) -> u8 {
-    if target.follow.binlog.is_some() {
-        return 0;
-    }
+/// PostgreSQL, after a cutover: says whether the slot was dropped (the
+/// table equals the source, or was not compared) or kept, so that a
+/// cutover whose comparison failed can be made again from where it stopped.
+fn slot_fate(target: &Target<'_>, report: &FollowReport, fate: SlotFate) -> u8 {
     let slot = &target.follow.slot;
     let (head, flags) = (target.command(), &target.flags);
-    if !equal {
-        target.summary_to.say(&format!(
-            "replication slot {slot} and its publication are kept at {}: once what differs (or what stopped the comparison) is fixed, cut over again (`{head} --slot {slot}{flags} --cutover`) to go on from there, or drop them with --drop-slot",
-            report.position
-        ));
-        return 0;
-    }
-    match sql2ddb_engine::follow::drop_slot(target.plan, &target.follow.source, slot).await {
-        Ok(()) => {
+    match fate {
+        SlotFate::NoSlot => 0,
+        SlotFate::Kept => {
+            target.summary_to.say(&format!(
+                "replication slot {slot} and its publication are kept at {}: once what differs (or what stopped the comparison) is fixed, cut over again (`{head} --slot {slot}{flags} --cutover`) to go on from there, or drop them with --drop-slot",
+                report.position
+            ));
+            0
+        }
+        SlotFate::Dropped => {
             target.summary_to.say(&format!(
                 "replication slot {slot} and its publication are dropped"
             ));
             0
         }
-        Err(e) => {
+        SlotFate::DropFailed(e) => {
             eprintln!("cut over, but replication slot {slot} could not be dropped:");
             fail_job(&e)
         }
@@ -460,8 +490,8 @@ async fn end_cutover(target: &Target<'_>, report: &FollowReport, equal: bool) ->
 }
 
 /// Prints the follow's summary where it goes (and with `--json` the
-/// report on stdout); the exit code of how it ended.
-fn summary(r: &FollowReport, target: &Target<'_>) -> u8 {
+/// report on stdout).
+fn summary(r: &FollowReport, target: &Target<'_>) {
     let by = match &target.follow.binlog {
         Some(_) => FollowedBy::Run(target.name()),
         None => FollowedBy::Slot(target.name()),
@@ -474,54 +504,6 @@ fn summary(r: &FollowReport, target: &Target<'_>) -> u8 {
     ));
     if target.summary_to == SummaryTo::Json {
         println!("{}", serde_json::to_string(r).expect("report serialises"));
-    }
-    match r.end {
-        FollowEnd::CutOver => 0,
-        FollowEnd::Idle => 0,
-        FollowEnd::Stopped => sql2ddb_engine::report::EXIT_INTERRUPTED as u8,
-    }
-}
-
-/// After a cutover: every item compared with the source (`verify --deep`);
-/// 0 when the table equals the source.
-async fn verify(target: &Target<'_>) -> u8 {
-    use sql2ddb_engine::deep::{
-        verify_deep, DeepOptions, DeepProgress, DEFAULT_MEMORY_BUDGET, DEFAULT_SCAN_SEGMENTS,
-    };
-    eprintln!("comparing every item of the table with the source (verify --deep)…");
-    let opts = DeepOptions {
-        run: sql2ddb_engine::RunOptions {
-            source: Some(target.follow.source.clone()),
-            endpoint: target.follow.resources.endpoint.clone(),
-            region: target.follow.resources.region.clone(),
-            runs_dir: target.runs_dir.clone(),
-            run_id: Some(sql2ddb_engine::new_run_id()),
-            ..sql2ddb_engine::RunOptions::default()
-        },
-        entity: None,
-        sample: None,
-        max_rcu: None,
-        segments: DEFAULT_SCAN_SEGMENTS,
-        memory_budget: DEFAULT_MEMORY_BUDGET,
-    };
-    let progress = RunProgress::new();
-    let counters = std::sync::Arc::new(DeepProgress::default());
-    match verify_deep(target.plan, &opts, &progress, counters).await {
-        Ok(report) => {
-            let say = |text: &str| target.summary_to.say(text);
-            say(crate::deep::render(&report).trim_end());
-            if report.clean() {
-                say("cut over: the table equals the source, item by item");
-                0
-            } else {
-                say("cut over, but the table differs from the source (see above)");
-                1
-            }
-        }
-        Err(e) => {
-            eprintln!("cut over, but the comparison with the source failed:");
-            fail_job(&e)
-        }
     }
 }
 
