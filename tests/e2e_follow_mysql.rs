@@ -57,3 +57,88 @@ pk = "CUST#{customer_id}"
         drop.stderr
     );
 }
+
+/// A user whose replication privileges come from its default role
+/// follows as one that holds them itself: `run --follow` is not refused,
+/// loads, and follows; a user with neither is refused before anything is
+/// created, every missing privilege named.
+#[tokio::test]
+async fn a_user_with_its_privileges_through_a_default_role_follows() {
+    let sc = crate::common::Scenario::new("follow_my_role")
+        .mariadb("CREATE TABLE t (id INT PRIMARY KEY, name VARCHAR(20)); INSERT INTO t VALUES (1, 'a'), (2, 'b');")
+        .start()
+        .await;
+    let d = sc.my().name.clone();
+    let role = format!("{d}_role");
+    let (with_role, without) = (format!("{d}_r"), format!("{d}_n"));
+    sc.my()
+        .exec(&format!(
+            "CREATE ROLE `{role}`;
+             GRANT REPLICATION SLAVE, BINLOG MONITOR, RELOAD ON *.* TO `{role}`;
+             CREATE USER '{with_role}'@'%';
+             GRANT `{role}` TO '{with_role}'@'%';
+             SET DEFAULT ROLE `{role}` FOR '{with_role}'@'%';
+             GRANT SELECT ON `{d}`.* TO '{with_role}'@'%';
+             CREATE USER '{without}'@'%';
+             GRANT SELECT ON `{d}`.* TO '{without}'@'%';"
+        ))
+        .await;
+    let mapping = sc.mapping(
+        r#"version = 1
+[source]
+url = "mysql://root@127.0.0.1:3306/test"
+[target]
+table = "TABLE"
+create = true
+pk = { name = "PK", type = "S" }
+
+[[entity]]
+name = "t"
+from = "t"
+pk = "T#{id}"
+"#,
+    );
+    let as_user = |user: &str| sc.my().url.replacen("root@", &format!("{user}@"), 1);
+    let follow = |user: String| {
+        let source = as_user(&user);
+        let server_id = crate::common::replica_server_id();
+        let mapping = mapping.clone();
+        let sc = &sc;
+        async move {
+            sc.run(
+                &mapping,
+                &[
+                    "--source",
+                    &source,
+                    "--follow",
+                    "--follow-until-idle",
+                    "1",
+                    "--server-id",
+                    &server_id,
+                    "--quiet",
+                ],
+            )
+            .await
+        }
+    };
+    let refused = follow(without.clone()).await;
+    let created_by_refused = sc.table_exists(&sc.table).await;
+    let by_role = follow(with_role.clone()).await;
+    let items = sc.items().await;
+    sc.my()
+        .exec(&format!(
+            "DROP USER '{with_role}'@'%'; DROP USER '{without}'@'%'; DROP ROLE `{role}`;"
+        ))
+        .await;
+    assert_eq!(refused.code, 78, "{}", refused.stderr);
+    for privilege in ["REPLICATION SLAVE", "REPLICATION CLIENT", "RELOAD"] {
+        assert!(
+            refused.stderr.contains(privilege),
+            "{privilege}: {}",
+            refused.stderr
+        );
+    }
+    assert!(!created_by_refused, "a refused follow created the table");
+    assert_eq!(by_role.code, 0, "{}\n{}", by_role.stdout, by_role.stderr);
+    assert_eq!(items.len(), 2, "{items:?}");
+}
