@@ -5,12 +5,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use tokio::task::JoinHandle;
+
 use sql2ddb_engine::follow::lsn_text as format_lsn;
 use sql2ddb_engine::follow::{
-    is_binlog_source, replica_server_id, BinlogFollow, Compared, FollowEnd, FollowEvent,
-    FollowOptions, FollowReport, RecordTarget, SlotFate,
+    is_binlog_source, replica_server_id, Anchor, BinlogFollow, Compared, FollowEnd, FollowEvent,
+    FollowOptions, FollowOutcome, FollowReport, RecordTarget, SlotFate,
 };
-use sql2ddb_engine::{EngineError, ResourceOptions, RunProgress, StopSignal, WriterFlags};
+use sql2ddb_engine::{ResourceOptions, RunProgress, StopSignal, WriterFlags};
 use sql2ddb_mapping::Plan;
 
 use crate::failure::fail_job;
@@ -49,17 +51,17 @@ pub struct StopArgs {
     /// Stop following once no change has come for SECONDS (the slot is
     /// kept; follow again to go on).
     #[arg(long, value_name = "SECONDS")]
-    follow_until_idle: Option<u64>,
+    pub(crate) follow_until_idle: Option<u64>,
     /// Cut over: apply every change committed on the source now (stop the
     /// application's writes first), compare every item with the source
     /// (`verify --deep`) and say whether they are equal; PostgreSQL: the
     /// slot is dropped once they are, and kept when they are not.
     #[arg(long)]
-    cutover: bool,
+    pub(crate) cutover: bool,
     /// With --cutover: skip the comparison (PostgreSQL: the slot is
     /// dropped at once).
     #[arg(long, requires = "cutover")]
-    no_verify: bool,
+    pub(crate) no_verify: bool,
 }
 
 impl StopArgs {
@@ -188,23 +190,12 @@ impl Target<'_> {
     }
 }
 
-/// What `run --follow` anchors the changes to before the full load.
-pub(crate) enum Anchor {
-    /// PostgreSQL: the slot it created.
-    Slot(String),
-    /// MySQL/MariaDB: the snapshot's binary log position (recorded by the
-    /// full load in the run's directory).
-    Binlog,
-}
-
-impl Anchor {
-    /// What is kept when the follow does not happen, and how to go on
-    /// (with `flags`, the writer flags the run was given).
-    pub(crate) fn kept(&self, run_id: &str, head: &str, flags: &str) -> String {
-        match self {
-            Anchor::Slot(slot) => format!("replication slot {slot} is kept: follow the changes once the full load is complete (`{head} --slot {slot}{flags}`), or drop it (`--drop-slot`)"),
-            Anchor::Binlog => format!("the snapshot's binary log position is in the run's report: follow the changes once the full load is complete (`{head} --run {run_id}{flags}`) while the source keeps that binary log file"),
-        }
+/// What is kept when `run --follow`'s follow does not happen, and how to
+/// go on (with `flags`, the writer flags the run was given).
+pub(crate) fn kept(anchor: &Anchor, run_id: &str, head: &str, flags: &str) -> String {
+    match anchor {
+        Anchor::Slot(slot) => format!("replication slot {slot} is kept: follow the changes once the full load is complete (`{head} --slot {slot}{flags}`), or drop it (`--drop-slot`)"),
+        Anchor::Binlog => format!("the snapshot's binary log position is in the run's report: follow the changes once the full load is complete (`{head} --run {run_id}{flags}`) while the source keeps that binary log file"),
     }
 }
 
@@ -373,7 +364,7 @@ async fn status(source: &str, slot: &str, record: Option<RecordTarget>) -> u8 {
 
 /// The first Ctrl-C or SIGTERM stops the follow after the changes in hand;
 /// the second exits at once (the slot has not moved past them: nothing is lost).
-async fn stop_on_signals(stop: std::sync::Arc<StopSignal>) {
+pub(crate) async fn stop_on_signals(stop: std::sync::Arc<StopSignal>) {
     next_signal().await;
     eprintln!("stopping: the changes in hand are being applied, then the slot is advanced past them (Ctrl-C again to exit at once)");
     stop.stop();
@@ -395,7 +386,24 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
         stop: Some(stop.clone()),
         ..target.follow.clone()
     };
-    let say = |event: FollowEvent<'_>| match event {
+    let outcome = sql2ddb_engine::follow::follow_job(
+        target.plan,
+        &opts,
+        !stop_args.no_verify,
+        &target.runs_dir,
+        &progress,
+        &|event| on_event(target, event, &notes),
+    )
+    .await;
+    signals.abort();
+    notes.abort();
+    ended(target, outcome)
+}
+
+/// Prints what a follow job says as it happens; `notes` prints the
+/// progress notes (stopped before the summary).
+pub(crate) fn on_event(target: &Target<'_>, event: FollowEvent<'_>, notes: &JoinHandle<()>) {
+    match event {
         FollowEvent::Followed(report) => {
             // The last notes are printed before the summary.
             tokio::task::block_in_place(|| std::thread::sleep(Duration::from_millis(50)));
@@ -413,18 +421,11 @@ pub(crate) async fn run_follow(target: &Target<'_>, stop_args: &StopArgs) -> u8 
                 false => "cut over, but the table differs from the source (see above)",
             });
         }
-    };
-    let outcome = sql2ddb_engine::follow::follow_job(
-        target.plan,
-        &opts,
-        !stop_args.no_verify,
-        &target.runs_dir,
-        &progress,
-        &say,
-    )
-    .await;
-    signals.abort();
-    notes.abort();
+    }
+}
+
+/// What a follow job's outcome says once it ended; its exit code.
+pub(crate) fn ended(target: &Target<'_>, outcome: FollowOutcome) -> u8 {
     let report = match outcome.follow {
         Ok(report) => report,
         Err(e) => {
@@ -505,35 +506,4 @@ fn summary(r: &FollowReport, target: &Target<'_>) {
     if target.summary_to == SummaryTo::Json {
         println!("{}", serde_json::to_string(r).expect("report serialises"));
     }
-}
-
-/// `run --follow`, before the full load: checks the mapping can be
-/// followed (every reason at once, before anything is created) and
-/// (PostgreSQL) creates the slot (named after the run) before the
-/// snapshot; the slot, or the run's directory `run_dir`, records the
-/// mapping it belongs to.
-pub(crate) async fn before_run(
-    plan: &Plan,
-    source: &str,
-    endpoint: Option<&str>,
-    run_dir: &std::path::Path,
-    run_id: &str,
-) -> Result<Anchor, EngineError> {
-    if endpoint.or(plan.target.endpoint.as_deref()) == Some("local") {
-        return Err(EngineError::Config("--follow needs a DynamoDB endpoint that outlives this process: `local` belongs to the full load's process; give --endpoint URL".into()));
-    }
-    if is_binlog_source(source) {
-        sql2ddb_engine::follow::check_binlog(plan, source, run_dir).await?;
-        eprintln!("the binary log is followed from the snapshot's position after the full load (the position is kept in the run's directory)");
-        return Ok(Anchor::Binlog);
-    }
-    let slot = sql2ddb_engine::follow::slot_name(run_id);
-    sql2ddb_engine::follow::check_slot(plan, source, &slot).await?;
-    eprintln!("creating replication slot {slot} (it waits for the transactions in progress on the source to end)");
-    let at = sql2ddb_engine::follow::create_slot(plan, source, &slot).await?;
-    eprintln!(
-        "replication slot {slot} created at {}: the changes from there are followed after the full load",
-        format_lsn(at)
-    );
-    Ok(Anchor::Slot(slot))
 }

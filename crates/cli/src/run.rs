@@ -2,16 +2,18 @@
 //! goes on is in [`resume`].
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sql2ddb_core::redact_secrets;
-use sql2ddb_engine::{RunOptions, RunProgress, RunReport, RunStatus, StopSignal};
+use sql2ddb_engine::{RunOptions, RunProgress, RunReport, StopSignal};
 
 use crate::failure::fail_job;
 use crate::live::{draw_progress, print_notes, stop_on_signals};
 use crate::load_choice::{IfNotEmptyArg, SnapshotArg};
 use crate::{distributed, limits, load, table};
 
+mod follow;
 pub(crate) mod resume;
 use resume::how_to_continue;
 
@@ -169,26 +171,10 @@ pub async fn run(args: RunArgs) -> u8 {
         eprintln!("error: --follow-until-idle, --cutover and --no-verify go with --follow");
         return crate::EXIT_USAGE;
     }
-    let slot = match args.follow.follow {
-        true => {
-            let run_id = opts
-                .run_id
-                .get_or_insert_with(sql2ddb_engine::new_run_id)
-                .clone();
-            let url = opts.source.clone().unwrap_or(plan.source.url.clone());
-            let run_dir = args.runs_dir.join(&run_id);
-            let endpoint = opts.endpoint.as_deref();
-            // The run would refuse a table that holds items: before the slot.
-            if let Err(e) = sql2ddb_engine::target::check_table(&plan, &opts).await {
-                return fail_job(&e);
-            }
-            match crate::follow::before_run(&plan, &url, endpoint, &run_dir, &run_id).await {
-                Ok(anchor) => Some(anchor),
-                Err(e) => return fail_job(&e),
-            }
-        }
-        false => None,
-    };
+    if args.follow.follow {
+        // The slot is named after the run: its id first.
+        opts.run_id.get_or_insert_with(sql2ddb_engine::new_run_id);
+    }
     tracing::debug!(
         mapping = %args.mapping.display(),
         source = %redact_secrets(opts.source.as_deref().unwrap_or(&plan.source.url)),
@@ -223,10 +209,47 @@ pub async fn run(args: RunArgs) -> u8 {
     // The run ends within its grace period and the report's time once
     // stopped; should anything still hold it, the process does not wait.
     let last_resort = opts.shutdown_grace + sql2ddb_engine::run::REPORT_WAIT + LAST_RESORT;
+    let bars = std::sync::Mutex::new(bars);
+    let stop_bars = || {
+        if let Some(b) = bars.lock().expect("bars lock").take() {
+            b.abort();
+            let _ = tokio::task::block_in_place(|| tokio::runtime::Handle::current().block_on(b));
+        }
+    };
+    // Past the full load a stop ends the follow after the batch in hand,
+    // which has no last resort.
+    let following = AtomicBool::new(false);
+    let job = async {
+        match args.follow.follow {
+            false => Ended::Load(
+                sql2ddb_engine::run(&plan, &opts, progress.clone())
+                    .await
+                    .map(Box::new),
+            ),
+            true => Ended::Follow(
+                follow::run_and_follow(
+                    &args,
+                    &plan,
+                    &opts,
+                    progress.clone(),
+                    &following,
+                    &notes,
+                    || {
+                        signals.abort();
+                        stop_bars();
+                    },
+                )
+                .await,
+            ),
+        }
+    };
     let result = tokio::select! {
-        result = sql2ddb_engine::run(&plan, &opts, progress.clone()) => result,
+        ended = job => ended,
         _ = async {
             stop.stopped().await;
+            if following.load(Ordering::Relaxed) {
+                std::future::pending::<()>().await;
+            }
             tokio::time::sleep(last_resort).await
         } => {
             eprintln!(
@@ -238,93 +261,41 @@ pub async fn run(args: RunArgs) -> u8 {
     };
     signals.abort();
     notes.abort();
-    if let Some(b) = bars {
-        b.abort();
-        let _ = b.await;
-    }
+    stop_bars();
     match result {
-        Ok(report) => {
-            // The report on stdout (`run … > report.txt` keeps it), progress
-            // and logs on stderr; with --json, stdout holds the JSON alone.
-            let say = |text: &str| match args.json {
-                true => eprintln!("{text}"),
-                false => println!("{text}"),
-            };
-            say(&table::render(&report));
-            if let Some(err) = &report.error {
-                crate::failure::report_error(err, report.cause);
-            }
-            if let Some(hint) = how_to_continue(&args, &report) {
-                say(&hint);
-            }
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&report).expect("report serialises")
-                );
-            }
-            let code = crate::failure::run_ended(&report);
-            match slot {
-                Some(anchor) => then_follow(&args, &plan, &opts, &report, anchor, code).await,
-                None => code,
-            }
-        }
-        Err(e) => {
-            if let Some(crate::follow::Anchor::Slot(slot)) = slot {
-                let head = crate::follow_report::command_head(
-                    plan.file(),
-                    args.endpoint.as_deref(),
-                    args.region.as_deref(),
-                    &args.runs_dir,
-                );
-                eprintln!("replication slot {slot} is kept: drop it with `{head} --slot {slot} --drop-slot`");
-            }
-            fail_job(&e)
-        }
+        Ended::Load(Ok(report)) => loaded(&args, &report),
+        Ended::Load(Err(e)) => fail_job(&e),
+        Ended::Follow(code) => code,
     }
 }
 
-/// `run --follow` once the full load ended: the follow, through the
-/// engine's hand-over, when the load is complete; else what is kept and
-/// how to go on. The follow's failure (or stop) wins over the full load's
-/// rejects (2): no code of a kind is masked.
-async fn then_follow(
-    args: &RunArgs,
-    plan: &sql2ddb_mapping::Plan,
-    opts: &RunOptions,
-    report: &RunReport,
-    anchor: crate::follow::Anchor,
-    code: u8,
-) -> u8 {
-    let flags = crate::follow_report::flag_words(&opts.sink_options().flags());
-    if !matches!(report.status, RunStatus::Ok | RunStatus::Rejected) {
-        let head = crate::follow_report::command_head(
-            plan.file(),
-            args.endpoint.as_deref(),
-            args.region.as_deref(),
-            &args.runs_dir,
-        );
-        eprintln!("{}", anchor.kept(&report.run_id, &head, &flags));
-        return code;
-    }
-    let follow = sql2ddb_engine::follow::FollowOptions::after_full_load(
-        plan,
-        opts,
-        report,
-        args.follow.server_id,
-    );
-    let target = crate::follow::Target {
-        plan,
-        follow,
-        runs_dir: args.runs_dir.clone(),
-        summary_to: match args.json {
-            true => crate::follow_report::SummaryTo::Stderr,
-            false => crate::follow_report::SummaryTo::Stdout,
-        },
-        flags,
+/// How the job of a run ended.
+enum Ended {
+    /// A run without `--follow`.
+    Load(Result<Box<RunReport>, sql2ddb_engine::EngineError>),
+    /// `run --follow`: its exit code, all printed.
+    Follow(u8),
+}
+
+/// Prints a full load's report (on stdout; with `--json` the JSON alone
+/// there and the table on stderr), then how to go on; its exit code.
+pub(crate) fn loaded(args: &RunArgs, report: &RunReport) -> u8 {
+    let say = |text: &str| match args.json {
+        true => eprintln!("{text}"),
+        false => println!("{text}"),
     };
-    match crate::follow::run_follow(&target, &args.follow.stop).await {
-        0 => code,
-        followed => followed,
+    say(&table::render(report));
+    if let Some(err) = &report.error {
+        crate::failure::report_error(err, report.cause);
     }
+    if let Some(hint) = how_to_continue(args, report) {
+        say(&hint);
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(report).expect("report serialises")
+        );
+    }
+    crate::failure::run_ended(report)
 }

@@ -31,6 +31,7 @@
 mod anchor;
 mod apply;
 mod entities;
+mod handover;
 mod job;
 pub(crate) use entities::reason_entity;
 mod owner;
@@ -55,6 +56,7 @@ pub use anchor::{
     is_binlog_source, lsn_text, slot_name, slot_state,
 };
 pub(crate) use anchor::{followable_reasons, unfollowable_source};
+pub use handover::{run_and_follow, Anchor, FollowAfterLoad, RunFollowEvent, RunFollowOutcome};
 pub use job::{follow_job, Compared, Cutover, FollowEvent, FollowOutcome, SlotFate};
 pub use owner::{MappingOwner, FOLLOW_MAPPING};
 use pipeline::{Applied, ReadSide, WriteSide};
