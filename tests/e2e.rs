@@ -36,6 +36,7 @@ mod init_design;
 mod init_shapes;
 mod nothing_lost;
 mod plan;
+mod readme;
 mod real_service;
 mod retry_budget;
 mod secrets;
