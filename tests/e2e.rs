@@ -12,6 +12,7 @@ mod distributed;
 mod follow_scenario;
 
 mod bad_input;
+mod check_source;
 mod cli_usage;
 mod e2e_dialects;
 mod e2e_distributed;

@@ -217,6 +217,11 @@ impl Entity {
         self.def.sk.as_ref().map(|t| t.text.as_str())
     }
 
+    /// Where the entity's `[[entity]]` header is in the mapping file.
+    pub fn location(&self) -> &Location {
+        &self.def.at
+    }
+
     /// Columns left out of the items (and of reject files).
     pub fn excluded(&self) -> impl Iterator<Item = &str> {
         self.def.exclude.iter().map(|(c, _)| c.as_str())
