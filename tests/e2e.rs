@@ -36,6 +36,7 @@ mod init;
 mod init_design;
 mod init_shapes;
 mod nothing_lost;
+mod output_format;
 mod plan;
 mod readme;
 mod real_service;

@@ -13,7 +13,7 @@ use sql2ddb_engine::plan::{
 };
 
 use crate::failure::fail_job;
-use crate::table::thousands;
+use crate::table::{bytes, thousands};
 use crate::{fail, limits, load};
 
 pub const EXIT_CODES: &str = "\
@@ -166,19 +166,6 @@ pub async fn plan(args: PlanArgs) -> u8 {
     match report.warnings.is_empty() {
         true => 0,
         false => 2,
-    }
-}
-
-fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let (mut v, mut u) = (n as f64, 0);
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    match u {
-        0 => format!("{n} B"),
-        _ => format!("{v:.1} {}", UNITS[u]),
     }
 }
 

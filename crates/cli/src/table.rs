@@ -2,34 +2,7 @@
 
 use sql2ddb_engine::{EntityReport, RunReport};
 
-/// `1234567` as `1,234,567`.
-pub(crate) fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// A byte count as people read it (`1.5 kB`, `16.8 MB`).
-pub(crate) fn bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "kB", "MB", "GB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1000.0 && u < UNITS.len() - 1 {
-        v /= 1000.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
+pub(crate) use sql2ddb_core::shown::{bytes, thousands};
 
 fn row(e: &EntityReport) -> [String; 10] {
     [
@@ -127,7 +100,8 @@ pub fn render(r: &RunReport) -> String {
     }
     if let Some(deleted) = r.table_emptied {
         out.push_str(&format!(
-            " (emptied first: {deleted} items deleted, --if-not-empty truncate)"
+            " (emptied first: {} deleted, --if-not-empty truncate)",
+            sql2ddb_core::shown::count(deleted, "item", "items")
         ));
     }
     out.push('\n');
@@ -158,12 +132,12 @@ fn writers_and_pointers(r: &RunReport) -> String {
             if w.adaptive { "adaptive" } else { "fixed" },
             w.max_concurrency,
             w.min_concurrency,
-            w.decreases,
+            thousands(w.decreases),
             thousands(w.throttled),
             thousands(r.totals.retries),
         ));
         if let Some(cap) = w.max_wcu {
-            out.push_str(&format!(", capped at {cap} WCU/s"));
+            out.push_str(&format!(", capped at {} WCU/s", thousands(cap)));
         }
         out.push('\n');
     }
@@ -171,12 +145,14 @@ fn writers_and_pointers(r: &RunReport) -> String {
         let value = match p.value.as_object().and_then(|o| o.values().next()) {
             Some(serde_json::Value::String(s)) => s.clone(),
             Some(v) => v.to_string(),
-            None if p.keys > 1 => format!("{} items", p.keys),
+            None if p.keys > 1 => format!("{} items", thousands(p.keys)),
             None => "-".to_string(),
         };
         out.push_str(&format!(
             "pointer {} = {value} ({} moved, {} already newer)\n",
-            p.name, p.moved, p.already_newer
+            p.name,
+            thousands(p.moved),
+            thousands(p.already_newer)
         ));
     }
     out
@@ -203,19 +179,4 @@ fn entity_notes(r: &RunReport) -> String {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_are_grouped() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(1234567), "1,234,567");
-        assert_eq!(bytes(999), "999 B");
-        assert_eq!(bytes(1500), "1.5 kB");
-    }
 }
