@@ -40,6 +40,7 @@ mod output_format;
 mod plan;
 mod readme;
 mod real_service;
+mod report_streams;
 mod retry_budget;
 mod secrets;
 mod snapshot;

@@ -160,12 +160,17 @@ fn show(report: &DeepReport, json: bool) {
         print!("{}", render(report));
         println!("{verdict}");
     }
+    // Where the report was saved ends the text report, as the run's does.
     let dir = std::path::Path::new(&report.run_dir);
-    eprintln!(
+    let saved = format!(
         "report: {} (to look at: {})",
         dir.join(sql2ddb_engine::deep::REPORT_JSON).display(),
         dir.join(sql2ddb_engine::deep::REPORT_HTML).display()
     );
+    match json {
+        true => eprintln!("{saved}"),
+        false => println!("{saved}"),
+    }
 }
 
 /// The report as a table for the terminal.

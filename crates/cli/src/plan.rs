@@ -147,21 +147,25 @@ pub async fn plan(args: PlanArgs) -> u8 {
     let dir = args
         .runs_dir
         .join(format!("plan-{}", sql2ddb_engine::new_run_id()));
-    match report.save(&dir) {
-        Ok(page) => eprintln!(
+    let saved = match report.save(&dir) {
+        Ok(page) => format!(
             "report: {} (to look at: {})",
             dir.join("report.json").display(),
             page.display()
         ),
         Err(e) => return fail_job(&e),
-    }
+    };
+    // Where the report was saved ends the text report, on stdout as the
+    // run's does; with --json, stdout holds the JSON alone.
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(text) => println!("{text}"),
             Err(e) => return fail(&format!("the plan as JSON: {e}")),
         }
+        eprintln!("{saved}");
     } else {
         print!("{}", render(&report));
+        println!("{saved}");
     }
     match report.warnings.is_empty() {
         true => 0,
