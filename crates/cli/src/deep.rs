@@ -354,13 +354,16 @@ async fn draw(progress: Arc<RunProgress>, deep: Arc<DeepProgress>, json: bool) {
         rows.set_length(sum(|e| EntityProgress::get(&e.total)).max(read));
         rows.set_position(read);
         rows.set_message(format!(
-            "{} items mapped, {} read from the table",
-            deep.expected.load(Relaxed),
-            deep.scanned.load(Relaxed)
+            "{} mapped, {} read from the table",
+            count(deep.expected.load(Relaxed), "item", "items"),
+            thousands(deep.scanned.load(Relaxed))
         ));
         items.set_length(deep.buckets.load(Relaxed));
         items.set_position(deep.buckets_done.load(Relaxed));
-        items.set_message(format!("{} items compared", deep.compared.load(Relaxed)));
+        items.set_message(format!(
+            "{} compared",
+            count(deep.compared.load(Relaxed), "item", "items")
+        ));
     }
 }
 
