@@ -122,3 +122,44 @@ async fn a_mapping_that_fits_passes_and_the_url_given_wins() {
         missing.stderr
     );
 }
+
+/// A number key filled from a text column: valid, but every row whose
+/// name is not a number would be rejected.
+const TEXT_IN_NUMBER_KEY: &str = r#"version = 1
+[source]
+url = "postgres://root@127.0.0.1:5432/test"
+[target]
+table = "TABLE"
+create = true
+pk = { name = "PK", type = "N" }
+sk = { name = "SK", type = "S" }
+
+[[entity]]
+name = "item"
+from = "SCHEMA.items"
+pk = "{name}"
+sk = "ITEM#{id}"
+"#;
+
+#[tokio::test]
+async fn a_text_column_in_a_number_key_is_a_warning() {
+    let sc = Scenario::new("check_src_n")
+        .postgres(&items_sql(5))
+        .start()
+        .await;
+    let mapping = sc.mapping(TEXT_IN_NUMBER_KEY);
+    let plain = sc.sql2ddb(&["check", &mapping]).await;
+    assert_eq!(plain.code, 0, "{}{}", plain.stdout, plain.stderr);
+    let live = sc.sql2ddb(&["check", &mapping, "--source"]).await;
+    assert_eq!(live.code, 2, "{}{}", live.stdout, live.stderr);
+    let warning = live
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("warning: "))
+        .unwrap_or_else(|| panic!("no warning:\n{}", live.stderr));
+    assert!(warning.contains("mapping.toml:13:"), "{warning}");
+    assert!(
+        warning.contains("key attribute PK is of type N, but column \"name\" is text"),
+        "{warning}"
+    );
+}

@@ -14,7 +14,8 @@ Exit codes:
   1   invalid; with --source: it does not fit the source (every problem
       listed, each with its file:line:col)
   2   valid, with warnings of possible silent overwrites (keys that leave
-      out the unique key, entities whose keys can collide)
+      out the unique key, entities whose keys can collide); with --source
+      also of rows it would reject (a text column in a number key)
   64  usage error: unknown option, missing argument
   69  with --source or --follow: the source could not be reached, or refused
   78  with --source or --follow: the source URL is not set or not valid;
@@ -48,19 +49,21 @@ pub fn check(args: CheckArgs) -> u8 {
     }
     // `--source` alone means the mapping's URL.
     let url = args.source.as_deref().filter(|u| !u.is_empty());
+    let mut code = offline;
     if args.source.is_some() && !is_job(path) {
-        let code = crate::block_on(check_source(path, url));
-        if code != 0 {
-            return code;
+        match crate::block_on(check_source(path, url)) {
+            2 => code = 2,
+            0 => {}
+            failed => return failed,
         }
     }
     if args.follow {
-        let code = crate::block_on(check_follow(path, url));
-        if code != 0 {
-            return code;
+        let followed = crate::block_on(check_follow(path, url));
+        if followed != 0 {
+            return followed;
         }
     }
-    offline
+    code
 }
 
 /// Whether the file at `path` is an update job file (its check makes no
@@ -90,7 +93,11 @@ async fn check_source(path: &Path, source: Option<&str>) -> u8 {
             found.bound,
             plural(found.bound, "entity", "entities")
         );
-        return 0;
+        // Valid, with warnings, as without --source.
+        return match found.warnings.is_empty() {
+            true => 0,
+            false => 2,
+        };
     }
     let n = found.problems.len();
     let list: String = found

@@ -80,6 +80,7 @@ async fn check_entity(
             _ => return Ok(()),
         }
     }
+    numeric_key_warnings(plan, entity, &columns, &mut out.warnings);
     // Keyset paging needs a key the source proves unique; a key column the
     // source lacks was said above.
     let key_exists = described
@@ -92,6 +93,38 @@ async fn check_entity(
         }
     }
     Ok(())
+}
+
+/// A warning for each column of a text (or other non-numeric) type that a
+/// key template puts into a key attribute of type N: each row whose value
+/// is not a number is rejected, which no check before reading can rule out.
+fn numeric_key_warnings(
+    plan: &Plan,
+    entity: &Entity,
+    columns: &[Column],
+    warnings: &mut Vec<String>,
+) {
+    for (attr, column, at) in entity.numeric_key_columns(plan) {
+        let Some(c) = columns.iter().find(|c| c.name == column) else {
+            continue;
+        };
+        if !c.sql_type.is_empty() && !is_numeric_type(&c.sql_type) {
+            warnings.push(format!(
+                "{at}: entity {}: key attribute {attr} is of type N, but column {column:?} is {}: a row whose {column} is not a number is rejected (make {attr} of type S, or use a numeric column)",
+                entity.name, c.sql_type
+            ));
+        }
+    }
+}
+
+/// Whether a source's type name is a number's, in any dialect.
+fn is_numeric_type(sql_type: &str) -> bool {
+    let t = sql_type.to_ascii_lowercase();
+    [
+        "int", "numeric", "decimal", "real", "float", "double", "serial", "number", "money",
+    ]
+    .iter()
+    .any(|n| t.contains(n))
 }
 
 /// The column `e` says the entity's source does not return, when that is
