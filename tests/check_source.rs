@@ -5,8 +5,9 @@
 
 use crate::common::*;
 
-/// Two column typos, a table typo and a key that is not unique: plain
-/// `check` passes all four, `run` refuses the first.
+/// Three column typos (the last nearer the first typo than any column), a
+/// table typo and a key that is not unique: plain `check` passes all five,
+/// `run` refuses the first.
 const TYPOS: &str = pg_mapping!(
     r#"
 [[entity]]
@@ -16,6 +17,7 @@ pk = "ITEM#{id}"
 sk = "NAME#{nmae}"
 [entity.attributes]
 count = { column = "qtty" }
+label = { column = "nmea" }
 
 [[entity]]
 name = "other"
@@ -45,7 +47,7 @@ async fn typos_pass_plain_check_and_are_all_named_by_check_source() {
     let live = sc.sql2ddb(&["check", &mapping, "--source"]).await;
     assert_eq!(live.code, EXIT_FAILED, "{}{}", live.stdout, live.stderr);
     let err = &live.stderr;
-    assert!(err.contains("4 problems"), "{err}");
+    assert!(err.contains("5 problems"), "{err}");
     // Each problem on its own line, at its place in the file, naming the
     // field, the column and what it most likely stands for.
     let line = |needle: &str| {
@@ -63,14 +65,23 @@ async fn typos_pass_plain_check_and_are_all_named_by_check_source() {
     assert!(count.contains("mapping.toml:16:"), "{count}");
     assert!(count.contains("attribute \"count\""), "{count}");
     assert!(count.contains("did you mean \"qty\""), "{count}");
+    // Nothing near it among the source's columns: no suggestion, though
+    // the first typo is one edit away.
+    let label = line("\"nmea\"");
+    assert!(label.contains("mapping.toml:17:"), "{label}");
+    assert!(!label.contains("did you mean"), "{label}");
+    assert!(
+        label.contains("available columns: id, name, qty"),
+        "{label}"
+    );
     let table = line("itemz");
-    assert!(table.contains("mapping.toml:18:"), "{table}");
+    assert!(table.contains("mapping.toml:19:"), "{table}");
     assert!(
         table.contains(&format!("{}.items", sc.pg().name)),
         "{table}"
     );
     let key = line("by_qty");
-    assert!(key.contains("mapping.toml:24:"), "{key}");
+    assert!(key.contains("mapping.toml:25:"), "{key}");
     assert!(key.contains("not proven unique"), "{key}");
     assert!(!sc.table_exists(&sc.table).await);
 

@@ -172,13 +172,16 @@ fn problem(
 }
 
 /// Puts the source's own columns (less the excluded ones) in the list of
-/// columns available that a binding error of `entity` gives, in place of
-/// the list that holds the columns taken as there to go on binding; an
-/// embed's error lists the embed's columns, left as they are.
+/// columns available that a binding error of `entity` gives, and its "did
+/// you mean" among them, in place of those that count the columns taken as
+/// there to go on binding; an embed's error lists the embed's columns,
+/// left as they are.
 fn own_columns(m: &mut MappingError, entity: &Entity, columns: &[Column]) {
     let MappingError::Bind {
         available,
         entity: name,
+        column,
+        message,
         ..
     } = m
     else {
@@ -193,4 +196,17 @@ fn own_columns(m: &mut MappingError, entity: &Entity, columns: &[Column]) {
         .filter(|c| !excluded.contains(&c.name.as_str()))
         .map(|c| c.name.clone())
         .collect();
+    const ASK: &str = "; did you mean ";
+    if let (Some(column), Some(at)) = (column.as_deref(), message.find(ASK)) {
+        let near = sql2ddb_core::suggest::closest(column, available.iter().map(String::as_str));
+        let rest = message[at + ASK.len()..]
+            .split_once("?")
+            .map_or("", |(_, rest)| rest)
+            .to_string();
+        message.truncate(at);
+        if let Some(near) = near {
+            message.push_str(&format!("{ASK}{near:?}?"));
+        }
+        message.push_str(&rest);
+    }
 }
