@@ -1,6 +1,7 @@
 //! One way to show a figure, whichever command prints it: counts with
 //! thousands separators, one of a thing in the singular, sizes in decimal
-//! units, times in RFC 3339 UTC to the second.
+//! units, times in RFC 3339 UTC to the second; and a report's words fitted
+//! to its job (a dry run maps, an export writes files).
 
 use crate::common::*;
 
@@ -59,6 +60,33 @@ async fn counts_sizes_and_times_are_shown_one_way_by_run_plan_verify_and_runs() 
     );
     assert!(!plan.stdout.contains("KiB"), "{}", plan.stdout);
     assert!(plan.stdout.contains(" kB"), "{}", plan.stdout);
+
+    // A dry run and an export in their own words: nothing "written" to a
+    // table "at none", no writers.
+    let dry = sc.run(&mapping, &["--dry-run"]).await;
+    assert_eq!(dry.code, 0, "{}", dry.stderr);
+    let out = sc.path().join("export").display().to_string();
+    let export = sc.sql2ddb(&["export", &mapping, "--out", &out]).await;
+    assert_eq!(export.code, 0, "{}", export.stderr);
+    for (report, header, says) in [
+        (
+            &dry.stdout,
+            "mapped",
+            "dry run: every row read and mapped, nothing written",
+        ),
+        (&export.stdout, "exported", "exported 1,500 items ("),
+    ] {
+        let head = report.lines().next().unwrap();
+        assert!(
+            head.contains(header) && !head.contains("written"),
+            "{report}"
+        );
+        assert!(report.contains(says), "{report}");
+        assert!(
+            !report.contains(" at none") && !report.contains("writers:"),
+            "{report}"
+        );
+    }
 
     let runs = sc.sql2ddb(&["runs", &mapping]).await;
     assert_eq!(runs.code, 0, "{}", runs.stderr);

@@ -188,7 +188,7 @@ pub async fn export(args: ExportArgs) -> u8 {
 
 /// The run's table, then the files and how to import them.
 fn render(r: &ExportReport) -> String {
-    let mut out = table::render(&r.run);
+    let mut out = table::render(&r.run, table::Load::Export);
     if let Some(err) = &r.run.error {
         out.push_str(&format!("\nerror: {}", redact_secrets(err)));
     }

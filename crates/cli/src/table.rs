@@ -35,14 +35,32 @@ fn embed_lines(r: &RunReport) -> String {
     out
 }
 
-/// Renders the report: one line per entity, a total line, then where things are.
-pub fn render(r: &RunReport) -> String {
+/// What a run's report is of, for the words of its table: a run that
+/// writes the table, a dry run that writes nothing, or an export that
+/// writes files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Load {
+    /// Items written to the table.
+    Write,
+    /// Items mapped, nothing written (`--dry-run`).
+    DryRun,
+    /// Items written to files (`export`).
+    Export,
+}
+
+/// Renders the report: one line per entity, a total line, then where
+/// things are, in the words of `load`.
+pub(crate) fn render(r: &RunReport, load: Load) -> String {
     let header = [
         "entity",
         "segments",
         "pages",
         "read",
-        "written",
+        match load {
+            Load::Write => "written",
+            Load::DryRun => "mapped",
+            Load::Export => "exported",
+        },
         "rejected",
         "failed",
         "bytes",
@@ -94,7 +112,17 @@ pub fn render(r: &RunReport) -> String {
         r.run_id,
         status.as_str().unwrap_or("?")
     ));
-    out.push_str(&format!("table {} at {}", r.table, r.endpoint));
+    match load {
+        Load::Write => out.push_str(&format!("table {} at {}", r.table, r.endpoint)),
+        Load::DryRun => out.push_str(&format!(
+            "dry run: every row read and mapped, nothing written to table {}",
+            r.table
+        )),
+        Load::Export => out.push_str(&format!(
+            "items of table {}, written to files (below); the table is not touched",
+            r.table
+        )),
+    }
     if r.table_created {
         out.push_str(" (created)");
     }
@@ -105,7 +133,8 @@ pub fn render(r: &RunReport) -> String {
         ));
     }
     out.push('\n');
-    out.push_str(&writers_and_pointers(r));
+    // A dry run and an export make no call to a table: no writers to show.
+    out.push_str(&writers_and_pointers(r, load == Load::Write));
     for w in &r.warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
@@ -122,11 +151,12 @@ pub fn render(r: &RunReport) -> String {
     out
 }
 
-/// The writers' behaviour and each pointer's final value.
-fn writers_and_pointers(r: &RunReport) -> String {
+/// The writers' behaviour (when `writers`: a run that wrote a table) and
+/// each pointer's final value.
+fn writers_and_pointers(r: &RunReport, writers: bool) -> String {
     let mut out = String::new();
     let w = &r.writer;
-    if w.max_concurrency > 0 {
+    if writers && w.max_concurrency > 0 {
         out.push_str(&format!(
             "writers: {} concurrency {} (lowest {}, {} decreases), {} throttled calls, {} retries",
             if w.adaptive { "adaptive" } else { "fixed" },
