@@ -1,11 +1,10 @@
 //! Where each command's output goes, as the README promises: the report
 //! (the final table of `run`, `export`, `update`, `verify --deep`, the
-//! state `status` prints, the verdict of `verify --run`, and the results of
-//! `plan`, `get`, `runs`, `check` and `init`) on stdout, and nothing else
-//! there; progress and
-//! logs on stderr, which repeats no line of the report; with `--json`,
-//! stdout holds one JSON document alone. (A follow's stop summary is
-//! checked the same way in `follow_status`.)
+//! state `status` prints, the verdict of `verify --run`, the summary of a
+//! follow when it stops, and the results of `plan`, `get`, `runs`, `check`
+//! and `init`) on stdout, and nothing else there; progress and logs on
+//! stderr, which repeats no line of the report; with `--json`, stdout holds
+//! one JSON document alone.
 
 use crate::common::*;
 
@@ -200,5 +199,61 @@ async fn every_report_on_stdout_alone_and_json_alone_with_json() {
             let run = sc.sql2ddb(&args).await;
             assert_streams(case, json, &run_id, &run);
         }
+    }
+}
+
+/// Items keyed by the primary key alone: a mapping `run --follow` follows.
+const FOLLOWED: &str = pg_mapping!(
+    r#"
+[[entity]]
+name = "item"
+from = "SCHEMA.items"
+pk = "ITEM#{id}"
+sk = "ITEM"
+"#
+);
+
+#[tokio::test]
+async fn a_follows_stop_summary_on_stdout_alone_and_json_alone_with_json() {
+    let sc = Scenario::new("streams_follow")
+        .postgres(&items_sql(50))
+        .start()
+        .await;
+    let mapping = sc.mapping(FOLLOWED);
+    let endpoint = sc.dynamo.url.clone();
+    let idle = ["--follow-until-idle", "1"];
+    let first = sc
+        .run(&mapping, &[&["--follow", "--quiet"][..], &idle].concat())
+        .await;
+    let run_id = first
+        .stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("run "))
+        .map(|l| l.split_whitespace().next().unwrap().to_string())
+        .unwrap_or_else(|| panic!("no run id:\n{}", first.stderr));
+    let slot = sql2ddb_engine::follow::slot_name(&run_id);
+    let _dropped_at_the_end = crate::follow_scenario::SlotGuard(slot.clone());
+    let case = Case {
+        name: "run --follow",
+        args: &[],
+        says: "follow of ",
+        json: true,
+    };
+    assert_streams(&case, false, &run_id, &first);
+
+    for json in [false, true] {
+        let mut args = vec!["follow", &mapping, "--slot", &slot, "--endpoint", &endpoint];
+        args.extend_from_slice(&idle);
+        if json {
+            args.push("--json");
+        }
+        let out = sc.sql2ddb(&args).await;
+        let case = Case {
+            name: "follow",
+            args: &[],
+            says: "follow of ",
+            json: true,
+        };
+        assert_streams(&case, json, &run_id, &out);
     }
 }
