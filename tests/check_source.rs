@@ -132,6 +132,30 @@ async fn a_mapping_that_fits_passes_and_the_url_given_wins() {
         "{}",
         missing.stderr
     );
+
+    // An update job file reads a table, not a source: checked as without
+    // --source, which is said.
+    let job = sc.path().join("job.toml");
+    std::fs::write(
+        &job,
+        "version = 1\n[target]\ntable = \"some-table\"\n[update]\nname = \"touch\"\nscan = { segments = 1 }\nset = \"SET touched = :yes\"\nvalues = { \":yes\" = true }\n",
+    )
+    .unwrap();
+    let job = job.display().to_string();
+    let checked = sc.sql2ddb(&["check", &job, "--source"]).await;
+    assert_eq!(checked.code, 0, "{}{}", checked.stdout, checked.stderr);
+    assert!(
+        checked.stdout.contains("ok (update job"),
+        "{}",
+        checked.stdout
+    );
+    assert!(
+        checked
+            .stderr
+            .contains("--source does not apply to an update job file"),
+        "{}",
+        checked.stderr
+    );
 }
 
 /// A number key filled from a text column: valid, but every row whose

@@ -50,7 +50,9 @@ pub fn check(args: CheckArgs) -> u8 {
     // `--source` alone means the mapping's URL.
     let url = args.source.as_deref().filter(|u| !u.is_empty());
     let mut code = offline;
-    if args.source.is_some() && !is_job(path) {
+    if args.source.is_some() && is_job(path) {
+        eprintln!("note: --source does not apply to an update job file: the job reads its table, not a source");
+    } else if args.source.is_some() {
         match crate::block_on(check_source(path, url)) {
             2 => code = 2,
             0 => {}
