@@ -5,16 +5,16 @@
 
 use crate::common::*;
 
-/// Three column typos (the last nearer the first typo than any column), a
-/// table typo and a key that is not unique: plain `check` passes all five,
-/// `run` refuses the first.
+/// Three column typos (the first before a separator, the last nearer the
+/// first typo than any column), a table typo and a key that is not unique:
+/// plain `check` passes all five, `run` refuses the first.
 const TYPOS: &str = pg_mapping!(
     r#"
 [[entity]]
 name = "item"
 from = "SCHEMA.items"
 pk = "ITEM#{id}"
-sk = "NAME#{nmae}"
+sk = "NAME#{nmae}#{id}"
 [entity.attributes]
 count = { column = "qtty" }
 label = { column = "nmea" }
