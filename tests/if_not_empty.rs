@@ -154,14 +154,14 @@ async fn truncate_leaves_exactly_the_sources_items() {
     assert_eq!(again.code, 0, "{}", again.stderr);
     assert!(
         again.stderr.contains(&format!(
-            "table {} holds 1001 items: deleting them first",
+            "table {} holds 1,001 items: deleting them first",
             sc.table
         )),
         "{}",
         again.stderr
     );
     assert!(
-        again.stderr.contains("1001 items deleted"),
+        again.stderr.contains("1,001 items deleted"),
         "{}",
         again.stderr
     );
@@ -169,7 +169,7 @@ async fn truncate_leaves_exactly_the_sources_items() {
     assert!(
         again
             .stderr
-            .contains("(emptied first: 1001 items deleted, --if-not-empty truncate)"),
+            .contains("(emptied first: 1,001 items deleted, --if-not-empty truncate)"),
         "the report's table says so: {}",
         again.stderr
     );
@@ -263,7 +263,7 @@ async fn a_run_cut_at_the_queue_is_refused_before_it_sends_a_page() {
     assert!(
         refused
             .stderr
-            .contains(&format!("table {} already holds 3000 items", f.table)),
+            .contains(&format!("table {} already holds 3,000 items", f.table)),
         "{}",
         refused.stderr
     );

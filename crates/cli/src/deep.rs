@@ -11,6 +11,8 @@ use sql2ddb_engine::deep::{
 };
 use sql2ddb_engine::{new_run_id, EntityProgress, RunOptions, RunProgress};
 
+use sql2ddb_core::shown::{count, thousands};
+
 use crate::failure::fail_job;
 use crate::run_ref::StatusArgs;
 use crate::{limits, load};
@@ -123,18 +125,26 @@ pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> u8 {
 fn show(report: &DeepReport, json: bool) {
     for e in report.entities.iter().filter(|e| e.no_parent > 0) {
         eprintln!(
-            "{}: {} child rows of its embeds have no parent row, so they are in no item (listed as \"no parent\" in {}/verify-rejects.jsonl)",
-            e.entity, e.no_parent, report.run_dir
+            "{}: {} of its embeds {} no parent row, so {} in no item (listed as \"no parent\" in {}/verify-rejects.jsonl)",
+            e.entity,
+            count(e.no_parent, "child row", "child rows"),
+            if e.no_parent == 1 { "has" } else { "have" },
+            if e.no_parent == 1 { "it is" } else { "they are" },
+            report.run_dir
         );
     }
     let verdict = match report.differences {
         0 if report.no_parent() > 0 => format!(
-            "not verified: every item is what the mapping makes of the source, but {} child rows have no parent",
-            report.no_parent()
+            "not verified: every item is what the mapping makes of the source, but {} no parent",
+            match report.no_parent() {
+                1 => "1 child row has".to_string(),
+                n => format!("{} child rows have", thousands(n)),
+            }
         ),
         0 => "verified: every item is exactly what the mapping makes of the source".to_string(),
         n => format!(
-            "not verified: {n} differences (every one in {})",
+            "not verified: {} (every one in {})",
+            count(n, "difference", "differences"),
             report.diff_file
         ),
     };
@@ -150,12 +160,17 @@ fn show(report: &DeepReport, json: bool) {
         print!("{}", render(report));
         println!("{verdict}");
     }
+    // Where the report was saved ends the text report, as the run's does.
     let dir = std::path::Path::new(&report.run_dir);
-    eprintln!(
+    let saved = format!(
         "report: {} (to look at: {})",
         dir.join(sql2ddb_engine::deep::REPORT_JSON).display(),
         dir.join(sql2ddb_engine::deep::REPORT_HTML).display()
     );
+    match json {
+        true => eprintln!("{saved}"),
+        false => println!("{saved}"),
+    }
 }
 
 /// The report as a table for the terminal.
@@ -185,14 +200,14 @@ pub fn render(r: &DeepReport) -> String {
         out.push_str(&format!(
             "{:<16} {:>9} {:>9} {:>9} {:>8} {:>6} {:>9} {:>9} {:>8}\n",
             e.entity,
-            e.expected,
-            e.found,
-            e.identical,
-            e.missing,
-            e.extra,
-            e.different,
-            e.collapsed,
-            e.rejected
+            thousands(e.expected),
+            thousands(e.found),
+            thousands(e.identical),
+            thousands(e.missing),
+            thousands(e.extra),
+            thousands(e.different),
+            thousands(e.collapsed),
+            thousands(e.rejected)
         ));
     }
     for p in &r.pointers {
@@ -215,13 +230,15 @@ pub fn render(r: &DeepReport) -> String {
     if r.mode == "full" {
         out.push_str(&format!(
             "{} of {} key-hash buckets differed and were compared key by key\n",
-            r.buckets_resolved, r.buckets
+            thousands(r.buckets_resolved),
+            thousands(r.buckets)
         ));
     }
     if r.outside > 0 {
         out.push_str(&format!(
-            "{} items outside the mapping's key space were not compared\n",
-            r.outside
+            "{} outside the mapping's key space {} not compared\n",
+            count(r.outside, "item", "items"),
+            if r.outside == 1 { "was" } else { "were" }
         ));
     }
     for d in &r.first_differences {
@@ -231,7 +248,7 @@ pub fn render(r: &DeepReport) -> String {
     if r.differences > r.first_differences.len() as u64 {
         out.push_str(&format!(
             "… and {} more in {}\n",
-            r.differences - r.first_differences.len() as u64,
+            thousands(r.differences - r.first_differences.len() as u64),
             r.diff_file
         ));
     }
@@ -337,13 +354,16 @@ async fn draw(progress: Arc<RunProgress>, deep: Arc<DeepProgress>, json: bool) {
         rows.set_length(sum(|e| EntityProgress::get(&e.total)).max(read));
         rows.set_position(read);
         rows.set_message(format!(
-            "{} items mapped, {} read from the table",
-            deep.expected.load(Relaxed),
-            deep.scanned.load(Relaxed)
+            "{} mapped, {} read from the table",
+            count(deep.expected.load(Relaxed), "item", "items"),
+            thousands(deep.scanned.load(Relaxed))
         ));
         items.set_length(deep.buckets.load(Relaxed));
         items.set_position(deep.buckets_done.load(Relaxed));
-        items.set_message(format!("{} items compared", deep.compared.load(Relaxed)));
+        items.set_message(format!(
+            "{} compared",
+            count(deep.compared.load(Relaxed), "item", "items")
+        ));
     }
 }
 

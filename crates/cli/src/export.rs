@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use sql2ddb_core::redact_secrets;
+use sql2ddb_core::shown::{self, count};
 use sql2ddb_engine::export::{Compression, ExportFor, ExportOptions, ExportReport, S3Options};
 use sql2ddb_engine::{RunOptions, RunProgress, RunStatus, StopSignal};
 
@@ -187,7 +188,7 @@ pub async fn export(args: ExportArgs) -> u8 {
 
 /// The run's table, then the files and how to import them.
 fn render(r: &ExportReport) -> String {
-    let mut out = table::render(&r.run);
+    let mut out = table::render(&r.run, table::Load::Export);
     if let Some(err) = &r.run.error {
         out.push_str(&format!("\nerror: {}", redact_secrets(err)));
     }
@@ -197,13 +198,12 @@ fn render(r: &ExportReport) -> String {
             let bytes: u64 = m.files.iter().map(|f| f.uncompressed_bytes).sum();
             let compressed: u64 = m.files.iter().map(|f| f.compressed_bytes).sum();
             out.push_str(&format!(
-                "\nexported {} items ({} bytes, {} compressed {}) in {} file{} to {}/data/",
-                m.items,
-                bytes,
-                compressed,
+                "\nexported {} ({}, {} compressed {}) in {} to {}/data/",
+                count(m.items, "item", "items"),
+                shown::bytes(bytes),
+                shown::bytes(compressed),
                 m.compression,
-                m.files.len(),
-                if m.files.len() == 1 { "" } else { "s" },
+                count(m.files.len() as u64, "file", "files"),
                 r.out
             ));
             if let Some(f) = &r.manifest_file {

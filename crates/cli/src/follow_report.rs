@@ -3,6 +3,8 @@
 //! `status` shows it.
 
 use sql2ddb_core::redact_url;
+// Times of a follow to the millisecond: the lag is read from them.
+use sql2ddb_core::shown::{count, thousands, time_ms as time};
 use sql2ddb_engine::WriterFlags;
 
 use crate::table::bytes;
@@ -46,13 +48,13 @@ pub(crate) enum FollowedBy<'a> {
 pub(crate) fn summary(r: &FollowReport, by: &FollowedBy<'_>, head: &str, flags: &str) -> String {
     let c = &r.counts;
     let mut out = format!(
-        "follow of {}: {} changes applied ({} puts, {} deletes, {} folded into later ones), {} rejected{}; applied to {}\n",
+        "follow of {}: {} applied ({}, {}, {} folded into later ones), {} rejected{}; applied to {}\n",
         r.slot,
-        c.changes,
-        c.puts,
-        c.deletes,
-        c.folded,
-        c.rejected,
+        count(c.changes, "change", "changes"),
+        count(c.puts, "put", "puts"),
+        count(c.deletes, "delete", "deletes"),
+        thousands(c.folded),
+        thousands(c.rejected),
         match c.rejected {
             0 => String::new(),
             _ => format!(" (see {})", r.rejects.display()),
@@ -110,12 +112,12 @@ pub(crate) fn render_status(s: &FollowStatus) -> String {
     }
     let c = &r.counts;
     out.push_str(&format!(
-        "  {} changes applied since {} ({} puts, {} deletes, {} rejected)\n",
-        c.changes,
+        "  {} applied since {} ({}, {}, {} rejected)\n",
+        count(c.changes, "change", "changes"),
         time(r.started_at),
-        c.puts,
-        c.deletes,
-        c.rejected
+        count(c.puts, "put", "puts"),
+        count(c.deletes, "delete", "deletes"),
+        thousands(c.rejected)
     ));
     if let Some(at) = r.last_commit_at {
         out.push_str(&format!(
@@ -205,10 +207,6 @@ pub(crate) async fn record_line(target: Option<RecordTarget>, source: &str) -> O
             None
         }
     }
-}
-
-fn time(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }
 
 /// Seconds as people read them: `0.4 s`, `12 s`, `3 min 20 s`, `2 h 5 min`.

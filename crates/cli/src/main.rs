@@ -6,6 +6,7 @@
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod budget;
+mod check;
 mod deep;
 mod distributed;
 mod export;
@@ -28,7 +29,7 @@ mod update;
 mod verify;
 mod worker;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -93,22 +94,10 @@ pub(crate) struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Validate a mapping file (no connection is made, unless --follow).
-    #[command(
-        after_help = footer("Exit codes: 0 valid; 2 valid, with warnings of possible silent overwrites (keys that leave out the unique key, entities whose keys can collide); 1 invalid; 64 usage error. With --follow: 78 the mapping cannot be followed (every reason listed); 69 the source is unreachable.")
-    )]
-    Check {
-        /// The mapping spec (TOML).
-        mapping: PathBuf,
-        /// Also connect to the source and list every reason `run --follow`
-        /// would refuse to follow this mapping (server settings, privileges,
-        /// keys, replica identity, entities), at once; nothing is created.
-        #[arg(long)]
-        follow: bool,
-        /// Source URL for --follow, overriding the mapping's.
-        #[arg(long, requires = "follow")]
-        source: Option<String>,
-    },
+    /// Validate a mapping file (no connection is made, unless --source or
+    /// --follow).
+    #[command(after_help = footer(check::EXIT_CODES))]
+    Check(check::CheckArgs),
     /// Migrate: read the source page by page, write the items, print a report.
     #[command(after_help = footer(run::EXIT_CODES))]
     Run(run::RunArgs),
@@ -188,14 +177,7 @@ fn main() -> ExitCode {
         .with_env_filter(log_filter())
         .init();
     let code = match cli.command {
-        Command::Check {
-            mapping,
-            follow,
-            source,
-        } => match check(&mapping) {
-            0 | 2 if follow => block_on(check_follow(&mapping, source.as_deref())),
-            code => code,
-        },
+        Command::Check(args) => check::check(args),
         Command::Run(args) => block_on(run::run(args)),
         Command::Export(args) => block_on(export::export(args)),
         Command::Follow(args) => block_on(follow::follow(args)),
@@ -251,28 +233,6 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-/// `check` of an update job file (one with an `[update]` table): parsed
-/// and validated as `update` does before it reads anything.
-fn check_job(text: &str, path: &Path) -> u8 {
-    use sql2ddb_mapping::{JobAction, UpdateJob};
-    match UpdateJob::parse(text, path, &env) {
-        Ok(job) => {
-            println!("{}: ok (update job {:?})", path.display(), job.name);
-            println!("  table {}", job.target.table);
-            let action = match &job.action {
-                JobAction::Update { expression, .. } => format!("update: {expression}"),
-                JobAction::Delete => "delete the matching items".to_string(),
-            };
-            println!("  {action}");
-            if let Some(filter) = &job.filter {
-                println!("  where {filter}");
-            }
-            0
-        }
-        Err(e) => fail(&e.to_string()),
-    }
-}
-
 /// The mapping at `path`, with `source` (`--source`) in place of its source
 /// URL when given: an error of kind Io if it cannot be read, of kind
 /// Mapping if it is not valid.
@@ -294,77 +254,6 @@ pub(crate) fn read(path: &Path) -> Result<String, EngineError> {
 pub(crate) fn fail(message: &str) -> u8 {
     eprintln!("error: {}", redact_secrets(message));
     failure::EXIT_FAILURE
-}
-
-fn check(path: &Path) -> u8 {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => return fail(&format!("{}: {e}", path.display())),
-    };
-    if sql2ddb_mapping::UpdateJob::is_job_file(&text) {
-        return check_job(&text, path);
-    }
-    match sql2ddb_engine::check(&text, path, &env) {
-        Ok(summary) => {
-            tracing::debug!(
-                mapping = %path.display(),
-                table = %summary.table,
-                entities = summary.entities.len(),
-                warnings = summary.warnings.len(),
-                "mapping checked"
-            );
-            println!("{}: ok", path.display());
-            println!(
-                "  table {} keyed by {}",
-                summary.table,
-                summary.keys.join(", ")
-            );
-            for e in summary.entities {
-                println!("  entity {e}");
-            }
-            for w in &summary.warnings {
-                eprintln!("warning: {w}");
-            }
-            unset_notes(&summary.unset);
-            if summary.warnings.is_empty() {
-                0
-            } else {
-                2
-            }
-        }
-        Err(failure) => {
-            let code = fail(&failure.error.to_string());
-            unset_notes(&failure.unset);
-            code
-        }
-    }
-}
-
-/// `check --follow`, once the mapping is valid: every reason it cannot be
-/// followed, as `run --follow` would refuse it, before anything exists.
-async fn check_follow(path: &Path, source: Option<&str>) -> u8 {
-    let plan = match load(path, source) {
-        Ok(plan) => plan,
-        Err(e) => return failure::fail_job(&e),
-    };
-    match sql2ddb_engine::follow::check_followable(&plan, &plan.source.url).await {
-        Ok(()) => {
-            println!(
-                "{}: can be followed (run it with `sql2ddb run {} --follow`)",
-                path.display(),
-                path.display()
-            );
-            0
-        }
-        Err(e) => failure::fail_job(&e),
-    }
-}
-
-/// `check` needs no environment variable; the jobs that connect do.
-fn unset_notes(unset: &[String]) {
-    for u in unset {
-        eprintln!("note: {u}; check goes on without it, but run, plan, export and verify need it");
-    }
 }
 
 #[cfg(test)]

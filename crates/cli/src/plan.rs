@@ -13,7 +13,7 @@ use sql2ddb_engine::plan::{
 };
 
 use crate::failure::fail_job;
-use crate::table::thousands;
+use crate::table::{bytes, thousands};
 use crate::{fail, limits, load};
 
 pub const EXIT_CODES: &str = "\
@@ -147,38 +147,29 @@ pub async fn plan(args: PlanArgs) -> u8 {
     let dir = args
         .runs_dir
         .join(format!("plan-{}", sql2ddb_engine::new_run_id()));
-    match report.save(&dir) {
-        Ok(page) => eprintln!(
+    let saved = match report.save(&dir) {
+        Ok(page) => format!(
             "report: {} (to look at: {})",
             dir.join("report.json").display(),
             page.display()
         ),
         Err(e) => return fail_job(&e),
-    }
+    };
+    // Where the report was saved ends the text report, on stdout as the
+    // run's does; with --json, stdout holds the JSON alone.
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(text) => println!("{text}"),
             Err(e) => return fail(&format!("the plan as JSON: {e}")),
         }
+        eprintln!("{saved}");
     } else {
         print!("{}", render(&report));
+        println!("{saved}");
     }
     match report.warnings.is_empty() {
         true => 0,
         false => 2,
-    }
-}
-
-fn bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let (mut v, mut u) = (n as f64, 0);
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    match u {
-        0 => format!("{n} B"),
-        _ => format!("{v:.1} {}", UNITS[u]),
     }
 }
 

@@ -135,7 +135,10 @@ async fn run(command: QueueCommand) -> Result<(), EngineError> {
             print(
                 sqs.json,
                 serde_json::json!({"moved": moved}),
-                format!("moved {moved} batches back to {queue}"),
+                format!(
+                    "moved {} back to {queue}",
+                    sql2ddb_core::shown::count(moved, "batch", "batches")
+                ),
             );
         }
         QueueCommand::Depth { queue, sqs } => {

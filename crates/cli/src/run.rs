@@ -284,7 +284,11 @@ pub(crate) fn loaded(args: &RunArgs, report: &RunReport) -> u8 {
         true => eprintln!("{text}"),
         false => println!("{text}"),
     };
-    say(&table::render(report));
+    let load = match args.dry_run {
+        true => table::Load::DryRun,
+        false => table::Load::Write,
+    };
+    say(&table::render(report, load));
     if let Some(err) = &report.error {
         crate::failure::report_error(err, report.cause);
     }

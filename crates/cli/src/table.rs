@@ -2,34 +2,7 @@
 
 use sql2ddb_engine::{EntityReport, RunReport};
 
-/// `1234567` as `1,234,567`.
-pub(crate) fn thousands(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::with_capacity(s.len() + s.len() / 3);
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
-/// A byte count as people read it (`1.5 kB`, `16.8 MB`).
-pub(crate) fn bytes(n: u64) -> String {
-    const UNITS: [&str; 4] = ["B", "kB", "MB", "GB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1000.0 && u < UNITS.len() - 1 {
-        v /= 1000.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else {
-        format!("{v:.1} {}", UNITS[u])
-    }
-}
+pub(crate) use sql2ddb_core::shown::{bytes, thousands};
 
 fn row(e: &EntityReport) -> [String; 10] {
     [
@@ -62,14 +35,32 @@ fn embed_lines(r: &RunReport) -> String {
     out
 }
 
-/// Renders the report: one line per entity, a total line, then where things are.
-pub fn render(r: &RunReport) -> String {
+/// What a run's report is of, for the words of its table: a run that
+/// writes the table, a dry run that writes nothing, or an export that
+/// writes files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Load {
+    /// Items written to the table.
+    Write,
+    /// Items mapped, nothing written (`--dry-run`).
+    DryRun,
+    /// Items written to files (`export`).
+    Export,
+}
+
+/// Renders the report: one line per entity, a total line, then where
+/// things are, in the words of `load`.
+pub(crate) fn render(r: &RunReport, load: Load) -> String {
     let header = [
         "entity",
         "segments",
         "pages",
         "read",
-        "written",
+        match load {
+            Load::Write => "written",
+            Load::DryRun => "mapped",
+            Load::Export => "exported",
+        },
         "rejected",
         "failed",
         "bytes",
@@ -121,17 +112,29 @@ pub fn render(r: &RunReport) -> String {
         r.run_id,
         status.as_str().unwrap_or("?")
     ));
-    out.push_str(&format!("table {} at {}", r.table, r.endpoint));
+    match load {
+        Load::Write => out.push_str(&format!("table {} at {}", r.table, r.endpoint)),
+        Load::DryRun => out.push_str(&format!(
+            "dry run: every row read and mapped, nothing written to table {}",
+            r.table
+        )),
+        Load::Export => out.push_str(&format!(
+            "items of table {}, written to files (below); the table is not touched",
+            r.table
+        )),
+    }
     if r.table_created {
         out.push_str(" (created)");
     }
     if let Some(deleted) = r.table_emptied {
         out.push_str(&format!(
-            " (emptied first: {deleted} items deleted, --if-not-empty truncate)"
+            " (emptied first: {} deleted, --if-not-empty truncate)",
+            sql2ddb_core::shown::count(deleted, "item", "items")
         ));
     }
     out.push('\n');
-    out.push_str(&writers_and_pointers(r));
+    // A dry run and an export make no call to a table: no writers to show.
+    out.push_str(&writers_and_pointers(r, load == Load::Write));
     for w in &r.warnings {
         out.push_str(&format!("warning: {w}\n"));
     }
@@ -148,22 +151,23 @@ pub fn render(r: &RunReport) -> String {
     out
 }
 
-/// The writers' behaviour and each pointer's final value.
-fn writers_and_pointers(r: &RunReport) -> String {
+/// The writers' behaviour (when `writers`: a run that wrote a table) and
+/// each pointer's final value.
+fn writers_and_pointers(r: &RunReport, writers: bool) -> String {
     let mut out = String::new();
     let w = &r.writer;
-    if w.max_concurrency > 0 {
+    if writers && w.max_concurrency > 0 {
         out.push_str(&format!(
             "writers: {} concurrency {} (lowest {}, {} decreases), {} throttled calls, {} retries",
             if w.adaptive { "adaptive" } else { "fixed" },
             w.max_concurrency,
             w.min_concurrency,
-            w.decreases,
+            thousands(w.decreases),
             thousands(w.throttled),
             thousands(r.totals.retries),
         ));
         if let Some(cap) = w.max_wcu {
-            out.push_str(&format!(", capped at {cap} WCU/s"));
+            out.push_str(&format!(", capped at {} WCU/s", thousands(cap)));
         }
         out.push('\n');
     }
@@ -171,13 +175,15 @@ fn writers_and_pointers(r: &RunReport) -> String {
         let value = match p.value.as_object().and_then(|o| o.values().next()) {
             Some(serde_json::Value::String(s)) => s.clone(),
             Some(v) => v.to_string(),
-            None if p.keys_at_least => format!("at least {} items", p.keys),
-            None if p.keys > 1 => format!("{} items", p.keys),
+            None if p.keys_at_least => format!("at least {} items", thousands(p.keys)),
+            None if p.keys > 1 => format!("{} items", thousands(p.keys)),
             None => "-".to_string(),
         };
         out.push_str(&format!(
             "pointer {} = {value} ({} moved, {} already newer)\n",
-            p.name, p.moved, p.already_newer
+            p.name,
+            thousands(p.moved),
+            thousands(p.already_newer)
         ));
     }
     out
@@ -204,19 +210,4 @@ fn entity_notes(r: &RunReport) -> String {
         }
     }
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_are_grouped() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1000), "1,000");
-        assert_eq!(thousands(1234567), "1,234,567");
-        assert_eq!(bytes(999), "999 B");
-        assert_eq!(bytes(1500), "1.5 kB");
-    }
 }

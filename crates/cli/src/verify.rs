@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use sql2ddb_core::redact_secrets;
+use sql2ddb_core::shown::{count, thousands, time_text};
 use sql2ddb_engine::follow::{follow_status, FollowStatus};
 use sql2ddb_engine::verify::{inspect, RunState};
 use sql2ddb_engine::{EngineError, Job, ResourceOptions, Resources};
@@ -232,25 +233,27 @@ fn verdict(state: &RunState) -> String {
         match rejected {
             0 => "verified: every row is written".to_string(),
             n => format!(
-                "verified: every row is accounted for ({n} rejected, see the rejects files)"
+                "verified: every row is accounted for ({} rejected, see the rejects files)",
+                thousands(n)
             ),
         }
     } else if state.complete {
         format!(
-            "not verified: {} rows failed (see the rejects files)",
-            state.failed()
+            "not verified: {} failed (see the rejects files)",
+            count(state.failed(), "row", "rows")
         )
     } else {
         let mut why = Vec::new();
         if !state.unfinished.is_empty() {
+            let n = state.unfinished.len() as u64;
             why.push(format!(
-                "{} segments still being read",
-                state.unfinished.len()
+                "{} still being read",
+                count(n, "segment", "segments")
             ));
         }
         if !state.missing.is_empty() {
             let pages: u64 = state.missing.iter().map(|m| m.last - m.first + 1).sum();
-            why.push(format!("{pages} pages not written"));
+            why.push(format!("{} not written", count(pages, "page", "pages")));
         }
         if let Some(dead) = state
             .queue
@@ -258,7 +261,10 @@ fn verdict(state: &RunState) -> String {
             .and_then(|q| q.dead_letter)
             .filter(|d| *d > 0)
         {
-            why.push(format!("{dead} messages in the dead-letter queue"));
+            why.push(format!(
+                "{} in the dead-letter queue",
+                count(dead, "message", "messages")
+            ));
         }
         if why.is_empty() {
             why.push("the counts do not add up".into());
@@ -271,23 +277,26 @@ fn verdict(state: &RunState) -> String {
 pub fn render(state: &RunState) -> String {
     let mut out = format!(
         "run {}  table {}  progress {}  started {}\n",
-        state.run_id, state.table, state.progress_table, state.started
+        state.run_id,
+        state.table,
+        state.progress_table,
+        time_text(&state.started)
     );
     out.push_str(&format!(
         "{:<16} {:>9} {:>10} {:>10} {:>10} {:>9} {:>7} {:>9}\n",
         "entity", "segments", "read", "recorded", "written", "rejected", "failed", "pending"
     ));
-    let opt = |v: Option<u64>| v.map_or("…".to_string(), |v| v.to_string());
+    let opt = |v: Option<u64>| v.map_or("…".to_string(), thousands);
     for e in &state.entities {
         out.push_str(&format!(
             "{:<16} {:>9} {:>10} {:>10} {:>10} {:>9} {:>7} {:>9}\n",
             e.entity,
             format!("{}/{}", e.segments_finished, e.segments),
             opt(e.rows_read),
-            e.rows_recorded,
-            e.written,
-            e.rejected,
-            e.failed,
+            thousands(e.rows_recorded),
+            thousands(e.written),
+            thousands(e.rejected),
+            thousands(e.failed),
             opt(e.pending),
         ));
     }
@@ -295,9 +304,9 @@ pub fn render(state: &RunState) -> String {
         out.push_str(&format!(
             "queue {}: {} waiting, {} in flight, dead-letter {}\n",
             q.url,
-            q.visible,
-            q.in_flight,
-            q.dead_letter.map_or("none".to_string(), |d| d.to_string())
+            thousands(q.visible),
+            thousands(q.in_flight),
+            q.dead_letter.map_or("none".to_string(), thousands)
         ));
     }
     if let Some(e) = &state.queue_error {
@@ -305,8 +314,10 @@ pub fn render(state: &RunState) -> String {
     }
     for u in &state.unfinished {
         out.push_str(&format!(
-            "still reading: {} segment {} ({} pages sent)\n",
-            u.entity, u.segment, u.pages_sent
+            "still reading: {} segment {} ({} sent)\n",
+            u.entity,
+            u.segment,
+            count(u.pages_sent, "page", "pages")
         ));
     }
     const SHOWN: usize = 20;
@@ -322,8 +333,8 @@ pub fn render(state: &RunState) -> String {
     }
     if state.missing.len() > SHOWN {
         out.push_str(&format!(
-            "… and {} more ranges (--json lists them all)\n",
-            state.missing.len() - SHOWN
+            "… and {} more (--json lists them all)\n",
+            count((state.missing.len() - SHOWN) as u64, "range", "ranges")
         ));
     }
     out.push_str(if state.complete {

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sql2ddb_core::shown::count;
 use sql2ddb_engine::worker::{
     SqsWorker, StopReason, Worker, WorkerOptions, WorkerReport, WorkerSetup,
 };
@@ -230,14 +231,6 @@ fn throttled(args: &WorkerArgs, report: &WorkerReport) -> u8 {
         command.join(" ")
     );
     crate::failure::EXIT_TEMPFAIL
-}
-
-/// `n thing(s)`, the thing in the plural unless there is one.
-fn count(n: u64, one: &str, many: &str) -> String {
-    match n {
-        1 => format!("1 {one}"),
-        n => format!("{} {many}", crate::table::thousands(n)),
-    }
 }
 
 /// What a worker did, in one line.

@@ -15,6 +15,7 @@ pub mod limits;
 pub mod number;
 pub mod pointer;
 pub mod redact;
+pub mod shown;
 mod structure;
 pub mod suggest;
 pub mod tagged;

@@ -50,15 +50,12 @@ impl ItemCount {
         self.items == 0 && self.complete
     }
 
-    /// The count in words: `3 items`, `at least 100000 items`.
+    /// The count in words: `3 items`, `at least 100,000 items`.
     pub fn describe(&self) -> String {
-        let noun = match self.items {
-            1 => "item",
-            _ => "items",
-        };
+        let items = sql2ddb_core::shown::count(self.items, "item", "items");
         match self.complete {
-            true => format!("{} {noun}", self.items),
-            false => format!("at least {} {noun}", self.items),
+            true => items,
+            false => format!("at least {items}"),
         }
     }
 }

@@ -89,7 +89,10 @@ async fn a_count_says_absent_empty_exact_or_at_least_past_its_bound() {
     assert!(bounded.items < COUNT_BOUND);
     assert_eq!(
         bounded.describe(),
-        format!("at least {} items", bounded.items)
+        format!(
+            "at least {} items",
+            sql2ddb_core::shown::thousands(bounded.items)
+        )
     );
     local.stop().await;
 }

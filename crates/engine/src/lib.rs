@@ -33,6 +33,7 @@ pub mod update;
 pub mod verify;
 pub mod worker;
 
+pub use check::source::{check_source, SourceCheck};
 pub use check::{check, CheckFailure, CheckSummary};
 pub use error::{Cause, EngineError, ErrorKind, Unfollowable};
 pub use ids::new_run_id;

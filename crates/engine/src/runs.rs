@@ -18,7 +18,7 @@ pub const LATEST: &str = "latest";
 pub struct RunEntry {
     /// The run id (the directory's name).
     pub run_id: String,
-    /// When it started, from its id (`2024-05-01 10:00:00 UTC`).
+    /// When it started, from its id (`2024-05-01T10:00:00Z`).
     pub started: Option<String>,
     /// How it ended (`ok`, `rejects`, `failed`, `interrupted`…); none while
     /// it runs, or when it stopped without writing its report (a kill).
@@ -117,7 +117,7 @@ pub fn recorded(run_dir: &Path) -> RunEntry {
 fn started_of(run_id: &str) -> Option<String> {
     let stamp = run_id.get(..16)?;
     let t = chrono::NaiveDateTime::parse_from_str(stamp, "%Y%m%dT%H%M%SZ").ok()?;
-    Some(t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+    Some(sql2ddb_core::shown::time(t.and_utc()))
 }
 
 fn read_entry(dir: &Path, run_id: String, started: Option<String>) -> RunEntry {
@@ -197,7 +197,7 @@ mod tests {
         );
         assert_eq!(all[0].status, None);
         assert_eq!(all[1].status.as_deref(), Some("rejects"));
-        assert_eq!(all[1].started.as_deref(), Some("2024-05-03 10:00:00 UTC"));
+        assert_eq!(all[1].started.as_deref(), Some("2024-05-03T10:00:00Z"));
 
         // The same file written another way is the same mapping.
         let other_spelling = root.path().join(".").join("a.toml");
@@ -222,7 +222,7 @@ mod tests {
         );
         let one = recorded(&root.path().join("20240506T100000Z-ffffff"));
         assert_eq!(one.progress_table.as_deref(), Some("t-progress"));
-        assert_eq!(one.started.as_deref(), Some("2024-05-06 10:00:00 UTC"));
+        assert_eq!(one.started.as_deref(), Some("2024-05-06T10:00:00Z"));
         assert_eq!(
             recorded(&root.path().join("20240504T100000Z-dddddd")).progress_table,
             None

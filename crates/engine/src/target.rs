@@ -14,6 +14,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use sql2ddb_core::shown::count;
 use sql2ddb_dynamo::{count_items, empty_table, Dynamo, Emptying, ItemCount};
 use sql2ddb_mapping::Plan;
 
@@ -65,7 +66,7 @@ impl IfNotEmpty {
 pub struct NotEmpty {
     /// The destination as a person names it: `table shop`, `exports/data`.
     pub target: String,
-    /// What it holds, counted: `3 items`, `at least 100000 items`, `2 export files`.
+    /// What it holds, counted: `3 items`, `at least 100,000 items`, `2 export files`.
     pub held: String,
     /// What `append` would do there.
     pub append: &'static str,
@@ -199,13 +200,14 @@ pub(crate) async fn empty(
         tokio::select! {
             done = &mut emptying => break done?,
             _ = tokio::time::sleep(EMPTYING_NOTE_EVERY) => progress.note(format!(
-                "table {table}: {} items deleted",
-                deleted.load(Ordering::Relaxed)
+                "table {table}: {} deleted",
+                count(deleted.load(Ordering::Relaxed), "item", "items")
             )),
         }
     };
     progress.note(format!(
-        "table {table} emptied: {done} items deleted; loading"
+        "table {table} emptied: {} deleted; loading",
+        count(done, "item", "items")
     ));
     Ok(done)
 }
@@ -218,13 +220,13 @@ mod tests {
     fn the_refusal_names_the_place_the_count_and_every_choice() {
         let refusal = NotEmpty {
             target: "table shop".into(),
-            held: "at least 100000 items".into(),
+            held: "at least 100,000 items".into(),
             append: "write into it",
             truncate: "empty it first",
         };
         let text = refusal.message(flag);
         for part in [
-            "table shop already holds at least 100000 items",
+            "table shop already holds at least 100,000 items",
             "--if-not-empty append to write into it",
             "--if-not-empty truncate to empty it first",
             "--if-not-empty fail (the default)",

@@ -217,6 +217,27 @@ impl Entity {
         self.def.sk.as_ref().map(|t| t.text.as_str())
     }
 
+    /// Each column the item key templates put into a key attribute of type
+    /// N, as (attribute, column, where the placeholder is): a row whose
+    /// value there is not a number makes no key.
+    pub fn numeric_key_columns(&self, plan: &Plan) -> Vec<(String, String, Location)> {
+        let keys = [(&plan.target.pk, Some(&self.def.pk))]
+            .into_iter()
+            .chain(plan.target.sk.as_ref().map(|k| (k, self.def.sk.as_ref())));
+        keys.filter(|(attr, _)| attr.kind == crate::spec::KeyType::N)
+            .filter_map(|(attr, t)| Some((attr, t?)))
+            .flat_map(|(attr, t)| {
+                t.placeholders()
+                    .map(|p| (attr.name.clone(), p.column.clone(), p.at.clone()))
+            })
+            .collect()
+    }
+
+    /// Where the entity's `[[entity]]` header is in the mapping file.
+    pub fn location(&self) -> &Location {
+        &self.def.at
+    }
+
     /// Columns left out of the items (and of reject files).
     pub fn excluded(&self) -> impl Iterator<Item = &str> {
         self.def.exclude.iter().map(|(c, _)| c.as_str())

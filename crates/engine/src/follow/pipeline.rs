@@ -387,9 +387,13 @@ async fn confirm_idle(
 /// Where the follower is, how far behind, and (slot) a warning when the
 /// slot keeps much WAL.
 async fn note(side: &WriteSide<'_>, counts: &ApplyCounts) -> Result<(), EngineError> {
+    use sql2ddb_core::shown::{count, thousands};
     let tally = format!(
-        "{} changes, {} puts, {} deletes, {} rejected",
-        counts.changes, counts.puts, counts.deletes, counts.rejected
+        "{}, {}, {}, {} rejected",
+        count(counts.changes, "change", "changes"),
+        count(counts.puts, "put", "puts"),
+        count(counts.deletes, "delete", "deletes"),
+        thousands(counts.rejected)
     );
     let (source, name) = (side.source, side.name);
     match &*side.checkpoint {

@@ -200,8 +200,9 @@ async fn build(
         }
         if p.bytes > PARTITION_BYTES {
             warnings.push(format!(
-                "partition key {:?} holds about {} bytes, over 10 GB: one partition key value that large cannot be spread by DynamoDB (and is refused with a local secondary index)",
-                p.key, p.bytes
+                "partition key {:?} holds about {}, over 10 GB: one partition key value that large cannot be spread by DynamoDB (and is refused with a local secondary index)",
+                p.key,
+                sql2ddb_core::shown::bytes(p.bytes)
             ));
         }
     }

@@ -6,6 +6,7 @@
 //! table") where it is not: never a guess.
 
 use serde::Serialize;
+use sql2ddb_core::shown::{bytes, thousands};
 use sql2ddb_mapping::{Billing, Plan};
 
 use super::prices::Prices;
@@ -39,7 +40,6 @@ pub(super) fn load_paths(
     time: &[Duration],
     planned: f64,
 ) -> Vec<LoadPath> {
-    let units = (totals.write_units + totals.index_write_units) as f64;
     let first = time.first();
     let on_demand = LoadPath {
         path: "writes (on demand)".into(),
@@ -47,7 +47,9 @@ pub(super) fn load_paths(
         cost_usd: Some(cost.writes_usd),
         cost_basis: format!(
             "{} write request units at ${}/million ({})",
-            units, prices.write_per_million, prices.taken
+            thousands(totals.write_units + totals.index_write_units),
+            prices.write_per_million,
+            prices.taken
         ),
         seconds: first.map(|d| d.seconds),
         time_basis: first.map_or("no rate".into(), |d| format!("at {}", d.at)),
@@ -77,8 +79,10 @@ pub(super) fn load_paths(
         table: "new only",
         cost_usd: Some(cost.import_from_s3_usd),
         cost_basis: format!(
-            "{} bytes of DynamoDB JSON at ${}/GB ({}); no write units",
-            totals.import_bytes, prices.import_per_gb, prices.taken
+            "{} of DynamoDB JSON at ${}/GB ({}); no write units",
+            bytes(totals.import_bytes),
+            prices.import_per_gb,
+            prices.taken
         ),
         seconds: None,
         time_basis: "not published (no import rate is published)".into(),

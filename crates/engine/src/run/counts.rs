@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use sql2ddb_core::shown::thousands;
 use sql2ddb_source::{Relation, Source};
 
 use super::prepared::Prepared;
@@ -43,7 +44,9 @@ pub(super) async fn check_counts(
             // each attempt was checked against its own, segment by segment.
             report.warnings.push(format!(
                 "entity {:?}: the run was resumed and its {attempts} attempts read {attempts} snapshots; {} rows read over all of them, {} at the last: rows inserted or deleted between attempts may or may not be in the copy",
-                e.name, e.rows_read, p.counted
+                e.name,
+                thousands(e.rows_read),
+                thousands(p.counted)
             ));
             continue;
         }
@@ -51,8 +54,8 @@ pub(super) async fn check_counts(
             report.warnings.push(format!(
                 "entity {:?}: {} of the {} rejected rows are no longer in the source (deleted since?), so they were not replayed",
                 e.name,
-                p.counted.saturating_sub(e.rows_read),
-                p.counted
+                thousands(p.counted.saturating_sub(e.rows_read)),
+                thousands(p.counted)
             ));
             continue;
         }
@@ -62,19 +65,24 @@ pub(super) async fn check_counts(
         };
         match source.count(&from).await {
             Ok(now) if now != p.counted => report.warnings.push(format!(
-                "entity {:?}: the source changed during the run ({} rows when it started, {now} at the end, {} read): rows inserted or deleted meanwhile may or may not be in the copy",
-                e.name, p.counted, e.rows_read
+                "entity {:?}: the source changed during the run ({} rows when it started, {} at the end, {} read): rows inserted or deleted meanwhile may or may not be in the copy",
+                e.name,
+                thousands(p.counted),
+                thousands(now),
+                thousands(e.rows_read)
             )),
             Ok(_) => failures.push(format!(
                 "entity {:?}: read {} rows but the source holds {} (unchanged since the run started): {} rows were not read",
                 e.name,
-                e.rows_read,
-                p.counted,
-                p.counted.abs_diff(e.rows_read)
+                thousands(e.rows_read),
+                thousands(p.counted),
+                thousands(p.counted.abs_diff(e.rows_read))
             )),
             Err(err) => failures.push(format!(
                 "entity {:?}: read {} rows but the source held {} when the run started, and counting again failed: {err}",
-                e.name, e.rows_read, p.counted
+                e.name,
+                thousands(e.rows_read),
+                thousands(p.counted)
             )),
         }
     }
@@ -187,7 +195,11 @@ pk = "CUSTOMER#{customer_id}"
         assert!(r.warnings[0].contains("segment 3"), "{:?}", r.warnings);
         let error = r.error.clone().expect("a shortfall is an error");
         assert!(
-            error.contains(&format!("read {} rows but the source holds {n}", n - 2)),
+            error.contains(&format!(
+                "read {} rows but the source holds {}",
+                sql2ddb_core::shown::thousands(n - 2),
+                sql2ddb_core::shown::thousands(n)
+            )),
             "{error}"
         );
         r.finish(0.0);

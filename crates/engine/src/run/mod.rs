@@ -40,6 +40,8 @@ mod tracking;
 pub use crate::ids::new_run_id;
 pub use options::{RunOptions, SnapshotMode, DEFAULT_SOURCE_CONNECTIONS, REPORT_WAIT};
 pub use sample::{EntitySample, Sampler};
+// What `check --source` binds with: the same steps as a run's.
+pub(crate) use prepare::{check_binding, check_key, describe, Described};
 // What the verifier's reading side ([`expected`]) takes from the stages.
 use context::{Context, Purpose};
 use prepared::Prepared;

@@ -7,8 +7,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use sql2ddb_dynamo::{ensure_table_spec, Billing, GsiSpec, Projection, TableSpec};
-use sql2ddb_mapping::{BoundEntity, BoundPointer, Entity, EntitySource, GsiProjection, Plan};
-use sql2ddb_source::{default_read_parallelism, Relation, Shape};
+use sql2ddb_mapping::{
+    BoundEntity, BoundPointer, ChildShape, Entity, EntitySource, GsiProjection, Plan,
+};
+use sql2ddb_source::{default_read_parallelism, Relation, Shape, Source};
 
 use super::context::Context;
 use super::options::RunOptions;
@@ -89,42 +91,16 @@ impl Context {
         plan: &Plan,
         entity: &Entity,
     ) -> Result<Bound, EngineError> {
-        let from = relation(&entity.from);
-        let shape = self.source.describe_named(&entity.name, &from).await?;
-        let key = match &entity.key {
-            Some(k) => k.clone(),
-            None => shape.primary_key.clone(),
-        };
-        if key.is_empty() {
-            return Err(EngineError::Entity {
-                entity: entity.name.clone(),
-                message:
-                    "has no primary key to page by; set `key = [\"col\", …]` in its [[entity]]"
-                        .into(),
-            });
-        }
-        let (bound, children) = if entity.embeds().is_empty() {
-            (entity.bind(plan, &shape.columns, &key)?, Vec::new())
-        } else {
-            let (shapes, children) = embed::prepare(
-                &self.source,
-                &entity.name,
-                &entity.from,
-                &key,
-                entity.embeds(),
-            )
-            .await?;
-            let bound = entity.bind_with_children(plan, &shape.columns, &key, &shapes)?;
-            (bound, children)
-        };
-        let overwrites = keys::settle(entity, &shape, &key, &mut self.report.warnings)?;
-        keys::prove_unique(&self.source, entity, &from, &shape, &key).await?;
-        let pointers = plan
-            .pointers()
-            .iter()
-            .filter(|p| p.entity == entity.name)
-            .map(|p| p.bind(plan, &shape.columns))
-            .collect::<Result<Vec<_>, _>>()?;
+        let described = describe(&self.source, entity).await?;
+        let (bound, pointers, overwrites) =
+            bind_described(plan, entity, &described, &mut self.report.warnings)?;
+        let Described {
+            shape,
+            key,
+            children,
+            ..
+        } = described;
+        keys::prove_unique(&self.source, entity, &relation(&entity.from), &shape, &key).await?;
         Ok(Bound {
             shape,
             key,
@@ -193,6 +169,94 @@ impl Context {
             segment_mismatches: Default::default(),
         }))
     }
+}
+
+/// An entity's source as binding needs it: its columns, the key it is
+/// paged by, and its embeds' shapes and queries.
+pub(crate) struct Described {
+    /// The columns and primary key the source returns.
+    pub(crate) shape: Shape,
+    /// The key the entity is paged by: its `key`, else the primary key.
+    pub(crate) key: Vec<String>,
+    /// Each embed's columns (and its own embeds'), to bind against.
+    pub(crate) child_shapes: Vec<ChildShape>,
+    /// Each embed's query.
+    pub(crate) children: Vec<embed::ChildPlan>,
+}
+
+/// Describes `entity`'s source (and its embeds'), and settles the key it
+/// is paged by; refuses an entity with no key.
+pub(crate) async fn describe(source: &Source, entity: &Entity) -> Result<Described, EngineError> {
+    let from = relation(&entity.from);
+    let shape = source.describe_named(&entity.name, &from).await?;
+    let key = match &entity.key {
+        Some(k) => k.clone(),
+        None => shape.primary_key.clone(),
+    };
+    if key.is_empty() {
+        return Err(EngineError::Entity {
+            entity: entity.name.clone(),
+            message: "has no primary key to page by; set `key = [\"col\", …]` in its [[entity]]"
+                .into(),
+        });
+    }
+    let (child_shapes, children) = match entity.embeds().is_empty() {
+        true => (Vec::new(), Vec::new()),
+        false => embed::prepare(source, &entity.name, &entity.from, &key, entity.embeds()).await?,
+    };
+    Ok(Described {
+        shape,
+        key,
+        child_shapes,
+        children,
+    })
+}
+
+/// Binds `entity`'s templates, embeds and pointers to what [`describe`]
+/// found, and applies the key rule that needs no query (templates that
+/// can collapse rows); no IO.
+fn bind_described(
+    plan: &Plan,
+    entity: &Entity,
+    d: &Described,
+    warnings: &mut Vec<String>,
+) -> Result<(BoundEntity, Vec<BoundPointer>, Option<keys::Overwrites>), EngineError> {
+    let bound = match entity.embeds().is_empty() {
+        true => entity.bind(plan, &d.shape.columns, &d.key)?,
+        false => entity.bind_with_children(plan, &d.shape.columns, &d.key, &d.child_shapes)?,
+    };
+    let overwrites = keys::settle(entity, &d.shape, &d.key, warnings)?;
+    let pointers = plan
+        .pointers()
+        .iter()
+        .filter(|p| p.entity == entity.name)
+        .map(|p| p.bind(plan, &d.shape.columns))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((bound, pointers, overwrites))
+}
+
+/// Whether `entity` binds to `d` as a run binds it before reading
+/// (`check --source`); the warnings a run would print go to `warnings`.
+pub(crate) fn check_binding(
+    plan: &Plan,
+    entity: &Entity,
+    d: &Described,
+    warnings: &mut Vec<String>,
+) -> Result<(), EngineError> {
+    bind_described(plan, entity, d, warnings).map(drop)
+}
+
+/// Refuses `entity` when the key [`describe`] settled is not proven
+/// unique and non-NULL, as a run does before reading.
+pub(crate) async fn check_key(
+    source: &Source,
+    entity: &Entity,
+    d: &Described,
+) -> Result<(), EngineError> {
+    let from = relation(&entity.from);
+    keys::prove_unique(source, entity, &from, &d.shape, &d.key)
+        .await
+        .map(drop)
 }
 
 /// What an entity reads, as the source names it.

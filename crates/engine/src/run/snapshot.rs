@@ -73,10 +73,14 @@ pub(super) fn announce(s: &SnapshotReport, progress: &RunProgress) {
         (None, None) => String::new(),
     };
     progress.note(format!(
-        "snapshot {id} at {at}{position}: every read of this run sees the source as it was then"
+        "snapshot {id} at {}{position}: every read of this run sees the source as it was then",
+        sql2ddb_core::shown::time_text(at)
     ));
     if let Some(e) = s.earlier.last() {
-        let at = e.taken_at.as_deref().unwrap_or("an unknown time");
+        let at = e.taken_at.as_deref().map_or(
+            "an unknown time".to_string(),
+            sql2ddb_core::shown::time_text,
+        );
         let position = e
             .lsn
             .as_ref()

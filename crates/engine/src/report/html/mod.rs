@@ -45,18 +45,8 @@ pub fn escape(text: &str) -> String {
     out
 }
 
-/// An integer with thousands separators.
-pub(crate) fn int(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
+/// An integer with thousands separators, as every command shows one.
+pub(crate) use sql2ddb_core::shown::thousands as int;
 
 /// No request may leave the page: styles inline, images only as data.
 const POLICY: &str = "default-src 'none'; style-src 'unsafe-inline'; img-src data:";

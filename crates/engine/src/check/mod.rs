@@ -1,4 +1,7 @@
-//! `sql2ddb check`: parse and validate a mapping without any IO.
+//! `sql2ddb check`: parse and validate a mapping without any IO; with
+//! `--source`, bind it against the live source as a run does ([`source`]).
+
+pub mod source;
 
 use std::path::Path;
 
