@@ -118,7 +118,7 @@ pub(super) async fn run(
     let permits = Arc::new(Semaphore::new(ahead));
     let (tx, rx) = mpsc::channel(ahead);
     let reading = tokio::spawn(read_ahead(read, reader, tx, permits.clone()));
-    let end = apply_steps(write, rx, &permits, applied).await;
+    let end = apply_steps(write, rx, &permits, ahead > 1, applied).await;
     // The receiver is gone and the permits closed: the reading task ends
     // after the read in hand, and gives the reader back.
     permits.close();
@@ -288,21 +288,41 @@ fn is_full(batch: &ChangeBatch, max_changes: usize) -> bool {
     messages >= max_changes - max_changes / 10
 }
 
+/// A batch whose writes are acknowledged and whose checkpoint has not moved
+/// yet: it moves while the next batch is written.
+struct Written {
+    end: BatchEnd,
+    /// The counts once it was written (what the record says at its end).
+    counts: ApplyCounts,
+}
+
 /// The writing half: writes each batch, then moves the checkpoint past it.
+/// With a reader that reads ahead (`overlap`), the checkpoint of a batch
+/// moves while the next batch is written: its writes are acknowledged, and
+/// the next batch's writes start only then, so items still change in
+/// source order. A reader that starts at the checkpoint (a peeked slot)
+/// reads its next batch only once the checkpoint moved.
 async fn apply_steps(
     mut side: WriteSide<'_>,
     mut rx: mpsc::Receiver<Step>,
     permits: &Semaphore,
+    overlap: bool,
     applied: &mut Applied,
 ) -> Result<FollowEnd, EngineError> {
     let mut last_change = Instant::now();
     let mut last_note = Instant::now();
     let mut last_confirm: Option<Instant> = None;
+    let mut written: Option<Written> = None;
     loop {
         if side.stop.as_ref().is_some_and(|s| s.is_stopped()) {
+            confirm(&mut side, applied, written.take()).await?;
             return Ok(FollowEnd::Stopped);
         }
-        let Some(step) = rx.recv().await else {
+        let step = rx.recv().await;
+        if !matches!(step, Some(Step::Batch(_))) {
+            confirm(&mut side, applied, written.take()).await?;
+        }
+        let Some(step) = step else {
             return Err(EngineError::Config(format!(
                 "reading {} ended unexpectedly",
                 side.name
@@ -327,26 +347,38 @@ async fn apply_steps(
                     last_change = Instant::now();
                 }
                 let (started, changes) = (Instant::now(), prepared.changes);
-                apply::write(side.by_table, *prepared, side.target, &mut applied.counts).await?;
-                let written = started.elapsed();
-                side.checkpoint.commit(side.source, &end).await?;
-                tracing::debug!(
-                    changes,
-                    write_ms = written.as_millis() as u64,
-                    checkpoint_ms = (started.elapsed() - written).as_millis() as u64,
-                    "follow: batch written, checkpoint moved"
+                // The batch before moves its checkpoint meanwhile.
+                let before = written.take();
+                let (moved, wrote) = tokio::join!(
+                    commit(side.checkpoint, side.source, before.as_ref()),
+                    apply::write(side.by_table, *prepared, side.target, &mut applied.counts)
                 );
-                permits.add_permits(1);
-                applied.position = end.ordinal;
-                side.record
-                    .applied(
-                        side.checkpoint.text(end.ordinal),
-                        end.last_commit_time,
-                        &applied.counts,
-                        side.progress,
-                    )
-                    .await;
-                if side.fenced && end.fence {
+                moved?;
+                if let Some(before) = before {
+                    record(&mut side, applied, &before).await;
+                }
+                wrote?;
+                let write_ms = started.elapsed().as_millis() as u64;
+                let now = Written {
+                    end,
+                    counts: applied.counts.clone(),
+                };
+                let fence = side.fenced && now.end.fence;
+                if overlap && !fence {
+                    tracing::debug!(changes, write_ms, "follow: batch written");
+                    permits.add_permits(1);
+                    written = Some(now);
+                } else {
+                    confirm(&mut side, applied, Some(now)).await?;
+                    tracing::debug!(
+                        changes,
+                        write_ms,
+                        checkpoint_ms = started.elapsed().as_millis() as u64 - write_ms,
+                        "follow: batch written, checkpoint moved"
+                    );
+                    permits.add_permits(1);
+                }
+                if fence {
                     return Ok(FollowEnd::CutOver);
                 }
             }
@@ -356,6 +388,46 @@ async fn apply_steps(
             note(&side, &applied.counts).await?;
         }
     }
+}
+
+/// Moves the checkpoint past `batch` (written), if any.
+async fn commit(
+    checkpoint: &mut Checkpoint,
+    source: &Source,
+    batch: Option<&Written>,
+) -> Result<(), EngineError> {
+    match batch {
+        Some(b) => checkpoint.commit(source, &b.end).await,
+        None => Ok(()),
+    }
+}
+
+/// Moves the checkpoint past `batch` (written), if any, and records it.
+async fn confirm(
+    side: &mut WriteSide<'_>,
+    applied: &mut Applied,
+    batch: Option<Written>,
+) -> Result<(), EngineError> {
+    let Some(batch) = batch else {
+        return Ok(());
+    };
+    side.checkpoint.commit(side.source, &batch.end).await?;
+    record(side, applied, &batch).await;
+    Ok(())
+}
+
+/// The checkpoint moved past `batch`: where the follow is applied to, in
+/// memory and in its record.
+async fn record(side: &mut WriteSide<'_>, applied: &mut Applied, batch: &Written) {
+    applied.position = batch.end.ordinal;
+    side.record
+        .applied(
+            side.checkpoint.text(batch.end.ordinal),
+            batch.end.last_commit_time,
+            &batch.counts,
+            side.progress,
+        )
+        .await;
 }
 
 /// Nothing committed is left to apply and no followed table changed up to

@@ -184,7 +184,14 @@ impl Checkpoint {
             Checkpoint::Slot { slot } => source.advance_slot(slot, end.ordinal).await?,
             Checkpoint::Binlog { path, position } => {
                 if let Some(at) = &end.binlog {
-                    write_checkpoint(path, at)?;
+                    // The file is synced: off the runtime's threads.
+                    let (file, next) = (path.clone(), at.clone());
+                    tokio::task::spawn_blocking(move || write_checkpoint(&file, &next))
+                        .await
+                        .map_err(|e| EngineError::Io {
+                            path: path.clone(),
+                            source: std::io::Error::other(e),
+                        })??;
                     *position = at.clone();
                 }
             }
