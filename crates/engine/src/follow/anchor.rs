@@ -145,15 +145,20 @@ pub async fn binlog_state(
 pub async fn drop_slot(plan: &Plan, source_url: &str, slot: &str) -> Result<(), EngineError> {
     check_slot_name(slot)?;
     let source = Source::connect(source_url, 1).await?;
-    let result = match owner::check_slot(&source, slot, &MappingOwner::of(plan)).await {
-        Ok(()) => source
-            .drop_slot(slot, slot)
-            .await
-            .map_err(EngineError::from),
-        Err(e) => Err(e),
-    };
+    let result = drop_slot_on(&source, plan, slot).await;
     source.close().await;
     result
+}
+
+/// [`drop_slot`] on a source connected already.
+pub(crate) async fn drop_slot_on(
+    source: &Source,
+    plan: &Plan,
+    slot: &str,
+) -> Result<(), EngineError> {
+    check_slot_name(slot)?;
+    owner::check_slot(source, slot, &MappingOwner::of(plan)).await?;
+    Ok(source.drop_slot(slot, slot).await?)
 }
 
 /// Where slot `slot` stands; `None` when there is no such slot.

@@ -11,7 +11,10 @@ use std::sync::Arc;
 
 use sql2ddb_mapping::Plan;
 
-use super::{drop_slot, follow, FollowEnd, FollowOptions, FollowReport};
+use sql2ddb_source::Source;
+
+use super::anchor::drop_slot_on;
+use super::{follow_on, FollowEnd, FollowOptions, FollowReport};
 use crate::deep::{
     verify_deep, DeepOptions, DeepProgress, DeepReport, DEFAULT_MEMORY_BUDGET,
     DEFAULT_SCAN_SEGMENTS,
@@ -91,7 +94,33 @@ pub async fn follow_job(
     progress: &RunProgress,
     on: &(dyn Fn(FollowEvent<'_>) + Sync),
 ) -> FollowOutcome {
-    let report = match follow(plan, opts, progress).await {
+    // One source for the follow and the slot's drop after it: each
+    // connection costs its set-up (a TLS handshake) again.
+    let source = match Source::connect(&opts.source, 2).await {
+        Ok(source) => source,
+        Err(e) => {
+            return FollowOutcome {
+                follow: Err(e.into()),
+                cutover: None,
+            }
+        }
+    };
+    let outcome = follow_then_cut_over(&source, plan, opts, compare, runs_dir, progress, on).await;
+    source.close().await;
+    outcome
+}
+
+/// [`follow_job`] on `source`.
+async fn follow_then_cut_over(
+    source: &Source,
+    plan: &Plan,
+    opts: &FollowOptions,
+    compare: bool,
+    runs_dir: &std::path::Path,
+    progress: &RunProgress,
+    on: &(dyn Fn(FollowEvent<'_>) + Sync),
+) -> FollowOutcome {
+    let report = match follow_on(source, plan, opts, progress).await {
         Ok(report) => report,
         Err(e) => {
             return FollowOutcome {
@@ -123,7 +152,7 @@ pub async fn follow_job(
     let slot = match (&opts.binlog, compared.equal_or_skipped()) {
         (Some(_), _) => SlotFate::NoSlot,
         (None, false) => SlotFate::Kept,
-        (None, true) => match drop_slot(plan, &opts.source, &opts.slot).await {
+        (None, true) => match drop_slot_on(source, plan, &opts.slot).await {
             Ok(()) => SlotFate::Dropped,
             Err(e) => SlotFate::DropFailed(e),
         },

@@ -234,19 +234,33 @@ pub async fn follow(
         check_slot_name(&opts.slot)?;
     }
     let source = Source::connect(&opts.source, 2).await?;
+    let result = follow_on(&source, plan, opts, progress).await;
+    source.close().await;
+    result
+}
+
+/// [`follow`] on a source connected already (with two connections at
+/// least: the reader holds one).
+pub(crate) async fn follow_on(
+    source: &Source,
+    plan: &Plan,
+    opts: &FollowOptions,
+    progress: &RunProgress,
+) -> Result<FollowReport, EngineError> {
+    if opts.binlog.is_none() {
+        check_slot_name(&opts.slot)?;
+    }
     // Before anything is read or moved: the slot or run is this mapping's.
     let given = MappingOwner::of(plan);
     let owned = match (&opts.binlog, source.dialect()) {
         (Some(b), _) => owner::check_run(&b.run_dir, &given),
         (None, Dialect::MySql) => Ok(()),
-        (None, _) => owner::check_slot(&source, &opts.slot, &given).await,
+        (None, _) => owner::check_slot(source, &opts.slot, &given).await,
     };
-    let result = match owned {
-        Ok(()) => follow_with(&source, plan, opts, progress).await,
+    match owned {
+        Ok(()) => follow_with(source, plan, opts, progress).await,
         Err(e) => Err(e),
-    };
-    source.close().await;
-    result
+    }
 }
 
 /// Where a follow reads, where its checkpoint is and its first position,

@@ -265,14 +265,6 @@ mod tests {
     }
 
     #[test]
-    fn counts_are_grouped_by_thousands() {
-        assert_eq!(int(0), "0");
-        assert_eq!(int(999), "999");
-        assert_eq!(int(1000), "1,000");
-        assert_eq!(int(1234567), "1,234,567");
-    }
-
-    #[test]
     fn a_page_allows_no_request_and_no_script() {
         let mut page = Page::new("t <1>", "s");
         page.section("a\"b", "<h>", &none("n"));
