@@ -81,7 +81,10 @@
 #   --clean         drop the bench_<N> schema afterwards
 #   --skip-build    use the release binaries already built
 #   --only LIST     comma-separated subset of:
-#                   ceiling,null,dynoxide,export,memory,sdk,lambda,worker,update,verify,codec,capacity,follow
+#                   ceiling,null,dynoxide,export,memory,sdk,lambda,worker,update,verify,codec,capacity,follow,
+#                   pointer-memory
+#   --pointer-messages N  messages of the pointer-memory scenario, each with
+#                   a pointer item of its own (default 1000000)
 #   --capacity-rows N   rows of each capacity data set (default 20000: an
 #                   ideal of 10 model seconds); kept in schema bench_capacity_<N>
 #   --capacity-scale S  the capacity model's seconds per real second
@@ -107,6 +110,7 @@ clean=false
 build=true
 only="ceiling,null,dynoxide,export,memory"
 capacity_rows=20000
+pointer_messages=1000000
 capacity_scale=1
 follow_rows=100000
 follow_rate=5000
@@ -120,6 +124,7 @@ while [ $# -gt 0 ]; do
     --skip-build) build=false; shift ;;
     --only) only=${2:?--only needs a list}; shift 2 ;;
     --capacity-rows) capacity_rows=${2:?--capacity-rows needs a number}; shift 2 ;;
+    --pointer-messages) pointer_messages=${2:?--pointer-messages needs a number}; shift 2 ;;
     --capacity-scale) capacity_scale=${2:?--capacity-scale needs a number}; shift 2 ;;
     --follow-rows) follow_rows=${2:?--follow-rows needs a number}; shift 2 ;;
     --follow-rate) follow_rate=${2:?--follow-rate needs a number}; shift 2 ;;
@@ -174,6 +179,7 @@ if $build; then
   if [[ ,$only, == *,lambda,* ]]; then pkgs+=(-p sql2ddb-lambda); examples+=(--example worker_bench); fi
   if [[ ,$only, == *,worker,* || ,$only, == *,capacity,* ]]; then pkgs+=(-p sql2ddb-engine); examples+=(--example queue_worker_bench); fi
   if [[ ,$only, == *,memory,* ]]; then examples+=(--example item_memory); fi
+  if [[ ,$only, == *,pointer-memory,* ]]; then pkgs+=(-p sql2ddb-engine); examples+=(--example pointer_memory); fi
   if [[ ,$only, == *,codec,* ]]; then pkgs+=(-p sql2ddb-queue); examples+=(--example codec_bench); fi
   cargo build --release --locked "${pkgs[@]}" --bins ${examples[@]+"${examples[@]}"}
 fi
@@ -195,7 +201,7 @@ sql() { psql "$db_url" -X -q -v ON_ERROR_STOP=1 -At "$@"; }
 # The capacity scenario has data sets of its own.
 orders=false # only the capacity and follow scenarios make their own data
 for scenario in ${only//,/ }; do
-  case $scenario in capacity | follow) ;; *) orders=true ;; esac
+  case $scenario in capacity | follow | pointer-memory) ;; *) orders=true ;; esac
 done
 have=$(sql -c "SELECT to_regclass('${schema}.orders') IS NOT NULL")
 if $orders && [ "$have" != t ]; then
@@ -246,6 +252,7 @@ needed=(sql2ddb sql2ddb-testkit)
 if [[ ,$only, == *,lambda,* ]]; then needed+=(examples/worker_bench); fi
 if [[ ,$only, == *,worker,* || ,$only, == *,capacity,* ]]; then needed+=(examples/queue_worker_bench); fi
 if [[ ,$only, == *,memory,* ]]; then needed+=(examples/item_memory); fi
+if [[ ,$only, == *,pointer-memory,* ]]; then needed+=(examples/pointer_memory); fi
 if [[ ,$only, == *,codec,* ]]; then needed+=(examples/codec_bench); fi
 for b in "${needed[@]}"; do
   [ -x "$bin_dir/$b" ] || { log "$bin_dir/$b is missing (run without --skip-build)"; exit 1; }
@@ -332,6 +339,19 @@ if has memory; then
   "$bin_dir/examples/item_memory" --items "$work/queue-items/data" --count 100000 >"$work/memory.json"
 fi
 rm -rf "$work/queue-items"
+
+if has pointer-memory; then
+  # A worker writing one pointer item of its own per message, a million of
+  # them: its resident set sampled along the way must stay flat.
+  start_sink
+  serve progress dynamodb --port 0
+  progress_pid=$served_pid progress_url=$served_url
+  log "running: worker memory over $pointer_messages messages with distinct pointer items"
+  "$bin_dir/examples/pointer_memory" --endpoint "$sink_url" --progress-endpoint "$progress_url" \
+    --table bench_pointers --messages "$pointer_messages" >"$work/pointer-memory.json" 2>"$work/pointer-memory.err" \
+    || { log "the pointer-memory scenario failed"; cat "$work/pointer-memory.err" >&2; exit 1; }
+  stop "$sink_pid" "$progress_pid"
+fi
 
 if has codec; then
   log "running: queue message codec"
@@ -474,6 +494,11 @@ fi
 # reader and the writers (target: under 1 KB beyond the item itself).
 if [ -s "$work/codec.json" ]; then
   jq -r 'def r: . * 100 | round / 100; "\nqueue message codec, \(.items) items of \(.item_text_bytes) bytes of text: format \(.format) (migration pages) decodes in \(.decode_us_per_item | r) us per item and encodes in \(.encode_us_per_item | r) us, \(.body_bytes_per_item | r) body bytes per item; format \(.update_format) (update pages of the same keys): \(.update_decode_us_per_item | r) us, \(.update_encode_us_per_item | r) us, \(.update_body_bytes_per_item | r) bytes"' "$work/codec.json"
+fi
+if [ -s "$work/pointer-memory.json" ]; then
+  jq -r '"\nworker memory, \(.messages) messages each moving a pointer item of its own (\(.seconds | round) s, \(.cpu_seconds | round) CPU s): " + ([.samples[] | "RSS \(.rss_kb / 1024 | round) MB after \(.messages)"] | join(", ")) + "; peak \([.samples[].peak_rss_kb] | max / 1024 | round) MB"' "$work/pointer-memory.json"
+  jq -e '(.samples | last | .rss_kb) <= 2 * (.samples | first | .rss_kb) + 16384' "$work/pointer-memory.json" >/dev/null \
+    || { log "the worker's memory grew with the pointer items it wrote"; exit 1; }
 fi
 if [ -s "$work/memory.json" ]; then
   jq -r '"\nmemory per item in flight (first \(.items) items): \(.encoded_bytes) bytes serialised once, \(.encoded_overhead) beyond the \(.item_bytes) bytes of the item by DynamoDB size rules (target: under 1024); as an attribute map: \(.mapped_bytes)"' "$work/memory.json"

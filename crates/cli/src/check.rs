@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use crate::outcome::{exit, Ended};
 use crate::{env, fail, failure, load};
 
 /// The exit codes of `sql2ddb check`, for its --help.
@@ -53,14 +54,14 @@ pub fn check(args: CheckArgs) -> u8 {
     if args.source.is_some() && is_job(path) {
         eprintln!("note: --source does not apply to an update job file: the job reads its table, not a source");
     } else if args.source.is_some() {
-        match crate::block_on(check_source(path, url)) {
+        match exit(crate::block_on(check_source(path, url))) {
             2 => code = 2,
             0 => {}
             failed => return failed,
         }
     }
     if args.follow {
-        let followed = crate::block_on(check_follow(path, url));
+        let followed = exit(crate::block_on(check_follow(path, url)));
         if followed != 0 {
             return followed;
         }
@@ -76,15 +77,9 @@ fn is_job(path: &Path) -> bool {
 
 /// `check --source`: every entity bound against the live source; every
 /// problem a run would refuse before reading, at once.
-async fn check_source(path: &Path, source: Option<&str>) -> u8 {
-    let plan = match load(path, source) {
-        Ok(plan) => plan,
-        Err(e) => return failure::fail_job(&e),
-    };
-    let found = match sql2ddb_engine::check_source(&plan, &plan.source.url).await {
-        Ok(found) => found,
-        Err(e) => return failure::fail_job(&e),
-    };
+async fn check_source(path: &Path, source: Option<&str>) -> Ended {
+    let plan = load(path, source)?;
+    let found = sql2ddb_engine::check_source(&plan, &plan.source.url).await?;
     for w in &found.warnings {
         eprintln!("warning: {w}");
     }
@@ -96,10 +91,10 @@ async fn check_source(path: &Path, source: Option<&str>) -> u8 {
             plural(found.bound, "entity", "entities")
         );
         // Valid, with warnings, as without --source.
-        return match found.warnings.is_empty() {
+        return Ok(match found.warnings.is_empty() {
             true => 0,
             false => 2,
-        };
+        });
     }
     let n = found.problems.len();
     let list: String = found
@@ -107,11 +102,11 @@ async fn check_source(path: &Path, source: Option<&str>) -> u8 {
         .iter()
         .map(|p| format!("\n  - {p}"))
         .collect();
-    fail(&format!(
+    Ok(fail(&format!(
         "{} does not fit its source: {n} {}, each of which `run` would refuse before reading; nothing was written:{list}",
         path.display(),
         plural(n, "problem", "problems")
-    ))
+    )))
 }
 
 /// `one` or `many`, as `n` asks.
@@ -191,22 +186,15 @@ fn check_file(path: &Path) -> u8 {
 
 /// `check --follow`, once the mapping is valid: every reason it cannot be
 /// followed, as `run --follow` would refuse it, before anything exists.
-async fn check_follow(path: &Path, source: Option<&str>) -> u8 {
-    let plan = match load(path, source) {
-        Ok(plan) => plan,
-        Err(e) => return failure::fail_job(&e),
-    };
-    match sql2ddb_engine::follow::check_followable(&plan, &plan.source.url).await {
-        Ok(()) => {
-            println!(
-                "{}: can be followed (run it with `sql2ddb run {} --follow`)",
-                path.display(),
-                path.display()
-            );
-            0
-        }
-        Err(e) => failure::fail_job(&e),
-    }
+async fn check_follow(path: &Path, source: Option<&str>) -> Ended {
+    let plan = load(path, source)?;
+    sql2ddb_engine::follow::check_followable(&plan, &plan.source.url).await?;
+    println!(
+        "{}: can be followed (run it with `sql2ddb run {} --follow`)",
+        path.display(),
+        path.display()
+    );
+    Ok(0)
 }
 
 /// `check` needs no environment variable; the jobs that connect do.

@@ -13,7 +13,7 @@ use sql2ddb_engine::{new_run_id, EntityProgress, RunOptions, RunProgress};
 
 use sql2ddb_core::shown::{count, thousands};
 
-use crate::failure::fail_job;
+use crate::outcome::{Ended, Output};
 use crate::run_ref::StatusArgs;
 use crate::{limits, load};
 
@@ -71,25 +71,19 @@ fn fraction(text: &str) -> Result<f64, String> {
 }
 
 /// Runs `verify --deep`; 0 when nothing differs.
-pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> u8 {
+pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> Ended {
     let Some(path) = &args.mapping else {
         eprintln!("error: --deep needs the mapping file");
-        return crate::EXIT_USAGE;
+        return Ok(crate::EXIT_USAGE);
     };
-    let plan = match load(path, deep.source.as_deref()) {
-        Ok(p) => p,
-        Err(e) => return fail_job(&e),
-    };
+    let plan = load(path, deep.source.as_deref())?;
     let endpoint = args.endpoint.as_deref().or(plan.target.endpoint.as_deref());
     // The embedded `local` endpoint keeps its data in the run's directory:
     // no --run is the newest run of the mapping there.
     let run = match (args.run.as_deref(), endpoint) {
         (None, Some(e)) if e != "local" => None,
         (None, None) => None,
-        (run, _) => match crate::runs::chosen_run(run, &args.runs_dir, Some(path)) {
-            Ok(run) => Some(run),
-            Err(e) => return fail_job(&e),
-        },
+        (run, _) => Some(crate::runs::chosen_run(run, &args.runs_dir, Some(path))?),
     };
     let opts = DeepOptions {
         run: RunOptions {
@@ -113,16 +107,13 @@ pub async fn verify(args: &StatusArgs, deep: &DeepArgs) -> u8 {
     let result = verify_deep(&plan, &opts, &progress, counters).await;
     bars.abort();
     let _ = bars.await;
-    match result {
-        Ok(report) => {
-            show(&report, args.json);
-            u8::from(!report.clean())
-        }
-        Err(e) => fail_job(&e),
-    }
+    let report = result?;
+    crate::html::save_deep(&report)?;
+    show(&report, Output::new(args.json));
+    Ok(u8::from(!report.clean()))
 }
 
-fn show(report: &DeepReport, json: bool) {
+fn show(report: &DeepReport, output: Output) {
     for e in report.entities.iter().filter(|e| e.no_parent > 0) {
         eprintln!(
             "{}: {} of its embeds {} no parent row, so {} in no item (listed as \"no parent\" in {}/verify-rejects.jsonl)",
@@ -150,27 +141,19 @@ fn show(report: &DeepReport, json: bool) {
     };
     // The report on stdout (`verify … > report.txt` keeps it); with --json
     // stdout holds the JSON alone and the verdict goes to stderr.
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string(report).expect("a report serialises")
-        );
-        eprintln!("{verdict}");
-    } else {
+    output.json(report);
+    if !output.is_json() {
         print!("{}", render(report));
-        println!("{verdict}");
     }
+    output.say(&verdict);
     // Where the report was saved ends the text report, as the run's does.
     let dir = std::path::Path::new(&report.run_dir);
     let saved = format!(
         "report: {} (to look at: {})",
         dir.join(sql2ddb_engine::deep::REPORT_JSON).display(),
-        dir.join(sql2ddb_engine::deep::REPORT_HTML).display()
+        dir.join(crate::html::DEEP_REPORT_HTML).display()
     );
-    match json {
-        true => eprintln!("{saved}"),
-        false => println!("{saved}"),
-    }
+    output.say(&saved);
 }
 
 /// The report as a table for the terminal.

@@ -9,6 +9,7 @@ use sql2ddb_engine::export::{Compression, ExportFor, ExportOptions, ExportReport
 use sql2ddb_engine::{RunOptions, RunProgress, RunStatus, StopSignal};
 
 use crate::load_choice::{IfNotEmptyArg, SnapshotArg};
+use crate::outcome::{Ended, Live, Output};
 use crate::{limits, load, table};
 
 pub const EXIT_CODES: &str = "\
@@ -119,11 +120,8 @@ pub enum CompressionArg {
     None,
 }
 
-pub async fn export(args: ExportArgs) -> u8 {
-    let plan = match load(&args.mapping, args.source.as_deref()) {
-        Ok(p) => p,
-        Err(e) => return crate::failure::fail_job(&e),
-    };
+pub async fn export(args: ExportArgs) -> Ended {
+    let plan = load(&args.mapping, args.source.as_deref())?;
     let stop = StopSignal::new();
     let opts = ExportOptions {
         run: RunOptions {
@@ -156,34 +154,18 @@ pub async fn export(args: ExportArgs) -> u8 {
         },
     };
     eprintln!("export to {}", redact_secrets(&args.out));
-    let signals = tokio::spawn(crate::live::stop_on_signals(stop));
     let progress = RunProgress::new();
     let notes = tokio::spawn(crate::live::print_notes(progress.clone()));
     let bars = (!args.quiet).then(|| tokio::spawn(crate::live::draw_progress(progress.clone())));
+    let live = Live::start(stop, std::iter::once(notes).chain(bars).collect());
     let result = sql2ddb_engine::export::export(&plan, &opts, progress).await;
-    signals.abort();
-    notes.abort();
-    if let Some(b) = bars {
-        b.abort();
-        let _ = b.await;
-    }
-    match result {
-        Ok(report) => {
-            // The report on stdout; with --json, stdout holds the JSON alone.
-            match args.json {
-                true => eprintln!("{}", render(&report)),
-                false => println!("{}", render(&report)),
-            }
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&report).expect("report serialises")
-                );
-            }
-            crate::failure::run_ended(&report.run)
-        }
-        Err(e) => crate::failure::fail_job(&e),
-    }
+    live.end().await;
+    let report = result?;
+    crate::html::save_run(&report.run)?;
+    let output = Output::new(args.json);
+    output.say(&render(&report));
+    output.json(&report);
+    Ok(crate::failure::run_ended(&report.run))
 }
 
 /// The run's table, then the files and how to import them.

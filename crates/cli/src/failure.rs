@@ -34,6 +34,13 @@ pub(crate) const EXIT_DATAERR: u8 = 65;
 /// or its table, or the settings do not fit together.
 pub(crate) const EXIT_CONFIG: u8 = 78;
 
+/// A run that finished with rows rejected (see the rejects file).
+pub(crate) const EXIT_REJECTED: u8 = 2;
+
+/// A job stopped by Ctrl-C or SIGTERM, as a shell reports a process
+/// stopped by Ctrl-C.
+pub(crate) const EXIT_INTERRUPTED: u8 = 130;
+
 /// The exit code of an error of `cause`.
 pub(crate) fn exit_code(cause: Cause) -> u8 {
     match cause {
@@ -91,7 +98,19 @@ const THROTTLED_HINT: &str = "the table could not take the load for the whole re
 pub(crate) fn run_ended(r: &RunReport) -> u8 {
     match (r.status, r.cause) {
         (RunStatus::Failed, Some(cause)) => exit_code(cause),
-        (status, _) => status.exit_code() as u8,
+        (status, _) => run_status_code(status),
+    }
+}
+
+/// The exit code of a run's status: 0, 2 (rows rejected), 1, 130
+/// (interrupted), or 75 (throttled: EX_TEMPFAIL, try again later).
+pub(crate) fn run_status_code(status: RunStatus) -> u8 {
+    match status {
+        RunStatus::Ok | RunStatus::Enqueued => 0,
+        RunStatus::Rejected => EXIT_REJECTED,
+        RunStatus::Failed => EXIT_FAILURE,
+        RunStatus::Interrupted => EXIT_INTERRUPTED,
+        RunStatus::Throttled => EXIT_TEMPFAIL,
     }
 }
 
@@ -100,7 +119,19 @@ pub(crate) fn run_ended(r: &RunReport) -> u8 {
 pub(crate) fn update_ended(r: &UpdateReport) -> u8 {
     match (r.status, r.cause) {
         (UpdateStatus::Failed, Some(cause)) => exit_code(cause),
-        (status, _) => status.exit_code() as u8,
+        (status, _) => update_status_code(status),
+    }
+}
+
+/// The exit code of an update job's status: 0, 1, 130, or 75 when it
+/// stopped at `--max-seconds` or on throttling (EX_TEMPFAIL: `--resume`
+/// continues it).
+pub(crate) fn update_status_code(status: UpdateStatus) -> u8 {
+    match status {
+        UpdateStatus::Ok => 0,
+        UpdateStatus::Failed => EXIT_FAILURE,
+        UpdateStatus::Interrupted => EXIT_INTERRUPTED,
+        UpdateStatus::TimeUp | UpdateStatus::Throttled => EXIT_TEMPFAIL,
     }
 }
 

@@ -370,7 +370,7 @@ pub(crate) async fn stop_on_signals(stop: std::sync::Arc<StopSignal>) {
     stop.stop();
     next_signal().await;
     eprintln!("exiting at once: the slot stays before the changes not yet acknowledged");
-    std::process::exit(sql2ddb_engine::report::EXIT_INTERRUPTED);
+    std::process::exit(crate::failure::EXIT_INTERRUPTED.into());
 }
 
 /// Follows until a stop, idle or cutover (then compares and drops the
@@ -445,7 +445,7 @@ pub(crate) fn ended(target: &Target<'_>, outcome: FollowOutcome) -> u8 {
     };
     let code = match report.end {
         FollowEnd::CutOver | FollowEnd::Idle => 0,
-        FollowEnd::Stopped => sql2ddb_engine::report::EXIT_INTERRUPTED as u8,
+        FollowEnd::Stopped => crate::failure::EXIT_INTERRUPTED,
     };
     let Some(cutover) = outcome.cutover else {
         return code;

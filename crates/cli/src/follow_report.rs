@@ -245,7 +245,7 @@ pub(crate) fn command_head(
     if let Some(r) = region {
         words.push(format!("--region {}", shell_word(r)));
     }
-    if runs_dir != std::path::Path::new(crate::run::DEFAULT_RUNS_DIR) {
+    if runs_dir != std::path::Path::new(crate::run_ref::DEFAULT_RUNS_DIR) {
         words.push(format!(
             "--runs-dir {}",
             shell_word(&runs_dir.display().to_string())
@@ -296,7 +296,7 @@ mod tests {
 
     #[test]
     fn the_command_to_go_on_names_the_mapping_and_where_it_writes() {
-        let runs = std::path::Path::new(crate::run::DEFAULT_RUNS_DIR);
+        let runs = std::path::Path::new(crate::run_ref::DEFAULT_RUNS_DIR);
         assert_eq!(
             command_head("shop.toml", None, None, runs),
             "sql2ddb follow shop.toml"

@@ -8,8 +8,8 @@ use sql2ddb_engine::get::{get as explain, GetOptions, GetOutcome, GetReport, Ite
 use sql2ddb_engine::{new_run_id, RunOptions};
 
 use crate::deep::shorten_pair;
-use crate::failure::fail_job;
 use crate::load;
+use crate::outcome::{Ended, Output};
 
 /// Exit codes of `get`.
 pub const EXIT_CODES: &str = "\
@@ -66,11 +66,8 @@ fn key_pair(text: &str) -> Result<(String, String), String> {
 }
 
 /// Runs `get`; 0 when every item the row makes is in the table, equal.
-pub async fn get(args: GetArgs) -> u8 {
-    let plan = match load(&args.mapping, args.source.as_deref()) {
-        Ok(p) => p,
-        Err(e) => return fail_job(&e),
-    };
+pub async fn get(args: GetArgs) -> Ended {
+    let plan = load(&args.mapping, args.source.as_deref())?;
     let endpoint = args.endpoint.as_deref().or(plan.target.endpoint.as_deref());
     // The embedded `local` endpoint's data is in a run's directory (the
     // newest run of the mapping by default); any other endpoint reads from
@@ -80,11 +77,7 @@ pub async fn get(args: GetArgs) -> u8 {
     let own_dir = !matches!(endpoint, Some("local")) && args.run.is_none();
     let run_id = match endpoint {
         Some("local") => {
-            match crate::runs::chosen_run(args.run.as_deref(), &args.runs_dir, Some(&args.mapping))
-            {
-                Ok(run) => run,
-                Err(e) => return fail_job(&e),
-            }
+            crate::runs::chosen_run(args.run.as_deref(), &args.runs_dir, Some(&args.mapping))?
         }
         _ => args.run.clone().unwrap_or_else(new_run_id),
     };
@@ -104,20 +97,13 @@ pub async fn get(args: GetArgs) -> u8 {
     if own_dir {
         let _ = std::fs::remove_dir(args.runs_dir.join(&run_id));
     }
-    match result {
-        Ok(report) => {
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&report).expect("a report serialises")
-                );
-            } else {
-                print!("{}", render(&report));
-            }
-            u8::from(!report.equal())
-        }
-        Err(e) => fail_job(&e),
+    let report = result?;
+    let output = Output::new(args.json);
+    output.json(&report);
+    if !output.is_json() {
+        print!("{}", render(&report));
     }
+    Ok(u8::from(!report.equal()))
 }
 
 /// The report for the terminal.

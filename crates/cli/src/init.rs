@@ -2,6 +2,8 @@
 
 use sql2ddb_engine::init::InitOptions;
 
+use crate::outcome::Ended;
+
 pub const EXIT_CODES: &str = "\
 Exit codes:
   0   the mapping is printed on stdout
@@ -34,18 +36,14 @@ pub struct InitArgs {
 }
 
 /// Runs `sql2ddb init`.
-pub async fn init(args: InitArgs) -> u8 {
+pub async fn init(args: InitArgs) -> Ended {
     let opts = InitOptions {
         source: args.source,
         tables: args.tables,
         single_table: args.single_table,
         follow: args.follow,
     };
-    match sql2ddb_engine::init::init(&opts).await {
-        Ok(text) => {
-            print!("{text}");
-            0
-        }
-        Err(e) => crate::failure::fail_job(&e),
-    }
+    let text = sql2ddb_engine::init::init(&opts).await?;
+    print!("{text}");
+    Ok(0)
 }

@@ -28,7 +28,7 @@ pub(crate) async fn stop_on_signals(stop: Arc<StopSignal>) {
     stop.stop();
     next_signal().await;
     eprintln!("exiting at once: the report is not written");
-    std::process::exit(sql2ddb_engine::report::EXIT_INTERRUPTED);
+    std::process::exit(crate::failure::EXIT_INTERRUPTED.into());
 }
 
 pub(crate) async fn next_signal() {

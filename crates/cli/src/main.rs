@@ -14,10 +14,12 @@ mod failure;
 mod follow;
 mod follow_report;
 mod get;
+mod html;
 mod init;
 mod limits;
 mod live;
 mod load_choice;
+mod outcome;
 mod plan;
 mod queue;
 mod run;
@@ -36,6 +38,8 @@ use clap::{Parser, Subcommand};
 use sql2ddb_core::redact_secrets;
 use sql2ddb_engine::EngineError;
 use sql2ddb_mapping::Plan;
+
+use crate::outcome::exit;
 
 /// The exit code of a command line that could not be parsed (an unknown
 /// option, a missing argument, a value out of its range): EX_USAGE of
@@ -178,18 +182,18 @@ fn main() -> ExitCode {
         .init();
     let code = match cli.command {
         Command::Check(args) => check::check(args),
-        Command::Run(args) => block_on(run::run(args)),
-        Command::Export(args) => block_on(export::export(args)),
+        Command::Run(args) => exit(block_on(run::run(args))),
+        Command::Export(args) => exit(block_on(export::export(args))),
         Command::Follow(args) => block_on(follow::follow(args)),
         Command::Worker(args) => block_on(worker::work(args)),
-        Command::Status(args) => block_on(verify::status(args)),
-        Command::Verify(args) => block_on(verify::verify(args)),
-        Command::Get(args) => block_on(get::get(args)),
-        Command::Runs(args) => runs::runs(args),
-        Command::Queue(command) => block_on(queue::queue(command)),
-        Command::Update(args) => block_on(update::update(args)),
-        Command::Plan(args) => block_on(plan::plan(args)),
-        Command::Init(args) => block_on(init::init(args)),
+        Command::Status(args) => exit(block_on(verify::status(args))),
+        Command::Verify(args) => exit(block_on(verify::verify(args))),
+        Command::Get(args) => exit(block_on(get::get(args))),
+        Command::Runs(args) => exit(runs::runs(args)),
+        Command::Queue(command) => exit(block_on(queue::queue(command))),
+        Command::Update(args) => exit(block_on(update::update(args))),
+        Command::Plan(args) => exit(block_on(plan::plan(args))),
+        Command::Init(args) => exit(block_on(init::init(args))),
         Command::Completions(args) => shell::completions(args),
         Command::Man(args) => shell::man(args),
     };
@@ -219,7 +223,7 @@ fn log_filter() -> tracing_subscriber::EnvFilter {
 /// Runs a job to its end, then exits without waiting for what it left
 /// behind: a thread still blocked (a name lookup, a connection that never
 /// answers) would otherwise keep the process after its report.
-fn block_on(job: impl std::future::Future<Output = u8>) -> u8 {
+fn block_on<T>(job: impl std::future::Future<Output = T>) -> T {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

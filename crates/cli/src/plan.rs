@@ -12,7 +12,7 @@ use sql2ddb_engine::plan::{
     DEFAULT_SAMPLE,
 };
 
-use crate::failure::fail_job;
+use crate::outcome::Ended;
 use crate::table::{bytes, thousands};
 use crate::{fail, limits, load};
 
@@ -116,11 +116,8 @@ fn price(text: &str) -> Result<f64, String> {
 }
 
 /// Runs `sql2ddb plan`.
-pub async fn plan(args: PlanArgs) -> u8 {
-    let mapping = match load(&args.mapping, args.source.as_deref()) {
-        Ok(p) => p,
-        Err(e) => return fail_job(&e),
-    };
+pub async fn plan(args: PlanArgs) -> Ended {
+    let mapping = load(&args.mapping, args.source.as_deref())?;
     let opts = PlanOptions {
         source: args.source.clone(),
         sample: args.sample,
@@ -140,37 +137,33 @@ pub async fn plan(args: PlanArgs) -> u8 {
         }),
         ..PlanOptions::default()
     };
-    let report = match sql2ddb_engine::plan::plan(&mapping, &opts).await {
-        Ok(r) => r,
-        Err(e) => return fail_job(&e),
-    };
+    let report = sql2ddb_engine::plan::plan(&mapping, &opts).await?;
     let dir = args
         .runs_dir
         .join(format!("plan-{}", sql2ddb_engine::new_run_id()));
-    let saved = match report.save(&dir) {
-        Ok(page) => format!(
-            "report: {} (to look at: {})",
-            dir.join("report.json").display(),
-            page.display()
-        ),
-        Err(e) => return fail_job(&e),
-    };
+    let json = report.save(&dir)?;
+    let page = crate::html::save_plan(&report, &dir)?;
+    let saved = format!(
+        "report: {} (to look at: {})",
+        json.display(),
+        page.display()
+    );
     // Where the report was saved ends the text report, on stdout as the
     // run's does; with --json, stdout holds the JSON alone.
     if args.json {
         match serde_json::to_string_pretty(&report) {
             Ok(text) => println!("{text}"),
-            Err(e) => return fail(&format!("the plan as JSON: {e}")),
+            Err(e) => return Ok(fail(&format!("the plan as JSON: {e}"))),
         }
         eprintln!("{saved}");
     } else {
         print!("{}", render(&report));
         println!("{saved}");
     }
-    match report.warnings.is_empty() {
+    Ok(match report.warnings.is_empty() {
         true => 0,
         false => 2,
-    }
+    })
 }
 
 /// Dollars, with cents, or four decimals under one dollar.

@@ -7,6 +7,7 @@ use sql2ddb_engine::queues::{QueueAdmin, DEFAULT_MAX_RECEIVE_COUNT, DEFAULT_VISI
 use sql2ddb_engine::EngineError;
 
 use crate::limits;
+use crate::outcome::Ended;
 
 /// The exit codes of `sql2ddb queue`, for its --help.
 pub const EXIT_CODES: &str = "\
@@ -86,11 +87,9 @@ pub struct SqsArgs {
 }
 
 /// Runs a queue command.
-pub async fn queue(command: QueueCommand) -> u8 {
-    match run(command).await {
-        Ok(()) => 0,
-        Err(e) => crate::failure::fail_job(&e),
-    }
+pub async fn queue(command: QueueCommand) -> Ended {
+    run(command).await?;
+    Ok(0)
 }
 
 fn print(json: bool, value: serde_json::Value, text: String) {

@@ -7,10 +7,13 @@ use std::time::Duration;
 
 use sql2ddb_core::redact_secrets;
 use sql2ddb_engine::{RunOptions, RunProgress, RunReport, StopSignal};
+use sql2ddb_mapping::Plan;
 
 use crate::failure::fail_job;
 use crate::live::{draw_progress, print_notes, stop_on_signals};
 use crate::load_choice::{IfNotEmptyArg, SnapshotArg};
+use crate::outcome::{Ended, Output};
+use crate::run_ref::DEFAULT_RUNS_DIR;
 use crate::{distributed, limits, load, table};
 
 mod follow;
@@ -46,9 +49,6 @@ Exit codes:
 
 /// `--shutdown-grace`'s default, in seconds.
 const DEFAULT_SHUTDOWN_GRACE: u64 = sql2ddb_engine::stop::STOP_GRACE.as_secs();
-
-/// `--runs-dir`'s default.
-pub(crate) const DEFAULT_RUNS_DIR: &str = "sql2ddb-runs";
 
 /// Past the grace period and the report's time, how long a stopped run may
 /// still take (closing its source) before the process exits without it.
@@ -142,64 +142,14 @@ pub struct RunArgs {
     budget: crate::budget::RetryBudgetArg,
 }
 
-pub async fn run(args: RunArgs) -> u8 {
-    let plan = match load(&args.mapping, args.source.as_deref()) {
-        Ok(p) => p,
-        Err(e) => return fail_job(&e),
-    };
-    let mut opts = RunOptions {
-        source: args.source.clone(),
-        endpoint: args.endpoint.clone(),
-        region: args.region.clone(),
-        runs_dir: args.runs_dir.clone(),
-        concurrency: args.concurrency,
-        page_size: args.page_size,
-        read_parallelism: args.read_parallelism,
-        source_connections: args.source_connections,
-        dry_run: args.dry_run,
-        max_wcu: args.max_wcu,
-        fixed_concurrency: args.fixed_concurrency,
-        only_rejects: args.only_rejects.clone(),
-        retry_budget: args.budget.retry_budget,
-        shutdown_grace: Duration::from_secs(args.shutdown_grace),
-        snapshot: args.snapshot.resolve(),
-        if_not_empty: IfNotEmptyArg::resolve(args.if_not_empty),
-        ..RunOptions::default()
-    };
-    args.distributed.apply(&mut opts);
+pub async fn run(args: RunArgs) -> Ended {
+    let plan = load(&args.mapping, args.source.as_deref())?;
     if !args.follow.follow && args.follow.stop.given() {
         eprintln!("error: --follow-until-idle, --cutover and --no-verify go with --follow");
-        return crate::EXIT_USAGE;
+        return Ok(crate::EXIT_USAGE);
     }
-    if args.follow.follow {
-        // The slot is named after the run: its id first.
-        opts.run_id.get_or_insert_with(sql2ddb_engine::new_run_id);
-    }
-    tracing::debug!(
-        mapping = %args.mapping.display(),
-        source = %redact_secrets(opts.source.as_deref().unwrap_or(&plan.source.url)),
-        endpoint = %opts
-            .endpoint
-            .as_deref()
-            .or(plan.target.endpoint.as_deref())
-            .unwrap_or("aws"),
-        table = %plan.target.table,
-        dry_run = opts.dry_run,
-        "starting run"
-    );
-    // First, so a run can be followed (`status`) and resumed even if this
-    // process dies; one write (stderr is unbuffered, and `eprintln!` writes
-    // each piece on its own), so a reader of the pipe never sees `run `
-    // without its id.
-    let first = format!(
-        "run {}{}\n",
-        opts.run_id.as_deref().unwrap_or("?"),
-        match &opts.queue {
-            Some(q) => format!(": sending pages to {q}"),
-            None => String::new(),
-        }
-    );
-    let _ = std::io::Write::write_all(&mut std::io::stderr(), first.as_bytes());
+    let mut opts = options(&args);
+    announce(&args, &plan, &opts);
     let stop = StopSignal::new();
     opts.stop = Some(stop.clone());
     let signals = tokio::spawn(stop_on_signals(stop.clone()));
@@ -221,12 +171,12 @@ pub async fn run(args: RunArgs) -> u8 {
     let following = AtomicBool::new(false);
     let job = async {
         match args.follow.follow {
-            false => Ended::Load(
+            false => RunEnd::Load(
                 sql2ddb_engine::run(&plan, &opts, progress.clone())
                     .await
                     .map(Box::new),
             ),
-            true => Ended::Follow(
+            true => RunEnd::Follow(
                 follow::run_and_follow(
                     &args,
                     &plan,
@@ -256,21 +206,81 @@ pub async fn run(args: RunArgs) -> u8 {
                 "exiting: the run did not end within {} s of the stop; the report is not written",
                 last_resort.as_secs()
             );
-            return sql2ddb_engine::report::EXIT_INTERRUPTED as u8;
+            return Ok(crate::failure::EXIT_INTERRUPTED);
         }
     };
     signals.abort();
     notes.abort();
     stop_bars();
     match result {
-        Ended::Load(Ok(report)) => loaded(&args, &report),
-        Ended::Load(Err(e)) => fail_job(&e),
-        Ended::Follow(code) => code,
+        RunEnd::Load(report) => {
+            let report = report?;
+            Ok(loaded(&args, &report))
+        }
+        RunEnd::Follow(code) => Ok(code),
     }
 }
 
+/// The run's options from its arguments (with `--follow`, its id chosen
+/// now: the slot is named after it).
+fn options(args: &RunArgs) -> RunOptions {
+    let mut opts = RunOptions {
+        source: args.source.clone(),
+        endpoint: args.endpoint.clone(),
+        region: args.region.clone(),
+        runs_dir: args.runs_dir.clone(),
+        concurrency: args.concurrency,
+        page_size: args.page_size,
+        read_parallelism: args.read_parallelism,
+        source_connections: args.source_connections,
+        dry_run: args.dry_run,
+        max_wcu: args.max_wcu,
+        fixed_concurrency: args.fixed_concurrency,
+        only_rejects: args.only_rejects.clone(),
+        retry_budget: args.budget.retry_budget,
+        shutdown_grace: Duration::from_secs(args.shutdown_grace),
+        snapshot: args.snapshot.resolve(),
+        if_not_empty: IfNotEmptyArg::resolve(args.if_not_empty),
+        ..RunOptions::default()
+    };
+    args.distributed.apply(&mut opts);
+    if args.follow.follow {
+        opts.run_id.get_or_insert_with(sql2ddb_engine::new_run_id);
+    }
+    opts
+}
+
+/// Logs the run's start, and says its id on stderr.
+fn announce(args: &RunArgs, plan: &Plan, opts: &RunOptions) {
+    tracing::debug!(
+        mapping = %args.mapping.display(),
+        source = %redact_secrets(opts.source.as_deref().unwrap_or(&plan.source.url)),
+        endpoint = %opts
+            .endpoint
+            .as_deref()
+            .or(plan.target.endpoint.as_deref())
+            .unwrap_or("aws"),
+        table = %plan.target.table,
+        dry_run = opts.dry_run,
+        "starting run"
+    );
+    // First, so a run can be followed (`status`) and resumed even if this
+    // process dies; one write (stderr is unbuffered, and `eprintln!` writes
+    // each piece on its own), so a reader of the pipe never sees `run `
+    // without its id.
+    let first = format!(
+        "run {}{}\n",
+        opts.run_id.as_deref().unwrap_or("?"),
+        match &opts.queue {
+            Some(q) => format!(": sending pages to {q}"),
+            None => String::new(),
+        }
+    );
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), first.as_bytes());
+}
+
 /// How the job of a run ended.
-enum Ended {
+enum RunEnd {
     /// A run without `--follow`.
     Load(Result<Box<RunReport>, sql2ddb_engine::EngineError>),
     /// `run --follow`: its exit code, all printed.
@@ -278,28 +288,21 @@ enum Ended {
 }
 
 /// Prints a full load's report (on stdout; with `--json` the JSON alone
-/// there and the table on stderr), then how to go on; its exit code.
+/// there and the table on stderr), then how to go on, after its page is
+/// saved beside `report.json`; its exit code.
 pub(crate) fn loaded(args: &RunArgs, report: &RunReport) -> u8 {
-    let say = |text: &str| match args.json {
-        true => eprintln!("{text}"),
-        false => println!("{text}"),
-    };
+    if let Err(e) = crate::html::save_run(report) {
+        return fail_job(&e);
+    }
     let load = match args.dry_run {
         true => table::Load::DryRun,
         false => table::Load::Write,
     };
-    say(&table::render(report, load));
-    if let Some(err) = &report.error {
-        crate::failure::report_error(err, report.cause);
-    }
-    if let Some(hint) = how_to_continue(args, report) {
-        say(&hint);
-    }
-    if args.json {
-        println!(
-            "{}",
-            serde_json::to_string(report).expect("report serialises")
-        );
-    }
+    Output::new(args.json).report(
+        &table::render(report, load),
+        report.error.as_deref().map(|e| (e, report.cause)),
+        how_to_continue(args, report),
+        report,
+    );
     crate::failure::run_ended(report)
 }

@@ -6,6 +6,11 @@ use std::path::PathBuf;
 
 use crate::limits;
 
+/// Where a run keeps its files (its report, rejects, checkpoints) unless
+/// `--runs-dir` says otherwise: `run`, `update`, `follow` and the hints
+/// they print share it.
+pub(crate) const DEFAULT_RUNS_DIR: &str = "sql2ddb-runs";
+
 /// Which run, and where its progress table is.
 #[derive(clap::Args)]
 pub struct StatusArgs {

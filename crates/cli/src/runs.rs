@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use sql2ddb_engine::runs::{list_runs, resolve_run, RunEntry};
 use sql2ddb_engine::EngineError;
 
-use crate::failure::fail_job;
+use crate::outcome::Ended;
 
 pub const EXIT_CODES: &str = "\
 Exit codes:
@@ -28,17 +28,14 @@ pub struct RunsArgs {
 }
 
 /// Runs `sql2ddb runs`: the list on stdout.
-pub fn runs(args: RunsArgs) -> u8 {
-    let runs = match list_runs(&args.runs_dir, args.mapping.as_deref()) {
-        Ok(r) => r,
-        Err(e) => return fail_job(&e),
-    };
+pub fn runs(args: RunsArgs) -> Ended {
+    let runs = list_runs(&args.runs_dir, args.mapping.as_deref())?;
     if args.json {
         println!(
             "{}",
             serde_json::to_string_pretty(&runs).expect("runs serialise")
         );
-        return 0;
+        return Ok(0);
     }
     if runs.is_empty() {
         let of = match &args.mapping {
@@ -46,10 +43,10 @@ pub fn runs(args: RunsArgs) -> u8 {
             None => String::new(),
         };
         println!("no run{of} in {}", args.runs_dir.display());
-        return 0;
+        return Ok(0);
     }
     print!("{}", table(&runs));
-    0
+    Ok(0)
 }
 
 /// The runs as aligned columns, a header first.

@@ -51,6 +51,37 @@ pub(crate) enum Load {
 /// Renders the report: one line per entity, a total line, then where
 /// things are, in the words of `load`.
 pub(crate) fn render(r: &RunReport, load: Load) -> String {
+    let mut out = entity_table(r, load);
+    out.push_str(&entity_notes(r));
+    out.push_str(&embed_lines(r));
+    let status = serde_json::to_value(r.status).expect("status serialises");
+    out.push_str(&format!(
+        "\nrun {}  status {}\n",
+        r.run_id,
+        status.as_str().unwrap_or("?")
+    ));
+    out.push_str(&target_line(r, load));
+    // A dry run and an export make no call to a table: no writers to show.
+    out.push_str(&writers_and_pointers(r, load == Load::Write));
+    for w in &r.warnings {
+        out.push_str(&format!("warning: {w}\n"));
+    }
+    if let Some(f) = &r.local_data_file {
+        out.push_str(&format!("local DynamoDB data: {f}\n"));
+    }
+    if let Some(f) = r.rejects_file.as_ref() {
+        out.push_str(&format!("rejects: {f}\n"));
+    }
+    out.push_str(&format!(
+        "report: {0}/report.json (to look at: {0}/report.html)",
+        r.run_dir
+    ));
+    out
+}
+
+/// The figures of each entity and their total, as aligned columns between
+/// rules.
+fn entity_table(r: &RunReport, load: Load) -> String {
     let header = [
         "entity",
         "segments",
@@ -67,7 +98,7 @@ pub(crate) fn render(r: &RunReport, load: Load) -> String {
         "write units",
         "seconds",
     ];
-    let mut rows: Vec<[String; 10]> = r.entities.iter().map(row).collect();
+    let rows: Vec<[String; 10]> = r.entities.iter().map(row).collect();
     let total = row(&r.totals);
     let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
     for line in rows.iter().chain(std::iter::once(&total)) {
@@ -96,33 +127,30 @@ pub(crate) fn render(r: &RunReport, load: Load) -> String {
     out.push('\n');
     out.push_str(&rule);
     out.push('\n');
-    for line in rows.drain(..) {
-        out.push_str(&fmt(&line));
+    for line in &rows {
+        out.push_str(&fmt(line));
         out.push('\n');
     }
     out.push_str(&rule);
     out.push('\n');
     out.push_str(&fmt(&total));
     out.push('\n');
-    out.push_str(&entity_notes(r));
-    out.push_str(&embed_lines(r));
-    let status = serde_json::to_value(r.status).expect("status serialises");
-    out.push_str(&format!(
-        "\nrun {}  status {}\n",
-        r.run_id,
-        status.as_str().unwrap_or("?")
-    ));
-    match load {
-        Load::Write => out.push_str(&format!("table {} at {}", r.table, r.endpoint)),
-        Load::DryRun => out.push_str(&format!(
+    out
+}
+
+/// Where the items went, and what was done to the table first.
+fn target_line(r: &RunReport, load: Load) -> String {
+    let mut out = match load {
+        Load::Write => format!("table {} at {}", r.table, r.endpoint),
+        Load::DryRun => format!(
             "dry run: every row read and mapped, nothing written to table {}",
             r.table
-        )),
-        Load::Export => out.push_str(&format!(
+        ),
+        Load::Export => format!(
             "items of table {}, written to files (below); the table is not touched",
             r.table
-        )),
-    }
+        ),
+    };
     if r.table_created {
         out.push_str(" (created)");
     }
@@ -133,21 +161,6 @@ pub(crate) fn render(r: &RunReport, load: Load) -> String {
         ));
     }
     out.push('\n');
-    // A dry run and an export make no call to a table: no writers to show.
-    out.push_str(&writers_and_pointers(r, load == Load::Write));
-    for w in &r.warnings {
-        out.push_str(&format!("warning: {w}\n"));
-    }
-    if let Some(f) = &r.local_data_file {
-        out.push_str(&format!("local DynamoDB data: {f}\n"));
-    }
-    if let Some(f) = r.rejects_file.as_ref() {
-        out.push_str(&format!("rejects: {f}\n"));
-    }
-    out.push_str(&format!(
-        "report: {0}/report.json (to look at: {0}/report.html)",
-        r.run_dir
-    ));
     out
 }
 

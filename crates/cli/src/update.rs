@@ -14,6 +14,8 @@ use sql2ddb_engine::StopSignal;
 use sql2ddb_mapping::UpdateJob;
 
 use crate::limits;
+use crate::outcome::{Ended, Live, Output};
+use crate::run_ref::DEFAULT_RUNS_DIR;
 use crate::table::thousands;
 
 pub(crate) const EXIT_CODES: &str = "\
@@ -34,8 +36,6 @@ Exit codes:
       not fit together
   130 interrupted (Ctrl-C, SIGTERM): the pages in flight were written;
       continue with --resume RUN_ID";
-
-const DEFAULT_RUNS_DIR: &str = "sql2ddb-runs";
 
 #[derive(clap::Args)]
 pub(crate) struct UpdateArgs {
@@ -111,17 +111,41 @@ pub(crate) struct UpdateArgs {
     budget: crate::budget::RetryBudgetArg,
 }
 
-pub(crate) async fn update(args: UpdateArgs) -> u8 {
-    let text = match crate::read(&args.job) {
-        Ok(t) => t,
-        Err(e) => return crate::failure::fail_job(&e),
-    };
-    let job = match UpdateJob::parse(&text, &args.job, &crate::env) {
-        Ok(job) => job,
-        Err(e) => return crate::failure::fail_job(&e.into()),
-    };
+pub(crate) async fn update(args: UpdateArgs) -> Ended {
+    let text = crate::read(&args.job)?;
+    let job = UpdateJob::parse(&text, &args.job, &crate::env)?;
     let stop = StopSignal::new();
-    let opts = UpdateOptions {
+    let opts = options(&args, &stop);
+    eprintln!(
+        "update {} on {}, run {}{}",
+        job.name,
+        job.target.table,
+        opts.run_id.as_deref().unwrap_or("?"),
+        if args.dry_run {
+            " (dry run: nothing is written)"
+        } else {
+            ""
+        }
+    );
+    let progress = Arc::new(UpdateProgress::default());
+    let bar = (!args.quiet).then(|| tokio::spawn(draw(progress.clone())));
+    let live = Live::start(stop, bar.into_iter().collect());
+    let result = sql2ddb_engine::update::update(&job, &opts, progress).await;
+    live.end().await;
+    let report = result?;
+    crate::html::save_update(&report)?;
+    Output::new(args.json).report(
+        &render(&report),
+        report.error.as_deref().map(|e| (e, report.cause)),
+        continue_hint(&args, &report),
+        &report,
+    );
+    Ok(crate::failure::update_ended(&report))
+}
+
+/// The job's options from its arguments, stopped by `stop`.
+fn options(args: &UpdateArgs, stop: &Arc<StopSignal>) -> UpdateOptions {
+    UpdateOptions {
         endpoint: args.endpoint.clone(),
         region: args.region.clone(),
         runs_dir: args.runs_dir.clone(),
@@ -143,52 +167,6 @@ pub(crate) async fn update(args: UpdateArgs) -> u8 {
         sqs_endpoint: args.sqs_endpoint.clone(),
         retry_budget: args.budget.retry_budget,
         ..UpdateOptions::default()
-    };
-    eprintln!(
-        "update {} on {}, run {}{}",
-        job.name,
-        job.target.table,
-        opts.run_id.as_deref().unwrap_or("?"),
-        if args.dry_run {
-            " (dry run: nothing is written)"
-        } else {
-            ""
-        }
-    );
-    let signals = tokio::spawn(crate::live::stop_on_signals(stop));
-    let progress = Arc::new(UpdateProgress::default());
-    let bar = (!args.quiet).then(|| tokio::spawn(draw(progress.clone())));
-    let result = sql2ddb_engine::update::update(&job, &opts, progress).await;
-    signals.abort();
-    if let Some(b) = bar {
-        b.abort();
-        let _ = b.await;
-    }
-    match result {
-        Ok(report) => {
-            // The report on stdout (`update … > report.txt` keeps it),
-            // progress and logs on stderr; with --json, stdout holds the
-            // JSON alone.
-            let say = |text: &str| match args.json {
-                true => eprintln!("{text}"),
-                false => println!("{text}"),
-            };
-            say(&render(&report));
-            if let Some(e) = &report.error {
-                crate::failure::report_error(e, report.cause);
-            }
-            if let Some(hint) = continue_hint(&args, &report) {
-                say(&hint);
-            }
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&report).expect("report serialises")
-                );
-            }
-            crate::failure::update_ended(&report)
-        }
-        Err(e) => crate::failure::fail_job(&e),
     }
 }
 

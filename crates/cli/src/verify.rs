@@ -9,8 +9,8 @@ use sql2ddb_engine::follow::{follow_status, FollowStatus};
 use sql2ddb_engine::verify::{inspect, RunState};
 use sql2ddb_engine::{EngineError, Job, ResourceOptions, Resources};
 
-use crate::failure::fail_job;
 use crate::load;
+use crate::outcome::{Ended, Output};
 pub use crate::run_ref::StatusArgs;
 
 /// `verify`'s arguments: a run's counts, or with --deep its items.
@@ -87,36 +87,30 @@ async fn resources(
 }
 
 /// `sql2ddb status`.
-pub async fn status(args: StatusArgs) -> u8 {
+pub async fn status(args: StatusArgs) -> Ended {
     follow(args, false).await
 }
 
 /// `sql2ddb verify`.
-pub async fn verify(args: VerifyArgs) -> u8 {
+pub async fn verify(args: VerifyArgs) -> Ended {
     match args.deep.deep {
         true => crate::deep::verify(&args.status, &args.deep).await,
         false => follow(args.status, true).await,
     }
 }
 
-async fn follow(args: StatusArgs, verifying: bool) -> u8 {
+/// Shows the run's state (and with `--watch` again until it ends); when
+/// `verifying`, says whether every row is accounted for.
+async fn follow(args: StatusArgs, verifying: bool) -> Ended {
     let run =
-        match crate::runs::chosen_run(args.run.as_deref(), &args.runs_dir, args.mapping.as_deref())
-        {
-            Ok(run) => run,
-            Err(e) => return fail_job(&e),
-        };
-    let (resources, source) = match resources(&args, &run).await {
-        Ok(r) => r,
-        Err(e) => return fail_job(&e),
-    };
-    let started = Instant::now();
-    let mut stalled_before = false;
+        crate::runs::chosen_run(args.run.as_deref(), &args.runs_dir, args.mapping.as_deref())?;
+    let (resources, source) = resources(&args, &run).await?;
     // The state and the verdict on stdout (`status … > state.txt` keeps
     // them), logs on stderr; with --json, stdout holds the JSON alone.
-    let say = |text: &str| match args.json {
-        true => eprintln!("{text}"),
-        false => println!("{text}"),
+    let output = Output::new(args.json);
+    let mut watch = Watch {
+        started: Instant::now(),
+        stalled_before: false,
     };
     let run_dir = args.runs_dir.join(&run);
     loop {
@@ -134,52 +128,69 @@ async fn follow(args: StatusArgs, verifying: bool) -> u8 {
                     redact_secrets(&e.to_string())
                 );
                 show(None, &run, followed.as_ref(), args.json);
-                return 0;
+                return Ok(0);
             }
-            Err(e) => return fail_job(&e),
+            Err(e) => return Err(e),
         };
         show(Some(&state), &run, followed.as_ref(), args.json);
-        let done = if verifying {
-            state.verified()
-        } else {
-            state.complete
+        if let Some(code) = watch.ended(&args, &state, verifying, output) {
+            return Ok(code);
+        }
+        tokio::time::sleep(Duration::from_secs(args.interval)).await;
+    }
+}
+
+/// Looks at a run's state, once or (`--watch`) until it ends.
+struct Watch {
+    started: Instant,
+    /// Whether the previous look found the run stalled.
+    stalled_before: bool,
+}
+
+impl Watch {
+    /// The exit code, with the verdict said, once the look at `state` ends
+    /// the command: no `--watch`, the run done, stalled twice in a row, or
+    /// `--timeout` passed.
+    fn ended(
+        &mut self,
+        args: &StatusArgs,
+        state: &RunState,
+        verifying: bool,
+        output: Output,
+    ) -> Option<u8> {
+        let done = match verifying {
+            true => state.verified(),
+            false => state.complete,
         };
         if !args.watch || done {
-            return match verifying {
-                true if !done => {
-                    say(&verdict(&state));
-                    1
-                }
-                true => {
-                    say(&verdict(&state));
-                    0
-                }
-                false => 0,
-            };
+            if verifying {
+                output.say(&verdict(state));
+            }
+            return Some(u8::from(verifying && !done));
         }
         // Seen twice in a row, as queue depths are approximate.
         let stalled = state.stalled() || (state.complete && state.failed() > 0);
-        if stalled && stalled_before {
-            say(&format!(
+        if stalled && self.stalled_before {
+            output.say(&format!(
                 "{}; nothing left in the queue can complete it",
-                verdict(&state)
+                verdict(state)
             ));
             // status reports; only verify fails on it.
-            return if verifying { 1 } else { 0 };
+            return Some(u8::from(verifying));
         }
-        stalled_before = stalled;
+        self.stalled_before = stalled;
         if args
             .timeout
-            .is_some_and(|t| started.elapsed() >= Duration::from_secs(t))
+            .is_some_and(|t| self.started.elapsed() >= Duration::from_secs(t))
         {
-            say(&format!(
+            output.say(&format!(
                 "gave up after {} s: {}",
                 args.timeout.unwrap_or(0),
-                verdict(&state)
+                verdict(state)
             ));
-            return 1;
+            return Some(1);
         }
-        tokio::time::sleep(Duration::from_secs(args.interval)).await;
+        None
     }
 }
 

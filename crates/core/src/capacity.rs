@@ -43,31 +43,60 @@ pub struct GsiConfig {
     pub projection: Projection,
 }
 
-/// What an index holds of each item it projects.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(untagged)]
+/// What a global secondary index holds of each item it projects: the one
+/// definition the mapping, the planner, table admin and the test kit share.
+/// As JSON: `"ALL"`, `"KEYS_ONLY"` or the list of attributes (`INCLUDE`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(from = "ProjectionForm")]
 pub enum Projection {
-    /// `"ALL"` or `"KEYS_ONLY"`.
-    Kind(ProjectionKind),
-    /// The keys and these attributes (`INCLUDE`).
+    /// Every attribute (the default).
+    #[default]
+    All,
+    /// Only the table's and the index's key attributes.
+    KeysOnly,
+    /// The keys and these attributes.
     Include(Vec<String>),
 }
 
-impl Default for Projection {
-    /// Every attribute.
-    fn default() -> Self {
-        Projection::Kind(ProjectionKind::All)
+/// How a projection is written in JSON.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ProjectionForm {
+    Kind(ProjectionKind),
+    Include(Vec<String>),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+enum ProjectionKind {
+    All,
+    KeysOnly,
+}
+
+impl From<ProjectionForm> for Projection {
+    fn from(form: ProjectionForm) -> Self {
+        match form {
+            ProjectionForm::Kind(ProjectionKind::All) => Projection::All,
+            ProjectionForm::Kind(ProjectionKind::KeysOnly) => Projection::KeysOnly,
+            ProjectionForm::Include(attrs) => Projection::Include(attrs),
+        }
     }
 }
 
-/// A projection named by its kind.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ProjectionKind {
-    /// Every attribute.
-    All,
-    /// The table's and the index's keys.
-    KeysOnly,
+/// How a table created for a mapping (and each of its indexes) is billed;
+/// an existing table's billing is left as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Billing {
+    /// Pay per request (`PAY_PER_REQUEST`, the default).
+    #[default]
+    OnDemand,
+    /// Provisioned capacity, for the table and each of its indexes.
+    Provisioned {
+        /// Read capacity units.
+        read: u64,
+        /// Write capacity units.
+        write: u64,
+    },
 }
 
 /// The write units of one write: the table's and each index's it projects into.
@@ -159,8 +188,8 @@ impl TableSchema {
             .map(String::as_str)
             .collect();
         match &index.projection {
-            Projection::Kind(ProjectionKind::All) => return whole,
-            Projection::Kind(ProjectionKind::KeysOnly) => {}
+            Projection::All => return whole,
+            Projection::KeysOnly => {}
             Projection::Include(more) => names.extend(more.iter().map(String::as_str)),
         }
         names.sort_unstable();

@@ -10,6 +10,7 @@ use aws_sdk_dynamodb::types::{
     ProjectionType, ProvisionedThroughput, ScalarAttributeType, TableDescription, TableStatus,
 };
 use aws_sdk_dynamodb::Client;
+pub use sql2ddb_core::capacity::{Billing, Projection};
 use sql2ddb_core::{KeyAttr, KeyType};
 
 use crate::client::Dynamo;
@@ -44,33 +45,6 @@ pub struct GsiSpec {
     pub projection: Projection,
 }
 
-/// Which attributes a global secondary index holds.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Projection {
-    /// Every attribute.
-    All,
-    /// Only the table's and the index's key attributes.
-    KeysOnly,
-    /// The keys and these attributes.
-    Include(Vec<String>),
-}
-
-/// Billing of a table created by [`ensure_table_spec`]; an existing table's
-/// billing is left as it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Billing {
-    /// `PAY_PER_REQUEST`.
-    #[default]
-    OnDemand,
-    /// `PROVISIONED` with these capacity units, for the table and each index.
-    Provisioned {
-        /// Read capacity units.
-        read: u64,
-        /// Write capacity units.
-        write: u64,
-    },
-}
-
 impl TableSpec {
     /// A table with `keys`, no indexes, on-demand billing.
     pub fn new(name: impl Into<String>, keys: Vec<KeyAttr>) -> Self {
@@ -83,13 +57,12 @@ impl TableSpec {
     }
 }
 
-impl Projection {
-    fn describe(&self) -> String {
-        match self {
-            Projection::All => "ALL".into(),
-            Projection::KeysOnly => "KEYS_ONLY".into(),
-            Projection::Include(a) => format!("INCLUDE [{}]", a.join(", ")),
-        }
+/// A projection as DynamoDB names it, for a message.
+fn describe(p: &Projection) -> String {
+    match p {
+        Projection::All => "ALL".into(),
+        Projection::KeysOnly => "KEYS_ONLY".into(),
+        Projection::Include(a) => format!("INCLUDE [{}]", a.join(", ")),
     }
 }
 
@@ -403,8 +376,8 @@ fn compare(
                 &g.name,
                 format!(
                     "its projection is {}, the mapping declares {}",
-                    projection.describe(),
-                    wanted.describe()
+                    describe(&projection),
+                    describe(&wanted)
                 ),
             ));
         }

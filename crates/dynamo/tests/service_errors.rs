@@ -6,51 +6,21 @@ use std::time::Duration;
 
 use sql2ddb_core::{AttrValue, EncodedItem, Item, KeyAttr};
 use sql2ddb_dynamo::{connect, ensure_table, BatchWriter, Endpoint, RetryPolicy};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
+use sql2ddb_testkit::support::{answering_server, Answer, Requests};
 
 const PAGE: &str = "<html>\r\n<head><title>500 Internal Server Error</title></head>\r\n\
 <body>\r\n<center><h1>500 Internal Server Error</h1></center>\r\n<hr><center>nginx/1.25.3</center>\r\n\
 </body>\r\n</html>\r\n";
 
-/// Answers every request on a loopback port with `500` and an HTML page.
-async fn html_500_server() -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            tokio::spawn(async move {
-                // Read the request head and its body before answering.
-                let mut seen = Vec::new();
-                let mut buf = [0u8; 8192];
-                loop {
-                    match socket.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => seen.extend_from_slice(&buf[..n]),
-                    }
-                    let text = String::from_utf8_lossy(&seen).to_ascii_lowercase();
-                    if let Some(head_end) = text.find("\r\n\r\n") {
-                        let length = text[..head_end]
-                            .lines()
-                            .find_map(|l| l.strip_prefix("content-length:"))
-                            .and_then(|v| v.trim().parse::<usize>().ok())
-                            .unwrap_or(0);
-                        if seen.len() >= head_end + 4 + length {
-                            break;
-                        }
-                    }
-                }
-                let response = format!(
-                    "HTTP/1.1 500 Internal Server Error\r\nContent-Type: text/html\r\n\
-                     Content-Length: {}\r\nConnection: close\r\n\r\n{PAGE}",
-                    PAGE.len()
-                );
-                let _ = socket.write_all(response.as_bytes()).await;
-                let _ = socket.shutdown().await;
-            });
-        }
-    });
-    url
+/// Answers every request on a loopback port with `500` and an HTML page;
+/// the server runs as long as the returned handle is kept.
+async fn html_500_server() -> (String, Requests) {
+    answering_server(|_| {
+        Answer::json(500, PAGE)
+            .header("content-type", "text/html")
+            .closing()
+    })
+    .await
 }
 
 fn keys() -> Vec<KeyAttr> {
@@ -73,7 +43,7 @@ fn assert_says_500(message: &str) {
 
 #[tokio::test]
 async fn nothing_lost_12_http_500_html_shows_status_and_body() {
-    let url = html_500_server().await;
+    let (url, _server) = html_500_server().await;
     let dynamo = connect(&Endpoint::Url(url), Some("us-east-1"))
         .await
         .unwrap();

@@ -150,8 +150,8 @@ pub enum EngineError {
     /// A fresh load's destination (a run's table, an export's folder)
     /// already holds data, and the options do not say what to do with it
     /// (`--if-not-empty`); nothing was read or written.
-    #[error("{}", .0.message(crate::target::flag))]
-    NotEmpty(Box<crate::target::NotEmpty>),
+    #[error("{}", .0.message(crate::if_not_empty::flag))]
+    NotEmpty(Box<crate::if_not_empty::NotEmpty>),
     /// What a follower needs and lacks, every reason at once, found before
     /// a slot, a publication or an item was created (or a checkpoint moved).
     #[error("cannot follow this mapping; nothing was created on the source and nothing moved. Fix each of these, then run again:{}", list(reasons))]
@@ -256,7 +256,8 @@ impl EngineError {
         }))
     }
 
-    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+    /// A file or directory at `path` that could not be read or written.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         EngineError::Io {
             path: path.into(),
             source,

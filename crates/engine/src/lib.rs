@@ -11,6 +11,7 @@ pub mod export;
 pub mod follow;
 pub mod get;
 mod ids;
+pub mod if_not_empty;
 pub mod init;
 mod outcome;
 pub mod plan;
@@ -37,6 +38,7 @@ pub use check::source::{check_source, SourceCheck};
 pub use check::{check, CheckFailure, CheckSummary};
 pub use error::{Cause, EngineError, ErrorKind, Unfollowable};
 pub use ids::new_run_id;
+pub use if_not_empty::IfNotEmpty;
 pub use progress::{EntityProgress, RunProgress};
 pub use report::{
     EmbedReport, EntityReport, PointerReport, RunReport, RunStatus, SnapshotReport, WriterReport,
@@ -52,4 +54,3 @@ pub use sql2ddb_dynamo::{ErrorKind as DynamoErrorKind, Failure as DynamoFailure}
 pub use sql2ddb_queue::ErrorKind as QueueErrorKind;
 pub use sql2ddb_source::SourceErrorKind;
 pub use stop::StopSignal;
-pub use target::IfNotEmpty;

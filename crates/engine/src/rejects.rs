@@ -1,12 +1,12 @@
 //! The rejects file: one JSON object per line, enough to fix and replay a row.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use serde::Serialize;
 use sql2ddb_core::Reject;
+use tokio::io::{AsyncWriteExt, BufWriter};
 
 use crate::error::EngineError;
 
@@ -33,9 +33,11 @@ pub struct RejectCount {
 type ReasonKey = (String, Option<String>, String);
 
 /// Appends rejects to `rejects.jsonl`; created on the first reject only.
+/// The file is tokio's: its writes run on the blocking pool, never on the
+/// runtime's threads that read and write the data.
 pub struct RejectsFile {
     path: PathBuf,
-    file: Mutex<Option<std::io::BufWriter<std::fs::File>>>,
+    file: tokio::sync::Mutex<Option<BufWriter<tokio::fs::File>>>,
     reasons: Mutex<BTreeMap<ReasonKey, u64>>,
 }
 
@@ -44,7 +46,7 @@ impl RejectsFile {
     pub fn new(path: impl AsRef<Path>) -> Self {
         RejectsFile {
             path: path.as_ref().to_path_buf(),
-            file: Mutex::new(None),
+            file: tokio::sync::Mutex::new(None),
             reasons: Mutex::new(BTreeMap::new()),
         }
     }
@@ -83,32 +85,37 @@ impl RejectsFile {
     }
 
     /// Appends rejects.
-    pub fn write(&self, rejects: &[Reject]) -> Result<(), EngineError> {
+    pub async fn write(&self, rejects: &[Reject]) -> Result<(), EngineError> {
         if rejects.is_empty() {
             return Ok(());
         }
         self.count(rejects);
-        let mut guard = self.file.lock().expect("rejects lock");
+        let mut lines = Vec::with_capacity(rejects.len() * 128);
+        for r in rejects {
+            serde_json::to_writer(&mut lines, r).expect("a reject serialises");
+            lines.push(b'\n');
+        }
+        let io = |e| EngineError::io(&self.path, e);
+        let mut guard = self.file.lock().await;
         if guard.is_none() {
-            let f = std::fs::OpenOptions::new()
+            let f = tokio::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
                 .open(&self.path)
-                .map_err(|e| EngineError::io(&self.path, e))?;
-            *guard = Some(std::io::BufWriter::new(f));
+                .await
+                .map_err(io)?;
+            *guard = Some(BufWriter::new(f));
         }
         let w = guard.as_mut().expect("opened above");
-        for r in rejects {
-            let line = serde_json::to_string(r).expect("a reject serialises");
-            writeln!(w, "{line}").map_err(|e| EngineError::io(&self.path, e))?;
-        }
-        Ok(())
+        w.write_all(&lines).await.map_err(io)
     }
 
     /// Flushes what was written.
-    pub fn flush(&self) -> Result<(), EngineError> {
-        if let Some(w) = self.file.lock().expect("rejects lock").as_mut() {
-            w.flush().map_err(|e| EngineError::io(&self.path, e))?;
+    pub async fn flush(&self) -> Result<(), EngineError> {
+        if let Some(w) = self.file.lock().await.as_mut() {
+            w.flush()
+                .await
+                .map_err(|e| EngineError::io(&self.path, e))?;
         }
         Ok(())
     }
@@ -152,8 +159,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn rows_refused_for_one_cause_count_together_whatever_their_values() {
+    #[tokio::test]
+    async fn rows_refused_for_one_cause_count_together_whatever_their_values() {
         let dir = tempfile::tempdir().unwrap();
         let file = RejectsFile::new(dir.path().join("rejects.jsonl"));
         file.write(&[
@@ -161,6 +168,7 @@ mod tests {
             reject("orders", "total", r#"text "x\"y" is not a number"#),
             reject("orders", "placed", r#"text "soon" is not a timestamp"#),
         ])
+        .await
         .unwrap();
         let reasons = file.reasons();
         assert_eq!(reasons.len(), 2);
@@ -172,19 +180,39 @@ mod tests {
         assert_eq!(reasons[1].rows, 1);
     }
 
-    #[test]
-    fn reasons_past_the_cap_count_as_other_reasons() {
+    #[tokio::test]
+    async fn reasons_past_the_cap_count_as_other_reasons() {
         let dir = tempfile::tempdir().unwrap();
         let file = RejectsFile::new(dir.path().join("rejects.jsonl"));
         let many: Vec<Reject> = (0..MAX_REASONS + 5)
             .map(|i| reject("e", &format!("c{i}"), "bad"))
             .collect();
-        file.write(&many).unwrap();
+        file.write(&many).await.unwrap();
         let reasons = file.reasons();
         assert_eq!(reasons.len(), MAX_REASONS + 1);
         assert_eq!(reasons[0].reason, OTHER_REASONS);
         assert_eq!(reasons[0].rows, 5);
         let total: u64 = reasons.iter().map(|r| r.rows).sum();
         assert_eq!(total, many.len() as u64);
+    }
+
+    #[tokio::test]
+    async fn every_reject_is_one_line_of_the_file_once_flushed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rejects.jsonl");
+        let file = RejectsFile::new(&path);
+        file.write(&[]).await.unwrap();
+        assert!(!path.exists(), "created on the first reject only");
+        file.write(&[reject("a", "x", "bad")]).await.unwrap();
+        file.write(&[reject("b", "y", "worse"), reject("c", "z", "worst")])
+            .await
+            .unwrap();
+        file.flush().await.unwrap();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let entities: Vec<String> = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["entity"].to_string())
+            .collect();
+        assert_eq!(entities, [r#""a""#, r#""b""#, r#""c""#]);
     }
 }

@@ -267,7 +267,7 @@ impl BatchSink {
             .chain(out.failed.iter().map(|(m, reason)| (m, reason)))
             .map(|(m, reason)| write_reject(&batch.entity, m, reason))
             .collect();
-        self.rejects.write(&refused)?;
+        self.rejects.write(&refused).await?;
         Ok(BatchOutcome {
             written: out.written,
             rejected: out.rejected.len() as u64,
@@ -422,7 +422,7 @@ impl BatchSink {
             .iter()
             .map(|(m, reason)| write_reject(&page.entity, m, reason))
             .collect();
-        self.rejects.write(&refused)?;
+        self.rejects.write(&refused).await?;
         Ok(out)
     }
 

@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::Serialize;
-use sql2ddb_dynamo::progress::{RunProgress, SegmentTotal};
+use sql2ddb_dynamo::progress::{RunMeta, RunProgress, SegmentTotal};
 
 use crate::error::EngineError;
 use crate::resources::Resources;
@@ -309,6 +309,29 @@ pub async fn inspect(resources: &Resources, run_id: &str) -> Result<RunState, En
         missing,
         complete,
     } = summarize(&progress);
+    let unfinished = unfinished_segments(&meta, &progress);
+    let ranges = page_ranges(missing);
+    let (queue, queue_error) = match &meta.queue {
+        Some(url) => queue_state(resources, url).await,
+        None => (None, None),
+    };
+    Ok(RunState {
+        run_id: run_id.to_string(),
+        table: meta.table,
+        progress_table: store.table().to_string(),
+        started: meta.started,
+        complete,
+        entities,
+        unfinished,
+        missing: ranges,
+        queue,
+        queue_error,
+    })
+}
+
+/// The segments of a run with no total recorded, each with the pages its
+/// reader handed on.
+fn unfinished_segments(meta: &RunMeta, progress: &RunProgress) -> Vec<UnfinishedSegment> {
     let mut unfinished = Vec::new();
     for e in &meta.entities {
         for segment in 0..e.segments {
@@ -330,6 +353,11 @@ pub async fn inspect(resources: &Resources, run_id: &str) -> Result<RunState, En
             }
         }
     }
+    unfinished
+}
+
+/// Missing pages, in order, as ranges of consecutive pages per segment.
+fn page_ranges(missing: Vec<MissingPage>) -> Vec<MissingPages> {
     let mut ranges: Vec<MissingPages> = Vec::new();
     for m in missing {
         match ranges.last_mut() {
@@ -344,33 +372,24 @@ pub async fn inspect(resources: &Resources, run_id: &str) -> Result<RunState, En
             }),
         }
     }
-    let (queue, queue_error) = match &meta.queue {
-        Some(url) => match resources.queue_depth(url).await {
-            Ok(d) => (
-                Some(QueueState {
-                    url: url.clone(),
-                    visible: d.visible,
-                    in_flight: d.in_flight,
-                    dead_letter: d.dead_letter,
-                }),
-                None,
-            ),
-            Err(e) => (None, Some(sql2ddb_core::redact_secrets(&e.to_string()))),
-        },
-        None => (None, None),
-    };
-    Ok(RunState {
-        run_id: run_id.to_string(),
-        table: meta.table,
-        progress_table: store.table().to_string(),
-        started: meta.started,
-        complete,
-        entities,
-        unfinished,
-        missing: ranges,
-        queue,
-        queue_error,
-    })
+    ranges
+}
+
+/// The depths of the run's queue at `url`, or why they could not be read
+/// (secrets masked).
+async fn queue_state(resources: &Resources, url: &str) -> (Option<QueueState>, Option<String>) {
+    match resources.queue_depth(url).await {
+        Ok(d) => (
+            Some(QueueState {
+                url: url.to_string(),
+                visible: d.visible,
+                in_flight: d.in_flight,
+                dead_letter: d.dead_letter,
+            }),
+            None,
+        ),
+        Err(e) => (None, Some(sql2ddb_core::redact_secrets(&e.to_string()))),
+    }
 }
 
 #[cfg(test)]

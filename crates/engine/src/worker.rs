@@ -324,7 +324,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
             // A batch refused while winding down after another stop.
             report.stopped = StopReason::Throttled;
         }
-        self.recorder.rejects.flush()?;
+        self.recorder.rejects.flush().await?;
         report.runs = runs.into_iter().collect();
         Ok(report)
     }

@@ -6,47 +6,19 @@
 use std::time::Duration;
 
 use sql2ddb_engine::{Job, ResourceOptions, Resources};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
-use tokio::sync::mpsc;
+use sql2ddb_testkit::support::{answering_server, Answer, Requests};
 
-/// An endpoint that answers every request with a 400 and hands the
-/// request's `Authorization` header to the test.
-async fn signature_catcher() -> (String, mpsc::UnboundedReceiver<String>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        while let Ok((mut socket, _)) = listener.accept().await {
-            let tx = tx.clone();
-            tokio::spawn(async move {
-                let mut head = Vec::new();
-                let mut buf = [0u8; 4096];
-                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-                    match socket.read(&mut buf).await {
-                        Ok(0) | Err(_) => return,
-                        Ok(n) => head.extend_from_slice(&buf[..n]),
-                    }
-                }
-                let text = String::from_utf8_lossy(&head).to_string();
-                if let Some(line) = text
-                    .lines()
-                    .find(|l| l.to_ascii_lowercase().starts_with("authorization:"))
-                {
-                    let _ = tx.send(line.to_string());
-                }
-                let body =
-                    r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"no"}"#;
-                let answer = format!(
-                    "HTTP/1.1 400 Bad Request\r\ncontent-type: application/x-amz-json-1.0\r\n\
-                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
-                    body.len()
-                );
-                let _ = socket.write_all(answer.as_bytes()).await;
-            });
-        }
-    });
-    (url, rx)
+/// An endpoint that answers every request with a 400; the test reads the
+/// `Authorization` header of what it received.
+async fn signature_catcher() -> (String, Requests) {
+    answering_server(|_| {
+        Answer::json(
+            400,
+            r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"no"}"#,
+        )
+        .closing()
+    })
+    .await
 }
 
 #[tokio::test]
@@ -67,10 +39,11 @@ async fn the_region_given_to_a_job_signs_its_sqs_calls() {
     // Opening the queue asks SQS for its attributes.
     let url = format!("{sqs}/123456789012/jobs");
     assert!(resources.queue(&url).await.is_err(), "the catcher refuses");
-    let signed = tokio::time::timeout(Duration::from_secs(10), signatures.recv())
+    let request = tokio::time::timeout(Duration::from_secs(10), signatures.recv())
         .await
         .expect("the SQS call reached the endpoint")
         .unwrap();
+    let signed = &request.headers["authorization"];
     assert!(
         signed.contains("/ap-southeast-2/sqs/aws4_request"),
         "signed for another region: {signed}"

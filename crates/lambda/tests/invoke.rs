@@ -10,61 +10,24 @@
 
 mod support;
 
-use std::collections::HashMap;
-
 use sql2ddb_lambda::reader::{Invoker, LambdaInvoker, ReaderEvent};
 use support::*;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
-/// One HTTP request as received: method, path, headers (lower-case
-/// names) and body.
-struct Request {
-    method: String,
-    path: String,
-    headers: HashMap<String, String>,
-    body: Vec<u8>,
-}
-
-/// Accepts one connection on `listener`, reads one request and answers
-/// 202 with an empty body, as Lambda answers an `Event` invocation.
-async fn accept_one(listener: tokio::net::TcpListener) -> Request {
-    let (stream, _) = listener.accept().await.unwrap();
-    let mut stream = BufReader::new(stream);
-    let mut line = String::new();
-    stream.read_line(&mut line).await.unwrap();
-    let mut parts = line.split_whitespace();
-    let method = parts.next().unwrap().to_string();
-    let path = parts.next().unwrap().to_string();
-    let mut headers = HashMap::new();
-    loop {
-        let mut line = String::new();
-        stream.read_line(&mut line).await.unwrap();
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        let (name, value) = line.split_once(':').unwrap();
-        headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_string());
-    }
-    let length: usize = headers["content-length"].parse().unwrap();
-    let mut body = vec![0; length];
-    stream.read_exact(&mut body).await.unwrap();
-    let answer = "HTTP/1.1 202 Accepted\r\ncontent-length: 0\r\nx-amzn-requestid: 0f1e2d3c\r\nconnection: close\r\n\r\n";
-    stream.get_mut().write_all(answer.as_bytes()).await.unwrap();
-    stream.get_mut().shutdown().await.unwrap();
-    Request {
-        method,
-        path,
-        headers,
-        body,
-    }
+/// A listener that answers as Lambda answers an `Event` invocation: 202,
+/// an empty body.
+async fn lambda_api() -> (String, sql2ddb_testkit::support::Requests) {
+    use sql2ddb_testkit::support::{answering_server, Answer};
+    answering_server(|_| {
+        Answer::json(202, "")
+            .header("x-amzn-requestid", "0f1e2d3c")
+            .closing()
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_next_invocation_is_an_event_invoke_of_the_function_with_run_id_and_resume() {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let captured = tokio::spawn(accept_one(listener));
+    let (url, mut requests) = lambda_api().await;
     let function = unique("sql2ddb-reader").replace('_', "-");
     let invoker = LambdaInvoker::new(
         aws_sdk_lambda::Client::new(&aws_config(&url).await),
@@ -77,7 +40,7 @@ async fn the_next_invocation_is_an_event_invoke_of_the_function_with_run_id_and_
     };
     invoker.invoke(&next).await.unwrap();
 
-    let request = captured.await.unwrap();
+    let request = requests.recv().await.unwrap();
     assert_eq!(request.method, "POST");
     assert_eq!(
         request.path,

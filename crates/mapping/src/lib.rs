@@ -140,7 +140,7 @@ pub use error::{ErrorKind, Location, MappingError};
 pub use lint::Lint;
 pub use plan::MAX_READ_PARALLELISM;
 pub use plan::MAX_WCU;
-pub use plan::{Billing, Embed, Gsi, GsiProjection, Pointer, MAX_GSIS};
+pub use plan::{Billing, Embed, Gsi, Pointer, Projection, MAX_GSIS};
 pub use plan::{
     Entity, EntitySource, Plan, SourceSpec, TargetSpec, WriterSpec, DEFAULT_CONCURRENCY,
     DEFAULT_MAX_ATTEMPTS, DEFAULT_PAGE_SIZE, MAX_CONCURRENCY, SPEC_VERSION,

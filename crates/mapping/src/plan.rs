@@ -12,7 +12,7 @@ use sql2ddb_core::{redact_url, KeyAttr};
 pub use embed::Embed;
 pub(crate) use embed::EmbedDef;
 pub(crate) use gsi::MAX_PROJECTED_ATTRIBUTES;
-pub use gsi::{Billing, Gsi, GsiProjection, MAX_GSIS};
+pub use gsi::{Billing, Gsi, Projection, MAX_GSIS};
 pub use pointer::Pointer;
 pub(crate) use pointer::PointerDef;
 pub use shared::EntitySource;

@@ -34,7 +34,7 @@ use std::path::Path;
 use sql2ddb_core::{AttrValue, KeyAttr};
 
 use crate::error::{Location, MappingError};
-use crate::plan::GsiProjection;
+use crate::plan::Projection;
 
 /// The placeholders an expression uses, each where it is first used.
 #[derive(Debug, Clone, Default)]
@@ -196,7 +196,7 @@ pub struct IndexShape {
     /// Its key attribute names, partition key first.
     pub keys: Vec<String>,
     /// Which attributes it holds.
-    pub projection: GsiProjection,
+    pub projection: Projection,
 }
 
 impl UpdateJob {
@@ -237,7 +237,7 @@ impl UpdateJob {
         self.check_keys(&table.keys)?;
         if let (JobRead::Query { index, .. }, Some(at)) = (&self.read, &self.index_at) {
             let found = table.indexes.iter().find(|i| &i.name == index);
-            if let Some(i) = found.filter(|i| i.projection != GsiProjection::All) {
+            if let Some(i) = found.filter(|i| i.projection != Projection::All) {
                 if self.mode == JobMode::BatchPut {
                     return Err(MappingError::Invalid {
                         at: at.clone(),

@@ -6,7 +6,7 @@
 mod common;
 
 use sql2ddb_core::{AttrValue, KeyAttr, SqlValue};
-use sql2ddb_mapping::{Billing, ErrorKind, Gsi, GsiProjection, MappingError};
+use sql2ddb_mapping::{Billing, ErrorKind, Gsi, MappingError, Projection};
 
 use common::*;
 
@@ -50,19 +50,19 @@ fn parses_indexes_and_billing() {
                 name: "GSI1".into(),
                 pk: key("GSI1PK", "S"),
                 sk: Some(key("GSI1SK", "N")),
-                projection: GsiProjection::KeysOnly,
+                projection: Projection::KeysOnly,
             },
             Gsi {
                 name: "inverted".into(),
                 pk: key("SK", "S"),
                 sk: Some(key("PK", "S")),
-                projection: GsiProjection::Include(vec!["status".into(), "total".into()]),
+                projection: Projection::Include(vec!["status".into(), "total".into()]),
             },
             Gsi {
                 name: "by-bin".into(),
                 pk: key("BIN", "B"),
                 sk: None,
-                projection: GsiProjection::All,
+                projection: Projection::All,
             },
         ]
     );

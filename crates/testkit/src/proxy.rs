@@ -15,6 +15,7 @@ use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::header::AUTHORIZATION;
@@ -175,6 +176,8 @@ impl Shared {
     }
 }
 
+/// One request through the proxy: the capacity model decides it first,
+/// then the fault drawn for it (an expired token, a delay, the fault).
 async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<Body>, Hangup> {
     let op = operation(&req);
     let (parts, body) = req.into_parts();
@@ -191,25 +194,34 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
             false,
         ));
     };
-    let injected = |count: fn(&mut ProxyStats) -> &mut u64, status, type_name: &str| {
-        *count(&mut shared.stats()) += 1;
-        Ok(error_response(
-            status,
-            type_name,
-            "injected by the fault proxy",
-        ))
-    };
     if plan.expired_token {
-        return injected(
+        return Ok(injected(
+            &shared,
             |s| &mut s.expired_token,
             StatusCode::BAD_REQUEST,
             "com.amazon.coral.service#ExpiredTokenException",
-        );
+        ));
     }
-    let decision = plan.decision;
-    if let Some(delay) = decision.delay {
+    if let Some(delay) = plan.decision.delay {
         shared.stats().delayed += 1;
         tokio::time::sleep(delay).await;
+    }
+    apply_fault(shared, plan, op, parts, body).await
+}
+
+/// The fault `plan` drew for a request, applied: an error answered in the
+/// server's place, a dropped connection, a slow answer, part of a batch
+/// held back, or the request forwarded as it is.
+async fn apply_fault(
+    shared: Arc<Shared>,
+    plan: Plan,
+    op: String,
+    parts: Parts,
+    body: Bytes,
+) -> Result<Response<Body>, Hangup> {
+    let decision = plan.decision;
+    if let Some((count, status, type_name)) = decision.fault.and_then(error_answer) {
+        return Ok(injected(&shared, count, status, type_name));
     }
     let hold = |random| Hold {
         random,
@@ -218,36 +230,6 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
         seed: decision.split_seed,
     };
     match decision.fault {
-        Some(FaultKind::ProvisionedThroughputExceeded) => injected(
-            |s| &mut s.provisioned_throughput_exceeded,
-            StatusCode::BAD_REQUEST,
-            "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
-        ),
-        Some(FaultKind::Throttling) => injected(
-            |s| &mut s.throttling,
-            StatusCode::BAD_REQUEST,
-            "com.amazon.coral.availability#ThrottlingException",
-        ),
-        Some(FaultKind::InternalError) => injected(
-            |s| &mut s.internal_error,
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "com.amazonaws.dynamodb.v20120810#InternalServerError",
-        ),
-        Some(FaultKind::ServiceUnavailable) => injected(
-            |s| &mut s.service_unavailable,
-            StatusCode::SERVICE_UNAVAILABLE,
-            "com.amazonaws.dynamodb.v20120810#ServiceUnavailable",
-        ),
-        Some(FaultKind::TooManyRequests) => injected(
-            |s| &mut s.too_many_requests,
-            StatusCode::TOO_MANY_REQUESTS,
-            "com.amazonaws.dynamodb.v20120810#TooManyRequestsException",
-        ),
-        Some(FaultKind::RequestTimeout) => injected(
-            |s| &mut s.request_timeout,
-            StatusCode::REQUEST_TIMEOUT,
-            "com.amazon.coral.service#RequestTimeoutException",
-        ),
         Some(FaultKind::DroppedConnection) => {
             if decision.forward_before_drop {
                 let _ = shared.upstream.forward(&op, &parts, body).await;
@@ -258,14 +240,8 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
             Err(Hangup)
         }
         Some(FaultKind::Slow) if plan.slow_for.is_some() => {
-            // Forwarded to the end even when the client hangs up meanwhile.
-            let forwarding = shared.clone();
-            let forwarded =
-                tokio::spawn(async move { forwarding.upstream.forward(&op, &parts, body).await });
-            let answer = forwarded.await.ok().flatten();
-            shared.stats().slow += 1;
-            tokio::time::sleep(plan.slow_for.unwrap_or_default()).await;
-            Ok(relay(answer, false))
+            let slow_for = plan.slow_for.unwrap_or_default();
+            Ok(slow_answer(shared, op, parts, body, slow_for).await)
         }
         Some(FaultKind::Unprocessed) if op == "BatchWriteItem" => {
             Ok(hold_back_writes(&shared.upstream, &op, &parts, body, hold(true)).await)
@@ -283,6 +259,77 @@ async fn handle(shared: Arc<Shared>, req: Request<Incoming>) -> Result<Response<
             false,
         )),
     }
+}
+
+/// The counter of an injected error answer.
+type ErrorCount = fn(&mut ProxyStats) -> &mut u64;
+
+/// The error answer a fault stands for (its counter, status and
+/// `__type`), or `None` for a fault that is not an error answer.
+fn error_answer(fault: FaultKind) -> Option<(ErrorCount, StatusCode, &'static str)> {
+    let answer: (ErrorCount, StatusCode, &'static str) = match fault {
+        FaultKind::ProvisionedThroughputExceeded => (
+            |s| &mut s.provisioned_throughput_exceeded,
+            StatusCode::BAD_REQUEST,
+            "com.amazonaws.dynamodb.v20120810#ProvisionedThroughputExceededException",
+        ),
+        FaultKind::Throttling => (
+            |s| &mut s.throttling,
+            StatusCode::BAD_REQUEST,
+            "com.amazon.coral.availability#ThrottlingException",
+        ),
+        FaultKind::InternalError => (
+            |s| &mut s.internal_error,
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "com.amazonaws.dynamodb.v20120810#InternalServerError",
+        ),
+        FaultKind::ServiceUnavailable => (
+            |s| &mut s.service_unavailable,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "com.amazonaws.dynamodb.v20120810#ServiceUnavailable",
+        ),
+        FaultKind::TooManyRequests => (
+            |s| &mut s.too_many_requests,
+            StatusCode::TOO_MANY_REQUESTS,
+            "com.amazonaws.dynamodb.v20120810#TooManyRequestsException",
+        ),
+        FaultKind::RequestTimeout => (
+            |s| &mut s.request_timeout,
+            StatusCode::REQUEST_TIMEOUT,
+            "com.amazon.coral.service#RequestTimeoutException",
+        ),
+        _ => return None,
+    };
+    Some(answer)
+}
+
+/// An error answered in the server's place, counted.
+fn injected(
+    shared: &Shared,
+    count: ErrorCount,
+    status: StatusCode,
+    type_name: &str,
+) -> Response<Body> {
+    *count(&mut shared.stats()) += 1;
+    error_response(status, type_name, "injected by the fault proxy")
+}
+
+/// The request forwarded, its answer held `slow_for` after: the request
+/// is applied even when the client hangs up meanwhile.
+async fn slow_answer(
+    shared: Arc<Shared>,
+    op: String,
+    parts: Parts,
+    body: Bytes,
+    slow_for: Duration,
+) -> Response<Body> {
+    let forwarding = shared.clone();
+    let forwarded =
+        tokio::spawn(async move { forwarding.upstream.forward(&op, &parts, body).await });
+    let answer = forwarded.await.ok().flatten();
+    shared.stats().slow += 1;
+    tokio::time::sleep(slow_for).await;
+    relay(answer, false)
 }
 
 /// What an affected request gets; `None` when `op` is not affected. The

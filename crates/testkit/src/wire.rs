@@ -97,6 +97,7 @@ pub(crate) fn write_requests(body: &Json) -> Vec<(&str, &Json)> {
 }
 
 /// An HTTP/1 server on 127.0.0.1; stops (with its open connections) when dropped.
+#[derive(Debug)]
 pub(crate) struct Server {
     addr: SocketAddr,
     task: JoinHandle<()>,

@@ -8,8 +8,9 @@ use sql2ddb_engine::{RunReport, RunStatus};
 
 use std::path::Path;
 
-use super::{RunArgs, DEFAULT_RUNS_DIR, DEFAULT_SHUTDOWN_GRACE};
+use super::{RunArgs, DEFAULT_SHUTDOWN_GRACE};
 use crate::load_choice::SnapshotArg;
+use crate::run_ref::DEFAULT_RUNS_DIR;
 
 /// What to run to go on with a run that ended before its end: interrupted,
 /// throttled past its retry budget, or failed on an error once it was
@@ -51,55 +52,96 @@ pub(crate) fn how_to_continue(args: &RunArgs, report: &RunReport) -> Option<Stri
 /// does what this one did. Secrets are not printed: a URL's password is
 /// masked, and the note (a line of its own, or empty) says to put it back.
 fn continue_command(args: &RunArgs, report: &RunReport, resume: bool) -> (String, String) {
-    let mut words = vec![
-        "sql2ddb".to_string(),
-        "run".to_string(),
-        shell_word(&args.mapping.display().to_string()),
-    ];
-    let mut masked = Vec::new();
-    let mut option = |name: &str, value: &str| {
-        words.push(name.to_string());
-        words.push(shell_word(value));
+    let mut command = Words {
+        words: vec![
+            "sql2ddb".to_string(),
+            "run".to_string(),
+            shell_word(&args.mapping.display().to_string()),
+        ],
+        masked: Vec::new(),
     };
-    let mut url = |name: &'static str, value: &str, option: &mut dyn FnMut(&str, &str)| {
+    where_options(&mut command, args, report, resume);
+    pace_options(&mut command, args);
+    if args.dry_run && !resume {
+        command.flag("--dry-run");
+    }
+    let note = match command.masked.is_empty() {
+        true => String::new(),
+        false => format!(
+            "\n(passwords are not printed: put them back in {} where it shows ***)",
+            command.masked.join(", ")
+        ),
+    };
+    (command.words.join(" "), note)
+}
+
+/// A command line being written, and the options whose passwords it masked.
+struct Words {
+    words: Vec<String>,
+    masked: Vec<&'static str>,
+}
+
+impl Words {
+    /// `name value`, the value quoted for the shell.
+    fn option(&mut self, name: &str, value: &str) {
+        self.words.push(name.to_string());
+        self.words.push(shell_word(value));
+    }
+
+    /// `name url`, the URL's password masked.
+    fn url(&mut self, name: &'static str, value: &str) {
         let shown = redact_secrets(value);
         if shown != value {
-            masked.push(name);
+            self.masked.push(name);
         }
-        option(name, &shown);
-    };
+        self.option(name, &shown);
+    }
+
+    /// A flag, or an option whose value needs no quoting.
+    fn flag(&mut self, word: &str) {
+        self.words.push(word.to_string());
+    }
+}
+
+/// The options that decide what the run reads and where it writes.
+fn where_options(command: &mut Words, args: &RunArgs, report: &RunReport, resume: bool) {
     if resume {
-        option("--resume", &report.run_id);
+        command.option("--resume", &report.run_id);
         if let Some(table) = &report.progress_table {
-            option("--progress-table", table);
+            command.option("--progress-table", table);
         }
     }
     if let Some(source) = &args.source {
-        url("--source", source, &mut option);
+        command.url("--source", source);
     }
     if let Some(endpoint) = &args.endpoint {
-        url("--endpoint", endpoint, &mut option);
+        command.url("--endpoint", endpoint);
     }
     if let Some(region) = &args.region {
-        option("--region", region);
+        command.option("--region", region);
     }
     if args.runs_dir != Path::new(DEFAULT_RUNS_DIR) {
-        option("--runs-dir", &args.runs_dir.display().to_string());
+        command.option("--runs-dir", &args.runs_dir.display().to_string());
     }
     if let Some(queue) = report.queue.as_ref().or(args.distributed.queue.as_ref()) {
-        url("--queue", queue, &mut option);
+        command.url("--queue", queue);
     }
     if let Some(sqs) = &args.distributed.sqs_endpoint {
-        url("--sqs-endpoint", sqs, &mut option);
+        command.url("--sqs-endpoint", sqs);
     }
     if !resume {
         match &args.only_rejects {
-            Some(file) => option("--only-rejects", &file.display().to_string()),
+            Some(file) => command.option("--only-rejects", &file.display().to_string()),
             // The table holds this run's items now: a run again writes over them.
-            None if !args.dry_run => option("--if-not-empty", "append"),
+            None if !args.dry_run => command.option("--if-not-empty", "append"),
             None => {}
         }
     }
+}
+
+/// The options that set the run's pace and how it reads, when not the
+/// defaults.
+fn pace_options(command: &mut Words, args: &RunArgs) {
     let numbers = [
         ("--max-queued", args.distributed.max_queued),
         ("--concurrency", args.concurrency.map(|c| c as u64)),
@@ -118,31 +160,20 @@ fn continue_command(args: &RunArgs, report: &RunReport, resume: bool) -> (String
     ];
     for (name, value) in numbers {
         if let Some(v) = value {
-            option(name, &v.to_string());
+            command.option(name, &v.to_string());
         }
     }
     if args.fixed_concurrency {
-        words.push("--fixed-concurrency".to_string());
+        command.flag("--fixed-concurrency");
     }
     if let Some(budget) = args.budget.retry_budget {
-        words.push("--retry-budget".to_string());
-        words.push(sql2ddb_core::duration_text(budget));
+        command.flag("--retry-budget");
+        command.flag(&sql2ddb_core::duration_text(budget));
     }
     if matches!(args.snapshot, SnapshotArg::None) {
-        words.push("--snapshot".to_string());
-        words.push("none".to_string());
+        command.flag("--snapshot");
+        command.flag("none");
     }
-    if args.dry_run && !resume {
-        words.push("--dry-run".to_string());
-    }
-    let note = match masked.is_empty() {
-        true => String::new(),
-        false => format!(
-            "\n(passwords are not printed: put them back in {} where it shows ***)",
-            masked.join(", ")
-        ),
-    };
-    (words.join(" "), note)
 }
 
 /// `word` as a POSIX shell reads it back: as is when it holds nothing the
@@ -292,7 +323,7 @@ mod tests {
         ] {
             assert!(hint.contains(part), "{part}:\n{hint}");
         }
-        assert_eq!(RunStatus::Throttled.exit_code(), 75);
+        assert_eq!(crate::failure::run_status_code(RunStatus::Throttled), 75);
     }
 
     #[test]

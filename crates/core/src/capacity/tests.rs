@@ -38,7 +38,7 @@ fn an_item_costs_its_size_rounded_up_to_a_kilobyte() {
 fn each_index_the_item_projects_into_costs_again() {
     let s = schema(vec![
         gsi("all", "G1", Projection::default()),
-        gsi("keys", "G2", Projection::Kind(ProjectionKind::KeysOnly)),
+        gsi("keys", "G2", Projection::KeysOnly),
         gsi("absent", "G3", Projection::default()),
     ]);
     let item = json!({

@@ -41,7 +41,6 @@ pub use pointers::PointerCheck;
 
 use crate::error::EngineError;
 use crate::progress::RunProgress;
-use crate::report::html;
 use crate::run::expected::SourceItems;
 use compare::Findings;
 use pointers::PointerMax;
@@ -62,8 +61,6 @@ const BUCKETS: (u64, u64) = (16, 4096);
 pub const DIFF_FILE: &str = "diff.jsonl";
 /// The report's JSON in the run directory (beside the run's own `report.json`).
 pub const REPORT_JSON: &str = "verify-report.json";
-/// The report's page in the run directory.
-pub const REPORT_HTML: &str = "verify-report.html";
 
 /// What `verify --deep` found.
 #[derive(Debug, Clone, Serialize)]
@@ -135,13 +132,12 @@ pub async fn verify_deep(
     Ok(report)
 }
 
-/// Writes `verify-report.json` and `verify-report.html` into the run directory.
+/// Writes `verify-report.json` into the run directory.
 fn save(report: &DeepReport) -> Result<(), EngineError> {
     let dir = std::path::Path::new(&report.run_dir);
     let path = dir.join(REPORT_JSON);
     let json = serde_json::to_vec_pretty(report).expect("the report serialises");
     std::fs::write(&path, json).map_err(|e| EngineError::io(&path, e))?;
-    html::write_page(dir, REPORT_HTML, &html::deep_page(report))?;
     Ok(())
 }
 

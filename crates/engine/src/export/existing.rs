@@ -10,7 +10,7 @@
 
 use super::output::{Destination, DATA_DIR};
 use crate::error::EngineError;
-use crate::target::{IfNotEmpty, NotEmpty};
+use crate::if_not_empty::{IfNotEmpty, NotEmpty};
 
 /// The names an export gives its files.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

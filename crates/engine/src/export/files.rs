@@ -360,44 +360,59 @@ impl ItemFiles {
     }
 
     async fn append(&self, bucket: &mut Bucket, lines: Vec<Vec<u8>>) -> Result<(), EngineError> {
-        for line in lines {
-            let full = bucket.open.as_ref().is_some_and(|f| {
-                self.max_items.is_some_and(|n| f.items >= n)
-                    || (f.items > 0 && f.uncompressed + line.len() as u64 > self.max_bytes)
-            });
-            if full {
-                let file = bucket.open.take().expect("an open file");
-                let entry = file.finish().await?;
-                self.finished.lock().expect("files lock").push(entry);
-            }
-            if bucket.open.is_none() {
-                bucket.opened += 1;
-                let name =
-                    self.names
-                        .data(bucket.index, bucket.opened, self.compression.extension());
-                let out = self.dest.create(&name).await?;
-                let encoder = Encoder::new(self.compression)
-                    .map_err(|e| EngineError::io(out.location(), e))?;
-                bucket.open = Some(OpenFile {
-                    name: format!("{}/{name}", super::output::DATA_DIR),
-                    encoder,
-                    out,
-                    items: 0,
-                    uncompressed: 0,
-                    compressed: 0,
-                    sha: Sha256::new(),
-                });
-            }
+        let mut lines = lines.into_iter().peekable();
+        while let Some(first) = lines.next() {
+            self.roll(bucket, first.len() as u64).await?;
             let file = bucket.open.as_mut().expect("an open file");
-            file.encoder
-                .write(&line)
-                .map_err(|e| EngineError::io(file.out.location(), e))?;
-            file.items += 1;
-            file.uncompressed += line.len() as u64;
+            // The lines that go to this file: the first always, then as
+            // long as it is not full.
+            let (mut items, mut bytes) = (file.items + 1, file.uncompressed + first.len() as u64);
+            let mut part = vec![first];
+            while let Some(line) = lines.next_if(|l| !self.full(items, bytes, l.len() as u64)) {
+                items += 1;
+                bytes += line.len() as u64;
+                part.push(line);
+            }
+            file.compress(part).await?;
         }
-        if let Some(file) = bucket.open.as_mut() {
-            let bytes = file.encoder.take();
-            file.emit(&bytes).await?;
+        Ok(())
+    }
+
+    /// Whether a file holding `items` items of `bytes` uncompressed bytes
+    /// is full for a line of `len` bytes.
+    fn full(&self, items: u64, bytes: u64, len: u64) -> bool {
+        self.max_items.is_some_and(|n| items >= n) || (items > 0 && bytes + len > self.max_bytes)
+    }
+
+    /// Makes the bucket's open file one that takes a line of `len` bytes:
+    /// a full one is finished, a new one opened.
+    async fn roll(&self, bucket: &mut Bucket, len: u64) -> Result<(), EngineError> {
+        if bucket
+            .open
+            .as_ref()
+            .is_some_and(|f| self.full(f.items, f.uncompressed, len))
+        {
+            let file = bucket.open.take().expect("an open file");
+            let entry = file.finish().await?;
+            self.finished.lock().expect("files lock").push(entry);
+        }
+        if bucket.open.is_none() {
+            bucket.opened += 1;
+            let name = self
+                .names
+                .data(bucket.index, bucket.opened, self.compression.extension());
+            let out = self.dest.create(&name).await?;
+            let encoder =
+                Encoder::new(self.compression).map_err(|e| EngineError::io(out.location(), e))?;
+            bucket.open = Some(OpenFile {
+                name: format!("{}/{name}", super::output::DATA_DIR),
+                encoder,
+                out,
+                items: 0,
+                uncompressed: 0,
+                compressed: 0,
+                sha: Sha256::new(),
+            });
         }
         Ok(())
     }
@@ -413,9 +428,30 @@ impl OpenFile {
         self.out.write(bytes).await
     }
 
+    /// Compresses `lines` into the file, on the blocking pool: compression
+    /// is CPU work that would hold a runtime thread the readers and the
+    /// other files need.
+    async fn compress(&mut self, lines: Vec<Vec<u8>>) -> Result<(), EngineError> {
+        let mut encoder = std::mem::replace(&mut self.encoder, Encoder::Plain(Vec::new()));
+        let (encoder, compressed) = tokio::task::spawn_blocking(move || {
+            let written = lines.iter().try_for_each(|l| encoder.write(l));
+            let bytes = encoder.take();
+            (encoder, written.map(|()| (lines, bytes)))
+        })
+        .await
+        .expect("compression does not panic");
+        self.encoder = encoder;
+        let (lines, bytes) = compressed.map_err(|e| EngineError::io(self.out.location(), e))?;
+        self.items += lines.len() as u64;
+        self.uncompressed += lines.iter().map(|l| l.len() as u64).sum::<u64>();
+        self.emit(&bytes).await
+    }
+
     async fn finish(mut self) -> Result<FileEntry, EngineError> {
-        let tail = std::mem::replace(&mut self.encoder, Encoder::Plain(Vec::new()))
-            .finish()
+        let encoder = std::mem::replace(&mut self.encoder, Encoder::Plain(Vec::new()));
+        let tail = tokio::task::spawn_blocking(move || encoder.finish())
+            .await
+            .expect("compression does not panic")
             .map_err(|e| EngineError::io(self.out.location(), e))?;
         self.emit(&tail).await?;
         let sha256 = self

@@ -6,7 +6,7 @@
 use serde::Serialize;
 use serde_json::{json, Value as Json};
 use sql2ddb_core::KeyAttr;
-use sql2ddb_mapping::{Billing, GsiProjection, Plan};
+use sql2ddb_mapping::{Billing, Plan, Projection};
 
 use super::compression::Compression;
 use super::files::FileEntry;
@@ -141,9 +141,9 @@ pub fn table_creation(plan: &Plan) -> Json {
                     "IndexName": g.name,
                     "KeySchema": key_schema(&g.keys()),
                     "Projection": match &g.projection {
-                        GsiProjection::All => json!({"ProjectionType": "ALL"}),
-                        GsiProjection::KeysOnly => json!({"ProjectionType": "KEYS_ONLY"}),
-                        GsiProjection::Include(a) => json!({"ProjectionType": "INCLUDE", "NonKeyAttributes": a}),
+                        Projection::All => json!({"ProjectionType": "ALL"}),
+                        Projection::KeysOnly => json!({"ProjectionType": "KEYS_ONLY"}),
+                        Projection::Include(a) => json!({"ProjectionType": "INCLUDE", "NonKeyAttributes": a}),
                     },
                 });
                 if let Some(p) = &throughput {

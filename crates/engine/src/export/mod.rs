@@ -57,7 +57,7 @@ pub struct ExportOptions {
     /// What the export does when the destination already holds an earlier
     /// export's files: refuse (the default), add its own beside them, or
     /// remove them first.
-    pub if_not_empty: crate::target::IfNotEmpty,
+    pub if_not_empty: crate::if_not_empty::IfNotEmpty,
 }
 
 /// What loads an export's files into DynamoDB.

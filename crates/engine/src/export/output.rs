@@ -6,8 +6,8 @@
 //! parameters beside that folder: an import from S3 reads every object under
 //! its key prefix, so `data/` must hold nothing but items.
 
-use std::io::Write;
 use std::path::PathBuf;
+use tokio::io::AsyncWriteExt;
 
 pub use sql2ddb_s3::S3Options;
 use sql2ddb_s3::{S3Error, S3Prefix, Upload};
@@ -103,9 +103,11 @@ impl Destination {
         match self {
             Destination::Dir(dir) => {
                 let path = dir.join(&relative);
-                let file = std::fs::File::create(&path).map_err(|e| EngineError::io(&path, e))?;
+                let file = tokio::fs::File::create(&path)
+                    .await
+                    .map_err(|e| EngineError::io(&path, e))?;
                 Ok(FileOut::Local {
-                    file: std::io::BufWriter::new(file),
+                    file: tokio::io::BufWriter::new(file),
                     path,
                 })
             }
@@ -120,7 +122,7 @@ impl Destination {
     pub async fn remove(&self, name: &str) {
         match self {
             Destination::Dir(dir) => {
-                let _ = std::fs::remove_file(dir.join(name));
+                let _ = tokio::fs::remove_file(dir.join(name)).await;
             }
             Destination::S3(place) => place.delete(name).await,
         }
@@ -132,7 +134,9 @@ impl Destination {
         match self {
             Destination::Dir(dir) => {
                 let path = dir.join(name);
-                std::fs::write(&path, bytes).map_err(|e| EngineError::io(&path, e))?;
+                tokio::fs::write(&path, bytes)
+                    .await
+                    .map_err(|e| EngineError::io(&path, e))?;
                 Ok(path.display().to_string())
             }
             Destination::S3(place) => place.put(name, bytes).await.map_err(s3_error),
@@ -146,8 +150,9 @@ pub enum FileOut {
     Local {
         /// Its path.
         path: PathBuf,
-        /// The open file.
-        file: std::io::BufWriter<std::fs::File>,
+        /// The open file, tokio's: its writes and its `fsync` run on the
+        /// blocking pool.
+        file: tokio::io::BufWriter<tokio::fs::File>,
     },
     /// An S3 multipart upload.
     S3(Upload),
@@ -160,6 +165,7 @@ impl FileOut {
         match self {
             FileOut::Local { path, file } => file
                 .write_all(bytes)
+                .await
                 .map_err(|e| EngineError::io(path.as_path(), e)),
             FileOut::S3(u) => u.write(bytes).await.map_err(s3_error),
         }
@@ -170,9 +176,10 @@ impl FileOut {
     pub async fn finish(self) -> Result<(), EngineError> {
         match self {
             FileOut::Local { path, mut file } => {
-                file.flush().map_err(|e| EngineError::io(&path, e))?;
+                file.flush().await.map_err(|e| EngineError::io(&path, e))?;
                 file.get_ref()
                     .sync_all()
+                    .await
                     .map_err(|e| EngineError::io(&path, e))
             }
             FileOut::S3(u) => u.finish().await.map_err(s3_error),
@@ -185,7 +192,7 @@ impl FileOut {
         match self {
             FileOut::Local { path, file } => {
                 drop(file);
-                let _ = std::fs::remove_file(&path);
+                let _ = tokio::fs::remove_file(&path).await;
             }
             FileOut::S3(u) => u.abort().await,
         }

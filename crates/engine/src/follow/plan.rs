@@ -221,8 +221,8 @@ impl Plan {
     ) -> Result<(), EngineError> {
         counts.rejected += self.rejects.len() as u64;
         counts.folded += self.folded;
-        target.rejects.write(&self.rejects)?;
-        target.rejects.flush()?;
+        target.rejects.write(&self.rejects).await?;
+        target.rejects.flush().await?;
         let mut puts = Vec::new();
         let mut deletes = Vec::new();
         for (_, a) in self.actions {

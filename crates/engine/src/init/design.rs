@@ -186,113 +186,15 @@ pub fn design(tables: &[SchemaTable], measured: &Measured, single: bool) -> Desi
             total,
         };
     }
-    let refs: Vec<Vec<Reference>> = (0..n).map(|i| references(tables, i)).collect();
-    let links: Vec<Option<(Reference, Reference)>> = (0..n)
-        .map(|i| match tables[i].primary_key.is_empty() {
-            true => None,
-            false => link_pair(&tables[i], &refs[i]),
-        })
-        .collect();
-    // How many other tables reference each table: a catalogue is referenced
-    // from many places, an owner from its parts.
-    let mut referenced_by = vec![BTreeSet::new(); n];
-    for (i, r) in refs.iter().enumerate() {
-        for x in r.iter().filter(|x| x.parent != i) {
-            referenced_by[x.parent].insert(i);
-        }
-    }
-    let largest = |i: usize, r: &Reference| measured.largest.get(&(i, r.index)).copied();
-    let mut chosen: Vec<Option<Reference>> = vec![None; n];
-    for i in 0..n {
-        let t = &tables[i];
-        if t.primary_key.is_empty() || links[i].is_some() {
-            continue;
-        }
-        let mut accepted = Vec::new();
-        for r in &refs[i] {
-            let p = r.parent;
-            if p == i || links[p].is_some() {
-                continue;
-            }
-            let parent = short(&tables[p].name);
-            let cols = r.columns.join(", ");
-            // Primary key columns are never NULL once `run` proved the key.
-            let nullable = r.columns.iter().any(|c| {
-                !t.primary_key.contains(c) && t.columns.iter().any(|x| &x.name == c && x.nullable)
-            });
-            if nullable {
-                notes[i].push(format!(
-                    "not under {parent} ({cols}): nullable, and a NULL in a key would reject the row; it stays an attribute"
-                ));
-                continue;
-            }
-            let most = largest(i, r).unwrap_or(0);
-            if is_hot(most + 1, total) {
-                notes[i].push(format!(
-                    "not under {parent} ({cols}): a lookup — its largest value holds {most} rows, {} of the {total} rows mapped; it stays an attribute, {parent} its own entity",
-                    percent(most + 1, total)
-                ));
-                continue;
-            }
-            let identifying = r.columns.iter().all(|c| t.primary_key.contains(c));
-            let rank = match (identifying, r.cascade) {
-                (true, _) => 0,
-                (false, true) => 1,
-                (false, false) => 2,
-            };
-            let key = (
-                rank,
-                referenced_by[p].len(),
-                usize::MAX - common_prefix(short(&t.name), parent),
-                r.columns.clone(),
-            );
-            accepted.push((key, r.clone()));
-        }
-        accepted.sort_by(|a, b| a.0.cmp(&b.0));
-        chosen[i] = accepted.into_iter().next().map(|(_, r)| r);
-    }
+    let facts = Facts::new(tables, measured, total);
+    let chosen: Vec<Option<Reference>> =
+        (0..n).map(|i| facts.parent_of(i, &mut notes[i])).collect();
     let mut roles = vec![Role::Root; n];
     for i in 0..n {
-        if let Some((a, b)) = &links[i] {
+        if let Some((a, b)) = &facts.links[i] {
             roles[i] = link_role(tables, i, a, b, &chosen, measured, total, &mut notes[i]);
-            continue;
-        }
-        let Some(r) = &chosen[i] else { continue };
-        let p = r.parent;
-        let parent = short(&tables[p].name);
-        let most = largest(i, r).unwrap_or(0);
-        let why = match (
-            r.columns.iter().all(|c| tables[i].primary_key.contains(c)),
-            r.cascade,
-        ) {
-            (true, _) => "part of its primary key",
-            (false, true) => "NOT NULL, ON DELETE CASCADE",
-            (false, false) => "NOT NULL; the parent referenced by the fewest tables",
-        };
-        let cols = r.columns.join(", ");
-        match chosen[p].as_ref().map(|g| chosen[g.parent].is_some()) {
-            None => {
-                notes[i].push(format!(
-                    "in the item collection of its {parent} ({cols}: {why}): at most {most} per {parent} (measured), {} of the {total} rows mapped",
-                    percent(most + 1, total)
-                ));
-                roles[i] = Role::Collection {
-                    parent: p,
-                    columns: r.columns.clone(),
-                };
-            }
-            Some(false) => {
-                notes[i].push(format!(
-                    "embedded in its {parent} item ({cols}: {why}): at most {most} per {parent} (measured)"
-                ));
-                roles[i] = Role::Embedded {
-                    parent: p,
-                    columns: r.columns.clone(),
-                };
-            }
-            Some(true) => notes[i].push(format!(
-                "its own entity: its owner {parent} ({cols}) is itself embedded"
-            )),
+        } else if let Some(r) = &chosen[i] {
+            roles[i] = facts.role_under(i, r, &chosen, &mut notes[i]);
         }
     }
     for i in 0..n {
@@ -311,6 +213,165 @@ pub fn design(tables: &[SchemaTable], measured: &Measured, single: bool) -> Desi
         roles,
         notes,
         total,
+    }
+}
+
+/// What the choices of a single-table design read: the tables, what was
+/// measured of them, their references, the link tables, and how many
+/// tables reference each.
+struct Facts<'a> {
+    tables: &'a [SchemaTable],
+    measured: &'a Measured,
+    /// Rows mapped, all tables with a primary key together.
+    total: u64,
+    refs: Vec<Vec<Reference>>,
+    links: Vec<Option<(Reference, Reference)>>,
+    /// How many other tables reference each table: a catalogue is
+    /// referenced from many places, an owner from its parts.
+    referenced_by: Vec<BTreeSet<usize>>,
+}
+
+impl<'a> Facts<'a> {
+    fn new(tables: &'a [SchemaTable], measured: &'a Measured, total: u64) -> Facts<'a> {
+        let n = tables.len();
+        let refs: Vec<Vec<Reference>> = (0..n).map(|i| references(tables, i)).collect();
+        let links = (0..n)
+            .map(|i| match tables[i].primary_key.is_empty() {
+                true => None,
+                false => link_pair(&tables[i], &refs[i]),
+            })
+            .collect();
+        let mut referenced_by = vec![BTreeSet::new(); n];
+        for (i, r) in refs.iter().enumerate() {
+            for x in r.iter().filter(|x| x.parent != i) {
+                referenced_by[x.parent].insert(i);
+            }
+        }
+        Facts {
+            tables,
+            measured,
+            total,
+            refs,
+            links,
+            referenced_by,
+        }
+    }
+
+    /// The most rows of table `i` that share one value of reference `r`.
+    fn largest(&self, i: usize, r: &Reference) -> u64 {
+        self.measured
+            .largest
+            .get(&(i, r.index))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// The parent table `i` goes under, if any: of its references to a
+    /// table that is not a link, those neither nullable nor a lookup, the
+    /// one that identifies it first, then one that cascades, then the
+    /// parent referenced by the fewest tables, then the closest name. Notes
+    /// why each other reference was not taken.
+    fn parent_of(&self, i: usize, notes: &mut Vec<String>) -> Option<Reference> {
+        let t = &self.tables[i];
+        if t.primary_key.is_empty() || self.links[i].is_some() {
+            return None;
+        }
+        let total = self.total;
+        let mut accepted = Vec::new();
+        for r in &self.refs[i] {
+            let p = r.parent;
+            if p == i || self.links[p].is_some() {
+                continue;
+            }
+            let parent = short(&self.tables[p].name);
+            let cols = r.columns.join(", ");
+            // Primary key columns are never NULL once `run` proved the key.
+            let nullable = r.columns.iter().any(|c| {
+                !t.primary_key.contains(c) && t.columns.iter().any(|x| &x.name == c && x.nullable)
+            });
+            if nullable {
+                notes.push(format!(
+                    "not under {parent} ({cols}): nullable, and a NULL in a key would reject the row; it stays an attribute"
+                ));
+                continue;
+            }
+            let most = self.largest(i, r);
+            if is_hot(most + 1, total) {
+                notes.push(format!(
+                    "not under {parent} ({cols}): a lookup — its largest value holds {most} rows, {} of the {total} rows mapped; it stays an attribute, {parent} its own entity",
+                    percent(most + 1, total)
+                ));
+                continue;
+            }
+            let identifying = r.columns.iter().all(|c| t.primary_key.contains(c));
+            let rank = match (identifying, r.cascade) {
+                (true, _) => 0,
+                (false, true) => 1,
+                (false, false) => 2,
+            };
+            let key = (
+                rank,
+                self.referenced_by[p].len(),
+                usize::MAX - common_prefix(short(&t.name), parent),
+                r.columns.clone(),
+            );
+            accepted.push((key, r.clone()));
+        }
+        accepted.sort_by(|a, b| a.0.cmp(&b.0));
+        accepted.into_iter().next().map(|(_, r)| r)
+    }
+
+    /// The role of table `i` under its chosen parent `r`: in the parent's
+    /// item collection, embedded in its item (when the parent is itself
+    /// in a collection), or its own entity (when the parent is embedded).
+    fn role_under(
+        &self,
+        i: usize,
+        r: &Reference,
+        chosen: &[Option<Reference>],
+        notes: &mut Vec<String>,
+    ) -> Role {
+        let (p, total) = (r.parent, self.total);
+        let parent = short(&self.tables[p].name);
+        let most = self.largest(i, r);
+        let why = match (
+            r.columns
+                .iter()
+                .all(|c| self.tables[i].primary_key.contains(c)),
+            r.cascade,
+        ) {
+            (true, _) => "part of its primary key",
+            (false, true) => "NOT NULL, ON DELETE CASCADE",
+            (false, false) => "NOT NULL; the parent referenced by the fewest tables",
+        };
+        let cols = r.columns.join(", ");
+        match chosen[p].as_ref().map(|g| chosen[g.parent].is_some()) {
+            None => {
+                notes.push(format!(
+                    "in the item collection of its {parent} ({cols}: {why}): at most {most} per {parent} (measured), {} of the {total} rows mapped",
+                    percent(most + 1, total)
+                ));
+                Role::Collection {
+                    parent: p,
+                    columns: r.columns.clone(),
+                }
+            }
+            Some(false) => {
+                notes.push(format!(
+                    "embedded in its {parent} item ({cols}: {why}): at most {most} per {parent} (measured)"
+                ));
+                Role::Embedded {
+                    parent: p,
+                    columns: r.columns.clone(),
+                }
+            }
+            Some(true) => {
+                notes.push(format!(
+                    "its own entity: its owner {parent} ({cols}) is itself embedded"
+                ));
+                Role::Root
+            }
+        }
     }
 }
 

@@ -216,6 +216,40 @@ fn render_entity(
         short(&t.name),
         t.name
     );
+    key_comments(out, t);
+    comments(out, &design.notes[i]);
+    let gsi = match &design.roles[i] {
+        Role::Collection { parent, columns } => {
+            collection_keys(out, tables, measured, i, *parent, columns);
+            String::new()
+        }
+        Role::Link {
+            side,
+            side_columns,
+            other,
+            other_columns,
+        } => link_keys(
+            out,
+            t,
+            (&tables[*side], side_columns),
+            (&tables[*other], other_columns),
+        ),
+        _ => {
+            let own = placeholders(t, &t.primary_key, false);
+            let _ = writeln!(out, "pk = \"{}#{own}\"\nsk = \"{}\"", upper(t), upper(t));
+            String::new()
+        }
+    };
+    let attrs = column_settings(&t.columns, dialect, out);
+    let _ = writeln!(out, "[entity.attributes]\nentity = {:?}", short(&t.name));
+    out.push_str(&gsi);
+    out.push_str(&attrs);
+}
+
+/// What a reader of the mapping should know of a table's keys: a unique
+/// index standing in for the primary key, key columns that may hold NULL,
+/// other unique columns, partitions read with it.
+fn key_comments(out: &mut String, t: &SchemaTable) {
     if t.unique.contains(&t.primary_key) {
         let _ = writeln!(
             out,
@@ -251,70 +285,71 @@ fn render_entity(
             name = short(&t.name)
         );
     }
-    comments(out, &design.notes[i]);
-    let mut gsi = String::new();
-    match &design.roles[i] {
-        Role::Collection { parent, columns } => {
-            let p = &tables[*parent];
-            let _ = writeln!(
-                out,
-                "pk = \"{}#{}\"\nsk = \"{}#{}\"   # integers zero-padded: string order is numeric order",
-                upper(p),
-                placeholders(t, columns, false),
-                upper(t),
-                placeholders(t, &t.primary_key, true)
-            );
-            let most = super::design::references(tables, i)
-                .iter()
-                .find(|r| r.parent == *parent && &r.columns == columns)
-                .and_then(|r| measured.largest.get(&(i, r.index)).copied())
-                .unwrap_or(0);
-            if most <= EMBED_SUGGESTED_MAX {
-                let _ = writeln!(
-                    out,
-                    "# Few per {p}: they could be embedded in its item instead (remove this entity, and add to {p}'s):\n\
-                     # [[entity.embed]]\n# name = {:?}\n# from = {:?}\n# parent_key = {:?}\n# order_by = {:?}",
-                    short(&t.name),
-                    t.name,
-                    columns,
-                    t.primary_key,
-                    p = short(&p.name),
-                );
-            }
-        }
-        Role::Link {
-            side,
-            side_columns,
-            other,
-            other_columns,
-        } => {
-            let (s, o) = (&tables[*side], &tables[*other]);
-            let _ = writeln!(
-                out,
-                "pk = \"{}#{}\"\nsk = \"{}#{}\"",
-                upper(s),
-                placeholders(t, side_columns, false),
-                upper(o),
-                placeholders(t, other_columns, true)
-            );
-            let _ = writeln!(
-                gsi,
-                "GSI1PK = \"{}#{}\"\nGSI1SK = \"{}#{}\"",
-                upper(o),
-                placeholders(t, other_columns, false),
-                upper(s),
-                placeholders(t, side_columns, true)
-            );
-        }
-        _ => {
-            let own = placeholders(t, &t.primary_key, false);
-            let _ = writeln!(out, "pk = \"{}#{own}\"\nsk = \"{}\"", upper(t), upper(t));
-        }
+}
+
+/// The keys of table `i` in the item collection of `parent` (by its
+/// `columns`), and, when a parent holds few of them, the embed that could
+/// replace the entity.
+fn collection_keys(
+    out: &mut String,
+    tables: &[SchemaTable],
+    measured: &Measured,
+    i: usize,
+    parent: usize,
+    columns: &[String],
+) {
+    let (t, p) = (&tables[i], &tables[parent]);
+    let _ = writeln!(
+        out,
+        "pk = \"{}#{}\"\nsk = \"{}#{}\"   # integers zero-padded: string order is numeric order",
+        upper(p),
+        placeholders(t, columns, false),
+        upper(t),
+        placeholders(t, &t.primary_key, true)
+    );
+    let most = super::design::references(tables, i)
+        .iter()
+        .find(|r| r.parent == parent && r.columns == columns)
+        .and_then(|r| measured.largest.get(&(i, r.index)).copied())
+        .unwrap_or(0);
+    if most <= EMBED_SUGGESTED_MAX {
+        let _ = writeln!(
+            out,
+            "# Few per {p}: they could be embedded in its item instead (remove this entity, and add to {p}'s):\n\
+             # [[entity.embed]]\n# name = {:?}\n# from = {:?}\n# parent_key = {:?}\n# order_by = {:?}",
+            short(&t.name),
+            t.name,
+            columns,
+            t.primary_key,
+            p = short(&p.name),
+        );
     }
-    let attrs = column_settings(&t.columns, dialect, out);
-    let _ = writeln!(out, "[entity.attributes]\nentity = {:?}", short(&t.name));
-    out.push_str(&gsi);
-    out.push_str(&attrs);
+}
+
+/// The keys of link table `t` between `side` and `other` (each with the
+/// link's columns that reference it): the item in `side`'s collection, and
+/// the GSI keys (returned) that put it in `other`'s.
+fn link_keys(
+    out: &mut String,
+    t: &SchemaTable,
+    (s, side_columns): (&SchemaTable, &[String]),
+    (o, other_columns): (&SchemaTable, &[String]),
+) -> String {
+    let _ = writeln!(
+        out,
+        "pk = \"{}#{}\"\nsk = \"{}#{}\"",
+        upper(s),
+        placeholders(t, side_columns, false),
+        upper(o),
+        placeholders(t, other_columns, true)
+    );
+    format!(
+        "GSI1PK = \"{}#{}\"\nGSI1SK = \"{}#{}\"\n",
+        upper(o),
+        placeholders(t, other_columns, false),
+        upper(s),
+        placeholders(t, side_columns, true)
+    )
 }
 
 fn render_embed(out: &mut String, tables: &[SchemaTable], design: &Design, j: usize) {

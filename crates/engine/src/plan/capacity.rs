@@ -9,11 +9,10 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use sql2ddb_core::capacity::{
-    CapacityLimits, GsiConfig, Ideal, Projection, ProjectionKind, TableSchema, ON_DEMAND_WARM_WCU,
-    PARTITION_WCU,
+    CapacityLimits, GsiConfig, Ideal, TableSchema, ON_DEMAND_WARM_WCU, PARTITION_WCU,
 };
 use sql2ddb_core::AttrValue;
-use sql2ddb_mapping::{GsiProjection, Plan};
+use sql2ddb_mapping::Plan;
 
 use crate::run::EntitySample;
 
@@ -224,11 +223,7 @@ fn schema_of(mapping: &Plan) -> TableSchema {
                 name: g.name.clone(),
                 partition_key: g.pk.name.clone(),
                 sort_key: g.sk.as_ref().map(|k| k.name.clone()),
-                projection: match &g.projection {
-                    GsiProjection::All => Projection::Kind(ProjectionKind::All),
-                    GsiProjection::KeysOnly => Projection::Kind(ProjectionKind::KeysOnly),
-                    GsiProjection::Include(a) => Projection::Include(a.clone()),
-                },
+                projection: g.projection.clone(),
             })
             .collect(),
     }

@@ -11,8 +11,8 @@
 use std::path::PathBuf;
 
 use sql2ddb_core::attr::map_to_dynamo_json;
-use sql2ddb_core::{redact_url, write_units};
-use sql2ddb_mapping::{Entity, GsiProjection, Plan};
+use sql2ddb_core::{redact_url, write_units, KeyAttr};
+use sql2ddb_mapping::{Entity, Gsi, Plan, Projection};
 
 pub mod capacity;
 mod keys;
@@ -22,10 +22,9 @@ mod report;
 pub mod size;
 
 pub use capacity::{CapacityOptions, CapacityPrediction, TableMode};
-pub use paths::LoadPath;
 pub use prices::Prices;
 pub use report::{
-    Collisions, Cost, Duration, EntityPlan, IndexPlan, KeyCount, Partition, PlanReport,
+    Collisions, Cost, Duration, EntityPlan, IndexPlan, KeyCount, LoadPath, Partition, PlanReport,
     RejectReason, Totals,
 };
 
@@ -186,35 +185,10 @@ async fn build(
         keys::count_shared(mapping, sampler, &mut partitions).await?;
     }
     let hot = hot_partitions(partitions, planned, &totals);
-    // A partition's rate: `--partition-wcu` with `--capacity`, else DynamoDB's.
-    let (partition_wcu, per_partition) = match &opts.capacity {
-        Some(c) => (c.partition_wcu as f64, "--partition-wcu"),
-        None => (PARTITION_WCU, "DynamoDB's"),
-    };
-    for p in &hot {
-        if p.wcu_per_second > partition_wcu {
-            warnings.push(format!(
-                "partition key {:?} needs about {:.0} WCU/s at {planned_from}, over {per_partition} {partition_wcu:.0} WCU/s per partition: its writes will be throttled and the run slowed; spread it (add a column or a shard suffix to the partition key) or lower the rate",
-                p.key, p.wcu_per_second
-            ));
-        }
-        if p.bytes > PARTITION_BYTES {
-            warnings.push(format!(
-                "partition key {:?} holds about {}, over 10 GB: one partition key value that large cannot be spread by DynamoDB (and is refused with a local secondary index)",
-                p.key,
-                sql2ddb_core::shown::bytes(p.bytes)
-            ));
-        }
-    }
+    partition_warnings(&hot, opts, &planned_from, &mut warnings);
     let capacity = load.map(CapacityLoad::predict);
     warnings.extend(capacity.as_ref().and_then(CapacityPrediction::warning));
-    let gb = |b: u64| b as f64 / (1024.0 * 1024.0 * 1024.0);
-    let cost = Cost {
-        writes_usd: (totals.write_units + totals.index_write_units) as f64 / 1e6
-            * prices.write_per_million,
-        storage_month_usd: gb(totals.storage_bytes) * prices.storage_gb_month,
-        import_from_s3_usd: gb(totals.import_bytes) * prices.import_per_gb,
-    };
+    let cost = cost_of(&totals, &prices);
     let time = durations(mapping, opts, &totals);
     let load_paths = paths::load_paths(mapping, &totals, &prices, &cost, &time, planned);
     Ok(PlanReport {
@@ -233,6 +207,68 @@ async fn build(
         capacity,
         warnings,
     })
+}
+
+/// Warnings of the partition keys that need more than a partition writes
+/// (`--partition-wcu` with `--capacity`, else DynamoDB's) or holds.
+fn partition_warnings(
+    hot: &[Partition],
+    opts: &PlanOptions,
+    planned_from: &str,
+    warnings: &mut Vec<String>,
+) {
+    let (partition_wcu, per_partition) = match &opts.capacity {
+        Some(c) => (c.partition_wcu as f64, "--partition-wcu"),
+        None => (PARTITION_WCU, "DynamoDB's"),
+    };
+    for p in hot {
+        if p.wcu_per_second > partition_wcu {
+            warnings.push(format!(
+                "partition key {:?} needs about {:.0} WCU/s at {planned_from}, over {per_partition} {partition_wcu:.0} WCU/s per partition: its writes will be throttled and the run slowed; spread it (add a column or a shard suffix to the partition key) or lower the rate",
+                p.key, p.wcu_per_second
+            ));
+        }
+        if p.bytes > PARTITION_BYTES {
+            warnings.push(format!(
+                "partition key {:?} holds about {}, over 10 GB: one partition key value that large cannot be spread by DynamoDB (and is refused with a local secondary index)",
+                p.key,
+                sql2ddb_core::shown::bytes(p.bytes)
+            ));
+        }
+    }
+}
+
+/// What the writes, a month of storage and an import from S3 cost at `prices`.
+fn cost_of(totals: &Totals, prices: &Prices) -> Cost {
+    let gb = |b: u64| b as f64 / (1024.0 * 1024.0 * 1024.0);
+    Cost {
+        writes_usd: (totals.write_units + totals.index_write_units) as f64 / 1e6
+            * prices.write_per_million,
+        storage_month_usd: gb(totals.storage_bytes) * prices.storage_gb_month,
+        import_from_s3_usd: gb(totals.import_bytes) * prices.import_per_gb,
+    }
+}
+
+/// The sizes of the sample's items as each index projects them, and the
+/// bytes of the sample as import lines (`{"Item": …}` and a newline).
+fn projected_sizes(
+    sample: &EntitySample,
+    gsis: &[Gsi],
+    keys: &[KeyAttr],
+) -> (Vec<Vec<usize>>, usize) {
+    let mut index_sizes: Vec<Vec<usize>> = vec![Vec::new(); gsis.len()];
+    let mut import = 0usize;
+    for m in &sample.items {
+        let (_, projected) = size::item_units(&m.item, m.size, gsis, keys);
+        for (list, s) in index_sizes.iter_mut().zip(projected) {
+            list.extend(s);
+        }
+        import += serde_json::json!({ "Item": map_to_dynamo_json(&m.item) })
+            .to_string()
+            .len()
+            + 1;
+    }
+    (index_sizes, import)
 }
 
 /// Sizes, units, storage and partitions of one entity, from its sample.
@@ -263,27 +299,16 @@ async fn plan_entity(
     let gsis = &mapping.target.gsis;
     let sizes: Vec<usize> = sample.items.iter().map(|m| m.size).collect();
     let units: u64 = sizes.iter().map(|&s| write_units(s)).sum();
-    let mut index_sizes: Vec<Vec<usize>> = vec![Vec::new(); gsis.len()];
-    let mut import = 0usize;
-    for m in &sample.items {
-        let (_, projected) = size::item_units(&m.item, m.size, gsis, &keys);
-        for (list, s) in index_sizes.iter_mut().zip(projected) {
-            list.extend(s);
-        }
-        import += serde_json::json!({ "Item": map_to_dynamo_json(&m.item) })
-            .to_string()
-            .len()
-            + 1;
-    }
+    let (index_sizes, import) = projected_sizes(sample, gsis, &keys);
     let indexes = gsis
         .iter()
         .zip(&index_sizes)
         .map(|(g, s)| IndexPlan {
             name: g.name.clone(),
             projection: match &g.projection {
-                GsiProjection::All => "all".into(),
-                GsiProjection::KeysOnly => "keys_only".into(),
-                GsiProjection::Include(_) => "include".into(),
+                Projection::All => "all".into(),
+                Projection::KeysOnly => "keys_only".into(),
+                Projection::Include(_) => "include".into(),
             },
             items: scaled(s.len() as f64),
             projected_size: SizeStats::of(s),

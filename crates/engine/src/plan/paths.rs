@@ -5,30 +5,11 @@
 //! known to the price table, and said "not published" (or "not in the price
 //! table") where it is not: never a guess.
 
-use serde::Serialize;
 use sql2ddb_core::shown::{bytes, thousands};
 use sql2ddb_mapping::{Billing, Plan};
 
 use super::prices::Prices;
-use super::report::{Cost, Duration, Totals};
-
-/// One way to load the items.
-#[derive(Debug, Clone, Serialize, PartialEq)]
-pub struct LoadPath {
-    /// The path: `writes (on demand)`, `writes (provisioned)`,
-    /// `import from S3`, `bulk put items`.
-    pub path: String,
-    /// Which table it loads: `new or existing`, `new only`, `existing only`.
-    pub table: &'static str,
-    /// US dollars, when the price is known.
-    pub cost_usd: Option<f64>,
-    /// What the cost is made of, or why there is none.
-    pub cost_basis: String,
-    /// Seconds, when the rate is known.
-    pub seconds: Option<f64>,
-    /// What the time is made of, or why there is none.
-    pub time_basis: String,
-}
+use super::report::{Cost, Duration, LoadPath, Totals};
 
 /// The paths for `mapping`'s items: `planned` is the write units per
 /// second the plan judged the run at, `time` the times already worked out.

@@ -31,7 +31,7 @@ pub struct PlanReport {
     pub time: Vec<Duration>,
     /// The three ways to load the items, compared: cost and time where
     /// published.
-    pub load_paths: Vec<super::LoadPath>,
+    pub load_paths: Vec<LoadPath>,
     /// The partition keys with the most items, all entities together.
     pub hot_partitions: Vec<Partition>,
     /// The write units per second the hot partitions were judged at, and why.
@@ -46,15 +46,13 @@ pub struct PlanReport {
 }
 
 impl PlanReport {
-    /// Writes `report.json` and `report.html` into `dir` (created), and
-    /// returns the page's path.
+    /// Writes `report.json` into `dir` (created), and returns its path.
     pub fn save(&self, dir: &Path) -> Result<PathBuf, crate::EngineError> {
-        use crate::report::html;
         std::fs::create_dir_all(dir).map_err(|e| crate::EngineError::io(dir, e))?;
         let path = dir.join("report.json");
         let json = serde_json::to_vec_pretty(self).expect("the plan serialises");
         std::fs::write(&path, json).map_err(|e| crate::EngineError::io(&path, e))?;
-        html::write_page(dir, html::REPORT_HTML, &html::plan_page(self))
+        Ok(path)
     }
 }
 
@@ -201,4 +199,22 @@ pub struct Duration {
     pub at: String,
     /// Seconds.
     pub seconds: f64,
+}
+
+/// One way to load the items.
+#[derive(Debug, Clone, Serialize, PartialEq)]
+pub struct LoadPath {
+    /// The path: `writes (on demand)`, `writes (provisioned)`,
+    /// `import from S3`, `bulk put items`.
+    pub path: String,
+    /// Which table it loads: `new or existing`, `new only`, `existing only`.
+    pub table: &'static str,
+    /// US dollars, when the price is known.
+    pub cost_usd: Option<f64>,
+    /// What the cost is made of, or why there is none.
+    pub cost_basis: String,
+    /// Seconds, when the rate is known.
+    pub seconds: Option<f64>,
+    /// What the time is made of, or why there is none.
+    pub time_basis: String,
 }

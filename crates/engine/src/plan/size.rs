@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use sql2ddb_core::limits::MAX_ITEM_BYTES;
 use sql2ddb_core::{item_size, write_units, Item, KeyAttr};
-use sql2ddb_mapping::{Gsi, GsiProjection};
+use sql2ddb_mapping::{Gsi, Projection};
 
 /// An item at least this share of the 400 KB limit is "near the limit".
 pub const NEAR_LIMIT_SHARE: f64 = 0.9;
@@ -105,9 +105,9 @@ pub fn projected_size(item: &Item, gsi: &Gsi, table_keys: &[KeyAttr]) -> Option<
     let keep = |name: &str| {
         table_keys.iter().chain(&index_keys).any(|k| k.name == name)
             || match &gsi.projection {
-                GsiProjection::All => true,
-                GsiProjection::KeysOnly => false,
-                GsiProjection::Include(attrs) => attrs.iter().any(|a| a == name),
+                Projection::All => true,
+                Projection::KeysOnly => false,
+                Projection::Include(attrs) => attrs.iter().any(|a| a == name),
             }
     };
     let projected: Item = item
@@ -334,12 +334,12 @@ mod tests {
             name: "i".into(),
             pk: KeyAttr::new("G", KeyType::S),
             sk: None,
-            projection: GsiProjection::KeysOnly,
+            projection: Projection::KeysOnly,
         };
         let keys = [KeyAttr::new("PK", KeyType::S)];
         assert_eq!(projected_size(&item, &gsi, &keys), Some(5));
         let all = Gsi {
-            projection: GsiProjection::All,
+            projection: Projection::All,
             ..gsi.clone()
         };
         assert_eq!(projected_size(&item, &all, &keys), Some(item_size(&item)));

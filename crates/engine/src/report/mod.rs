@@ -1,21 +1,13 @@
 //! The run report: what was read, written, rejected, per entity and in total.
 //! The numbers add up: `rows_read = items_written + overwritten + rejected +
-//! failed`.
-
-pub mod html;
+//! failed`. A typed outcome: the commands render it (text, JSON, HTML) and
+//! choose the exit code of its status.
 
 use serde::Serialize;
 use sql2ddb_dynamo::progress::SnapshotMark;
 
 use crate::rejects::RejectCount;
 use crate::timeline::Timeline;
-
-/// The exit code of a run stopped by Ctrl-C or SIGTERM.
-pub const EXIT_INTERRUPTED: i32 = 130;
-
-/// The exit code of a run stopped because DynamoDB kept throttling past the
-/// retry budget: EX_TEMPFAIL of sysexits.h, "try again later".
-pub const EXIT_THROTTLED: i32 = 75;
 
 /// How a run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -38,21 +30,6 @@ pub enum RunStatus {
     /// retry budget: no row is at fault; `pending` rows were read but not
     /// confirmed written, and `--resume` writes them.
     Throttled,
-}
-
-impl RunStatus {
-    /// The process exit code for this status: 0, 2, 1, 130 (interrupted,
-    /// as a shell reports a process stopped by Ctrl-C), or 75 (throttled:
-    /// EX_TEMPFAIL, try again later).
-    pub fn exit_code(self) -> i32 {
-        match self {
-            RunStatus::Ok | RunStatus::Enqueued => 0,
-            RunStatus::Rejected => 2,
-            RunStatus::Failed => 1,
-            RunStatus::Interrupted => EXIT_INTERRUPTED,
-            RunStatus::Throttled => EXIT_THROTTLED,
-        }
-    }
 }
 
 /// Figures of one entity.

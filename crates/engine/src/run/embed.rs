@@ -186,7 +186,7 @@ pub(super) fn reject_orphans<'a>(
                     .read_orphans(&plan.query, &parent, &plan.parent_key)
                     .await?;
                 let found: Vec<Reject> = rows.iter().map(|r| plan.orphan(r)).collect();
-                rejects.write(&found)?;
+                rejects.write(&found).await?;
                 plan.counts
                     .no_parent
                     .store(found.len() as u64, Ordering::Relaxed);

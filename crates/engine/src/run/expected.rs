@@ -168,7 +168,7 @@ impl SourceItems {
         for p in &self.prepared {
             p.counters.done.store(true, Ordering::Relaxed);
         }
-        self.ctx.rejects.flush()?;
+        self.ctx.rejects.flush().await?;
         read.and(taken)
     }
 

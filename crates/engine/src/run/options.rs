@@ -7,11 +7,11 @@ use std::time::Duration;
 use sql2ddb_dynamo::RetryPolicy;
 use sql2ddb_mapping::Plan;
 
+use crate::if_not_empty::IfNotEmpty;
 use crate::resources::ResourceOptions;
 use crate::settings::WriterSettings;
 use crate::sink::{Destination, SinkOptions};
 use crate::stop::StopSignal;
-use crate::target::IfNotEmpty;
 
 /// Default number of source connections per run (keeps the source healthy).
 pub const DEFAULT_SOURCE_CONNECTIONS: u32 = 4;

@@ -6,10 +6,8 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use sql2ddb_dynamo::{ensure_table_spec, Billing, GsiSpec, Projection, TableSpec};
-use sql2ddb_mapping::{
-    BoundEntity, BoundPointer, ChildShape, Entity, EntitySource, GsiProjection, Plan,
-};
+use sql2ddb_dynamo::{ensure_table_spec, GsiSpec, TableSpec};
+use sql2ddb_mapping::{BoundEntity, BoundPointer, ChildShape, Entity, EntitySource, Plan};
 use sql2ddb_source::{default_read_parallelism, Relation, Shape, Source};
 
 use super::context::Context;
@@ -279,18 +277,9 @@ pub(super) fn table_spec(plan: &Plan) -> TableSpec {
             .map(|g| GsiSpec {
                 name: g.name.clone(),
                 keys: g.keys(),
-                projection: match &g.projection {
-                    GsiProjection::All => Projection::All,
-                    GsiProjection::KeysOnly => Projection::KeysOnly,
-                    GsiProjection::Include(a) => Projection::Include(a.clone()),
-                },
+                projection: g.projection.clone(),
             })
             .collect(),
-        billing: match t.billing {
-            sql2ddb_mapping::Billing::OnDemand => Billing::OnDemand,
-            sql2ddb_mapping::Billing::Provisioned { read, write } => {
-                Billing::Provisioned { read, write }
-            }
-        },
+        billing: t.billing,
     }
 }

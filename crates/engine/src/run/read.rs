@@ -250,7 +250,7 @@ impl Readers {
         EntityProgress::add(&p.counters.read, read);
         EntityProgress::add(&p.counters.rejected, rejected.len() as u64);
         p.stats.pages.fetch_add(1, Ordering::Relaxed);
-        self.rejects.write(&rejected)?;
+        self.rejects.write(&rejected).await?;
         let batch = WorkBatch {
             run_id: self.run_id.clone(),
             entity: p.bound.name().to_string(),

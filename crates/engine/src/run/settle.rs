@@ -1,6 +1,7 @@
 //! Stage 3 of a run: the report. Each entity's figures (the whole run's,
 //! from the progress store, when the run is tracked), the read = counted
-//! check, the status, and `report.json` in the run directory.
+//! check, the status, and `report.json` in the run directory (the commands
+//! render it).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use super::options::{RunOptions, REPORT_WAIT};
 use super::prepared::Prepared;
 use crate::error::EngineError;
 use crate::progress::EntityProgress;
-use crate::report::{html, EntityReport, RunReport, RunStatus};
+use crate::report::{EntityReport, RunReport, RunStatus};
 
 impl Context {
     /// Fills in the report, closes the source and the local endpoint, and
@@ -24,7 +25,7 @@ impl Context {
         prepared: &[Arc<Prepared>],
         started: Instant,
     ) -> Result<RunReport, EngineError> {
-        self.rejects.flush()?;
+        self.rejects.flush().await?;
         self.report.entities = prepared.iter().map(|p| entity_report(p)).collect();
         self.report.rejects_by_reason = self.rejects.reasons();
         let interrupted = opts.stop.as_ref().is_some_and(|s| s.is_stopped());
@@ -32,36 +33,9 @@ impl Context {
         // pending, as in an interrupted run.
         let throttled = self.report.stopped_by_throttling();
         let failed = self.report.error.is_some() && !throttled;
-        if let Some(t) = &self.tracking {
-            self.report.progress_table = Some(t.table().to_string());
-            let in_process = self.queue_url.is_none();
-            let whole_run = t.settle_report(&self.run_id, &mut self.report.entities, in_process);
-            // A run that ended early may have lost its endpoint: its own
-            // figures do then, not a report that is never written.
-            let early = interrupted || failed || throttled;
-            let settled = match early {
-                true => match tokio::time::timeout(REPORT_WAIT, whole_run).await {
-                    Ok(r) => r.map_err(|e| e.to_string()),
-                    Err(_) => Err(format!(
-                        "the progress table {} did not answer within {} s",
-                        t.table(),
-                        REPORT_WAIT.as_secs()
-                    )),
-                },
-                false => match whole_run.await {
-                    Ok(()) => Ok(()),
-                    Err(e) => {
-                        self.fail(&e);
-                        Ok(())
-                    }
-                },
-            };
-            if let Err(e) = settled {
-                self.report.warnings.push(format!(
-                    "{e}: the report shows this attempt's own figures, not the whole run's"
-                ));
-            }
-        }
+        // A run that ended early may have lost its endpoint: its own
+        // figures do then, not a report that is never written.
+        self.whole_run(interrupted || failed || throttled).await;
         if self.queue_url.is_none() {
             // Rows read that no writer confirmed: a stopped or throttled
             // run's are pending (a rerun or --resume writes them), a failed
@@ -105,12 +79,41 @@ impl Context {
             serde_json::to_vec_pretty(&self.report).expect("report serialises"),
         )
         .map_err(|e| EngineError::io(&path, e))?;
-        html::write_page(
-            &self.run_dir,
-            html::REPORT_HTML,
-            &html::run_page(&self.report),
-        )?;
         Ok(self.report)
+    }
+
+    /// A tracked run's figures: the whole run's, from its progress table.
+    /// A run that ended `early` waits at most [`REPORT_WAIT`] for them, and
+    /// keeps its own figures, with a warning, when they cannot be read.
+    async fn whole_run(&mut self, early: bool) {
+        let Some(t) = &self.tracking else {
+            return;
+        };
+        self.report.progress_table = Some(t.table().to_string());
+        let in_process = self.queue_url.is_none();
+        let whole_run = t.settle_report(&self.run_id, &mut self.report.entities, in_process);
+        let settled = match early {
+            true => match tokio::time::timeout(REPORT_WAIT, whole_run).await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err(format!(
+                    "the progress table {} did not answer within {} s",
+                    t.table(),
+                    REPORT_WAIT.as_secs()
+                )),
+            },
+            false => match whole_run.await {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    self.fail(&e);
+                    Ok(())
+                }
+            },
+        };
+        if let Err(e) = settled {
+            self.report.warnings.push(format!(
+                "{e}: the report shows this attempt's own figures, not the whole run's"
+            ));
+        }
     }
 }
 

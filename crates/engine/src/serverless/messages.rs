@@ -65,7 +65,7 @@ impl MessageWriter {
         let batch = sql2ddb_queue::codec::decode(body)
             .map_err(|e| EngineError::Worker(format!("message is not a batch: {e}")))?;
         let (id, out) = self.recorder.write(batch).await?;
-        self.recorder.rejects.flush()?;
+        self.recorder.rejects.flush().await?;
         Ok(MessageOutcome {
             rejected: id.rows_read.saturating_sub(id.items) + out.rejected,
             run_id: id.run_id,

@@ -35,18 +35,15 @@ use std::time::Instant;
 use sql2ddb_dynamo::update::{describe, TableDescription};
 use sql2ddb_dynamo::{AdaptiveConcurrency, RetryPolicy, TableWriter, WriteCapacityLimiter};
 use sql2ddb_mapping::{
-    GsiProjection, IndexShape, JobAction, JobMode, JobRead, TableShape, UpdateJob, RUN_MARKER,
+    IndexShape, JobAction, JobMode, JobRead, Projection, TableShape, UpdateJob, RUN_MARKER,
 };
 
 pub use apply::PageHook;
 pub use queued::UpdateApplier;
-pub use report::{
-    CostEstimate, IndexUnits, UpdateProgress, UpdateReport, UpdateStatus, EXIT_TIME_UP,
-};
+pub use report::{CostEstimate, IndexUnits, UpdateProgress, UpdateReport, UpdateStatus};
 
 use crate::error::EngineError;
 use crate::ids::new_run_id;
-use crate::report::html;
 use crate::resources::{Job, ResourceOptions, Resources};
 use crate::stop::StopSignal;
 use crate::timeline::{Recorder, Timeline};
@@ -130,36 +127,11 @@ pub async fn update(
         retry: opts.retry.with_throttle_budget(budget),
         ..opts.clone()
     };
-    if opts.resume && (opts.run_id.is_none() || opts.dry_run) {
-        return Err(EngineError::Config(
-            "to resume an update, give its run id (and no --dry-run)".into(),
-        ));
-    }
-    if opts.queue.is_some() && job.mode == JobMode::BatchPut && !opts.dry_run {
-        return Err(EngineError::Config(format!(
-            "{}: mode = \"batch-put\" rewrites whole items in this process; it cannot send them to a queue (use the default mode, update-item, with --queue)",
-            job.file()
-        )));
-    }
+    check_options(job, opts)?;
     let run_id = opts.run_id.clone().unwrap_or_else(new_run_id);
     let run_dir = opts.runs_dir.join(&run_id);
-    let queued = opts.queue.is_some() && !opts.dry_run;
-    let resource_opts = ResourceOptions {
-        endpoint: opts.endpoint.clone().or(job.target.endpoint.clone()),
-        region: opts.region.clone().or(job.target.region.clone()),
-        progress_table: match queued {
-            true => Some(
-                opts.progress_table
-                    .clone()
-                    .unwrap_or_else(|| sql2ddb_dynamo::progress::default_table(&job.target.table)),
-            ),
-            false => opts.progress_table.clone(),
-        },
-        sqs_endpoint: opts.sqs_endpoint.clone(),
-        aws: opts.aws.clone(),
-    };
     // `local` is refused: the embedded server's data belongs to the run that started it.
-    let resources = Resources::open(None, &resource_opts, Job::Status).await?;
+    let resources = Resources::open(None, &resource_options(job, opts), Job::Status).await?;
     let result = prepare(job, opts, &resources, &run_dir, &run_id, progress.clone()).await;
     // The run directory only once the job is known to fit its table.
     let made = result.and_then(|shared| {
@@ -184,6 +156,66 @@ pub async fn update(
             UpdateProgress::get(&progress.updated)
         })
     });
+    read_all(job, &shared, &mut report).await;
+    let interrupted = opts.stop.as_ref().is_some_and(|s| s.is_stopped());
+    let time_up = shared.time_up.load(std::sync::atomic::Ordering::SeqCst);
+    report.timeline = timeline.map(Recorder::finish).unwrap_or_default();
+    report.finish(
+        &progress,
+        interrupted,
+        time_up,
+        started.elapsed().as_secs_f64(),
+    );
+    if opts.dry_run {
+        let cost = shared.cost.lock().expect("cost lock");
+        report.estimate = Some(cost.estimate(report.read_units, opts.max_wcu, opts.max_rcu));
+    }
+    resources.close().await;
+    let path = run_dir.join("report.json");
+    let json = serde_json::to_vec_pretty(&report).expect("report serialises");
+    std::fs::write(&path, json).map_err(|e| EngineError::io(&path, e))?;
+    Ok(report)
+}
+
+/// Refuses options that do not fit together, before anything is opened.
+fn check_options(job: &UpdateJob, opts: &UpdateOptions) -> Result<(), EngineError> {
+    if opts.resume && (opts.run_id.is_none() || opts.dry_run) {
+        return Err(EngineError::Config(
+            "to resume an update, give its run id (and no --dry-run)".into(),
+        ));
+    }
+    if opts.queue.is_some() && job.mode == JobMode::BatchPut && !opts.dry_run {
+        return Err(EngineError::Config(format!(
+            "{}: mode = \"batch-put\" rewrites whole items in this process; it cannot send them to a queue (use the default mode, update-item, with --queue)",
+            job.file()
+        )));
+    }
+    Ok(())
+}
+
+/// What the job connects to: a job sent to a queue always keeps a
+/// progress table (its workers record their batches there).
+fn resource_options(job: &UpdateJob, opts: &UpdateOptions) -> ResourceOptions {
+    let queued = opts.queue.is_some() && !opts.dry_run;
+    ResourceOptions {
+        endpoint: opts.endpoint.clone().or(job.target.endpoint.clone()),
+        region: opts.region.clone().or(job.target.region.clone()),
+        progress_table: match queued {
+            true => Some(
+                opts.progress_table
+                    .clone()
+                    .unwrap_or_else(|| sql2ddb_dynamo::progress::default_table(&job.target.table)),
+            ),
+            false => opts.progress_table.clone(),
+        },
+        sqs_endpoint: opts.sqs_endpoint.clone(),
+        aws: opts.aws.clone(),
+    }
+}
+
+/// Reads (and writes) every segment to its end, then puts the error that
+/// stopped the job, if one did, in the report.
+async fn read_all(job: &UpdateJob, shared: &Arc<Shared>, report: &mut UpdateReport) {
     let mut segments = tokio::task::JoinSet::new();
     for (index, segment) in read_segments(job).into_iter().enumerate() {
         segments.spawn(run_segment(shared.clone(), index, segment));
@@ -204,25 +236,6 @@ pub async fn update(
             report.cause = cause;
         }
     }
-    let interrupted = opts.stop.as_ref().is_some_and(|s| s.is_stopped());
-    let time_up = shared.time_up.load(std::sync::atomic::Ordering::SeqCst);
-    report.timeline = timeline.map(Recorder::finish).unwrap_or_default();
-    report.finish(
-        &progress,
-        interrupted,
-        time_up,
-        started.elapsed().as_secs_f64(),
-    );
-    if opts.dry_run {
-        let cost = shared.cost.lock().expect("cost lock");
-        report.estimate = Some(cost.estimate(report.read_units, opts.max_wcu, opts.max_rcu));
-    }
-    resources.close().await;
-    let path = run_dir.join("report.json");
-    let json = serde_json::to_vec_pretty(&report).expect("report serialises");
-    std::fs::write(&path, json).map_err(|e| EngineError::io(&path, e))?;
-    html::write_page(&run_dir, html::REPORT_HTML, &html::update_page(&report))?;
-    Ok(report)
 }
 
 /// Describes the table, checks the job against it, and builds the calls.
@@ -379,9 +392,9 @@ fn shape(table: &TableDescription) -> TableShape {
                 name: i.name.clone(),
                 keys: i.keys.clone(),
                 projection: match &i.projected {
-                    None => GsiProjection::All,
-                    Some(list) if list.is_empty() => GsiProjection::KeysOnly,
-                    Some(list) => GsiProjection::Include(list.clone()),
+                    None => Projection::All,
+                    Some(list) if list.is_empty() => Projection::KeysOnly,
+                    Some(list) => Projection::Include(list.clone()),
                 },
             })
             .collect(),

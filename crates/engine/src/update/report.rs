@@ -7,12 +7,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
-use crate::report::EXIT_INTERRUPTED;
-
-/// The exit code of a job stopped by its `--max-seconds` limit, to be
-/// continued with `--resume`: EX_TEMPFAIL of sysexits.h, "try again later".
-pub const EXIT_TIME_UP: i32 = 75;
-
 /// How an update job ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -29,19 +23,6 @@ pub enum UpdateStatus {
     /// retry budget: the items not written are pending, nothing failed;
     /// `--resume` continues it.
     Throttled,
-}
-
-impl UpdateStatus {
-    /// The process exit code: 0, 1, 130, or 75 for [`UpdateStatus::TimeUp`]
-    /// and [`UpdateStatus::Throttled`] (EX_TEMPFAIL: try again later).
-    pub fn exit_code(self) -> i32 {
-        match self {
-            UpdateStatus::Ok => 0,
-            UpdateStatus::Failed => 1,
-            UpdateStatus::Interrupted => EXIT_INTERRUPTED,
-            UpdateStatus::TimeUp | UpdateStatus::Throttled => EXIT_TIME_UP,
-        }
-    }
 }
 
 /// Counters of a running update job, read by whoever shows progress.

@@ -8,7 +8,7 @@ use sql2ddb_core::{KeyAttr, KeyType};
 
 use super::{is_table_or_index_name, Loader};
 use crate::error::MappingError;
-use crate::plan::{Billing, Gsi, GsiProjection, MAX_GSIS, MAX_PROJECTED_ATTRIBUTES};
+use crate::plan::{Billing, Gsi, Projection, MAX_GSIS, MAX_PROJECTED_ATTRIBUTES};
 use crate::spec::{RawBilling, RawGsi, RawProjection};
 
 impl Loader<'_, '_> {
@@ -107,10 +107,10 @@ impl Loader<'_, '_> {
 
     /// An index's `projection`; `projected` counts the included attributes
     /// of all indexes so far.
-    fn projection(&self, g: &RawGsi, projected: &mut usize) -> Result<GsiProjection, MappingError> {
+    fn projection(&self, g: &RawGsi, projected: &mut usize) -> Result<Projection, MappingError> {
         Ok(match g.projection.as_ref().map(Spanned::get_ref) {
-            None | Some(RawProjection::All) => GsiProjection::All,
-            Some(RawProjection::KeysOnly) => GsiProjection::KeysOnly,
+            None | Some(RawProjection::All) => Projection::All,
+            Some(RawProjection::KeysOnly) => Projection::KeysOnly,
             Some(RawProjection::Include(list)) => {
                 if list.get_ref().is_empty() {
                     return Err(self.invalid(
@@ -136,7 +136,7 @@ impl Loader<'_, '_> {
                         format!("the indexes of a table may include at most {MAX_PROJECTED_ATTRIBUTES} attributes together"),
                     ));
                 }
-                GsiProjection::Include(attrs)
+                Projection::Include(attrs)
             }
         })
     }

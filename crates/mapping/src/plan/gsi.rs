@@ -1,6 +1,8 @@
 //! `[[target.gsi]]` and `billing`: the table's global secondary indexes and
 //! how a created table is billed.
 
+// One definition of each, shared with the planner and table admin.
+pub use sql2ddb_core::capacity::{Billing, Projection};
 use sql2ddb_core::KeyAttr;
 
 /// Most global secondary indexes a DynamoDB table may have.
@@ -18,7 +20,7 @@ pub struct Gsi {
     /// The index's sort key, if any.
     pub sk: Option<KeyAttr>,
     /// Which attributes the index holds.
-    pub projection: GsiProjection,
+    pub projection: Projection,
 }
 
 impl Gsi {
@@ -28,31 +30,4 @@ impl Gsi {
             .chain(self.sk.clone())
             .collect()
     }
-}
-
-/// `projection = "all" | "keys_only" | { include = [...] }`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub enum GsiProjection {
-    /// Every attribute (the default).
-    #[default]
-    All,
-    /// Only key attributes.
-    KeysOnly,
-    /// Key attributes and these.
-    Include(Vec<String>),
-}
-
-/// `billing = "on-demand" | { read = N, write = N }` under `[target]`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Billing {
-    /// Pay per request (the default).
-    #[default]
-    OnDemand,
-    /// Provisioned capacity, for the table and each of its indexes.
-    Provisioned {
-        /// Read capacity units.
-        read: u64,
-        /// Write capacity units.
-        write: u64,
-    },
 }

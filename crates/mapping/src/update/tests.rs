@@ -184,7 +184,7 @@ fn a_query_on_an_index_the_table_lacks() {
         indexes: vec![IndexShape {
             name: "GSI1".into(),
             keys: vec!["GSI1PK".into()],
-            projection: GsiProjection::All,
+            projection: Projection::All,
         }],
     };
     let e = job.check_table(&table).unwrap_err();
@@ -366,12 +366,10 @@ fn batch_put_refuses_an_index_that_does_not_hold_whole_items() {
             projection,
         }],
     };
-    let e = job
-        .check_table(&shape(GsiProjection::KeysOnly))
-        .unwrap_err();
+    let e = job.check_table(&shape(Projection::KeysOnly)).unwrap_err();
     assert!(
         e.to_string().contains("the rewrite would drop the others"),
         "{e}"
     );
-    assert!(job.check_table(&shape(GsiProjection::All)).is_ok());
+    assert!(job.check_table(&shape(Projection::All)).is_ok());
 }

@@ -31,16 +31,18 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use mysql_async::binlog::events::EventData;
-use mysql_async::{BinlogStream, BinlogStreamRequest, Opts, OptsBuilder, SslOpts};
+use mysql_async::BinlogStream;
 
 mod query;
 mod rows;
+mod start;
 
 use super::binlog_tables::{bound_text, parse_bound, BoundColumn, TableColumns};
-use super::gtid::{gtid_event, mysql_source, Gtids, MariaGtids, MysqlGtids, MARIADB_GTID_EVENT};
+use super::gtid::{gtid_event, mysql_source, Gtids, MARIADB_GTID_EVENT};
 use super::position::BinlogPosition;
 use super::{ChangeBatch, RowChange};
 use crate::{Source, SourceError};
+use start::{binlog_opts, prepare_mariadb, start_gtids, stream_request};
 
 /// The server id the reader of run `run_id` registers with unless told
 /// otherwise: a replica's id must differ from the source's and from every
@@ -134,33 +136,6 @@ pub struct BinlogReader {
     altered: HashMap<(String, String), String>,
 }
 
-/// A source URL as `mysql_async` takes it: the scheme `mysql`, no sqlx
-/// options; `ssl-mode` other than disabled/preferred asks for TLS.
-fn binlog_opts(url: &str) -> Result<Opts, SourceError> {
-    let bad = |e: String| SourceError::config(format!("invalid MySQL URL: {e}"));
-    let rest = url
-        .split_once("://")
-        .map(|(_, r)| r)
-        .ok_or_else(|| bad("no scheme".into()))?;
-    let (base, query) = match rest.split_once('?') {
-        Some((b, q)) => (b, Some(q)),
-        None => (rest, None),
-    };
-    let tls = query.is_some_and(|q| {
-        q.split('&').any(|kv| {
-            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
-            k.eq_ignore_ascii_case("ssl-mode")
-                && !matches!(v.to_ascii_lowercase().as_str(), "disabled" | "preferred")
-        })
-    });
-    let opts = Opts::from_url(&format!("mysql://{base}")).map_err(|e| bad(e.to_string()))?;
-    let mut builder = OptsBuilder::from_opts(opts);
-    if tls {
-        builder = builder.ssl_opts(SslOpts::default());
-    }
-    Ok(builder.into())
-}
-
 impl BinlogReader {
     /// Connects as a replica with id `server_id` and asks for the binary log
     /// from `from` on; only changes of `tables` (`table` or
@@ -180,53 +155,11 @@ impl BinlogReader {
         let mut conn = mysql_async::Conn::new(binlog_opts(url)?)
             .await
             .map_err(|e| SourceError::config(format!("connect to read the binary log: {e}")))?;
-        // Where `from` stands in GTIDs. MariaDB: the position's own, or the
-        // server's reading of its file and offset; reading starts from it.
-        // MySQL: the set the position carries; reading starts from it only
-        // when the server does not have the position's file (a failover).
-        let (gtids, by_gtid) = if source.mariadb_gtid_pos().await?.is_some() {
-            let gtids = match &from.gtid {
-                Some(g) => Some(MariaGtids::parse(g)?),
-                None => source.binlog_gtid_pos(from).await?,
-            };
-            let by_gtid = from.gtid.is_some() && gtids.as_ref().is_some_and(|g| !g.is_empty());
-            (gtids.map(Gtids::Maria), by_gtid)
-        } else if source.mysql_gtid_mode_on().await? {
-            let gtids = from
-                .gtid
-                .as_deref()
-                .and_then(|g| MysqlGtids::parse(g).ok())
-                .filter(|g| !g.is_empty());
-            let by_gtid = gtids.is_some() && !source.has_binlog_file(&from.file).await?;
-            (gtids.map(Gtids::Mysql), by_gtid)
-        } else {
-            (None, false)
-        };
+        let (gtids, by_gtid) = start_gtids(source, from).await?;
         if let Some(Gtids::Maria(g)) = &gtids {
-            // GTID events as they are (not turned into `BEGIN`), and, from
-            // a GTID position, the server finds the place in its own files.
-            let mut setup = vec!["SET @mariadb_slave_capability = 4".to_string()];
-            if by_gtid {
-                setup.push(format!("SET @slave_connect_state = '{g}'"));
-                setup.push("SET @slave_gtid_strict_mode = 1".into());
-                setup.push("SET @slave_gtid_ignore_duplicates = 0".into());
-            }
-            for sql in setup {
-                use mysql_async::prelude::Queryable;
-                conn.query_drop(&sql).await.map_err(|e| {
-                    SourceError::config(format!("prepare to read the binary log ({sql}): {e}"))
-                })?;
-            }
+            prepare_mariadb(&mut conn, g, by_gtid).await?;
         }
-        let request = match (&gtids, by_gtid) {
-            (Some(Gtids::Maria(_)), true) => BinlogStreamRequest::new(server_id),
-            (Some(Gtids::Mysql(set)), true) => BinlogStreamRequest::new(server_id)
-                .with_gtid()
-                .with_gtid_set(set.sids()?),
-            _ => BinlogStreamRequest::new(server_id)
-                .with_filename(from.file.as_bytes())
-                .with_pos(from.pos),
-        };
+        let request = stream_request(server_id, from, &gtids, by_gtid)?;
         let stream = conn.get_binlog_stream(request).await.map_err(|e| {
             let at = match (by_gtid, &gtids) {
                 (true, Some(g)) => format!("GTID position {g}"),

@@ -55,6 +55,7 @@ pub(super) fn classify(sql: &str) -> Statement {
     classify_tokens(&tokens)
 }
 
+/// Classifies a tokenized statement by its first keyword.
 fn classify_tokens(tokens: &[Token]) -> Statement {
     let Some(first) = keyword(tokens, 0) else {
         return Statement::Other;
@@ -62,18 +63,7 @@ fn classify_tokens(tokens: &[Token]) -> Statement {
     match first.as_str() {
         "BEGIN" => Statement::Begin,
         "COMMIT" => Statement::Commit,
-        "INSERT" | "REPLACE" => {
-            let mut i = skip(
-                tokens,
-                1,
-                &["LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE"],
-            );
-            i = skip(tokens, i, &["INTO"]);
-            Statement::Dml {
-                verb: first,
-                names: name_at(tokens, i).into_iter().collect(),
-            }
-        }
+        "INSERT" | "REPLACE" => classify_insert(tokens, first),
         "UPDATE" => Statement::Dml {
             verb: first,
             names: names_until(tokens, 1, &["SET"]),
@@ -82,87 +72,123 @@ fn classify_tokens(tokens: &[Token]) -> Statement {
             verb: first,
             names: names_until(tokens, 1, &["WHERE", "ORDER", "LIMIT", "RETURNING"]),
         },
-        "LOAD" => {
-            let names = (0..tokens.len())
-                .find(|&i| is_kw(tokens, i, "INTO") && is_kw(tokens, i + 1, "TABLE"))
-                .and_then(|i| name_at(tokens, i + 2));
-            Statement::Dml {
-                verb: "LOAD DATA".into(),
-                names: names.into_iter().collect(),
-            }
-        }
-        "WITH" => {
-            // The statement after the common table expressions.
-            let mut depth = 0i32;
-            for (i, t) in tokens.iter().enumerate().skip(1) {
-                match t {
-                    Token::Open => depth += 1,
-                    Token::Close => depth -= 1,
-                    _ if depth == 0
-                        && ["UPDATE", "DELETE", "INSERT", "REPLACE"]
-                            .iter()
-                            .any(|k| is_kw(tokens, i, k)) =>
-                    {
-                        return classify_tokens(&tokens[i..]);
-                    }
-                    _ => {}
-                }
-            }
-            Statement::Other
-        }
+        "LOAD" => classify_load_data(tokens),
+        "WITH" => classify_after_ctes(tokens),
         "TRUNCATE" => Statement::Truncate {
             names: name_at(tokens, skip(tokens, 1, &["TABLE"]))
                 .into_iter()
                 .collect(),
         },
-        "ALTER" => match (1..5).find(|&i| is_kw(tokens, i, "TABLE")) {
-            Some(i) => {
-                let at = skip(tokens, i + 1, &["IF", "EXISTS"]);
-                let name = name_at(tokens, at);
-                let after = at + name.as_ref().map_or(0, |n| 2 * n.len() - 1);
-                match keeps_columns(&tokens[after.min(tokens.len())..]) {
-                    true => Statement::Other,
-                    false => Statement::Ddl {
-                        verb: "ALTER TABLE".into(),
-                        names: name.into_iter().collect(),
-                    },
-                }
-            }
-            None => Statement::Other,
-        },
+        "ALTER" => classify_alter(tokens),
         "RENAME" if is_kw(tokens, 1, "TABLE") || is_kw(tokens, 1, "TABLES") => Statement::Ddl {
             verb: "RENAME TABLE".into(),
             names: names_until(tokens, 2, &[]),
         },
-        "DROP" => {
-            let i = skip(tokens, 1, &["TEMPORARY"]);
-            if is_kw(tokens, i, "TABLE") || is_kw(tokens, i, "TABLES") {
-                Statement::Ddl {
-                    verb: "DROP TABLE".into(),
-                    names: names_until(tokens, skip(tokens, i + 1, &["IF", "EXISTS"]), &[]),
-                }
-            } else if is_kw(tokens, i, "DATABASE") || is_kw(tokens, i, "SCHEMA") {
-                match name_at(tokens, skip(tokens, i + 1, &["IF", "EXISTS"])) {
-                    Some(mut n) if n.len() == 1 => Statement::DropSchema {
-                        schema: n.remove(0),
-                    },
-                    _ => Statement::Other,
-                }
-            } else {
-                Statement::Other
-            }
-        }
+        "DROP" => classify_drop(tokens),
         "CREATE" if is_kw(tokens, 1, "OR") && is_kw(tokens, 2, "REPLACE") => {
-            let i = skip(tokens, 3, &["TEMPORARY"]);
-            match is_kw(tokens, i, "TABLE") {
-                true => Statement::Ddl {
-                    verb: "CREATE OR REPLACE TABLE".into(),
-                    names: name_at(tokens, i + 1).into_iter().collect(),
-                },
-                false => Statement::Other,
-            }
+            classify_create_or_replace(tokens)
         }
         _ => Statement::Other,
+    }
+}
+
+/// `INSERT`/`REPLACE` (`verb`): the one table named after its modifiers
+/// and `INTO`.
+fn classify_insert(tokens: &[Token], verb: String) -> Statement {
+    let mut i = skip(
+        tokens,
+        1,
+        &["LOW_PRIORITY", "DELAYED", "HIGH_PRIORITY", "IGNORE"],
+    );
+    i = skip(tokens, i, &["INTO"]);
+    Statement::Dml {
+        verb,
+        names: name_at(tokens, i).into_iter().collect(),
+    }
+}
+
+/// `LOAD DATA … INTO TABLE t`: the table after `INTO TABLE`, wherever the
+/// file's options put it.
+fn classify_load_data(tokens: &[Token]) -> Statement {
+    let names = (0..tokens.len())
+        .find(|&i| is_kw(tokens, i, "INTO") && is_kw(tokens, i + 1, "TABLE"))
+        .and_then(|i| name_at(tokens, i + 2));
+    Statement::Dml {
+        verb: "LOAD DATA".into(),
+        names: names.into_iter().collect(),
+    }
+}
+
+/// `WITH …`: classified as the statement after the common table
+/// expressions (the first change outside their parentheses).
+fn classify_after_ctes(tokens: &[Token]) -> Statement {
+    let mut depth = 0i32;
+    for (i, t) in tokens.iter().enumerate().skip(1) {
+        match t {
+            Token::Open => depth += 1,
+            Token::Close => depth -= 1,
+            _ if depth == 0
+                && ["UPDATE", "DELETE", "INSERT", "REPLACE"]
+                    .iter()
+                    .any(|k| is_kw(tokens, i, k)) =>
+            {
+                return classify_tokens(&tokens[i..]);
+            }
+            _ => {}
+        }
+    }
+    Statement::Other
+}
+
+/// `ALTER [ONLINE|IGNORE…] TABLE t …`: a change of the table's definition,
+/// unless its clauses keep the rows' columns as they are.
+fn classify_alter(tokens: &[Token]) -> Statement {
+    let Some(i) = (1..5).find(|&i| is_kw(tokens, i, "TABLE")) else {
+        return Statement::Other;
+    };
+    let at = skip(tokens, i + 1, &["IF", "EXISTS"]);
+    let name = name_at(tokens, at);
+    let after = at + name.as_ref().map_or(0, |n| 2 * n.len() - 1);
+    match keeps_columns(&tokens[after.min(tokens.len())..]) {
+        true => Statement::Other,
+        false => Statement::Ddl {
+            verb: "ALTER TABLE".into(),
+            names: name.into_iter().collect(),
+        },
+    }
+}
+
+/// `DROP [TEMPORARY] TABLE(S)` of the named tables, or `DROP DATABASE`/
+/// `SCHEMA` of one schema; any other `DROP` is of no table.
+fn classify_drop(tokens: &[Token]) -> Statement {
+    let i = skip(tokens, 1, &["TEMPORARY"]);
+    if is_kw(tokens, i, "TABLE") || is_kw(tokens, i, "TABLES") {
+        Statement::Ddl {
+            verb: "DROP TABLE".into(),
+            names: names_until(tokens, skip(tokens, i + 1, &["IF", "EXISTS"]), &[]),
+        }
+    } else if is_kw(tokens, i, "DATABASE") || is_kw(tokens, i, "SCHEMA") {
+        match name_at(tokens, skip(tokens, i + 1, &["IF", "EXISTS"])) {
+            Some(mut n) if n.len() == 1 => Statement::DropSchema {
+                schema: n.remove(0),
+            },
+            _ => Statement::Other,
+        }
+    } else {
+        Statement::Other
+    }
+}
+
+/// `CREATE OR REPLACE [TEMPORARY] TABLE t`: replaces the table (MariaDB),
+/// so its rows and definition may change; other objects do not matter.
+fn classify_create_or_replace(tokens: &[Token]) -> Statement {
+    let i = skip(tokens, 3, &["TEMPORARY"]);
+    match is_kw(tokens, i, "TABLE") {
+        true => Statement::Ddl {
+            verb: "CREATE OR REPLACE TABLE".into(),
+            names: name_at(tokens, i + 1).into_iter().collect(),
+        },
+        false => Statement::Other,
     }
 }
 
@@ -314,83 +340,95 @@ fn tokenize(sql: &str) -> Vec<Token> {
     let chars: Vec<char> = sql.chars().collect();
     let mut out = Vec::new();
     let mut i = 0;
-    let at = |i: usize| chars.get(i).copied().unwrap_or('\0');
     while i < chars.len() {
-        let c = chars[i];
-        match c {
-            c if c.is_whitespace() => i += 1,
-            '/' if at(i + 1) == '*'
-                && (at(i + 2) == '!' || (at(i + 2) == 'M' && at(i + 3) == '!')) =>
-            {
-                i += if at(i + 2) == '!' { 3 } else { 4 };
-                while at(i).is_ascii_digit() {
-                    i += 1;
-                }
-            }
-            '/' if at(i + 1) == '*' => {
-                i += 2;
-                while i < chars.len() && !(chars[i] == '*' && at(i + 1) == '/') {
-                    i += 1;
-                }
-                i += 2;
-            }
-            // The end of an executable comment.
-            '*' if at(i + 1) == '/' => i += 2,
-            '#' => {
-                while i < chars.len() && chars[i] != '\n' {
-                    i += 1;
-                }
-            }
-            '-' if at(i + 1) == '-' && (at(i + 2).is_whitespace() || i + 2 >= chars.len()) => {
-                while i < chars.len() && chars[i] != '\n' {
-                    i += 1;
-                }
-            }
-            '\'' | '"' | '`' => {
-                let (text, next) = quoted(&chars, i);
-                i = next;
-                out.push(match c {
-                    '\'' => Token::Other,
-                    // `"…"` is an identifier under ANSI_QUOTES: taken as one,
-                    // so a table so named is never missed.
-                    _ => Token::Word { text, quoted: true },
-                });
-            }
-            '.' => {
-                out.push(Token::Dot);
-                i += 1;
-            }
-            ',' => {
-                out.push(Token::Comma);
-                i += 1;
-            }
-            '(' => {
-                out.push(Token::Open);
-                i += 1;
-            }
-            ')' => {
-                out.push(Token::Close);
-                i += 1;
-            }
-            c if c.is_alphanumeric() || c == '_' || c == '$' => {
-                let start = i;
-                while i < chars.len()
-                    && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '$')
-                {
-                    i += 1;
-                }
-                out.push(Token::Word {
-                    text: chars[start..i].iter().collect(),
-                    quoted: false,
-                });
-            }
-            _ => {
-                out.push(Token::Other);
+        if let Some(next) = skip_unread(&chars, i) {
+            i = next;
+            continue;
+        }
+        let (token, next) = token_at(&chars, i);
+        out.push(token);
+        i = next;
+    }
+    out
+}
+
+/// The index after the whitespace or comment at `i` (or the marks that
+/// open and close an executable comment, whose text is read), if one is
+/// there.
+fn skip_unread(chars: &[char], mut i: usize) -> Option<usize> {
+    let at = |i: usize| chars.get(i).copied().unwrap_or('\0');
+    match chars[i] {
+        c if c.is_whitespace() => i += 1,
+        '/' if at(i + 1) == '*' && (at(i + 2) == '!' || (at(i + 2) == 'M' && at(i + 3) == '!')) => {
+            i += if at(i + 2) == '!' { 3 } else { 4 };
+            while at(i).is_ascii_digit() {
                 i += 1;
             }
         }
+        '/' if at(i + 1) == '*' => {
+            i += 2;
+            while i < chars.len() && !(chars[i] == '*' && at(i + 1) == '/') {
+                i += 1;
+            }
+            i += 2;
+        }
+        // The end of an executable comment.
+        '*' if at(i + 1) == '/' => i += 2,
+        '#' => i = line_end(chars, i),
+        '-' if at(i + 1) == '-' && (at(i + 2).is_whitespace() || i + 2 >= chars.len()) => {
+            i = line_end(chars, i)
+        }
+        _ => return None,
     }
-    out
+    Some(i)
+}
+
+/// The index of the newline that ends the line comment at `i` (or the end).
+fn line_end(chars: &[char], mut i: usize) -> usize {
+    while i < chars.len() && chars[i] != '\n' {
+        i += 1;
+    }
+    i
+}
+
+/// The token at `i` (not whitespace nor a comment) and the index after it.
+fn token_at(chars: &[char], i: usize) -> (Token, usize) {
+    let c = chars[i];
+    match c {
+        '\'' | '"' | '`' => {
+            let (text, next) = quoted(chars, i);
+            let token = match c {
+                '\'' => Token::Other,
+                // `"…"` is an identifier under ANSI_QUOTES: taken as one,
+                // so a table so named is never missed.
+                _ => Token::Word { text, quoted: true },
+            };
+            (token, next)
+        }
+        '.' => (Token::Dot, i + 1),
+        ',' => (Token::Comma, i + 1),
+        '(' => (Token::Open, i + 1),
+        ')' => (Token::Close, i + 1),
+        c if is_word_char(c) => {
+            let end = (i..chars.len())
+                .find(|&j| !is_word_char(chars[j]))
+                .unwrap_or(chars.len());
+            let text = chars[i..end].iter().collect();
+            (
+                Token::Word {
+                    text,
+                    quoted: false,
+                },
+                end,
+            )
+        }
+        _ => (Token::Other, i + 1),
+    }
+}
+
+/// Whether `c` may be part of an unquoted identifier or keyword.
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '_' || c == '$'
 }
 
 /// The text of the quoted token at `start` (doubled quotes and, in

@@ -142,21 +142,46 @@ impl ColumnDecoder {
         parse_text(self.kind, s)
     }
 
+    /// A value of a row image as the full load reads it for this column;
+    /// `None` when only the source can say (the row is read again).
     fn value(&self, v: &Value) -> Option<SqlValue> {
-        let text = match (self.kind, v) {
-            (Kind::Float, Value::Float(f)) => return Some(SqlValue::Float(crate::widen_f32(*f))),
-            (Kind::Float, Value::Double(d)) => return Some(SqlValue::Float(*d)),
-            (Kind::Double, Value::Double(d)) => return Some(SqlValue::Float(*d)),
-            (Kind::Double, Value::Float(f)) => return Some(SqlValue::Float(*f as f64)),
-            (Kind::Bytes, Value::Bytes(b)) => {
-                let mut b = b.clone();
-                if let Some(n) = self.binary_len {
-                    if b.len() < n {
-                        b.resize(n, 0);
-                    }
-                }
-                return Some(SqlValue::Bytes(b));
+        let text = match self.kind {
+            Kind::Float | Kind::Double => return float_value(self.kind, v),
+            Kind::Bytes => return self.binary_value(v),
+            Kind::Text | Kind::Json | Kind::Set => return self.character_value(v),
+            Kind::Int | Kind::Bool => self.integer_text(v)?,
+            Kind::Bit => bit_text(v)?,
+            Kind::Decimal => match v {
+                Value::Bytes(b) => String::from_utf8(b.clone()).ok()?,
+                _ => return None,
+            },
+            Kind::Date | Kind::DateTime | Kind::Timestamp | Kind::Time => self.temporal_text(v)?,
+            // Anything else (UUID, INET6, …): its text form is the
+            // server's; the row is read again.
+            Kind::Other => return None,
+        };
+        Some(parse_text(self.kind, text))
+    }
+
+    /// A `BINARY`/`VARBINARY`/`BLOB` value, padded as the server pads a
+    /// `BINARY(n)` when read.
+    fn binary_value(&self, v: &Value) -> Option<SqlValue> {
+        let Value::Bytes(b) = v else {
+            return None;
+        };
+        let mut b = b.clone();
+        if let Some(n) = self.binary_len {
+            if b.len() < n {
+                b.resize(n, 0);
             }
+        }
+        Some(SqlValue::Bytes(b))
+    }
+
+    /// A character, `ENUM`, `SET` or JSON value; `None` for text in a
+    /// character set only the server converts.
+    fn character_value(&self, v: &Value) -> Option<SqlValue> {
+        let text = match (self.kind, v) {
             (Kind::Text, Value::Int(i)) if !self.labels.is_empty() => {
                 // An ENUM's image is its index; 0 is the empty error value.
                 match *i {
@@ -180,21 +205,20 @@ impl ColumnDecoder {
                 }
                 return Some(self.text(String::from_utf8(b.clone()).ok()?));
             }
-            (Kind::Bit, Value::Bytes(b)) => {
-                if b.len() > 8 {
-                    return None;
-                }
-                b.iter()
-                    .fold(0u64, |n, &byte| (n << 8) | u64::from(byte))
-                    .to_string()
-            }
-            (Kind::Int | Kind::Bool, Value::Bytes(b)) if self.year => {
-                match std::str::from_utf8(b).ok()? {
-                    "1900" => "0".to_string(),
-                    y => y.to_string(),
-                }
-            }
-            (Kind::Int | Kind::Bool, Value::Int(i)) => {
+            _ => return None,
+        };
+        Some(parse_text(self.kind, text))
+    }
+
+    /// An integer (or `YEAR`, or boolean) as the server writes it: an
+    /// unsigned column's image holds its bits as a signed number.
+    fn integer_text(&self, v: &Value) -> Option<String> {
+        Some(match v {
+            Value::Bytes(b) if self.year => match std::str::from_utf8(b).ok()? {
+                "1900" => "0".to_string(),
+                y => y.to_string(),
+            },
+            Value::Int(i) => {
                 if self.unsigned && *i < 0 {
                     let mask = match self.bits {
                         64 => u64::MAX,
@@ -205,8 +229,15 @@ impl ColumnDecoder {
                     i.to_string()
                 }
             }
-            (Kind::Int | Kind::Bool, Value::UInt(u)) => u.to_string(),
-            (Kind::Decimal, Value::Bytes(b)) => String::from_utf8(b.clone()).ok()?,
+            Value::UInt(u) => u.to_string(),
+            _ => return None,
+        })
+    }
+
+    /// A `DATE`, `DATETIME`, `TIMESTAMP` or `TIME` as the server writes it,
+    /// with exactly the column's fractional digits.
+    fn temporal_text(&self, v: &Value) -> Option<String> {
+        Some(match (self.kind, v) {
             (Kind::Timestamp, Value::Bytes(b)) => {
                 epoch_text(std::str::from_utf8(b).ok()?, self.fsp)?
             }
@@ -224,11 +255,30 @@ impl ColumnDecoder {
                 let sign = if *negative { "-" } else { "" };
                 format!("{sign}{hours:02}:{m:02}:{s:02}") + &fraction(*us, self.fsp)
             }
-            // Anything else (UUID, INET6, …): its text form is the
-            // server's; the row is read again.
             _ => return None,
-        };
-        Some(parse_text(self.kind, text))
+        })
+    }
+}
+
+/// A `FLOAT` or `DOUBLE` (`kind`), read natively as the full load reads it.
+fn float_value(kind: Kind, v: &Value) -> Option<SqlValue> {
+    match (kind, v) {
+        (Kind::Float, Value::Float(f)) => Some(SqlValue::Float(crate::widen_f32(*f))),
+        (Kind::Float | Kind::Double, Value::Double(d)) => Some(SqlValue::Float(*d)),
+        (Kind::Double, Value::Float(f)) => Some(SqlValue::Float(*f as f64)),
+        _ => None,
+    }
+}
+
+/// A `BIT(n)` as the unsigned integer it is selected as (n ≤ 64).
+fn bit_text(v: &Value) -> Option<String> {
+    match v {
+        Value::Bytes(b) if b.len() <= 8 => Some(
+            b.iter()
+                .fold(0u64, |n, &byte| (n << 8) | u64::from(byte))
+                .to_string(),
+        ),
+        _ => None,
     }
 }
 

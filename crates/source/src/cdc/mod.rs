@@ -167,6 +167,33 @@ pub struct Relations {
     fence: Option<String>,
 }
 
+/// The transaction being read: its changes join the batch only at its
+/// commit, so a batch that ends early never holds part of one.
+#[derive(Debug, Default)]
+struct OpenTransaction {
+    /// Its commit record's position (from its `Begin`).
+    commit_lsn: u64,
+    /// Its row changes so far.
+    changes: Vec<RowChange>,
+    /// Whether it holds the fence watched for.
+    fence_seen: bool,
+}
+
+impl OpenTransaction {
+    /// Moves the transaction, committed at `end_lsn` and `timestamp`, into
+    /// `batch`, which then ends after it.
+    fn commit_into(&mut self, batch: &mut ChangeBatch, end_lsn: u64, timestamp: i64) {
+        for mut c in self.changes.drain(..) {
+            c.commit_end = end_lsn;
+            batch.changes.push(c);
+        }
+        batch.end_lsn = Some(end_lsn);
+        batch.last_commit_time = Some(timestamp);
+        batch.transactions += 1;
+        batch.fence_seen |= std::mem::take(&mut self.fence_seen);
+    }
+}
+
 /// The prefix of the logical message a cutover writes as its fence.
 pub const FENCE_PREFIX: &str = "sql2ddb_fence";
 
@@ -196,50 +223,25 @@ impl Relations {
         messages: impl IntoIterator<Item = Message>,
     ) -> Result<ChangeBatch, crate::SourceError> {
         let mut batch = ChangeBatch::default();
-        let mut pending: Vec<RowChange> = Vec::new();
-        let (mut commit_lsn, mut fence_in_transaction) = (0, false);
+        let mut open = OpenTransaction::default();
         for m in messages {
             let (oid, op, old, new) = match m {
                 Message::Relation(r) => {
-                    let table = format!("{}.{}", r.schema, r.name);
-                    if let Some(shape) = self.shapes.get(&r.oid) {
-                        let now: Vec<ColumnShape> = r
-                            .columns
-                            .iter()
-                            .cloned()
-                            .zip(r.types.iter().copied())
-                            .map(|(n, (t, m))| (n, t, m))
-                            .collect();
-                        if let Some(what) = shape_difference(shape, &now) {
-                            // The transaction in hand is left unread.
-                            batch.shape_change = Some(ShapeChange {
-                                oid: r.oid,
-                                table,
-                                shape: now,
-                                commit_lsn,
-                                what,
-                            });
-                            break;
-                        }
+                    if let Some(change) = self.describe(r, open.commit_lsn) {
+                        // The transaction in hand is left unread.
+                        batch.shape_change = Some(change);
+                        break;
                     }
-                    self.by_oid.insert(r.oid, (table, Arc::new(r.columns)));
                     continue;
                 }
                 Message::Commit {
                     end_lsn, timestamp, ..
                 } => {
-                    for mut c in pending.drain(..) {
-                        c.commit_end = end_lsn;
-                        batch.changes.push(c);
-                    }
-                    batch.end_lsn = Some(end_lsn);
-                    batch.last_commit_time = Some(timestamp);
-                    batch.transactions += 1;
-                    batch.fence_seen |= std::mem::take(&mut fence_in_transaction);
+                    open.commit_into(&mut batch, end_lsn, timestamp);
                     continue;
                 }
                 Message::Begin { final_lsn, .. } => {
-                    commit_lsn = final_lsn;
+                    open.commit_lsn = final_lsn;
                     continue;
                 }
                 Message::Logical {
@@ -247,9 +249,7 @@ impl Relations {
                     prefix,
                     content,
                 } => {
-                    let fence = self.fence.as_deref().map(str::as_bytes);
-                    fence_in_transaction |=
-                        transactional && prefix == FENCE_PREFIX && fence == Some(&content[..]);
+                    open.fence_seen |= self.is_fence(transactional, &prefix, &content);
                     continue;
                 }
                 Message::Other(_) => continue,
@@ -257,28 +257,77 @@ impl Relations {
                 Message::Update { oid, old, new } => (oid, ChangeOp::Update, old, Some(new)),
                 Message::Delete { oid, old } => (oid, ChangeOp::Delete, Some(old), None),
                 Message::Truncate { oids } => {
-                    let followed: Vec<String> = oids
-                        .iter()
-                        .filter(|oid| self.shapes.contains_key(oid))
-                        .map(|&oid| Ok(self.change(oid, ChangeOp::Truncate, None, None)?.table))
-                        .collect::<Result<_, crate::SourceError>>()?;
-                    if !followed.is_empty() {
+                    if let Some(truncation) = self.truncate(oids, &mut open)? {
                         // The transaction in hand is left unread, as for a shape change.
-                        batch.truncate = Some(Truncation {
-                            tables: followed,
-                            commit_lsn,
-                        });
+                        batch.truncate = Some(truncation);
                         break;
-                    }
-                    for oid in oids {
-                        pending.push(self.change(oid, ChangeOp::Truncate, None, None)?);
                     }
                     continue;
                 }
             };
-            pending.push(self.change(oid, op, old, new)?);
+            open.changes.push(self.change(oid, op, old, new)?);
         }
         Ok(batch)
+    }
+
+    /// Takes in a relation's description; when it is a followed table's
+    /// and its columns differ from those it was bound with, the change of
+    /// shape instead (and the description is not taken).
+    fn describe(&mut self, r: RelationInfo, commit_lsn: u64) -> Option<ShapeChange> {
+        let table = format!("{}.{}", r.schema, r.name);
+        if let Some(shape) = self.shapes.get(&r.oid) {
+            let now: Vec<ColumnShape> = r
+                .columns
+                .iter()
+                .cloned()
+                .zip(r.types.iter().copied())
+                .map(|(n, (t, m))| (n, t, m))
+                .collect();
+            if let Some(what) = shape_difference(shape, &now) {
+                return Some(ShapeChange {
+                    oid: r.oid,
+                    table,
+                    shape: now,
+                    commit_lsn,
+                    what,
+                });
+            }
+        }
+        self.by_oid.insert(r.oid, (table, Arc::new(r.columns)));
+        None
+    }
+
+    /// Whether a logical message is the fence watched for: written within
+    /// a transaction, with our prefix and the expected content.
+    fn is_fence(&self, transactional: bool, prefix: &str, content: &[u8]) -> bool {
+        let fence = self.fence.as_deref().map(str::as_bytes);
+        transactional && prefix == FENCE_PREFIX && fence == Some(content)
+    }
+
+    /// A `TRUNCATE` of relations `oids`: of followed tables, the
+    /// [`Truncation`] that ends the batch; of others only, a change each
+    /// added to the open transaction.
+    fn truncate(
+        &self,
+        oids: Vec<u32>,
+        open: &mut OpenTransaction,
+    ) -> Result<Option<Truncation>, crate::SourceError> {
+        let followed: Vec<String> = oids
+            .iter()
+            .filter(|oid| self.shapes.contains_key(oid))
+            .map(|&oid| Ok(self.change(oid, ChangeOp::Truncate, None, None)?.table))
+            .collect::<Result<_, crate::SourceError>>()?;
+        if !followed.is_empty() {
+            return Ok(Some(Truncation {
+                tables: followed,
+                commit_lsn: open.commit_lsn,
+            }));
+        }
+        for oid in oids {
+            open.changes
+                .push(self.change(oid, ChangeOp::Truncate, None, None)?);
+        }
+        Ok(None)
     }
 
     fn change(

@@ -40,12 +40,7 @@ impl Source {
         tuples: &[&[TupleValue]],
     ) -> Result<Vec<Option<Row>>, SourceError> {
         self.check_dialect(q.dialect, "page query")?;
-        // Position of each of the entity's columns within the tuples.
-        let at: Vec<Option<usize>> = q
-            .columns
-            .iter()
-            .map(|c| columns.iter().position(|n| *n == c.name))
-            .collect();
+        let at = column_positions(q, columns);
         match q.dialect {
             Dialect::Postgres => {}
             // The binary log reader decoded its values as the page reader does.
@@ -56,71 +51,115 @@ impl Source {
                 ))
             }
         }
-        let complete = |t: &[TupleValue]| {
-            at.iter().all(|i| {
-                i.and_then(|i| t.get(i))
-                    .is_some_and(|v| !matches!(v, TupleValue::Unchanged))
-            })
-        };
-        let mut out: Vec<Option<Row>> = vec![None; tuples.len()];
-        // Tuples whose every value decodes in the process need no statement;
-        // the rest (a float, a date, an array…) are cast by the server.
         let kinds = match &q.decoders {
             Decoders::Postgres(kinds) => kinds.as_slice(),
             _ => &[],
         };
-        let mut wanted: Vec<usize> = Vec::new();
-        for i in (0..tuples.len()).filter(|&i| complete(tuples[i])) {
-            match text_row(&at, kinds, tuples[i]) {
-                Some(row) => out[i] = Some(row),
-                None => wanted.push(i),
-            }
-        }
+        let (mut out, wanted) = decode_in_process(&at, kinds, tuples);
         let sql = unnest_select(q);
         for chunk in wanted.chunks(TUPLES_PER_STATEMENT) {
-            // Per column, its texts as one array literal.
-            let mut arrays: Vec<String> = vec![String::from("{"); q.columns.len()];
-            for (n, &t) in chunk.iter().enumerate() {
-                for (array, i) in arrays.iter_mut().zip(&at) {
-                    if n > 0 {
-                        array.push(',');
-                    }
-                    match &tuples[t][i.expect("complete tuple")] {
-                        TupleValue::Text(text) => push_element(array, text),
-                        TupleValue::Null => array.push_str("NULL"),
-                        TupleValue::Value(_) | TupleValue::Unchanged => {
-                            return Err(SourceError::config(
-                                "a PostgreSQL tuple holds a value that is not text",
-                            ))
-                        }
-                    }
-                }
-            }
-            let values: Vec<SqlValue> = arrays
-                .into_iter()
-                .map(|mut a| {
-                    a.push('}');
-                    SqlValue::Text(a)
-                })
-                .collect();
-            let bound: Vec<&SqlValue> = values.iter().collect();
-            let rows = self
-                .fetch(&q.entity, &q.columns, &q.decoders, &sql, &bound)
-                .await?;
-            if rows.len() != chunk.len() {
-                return Err(SourceError::config(format!(
-                    "{} tuples of {} were cast into {} rows",
-                    chunk.len(),
-                    q.entity,
-                    rows.len()
-                )));
-            }
+            let rows = self.cast_tuples(q, &sql, &at, tuples, chunk).await?;
             for (&t, row) in chunk.iter().zip(rows) {
                 out[t] = Some(row);
             }
         }
         Ok(out)
     }
+
+    /// The rows the server casts tuples `chunk` (indices into `tuples`,
+    /// each complete) into with `sql` ([`unnest_select`]), in that order.
+    async fn cast_tuples(
+        &self,
+        q: &PageQuery,
+        sql: &str,
+        at: &[Option<usize>],
+        tuples: &[&[TupleValue]],
+        chunk: &[usize],
+    ) -> Result<Vec<Row>, SourceError> {
+        let values = column_arrays(at, tuples, chunk)?;
+        let bound: Vec<&SqlValue> = values.iter().collect();
+        let rows = self
+            .fetch(&q.entity, &q.columns, &q.decoders, sql, &bound)
+            .await?;
+        if rows.len() != chunk.len() {
+            return Err(SourceError::config(format!(
+                "{} tuples of {} were cast into {} rows",
+                chunk.len(),
+                q.entity,
+                rows.len()
+            )));
+        }
+        Ok(rows)
+    }
+}
+
+/// Position of each of `q`'s columns within tuples that carry `columns`.
+fn column_positions(q: &PageQuery, columns: &[String]) -> Vec<Option<usize>> {
+    q.columns
+        .iter()
+        .map(|c| columns.iter().position(|n| *n == c.name))
+        .collect()
+}
+
+/// Whether `tuple` holds a value for every column (none missing, none an
+/// unchanged TOASTed value).
+fn is_complete(at: &[Option<usize>], tuple: &[TupleValue]) -> bool {
+    at.iter().all(|i| {
+        i.and_then(|i| tuple.get(i))
+            .is_some_and(|v| !matches!(v, TupleValue::Unchanged))
+    })
+}
+
+/// The rows of the complete tuples whose every value decodes in the
+/// process, and the indices of the complete tuples the server must cast
+/// instead (a float, a date, an array…); an incomplete tuple is neither.
+fn decode_in_process(
+    at: &[Option<usize>],
+    kinds: &[Kind],
+    tuples: &[&[TupleValue]],
+) -> (Vec<Option<Row>>, Vec<usize>) {
+    let mut out: Vec<Option<Row>> = vec![None; tuples.len()];
+    let mut wanted: Vec<usize> = Vec::new();
+    for i in (0..tuples.len()).filter(|&i| is_complete(at, tuples[i])) {
+        match text_row(at, kinds, tuples[i]) {
+            Some(row) => out[i] = Some(row),
+            None => wanted.push(i),
+        }
+    }
+    (out, wanted)
+}
+
+/// Per column, the texts of tuples `chunk` as one `text[]` literal, the
+/// values [`unnest_select`] binds.
+fn column_arrays(
+    at: &[Option<usize>],
+    tuples: &[&[TupleValue]],
+    chunk: &[usize],
+) -> Result<Vec<SqlValue>, SourceError> {
+    let mut arrays: Vec<String> = vec![String::from("{"); at.len()];
+    for (n, &t) in chunk.iter().enumerate() {
+        for (array, i) in arrays.iter_mut().zip(at) {
+            if n > 0 {
+                array.push(',');
+            }
+            match &tuples[t][i.expect("complete tuple")] {
+                TupleValue::Text(text) => push_element(array, text),
+                TupleValue::Null => array.push_str("NULL"),
+                TupleValue::Value(_) | TupleValue::Unchanged => {
+                    return Err(SourceError::config(
+                        "a PostgreSQL tuple holds a value that is not text",
+                    ))
+                }
+            }
+        }
+    }
+    Ok(arrays
+        .into_iter()
+        .map(|mut a| {
+            a.push('}');
+            SqlValue::Text(a)
+        })
+        .collect())
 }
 
 /// The statement that casts the texts of `q`'s columns, bound as one

@@ -2,7 +2,7 @@
 
 use serde::Deserialize;
 pub use sql2ddb_core::capacity::{
-    CapacityLimits, GsiConfig, Projection, ProjectionKind, BURST_SECS, ON_DEMAND_DOUBLE_AFTER_SECS,
+    CapacityLimits, GsiConfig, Projection, BURST_SECS, ON_DEMAND_DOUBLE_AFTER_SECS,
     ON_DEMAND_WARM_WCU, PARTITION_RCU, PARTITION_WCU, TABLE_QUOTA_WCU,
 };
 
@@ -273,10 +273,7 @@ mod tests {
             gsi[0].projection,
             Projection::Include(vec!["status".into()])
         );
-        assert_eq!(
-            gsi[1].projection,
-            Projection::Kind(ProjectionKind::KeysOnly)
-        );
+        assert_eq!(gsi[1].projection, Projection::KeysOnly);
         let d = CapacityConfig::from_toml("[table]\nmode = \"on-demand\"\n").unwrap();
         assert_eq!(d.table, CapacityConfig::on_demand(4000, 1).table);
         assert_eq!(d.banked_secs(), 300.0);

@@ -32,9 +32,8 @@ mod table;
 
 pub use bucket::TokenBucket;
 pub use config::{
-    CapacityConfig, CapacityConfigError, GsiConfig, Projection, ProjectionKind, TableCapacity,
-    BURST_SECS, ON_DEMAND_DOUBLE_AFTER_SECS, ON_DEMAND_WARM_WCU, PARTITION_RCU, PARTITION_WCU,
-    TABLE_QUOTA_WCU,
+    CapacityConfig, CapacityConfigError, GsiConfig, Projection, TableCapacity, BURST_SECS,
+    ON_DEMAND_DOUBLE_AFTER_SECS, ON_DEMAND_WARM_WCU, PARTITION_RCU, PARTITION_WCU, TABLE_QUOTA_WCU,
 };
 pub use ideal::{ideal, Ideal};
 pub use model::{TableModel, TableUsage, WriteDemand};

@@ -29,7 +29,7 @@ use hyper::{Request, Response, StatusCode};
 use serde::Serialize;
 use serde_json::{json, Map, Value as Json};
 
-use super::config::{CapacityConfig, GsiConfig, Projection, ProjectionKind};
+use super::config::{CapacityConfig, GsiConfig, Projection};
 use super::model::{TableModel, TableUsage, WriteDemand};
 use super::table::Refusal;
 use crate::upstream::{relay, Upstream};
@@ -192,7 +192,7 @@ fn schema_of(description: &Json, configured: Option<&[GsiConfig]>) -> Option<Tab
                 let projection = i.get("Projection");
                 let kind = projection.and_then(|p| p.get("ProjectionType")?.as_str());
                 let projection = match kind {
-                    Some("KEYS_ONLY") => Projection::Kind(ProjectionKind::KeysOnly),
+                    Some("KEYS_ONLY") => Projection::KeysOnly,
                     Some("INCLUDE") => Projection::Include(
                         projection?
                             .get("NonKeyAttributes")
@@ -202,7 +202,7 @@ fn schema_of(description: &Json, configured: Option<&[GsiConfig]>) -> Option<Tab
                             .filter_map(|a| a.as_str().map(str::to_string))
                             .collect(),
                     ),
-                    _ => Projection::Kind(ProjectionKind::All),
+                    _ => Projection::All,
                 };
                 Some(GsiConfig {
                     name: i.get("IndexName")?.as_str()?.to_string(),
@@ -331,6 +331,10 @@ pub(super) fn wants_capacity(body: &Json) -> Option<bool> {
     }
 }
 
+/// `BatchWriteItem` through the model: the admitted requests forwarded,
+/// the refused ones returned in `UnprocessedItems` (or, when none is
+/// admitted, the call answered with the model's error). `None` when the
+/// call is not one the model reads: it is relayed as it is.
 pub(super) async fn batch_write(
     upstream: &Upstream,
     capacity: &Capacity,
@@ -339,59 +343,14 @@ pub(super) async fn batch_write(
 ) -> Option<Response<Body>> {
     let mut json: Json = serde_json::from_slice(body).ok()?;
     let tables = json.get("RequestItems")?.as_object()?.clone();
-    let mut metered = Vec::new();
-    for (table, requests) in &tables {
-        let schema = schema(upstream, capacity, parts, table).await?;
-        for request in requests.as_array()? {
-            let (demand, cost) = if let Some(item) = request.pointer("/PutRequest/Item") {
-                meter(&schema, item, Some(item), &[])?
-            } else {
-                let key = request.pointer("/DeleteRequest/Key")?;
-                meter(&schema, key, None, &[key])?
-            };
-            metered.push(Metered {
-                table: table.clone(),
-                request: request.clone(),
-                demand,
-                cost,
-            });
-        }
-    }
-    let refusals = {
-        let now = capacity.now();
-        let mut state = capacity.state();
-        state.stats.calls += 1;
-        let mut refusals = vec![None; metered.len()];
-        for table in tables.keys() {
-            let of_table: Vec<usize> = (0..metered.len())
-                .filter(|&i| &metered[i].table == table)
-                .collect();
-            let demands: Vec<WriteDemand> = of_table.iter().map(|&i| metered[i].demand).collect();
-            let answer = capacity
-                .table(&mut state, table)
-                .model
-                .admit_writes(now, &demands);
-            for (i, r) in of_table.into_iter().zip(answer) {
-                refusals[i] = r;
-            }
-        }
-        refusals
-    };
+    let metered = meter_batch(upstream, capacity, parts, &tables).await?;
+    let refusals = admit_batch(capacity, &tables, &metered);
     let refused: Vec<Refusal> = refusals.iter().flatten().copied().collect();
     if !refused.is_empty() && refused.len() == metered.len() {
         return Some(refused_answer(capacity, &refused));
     }
     let wants = wants_capacity(&json);
-    let (mut sent, mut held) = (Map::new(), Map::new());
-    for (m, r) in metered.iter().zip(&refusals) {
-        let side = if r.is_some() { &mut held } else { &mut sent };
-        let list = side
-            .entry(m.table.clone())
-            .or_insert_with(|| Json::Array(Vec::new()));
-        if let Json::Array(list) = list {
-            list.push(m.request.clone());
-        }
-    }
+    let (sent, held) = split_by_refusal(&metered, &refusals);
     let forwarded = if held.is_empty() {
         body.clone()
     } else {
@@ -416,6 +375,94 @@ pub(super) async fn batch_write(
         stats.stats.refused_items += refused.len() as u64;
         stats.stats.unprocessed_items += refused.len() as u64;
     }
+    add_unprocessed(&mut answer, held);
+    if let Some(indexes) = wants {
+        let per_table = consumed_per_table(&tables, &metered, &refusals, indexes);
+        answer.insert("ConsumedCapacity".into(), per_table);
+    }
+    Some(text_response(Json::Object(answer).to_string()))
+}
+
+/// Every put and delete request of a batch's `RequestItems` (`tables`),
+/// with what it asks of the model and what it costs; `None` when one is
+/// not a request the model reads.
+async fn meter_batch(
+    upstream: &Upstream,
+    capacity: &Capacity,
+    parts: &Parts,
+    tables: &Map<String, Json>,
+) -> Option<Vec<Metered>> {
+    let mut metered = Vec::new();
+    for (table, requests) in tables {
+        let schema = schema(upstream, capacity, parts, table).await?;
+        for request in requests.as_array()? {
+            let (demand, cost) = if let Some(item) = request.pointer("/PutRequest/Item") {
+                meter(&schema, item, Some(item), &[])?
+            } else {
+                let key = request.pointer("/DeleteRequest/Key")?;
+                meter(&schema, key, None, &[key])?
+            };
+            metered.push(Metered {
+                table: table.clone(),
+                request: request.clone(),
+                demand,
+                cost,
+            });
+        }
+    }
+    Some(metered)
+}
+
+/// The model's answer to each metered request of a call (`None`:
+/// admitted), each table's requests admitted together by its model; the
+/// call is counted.
+fn admit_batch(
+    capacity: &Capacity,
+    tables: &Map<String, Json>,
+    metered: &[Metered],
+) -> Vec<Option<Refusal>> {
+    let now = capacity.now();
+    let mut state = capacity.state();
+    state.stats.calls += 1;
+    let mut refusals = vec![None; metered.len()];
+    for table in tables.keys() {
+        let of_table: Vec<usize> = (0..metered.len())
+            .filter(|&i| &metered[i].table == table)
+            .collect();
+        let demands: Vec<WriteDemand> = of_table.iter().map(|&i| metered[i].demand).collect();
+        let answer = capacity
+            .table(&mut state, table)
+            .model
+            .admit_writes(now, &demands);
+        for (i, r) in of_table.into_iter().zip(answer) {
+            refusals[i] = r;
+        }
+    }
+    refusals
+}
+
+/// The requests to send and those held back (refused), each as a
+/// `RequestItems` map by table.
+fn split_by_refusal(
+    metered: &[Metered],
+    refusals: &[Option<Refusal>],
+) -> (Map<String, Json>, Map<String, Json>) {
+    let (mut sent, mut held) = (Map::new(), Map::new());
+    for (m, r) in metered.iter().zip(refusals) {
+        let side = if r.is_some() { &mut held } else { &mut sent };
+        let list = side
+            .entry(m.table.clone())
+            .or_insert_with(|| Json::Array(Vec::new()));
+        if let Json::Array(list) = list {
+            list.push(m.request.clone());
+        }
+    }
+    (sent, held)
+}
+
+/// Adds the requests the model `held` back to the upstream answer's own
+/// `UnprocessedItems`, so the caller sends both again.
+fn add_unprocessed(answer: &mut Map<String, Json>, held: Map<String, Json>) {
     let mut unprocessed = match answer.shift_remove("UnprocessedItems") {
         Some(Json::Object(theirs)) => theirs,
         _ => Map::new(),
@@ -429,22 +476,29 @@ pub(super) async fn batch_write(
         }
     }
     answer.insert("UnprocessedItems".into(), Json::Object(unprocessed));
-    if let Some(indexes) = wants {
-        let per_table: Vec<Json> = tables
-            .keys()
-            .map(|table| {
-                let costs: Vec<&WriteCost> = metered
-                    .iter()
-                    .zip(&refusals)
-                    .filter(|(m, r)| &m.table == table && r.is_none())
-                    .map(|(m, _)| &m.cost)
-                    .collect();
-                consumed(table, &costs, indexes)
-            })
-            .collect();
-        answer.insert("ConsumedCapacity".into(), Json::Array(per_table));
-    }
-    Some(text_response(Json::Object(answer).to_string()))
+}
+
+/// `ConsumedCapacity` of a batch: per table, the model's units of the
+/// requests it admitted.
+fn consumed_per_table(
+    tables: &Map<String, Json>,
+    metered: &[Metered],
+    refusals: &[Option<Refusal>],
+    indexes: bool,
+) -> Json {
+    let per_table: Vec<Json> = tables
+        .keys()
+        .map(|table| {
+            let costs: Vec<&WriteCost> = metered
+                .iter()
+                .zip(refusals)
+                .filter(|(m, r)| &m.table == table && r.is_none())
+                .map(|(m, _)| &m.cost)
+                .collect();
+            consumed(table, &costs, indexes)
+        })
+        .collect();
+    Json::Array(per_table)
 }
 
 pub(super) async fn single_write(

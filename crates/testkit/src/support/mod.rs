@@ -2,7 +2,7 @@
 //! uses, where the test databases are, PostgreSQL schemas and MariaDB
 //! databases of the test's own, a DynamoDB-compatible server of the
 //! test's own, moto's server for SQS, S3 and the other AWS services and
-//! clients of it, reading a table back whole, comparing items as DynamoDB
+//! clients of it, a loopback HTTP server that answers as told, reading a table back whole, comparing items as DynamoDB
 //! compares them, a progress store of the test's own, and source data
 //! several tests migrate.
 //!
@@ -17,6 +17,7 @@ mod aws;
 mod db;
 mod dynamo;
 mod fixtures;
+mod http;
 mod moto;
 mod progress;
 
@@ -29,6 +30,7 @@ pub use aws::{aws_config, s3_client, without_a_region, Bucket, TEST_REGION};
 pub use db::{exec, sqlite_file, MyDatabase, PgSchema};
 pub use dynamo::{scan_all, Dynamo};
 pub use fixtures::{items_sql, mapping_head};
+pub use http::{answering_server, Answer, Captured, Requests};
 pub use moto::Moto;
 pub use progress::{progress_store, run_meta};
 

@@ -3,7 +3,7 @@
 
 use super::chart::bar;
 use super::{figures, none, table, Cell, Figure, Page, Row};
-use crate::deep::DeepReport;
+use sql2ddb_engine::deep::DeepReport;
 
 /// The page of a deep verification.
 pub fn deep_page(r: &DeepReport) -> String {
@@ -36,7 +36,8 @@ pub fn deep_page(r: &DeepReport) -> String {
 /// Each kind's count over every entity (pointers: the pointer items that
 /// are not what the mapping makes of the source).
 pub(crate) fn kind_counts(r: &DeepReport) -> [(&'static str, u64); 5] {
-    let sum = |f: fn(&crate::deep::EntityDiff) -> u64| r.entities.iter().map(f).sum::<u64>();
+    let sum =
+        |f: fn(&sql2ddb_engine::deep::EntityDiff) -> u64| r.entities.iter().map(f).sum::<u64>();
     [
         ("missing", sum(|e| e.missing)),
         ("extra", sum(|e| e.extra)),
@@ -134,7 +135,7 @@ fn pointers(r: &DeepReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::deep::EntityDiff;
+    use sql2ddb_engine::deep::EntityDiff;
 
     #[test]
     fn each_kind_of_difference_is_counted_on_the_page() {

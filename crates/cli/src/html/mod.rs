@@ -1,5 +1,6 @@
 //! `report.html`: the report of a run, an update, a plan or a deep verify
-//! as one self-contained page to look at — inline CSS and inline SVG, no
+//! as one self-contained page to look at, written by the command beside the
+//! JSON report its job saved — inline CSS and inline SVG, no
 //! script, no font, nothing fetched (its Content-Security-Policy forbids
 //! it). Every string from the data is escaped. Figures carry `data-field`
 //! and `data-value` attributes with the same names and values as the
@@ -13,20 +14,50 @@ mod run;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-pub use deep::deep_page;
-pub use plan::plan_page;
-pub use run::{run_page, update_page};
+use deep::deep_page;
+use plan::plan_page;
+use run::{run_page, update_page};
+use sql2ddb_engine::deep::DeepReport;
+use sql2ddb_engine::plan::PlanReport;
+use sql2ddb_engine::update::UpdateReport;
+use sql2ddb_engine::RunReport;
 
-use crate::error::EngineError;
+use sql2ddb_engine::EngineError;
 
-/// The file name of the page, beside `report.json`.
-pub const REPORT_HTML: &str = "report.html";
+/// The file name of the page of a run, an update or a plan, beside
+/// `report.json`.
+pub(crate) const REPORT_HTML: &str = "report.html";
 
-/// Writes `html` to `dir/name` and returns the path.
-pub fn write_page(dir: &Path, name: &str, html: &str) -> Result<PathBuf, EngineError> {
+/// The file name of the page of `verify --deep`, beside
+/// `verify-report.json`.
+pub(crate) const DEEP_REPORT_HTML: &str = "verify-report.html";
+
+/// Writes `html` to `dir/name` and returns the path; a page that cannot
+/// be written fails the command as a file would (an I/O error).
+fn write_page(dir: &Path, name: &str, html: &str) -> Result<PathBuf, EngineError> {
     let path = dir.join(name);
     std::fs::write(&path, html).map_err(|e| EngineError::io(&path, e))?;
     Ok(path)
+}
+
+/// Writes a run's page into its run directory.
+pub(crate) fn save_run(r: &RunReport) -> Result<PathBuf, EngineError> {
+    write_page(Path::new(&r.run_dir), REPORT_HTML, &run_page(r))
+}
+
+/// Writes an update job's page into its run directory.
+pub(crate) fn save_update(r: &UpdateReport) -> Result<PathBuf, EngineError> {
+    write_page(Path::new(&r.run_dir), REPORT_HTML, &update_page(r))
+}
+
+/// Writes a plan's page into `dir`, beside its `report.json`.
+pub(crate) fn save_plan(r: &PlanReport, dir: &Path) -> Result<PathBuf, EngineError> {
+    write_page(dir, REPORT_HTML, &plan_page(r))
+}
+
+/// Writes the page of `verify --deep` into the run directory.
+pub(crate) fn save_deep(r: &DeepReport) -> Result<PathBuf, EngineError> {
+    write_page(Path::new(&r.run_dir), DEEP_REPORT_HTML, &deep_page(r))
 }
 
 /// `text` safe in HTML text and in double-quoted attribute values.

@@ -4,10 +4,10 @@
 
 use super::chart::{bar, lines, Fold, Line};
 use super::{error, figures, none, table, warnings, Cell, Figure, Page, Row};
-use crate::rejects::RejectCount;
-use crate::report::{EntityReport, RunReport};
-use crate::timeline::Timeline;
-use crate::update::UpdateReport;
+use sql2ddb_engine::rejects::RejectCount;
+use sql2ddb_engine::report::{EntityReport, RunReport};
+use sql2ddb_engine::timeline::Timeline;
+use sql2ddb_engine::update::UpdateReport;
 
 /// The page of a run.
 pub fn run_page(r: &RunReport) -> String {
@@ -311,7 +311,7 @@ fn pointer_table(r: &RunReport) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::{RunStatus, SnapshotReport, WriterReport};
+    use sql2ddb_engine::report::{RunStatus, SnapshotReport, WriterReport};
 
     fn report() -> RunReport {
         let orders = EntityReport {

@@ -6,7 +6,7 @@ use sql2ddb_core::capacity::PARTITION_WCU;
 
 use super::chart::bar;
 use super::{figures, int, none, table, warnings, Cell, Figure, Page, Row};
-use crate::plan::{EntityPlan, PlanReport};
+use sql2ddb_engine::plan::{EntityPlan, PlanReport};
 
 /// The page of a plan.
 pub fn plan_page(r: &PlanReport) -> String {
@@ -239,8 +239,8 @@ fn rejects(entities: &[EntityPlan]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::size::SizeStats;
-    use crate::plan::{Cost, Partition, Prices, Totals};
+    use sql2ddb_engine::plan::size::SizeStats;
+    use sql2ddb_engine::plan::{Cost, Partition, Prices, Totals};
 
     fn report() -> PlanReport {
         PlanReport {
