@@ -3,10 +3,12 @@
 //! would throttle without), a pointer carries its newest row whole (a NULL
 //! removes the older row's value), a resumed full load is followed from
 //! its first attempt's position (nothing the first attempt wrote stays
-//! stale), and an endpoint that cannot be reached is exit 69 whatever the
-//! follow was writing.
+//! stale), an endpoint that cannot be reached is exit 69 whatever the
+//! follow was writing, and each job loads one AWS context for all its
+//! phases.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -508,4 +510,142 @@ async fn an_unreachable_endpoint_during_a_follow_is_unavailable() {
     let items = sc.items().await;
     assert_eq!(items.len(), 60);
     assert_eq!(items[&key("ITEM#60", "ITEM")]["name"], s("new 60"));
+}
+
+/// AWS credentials from a profile whose `credential_process` counts its
+/// runs: an AWS context runs it at its first signed call and caches what
+/// it gave, so the count is how many contexts a process loaded and used.
+struct CountedCredentials {
+    config: PathBuf,
+    counter: PathBuf,
+    missing: PathBuf,
+}
+
+impl CountedCredentials {
+    fn new(dir: &Path, name: &str) -> CountedCredentials {
+        use std::os::unix::fs::PermissionsExt;
+        let counter = dir.join(format!("{name}.runs"));
+        let script = dir.join(format!("{name}.sh"));
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\necho run >> '{}'\nprintf '%s' '{{\"Version\": 1, \"AccessKeyId\": \"counted\", \"SecretAccessKey\": \"counted\"}}'\n",
+                counter.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let config = dir.join(format!("{name}.config"));
+        std::fs::write(
+            &config,
+            format!(
+                "[profile counted]\ncredential_process = {}\n",
+                script.display()
+            ),
+        )
+        .unwrap();
+        CountedCredentials {
+            config,
+            counter,
+            missing: dir.join(format!("{name}.no-such-file")),
+        }
+    }
+
+    /// The binary in `dir` with `args`, its credentials this profile's
+    /// alone.
+    async fn sql2ddb(&self, dir: &Path, args: &[&str]) -> Run {
+        let mut cmd = command(dir, args);
+        for var in [
+            "AWS_ACCESS_KEY_ID",
+            "AWS_SECRET_ACCESS_KEY",
+            "AWS_SESSION_TOKEN",
+            "AWS_DEFAULT_PROFILE",
+            "AWS_WEB_IDENTITY_TOKEN_FILE",
+            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            "AWS_ENDPOINT_URL",
+            "AWS_ENDPOINT_URL_DYNAMODB",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.env("AWS_PROFILE", "counted")
+            .env("AWS_CONFIG_FILE", &self.config)
+            .env("AWS_SHARED_CREDENTIALS_FILE", &self.missing)
+            .env("AWS_EC2_METADATA_DISABLED", "true");
+        let out = cmd.output().await.unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    /// How many times the credentials were asked for.
+    fn runs(&self) -> usize {
+        std::fs::read_to_string(&self.counter)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    }
+}
+
+/// `run --follow` (the table's check, the full load, the follow) and
+/// `follow --cutover` (the follow, the comparison with the source) each
+/// load one AWS context, shared by their phases: the credentials are
+/// asked for once per job.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_job_loads_one_aws_context_for_all_its_phases() {
+    let sc = Scenario::new("handover_aws")
+        .postgres(&items_sql(20))
+        .start()
+        .await;
+    let mapping = items_mapping(&sc, Db::Postgres, "", "");
+    let endpoint = sc.dynamo.url.clone();
+
+    let loaded = CountedCredentials::new(sc.path(), "run-follow");
+    let run = loaded
+        .sql2ddb(
+            sc.path(),
+            &[
+                "run",
+                &mapping,
+                "--endpoint",
+                &endpoint,
+                "--follow",
+                "--follow-until-idle",
+                "1",
+                "--quiet",
+            ],
+        )
+        .await;
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let slot = sql2ddb_engine::follow::slot_name(&run_id_of(&run));
+    let _dropped_at_the_end = SlotGuard(slot.clone());
+    assert_eq!(sc.items().await.len(), 20);
+    assert_eq!(loaded.runs(), 1, "credentials asked for once per context");
+
+    sc.pg()
+        .exec(&format!(
+            "INSERT INTO {}.items SELECT i, 'new ' || i, 0 FROM generate_series(21, 40) i",
+            sc.pg().name
+        ))
+        .await;
+    let cut = CountedCredentials::new(sc.path(), "cutover");
+    let out = cut
+        .sql2ddb(
+            sc.path(),
+            &[
+                "follow",
+                &mapping,
+                "--slot",
+                &slot,
+                "--endpoint",
+                &endpoint,
+                "--cutover",
+            ],
+        )
+        .await;
+    assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(sc.items().await.len(), 40);
+    assert_eq!(cut.runs(), 1, "credentials asked for once per context");
 }

@@ -1,6 +1,7 @@
 //! The one AWS configuration of a process ([`AwsContext`]), and each
 //! service's configuration made from it with the one region rule.
 
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use aws_config::retry::RetryConfig;
@@ -49,13 +50,17 @@ pub struct MissingRegion;
 /// The AWS configuration of a process — region, credentials chain, HTTP
 /// settings — loaded once; every service client is made from it
 /// ([`AwsContext::service`]) with its own endpoint, retry and timeouts.
-/// Cloning shares the credentials cache.
+/// Cloning shares the credentials cache, and the answer of
+/// [`AwsContext::find_credentials`] once it found some.
 #[derive(Debug, Clone)]
 pub struct AwsContext {
     base: SdkConfig,
     /// Whether AWS credentials are named in the environment (a key or a
     /// profile); without them, custom endpoints get placeholders.
     named_credentials: bool,
+    /// Set once the chain found credentials: each phase of a job asks, and
+    /// only the first asks the chain (a `credential_process` runs once).
+    found: Arc<OnceLock<()>>,
 }
 
 impl AwsContext {
@@ -88,6 +93,7 @@ impl AwsContext {
             base: loader.load().await,
             named_credentials: std::env::var_os("AWS_ACCESS_KEY_ID").is_some()
                 || std::env::var_os("AWS_PROFILE").is_some(),
+            found: Arc::default(),
         }
     }
 
@@ -95,14 +101,21 @@ impl AwsContext {
     /// chain's own words when it finds none (no key, profile, role or
     /// instance metadata). Asked once before a job's work, so that a
     /// machine without credentials is told so in one line instead of
-    /// through each call's retries.
+    /// through each call's retries. Once found, the context (and its
+    /// clones) answers without asking again.
     pub async fn find_credentials(&self) -> Result<(), String> {
         use aws_credential_types::provider::ProvideCredentials;
+        if self.found.get().is_some() {
+            return Ok(());
+        }
         let Some(provider) = self.base.credentials_provider() else {
             return Err("no credentials provider is configured".into());
         };
         match provider.provide_credentials().await {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                let _ = self.found.set(());
+                Ok(())
+            }
             Err(e) => {
                 // The chain's message and its source's, in one line.
                 let mut text = e.to_string();

@@ -25,7 +25,7 @@ pub struct DistributedArgs {
     /// others restart from their cursor. A run that went through a queue goes
     /// on sending to it.
     #[arg(long, value_name = "RUN_ID", conflicts_with = "dry_run")]
-    pub resume: Option<String>,
+    pub resume: Option<sql2ddb_engine::RunId>,
     /// Keep the run's progress in a DynamoDB table next to the target table
     /// (default name `<table>-sql2ddb-progress`), so it can be verified and
     /// resumed. Always on with --queue and --resume.

@@ -103,7 +103,7 @@ pub struct FollowArgs {
     /// `sql2ddb_<run id>`, lower-cased. MySQL/MariaDB: its binary log
     /// position is in `<runs-dir>/<run id>/binlog-position`.
     #[arg(long, value_name = "RUN_ID")]
-    run: Option<String>,
+    run: Option<sql2ddb_engine::RunId>,
     /// MySQL/MariaDB: the server id to read the binary log as, a replica's
     /// (unique among the source's replicas, not the source's own). Default:
     /// the run's own, derived from its id, the same at every restart.

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use sql2ddb_engine::get::{get as explain, GetOptions, GetOutcome, GetReport, ItemCheck};
-use sql2ddb_engine::{new_run_id, RunOptions};
+use sql2ddb_engine::{new_run_id, RunId, RunOptions};
 
 use crate::deep::shorten_pair;
 use crate::load;
@@ -79,7 +79,10 @@ pub async fn get(args: GetArgs) -> Ended {
         Some("local") => {
             crate::runs::chosen_run(args.run.as_deref(), &args.runs_dir, Some(&args.mapping))?
         }
-        _ => args.run.clone().unwrap_or_else(new_run_id),
+        _ => match args.run.as_deref() {
+            Some(run) => RunId::parse(run)?,
+            None => new_run_id(),
+        },
     };
     let opts = GetOptions {
         run: RunOptions {

@@ -193,21 +193,12 @@ pub async fn run(args: RunArgs) -> Ended {
             ),
         }
     };
-    let result = tokio::select! {
-        ended = job => ended,
-        _ = async {
-            stop.stopped().await;
-            if following.load(Ordering::Relaxed) {
-                std::future::pending::<()>().await;
-            }
-            tokio::time::sleep(last_resort).await
-        } => {
-            eprintln!(
-                "exiting: the run did not end within {} s of the stop; the report is not written",
-                last_resort.as_secs()
-            );
-            return Ok(crate::failure::EXIT_INTERRUPTED);
-        }
+    let Some(result) = or_last_resort(job, &stop, &following, last_resort).await else {
+        eprintln!(
+            "exiting: the run did not end within {} s of the stop; the report is not written",
+            last_resort.as_secs()
+        );
+        return Ok(crate::failure::EXIT_INTERRUPTED);
     };
     signals.abort();
     notes.abort();
@@ -218,6 +209,27 @@ pub async fn run(args: RunArgs) -> Ended {
             Ok(loaded(&args, &report))
         }
         RunEnd::Follow(code) => Ok(code),
+    }
+}
+
+/// How `job` ended, or `None` when it did not end within `last_resort` of
+/// a stop; once `following`, a stop has no last resort (it ends the follow
+/// after the batch in hand).
+async fn or_last_resort(
+    job: impl std::future::Future<Output = RunEnd>,
+    stop: &StopSignal,
+    following: &AtomicBool,
+    last_resort: Duration,
+) -> Option<RunEnd> {
+    tokio::select! {
+        ended = job => Some(ended),
+        _ = async {
+            stop.stopped().await;
+            if following.load(Ordering::Relaxed) {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(last_resort).await
+        } => None,
     }
 }
 

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use sql2ddb_engine::runs::{list_runs, resolve_run, RunEntry};
-use sql2ddb_engine::EngineError;
+use sql2ddb_engine::{EngineError, RunId};
 
 use crate::outcome::Ended;
 
@@ -86,7 +86,7 @@ pub(crate) fn chosen_run(
     run: Option<&str>,
     runs_dir: &Path,
     mapping: Option<&Path>,
-) -> Result<String, EngineError> {
+) -> Result<RunId, EngineError> {
     let id = resolve_run(run, runs_dir, mapping)?;
     if run != Some(id.as_str()) {
         eprintln!("run {id} (the newest in {})", runs_dir.display());

@@ -79,14 +79,14 @@ pub(crate) struct UpdateArgs {
     /// the same id finishes an interrupted run without changing any item
     /// twice. The report (--dry-run too) says which kind a job is.
     #[arg(long, conflicts_with = "resume")]
-    run_id: Option<String>,
+    run_id: Option<sql2ddb_engine::RunId>,
     /// Continue run RUN_ID (interrupted, stopped at --max-seconds, or
     /// crashed): each read segment from the page after the last one it
     /// finished, as the progress table's cursors say (with
     /// --progress-table, from any machine), else as the checkpoint in its
     /// run directory says. The counts are every attempt's together.
     #[arg(long, value_name = "RUN_ID", conflicts_with = "dry_run")]
-    resume: Option<String>,
+    resume: Option<sql2ddb_engine::RunId>,
     /// Stop cleanly once the next page would likely end after N seconds
     /// from the start (each segment reads at least one page): the report
     /// says `time_up`, the exit code is 75, and --resume continues.

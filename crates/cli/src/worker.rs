@@ -121,12 +121,12 @@ async fn connect_job(
 fn setup(args: &WorkerArgs, concurrency: usize) -> WorkerSetup {
     WorkerSetup {
         queue: args.queue.clone(),
-        sqs_endpoint: args.sqs_endpoint.clone(),
-        endpoint: args.endpoint.clone(),
-        region: args.region.clone(),
-        progress_table: args.progress_table.clone(),
-        runs_dir: args.runs_dir.clone(),
-        writer: RunOptions {
+        run: RunOptions {
+            sqs_endpoint: args.sqs_endpoint.clone(),
+            endpoint: args.endpoint.clone(),
+            region: args.region.clone(),
+            progress_table: args.progress_table.clone(),
+            runs_dir: args.runs_dir.clone(),
             concurrency: Some(concurrency),
             max_wcu: args.max_wcu,
             retry_budget: args.budget.retry_budget,

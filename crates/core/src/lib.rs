@@ -15,6 +15,7 @@ pub mod limits;
 pub mod number;
 pub mod pointer;
 pub mod redact;
+pub mod run_id;
 pub mod shown;
 mod structure;
 pub mod suggest;
@@ -34,5 +35,6 @@ pub use limits::{
 pub use number::{normalize_number, NumberError};
 pub use pointer::PointerUpdate;
 pub use redact::{redact_secrets, redact_url};
+pub use run_id::{BadRunId, RunId, MAX_RUN_ID_LEN};
 pub use update::{UpdateChange, UpdatePage};
 pub use value::{Column, Row, SqlValue};

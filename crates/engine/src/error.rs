@@ -195,6 +195,12 @@ impl From<sql2ddb_mapping::MappingError> for EngineError {
     }
 }
 
+impl From<sql2ddb_core::BadRunId> for EngineError {
+    fn from(e: sql2ddb_core::BadRunId) -> Self {
+        EngineError::Config(e.to_string())
+    }
+}
+
 impl EngineError {
     /// The kind of error.
     pub fn kind(&self) -> ErrorKind {

@@ -37,13 +37,13 @@ pub mod worker;
 pub use check::source::{check_source, SourceCheck};
 pub use check::{check, CheckFailure, CheckSummary};
 pub use error::{Cause, EngineError, ErrorKind, Unfollowable};
-pub use ids::new_run_id;
+pub use ids::{new_run_id, RunId};
 pub use if_not_empty::IfNotEmpty;
 pub use progress::{EntityProgress, RunProgress};
 pub use report::{
     EmbedReport, EntityReport, PointerReport, RunReport, RunStatus, SnapshotReport, WriterReport,
 };
-pub use resources::{Job, ResourceOptions, Resources};
+pub use resources::{job_context, Job, ResourceOptions, Resources};
 pub use run::{run, RunOptions, SnapshotMode};
 pub use settings::{WriterFlags, WriterSettings};
 pub use sql2ddb_aws::{AwsContext, SdkConfig};

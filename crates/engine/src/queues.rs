@@ -24,7 +24,9 @@ impl QueueAdmin {
         region: Option<&str>,
         queue_url: Option<&str>,
     ) -> Result<QueueAdmin, EngineError> {
-        let client = sql2ddb_queue::connect(endpoint, region, queue_url).await?;
+        // The command's one AWS context; the client is made from it.
+        let aws = sql2ddb_aws::AwsContext::load(region, endpoint.is_none()).await;
+        let client = sql2ddb_queue::client_of(&aws, endpoint, queue_url)?;
         Ok(QueueAdmin { client })
     }
 

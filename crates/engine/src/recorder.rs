@@ -6,7 +6,6 @@
 //! again.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use sql2ddb_dynamo::progress::{default_table, ProgressStore, RunMeta};
@@ -25,20 +24,14 @@ use crate::sink::{build_sink, BatchSink};
 /// Everything a worker process needs besides the mapping.
 #[derive(Debug, Clone, Default)]
 pub struct WorkerSetup {
-    /// The queue URL.
+    /// The queue URL the worker takes batches from (unused by a Lambda
+    /// worker: its batches come in the event).
     pub queue: String,
-    /// SQS endpoint URL; default AWS.
-    pub sqs_endpoint: Option<String>,
-    /// Overrides the mapping's DynamoDB endpoint.
-    pub endpoint: Option<String>,
-    /// Overrides the mapping's region.
-    pub region: Option<String>,
-    /// The progress table; default `<target>-sql2ddb-progress`.
-    pub progress_table: Option<String>,
-    /// Where the worker's directory (its rejects file) is created.
-    pub runs_dir: PathBuf,
-    /// The writer options (concurrency, capacity cap) as for a run.
-    pub writer: RunOptions,
+    /// The rest as for a run: the DynamoDB and SQS endpoints, region,
+    /// progress table, the directory the worker's own (its rejects file) is
+    /// created in, the process's AWS context, and the writer's settings
+    /// (concurrency, capacity cap, retries).
+    pub run: RunOptions,
 }
 
 /// Writes and records the batches of runs into one mapping's table.
@@ -69,24 +62,18 @@ impl BatchRecorder {
     }
 
     /// Settles `plan`'s table, progress table and writer as a worker does,
-    /// with a rejects file in a directory of its own under `setup.runs_dir`;
+    /// with a rejects file in a directory of its own under `setup.run.runs_dir`;
     /// returns the resources too (a worker takes its queue from them).
     pub async fn connect(
         plan: &Plan,
         setup: &WorkerSetup,
     ) -> Result<(BatchRecorder, Resources), EngineError> {
-        let options = ResourceOptions {
-            endpoint: setup.endpoint.clone(),
-            region: setup.region.clone(),
-            progress_table: setup.progress_table.clone(),
-            sqs_endpoint: setup.sqs_endpoint.clone(),
-            aws: setup.writer.aws.clone(),
-        };
+        let options = setup.run.resource_options();
         let resources = Resources::open(Some(plan), &options, Job::Worker).await?;
         let rejects = worker_rejects(setup)?;
         let sink = build_sink(
             plan,
-            &setup.writer.sink_options(),
+            &setup.run.sink_options(),
             resources.client(),
             resources.calls(),
             rejects.clone(),
@@ -109,23 +96,22 @@ impl BatchRecorder {
         setup: &WorkerSetup,
     ) -> Result<(BatchRecorder, Resources), EngineError> {
         let table = &job.target.table;
+        let run = &setup.run;
         let options = ResourceOptions {
-            endpoint: setup.endpoint.clone().or(job.target.endpoint.clone()),
-            region: setup.region.clone().or(job.target.region.clone()),
+            endpoint: run.endpoint.clone().or(job.target.endpoint.clone()),
+            region: run.region.clone().or(job.target.region.clone()),
             progress_table: Some(
-                setup
-                    .progress_table
+                run.progress_table
                     .clone()
                     .unwrap_or_else(|| default_table(table)),
             ),
-            sqs_endpoint: setup.sqs_endpoint.clone(),
-            aws: setup.writer.aws.clone(),
+            ..run.resource_options()
         };
         let resources = Resources::open(None, &options, Job::Worker).await?;
         let rejects = worker_rejects(setup)?;
         let sink = BatchSink::for_updates(
             resources.client(),
-            &setup.writer.sink_options(),
+            &setup.run.sink_options(),
             rejects.clone(),
         );
         let recorder = BatchRecorder::new(
@@ -193,9 +179,10 @@ impl BatchRecorder {
     }
 }
 
-/// The rejects file of a worker, in a directory of its own under `setup.runs_dir`.
+/// The rejects file of a worker, in a directory of its own under
+/// `setup.run.runs_dir`.
 fn worker_rejects(setup: &WorkerSetup) -> Result<Arc<RejectsFile>, EngineError> {
-    let dir = setup.runs_dir.join(format!("worker-{}", new_run_id()));
+    let dir = setup.run.runs_dir.join(format!("worker-{}", new_run_id()));
     std::fs::create_dir_all(&dir).map_err(|e| EngineError::io(&dir, e))?;
     Ok(Arc::new(RejectsFile::new(dir.join("rejects.jsonl"))))
 }

@@ -31,8 +31,9 @@ pub struct ResourceOptions {
     /// SQS endpoint URL (any SQS-compatible server); default AWS.
     pub sqs_endpoint: Option<String>,
     /// The process's AWS context when it has one already (a Lambda
-    /// function's, loaded at its cold start), used as it is; else the job
-    /// loads one from `region` and the environment.
+    /// function's, loaded at its cold start), or the job's, shared by its
+    /// phases ([`job_context`]); used as it is. Else the job loads one
+    /// from `region` and the environment.
     pub aws: Option<AwsContext>,
 }
 
@@ -98,6 +99,42 @@ async fn no_credentials(aws: &AwsContext) -> Result<(), EngineError> {
     )))
 }
 
+/// The region `opts` name, over `plan`'s.
+fn region<'a>(plan: Option<&'a Plan>, opts: &'a ResourceOptions) -> Option<&'a str> {
+    let target = plan.map(|p| &p.target);
+    opts.region
+        .as_deref()
+        .or(target.and_then(|t| t.region.as_deref()))
+}
+
+/// The one AWS context of a job of several phases (`run --follow`: the
+/// table's check, the full load, the follow, the comparison at a cutover),
+/// each of which opens its [`Resources`] with it: the process's when it has
+/// one (`opts.aws`), else loaded here, once, with the region `opts` name
+/// over `plan`'s (and, when no endpoint is named, so the table is on AWS
+/// itself, the SDK's chain asked for one too).
+pub async fn job_context(plan: Option<&Plan>, opts: &ResourceOptions) -> AwsContext {
+    if let Some(aws) = &opts.aws {
+        return aws.clone();
+    }
+    let endpoint = opts
+        .endpoint
+        .as_deref()
+        .or(plan.and_then(|p| p.target.endpoint.as_deref()));
+    AwsContext::load(region(plan, opts), endpoint.is_none()).await
+}
+
+impl ResourceOptions {
+    /// The options with the job's one AWS context in them
+    /// ([`job_context`]): every phase opened with them shares it.
+    pub async fn with_job_context(&self, plan: Option<&Plan>) -> ResourceOptions {
+        ResourceOptions {
+            aws: Some(job_context(plan, self).await),
+            ..self.clone()
+        }
+    }
+}
+
 impl Resources {
     /// Settles the endpoint, region and progress table from `opts` over
     /// `plan` (absent for `status` given only a progress table), loads the
@@ -147,13 +184,9 @@ impl Resources {
             (Some(url), _) => (Endpoint::parse(url)?, redact_url(url)),
             (None, _) => (Endpoint::Aws, "aws".to_string()),
         };
-        let region = opts
-            .region
-            .as_deref()
-            .or(target.and_then(|t| t.region.as_deref()));
         let aws = match &opts.aws {
             Some(aws) => aws.clone(),
-            None => AwsContext::load(region, endpoint == Endpoint::Aws).await,
+            None => AwsContext::load(region(plan, opts), endpoint == Endpoint::Aws).await,
         };
         let dynamo = Dynamo::new(&aws, &endpoint)?;
         // After the region's check: a region missing is said first.

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::error::EngineError;
+use crate::ids::RunId;
 
 /// What `--run` takes for the newest run.
 pub const LATEST: &str = "latest";
@@ -94,10 +95,10 @@ pub fn resolve_run(
     run: Option<&str>,
     runs_dir: &Path,
     mapping: Option<&Path>,
-) -> Result<String, EngineError> {
+) -> Result<RunId, EngineError> {
     match run {
-        Some(id) if id != LATEST => Ok(id.to_string()),
-        _ => Ok(latest_run(runs_dir, mapping)?.run_id),
+        Some(id) if id != LATEST => Ok(RunId::parse(id)?),
+        _ => Ok(RunId::parse(&latest_run(runs_dir, mapping)?.run_id)?),
     }
 }
 

@@ -20,6 +20,13 @@ pub fn retry_budget(flag: Option<Duration>, mapping_seconds: Option<u64>) -> Dur
         .unwrap_or(DEFAULT_RETRY_BUDGET)
 }
 
+/// The write-capacity cap of a process: the command line's over the
+/// mapping's `[writer] max_wcu`; `None` (or 0, from either) is no cap. The
+/// one rule every job (run, worker, follow, update, plan, export) caps with.
+pub fn max_wcu(flag: Option<u64>, mapping: Option<u64>) -> Option<u64> {
+    flag.or(mapping).filter(|c| *c > 0)
+}
+
 /// What the command line says about writing, over the mapping's
 /// `[writer]`: each `None` (or `false`) leaves the mapping's setting.
 #[derive(Debug, Clone, Copy, Default)]
@@ -70,7 +77,7 @@ impl WriterSettings {
         WriterSettings {
             concurrency: flags.concurrency.unwrap_or(w.concurrency).max(1),
             adaptive: w.adaptive && !flags.fixed_concurrency,
-            max_wcu: flags.max_wcu.or(w.max_wcu).filter(|c| *c > 0),
+            max_wcu: max_wcu(flags.max_wcu, w.max_wcu),
             retry: RetryPolicy {
                 max_attempts: w.max_attempts,
                 ..retry
@@ -110,6 +117,31 @@ mod tests {
     fn plan(writer: &str) -> Plan {
         let text = format!("version = 1\n[source]\nurl = \"sqlite://unused.db\"\n[target]\ntable = \"shop\"\npk = {{ name = \"PK\", type = \"S\" }}\n[writer]\n{writer}\n[[entity]]\nname = \"customer\"\nfrom = \"customers\"\npk = \"C#{{id}}\"\n");
         Plan::parse(&text, "m.toml".as_ref(), &|_| None).unwrap()
+    }
+
+    #[test]
+    fn the_flags_cap_is_over_the_mappings_and_zero_is_no_cap() {
+        assert_eq!(max_wcu(Some(100), Some(500)), Some(100));
+        assert_eq!(max_wcu(None, Some(500)), Some(500));
+        assert_eq!(max_wcu(Some(100), None), Some(100));
+        assert_eq!(max_wcu(None, None), None);
+        // 0 is no cap, from either side; a flag of 0 lifts the mapping's.
+        assert_eq!(max_wcu(Some(0), Some(500)), None);
+        assert_eq!(max_wcu(None, Some(0)), None);
+    }
+
+    #[test]
+    fn every_job_resolves_the_cap_by_the_one_rule() {
+        let capped = plan("max_wcu = 500");
+        for (flag, want) in [(None, Some(500)), (Some(100), Some(100)), (Some(0), None)] {
+            let flags = WriterFlags {
+                max_wcu: flag,
+                ..WriterFlags::default()
+            };
+            assert_eq!(flags.resolve(&capped).max_wcu, want, "--max-wcu {flag:?}");
+        }
+        let uncapped = plan("concurrency = 4");
+        assert_eq!(WriterFlags::default().resolve(&uncapped).max_wcu, None);
     }
 
     #[test]

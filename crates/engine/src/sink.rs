@@ -21,7 +21,7 @@ use crate::error::EngineError;
 use crate::export::files::ItemFiles;
 pub use crate::outcome::BatchOutcome;
 use crate::rejects::RejectsFile;
-use crate::settings::{retry_budget, WriterFlags, WriterSettings};
+use crate::settings::{max_wcu, retry_budget, WriterFlags, WriterSettings};
 use crate::update::UpdateApplier;
 
 mod pointers;
@@ -123,7 +123,8 @@ impl BatchSink {
         let (controller, limiter) = write_limits(&WriterSettings {
             concurrency,
             adaptive: !opts.fixed_concurrency,
-            max_wcu: opts.max_wcu.filter(|w| *w > 0),
+            // No mapping: the flag's cap, by the one rule.
+            max_wcu: max_wcu(opts.max_wcu, None),
             retry,
         });
         BatchSink {
@@ -300,13 +301,13 @@ pub struct SinkOptions {
     pub destination: Destination,
 }
 
-/// A sink and the shared limits its writer obeys.
+/// A sink, the shared limits its writer obeys and the settings they were
+/// made from.
 pub(crate) struct SinkSetup {
     pub sink: Arc<BatchSink>,
     pub controller: Arc<AdaptiveConcurrency>,
     pub limiter: Option<Arc<WriteCapacityLimiter>>,
-    pub max_wcu: Option<u64>,
-    pub concurrency: usize,
+    pub settings: WriterSettings,
 }
 
 impl SinkOptions {
@@ -370,8 +371,7 @@ pub(crate) fn build_sink(
         sink,
         controller,
         limiter,
-        max_wcu: settings.max_wcu,
-        concurrency: settings.concurrency,
+        settings,
     }
 }
 

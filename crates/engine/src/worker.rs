@@ -263,22 +263,15 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
                 p = slots.clone().acquire_owned() => p.expect("never closed"),
             };
             let permits = more_permits(permit, &slots);
-            let receive = self.queue.receive(permits.len(), opts.poll);
-            let mut receive = std::pin::pin!(receive);
-            let received = tokio::select! {
-                r = &mut receive => r,
-                _ = &mut shutdown => {
-                    // A receive dropped midway may still have taken messages
-                    // (invisible until their timeout): let it end, give them back.
-                    let taken = receive.await.unwrap_or_default();
-                    report.released += self.release(taken.into_iter().map(|r| r.handle)).await;
-                    break StopReason::Signal;
+            let received = self
+                .receive_or_stop(permits.len(), opts.poll, &mut shutdown, &refused)
+                .await;
+            let received = match received {
+                Err((stop, released)) => {
+                    report.released += released;
+                    break stop;
                 }
-                _ = refused.stopped() => {
-                    let taken = receive.await.unwrap_or_default();
-                    report.released += self.release(taken.into_iter().map(|r| r.handle)).await;
-                    break StopReason::Throttled;
-                }
+                Ok(received) => received,
             };
             let received = match received {
                 Ok(r) => {
@@ -327,6 +320,29 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         self.recorder.rejects.flush().await?;
         report.runs = runs.into_iter().collect();
         Ok(report)
+    }
+
+    /// Receives up to `max` batches, unless a `shutdown` or a batch the
+    /// table `refused` comes first: then the batches a receive took midway
+    /// (invisible until their timeout) are given back, and why it stops and
+    /// how many were given back is returned.
+    async fn receive_or_stop<F: Future<Output = ()>>(
+        &self,
+        max: usize,
+        poll: Duration,
+        shutdown: &mut std::pin::Pin<&mut F>,
+        refused: &StopSignal,
+    ) -> Result<Result<Vec<Received>, sql2ddb_queue::QueueError>, (StopReason, u64)> {
+        let receive = self.queue.receive(max, poll);
+        let mut receive = std::pin::pin!(receive);
+        let stop = tokio::select! {
+            r = &mut receive => return Ok(r),
+            _ = shutdown => StopReason::Signal,
+            _ = refused.stopped() => StopReason::Throttled,
+        };
+        let taken = receive.await.unwrap_or_default();
+        let released = self.release(taken.into_iter().map(|r| r.handle)).await;
+        Err((stop, released))
     }
 
     /// Lets the batches being written finish within `grace`; past it they

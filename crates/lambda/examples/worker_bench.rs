@@ -43,7 +43,10 @@ async fn main() {
     let plan = load_mapping(&mapping, &|_| None).unwrap();
     let runs = std::env::temp_dir().join("sql2ddb-worker-bench");
     let setup = WorkerSetup {
-        runs_dir: runs.clone(),
+        run: sql2ddb_engine::RunOptions {
+            runs_dir: runs.clone(),
+            ..sql2ddb_engine::RunOptions::default()
+        },
         ..WorkerSetup::default()
     };
     let writer = MessageWriter::connect(&plan, &setup)

@@ -57,11 +57,9 @@ async fn main() -> Result<(), Error> {
             let mapping = settings.mapping_or(None)?;
             let file =
                 sql2ddb_lambda::mapping::load_file(mapping, &settings.s3_options(), &env).await?;
+            // The function's settings and its one AWS context (in them).
             let setup = WorkerSetup {
-                endpoint: settings.endpoint.clone(),
-                progress_table: settings.progress_table.clone(),
-                sqs_endpoint: settings.sqs_endpoint.clone(),
-                runs_dir: settings.runs_dir.clone(),
+                run: settings.run_options(),
                 ..WorkerSetup::default()
             };
             let writer = Arc::new(match file {

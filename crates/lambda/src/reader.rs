@@ -16,7 +16,7 @@ use sql2ddb_engine::serverless::{
     read_until, update_until, JobFile, Plan, ReaderOutcome, UpdateJob,
 };
 use sql2ddb_engine::update::UpdateOptions;
-use sql2ddb_engine::IfNotEmpty;
+use sql2ddb_engine::{IfNotEmpty, RunId};
 
 use crate::{deadline_of, Error, Settings};
 
@@ -29,7 +29,7 @@ pub struct ReaderEvent {
     pub mapping: Option<String>,
     /// The run's id; a new run gets a new one when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub run_id: Option<String>,
+    pub run_id: Option<RunId>,
     /// Continue run `run_id` from its cursors.
     #[serde(default)]
     pub resume: bool,
@@ -39,7 +39,7 @@ pub struct ReaderEvent {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ReaderResponse {
     /// The run.
-    pub run_id: String,
+    pub run_id: RunId,
     /// `finished`, `time_up`, `already_finished` or `failed`.
     pub outcome: String,
     /// Whether the next invocation was requested.
@@ -229,7 +229,7 @@ impl Reader {
 
 /// What one invocation's read came to, a migration's or an update job's.
 struct Step {
-    run_id: String,
+    run_id: RunId,
     outcome: ReaderOutcome,
     margin_ms: u64,
     rows: u64,

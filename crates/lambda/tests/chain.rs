@@ -14,6 +14,7 @@ use std::time::Duration;
 use sql2ddb_dynamo::progress::{default_table, ProgressStore};
 use sql2ddb_engine::serverless::{load_mapping, MessageWriter};
 use sql2ddb_engine::worker::WorkerSetup;
+use sql2ddb_engine::RunOptions;
 use sql2ddb_lambda::reader::{Reader, ReaderEvent};
 use sql2ddb_lambda::Settings;
 use support::*;
@@ -56,8 +57,11 @@ async fn a_time_boxed_reader_chain_migrates_every_row_once() {
     };
     let plan = load_mapping(&text, &|_| None).unwrap();
     let setup = WorkerSetup {
-        sqs_endpoint: Some(moto.url().to_string()),
-        runs_dir: runs.path().to_path_buf(),
+        run: RunOptions {
+            sqs_endpoint: Some(moto.url().to_string()),
+            runs_dir: runs.path().to_path_buf(),
+            ..RunOptions::default()
+        },
         ..WorkerSetup::default()
     };
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use sql2ddb_dynamo::progress::{default_table, ProgressStore};
 use sql2ddb_engine::serverless::MessageWriter;
 use sql2ddb_engine::worker::WorkerSetup;
+use sql2ddb_engine::RunOptions;
 use sql2ddb_lambda::reader::{Reader, ReaderEvent};
 use sql2ddb_lambda::Settings;
 use sql2ddb_testkit::support::Bucket;
@@ -48,8 +49,11 @@ async fn a_reader_given_an_s3_mapping_migrates_every_row() {
         .await
         .unwrap();
     let setup = WorkerSetup {
-        sqs_endpoint: Some(moto.url().to_string()),
-        runs_dir: runs.path().to_path_buf(),
+        run: RunOptions {
+            sqs_endpoint: Some(moto.url().to_string()),
+            runs_dir: runs.path().to_path_buf(),
+            ..RunOptions::default()
+        },
         ..WorkerSetup::default()
     };
     let writer = MessageWriter::connect(&plan, &setup).await.unwrap();

@@ -15,6 +15,7 @@ use sql2ddb_dynamo::progress::{default_table, ProgressStore};
 use sql2ddb_dynamo::{ensure_table_spec, TableSpec};
 use sql2ddb_engine::serverless::{load_job, JobFile, MessageWriter};
 use sql2ddb_engine::worker::WorkerSetup;
+use sql2ddb_engine::RunOptions;
 use sql2ddb_lambda::reader::{Reader, ReaderEvent};
 use sql2ddb_lambda::Settings;
 use sql2ddb_testkit::sdk::types::{AttributeValue, PutRequest, WriteRequest};
@@ -110,8 +111,11 @@ async fn an_update_job_runs_as_a_time_boxed_reader_chain_and_queue_fed_workers()
         panic!("the job was taken for a mapping");
     };
     let setup = WorkerSetup {
-        sqs_endpoint: Some(moto.url().to_string()),
-        runs_dir: runs.path().to_path_buf(),
+        run: RunOptions {
+            sqs_endpoint: Some(moto.url().to_string()),
+            runs_dir: runs.path().to_path_buf(),
+            ..RunOptions::default()
+        },
         ..WorkerSetup::default()
     };
     let writer = MessageWriter::connect_job(&loaded, &setup).await.unwrap();

@@ -104,9 +104,9 @@ async fn exactly_the_failed_messages_are_reported_and_redelivery_writes_them() {
     assert_eq!(orders.len(), 3);
 
     let setup = WorkerSetup {
-        sqs_endpoint: Some(moto.url().to_string()),
-        runs_dir: runs.path().to_path_buf(),
-        writer: RunOptions {
+        run: RunOptions {
+            sqs_endpoint: Some(moto.url().to_string()),
+            runs_dir: runs.path().to_path_buf(),
             // Few, quick retries: the faults do not pass.
             retry: RetryPolicy {
                 base: Duration::from_millis(5),

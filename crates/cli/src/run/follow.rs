@@ -6,8 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sql2ddb_engine::follow::{Anchor, FollowAfterLoad, RunFollowEvent};
-use sql2ddb_engine::{RunOptions, RunProgress};
+use sql2ddb_engine::follow::{
+    Anchor, FollowAfterLoad, FollowOptions, RunFollowEvent, RunFollowOutcome,
+};
+use sql2ddb_engine::{EngineError, RunOptions, RunProgress};
 use sql2ddb_mapping::Plan;
 use tokio::task::JoinHandle;
 
@@ -75,6 +77,24 @@ pub(super) async fn run_and_follow(
     if let Some(signals) = follow_signals.lock().expect("signals lock").take() {
         signals.abort();
     }
+    let load_code = load_code.lock().expect("code lock").take();
+    let target = target.lock().expect("target lock").take();
+    finish(args, plan, outcome, load_code, target, make_target, &flags)
+}
+
+/// The exit code of `run --follow`'s outcome once its events are printed
+/// (`load_code`: the full load's, when its report was printed; `target`:
+/// the follow's printer, when it started): says what is kept when the
+/// follow did not run, and prints how the follow ended.
+fn finish<'a>(
+    args: &RunArgs,
+    plan: &Plan,
+    outcome: Result<RunFollowOutcome, EngineError>,
+    load_code: Option<u8>,
+    target: Option<Target<'a>>,
+    make_target: impl Fn(FollowOptions) -> Target<'a>,
+    flags: &str,
+) -> u8 {
     let outcome = match outcome {
         Ok(outcome) => outcome,
         // Refused: nothing was created.
@@ -97,20 +117,12 @@ pub(super) async fn run_and_follow(
             return fail_job(&e);
         }
     };
-    let code = load_code
-        .lock()
-        .expect("code lock")
-        .take()
-        .unwrap_or_else(|| crate::failure::run_ended(&report));
+    let code = load_code.unwrap_or_else(|| crate::failure::run_ended(&report));
     let Some((follow, followed)) = outcome.follow else {
-        eprintln!("{}", kept(&outcome.anchor, &report.run_id, &head, &flags));
+        eprintln!("{}", kept(&outcome.anchor, &report.run_id, &head, flags));
         return code;
     };
-    let target = target
-        .lock()
-        .expect("target lock")
-        .take()
-        .unwrap_or_else(|| make_target(follow));
+    let target = target.unwrap_or_else(|| make_target(follow));
     match ended(&target, followed) {
         0 => code,
         followed => followed,

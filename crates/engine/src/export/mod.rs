@@ -212,7 +212,8 @@ async fn settle(
                 table: &plan.target.table,
                 place: dest.s3_place(),
                 region,
-                max_wcu: plan.writer.max_wcu,
+                // The cap the export's writer settings resolved (flags over the mapping).
+                max_wcu: opts.run.writer_settings(plan).max_wcu,
             },
         ));
         report.manifest = Some(manifest);

@@ -94,6 +94,11 @@ pub async fn follow_job(
     progress: &RunProgress,
     on: &(dyn Fn(FollowEvent<'_>) + Sync),
 ) -> FollowOutcome {
+    // One AWS context for the follow and a cutover's comparison.
+    let opts = &FollowOptions {
+        resources: opts.resources.with_job_context(Some(plan)).await,
+        ..opts.clone()
+    };
     // One source for the follow and the slot's drop after it: each
     // connection costs its set-up (a TLS handshake) again.
     let source = match Source::connect(&opts.source, 2).await {
@@ -164,7 +169,7 @@ async fn follow_then_cut_over(
 }
 
 /// Every item of the table compared with what the mapping makes of the
-/// source now, with the follow's source, endpoint and region.
+/// source now, with the follow's source, endpoint, region and AWS context.
 async fn compare_with_source(
     plan: &Plan,
     opts: &FollowOptions,
@@ -175,6 +180,7 @@ async fn compare_with_source(
             source: Some(opts.source.clone()),
             endpoint: opts.resources.endpoint.clone(),
             region: opts.resources.region.clone(),
+            aws: opts.resources.aws.clone(),
             runs_dir,
             run_id: Some(crate::new_run_id()),
             ..crate::RunOptions::default()

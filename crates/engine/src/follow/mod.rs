@@ -333,13 +333,7 @@ async fn follow_with(
     let (controller, limiter) = write_limits(&opts.writer);
     let writer = table_writer(plan, &opts.writer, resources.calls(), &controller, &limiter);
     progress.note(format!("follow writes with {}", opts.writer.describe()));
-    if let Some(dir) = opts.rejects.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| EngineError::Io {
-            path: dir.to_path_buf(),
-            source: e,
-        })?;
-    }
-    let rejects = RejectsFile::new(&opts.rejects);
+    let rejects = rejects_file(opts)?;
     let target = plan::Target {
         dynamo: resources.client(),
         writer: &writer,
@@ -348,35 +342,34 @@ async fn follow_with(
         policy: &policy,
         rejects: &rejects,
     };
+    let followed = apply_stream(source, plan, opts, &by_table, &target, progress).await;
+    resources.close().await;
+    followed
+}
+
+/// Opens the follow's stream and applies it to `target` until the follow
+/// ends, keeping the run's record (when it has one) as it goes.
+async fn apply_stream(
+    source: &Source,
+    plan: &Plan,
+    opts: &FollowOptions,
+    by_table: &Arc<entities::ByTable>,
+    target: &plan::Target<'_>,
+    progress: &RunProgress,
+) -> Result<FollowReport, EngineError> {
+    let Opened {
+        mut reader,
+        mut checkpoint,
+        start,
+        name,
+        binlog_cut,
+        fenced,
+    } = open_to_cut(source, plan, opts, by_table, progress).await?;
     let binlog = source.dialect() == Dialect::MySql;
-    let binlog_cut = match (opts.cutover, binlog) {
-        (true, true) => Some(source.binlog_position().await?),
-        _ => None,
-    };
-    let (mut reader, mut checkpoint, start, name) =
-        open_stream(source, plan, opts, progress).await?;
-    let fence = match (opts.cutover, binlog) {
-        (true, false) => Some(write_fence(source, &opts.slot).await?),
-        _ => None,
-    };
-    watch(source, &by_table, &mut reader, fence.as_ref().map(|f| &f.0)).await?;
-    let cut_text = match (&binlog_cut, &fence) {
-        (Some(at), _) => Some(at.to_string()),
-        (None, Some((_, lsn))) => Some(format!("{} (the fence written there)", format_lsn(*lsn))),
-        (None, None) => None,
-    };
-    progress.note(format!(
-        "following {name} from {}{}",
-        checkpoint.text(start),
-        match &cut_text {
-            Some(at) => format!(", cutting over at {at}"),
-            None => String::new(),
-        }
-    ));
     let slot = (!binlog).then_some(opts.slot.as_str());
     let mut record = record::Recorder::start(
         opts.record.as_ref(),
-        resources.client(),
+        target.dynamo,
         slot,
         checkpoint.text(start),
         progress,
@@ -385,7 +378,7 @@ async fn follow_with(
     let read = ReadSide {
         source: source.clone(),
         by_table: by_table.clone(),
-        keys: keys.clone(),
+        keys: target.keys.to_vec(),
         batch_changes: opts.batch_changes.max(1),
         binlog_cut: binlog_cut.as_ref().map(BinlogPosition::ordinal),
         start,
@@ -393,11 +386,11 @@ async fn follow_with(
     };
     let write = WriteSide {
         source,
-        by_table: &by_table,
-        target: &target,
+        by_table,
+        target,
         checkpoint: &mut checkpoint,
         record: &mut record,
-        fenced: fence.is_some(),
+        fenced,
         until_idle: opts.until_idle,
         stop: opts.stop.clone(),
         progress,
@@ -416,7 +409,6 @@ async fn follow_with(
     let state = result.as_ref().map(|end| FollowState::from(*end));
     record.finish(state, shown.clone(), &counts, progress).await;
     let end = result?;
-    resources.close().await;
     Ok(FollowReport {
         slot: name,
         end,
@@ -424,6 +416,75 @@ async fn follow_with(
         counts,
         rejects: opts.rejects.clone(),
         writer: opts.writer,
+    })
+}
+
+/// Where a follow's rejects go, its directory made.
+fn rejects_file(opts: &FollowOptions) -> Result<RejectsFile, EngineError> {
+    if let Some(dir) = opts.rejects.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| EngineError::Io {
+            path: dir.to_path_buf(),
+            source: e,
+        })?;
+    }
+    Ok(RejectsFile::new(&opts.rejects))
+}
+
+/// A follow's stream, opened: the reader, the checkpoint, the first
+/// position and the stream's name (see [`open_stream`]), and where a
+/// cutover stops.
+struct Opened {
+    reader: Reader,
+    checkpoint: Checkpoint,
+    start: u64,
+    name: String,
+    /// MySQL/MariaDB at a cutover: the source's position when it started.
+    binlog_cut: Option<BinlogPosition>,
+    /// PostgreSQL at a cutover: a fence was written into the slot's stream.
+    fenced: bool,
+}
+
+/// Opens the follow's stream, with (at a cutover) the point it stops at:
+/// the binary log's position, or a fence written into the slot's stream,
+/// both taken when the follow starts; says where it follows from.
+async fn open_to_cut(
+    source: &Source,
+    plan: &Plan,
+    opts: &FollowOptions,
+    by_table: &entities::ByTable,
+    progress: &RunProgress,
+) -> Result<Opened, EngineError> {
+    let binlog = source.dialect() == Dialect::MySql;
+    let binlog_cut = match (opts.cutover, binlog) {
+        (true, true) => Some(source.binlog_position().await?),
+        _ => None,
+    };
+    let (mut reader, checkpoint, start, name) = open_stream(source, plan, opts, progress).await?;
+    let fence = match (opts.cutover, binlog) {
+        (true, false) => Some(write_fence(source, &opts.slot).await?),
+        _ => None,
+    };
+    watch(source, by_table, &mut reader, fence.as_ref().map(|f| &f.0)).await?;
+    let cut_text = match (&binlog_cut, &fence) {
+        (Some(at), _) => Some(at.to_string()),
+        (None, Some((_, lsn))) => Some(format!("{} (the fence written there)", format_lsn(*lsn))),
+        (None, None) => None,
+    };
+    progress.note(format!(
+        "following {name} from {}{}",
+        checkpoint.text(start),
+        match &cut_text {
+            Some(at) => format!(", cutting over at {at}"),
+            None => String::new(),
+        }
+    ));
+    Ok(Opened {
+        reader,
+        checkpoint,
+        start,
+        name,
+        binlog_cut,
+        fenced: fence.is_some(),
     })
 }
 

@@ -180,7 +180,9 @@ async fn build(
         entities.push(e);
     }
     let totals = totals(&entities);
-    let (planned, planned_from) = planned_rate(mapping, opts, &totals);
+    // The run's cap, by the rule every job caps with.
+    let cap = crate::settings::max_wcu(opts.max_wcu, mapping.writer.max_wcu);
+    let (planned, planned_from) = planned_rate(cap, opts, &totals);
     if !opts.estimate {
         keys::count_shared(mapping, sampler, &mut partitions).await?;
     }
@@ -189,8 +191,8 @@ async fn build(
     let capacity = load.map(CapacityLoad::predict);
     warnings.extend(capacity.as_ref().and_then(CapacityPrediction::warning));
     let cost = cost_of(&totals, &prices);
-    let time = durations(mapping, opts, &totals);
-    let load_paths = paths::load_paths(mapping, &totals, &prices, &cost, &time, planned);
+    let time = durations(cap, opts, &totals);
+    let load_paths = paths::load_paths(mapping, cap, &totals, &prices, &cost, &time, planned);
     Ok(PlanReport {
         load_paths,
         table: mapping.target.table.clone(),
@@ -426,8 +428,9 @@ fn totals(entities: &[EntityPlan]) -> Totals {
     t
 }
 
-/// The table write units per second the run is planned at, and whence.
-fn planned_rate(mapping: &Plan, opts: &PlanOptions, totals: &Totals) -> (f64, String) {
+/// The table write units per second the run is planned at, and whence
+/// (`cap`: the run's write-capacity cap, resolved once).
+fn planned_rate(cap: Option<u64>, opts: &PlanOptions, totals: &Totals) -> (f64, String) {
     let per_item = match totals.items {
         0 => 1.0,
         n => totals.write_units as f64 / n as f64,
@@ -435,7 +438,7 @@ fn planned_rate(mapping: &Plan, opts: &PlanOptions, totals: &Totals) -> (f64, St
     if let Some(rate) = opts.rate {
         return (rate * per_item, format!("--rate {rate} items/s"));
     }
-    if let Some(wcu) = opts.max_wcu.or(mapping.writer.max_wcu) {
+    if let Some(wcu) = cap {
         return (wcu as f64, format!("max_wcu {wcu}"));
     }
     if let Some(c) = &opts.capacity {
@@ -456,8 +459,9 @@ fn planned_rate(mapping: &Plan, opts: &PlanOptions, totals: &Totals) -> (f64, St
     )
 }
 
-/// How long writing takes at each rate that applies.
-fn durations(mapping: &Plan, opts: &PlanOptions, t: &Totals) -> Vec<Duration> {
+/// How long writing takes at each rate that applies (`cap`: the run's
+/// write-capacity cap).
+fn durations(cap: Option<u64>, opts: &PlanOptions, t: &Totals) -> Vec<Duration> {
     let mut out = Vec::new();
     if let Some(rate) = opts.rate {
         out.push(Duration {
@@ -465,7 +469,7 @@ fn durations(mapping: &Plan, opts: &PlanOptions, t: &Totals) -> Vec<Duration> {
             seconds: t.items as f64 / rate,
         });
     }
-    if let Some(wcu) = opts.max_wcu.or(mapping.writer.max_wcu) {
+    if let Some(wcu) = cap {
         out.push(Duration {
             at: format!("max_wcu {wcu} WCU/s"),
             seconds: t.write_units as f64 / wcu as f64,

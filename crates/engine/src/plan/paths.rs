@@ -11,10 +11,12 @@ use sql2ddb_mapping::{Billing, Plan};
 use super::prices::Prices;
 use super::report::{Cost, Duration, LoadPath, Totals};
 
-/// The paths for `mapping`'s items: `planned` is the write units per
-/// second the plan judged the run at, `time` the times already worked out.
+/// The paths for `mapping`'s items: `cap` is the run's write-capacity cap
+/// (resolved once), `planned` the write units per second the plan judged
+/// the run at, `time` the times already worked out.
 pub(super) fn load_paths(
     mapping: &Plan,
+    cap: Option<u64>,
     totals: &Totals,
     prices: &Prices,
     cost: &Cost,
@@ -68,7 +70,6 @@ pub(super) fn load_paths(
         seconds: None,
         time_basis: "not published (no import rate is published)".into(),
     };
-    let cap = mapping.writer.max_wcu;
     let bulk = LoadPath {
         path: "bulk put items".into(),
         table: "existing only",
@@ -78,7 +79,7 @@ pub(super) fn load_paths(
         seconds: cap.map(|c| totals.write_units as f64 / c as f64),
         time_basis: match cap {
             Some(c) => format!(
-                "at least, at --max-write-request-units {c} (the mapping's max_wcu); its own rate is not published"
+                "at least, at --max-write-request-units {c} (max_wcu); its own rate is not published"
             ),
             None => "not published (no bulk put items rate is published; set max_wcu to cap it)".into(),
         },
@@ -123,7 +124,7 @@ mod tests {
     #[test]
     fn each_path_has_a_published_figure_or_says_it_has_none() {
         let prices = Prices::lookup(None, None, None).unwrap();
-        let paths = load_paths(&plan(""), &totals(), &prices, &cost(), &time(), 1000.0);
+        let paths = load_paths(&plan(""), None, &totals(), &prices, &cost(), &time(), 1000.0);
         let names: Vec<&str> = paths.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(
             names,
@@ -156,7 +157,7 @@ mod tests {
         let mut prices = Prices::lookup(None, None, None).unwrap();
         prices.provisioned_wcu_hour = Some(0.001);
         let mapping = plan("billing = { read = 5, write = 2000 }\n[writer]\nmax_wcu = 4000");
-        let paths = load_paths(&mapping, &totals(), &prices, &cost(), &time(), 1000.0);
+        let paths = load_paths(&mapping, mapping.writer.max_wcu, &totals(), &prices, &cost(), &time(), 1000.0);
         // 7.2 M units at 2,000 WCU/s: one hour, 2,000 WCU-hours.
         assert_eq!(paths[1].seconds, Some(3600.0));
         assert_eq!(paths[1].cost_usd, Some(2.0));

@@ -6,6 +6,7 @@
 use serde::Serialize;
 use sql2ddb_dynamo::progress::SnapshotMark;
 
+use crate::ids::RunId;
 use crate::rejects::RejectCount;
 use crate::timeline::Timeline;
 
@@ -162,7 +163,7 @@ pub struct PointerReport {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunReport {
     /// Run id.
-    pub run_id: String,
+    pub run_id: RunId,
     /// The mapping file the run was given, as given (`sql2ddb runs` and
     /// `--run latest` find a mapping's runs by it).
     pub mapping: String,

@@ -2,7 +2,7 @@
 //! options checked, the run directory, the source, [`Resources`] and the
 //! progress store.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sql2ddb_core::redact_url;
@@ -14,7 +14,7 @@ use super::replay::Rejected;
 use super::snapshot;
 use super::tracking::{self, Tracking};
 use crate::error::EngineError;
-use crate::ids::new_run_id;
+use crate::ids::{new_run_id, RunId};
 use crate::rejects::RejectsFile;
 use crate::report::{EntityReport, RunReport, RunStatus, WriterReport};
 use crate::resources::{Job, Resources};
@@ -33,7 +33,7 @@ pub(super) enum Purpose {
 
 /// What a run holds from its start to its report.
 pub(super) struct Context {
-    pub(super) run_id: String,
+    pub(super) run_id: RunId,
     pub(super) run_dir: PathBuf,
     /// The source URL as given (the report shows it redacted).
     pub(super) source_url: String,
@@ -61,26 +61,7 @@ impl Context {
         opts: &RunOptions,
         purpose: Purpose,
     ) -> Result<Context, EngineError> {
-        if matches!(opts.destination, Destination::Updates) {
-            return Err(EngineError::Config(
-                "a run reads a SQL source: its pages go to a table or to files, never to an update job's changes".into(),
-            ));
-        }
-        if opts.resume && opts.run_id.is_none() {
-            return Err(EngineError::Resume {
-                run_id: String::new(),
-                message: "to resume, give the run id".into(),
-            });
-        }
-        let rejected = match &opts.only_rejects {
-            Some(_) if opts.resume || opts.queue.is_some() || opts.track_progress => {
-                return Err(EngineError::Config(
-                    "--only-rejects replays rows in this process: it cannot be combined with --queue, --resume or --progress-table".into(),
-                ))
-            }
-            Some(path) => Some(Rejected::load(path, plan)?),
-            None => None,
-        };
+        let rejected = checked(plan, opts)?;
         let run_id = opts.run_id.clone().unwrap_or_else(new_run_id);
         let run_dir = opts.runs_dir.join(&run_id);
         std::fs::create_dir_all(&run_dir).map_err(|e| EngineError::io(&run_dir, e))?;
@@ -91,36 +72,7 @@ impl Context {
             .unwrap_or_else(|| plan.source.url.clone());
         // DynamoDB's side first: no AWS credentials (or region) is said
         // before any work on the source.
-        // `--only-rejects` fixes the rows of the run that rejected them:
-        // with the embedded `local` endpoint, that run's items are in its
-        // directory, beside its rejects file.
-        let local_dir = opts
-            .only_rejects
-            .as_deref()
-            .and_then(std::path::Path::parent)
-            .filter(|dir| dir.join(crate::resources::LOCAL_DATA_FILE).is_file())
-            .unwrap_or(&run_dir);
-        let job = Job::Run {
-            run_dir: local_dir,
-            dry_run: opts.dry_run,
-        };
-        let resources = Resources::open(Some(plan), &opts.resource_options(), job).await?;
-        // What the table holds, before the source is touched: a refusal
-        // leaves nothing behind. A failed call is the run's failure,
-        // reported where the table's other checks would report it.
-        let decided = match purpose {
-            Purpose::Load => crate::target::decide(plan, opts, resources.client()).await,
-            Purpose::Read => Ok(TablePlan::AsItIs),
-        };
-        let table_plan = match decided {
-            Err(e) if !matches!(e, EngineError::Dynamo(_)) => {
-                resources.close().await;
-                // Only when it is empty: the run's own, made a moment ago.
-                let _ = std::fs::remove_dir(&run_dir);
-                return Err(e);
-            }
-            decided => decided,
-        };
+        let (resources, table_plan) = open_table(plan, opts, purpose, &run_dir).await?;
         let (source, mut snapshot) = snapshot::connect(&source_url, opts).await?;
         let tracking = match tracking::wanted(opts) {
             true => Some(Tracking::open(plan, opts, resources.progress_store()?, &run_id).await?),
@@ -180,5 +132,70 @@ impl Context {
             self.report.error = Some(sql2ddb_core::redact_secrets(&e.to_string()));
             self.report.cause = Some(e.cause());
         }
+    }
+}
+
+/// The options checked before anything is made; with `--only-rejects`,
+/// the rows to read again.
+fn checked(plan: &Plan, opts: &RunOptions) -> Result<Option<Rejected>, EngineError> {
+    if matches!(opts.destination, Destination::Updates) {
+        return Err(EngineError::Config(
+            "a run reads a SQL source: its pages go to a table or to files, never to an update job's changes".into(),
+        ));
+    }
+    if opts.resume && opts.run_id.is_none() {
+        return Err(EngineError::Resume {
+            run_id: String::new(),
+            message: "to resume, give the run id".into(),
+        });
+    }
+    match &opts.only_rejects {
+        Some(_) if opts.resume || opts.queue.is_some() || opts.track_progress => {
+            Err(EngineError::Config(
+                "--only-rejects replays rows in this process: it cannot be combined with --queue, --resume or --progress-table".into(),
+            ))
+        }
+        Some(path) => Ok(Some(Rejected::load(path, plan)?)),
+        None => Ok(None),
+    }
+}
+
+/// Opens the run's [`Resources`] and decides what a load does with its
+/// table (or why that could not be decided: a failed call is the run's
+/// failure, reported where the table's other checks would report it). A
+/// refusal leaves nothing behind: the resources are closed and the run's
+/// directory `run_dir`, made a moment ago, removed.
+async fn open_table(
+    plan: &Plan,
+    opts: &RunOptions,
+    purpose: Purpose,
+    run_dir: &Path,
+) -> Result<(Resources, Result<TablePlan, EngineError>), EngineError> {
+    // `--only-rejects` fixes the rows of the run that rejected them: with
+    // the embedded `local` endpoint, that run's items are in its
+    // directory, beside its rejects file.
+    let local_dir = opts
+        .only_rejects
+        .as_deref()
+        .and_then(Path::parent)
+        .filter(|dir| dir.join(crate::resources::LOCAL_DATA_FILE).is_file())
+        .unwrap_or(run_dir);
+    let job = Job::Run {
+        run_dir: local_dir,
+        dry_run: opts.dry_run,
+    };
+    let resources = Resources::open(Some(plan), &opts.resource_options(), job).await?;
+    let decided = match purpose {
+        Purpose::Load => crate::target::decide(plan, opts, resources.client()).await,
+        Purpose::Read => Ok(TablePlan::AsItIs),
+    };
+    match decided {
+        Err(e) if !matches!(e, EngineError::Dynamo(_)) => {
+            resources.close().await;
+            // Only when it is empty: the run's own, made a moment ago.
+            let _ = std::fs::remove_dir(run_dir);
+            Err(e)
+        }
+        decided => Ok((resources, decided)),
     }
 }

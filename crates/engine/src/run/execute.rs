@@ -107,7 +107,7 @@ impl Context {
                 .map(|c| EntityProgress::get(&c.written))
                 .sum()
         });
-        let tasks = writer_tasks(prepared, setup.concurrency);
+        let tasks = writer_tasks(prepared, setup.settings.concurrency);
         let queue = MemoryQueue::new(tasks);
         let entities: Arc<Vec<Arc<Prepared>>> = Arc::new(prepared.to_vec());
         let mut writers = JoinSet::new();
@@ -168,7 +168,7 @@ fn writer_report(setup: &SinkSetup) -> WriterReport {
         decreases: c.decreases,
         increases: c.increases,
         throttled: setup.sink.throttled.load(Ordering::Relaxed),
-        max_wcu: setup.max_wcu,
+        max_wcu: setup.settings.max_wcu,
         capacity_wait_seconds: setup
             .limiter
             .as_ref()

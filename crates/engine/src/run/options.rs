@@ -7,6 +7,7 @@ use std::time::Duration;
 use sql2ddb_dynamo::RetryPolicy;
 use sql2ddb_mapping::Plan;
 
+use crate::ids::RunId;
 use crate::if_not_empty::IfNotEmpty;
 use crate::resources::ResourceOptions;
 use crate::settings::WriterSettings;
@@ -56,7 +57,7 @@ pub struct RunOptions {
     pub dry_run: bool,
     /// The run's id; a new one from [`crate::new_run_id`] when `None`. With
     /// `resume`, the run to continue.
-    pub run_id: Option<String>,
+    pub run_id: Option<RunId>,
     /// Continue run `run_id` from its checkpoints.
     pub resume: bool,
     /// Keep progress in the progress store (always so with `queue` or `resume`).
@@ -121,6 +122,17 @@ impl RunOptions {
             progress_table: self.progress_table.clone(),
             sqs_endpoint: self.sqs_endpoint.clone(),
             aws: self.aws.clone(),
+        }
+    }
+
+    /// The options with the job's one AWS context in them (see
+    /// [`crate::job_context`]): every phase of a job of several phases
+    /// (`run --follow`) runs with them, so the job loads one context.
+    pub async fn with_job_context(&self, plan: &Plan) -> RunOptions {
+        let resources = self.resource_options().with_job_context(Some(plan)).await;
+        RunOptions {
+            aws: resources.aws,
+            ..self.clone()
         }
     }
 

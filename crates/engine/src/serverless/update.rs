@@ -20,7 +20,7 @@ use sql2ddb_dynamo::progress::default_table;
 #[derive(Debug, Clone, Serialize)]
 pub struct UpdateStep {
     /// The run.
-    pub run_id: String,
+    pub run_id: crate::RunId,
     /// How it ended.
     pub outcome: ReaderOutcome,
     /// The margin it kept before the deadline.

@@ -43,7 +43,7 @@ pub use queued::UpdateApplier;
 pub use report::{CostEstimate, IndexUnits, UpdateProgress, UpdateReport, UpdateStatus};
 
 use crate::error::EngineError;
-use crate::ids::new_run_id;
+use crate::ids::{new_run_id, RunId};
 use crate::resources::{Job, ResourceOptions, Resources};
 use crate::stop::StopSignal;
 use crate::timeline::{Recorder, Timeline};
@@ -66,7 +66,7 @@ pub struct UpdateOptions {
     pub runs_dir: PathBuf,
     /// The run id; a new one when `None`. A job that is not idempotent,
     /// run again with the same id, changes each item once.
-    pub run_id: Option<String>,
+    pub run_id: Option<RunId>,
     /// Continue run `run_id` from its checkpoint (in its run directory).
     pub resume: bool,
     /// Start no page that would likely end after this many seconds from
@@ -106,6 +106,14 @@ pub struct UpdateOptions {
     /// The process's AWS context, when it has one already (see
     /// [`ResourceOptions::aws`]); else the job loads one.
     pub aws: Option<sql2ddb_aws::AwsContext>,
+}
+
+impl UpdateOptions {
+    /// The job's write-capacity cap: `max_wcu` by the one rule
+    /// ([`crate::settings::max_wcu`]; an update job has no mapping).
+    pub fn write_cap(&self) -> Option<u64> {
+        crate::settings::max_wcu(self.max_wcu, None)
+    }
 }
 
 /// Runs an update job.
@@ -168,7 +176,7 @@ pub async fn update(
     );
     if opts.dry_run {
         let cost = shared.cost.lock().expect("cost lock");
-        report.estimate = Some(cost.estimate(report.read_units, opts.max_wcu, opts.max_rcu));
+        report.estimate = Some(cost.estimate(report.read_units, opts.write_cap(), opts.max_rcu));
     }
     resources.close().await;
     let path = run_dir.join("report.json");
@@ -274,7 +282,9 @@ async fn prepare(
         CostCounter::new(&table.indexes, written),
         failures,
     );
-    shared.wcu = opts.max_wcu.map(|w| Arc::new(WriteCapacityLimiter::new(w)));
+    shared.wcu = opts
+        .write_cap()
+        .map(|w| Arc::new(WriteCapacityLimiter::new(w)));
     shared.rcu = opts.max_rcu.map(|r| Arc::new(WriteCapacityLimiter::new(r)));
     shared.stop = opts.stop.clone();
     shared.on_page = opts.on_page.clone();

@@ -7,6 +7,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::Serialize;
 
+use crate::ids::RunId;
+
 /// How an update job ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -99,7 +101,7 @@ pub struct IndexUnits {
 #[derive(Debug, Clone, Serialize)]
 pub struct UpdateReport {
     /// Run id (also the marker value of a job that is not idempotent).
-    pub run_id: String,
+    pub run_id: RunId,
     /// Whether this was a resumed run (the counts are every attempt's together).
     pub resumed: bool,
     /// The job's `name`.
