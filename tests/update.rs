@@ -585,7 +585,7 @@ async fn interrupted_visits(sc: &Scenario, progress: &str) -> (String, std::path
     let opts = UpdateOptions {
         endpoint: Some(sc.dynamo.url.clone()),
         runs_dir: runs.clone(),
-        run_id: Some("visits-r".into()),
+        run_id: Some("visits-r".parse().unwrap()),
         progress_table: Some(progress.to_string()),
         stop: Some(stop),
         on_page: Some(hook),

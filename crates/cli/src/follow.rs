@@ -280,7 +280,7 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
         server_id: args.server_id.unwrap_or_else(|| replica_server_id(run)),
     };
     let record = Some(RecordTarget::of_run(&args.runs_dir, run));
-    let mut follow = follow_options(args, plan, source, run.clone(), Some(binlog), record);
+    let mut follow = follow_options(args, plan, source, run.to_string(), Some(binlog), record);
     follow.rejects = run_dir.join(sql2ddb_engine::follow::FOLLOW_REJECTS);
     let target = Target {
         plan,

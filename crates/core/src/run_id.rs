@@ -141,11 +141,23 @@ mod tests {
 
     #[test]
     fn a_text_that_could_name_another_directory_is_refused() {
-        for text in ["", "..", ".hidden", "a/b", "a\\b", "a b", "é", &"x".repeat(129)] {
+        for text in [
+            "",
+            "..",
+            ".hidden",
+            "a/b",
+            "a\\b",
+            "a b",
+            "é",
+            &"x".repeat(129),
+        ] {
             assert!(RunId::parse(text).is_err(), "{text:?}");
         }
         let err = RunId::parse("../up").unwrap_err();
-        assert!(err.to_string().contains("\"../up\" is not a run id"), "{err}");
+        assert!(
+            err.to_string().contains("\"../up\" is not a run id"),
+            "{err}"
+        );
     }
 
     #[test]

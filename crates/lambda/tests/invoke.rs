@@ -35,7 +35,7 @@ async fn the_next_invocation_is_an_event_invoke_of_the_function_with_run_id_and_
     );
     let next = ReaderEvent {
         mapping: None,
-        run_id: Some("shop-2024-05-01".into()),
+        run_id: Some("shop-2024-05-01".parse().unwrap()),
         resume: true,
     };
     invoker.invoke(&next).await.unwrap();
@@ -69,7 +69,7 @@ async fn a_failed_invoke_names_the_function() {
     let e = invoker
         .invoke(&ReaderEvent {
             mapping: None,
-            run_id: Some("shop-2024-05-01".into()),
+            run_id: Some("shop-2024-05-01".parse().unwrap()),
             resume: true,
         })
         .await

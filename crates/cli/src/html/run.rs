@@ -327,7 +327,7 @@ mod tests {
             ..EntityReport::default()
         };
         let mut r = RunReport {
-            run_id: "R1".into(),
+            run_id: sql2ddb_engine::RunId::parse("R1").unwrap(),
             mapping: "shop.toml".into(),
             status: RunStatus::Ok,
             source: "sqlite://shop.db".into(),

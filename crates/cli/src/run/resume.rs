@@ -204,7 +204,7 @@ mod tests {
 
     fn report(status: RunStatus, progress_table: Option<&str>, pages: u64) -> RunReport {
         RunReport {
-            run_id: "R1".into(),
+            run_id: sql2ddb_engine::RunId::parse("R1").unwrap(),
             mapping: "shop.toml".into(),
             status,
             source: String::new(),

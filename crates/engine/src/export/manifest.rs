@@ -73,7 +73,7 @@ impl Manifest {
         pointers: Vec<PointerCount>,
     ) -> Manifest {
         Manifest {
-            run_id: report.run_id.clone(),
+            run_id: report.run_id.to_string(),
             mapping_digest: plan.item_digest().hash(),
             table: plan.target.table.clone(),
             export_for: "import",

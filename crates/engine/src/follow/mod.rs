@@ -141,7 +141,7 @@ impl FollowOptions {
         });
         FollowOptions {
             slot: match binlog {
-                Some(_) => report.run_id.clone(),
+                Some(_) => report.run_id.to_string(),
                 None => slot_name(&report.run_id),
             },
             source,
@@ -158,7 +158,7 @@ impl FollowOptions {
             batch_changes: DEFAULT_BATCH_CHANGES,
             binlog,
             record: Some(RecordTarget {
-                run_id: report.run_id.clone(),
+                run_id: report.run_id.to_string(),
                 run_dir,
                 progress_table: report.progress_table.clone(),
             }),
@@ -358,7 +358,7 @@ async fn apply_stream(
     progress: &RunProgress,
 ) -> Result<FollowReport, EngineError> {
     let Opened {
-        mut reader,
+        reader,
         mut checkpoint,
         start,
         name,

@@ -124,7 +124,15 @@ mod tests {
     #[test]
     fn each_path_has_a_published_figure_or_says_it_has_none() {
         let prices = Prices::lookup(None, None, None).unwrap();
-        let paths = load_paths(&plan(""), None, &totals(), &prices, &cost(), &time(), 1000.0);
+        let paths = load_paths(
+            &plan(""),
+            None,
+            &totals(),
+            &prices,
+            &cost(),
+            &time(),
+            1000.0,
+        );
         let names: Vec<&str> = paths.iter().map(|p| p.path.as_str()).collect();
         assert_eq!(
             names,
@@ -157,7 +165,15 @@ mod tests {
         let mut prices = Prices::lookup(None, None, None).unwrap();
         prices.provisioned_wcu_hour = Some(0.001);
         let mapping = plan("billing = { read = 5, write = 2000 }\n[writer]\nmax_wcu = 4000");
-        let paths = load_paths(&mapping, mapping.writer.max_wcu, &totals(), &prices, &cost(), &time(), 1000.0);
+        let paths = load_paths(
+            &mapping,
+            mapping.writer.max_wcu,
+            &totals(),
+            &prices,
+            &cost(),
+            &time(),
+            1000.0,
+        );
         // 7.2 M units at 2,000 WCU/s: one hour, 2,000 WCU-hours.
         assert_eq!(paths[1].seconds, Some(3600.0));
         assert_eq!(paths[1].cost_usd, Some(2.0));

@@ -139,7 +139,7 @@ pk = "CUSTOMER#{customer_id}"
 
     fn report(rows_read: u64) -> RunReport {
         RunReport {
-            run_id: "r".into(),
+            run_id: "r".parse().unwrap(),
             mapping: "shop.toml".into(),
             status: RunStatus::Ok,
             source: String::new(),

@@ -434,7 +434,7 @@ fn check_declared_keys(job: &UpdateJob, table: &TableDescription) -> Result<(), 
 fn new_report(
     job: &UpdateJob,
     opts: &UpdateOptions,
-    run_id: &str,
+    run_id: &RunId,
     run_dir: &std::path::Path,
     resources: &Resources,
     shared: &Shared,
@@ -449,7 +449,7 @@ fn new_report(
         notes.push(note);
     }
     UpdateReport {
-        run_id: run_id.to_string(),
+        run_id: run_id.clone(),
         resumed: opts.resume,
         job: job.name.clone(),
         status: UpdateStatus::Ok,
