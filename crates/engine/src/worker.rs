@@ -290,16 +290,13 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
             };
             if received.is_empty() {
                 drop(permits);
-                if !tasks.is_empty() {
-                    continue;
+                match self
+                    .idle_stop(!tasks.is_empty(), opts, &runs, last_batch)
+                    .await?
+                {
+                    Some(stop) => break stop,
+                    None => continue,
                 }
-                if opts.until_done && self.all_done(&runs).await? {
-                    break StopReason::Done;
-                }
-                if opts.idle_exit.is_some_and(|d| last_batch.elapsed() >= d) {
-                    break StopReason::Idle;
-                }
-                continue;
             }
             last_batch = Instant::now();
             for (r, permit) in received.into_iter().zip(permits) {
@@ -320,6 +317,28 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         self.recorder.rejects.flush().await?;
         report.runs = runs.into_iter().collect();
         Ok(report)
+    }
+
+    /// Why a worker that received nothing stops: its runs are done
+    /// (`until_done`), or no batch came for `idle_exit`; never while
+    /// batches are still `writing`.
+    async fn idle_stop(
+        &self,
+        writing: bool,
+        opts: &WorkerOptions,
+        runs: &BTreeSet<String>,
+        last_batch: Instant,
+    ) -> Result<Option<StopReason>, EngineError> {
+        if writing {
+            return Ok(None);
+        }
+        if opts.until_done && self.all_done(runs).await? {
+            return Ok(Some(StopReason::Done));
+        }
+        if opts.idle_exit.is_some_and(|d| last_batch.elapsed() >= d) {
+            return Ok(Some(StopReason::Idle));
+        }
+        Ok(None)
     }
 
     /// Receives up to `max` batches, unless a `shutdown` or a batch the
