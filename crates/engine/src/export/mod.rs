@@ -122,12 +122,15 @@ pub async fn export(
             "export reads the whole source in this process: --queue, --resume and --only-rejects do not apply".into(),
         ));
     }
+    let region = opts
+        .s3
+        .region
+        .clone()
+        .or_else(|| plan.target.region.clone());
+    let aws = export_context(opts, region.as_deref()).await;
     let s3 = S3Options {
-        region: opts
-            .s3
-            .region
-            .clone()
-            .or_else(|| plan.target.region.clone()),
+        region,
+        aws: Some(aws.clone()),
         ..opts.s3.clone()
     };
     let dest = Arc::new(Destination::open(&opts.out, &s3).await?);
@@ -148,6 +151,7 @@ pub async fn export(
     });
     let run_opts = RunOptions {
         run_id: Some(run_id),
+        aws: Some(aws),
         dry_run: true,
         destination: PagesTo::Files(files.clone()),
         track_progress: false,
@@ -180,6 +184,19 @@ pub async fn export(
         }
     }
     Ok(report)
+}
+
+/// The export's one AWS context, for its S3 client and the run's
+/// resources alike: the one given, else loaded with `region` (AWS's own
+/// S3, with no endpoint named, may ask the SDK's chain for one).
+async fn export_context(opts: &ExportOptions, region: Option<&str>) -> sql2ddb_aws::AwsContext {
+    if let Some(aws) = opts.s3.aws.clone().or_else(|| opts.run.aws.clone()) {
+        return aws;
+    }
+    let named = opts.s3.endpoint.is_some()
+        || std::env::var("AWS_ENDPOINT_URL_S3").is_ok_and(|v| !v.trim().is_empty());
+    let aws_s3 = opts.out.starts_with("s3://") && !named;
+    sql2ddb_aws::AwsContext::load(region, aws_s3).await
 }
 
 /// Closes the files, writes the manifest and the table-creation
