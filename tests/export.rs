@@ -595,6 +595,18 @@ async fn the_shop_exported_for_bulk_put_leaves_the_pointers_to_their_own_step() 
     let from = "bulk/pointers.json";
     assert_eq!(pointer_step(&sc, &mapping, from).await, (1, 0));
     assert_same_items(&sc.items().await, &table);
+    // verify --deep counts and compares both: entity items and pointers.
+    let verify = sc
+        .sql2ddb(&[
+            "verify",
+            &mapping,
+            "--deep",
+            "--endpoint",
+            &sc.dynamo.url,
+            "--json",
+        ])
+        .await;
+    assert_eq!(verify.code, 0, "{}{}", verify.stdout, verify.stderr);
 
     // Again: the pointer is already there, nothing moves. And a pointer
     // further along than the export's (a newer order written meanwhile)
