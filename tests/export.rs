@@ -465,16 +465,22 @@ async fn a_file_larger_than_a_part_is_uploaded_in_several_parts() {
 /// `--for bulk-put`, line by line against the developer guide's "Amazon S3
 /// input formats for bulk put items": input format DYNAMODB_JSON is JSON
 /// Lines, one record per line, each record holding the item in DynamoDB
-/// JSON; a record may carry a per-item condition, which the pointer item
-/// does (`run`'s condition); the command names the bucket, the prefix, the
+/// JSON and nothing else (no per-item condition, whose field names are not
+/// confirmed); the pointer items are not in the files but in the pointer
+/// file beside `data/`; the command names the bucket, the prefix, the
 /// compression and the mapping's `max_wcu` as the write request units cap.
+/// Then the bulk put, done as DynamoDB does it (each record put), and
+/// `sql2ddb pointers`: the table equals what `run` writes, and a pointer
+/// already further along is left where it is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_shop_exported_for_bulk_put_carries_the_pointer_condition() {
+async fn the_shop_exported_for_bulk_put_leaves_the_pointers_to_their_own_step() {
     let sc = Scenario::new("export_bulk").start().await;
     let mapping = shop_mapping(&sc);
     let run = sc.run(&mapping, &["--json", "--quiet"]).await;
     assert_eq!(run.code, 0, "{}", run.stderr);
     let table = sc.items().await;
+    let pointer_key = key("LAST_ORDER", "LAST_ORDER");
+    assert!(table.contains_key(&pointer_key), "{:?}", table.keys());
     let text = std::fs::read_to_string(&mapping).unwrap().replacen(
         "[[entity]]",
         "[writer]\nmax_wcu = 500\n\n[[entity]]",
@@ -502,13 +508,15 @@ async fn the_shop_exported_for_bulk_put_carries_the_pointer_condition() {
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["for"], "bulk-put");
     assert_eq!(manifest["format"], "DYNAMODB_JSON");
+    assert_eq!(manifest["pointer_file"], "pointers.json");
+    // Where the user put it, as they named it (relative to where they are).
+    assert_eq!(report["pointer_file"], "bulk/pointers.json");
     assert!(
         !dir.join("table-creation.json").exists(),
         "bulk put items loads an existing table: nothing to create"
     );
 
     let mut exported = Items::new();
-    let mut conditional = Vec::new();
     for f in manifest["files"].as_array().unwrap() {
         let name = f["name"].as_str().unwrap();
         assert!(
@@ -519,7 +527,8 @@ async fn the_shop_exported_for_bulk_put_carries_the_pointer_condition() {
         assert!(bytes.ends_with(b"\n"), "{name}: every record ends its line");
         let text = String::from_utf8(bytes).unwrap();
         for line in text.lines() {
-            // One JSON record per line, an object with the item under `Item`.
+            // One JSON record per line: an object holding the item under
+            // `Item`, and nothing else.
             let record: serde_json::Value = serde_json::from_str(line).unwrap();
             let fields: Vec<&str> = record
                 .as_object()
@@ -527,25 +536,8 @@ async fn the_shop_exported_for_bulk_put_carries_the_pointer_condition() {
                 .keys()
                 .map(String::as_str)
                 .collect();
+            assert_eq!(fields, ["Item"], "{line}");
             let item: Item = serde_json::from_value(record["Item"].clone()).unwrap();
-            match fields.len() {
-                1 => assert_eq!(fields, ["Item"], "{line}"),
-                _ => {
-                    let mut sorted = fields.clone();
-                    sorted.sort();
-                    assert_eq!(
-                        sorted,
-                        [
-                            "ConditionExpression",
-                            "ExpressionAttributeNames",
-                            "ExpressionAttributeValues",
-                            "Item"
-                        ],
-                        "{line}"
-                    );
-                    conditional.push(record.clone());
-                }
-            }
             let key = key_of(&item);
             assert!(
                 exported.insert(key.clone(), item).is_none(),
@@ -553,27 +545,9 @@ async fn the_shop_exported_for_bulk_put_carries_the_pointer_condition() {
             );
         }
     }
-    assert_same_items(&exported, &table);
-
-    // The pointer item, and only it, is conditional: as `run` writes it.
-    assert_eq!(conditional.len(), 1, "{conditional:?}");
-    let pointer = &conditional[0];
-    assert_eq!(
-        pointer["Item"]["PK"],
-        serde_json::json!({"S": "LAST_ORDER"})
-    );
-    assert_eq!(
-        pointer["ConditionExpression"],
-        "attribute_not_exists(#v) OR #v < :new"
-    );
-    assert_eq!(
-        pointer["ExpressionAttributeNames"],
-        serde_json::json!({"#v": "orderId"})
-    );
-    assert_eq!(
-        pointer["ExpressionAttributeValues"][":new"],
-        pointer["Item"]["orderId"]
-    );
+    let mut entities = table.clone();
+    entities.remove(&pointer_key);
+    assert_same_items(&exported, &entities);
 
     let command = report["bulk_put_command"].as_str().unwrap();
     assert!(report["import_command"].is_null(), "{report}");
@@ -592,4 +566,92 @@ async fn the_shop_exported_for_bulk_put_carries_the_pointer_condition() {
     ] {
         assert!(command.contains(&part), "{part} in {command}");
     }
+    assert!(
+        export.stderr.contains(&format!(
+            "sql2ddb pointers {mapping} --from bulk/pointers.json"
+        )),
+        "{}",
+        export.stderr
+    );
+
+    // The bulk put, as DynamoDB does it: every record put, into the table
+    // emptied first (so only the files and the pointer step fill it).
+    for key in table.keys() {
+        sc.dynamo
+            .client
+            .delete_item()
+            .table_name(&sc.table)
+            .key("PK", sql2ddb_testkit::sdk::AttributeValue::S(key.0.clone()))
+            .key("SK", sql2ddb_testkit::sdk::AttributeValue::S(key.1.clone()))
+            .send()
+            .await
+            .unwrap();
+    }
+    for item in exported.values() {
+        put(&sc, item).await;
+    }
+    assert_eq!(sc.items().await.len(), table.len() - 1);
+
+    let from = "bulk/pointers.json";
+    assert_eq!(pointer_step(&sc, &mapping, from).await, (1, 0));
+    assert_same_items(&sc.items().await, &table);
+    // verify --deep counts and compares both: entity items and pointers.
+    let verify = sc
+        .sql2ddb(&[
+            "verify",
+            &mapping,
+            "--deep",
+            "--endpoint",
+            &sc.dynamo.url,
+            "--json",
+        ])
+        .await;
+    assert_eq!(verify.code, 0, "{}{}", verify.stdout, verify.stderr);
+
+    // Again: the pointer is already there, nothing moves. And a pointer
+    // further along than the export's (a newer order written meanwhile)
+    // stays where it is.
+    assert_eq!(pointer_step(&sc, &mapping, from).await, (0, 1));
+    let mut newer = table[&pointer_key].clone();
+    newer.insert(
+        "orderId".into(),
+        sql2ddb_core::AttrValue::N("99999999".into()),
+    );
+    put(&sc, &newer).await;
+    assert_eq!(pointer_step(&sc, &mapping, from).await, (0, 1));
+    assert_eq!(sc.items().await[&pointer_key], newer);
+}
+
+/// `sql2ddb pointers MAPPING --from FROM` against the scenario's server:
+/// the updates that moved the pointer, and those it was already past.
+async fn pointer_step(sc: &Scenario, mapping: &str, from: &str) -> (u64, u64) {
+    let args = [
+        "pointers",
+        mapping,
+        "--from",
+        from,
+        "--endpoint",
+        &sc.dynamo.url,
+        "--json",
+    ];
+    let out = sc.sql2ddb(&args).await;
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let r = out.report();
+    assert_eq!(r["items"], 1, "{r}");
+    let p = &r["pointers"][0];
+    (
+        p["moved"].as_u64().unwrap(),
+        p["already_newer"].as_u64().unwrap(),
+    )
+}
+
+async fn put(sc: &Scenario, item: &Item) {
+    sc.dynamo
+        .client
+        .put_item()
+        .table_name(&sc.table)
+        .set_item(Some(sql2ddb_testkit::sdk::item_to_sdk(item)))
+        .send()
+        .await
+        .unwrap();
 }

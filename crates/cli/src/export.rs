@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 
+use crate::run::resume::shell_word;
 use sql2ddb_core::redact_secrets;
 use sql2ddb_core::shown::{self, count};
 use sql2ddb_engine::export::{Compression, ExportFor, ExportOptions, ExportReport, S3Options};
@@ -163,13 +164,14 @@ pub async fn export(args: ExportArgs) -> Ended {
     let report = result?;
     crate::html::save_run(&report.run)?;
     let output = Output::new(args.json);
-    output.say(&render(&report));
+    output.say(&render(&report, &args.mapping));
     output.json(&report);
     Ok(crate::failure::run_ended(&report.run))
 }
 
-/// The run's table, then the files and how to import them.
-fn render(r: &ExportReport) -> String {
+/// The run's table, then the files and how to import them (and, for bulk
+/// put, how to write the pointers after it).
+fn render(r: &ExportReport, mapping: &std::path::Path) -> String {
     let mut out = table::render(&r.run, table::Load::Export);
     if let Some(err) = &r.run.error {
         out.push_str(&format!("\nerror: {}", redact_secrets(err)));
@@ -209,6 +211,17 @@ fn render(r: &ExportReport) -> String {
                 ));
             }
             out.push_str(&format!("\n  {command}"));
+            if let Some(file) = &r.pointer_file {
+                let words = [
+                    "sql2ddb pointers".to_string(),
+                    shell_word(&mapping.display().to_string()),
+                    format!("--from {}", shell_word(file)),
+                ];
+                out.push_str(&format!(
+                    "\nthen, once the bulk put has finished, write the pointer items (conditionally, so each only moves forward):\n  {}",
+                    words.join(" ")
+                ));
+            }
         }
         _ => out.push_str(
             "\nno manifest written: the export did not finish, and the files it wrote were removed; export again",

@@ -21,6 +21,7 @@ mod live;
 mod load_choice;
 mod outcome;
 mod plan;
+mod pointers;
 mod queue;
 mod run;
 mod run_ref;
@@ -110,6 +111,11 @@ enum Command {
     /// the command that loads them.
     #[command(after_help = footer(export::EXIT_CODES))]
     Export(export::ExportArgs),
+    /// After a bulk put of an `export --for bulk-put`: write the pointer
+    /// items from the pointer file it wrote, each with `run`'s conditional
+    /// update, so a pointer only moves forward.
+    #[command(after_help = footer(pointers::EXIT_CODES))]
+    Pointers(pointers::PointersArgs),
     /// Follow the source's changes after a `run --follow` (PostgreSQL: from
     /// the slot it created; MySQL/MariaDB: from the binary log position in
     /// its run directory): resume after a stop, cut over, show the lag, or
@@ -184,6 +190,7 @@ fn main() -> ExitCode {
         Command::Check(args) => check::check(args),
         Command::Run(args) => exit(block_on(run::run(args))),
         Command::Export(args) => exit(block_on(export::export(args))),
+        Command::Pointers(args) => exit(block_on(pointers::pointers(args))),
         Command::Follow(args) => block_on(follow::follow(args)),
         Command::Worker(args) => block_on(worker::work(args)),
         Command::Status(args) => exit(block_on(verify::status(args))),

@@ -351,35 +351,8 @@ fn compare(
                 "the mapping declares it, the table has no such index (create it, or remove it from [[target.gsi]])".into(),
             ));
         };
-        let keys = found_keys(have.key_schema(), &types);
-        let wanted = found_from(&g.keys);
-        if keys != wanted {
-            return Err(mismatch(
-                &g.name,
-                format!(
-                    "its keys are {}, the mapping declares {}",
-                    describe_keys(&keys),
-                    describe_keys(&wanted)
-                ),
-            ));
-        }
-        let projection = found_projection(have);
-        let wanted = match &g.projection {
-            Projection::Include(a) => {
-                let set: BTreeSet<&String> = a.iter().collect();
-                Projection::Include(set.into_iter().cloned().collect())
-            }
-            other => other.clone(),
-        };
-        if projection != wanted {
-            return Err(mismatch(
-                &g.name,
-                format!(
-                    "its projection is {}, the mapping declares {}",
-                    describe(&projection),
-                    describe(&wanted)
-                ),
-            ));
+        if let Some(why) = index_differs(g, have, &types) {
+            return Err(mismatch(&g.name, why));
         }
     }
     if let Some(extra) = existing.iter().find_map(|e| {
@@ -392,6 +365,39 @@ fn compare(
         ));
     }
     Ok(())
+}
+
+/// How an index of the table differs from the one the mapping declares
+/// (its keys, then its projection), if it does.
+fn index_differs(
+    g: &GsiSpec,
+    have: &GlobalSecondaryIndexDescription,
+    types: &HashMap<&str, &str>,
+) -> Option<String> {
+    let keys = found_keys(have.key_schema(), types);
+    let wanted = found_from(&g.keys);
+    if keys != wanted {
+        return Some(format!(
+            "its keys are {}, the mapping declares {}",
+            describe_keys(&keys),
+            describe_keys(&wanted)
+        ));
+    }
+    let projection = found_projection(have);
+    let wanted = match &g.projection {
+        Projection::Include(a) => {
+            let set: BTreeSet<&String> = a.iter().collect();
+            Projection::Include(set.into_iter().cloned().collect())
+        }
+        other => other.clone(),
+    };
+    (projection != wanted).then(|| {
+        format!(
+            "its projection is {}, the mapping declares {}",
+            describe(&projection),
+            describe(&wanted)
+        )
+    })
 }
 
 async fn wait_active(client: &Client, table: &str, gsis: &[GsiSpec]) -> Result<(), DynamoError> {

@@ -9,10 +9,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sql2ddb_core::{AttrValue, EncodedItem, KeyAttr, PointerUpdate, Reject, UpdatePage, WorkBatch};
+use sql2ddb_core::{
+    AttrValue, BatchPointer, EncodedItem, KeyAttr, PointerUpdate, Reject, UpdatePage, WorkBatch,
+};
 use sql2ddb_dynamo::{
     write_pointer, AdaptiveConcurrency, BatchCalls, Dynamo, DynamoError, Failure, PointerOutcome,
-    RetryPolicy, TableWriter, WriteCapacityLimiter,
+    RetryPolicy, TableWriter, WriteCapacityLimiter, WriteOutcome,
 };
 use sql2ddb_mapping::Plan;
 use sql2ddb_queue::Message;
@@ -215,51 +217,12 @@ impl BatchSink {
         };
         let out = writer.write(items).await;
         self.throttled.fetch_add(out.throttled, Ordering::Relaxed);
-        if let Some((item, why)) = out.unwritten.first() {
-            // Not the rows' fault: the table kept refusing them. The batch
-            // fails whole and stays pending (a run keeps its checkpoint
-            // before it, a worker leaves the message on the queue); its
-            // rejects and pointers wait for the attempt that writes it.
-            return Err(EngineError::Dynamo(DynamoError::KeptRefusing {
-                table: pointers.table.clone(),
-                items: out.unwritten.len() as u64,
-                first: format!(
-                    "entity {}, row {}: {why}",
-                    batch.entity,
-                    item.source_key.get()
-                ),
-            }));
-        }
-        if let Some((_, e)) = out
-            .rejected
-            .iter()
-            .find(|(_, e)| e.failure == Failure::TableFault)
-        {
-            // Not a bad row: the table cannot be written at all. The batch
-            // fails whole, so it is retried or dead-lettered, never "rejected".
-            return Err(EngineError::Entity {
-                entity: batch.entity,
-                message: format!("the table cannot be written: {}", e.message),
-            });
+        if let Some(e) = failed_whole(&batch.entity, &pointers.table, &out) {
+            return Err(e);
         }
         if !batch.pointers.is_empty() {
-            // A pointer moves only once the item it points at is written.
-            let not_written: BTreeSet<Vec<AttrValue>> = out
-                .rejected
-                .iter()
-                .map(|(m, _)| m)
-                .chain(out.failed.iter().map(|(m, _)| m))
-                .map(|m| m.key.clone())
-                .collect();
-            let written: BTreeSet<&Vec<AttrValue>> = all_keys
-                .iter()
-                .filter(|k| !not_written.contains(*k))
-                .collect();
-            for p in &batch.pointers {
-                if written.contains(&p.item_key) {
-                    self.move_pointer(pointers, &p.update).await?;
-                }
-            }
+            self.move_pointers(pointers, &batch.pointers, &all_keys, &out)
+                .await?;
         }
         let refused: Vec<Reject> = out
             .rejected
@@ -426,6 +389,34 @@ impl BatchSink {
         Ok(out)
     }
 
+    /// Moves the batch's pointers whose item was written (a pointer moves
+    /// only once the item it points at is in the table).
+    async fn move_pointers(
+        &self,
+        target: &PointerTarget,
+        pointers: &[BatchPointer],
+        all_keys: &[Vec<AttrValue>],
+        out: &WriteOutcome,
+    ) -> Result<(), EngineError> {
+        let not_written: BTreeSet<&Vec<AttrValue>> = out
+            .rejected
+            .iter()
+            .map(|(m, _)| m)
+            .chain(out.failed.iter().map(|(m, _)| m))
+            .map(|m| &m.key)
+            .collect();
+        let written: BTreeSet<&Vec<AttrValue>> = all_keys
+            .iter()
+            .filter(|k| !not_written.contains(k))
+            .collect();
+        for p in pointers {
+            if written.contains(&p.item_key) {
+                self.move_pointer(target, &p.update).await?;
+            }
+        }
+        Ok(())
+    }
+
     async fn move_pointer(
         &self,
         t: &PointerTarget,
@@ -441,6 +432,29 @@ impl BatchSink {
         s.touched(update);
         Ok(())
     }
+}
+
+/// The error a batch fails whole with, if any: items the table kept
+/// refusing past the retries (not the rows' fault: the batch stays
+/// pending, a run keeps its checkpoint before it, a worker leaves the
+/// message on the queue; its rejects and pointers wait for the attempt
+/// that writes it), or a table that cannot be written at all (not a bad
+/// row: retried or dead-lettered, never "rejected").
+fn failed_whole(entity: &str, table: &str, out: &WriteOutcome) -> Option<EngineError> {
+    if let Some((item, why)) = out.unwritten.first() {
+        return Some(EngineError::Dynamo(DynamoError::KeptRefusing {
+            table: table.to_string(),
+            items: out.unwritten.len() as u64,
+            first: format!("entity {entity}, row {}: {why}", item.source_key.get()),
+        }));
+    }
+    out.rejected
+        .iter()
+        .find(|(_, e)| e.failure == Failure::TableFault)
+        .map(|(_, e)| EngineError::Entity {
+            entity: entity.to_string(),
+            message: format!("the table cannot be written: {}", e.message),
+        })
 }
 
 /// A reject for an item DynamoDB refused or that ran out of retries.

@@ -60,9 +60,15 @@ pub async fn describe(
     };
     let op = "DescribeTable";
     let out = retrying(policy, None, table, op, &mut retries, &mut throttled, call).await?;
-    let Some(desc) = out.table else {
-        return Ok(TableDescription::default());
-    };
+    Ok(match out.table {
+        Some(desc) => description(&desc),
+        None => TableDescription::default(),
+    })
+}
+
+/// What a job needs of DescribeTable's answer: the table's keys, its
+/// indexes' keys and projections, its size.
+fn description(desc: &aws_sdk_dynamodb::types::TableDescription) -> TableDescription {
     let types: HashMap<&str, &str> = desc
         .attribute_definitions()
         .iter()
@@ -112,10 +118,10 @@ pub async fn describe(
                 projected: projected(l.projection()),
             }),
     );
-    Ok(TableDescription {
+    TableDescription {
         keys,
         indexes,
         item_count: desc.item_count().unwrap_or(0).max(0) as u64,
         size_bytes: desc.table_size_bytes().unwrap_or(0).max(0) as u64,
-    })
+    }
 }

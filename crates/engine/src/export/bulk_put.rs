@@ -4,65 +4,25 @@
 //! What the developer guide's "Amazon S3 input formats for bulk put items"
 //! and the API reference say, and this module follows: input format
 //! `DYNAMODB_JSON` is JSON Lines, one record per line; compression `GZIP`,
-//! `ZSTD` or `NONE`; every object under the `S3KeyPrefix` is read; each
-//! record may carry a per-item condition expression; items whose condition
-//! is false are reported (output type `CONDITION_CHECK_FAILURE`) in the
-//! output bucket, as are records that fail validation (`ERROR`).
+//! `ZSTD` or `NONE`; every object under the `S3KeyPrefix` is read; records
+//! that fail validation are reported (output type `ERROR`) in the output
+//! bucket, as are items whose per-item condition is false
+//! (`CONDITION_CHECK_FAILURE`).
 //!
-//! What could not be read from an authoritative source at the time of
-//! writing: the names of a record's condition fields. The record is written
-//! as import from S3 writes it, `{"Item": {…}}`, and a pointer item adds
-//! the condition under the names `PutItem`'s request gives them:
-//! `ConditionExpression`, `ExpressionAttributeNames`,
-//! `ExpressionAttributeValues` (docs/export.md says so too).
+//! A record is written as import from S3 writes it, `{"Item": {…}}`, and
+//! carries no per-item condition: the names of a record's condition fields
+//! could not be confirmed from an authoritative description. Pointer items,
+//! which must only move forward, are not in the files: their updates go to
+//! a file of their own, written after the bulk put by `run`'s conditional
+//! updates ([`super::pointer_file`]).
 
-use serde_json::{json, Map, Value as Json};
-use sql2ddb_core::{Item, PointerUpdate};
+use serde_json::json;
 
 use super::compression::Compression;
 
 /// The folder, beside `data/`, where DynamoDB writes the operation's report
 /// of items it did not write (never under `data/`, which is its input).
 pub const REPORT_DIR: &str = "bulk-put-report";
-
-/// One pointer item as a bulk put record: the item, and the condition that
-/// keeps the pointer monotonic, as `run`'s conditional update does:
-/// `attribute_not_exists(#v) OR #v < :new` (`>` for a min pointer). An item
-/// that holds several pointers is put only when every one of them moves
-/// forward (their conditions joined by AND), since a put replaces the item.
-pub fn pointer_record(item: &Item, updates: &[&PointerUpdate]) -> Json {
-    let mut names = Map::new();
-    let mut values = Map::new();
-    let mut conditions = Vec::new();
-    for (i, u) in updates.iter().enumerate() {
-        let suffix = match updates.len() {
-            1 => String::new(),
-            _ => i.to_string(),
-        };
-        let op = if u.is_max { "<" } else { ">" };
-        let (v, new) = (format!("#v{suffix}"), format!(":new{suffix}"));
-        conditions.push(format!("attribute_not_exists({v}) OR {v} {op} {new}"));
-        names.insert(v, Json::String(u.attribute.clone()));
-        values.insert(
-            new,
-            serde_json::to_value(&u.value).expect("a value serialises"),
-        );
-    }
-    let condition = match conditions.len() {
-        1 => conditions.remove(0),
-        _ => conditions
-            .iter()
-            .map(|c| format!("({c})"))
-            .collect::<Vec<_>>()
-            .join(" AND "),
-    };
-    json!({
-        "Item": item,
-        "ConditionExpression": condition,
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": values,
-    })
-}
 
 /// Where the files are and what loads them, for the command.
 pub struct BulkPutTarget<'a> {
@@ -116,51 +76,6 @@ pub fn bulk_put_command(compression: Compression, target: &BulkPutTarget<'_>) ->
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sql2ddb_core::AttrValue;
-
-    fn update(name: &str, attribute: &str, value: &str, is_max: bool) -> PointerUpdate {
-        PointerUpdate {
-            name: name.into(),
-            pk: AttrValue::S("LAST".into()),
-            sk: None,
-            attribute: attribute.into(),
-            value: AttrValue::N(value.into()),
-            is_max,
-            attributes: Item::new(),
-            cleared: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn a_pointer_record_carries_run_s_condition() {
-        let mut item = Item::new();
-        item.insert("PK".into(), AttrValue::S("LAST".into()));
-        item.insert("order_id".into(), AttrValue::N("2000".into()));
-        let u = update("LAST_ORDER", "order_id", "2000", true);
-        let record = pointer_record(&item, &[&u]);
-        assert_eq!(
-            record,
-            json!({
-                "Item": {"PK": {"S": "LAST"}, "order_id": {"N": "2000"}},
-                "ConditionExpression": "attribute_not_exists(#v) OR #v < :new",
-                "ExpressionAttributeNames": {"#v": "order_id"},
-                "ExpressionAttributeValues": {":new": {"N": "2000"}},
-            })
-        );
-
-        // A min pointer, and two pointers on one item: both must move.
-        let first = update("FIRST", "lo", "3", false);
-        let last = update("LAST", "hi", "9", true);
-        let record = pointer_record(&item, &[&first, &last]);
-        assert_eq!(
-            record["ConditionExpression"],
-            "(attribute_not_exists(#v0) OR #v0 > :new0) AND (attribute_not_exists(#v1) OR #v1 < :new1)"
-        );
-        assert_eq!(
-            record["ExpressionAttributeNames"],
-            json!({"#v0": "lo", "#v1": "hi"})
-        );
-    }
 
     #[test]
     fn the_command_names_bucket_prefix_compression_and_the_cap() {

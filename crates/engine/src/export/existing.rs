@@ -1,7 +1,8 @@
 //! What an export finds where it writes, and the names its files take.
 //!
 //! An export's own files are its data files (`data/part-….json[.gz|.zst]`)
-//! and, beside `data/`, its manifest and table-creation parameters. An
+//! and, beside `data/`, its manifest, its table-creation parameters and
+//! (for bulk put) its pointer updates. An
 //! earlier export's files are refused unless the options say what to do
 //! with them ([`IfNotEmpty`]): `truncate` removes them (those files only,
 //! never another), `append` keeps them and names this export's files with
@@ -62,7 +63,12 @@ pub fn is_export_file(name: &str) -> bool {
                     .iter()
                     .any(|ext| data.ends_with(ext))
         }
-        None => !name.contains('/') && (json(name, "manifest") || json(name, "table-creation")),
+        None => {
+            !name.contains('/')
+                && ["manifest", "table-creation", "pointers"]
+                    .iter()
+                    .any(|stem| json(name, stem))
+        }
     }
 }
 

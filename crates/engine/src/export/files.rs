@@ -64,9 +64,10 @@ pub struct ItemFiles {
     pointers: Mutex<PointerSet>,
     /// Pointer items written, by pointer name (once the files are finished).
     summary: Mutex<BTreeMap<String, u64>>,
-    /// Pointer items carry their condition (bulk put items into an
-    /// existing table, whose pointer may already be further along).
-    conditional_pointers: bool,
+    /// Where pointer updates go instead of the data files (bulk put items
+    /// into an existing table, whose pointers may already be further along:
+    /// they are written afterwards by `sql2ddb pointers`, conditionally).
+    pointer_file: Option<String>,
     finished: Mutex<Vec<FileEntry>>,
     /// The names its files take.
     names: FileNames,
@@ -120,7 +121,7 @@ impl ItemFiles {
             buckets: OnceLock::new(),
             pointers: Mutex::default(),
             summary: Mutex::default(),
-            conditional_pointers: false,
+            pointer_file: None,
             finished: Mutex::default(),
             names: FileNames::default(),
         }
@@ -140,10 +141,11 @@ impl ItemFiles {
         self
     }
 
-    /// The same files, with each pointer item's condition on its line
-    /// ([`super::bulk_put::pointer_record`]).
-    pub fn with_pointer_conditions(mut self) -> ItemFiles {
-        self.conditional_pointers = true;
+    /// The same files, with the pointer updates in the file `name` beside
+    /// `data/` instead of pointer items in the data files
+    /// ([`super::pointer_file`]).
+    pub fn with_pointer_file(mut self, name: String) -> ItemFiles {
+        self.pointer_file = Some(name);
         self
     }
 
@@ -169,16 +171,9 @@ impl ItemFiles {
     /// file written, by name.
     pub async fn finish(&self) -> Result<Vec<FileEntry>, EngineError> {
         let mut items = self.take_pointers()?;
-        loop {
-            let pointer_items = self.pointer_items_from(&mut items, POINTER_ITEMS_AT_ONCE)?;
-            if pointer_items.is_empty() {
-                break;
-            }
-            let lines = pointer_items
-                .iter()
-                .map(|(item, updates)| (item.get(&self.keys[0]), self.pointer_line(item, updates)))
-                .collect();
-            self.write_lines(&[], lines).await?;
+        match &self.pointer_file {
+            Some(name) => self.write_pointer_file(name, &mut items).await?,
+            None => self.write_pointer_items(&mut items).await?,
         }
         for bucket in self.buckets.get().into_iter().flatten() {
             let mut b = bucket.lock().await;
@@ -204,6 +199,9 @@ impl ItemFiles {
         let finished = std::mem::take(&mut *self.finished.lock().expect("files lock"));
         for f in finished {
             self.dest.remove(&f.name).await;
+        }
+        if let Some(name) = &self.pointer_file {
+            self.dest.remove(name).await;
         }
     }
 
@@ -272,16 +270,44 @@ impl ItemFiles {
         self.pointer_items_from(&mut items, usize::MAX).unwrap()
     }
 
-    /// A pointer item's line: the item, or with its condition.
-    fn pointer_line(&self, item: &Item, updates: &[PointerUpdate]) -> Vec<u8> {
-        if !self.conditional_pointers {
-            return encode_line(&serde_json::to_string(item).expect("an item serialises"));
+    /// The pointer items, as lines of the data files (import from S3: the
+    /// table is new, so each pointer's furthest value is its value).
+    async fn write_pointer_items(&self, items: &mut Items) -> Result<(), EngineError> {
+        loop {
+            let pointer_items = self.pointer_items_from(items, POINTER_ITEMS_AT_ONCE)?;
+            if pointer_items.is_empty() {
+                return Ok(());
+            }
+            let lines = pointer_items
+                .iter()
+                .map(|(item, _)| {
+                    let text = serde_json::to_string(item).expect("an item serialises");
+                    (item.get(&self.keys[0]), encode_line(&text))
+                })
+                .collect();
+            self.write_lines(&[], lines).await?;
         }
-        let updates: Vec<&PointerUpdate> = updates.iter().collect();
-        let record = super::bulk_put::pointer_record(item, &updates);
-        let mut line = serde_json::to_vec(&record).expect("a record serialises");
-        line.push(b'\n');
-        line
+    }
+
+    /// The pointer updates, one line per pointer item, in the file `name`
+    /// beside `data/` ([`super::pointer_file`]).
+    async fn write_pointer_file(&self, name: &str, items: &mut Items) -> Result<(), EngineError> {
+        let mut out = self.dest.create_beside(name).await?;
+        loop {
+            let pointer_items = self.pointer_items_from(items, POINTER_ITEMS_AT_ONCE)?;
+            if pointer_items.is_empty() {
+                break;
+            }
+            let mut bytes = Vec::new();
+            for (_, updates) in &pointer_items {
+                bytes.extend(super::pointer_file::line(updates));
+            }
+            if let Err(e) = out.write(&bytes).await {
+                out.abort().await;
+                return Err(e);
+            }
+        }
+        out.finish().await
     }
 
     /// Spreads `items` (partition key, item text) over the file slots by

@@ -22,7 +22,7 @@ pub struct Manifest {
     /// The table the mapping describes.
     pub table: String,
     /// What loads the files: `import` (a new table) or `bulk-put` (an
-    /// existing table; pointer items carry their condition).
+    /// existing table; the pointer updates in `pointer_file`).
     #[serde(rename = "for")]
     pub export_for: &'static str,
     /// `DYNAMODB_JSON`: one `{"Item": {…}}` object per line.
@@ -37,6 +37,11 @@ pub struct Manifest {
     pub entities: Vec<EntityCounts>,
     /// Pointer items written, per pointer.
     pub pointers: Vec<PointerCount>,
+    /// For bulk put: the file beside `data/` that holds the pointer
+    /// updates (`sql2ddb pointers` writes them after the bulk put); the
+    /// data files then hold no pointer item.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pointer_file: Option<String>,
     /// The run's rejects file; null when no row was rejected.
     pub rejects_file: Option<String>,
 }
@@ -92,6 +97,7 @@ impl Manifest {
                 })
                 .collect(),
             pointers,
+            pointer_file: None,
             rejects_file: report.rejects_file.clone(),
         }
     }

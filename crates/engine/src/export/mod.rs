@@ -21,6 +21,7 @@ pub mod existing;
 pub mod files;
 pub mod manifest;
 pub mod output;
+pub mod pointer_file;
 mod pointer_set;
 #[cfg(test)]
 mod tests;
@@ -67,7 +68,8 @@ pub enum ExportFor {
     #[default]
     Import,
     /// Bulk put items (`start-bulk-put-items`): into an existing table;
-    /// pointer items carry their condition.
+    /// the pointer updates go to a file of their own, written afterwards by
+    /// `sql2ddb pointers` ([`pointer_file`]).
     BulkPut,
 }
 
@@ -104,6 +106,11 @@ pub struct ExportReport {
     /// (`--for bulk-put`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub bulk_put_command: Option<String>,
+    /// Where the pointer updates are (`--for bulk-put` with pointers): the
+    /// file `sql2ddb pointers MAPPING --from FILE` writes once the bulk put
+    /// has finished.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pointer_file: Option<String>,
 }
 
 /// Exports the items `plan` maps from its source into files at `opts.out`.
@@ -147,7 +154,7 @@ pub async fn export(
     let files = files.with_names(names.clone());
     let files = Arc::new(match opts.export_for {
         ExportFor::Import => files,
-        ExportFor::BulkPut => files.with_pointer_conditions(),
+        ExportFor::BulkPut => files.with_pointer_file(names.beside(pointer_file::POINTER_FILE)),
     });
     let run_opts = RunOptions {
         run_id: Some(run_id),
@@ -169,6 +176,7 @@ pub async fn export(
         table_creation_file: None,
         import_command: None,
         bulk_put_command: None,
+        pointer_file: None,
         run,
     };
     if !matches!(report.run.status, RunStatus::Ok | RunStatus::Rejected) {
@@ -222,6 +230,11 @@ async fn settle(
     let region = opts.s3.region.as_deref().or(plan.target.region.as_deref());
     if opts.export_for == ExportFor::BulkPut {
         // Into an existing table: no table to create, so no parameters.
+        if !plan.pointers().is_empty() {
+            let name = names.beside(pointer_file::POINTER_FILE);
+            report.pointer_file = Some(dest.place(&name));
+            manifest.pointer_file = Some(name);
+        }
         report.manifest_file = Some(dest.put(&manifest_name, pretty(&manifest)).await?);
         report.bulk_put_command = Some(bulk_put::bulk_put_command(
             opts.compression,

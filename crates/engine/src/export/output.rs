@@ -99,7 +99,16 @@ impl Destination {
 
     /// Starts data file `name` (under `data/`).
     pub async fn create(&self, name: &str) -> Result<FileOut, EngineError> {
-        let relative = format!("{DATA_DIR}/{name}");
+        self.create_at(format!("{DATA_DIR}/{name}")).await
+    }
+
+    /// Starts file `name` beside the `data/` folder, written as it grows
+    /// (the pointer updates of a bulk put export).
+    pub async fn create_beside(&self, name: &str) -> Result<FileOut, EngineError> {
+        self.create_at(name.to_string()).await
+    }
+
+    async fn create_at(&self, relative: String) -> Result<FileOut, EngineError> {
         match self {
             Destination::Dir(dir) => {
                 let path = dir.join(&relative);

@@ -342,43 +342,15 @@ async fn apply_steps(
                 side.record.caught_up(side.progress).await;
             }
             Step::Batch(prepared) => {
-                let end = prepared.end.clone();
                 if prepared.changes > 0 {
                     last_change = Instant::now();
                 }
-                let (started, changes) = (Instant::now(), prepared.changes);
-                // The batch before moves its checkpoint meanwhile.
-                let before = written.take();
-                let (moved, wrote) = tokio::join!(
-                    commit(side.checkpoint, side.source, before.as_ref()),
-                    apply::write(side.by_table, *prepared, side.target, &mut applied.counts)
-                );
-                moved?;
-                if let Some(before) = before {
-                    record(&mut side, applied, &before).await;
-                }
-                wrote?;
-                let write_ms = started.elapsed().as_millis() as u64;
-                let now = Written {
-                    end,
-                    counts: applied.counts.clone(),
+                let batch = BatchStep {
+                    permits,
+                    overlap,
+                    written: &mut written,
                 };
-                let fence = side.fenced && now.end.fence;
-                if overlap && !fence {
-                    tracing::debug!(changes, write_ms, "follow: batch written");
-                    permits.add_permits(1);
-                    written = Some(now);
-                } else {
-                    confirm(&mut side, applied, Some(now)).await?;
-                    tracing::debug!(
-                        changes,
-                        write_ms,
-                        checkpoint_ms = started.elapsed().as_millis() as u64 - write_ms,
-                        "follow: batch written, checkpoint moved"
-                    );
-                    permits.add_permits(1);
-                }
-                if fence {
+                if apply_batch(&mut side, applied, *prepared, batch).await? {
                     return Ok(FollowEnd::CutOver);
                 }
             }
@@ -388,6 +360,59 @@ async fn apply_steps(
             note(&side, &applied.counts).await?;
         }
     }
+}
+
+/// What one batch's step shares with the loop around it.
+struct BatchStep<'a> {
+    permits: &'a Semaphore,
+    /// The checkpoint moves while the next batch is written.
+    overlap: bool,
+    /// The batch written before, whose checkpoint has not moved yet.
+    written: &'a mut Option<Written>,
+}
+
+/// Writes one prepared batch while the batch before moves its checkpoint;
+/// its own checkpoint moves now, or with the next batch when they overlap.
+/// Returns whether the batch ended at the cutover's fence.
+async fn apply_batch(
+    side: &mut WriteSide<'_>,
+    applied: &mut Applied,
+    prepared: Prepared,
+    step: BatchStep<'_>,
+) -> Result<bool, EngineError> {
+    let end = prepared.end.clone();
+    let (started, changes) = (Instant::now(), prepared.changes);
+    let before = step.written.take();
+    let (moved, wrote) = tokio::join!(
+        commit(side.checkpoint, side.source, before.as_ref()),
+        apply::write(side.by_table, prepared, side.target, &mut applied.counts)
+    );
+    moved?;
+    if let Some(before) = before {
+        record(side, applied, &before).await;
+    }
+    wrote?;
+    let write_ms = started.elapsed().as_millis() as u64;
+    let now = Written {
+        end,
+        counts: applied.counts.clone(),
+    };
+    let fence = side.fenced && now.end.fence;
+    if step.overlap && !fence {
+        tracing::debug!(changes, write_ms, "follow: batch written");
+        step.permits.add_permits(1);
+        *step.written = Some(now);
+    } else {
+        confirm(side, applied, Some(now)).await?;
+        tracing::debug!(
+            changes,
+            write_ms,
+            checkpoint_ms = started.elapsed().as_millis() as u64 - write_ms,
+            "follow: batch written, checkpoint moved"
+        );
+        step.permits.add_permits(1);
+    }
+    Ok(fence)
 }
 
 /// Moves the checkpoint past `batch` (written), if any.

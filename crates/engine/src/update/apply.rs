@@ -194,35 +194,11 @@ pub(crate) async fn run_segment(shared: Arc<Shared>, index: usize, segment: Opti
         if let Some(rcu) = &shared.rcu {
             rcu.acquire(units.ceil() as u64).await;
         }
-        match shared.write {
-            None => {
-                let mut cost = shared.cost.lock().expect("cost lock");
-                page.items.iter().for_each(|item| cost.add(item));
-            }
-            Some(_) => {
-                if let Some(hook) = &shared.on_page {
-                    hook(page.items.clone()).await;
-                }
-                let written = match (&shared.queued, &shared.batch_put) {
-                    (Some(_), _) if page.items.is_empty() => Written::default(),
-                    (Some(q), _) => {
-                        let at = (index as u32, state.counts.pages);
-                        if let Err(e) = q.send(&shared.keys, at, page.items).await {
-                            return shared.halt(&e);
-                        }
-                        Written::default()
-                    }
-                    (None, Some(batch)) => put_page(&shared, batch, page.items).await,
-                    (None, None) => write_page(&shared, page.items).await,
-                };
-                if written.kept_refusing {
-                    // The table kept refusing some of the page's items past
-                    // the retry budget (the job is halted): the page is not
-                    // recorded, so `--resume` reads and writes it again.
-                    return;
-                }
-                tally.add(&written.counts);
-            }
+        match take_page(&shared, (index as u32, state.counts.pages), page.items).await {
+            Some(counts) => tally.add(&counts),
+            // Halted, or a page whose items the table kept refusing: not
+            // recorded, so `--resume` reads and writes it again.
+            None => return,
         }
         let page_index = state.counts.pages;
         state.counts.add(&tally);
@@ -237,6 +213,38 @@ pub(crate) async fn run_segment(shared: Arc<Shared>, index: usize, segment: Opti
             UpdateProgress::add(&shared.progress.segments_done, 1);
             return;
         }
+    }
+}
+
+/// What the job does with one page's matched items, `at` (segment, page)
+/// in the scan: counts them for the estimate, or sends them to the queue,
+/// or writes them. `None` when the job halted on it, or when the table kept
+/// refusing some of its items past the retry budget (the job is halted):
+/// the page must then not be recorded.
+async fn take_page(shared: &Arc<Shared>, at: (u32, u64), items: Vec<Item>) -> Option<Counts> {
+    if shared.write.is_none() {
+        let mut cost = shared.cost.lock().expect("cost lock");
+        items.iter().for_each(|item| cost.add(item));
+        return Some(Counts::default());
+    }
+    if let Some(hook) = &shared.on_page {
+        hook(items.clone()).await;
+    }
+    let written = match (&shared.queued, &shared.batch_put) {
+        (Some(_), _) if items.is_empty() => Written::default(),
+        (Some(q), _) => {
+            if let Err(e) = q.send(&shared.keys, at, items).await {
+                shared.halt(&e);
+                return None;
+            }
+            Written::default()
+        }
+        (None, Some(batch)) => put_page(shared, batch, items).await,
+        (None, None) => write_page(shared, items).await,
+    };
+    match written.kept_refusing {
+        true => None,
+        false => Some(written.counts),
     }
 }
 
