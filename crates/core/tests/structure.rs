@@ -325,7 +325,7 @@ impl Files {
     fn resolve(&self, path: &[String], depth: u32) -> Option<Vec<String>> {
         let k = (0..=path.len())
             .rev()
-            .find(|k| self.files.contains(&path[..*k].to_vec()))?;
+            .find(|k| self.files.contains(&path[..*k]))?;
         let file = path[..k].to_vec();
         if let (Some(next), true) = (path.get(k), depth < 8) {
             if let Some(to) = self.reexports.get(&file).and_then(|r| r.get(next)) {

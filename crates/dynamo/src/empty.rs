@@ -15,8 +15,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, Select, WriteRequest};
 use futures::future::try_join_all;
-use sql2ddb_core::limits::MAX_BATCH_ITEMS;
 use sql2ddb_aws::{Attempt, Retrier};
+use sql2ddb_core::limits::MAX_BATCH_ITEMS;
 use sql2ddb_core::KeyAttr;
 
 use crate::client::Dynamo;

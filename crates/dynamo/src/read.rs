@@ -15,8 +15,8 @@ use sql2ddb_core::Item;
 use crate::client::Dynamo;
 use crate::convert::{item_from_sdk, item_to_sdk};
 use crate::error::{call_error, local_error, DynamoError};
-use crate::retry::again;
 use crate::limiter::WriteCapacityLimiter;
+use crate::retry::again;
 
 /// Most keys in one `BatchGetItem` call (DynamoDB's limit).
 pub const MAX_BATCH_GET_KEYS: usize = 100;

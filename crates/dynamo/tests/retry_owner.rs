@@ -81,5 +81,9 @@ async fn a_refused_call_reaches_the_server_once() {
         r#"{"__type":"com.amazon.coral.validate#ValidationException","message":"bad key"}"#,
     );
     let (message, failure, seen) = delete_against(refused, POLICY).await;
-    assert_eq!((seen, failure), (1, Some(Failure::ItemRejected)), "{message}");
+    assert_eq!(
+        (seen, failure),
+        (1, Some(Failure::ItemRejected)),
+        "{message}"
+    );
 }

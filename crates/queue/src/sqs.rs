@@ -12,8 +12,8 @@ use sql2ddb_aws::{sdk_message, Attempt, Retrier, RetryPolicy};
 use crate::codec;
 use crate::error::call_err;
 use crate::parts::{encode_split, MAX_MESSAGE_BYTES};
-pub use crate::retry::{DEFAULT_ENTRY_RETRY, RECEIVE_RETRY};
 use crate::retry::{attempt_of, gave_up_message, sdk_once};
+pub use crate::retry::{DEFAULT_ENTRY_RETRY, RECEIVE_RETRY};
 use crate::{AckHandle, Message, QueueDepth, QueueError, Received, WorkQueue};
 
 /// Entries per `SendMessageBatch` call (the service's limit).
@@ -111,7 +111,47 @@ impl SqsQueue {
 
     /// Sends encoded bodies: in calls of at most [`MAX_BATCH_ENTRIES`] whose
     /// bodies total at most [`MAX_MESSAGE_BYTES`], re-sending failed entries.
-    /// Sends `bodies` in calls within SQS's limits; the entries a call reports
+    pub(crate) async fn send_bodies(&self, bodies: Vec<String>) -> Result<(), QueueError> {
+        send_bodies(&self.client, &self.url, bodies, self.retry).await
+    }
+
+    async fn change_visibility(
+        &self,
+        handle: &AckHandle,
+        visibility: Duration,
+    ) -> Result<(), QueueError> {
+        let secs = visibility.min(MAX_VISIBILITY).as_secs_f64().ceil() as i32;
+        self.client
+            .change_message_visibility()
+            .queue_url(&self.url)
+            .receipt_handle(handle.as_str())
+            .visibility_timeout(secs)
+            .send()
+            .await
+            .map_err(|e| call_err("ChangeMessageVisibility", &self.url, sdk_message(&e)))?;
+        Ok(())
+    }
+}
+
+/// Groups bodies into calls within SQS's limits (count and total size).
+fn group_bodies(bodies: Vec<String>) -> Vec<Vec<String>> {
+    let mut groups: Vec<Vec<String>> = Vec::new();
+    let mut size = 0;
+    for body in bodies {
+        let fits = groups
+            .last()
+            .is_some_and(|g| g.len() < MAX_BATCH_ENTRIES && size + body.len() <= MAX_MESSAGE_BYTES);
+        if !fits {
+            groups.push(Vec::new());
+            size = 0;
+        }
+        size += body.len();
+        groups.last_mut().expect("just pushed").push(body);
+    }
+    groups
+}
+
+/// Sends `bodies` in calls within SQS's limits; the entries a call reports
 /// failed are sent again by the retry engine (a retry of part of the call),
 /// a failed call is the SDK's to retry.
 pub(crate) async fn send_bodies(
@@ -203,7 +243,11 @@ async fn send_some(
         .iter()
         .find(|f| pending.iter().any(|(id, _)| id == f.id()))
         .map_or_else(|| "entries missing from the answer".to_string(), describe);
-    tracing::debug!(queue = url, failed = pending.len(), "re-sending failed entries");
+    tracing::debug!(
+        queue = url,
+        failed = pending.len(),
+        "re-sending failed entries"
+    );
     let error = Unsent::Entries {
         left: pending.len(),
         last,

@@ -237,7 +237,14 @@ impl Retrier {
                 Attempt::GiveUp(error) => {
                     let attempts = tally.attempts;
                     let spent = None;
-                    return (Err(GaveUp { error, spent, attempts }), tally);
+                    return (
+                        Err(GaveUp {
+                            error,
+                            spent,
+                            attempts,
+                        }),
+                        tally,
+                    );
                 }
                 Attempt::Retry {
                     work,
@@ -259,10 +266,23 @@ impl Retrier {
             if let Some(spent) = self.policy.spent(&stalls, elapsed) {
                 let attempts = tally.attempts;
                 let spent = Some(spent);
-                return (Err(GaveUp { error, spent, attempts }), tally);
+                return (
+                    Err(GaveUp {
+                        error,
+                        spent,
+                        attempts,
+                    }),
+                    tally,
+                );
             }
             let delay = self.policy.within_budget(self.delay(refusals), elapsed);
-            tracing::debug!(what, attempts = tally.attempts, throttled, ?delay, "retrying");
+            tracing::debug!(
+                what,
+                attempts = tally.attempts,
+                throttled,
+                ?delay,
+                "retrying"
+            );
             self.sleep(delay).await;
             tally.waited += delay;
             work = next;

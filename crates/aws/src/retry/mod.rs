@@ -97,7 +97,8 @@ impl RetryPolicy {
     /// A full-jitter delay before retry number `retry` (1-based), its
     /// fraction of the ceiling drawn from `jitter`.
     pub fn delay(&self, retry: u32, jitter: &dyn Jitter) -> Duration {
-        self.ceiling(retry).mul_f64(jitter.fraction().clamp(0.0, 1.0))
+        self.ceiling(retry)
+            .mul_f64(jitter.fraction().clamp(0.0, 1.0))
     }
 
     /// The policy with `budget` for throttling.

@@ -39,9 +39,7 @@ fn with_a_budget_throttling_is_retried_until_the_budget_whatever_the_count() {
     // the last wait ending no later than the budget.
     for i in 0..1000 {
         let elapsed = Duration::from_millis(59 * i);
-        let wait = p
-            .next(&mut r, true, elapsed, &rng)
-            .expect("within budget");
+        let wait = p.next(&mut r, true, elapsed, &rng).expect("within budget");
         assert!(elapsed + wait <= Duration::from_secs(60));
     }
     assert_eq!(
@@ -55,10 +53,7 @@ fn with_a_budget_throttling_is_retried_until_the_budget_whatever_the_count() {
     assert!(p.next(&mut r, false, zero, &rng).is_ok());
     assert!(p.next(&mut r, true, zero, &rng).is_ok());
     assert!(p.next(&mut r, false, zero, &rng).is_ok());
-    assert_eq!(
-        p.next(&mut r, false, zero, &rng),
-        Err(Spent::Attempts(4))
-    );
+    assert_eq!(p.next(&mut r, false, zero, &rng), Err(Spent::Attempts(4)));
 }
 
 #[test]
@@ -71,10 +66,7 @@ fn without_a_budget_throttling_counts_as_an_attempt() {
     let mut r = Refusals::default();
     let zero = Duration::ZERO;
     assert!(p.next(&mut r, true, zero, &rng).is_ok());
-    assert_eq!(
-        p.next(&mut r, true, zero, &rng),
-        Err(Spent::Attempts(2))
-    );
+    assert_eq!(p.next(&mut r, true, zero, &rng), Err(Spent::Attempts(2)));
     assert_eq!(
         p.within_budget(Duration::from_secs(9), zero),
         Duration::from_secs(9)
@@ -256,7 +248,10 @@ async fn with_a_budget_throttling_ends_at_the_budget_and_other_failures_at_the_c
         })
         .await;
     let gave_up = out.unwrap_err();
-    assert_eq!((gave_up.spent, gave_up.attempts), (Some(Spent::Attempts(6)), 6));
+    assert_eq!(
+        (gave_up.spent, gave_up.attempts),
+        (Some(Spent::Attempts(6)), 6)
+    );
 }
 
 #[tokio::test(start_paused = true)]
