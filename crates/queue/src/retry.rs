@@ -86,9 +86,13 @@ where
     }
 }
 
-/// What one call of an operation the engine retries came to; the error is
-/// what SQS or the transport said.
-pub(crate) fn attempt_of<T, E>(result: Result<T, SdkError<E, HttpResponse>>) -> Attempt<T, String>
+/// What one call of `operation`, which the engine retries, came to; the
+/// error is what SQS or the transport said. A failure that may pass is
+/// logged as a warning: a worker waiting out an outage says so.
+pub(crate) fn attempt_of<T, E>(
+    operation: &str,
+    result: Result<T, SdkError<E, HttpResponse>>,
+) -> Attempt<T, String>
 where
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
@@ -97,11 +101,15 @@ where
         Err(err) => err,
     };
     match retryable(&err) {
-        Some(throttled) => Attempt::Retry {
-            work: (),
-            throttled,
-            error: sdk_message(&err),
-        },
+        Some(throttled) => {
+            let error = sdk_message(&err);
+            tracing::warn!(operation, %error, "SQS call failed; it may be tried again");
+            Attempt::Retry {
+                work: (),
+                throttled,
+                error,
+            }
+        }
         None => Attempt::GiveUp(sdk_message(&err)),
     }
 }

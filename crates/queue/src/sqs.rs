@@ -353,7 +353,7 @@ impl WorkQueue for SqsQueue {
                     .customize()
                     .config_override(sdk_once())
                     .send();
-                async move { attempt_of(call.await) }
+                async move { attempt_of("ReceiveMessage", call.await) }
             })
             .await
             .map_err(|g| call_err("ReceiveMessage", &self.url, gave_up_message(g)))?;
