@@ -5,8 +5,8 @@
 //! lose what it was given beside its items (its indexes as built, streams,
 //! TTL, tags, alarms, backups), so a table is emptied item by item: a
 //! parallel `Scan` that reads only the key attributes, and `BatchWriteItem`
-//! calls of up to 25 delete requests. Every call goes through the crate's
-//! one retry loop (the SDK's retries are off); the delete requests DynamoDB
+//! calls of up to 25 delete requests. Every call goes through the one retry
+//! engine (the SDK's retries are off); the delete requests DynamoDB
 //! returns as unprocessed are sent again after a backoff, as they came back
 //! (they carry their keys), until none is left or the attempts run out.
 
@@ -15,14 +15,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use aws_sdk_dynamodb::types::{AttributeValue, DeleteRequest, Select, WriteRequest};
 use futures::future::try_join_all;
+use sql2ddb_aws::{Attempt, Retrier};
 use sql2ddb_core::limits::MAX_BATCH_ITEMS;
 use sql2ddb_core::KeyAttr;
 
 use crate::client::Dynamo;
-use crate::error::{local_error, DynamoError};
+use crate::error::{call_error, local_error, DynamoError};
 use crate::failure::Failure;
 use crate::limiter::WriteCapacityLimiter;
-use crate::retry::retried;
+use crate::retry::{after_attempts, again, retried};
 use crate::writer::RetryPolicy;
 
 /// A count stops once it has seen this many items: enough to say that a
@@ -202,17 +203,17 @@ async fn empty_segment(
 }
 
 /// Deletes the items at `keys` (at most 25) in one `BatchWriteItem`, then
-/// sends what comes back unprocessed again after a backoff. An attempt is
-/// spent by a call that deleted nothing: one that deleted some of its keys
-/// shows the table taking deletes, and its remainder waits its turn.
+/// sends what comes back unprocessed again after a backoff, through the one
+/// retry engine. An attempt is spent by a call that deleted nothing: one
+/// that deleted some of its keys shows the table taking deletes, and its
+/// remainder waits its turn (a retry of part of the call).
 async fn delete_keys(
     dynamo: &Dynamo,
     e: &Emptying<'_>,
     keys: Vec<HashMap<String, AttributeValue>>,
     deleted: &AtomicU64,
 ) -> Result<(), DynamoError> {
-    let client = dynamo.sdk();
-    let mut pending = keys
+    let pending = keys
         .into_iter()
         .map(|key| {
             DeleteRequest::builder()
@@ -222,48 +223,79 @@ async fn delete_keys(
                 .map_err(|err| local_error("BatchWriteItem", e.table, err.to_string()))
         })
         .collect::<Result<Vec<WriteRequest>, DynamoError>>()?;
-    let mut attempts = 0u32;
-    let mut refusals = 0u32;
-    while !pending.is_empty() {
-        if let Some(limiter) = e.limiter {
-            limiter
-                .acquire(pending.len() as u64 * e.units_per_delete.max(1))
-                .await;
-        }
-        let sent = pending.len();
-        let out = retried(&e.retry, "BatchWriteItem", || {
-            client
-                .batch_write_item()
-                .request_items(e.table, pending.clone())
-                .send()
+    let out = Retrier::new(e.retry)
+        .run("BatchWriteItem", pending, |pending| {
+            delete_some(dynamo, e, pending, deleted)
         })
-        .await
-        .map_err(|err| err.into_error("BatchWriteItem", e.table))?;
-        pending = out
-            .unprocessed_items
-            .and_then(|mut by_table| by_table.remove(e.table))
-            .unwrap_or_default();
-        deleted.fetch_add((sent - pending.len().min(sent)) as u64, Ordering::Relaxed);
-        if pending.is_empty() {
-            break;
-        }
-        refusals += 1;
-        if pending.len() >= sent {
-            attempts += 1;
-        }
-        if attempts >= e.retry.max_attempts.max(1) {
-            return Err(DynamoError::Call {
-                operation: "BatchWriteItem",
-                table: e.table.to_string(),
-                message: format!(
-                    "{} delete requests still unprocessed after {refusals} calls",
-                    pending.len()
-                ),
-                failure: Some(Failure::Throttled),
-            });
-        }
-        let delay = e.retry.delay(refusals, &mut rand::rng());
-        tokio::time::sleep(delay).await;
+        .await;
+    out.map_err(|gave_up| match gave_up.error {
+        Refused::Call(err) => after_attempts(err, gave_up.attempts),
+        Refused::Unprocessed(left) => DynamoError::Call {
+            operation: "BatchWriteItem",
+            table: e.table.to_string(),
+            message: format!(
+                "{left} delete requests still unprocessed after {} calls",
+                gave_up.attempts
+            ),
+            failure: Some(Failure::Throttled),
+        },
+    })
+}
+
+/// Why a `BatchWriteItem` of delete requests left some undone.
+enum Refused {
+    /// The call failed.
+    Call(DynamoError),
+    /// The call returned this many delete requests unprocessed.
+    Unprocessed(usize),
+}
+
+/// One `BatchWriteItem` of the delete requests `pending`: done when none
+/// comes back unprocessed, else those to send again.
+async fn delete_some(
+    dynamo: &Dynamo,
+    e: &Emptying<'_>,
+    pending: Vec<WriteRequest>,
+    deleted: &AtomicU64,
+) -> Attempt<(), Refused, Vec<WriteRequest>> {
+    if let Some(limiter) = e.limiter {
+        limiter
+            .acquire(pending.len() as u64 * e.units_per_delete.max(1))
+            .await;
     }
-    Ok(())
+    let sent = pending.len();
+    let call = dynamo
+        .sdk()
+        .batch_write_item()
+        .request_items(e.table, pending.clone())
+        .send()
+        .await;
+    let out = match call {
+        Ok(out) => out,
+        Err(err) => {
+            let err = call_error("BatchWriteItem", e.table, &err);
+            return again(pending, err).map_error(Refused::Call);
+        }
+    };
+    let rest = out
+        .unprocessed_items
+        .and_then(|mut by_table| by_table.remove(e.table))
+        .unwrap_or_default();
+    deleted.fetch_add((sent - rest.len().min(sent)) as u64, Ordering::Relaxed);
+    if rest.is_empty() {
+        return Attempt::Done(());
+    }
+    let error = Refused::Unprocessed(rest.len());
+    match rest.len() < sent {
+        true => Attempt::RetryPart {
+            rest,
+            throttled: true,
+            error,
+        },
+        false => Attempt::Retry {
+            work: rest,
+            throttled: true,
+            error,
+        },
+    }
 }

@@ -1,15 +1,18 @@
-//! Everything of sql2ddb that calls DynamoDB: the client, the batch writer
-//! with its retry loop, table admin, and the embedded local endpoint.
+//! Everything of sql2ddb that calls DynamoDB: the client, the batch writer,
+//! table admin, and the embedded local endpoint.
 //!
 //! Every request goes through the SDK's client, held by a [`Dynamo`] made
 //! from the process's AWS context (no other crate names a DynamoDB SDK type); the
 //! batch writer's body is the items' own text ([`calls`]).
 //!
-//! Retries have one owner per call: the SDK's own retries are switched off;
-//! [`writer::BatchWriter`] retries failed calls and `UnprocessedItems` of
-//! its chunks, and every other call is retried by one loop (`retry`), with
-//! the same capped exponential backoff and full jitter, so attempts never
-//! multiply. Every failed call is classified once, from its error code and
+//! Retries have one owner per call: the SDK's own retries are switched off
+//! and every call is retried by `sql2ddb-aws`'s retry engine
+//! ([`sql2ddb_aws::Retrier`]), with the same capped exponential backoff and
+//! full jitter, so attempts never multiply: whole calls, and the part of a
+//! call that came back unprocessed (`UnprocessedKeys`, a table's emptying).
+//! [`writer::BatchWriter`]'s chunks keep an account per item (each its own
+//! budget, refused items resent among fresh ones), with the engine's
+//! backoff, jitter and sleep. Every failed call is classified once, from its error code and
 //! HTTP status, as a [`Failure`]: throttled, transient, a fault of the
 //! table, or a refused request.
 

@@ -9,14 +9,14 @@ use std::collections::HashMap;
 use std::ops::ControlFlow;
 
 use aws_sdk_dynamodb::types::{AttributeValue, KeysAndAttributes, ReturnConsumedCapacity};
-use sql2ddb_aws::{Refusals, RetryPolicy};
+use sql2ddb_aws::{Attempt, Retrier, RetryPolicy};
 use sql2ddb_core::Item;
 
 use crate::client::Dynamo;
 use crate::convert::{item_from_sdk, item_to_sdk};
 use crate::error::{call_error, local_error, DynamoError};
-use crate::failure::Failure;
 use crate::limiter::WriteCapacityLimiter;
+use crate::retry::again;
 
 /// Most keys in one `BatchGetItem` call (DynamoDB's limit).
 pub const MAX_BATCH_GET_KEYS: usize = 100;
@@ -47,25 +47,25 @@ pub async fn scan_segment(
     let client = dynamo.sdk();
     let mut start: Option<HashMap<String, AttributeValue>> = None;
     loop {
-        let mut tries = Tries::start();
-        let out = loop {
-            let call = client
-                .scan()
-                .table_name(s.table)
-                .segment(s.segment)
-                .total_segments(s.total)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .set_exclusive_start_key(start.clone())
-                .send()
-                .await;
-            match call {
-                Ok(out) => break out,
-                Err(e) => {
-                    let err = call_error("Scan", s.table, &e);
-                    retry_or_fail(&s.retry, &mut tries, err).await?;
+        let out = Retrier::new(s.retry)
+            .run("Scan", (), |()| {
+                let call = client
+                    .scan()
+                    .table_name(s.table)
+                    .segment(s.segment)
+                    .total_segments(s.total)
+                    .return_consumed_capacity(ReturnConsumedCapacity::Total)
+                    .set_exclusive_start_key(start.clone())
+                    .send();
+                async move {
+                    match call.await {
+                        Ok(out) => Attempt::Done(out),
+                        Err(e) => again((), call_error("Scan", s.table, &e)),
+                    }
                 }
-            }
-        };
+            })
+            .await
+            .map_err(|gave_up| gave_up.error)?;
         spend(
             s.limiter,
             out.consumed_capacity().and_then(|c| c.capacity_units()),
@@ -83,8 +83,8 @@ pub async fn scan_segment(
 
 /// Fetches the items at `keys` (strongly consistent reads), at most
 /// [`MAX_BATCH_GET_KEYS`] per call; keys without an item are absent from the
-/// answer. `UnprocessedKeys` are asked again after a backoff, up to the
-/// policy's attempts.
+/// answer. `UnprocessedKeys` are asked again after a backoff (a retry of
+/// part of the call), within the policy.
 pub async fn batch_get(
     dynamo: &Dynamo,
     table: &str,
@@ -92,99 +92,91 @@ pub async fn batch_get(
     limiter: Option<&WriteCapacityLimiter>,
     retry: RetryPolicy,
 ) -> Result<Vec<Item>, DynamoError> {
-    let client = dynamo.sdk();
     let mut found = Vec::with_capacity(keys.len());
     for chunk in keys.chunks(MAX_BATCH_GET_KEYS) {
-        let mut pending: Vec<HashMap<String, AttributeValue>> =
-            chunk.iter().map(item_to_sdk).collect();
-        let mut tries = Tries::start();
-        while !pending.is_empty() {
-            let request = KeysAndAttributes::builder()
-                .set_keys(Some(pending.clone()))
-                .consistent_read(true)
-                .build()
-                .map_err(|e| local_error("BatchGetItem", table, e.to_string()))?;
-            let call = client
-                .batch_get_item()
-                .request_items(table, request)
-                .return_consumed_capacity(ReturnConsumedCapacity::Total)
-                .send()
-                .await;
-            let out = match call {
-                Ok(out) => out,
-                Err(e) => {
-                    let err = call_error("BatchGetItem", table, &e);
-                    retry_or_fail(&retry, &mut tries, err).await?;
-                    continue;
-                }
-            };
-            let units = out
-                .consumed_capacity()
-                .iter()
-                .filter_map(|c| c.capacity_units())
-                .sum();
-            spend(limiter, Some(units)).await;
-            if let Some(items) = out.responses().and_then(|r| r.get(table)) {
-                found.extend(items.iter().map(item_from_sdk));
-            }
-            pending = out
-                .unprocessed_keys()
-                .and_then(|u| u.get(table))
-                .map(|k| k.keys().to_vec())
-                .unwrap_or_default();
-            if !pending.is_empty() {
-                let err = local_error(
-                    "BatchGetItem",
-                    table,
-                    format!("{} keys still unprocessed", pending.len()),
-                );
-                retry_or_fail(&retry, &mut tries, err).await?;
-            }
-        }
+        let fetch = Fetch {
+            pending: chunk.iter().map(item_to_sdk).collect(),
+            found,
+        };
+        found = Retrier::new(retry)
+            .run("BatchGetItem", fetch, |fetch| {
+                get_some(dynamo, table, limiter, fetch)
+            })
+            .await
+            .map_err(|gave_up| gave_up.error)?;
     }
     Ok(found)
 }
 
-/// The refusals of one call so far, and when it was first made.
-struct Tries {
-    refusals: Refusals,
-    since: tokio::time::Instant,
+/// The keys of a chunk not read yet, and the items read so far.
+struct Fetch {
+    pending: Vec<HashMap<String, AttributeValue>>,
+    found: Vec<Item>,
 }
 
-impl Tries {
-    fn start() -> Tries {
-        Tries {
-            refusals: Refusals::default(),
-            since: tokio::time::Instant::now(),
-        }
-    }
-}
-
-/// Waits before the next attempt when `err` is worth retrying and the
-/// policy allows it (throttling within its budget); returns `err`
-/// otherwise.
-async fn retry_or_fail(
-    policy: &RetryPolicy,
-    tries: &mut Tries,
-    err: DynamoError,
-) -> Result<(), DynamoError> {
-    // Keys returned unprocessed (no failure of a call) are the table's
-    // throttling, and retried as such.
-    let (retryable, throttled) = match err.failure() {
-        None => (true, true),
-        Some(f) => (f.is_retryable(), f == Failure::Throttled),
+/// One `BatchGetItem` of the keys `fetch` has pending: done when none is
+/// left unprocessed, else the rest to ask again.
+async fn get_some(
+    dynamo: &Dynamo,
+    table: &str,
+    limiter: Option<&WriteCapacityLimiter>,
+    mut fetch: Fetch,
+) -> Attempt<Vec<Item>, DynamoError, Fetch> {
+    let request = KeysAndAttributes::builder()
+        .set_keys(Some(fetch.pending.clone()))
+        .consistent_read(true)
+        .build();
+    let request = match request {
+        Ok(r) => r,
+        Err(e) => return Attempt::GiveUp(local_error("BatchGetItem", table, e.to_string())),
     };
-    if !retryable {
-        return Err(err);
+    let call = dynamo
+        .sdk()
+        .batch_get_item()
+        .request_items(table, request)
+        .return_consumed_capacity(ReturnConsumedCapacity::Total)
+        .send()
+        .await;
+    let out = match call {
+        Ok(out) => out,
+        Err(e) => return again(fetch, call_error("BatchGetItem", table, &e)),
+    };
+    let units = out
+        .consumed_capacity()
+        .iter()
+        .filter_map(|c| c.capacity_units())
+        .sum();
+    spend(limiter, Some(units)).await;
+    if let Some(items) = out.responses().and_then(|r| r.get(table)) {
+        fetch.found.extend(items.iter().map(item_from_sdk));
     }
-    let elapsed = tries.since.elapsed();
-    let next = policy.next(&mut tries.refusals, throttled, elapsed, &mut rand::rng());
-    match next {
-        Ok(delay) => {
-            tokio::time::sleep(delay).await;
-            Ok(())
-        }
-        Err(_) => Err(err),
+    let sent = fetch.pending.len();
+    fetch.pending = out
+        .unprocessed_keys()
+        .and_then(|u| u.get(table))
+        .map(|k| k.keys().to_vec())
+        .unwrap_or_default();
+    let left = fetch.pending.len();
+    if left == 0 {
+        return Attempt::Done(fetch.found);
+    }
+    // Keys returned unprocessed are the table's throttling.
+    let error = local_error(
+        "BatchGetItem",
+        table,
+        format!("{left} keys still unprocessed"),
+    );
+    match left < sent {
+        true => Attempt::RetryPart {
+            rest: fetch,
+            throttled: true,
+            error,
+        },
+        false => Attempt::Retry {
+            work: fetch,
+            throttled: true,
+            error,
+        },
     }
 }
 

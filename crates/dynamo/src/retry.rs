@@ -1,12 +1,12 @@
-//! The retry loop of every DynamoDB call but the writers' chunks (whose
-//! loop, in [`crate::writer`], also retries part of a call): one policy,
-//! one classifier ([`Failure::of`]), the SDK's own retries off.
+//! Every DynamoDB call made once and retried by the one retry engine
+//! ([`Retrier`]): one policy, one classifier ([`Failure::of`]), the SDK's
+//! own retries off.
 
 use std::future::Future;
 
 use aws_sdk_dynamodb::config::http::HttpResponse;
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
-use sql2ddb_aws::{Refusals, RetryPolicy, Spent};
+use sql2ddb_aws::{Attempt, Retrier, RetryPolicy};
 
 use crate::error::DynamoError;
 use crate::failure::Failure;
@@ -50,11 +50,10 @@ where
 }
 
 /// Makes `call` until it succeeds, fails in a way that trying again cannot
-/// mend (see [`Failure::is_retryable`]), or its retries are spent (see
-/// [`RetryPolicy::spent`]: `max_attempts` attempts, throttling not counted
-/// when the policy has a throttle budget, which then ends its retries),
-/// sleeping a full-jitter backoff between attempts. `what` names the call
-/// in the log.
+/// mend (see [`Failure::is_retryable`]), or its retries are spent, through
+/// the one retry engine ([`Retrier::run`]: `max_attempts` attempts,
+/// throttling not counted when the policy has a throttle budget, which then
+/// ends its retries). `what` names the call in the log.
 pub(crate) async fn retried<T, E, F, Fut>(
     policy: &RetryPolicy,
     what: &str,
@@ -65,44 +64,74 @@ where
     Fut: Future<Output = Result<T, SdkError<E, HttpResponse>>>,
     E: ProvideErrorMetadata + std::error::Error + 'static,
 {
-    let started = tokio::time::Instant::now();
-    let mut refusals = Refusals::default();
-    loop {
-        let error = match call().await {
-            Ok(v) => return Ok(v),
-            Err(e) => e,
-        };
-        let failure = Failure::of(&error);
-        let next = match failure.is_retryable() {
-            true => policy.next(
-                &mut refusals,
-                failure == Failure::Throttled,
-                started.elapsed(),
-                &mut rand::rng(),
-            ),
-            false => {
-                refusals.add(false);
-                Err(Spent::Attempts(refusals.all))
-            }
-        };
-        let attempts = refusals.all;
-        let delay = match next {
-            Ok(delay) => delay,
-            Err(_) => {
-                return Err(Failed {
-                    error,
-                    failure,
-                    attempts,
-                })
-            }
-        };
-        tracing::debug!(
-            what,
-            attempts,
-            ?delay,
-            error = %sql2ddb_aws::sdk_message(&error),
-            "retrying"
-        );
-        tokio::time::sleep(delay).await;
+    let out = Retrier::new(*policy)
+        .run(what, (), |()| {
+            let call = call();
+            async move { attempt_of(what, call.await) }
+        })
+        .await;
+    out.map_err(|gave_up| {
+        let (error, failure) = gave_up.error;
+        Failed {
+            error,
+            failure,
+            attempts: gave_up.attempts,
+        }
+    })
+}
+
+/// What one call came to, its error classified once.
+fn attempt_of<T, E>(
+    what: &str,
+    result: Result<T, SdkError<E, HttpResponse>>,
+) -> Attempt<T, (SdkError<E, HttpResponse>, Failure)>
+where
+    E: ProvideErrorMetadata + std::error::Error + 'static,
+{
+    let error = match result {
+        Ok(v) => return Attempt::Done(v),
+        Err(e) => e,
+    };
+    let failure = Failure::of(&error);
+    if !failure.is_retryable() {
+        return Attempt::GiveUp((error, failure));
+    }
+    tracing::debug!(what, error = %sql2ddb_aws::sdk_message(&error), "refused");
+    Attempt::Retry {
+        work: (),
+        throttled: failure == Failure::Throttled,
+        error: (error, failure),
+    }
+}
+
+/// A failed call, its error made already: tried again with `work` when
+/// trying again may help, given up otherwise.
+pub(crate) fn again<T, W>(work: W, err: DynamoError) -> Attempt<T, DynamoError, W> {
+    match err.failure() {
+        Some(f) if f.is_retryable() => Attempt::Retry {
+            work,
+            throttled: f == Failure::Throttled,
+            error: err,
+        },
+        _ => Attempt::GiveUp(err),
+    }
+}
+
+/// `err`, saying after how many attempts it was given up when there were
+/// several.
+pub(crate) fn after_attempts(err: DynamoError, attempts: u32) -> DynamoError {
+    match err {
+        DynamoError::Call {
+            operation,
+            table,
+            message,
+            failure,
+        } if attempts > 1 => DynamoError::Call {
+            operation,
+            table,
+            message: format!("not done after {attempts} attempts: {message}"),
+            failure,
+        },
+        other => other,
     }
 }

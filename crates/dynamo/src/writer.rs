@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
 pub use sql2ddb_aws::RetryPolicy;
-use sql2ddb_aws::Spent;
+use sql2ddb_aws::{Jitter, Retrier, Spent};
 use sql2ddb_core::limits::{MAX_BATCH_BYTES, MAX_ITEM_BYTES};
 use sql2ddb_core::{duration_text, write_units, AttrValue, EncodedItem, ItemProblem, KeyAttr};
 use tokio::time::Instant;
@@ -130,6 +130,8 @@ pub struct BatchWriter<C> {
     table: String,
     keys: Vec<KeyAttr>,
     policy: RetryPolicy,
+    /// The retry engine of `policy`: each wait's jitter and its sleep.
+    retry: Retrier,
     concurrency: Option<Arc<AdaptiveConcurrency>>,
     capacity: Option<(Arc<WriteCapacityLimiter>, u64)>,
     /// The run's budget: set when a chunk spent its whole budget on
@@ -157,11 +159,19 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             table: table.into(),
             keys,
             policy,
+            retry: Retrier::new(policy),
             concurrency: None,
             capacity: None,
             spent: AtomicBool::new(false),
             refused_out: Mutex::new(None),
         }
+    }
+
+    /// The waits between attempts draw their jitter from `jitter` (a seeded
+    /// one makes them repeatable).
+    pub fn with_jitter(mut self, jitter: Arc<dyn Jitter>) -> Self {
+        self.retry = self.retry.with_jitter(jitter);
+        self
     }
 
     /// Every call first takes a permit from `concurrency` (shared by all the
@@ -404,7 +414,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                     .min(PARTIAL_BACKOFF_STEPS),
                 false => chunk.iter().map(|s| s.stalls.all).max().unwrap_or(1),
             };
-            let mut delay = self.policy.delay(step, &mut rand::rng());
+            let mut delay = self.retry.delay(step);
             let mut kept = Vec::with_capacity(chunk.len());
             // The items given up now, and whether one spent its own budget
             // (the others followed another's: said once, by that one).
@@ -448,7 +458,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             pending.spread_out(&mut chunk);
             out.retries += 1;
             tracing::debug!(table = %self.table, step, ?delay, %reason, "retrying");
-            tokio::time::sleep(delay).await;
+            self.retry.sleep(delay).await;
             pending.top_up(&mut chunk);
         }
     }

@@ -4,7 +4,6 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use rand::SeedableRng;
 use sql2ddb_core::{AttrValue, EncodedItem, Item, KeyAttr};
 use sql2ddb_dynamo::{BatchWriteApi, BatchWriter, CallError, Failure, RetryPolicy};
 use tokio::time::Instant;
@@ -213,6 +212,26 @@ async fn backoff_waits_grow_within_capped_ceilings() {
     assert!(prev - start <= Duration::from_millis(100 + 200 + 400 + 800 + 1600));
 }
 
+/// The waits between the calls of a chunk refused `max_attempts` times,
+/// with jitter seeded by `seed`.
+async fn waits_with_seed(seed: u64) -> Vec<Duration> {
+    let script = (0..6).map(|_| Answer::Fail { retryable: true }).collect();
+    let client = Scripted::new(script);
+    let writer = BatchWriter::new(&client, "t", keys(), policy())
+        .with_jitter(std::sync::Arc::new(sql2ddb_aws::SeededJitter::new(seed)));
+    writer.write(items(2)).await;
+    let calls = client.calls();
+    calls.windows(2).map(|w| w[1].0 - w[0].0).collect()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_seeded_jitter_repeats_the_writers_waits() {
+    let waits = waits_with_seed(11).await;
+    assert_eq!(waits.len(), 5);
+    assert_eq!(waits_with_seed(11).await, waits);
+    assert_ne!(waits_with_seed(12).await, waits);
+}
+
 #[test]
 fn ceilings_double_then_cap_and_delays_are_jittered() {
     let p = RetryPolicy {
@@ -229,8 +248,8 @@ fn ceilings_double_then_cap_and_delays_are_jittered() {
         "no overflow on huge attempt numbers"
     );
 
-    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
-    let delays: Vec<Duration> = (0..50).map(|_| p.delay(6, &mut rng)).collect();
+    let jitter = sql2ddb_aws::SeededJitter::new(7);
+    let delays: Vec<Duration> = (0..50).map(|_| p.delay(6, &jitter)).collect();
     assert!(delays.iter().all(|d| *d <= Duration::from_secs(1)));
     let distinct: std::collections::BTreeSet<_> = delays.iter().collect();
     assert!(

@@ -75,8 +75,6 @@ fn more_permits(first: OwnedSemaphorePermit, slots: &Arc<Semaphore>) -> Vec<Owne
 
 /// Most messages one receive asks for (SQS's limit).
 const MAX_RECEIVE: usize = 10;
-/// Receives failing in a row before the worker gives up.
-const MAX_RECEIVE_FAILURES: u32 = 5;
 
 /// How a worker works and when it stops.
 #[derive(Debug, Clone)]
@@ -247,7 +245,6 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         let mut report = WorkerReport::empty(self.recorder.rejects.path().display().to_string());
         let mut runs: BTreeSet<String> = opts.runs.iter().cloned().collect();
         let mut last_batch = Instant::now();
-        let mut failures = 0u32;
         // Raised by a batch the table kept refusing past the retry budget.
         let refused = StopSignal::new();
         let stopped = loop {
@@ -273,21 +270,9 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
                 }
                 Ok(received) => received,
             };
-            let received = match received {
-                Ok(r) => {
-                    failures = 0;
-                    r
-                }
-                Err(e) => {
-                    failures += 1;
-                    if failures >= MAX_RECEIVE_FAILURES {
-                        return Err(e.into());
-                    }
-                    tracing::warn!(error = %e, "receive failed; trying again");
-                    tokio::time::sleep(Duration::from_secs(1)).await;
-                    continue;
-                }
-            };
+            // The queue retried a failed receive already (SQS: the retry
+            // engine, the SDK trying each attempt once): no retry on top.
+            let received = received?;
             if received.is_empty() {
                 drop(permits);
                 match self

@@ -1,10 +1,12 @@
 //! The SQS client of a process, made from its AWS context.
 //!
-//! Unlike the DynamoDB client (whose retries the batch writer owns), SQS calls
-//! keep the SDK's standard retry: it is the only retry of a failed call
-//! (throttling, 5xx, timeouts). The crate's own loop covers what arrives
-//! inside a successful `SendMessageBatch`: the entries that failed, which it
-//! re-sends with backoff. The two never wrap each other.
+//! Unlike the DynamoDB client (whose every retry the retry engine owns), SQS
+//! calls keep the SDK's standard retry: it is the only retry of a failed
+//! call (throttling, 5xx, timeouts), but for `ReceiveMessage`, which the
+//! SDK tries once and the retry engine retries (a worker waits out a longer
+//! outage than three quick attempts). The engine also re-sends what arrives
+//! inside a successful `SendMessageBatch`: the entries that failed. The two
+//! never wrap each other (see `retry`).
 
 use std::time::Duration;
 

@@ -30,6 +30,7 @@ mod head;
 pub mod memory;
 pub mod message;
 pub mod parts;
+mod retry;
 pub mod sqs;
 pub mod visibility;
 
@@ -43,7 +44,7 @@ pub use memory::{Consumer, MemoryQueue, Producer, QueueClosed};
 pub use message::Message;
 pub use parts::{encode_split, MAX_MESSAGE_BYTES};
 pub use sql2ddb_aws::RetryPolicy;
-pub use sqs::{SqsQueue, DEFAULT_ENTRY_RETRY};
+pub use sqs::{SqsQueue, DEFAULT_ENTRY_RETRY, RECEIVE_RETRY};
 pub use visibility::VisibilityExtender;
 
 /// Identifies one delivery of one batch, for [`WorkQueue::ack`],

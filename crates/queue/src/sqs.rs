@@ -7,11 +7,13 @@ use aws_sdk_sqs::types::{
     MessageSystemAttributeName, QueueAttributeName, SendMessageBatchRequestEntry,
 };
 use aws_sdk_sqs::Client;
-use sql2ddb_aws::{sdk_message, RetryPolicy};
+use sql2ddb_aws::{sdk_message, Attempt, Retrier, RetryPolicy};
 
 use crate::codec;
 use crate::error::call_err;
 use crate::parts::{encode_split, MAX_MESSAGE_BYTES};
+use crate::retry::{attempt_of, gave_up_message, sdk_once};
+pub use crate::retry::{DEFAULT_ENTRY_RETRY, RECEIVE_RETRY};
 use crate::{AckHandle, Message, QueueDepth, QueueError, Received, WorkQueue};
 
 /// Entries per `SendMessageBatch` call (the service's limit).
@@ -23,17 +25,6 @@ pub const MAX_WAIT: Duration = Duration::from_secs(20);
 /// The longest visibility SQS allows.
 pub const MAX_VISIBILITY: Duration = Duration::from_secs(12 * 60 * 60);
 
-/// Re-sending the entries of a `SendMessageBatch` that failed inside a
-/// successful call, unless replaced ([`SqsQueue::with_entry_retry`]): 8
-/// sends of an entry, the delay before re-send `n` (1-based) at most
-/// `min(10 s, 100 ms·2^(n-1))`, full jitter.
-pub const DEFAULT_ENTRY_RETRY: RetryPolicy = RetryPolicy {
-    base: Duration::from_millis(100),
-    cap: Duration::from_secs(10),
-    max_attempts: 8,
-    throttle_budget: None,
-};
-
 /// A standard SQS queue of work batches.
 #[derive(Debug, Clone)]
 pub struct SqsQueue {
@@ -43,6 +34,7 @@ pub struct SqsQueue {
     visibility: Duration,
     dead_letter_url: Option<String>,
     retry: RetryPolicy,
+    receive_retry: RetryPolicy,
 }
 
 impl SqsQueue {
@@ -76,12 +68,19 @@ impl SqsQueue {
             visibility,
             dead_letter_url,
             retry: DEFAULT_ENTRY_RETRY,
+            receive_retry: RECEIVE_RETRY,
         })
     }
 
     /// Replaces the retry of failed batch entries.
     pub fn with_entry_retry(mut self, retry: RetryPolicy) -> Self {
         self.retry = retry;
+        self
+    }
+
+    /// Replaces the retry of a failed `ReceiveMessage` ([`RECEIVE_RETRY`]).
+    pub fn with_receive_retry(mut self, retry: RetryPolicy) -> Self {
+        self.receive_retry = retry;
         self
     }
 
@@ -152,6 +151,9 @@ fn group_bodies(bodies: Vec<String>) -> Vec<Vec<String>> {
     groups
 }
 
+/// Sends `bodies` in calls within SQS's limits; the entries a call reports
+/// failed are sent again by the retry engine (a retry of part of the call),
+/// a failed call is the SDK's to retry.
 pub(crate) async fn send_bodies(
     client: &Client,
     url: &str,
@@ -159,74 +161,109 @@ pub(crate) async fn send_bodies(
     retry: RetryPolicy,
 ) -> Result<(), QueueError> {
     for group in group_bodies(bodies) {
-        let mut pending: Vec<(String, String)> = group
+        let pending: Vec<(String, String)> = group
             .into_iter()
             .enumerate()
             .map(|(i, b)| (format!("m{i}"), b))
             .collect();
-        let mut attempt = 1;
-        loop {
-            let entries = pending
-                .iter()
-                .map(|(id, body)| {
-                    SendMessageBatchRequestEntry::builder()
-                        .id(id)
-                        .message_body(body)
-                        .build()
-                        .expect("id and body are set")
-                })
-                .collect();
-            let out = client
-                .send_message_batch()
-                .queue_url(url)
-                .set_entries(Some(entries))
-                .send()
-                .await
-                .map_err(|e| call_err("SendMessageBatch", url, sdk_message(&e)))?;
-            // An entry counts as sent only when the answer lists it as such.
-            let sent: HashSet<&str> = out.successful().iter().map(|s| s.id()).collect();
-            pending.retain(|(id, _)| !sent.contains(id.as_str()));
-            if pending.is_empty() {
-                break;
-            }
-            let failure = out
-                .failed()
-                .iter()
-                .find(|f| pending.iter().any(|(id, _)| id == f.id()));
-            let describe = |f: Option<&aws_sdk_sqs::types::BatchResultErrorEntry>| match f {
-                Some(f) => format!("{}: {}", f.code(), f.message().unwrap_or("no message")),
-                None => "entries missing from the answer".to_string(),
-            };
-            if let Some(f) = out.failed().iter().find(|f| f.sender_fault()) {
-                return Err(call_err(
-                    "SendMessageBatch",
-                    url,
-                    format!("message refused, {}", describe(Some(f))),
-                ));
-            }
-            if attempt >= retry.max_attempts {
-                return Err(call_err(
-                    "SendMessageBatch",
-                    url,
-                    format!(
-                        "{} entries still failing after {attempt} attempts, last: {}",
-                        pending.len(),
-                        describe(failure)
-                    ),
-                ));
-            }
-            tracing::debug!(
-                queue = url,
-                failed = pending.len(),
-                attempt,
-                "re-sending failed entries"
-            );
-            let delay = retry.delay(attempt, &mut rand::rng());
-            tokio::time::sleep(delay).await;
-            attempt += 1;
-        }
+        let out = Retrier::new(retry)
+            .run("SendMessageBatch", pending, |pending| {
+                send_some(client, url, pending)
+            })
+            .await;
+        out.map_err(|gave_up| match gave_up.error {
+            Unsent::Call(e) => e,
+            Unsent::Entries { left, last } => call_err(
+                "SendMessageBatch",
+                url,
+                format!(
+                    "{left} entries still failing after {} attempts, last: {last}",
+                    gave_up.attempts
+                ),
+            ),
+        })?;
     }
     Ok(())
+}
+
+/// Why entries of a `SendMessageBatch` were not sent.
+enum Unsent {
+    /// The call failed (after the SDK's retries), or SQS refused a message.
+    Call(QueueError),
+    /// The call reported this many entries failed, the last for this reason.
+    Entries { left: usize, last: String },
+}
+
+/// One `SendMessageBatch` of `pending` (id, body): done when every entry
+/// is reported sent, else the entries left to send again.
+async fn send_some(
+    client: &Client,
+    url: &str,
+    mut pending: Vec<(String, String)>,
+) -> Attempt<(), Unsent, Vec<(String, String)>> {
+    let entries = pending
+        .iter()
+        .map(|(id, body)| {
+            SendMessageBatchRequestEntry::builder()
+                .id(id)
+                .message_body(body)
+                .build()
+                .expect("id and body are set")
+        })
+        .collect();
+    let call = client
+        .send_message_batch()
+        .queue_url(url)
+        .set_entries(Some(entries))
+        .send()
+        .await;
+    let out = match call {
+        Ok(out) => out,
+        Err(e) => {
+            let e = call_err("SendMessageBatch", url, sdk_message(&e));
+            return Attempt::GiveUp(Unsent::Call(e));
+        }
+    };
+    // An entry counts as sent only when the answer lists it as such.
+    let sent: HashSet<&str> = out.successful().iter().map(|s| s.id()).collect();
+    let before = pending.len();
+    pending.retain(|(id, _)| !sent.contains(id.as_str()));
+    if pending.is_empty() {
+        return Attempt::Done(());
+    }
+    let describe = |f: &aws_sdk_sqs::types::BatchResultErrorEntry| {
+        format!("{}: {}", f.code(), f.message().unwrap_or("no message"))
+    };
+    if let Some(f) = out.failed().iter().find(|f| f.sender_fault()) {
+        let message = format!("message refused, {}", describe(f));
+        return Attempt::GiveUp(Unsent::Call(call_err("SendMessageBatch", url, message)));
+    }
+    let last = out
+        .failed()
+        .iter()
+        .find(|f| pending.iter().any(|(id, _)| id == f.id()))
+        .map_or_else(|| "entries missing from the answer".to_string(), describe);
+    tracing::debug!(
+        queue = url,
+        failed = pending.len(),
+        "re-sending failed entries"
+    );
+    let error = Unsent::Entries {
+        left: pending.len(),
+        last,
+    };
+    match pending.len() < before {
+        true => Attempt::RetryPart {
+            rest: pending,
+            throttled: false,
+            error,
+        },
+        false => Attempt::Retry {
+            work: pending,
+            throttled: false,
+            error,
+        },
+    }
 }
 
 /// The dead-letter queue's URL named by a redrive policy
@@ -296,20 +333,30 @@ impl WorkQueue for SqsQueue {
     }
 
     /// Long-polls for up to `wait` (whole seconds, at most 20; under a second
-    /// is a short poll). A body that does not decode is left in the queue, so
+    /// is a short poll). A failed call is retried by the retry engine with
+    /// the queue's receive retry ([`RECEIVE_RETRY`]), the SDK making one
+    /// attempt of each. A body that does not decode is left in the queue, so
     /// it reaches the dead-letter queue after `maxReceiveCount` receives
     /// instead of being lost or blocking the others.
     async fn receive(&self, max: usize, wait: Duration) -> Result<Vec<Received>, QueueError> {
-        let out = self
-            .client
-            .receive_message()
-            .queue_url(&self.url)
-            .max_number_of_messages(max.clamp(1, MAX_RECEIVE) as i32)
-            .wait_time_seconds(wait.min(MAX_WAIT).as_secs() as i32)
-            .message_system_attribute_names(MessageSystemAttributeName::ApproximateReceiveCount)
-            .send()
+        let out = Retrier::new(self.receive_retry)
+            .run("ReceiveMessage", (), |()| {
+                let call = self
+                    .client
+                    .receive_message()
+                    .queue_url(&self.url)
+                    .max_number_of_messages(max.clamp(1, MAX_RECEIVE) as i32)
+                    .wait_time_seconds(wait.min(MAX_WAIT).as_secs() as i32)
+                    .message_system_attribute_names(
+                        MessageSystemAttributeName::ApproximateReceiveCount,
+                    )
+                    .customize()
+                    .config_override(sdk_once())
+                    .send();
+                async move { attempt_of("ReceiveMessage", call.await) }
+            })
             .await
-            .map_err(|e| call_err("ReceiveMessage", &self.url, sdk_message(&e)))?;
+            .map_err(|g| call_err("ReceiveMessage", &self.url, gave_up_message(g)))?;
         let mut received = Vec::new();
         for message in out.messages() {
             let (Some(handle), Some(body)) = (message.receipt_handle(), message.body()) else {
@@ -385,21 +432,5 @@ mod tests {
         let full = vec!["x".repeat(MAX_MESSAGE_BYTES); 2];
         assert_eq!(group_bodies(full).len(), 2);
         assert!(group_bodies(Vec::new()).is_empty());
-    }
-
-    #[test]
-    fn entry_backoff_is_capped_full_jitter() {
-        let retry = RetryPolicy {
-            max_attempts: 5,
-            base: Duration::from_millis(100),
-            cap: Duration::from_millis(700),
-            throttle_budget: None,
-        };
-        let mut rng = rand::rng();
-        for _ in 0..200 {
-            assert!(retry.delay(1, &mut rng) <= Duration::from_millis(100));
-            assert!(retry.delay(3, &mut rng) <= Duration::from_millis(400));
-            assert!(retry.delay(41, &mut rng) <= Duration::from_millis(700));
-        }
     }
 }

@@ -133,6 +133,7 @@ async fn copy_of(source: &Source, slot: &str) -> SlotReader {
     match source.open_slot_reader(slot, slot).await.unwrap() {
         ReadAhead::Copy(r) => r,
         ReadAhead::Unavailable(why) => panic!("no read-ahead copy: {why}"),
+        ReadAhead::Held(err) => panic!("the copy is held: {err}"),
     }
 }
 
@@ -177,7 +178,7 @@ async fn a_copy_reads_ahead_without_moving_the_slot_and_one_reader_at_a_time() {
     );
 
     // One reader of a slot at a time: a second one is refused, naming why.
-    let Err(err) = source.open_slot_reader(&slot, &slot).await else {
+    let ReadAhead::Held(err) = source.open_slot_reader(&slot, &slot).await.unwrap() else {
         panic!("a second reader of {slot} was let in");
     };
     assert!(err.to_string().contains("another follower"), "{err}");

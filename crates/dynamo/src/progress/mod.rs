@@ -21,8 +21,8 @@
 //! has a deterministic key, so a redelivered batch rewrites its own record
 //! instead of counting twice, and the engine's verification adds the records up.
 //!
-//! Each call is retried by the crate's one retry loop (the client's own
-//! retries are off); a record that still fails leaves its message
+//! Each call is retried by the one retry engine (the client's own retries
+//! are off); a record that still fails leaves its message
 //! unacknowledged, so the batch is delivered again, and a cursor update that
 //! still fails stops the reader, which resumes from the last cursor. Every
 //! write is idempotent: written twice (a retry whose first answer was lost),

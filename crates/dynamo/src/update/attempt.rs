@@ -5,11 +5,11 @@ use std::future::Future;
 
 use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 
-use crate::concurrency::AdaptiveConcurrency;
+use crate::concurrency::{AdaptiveConcurrency, Permit};
 use crate::error::DynamoError;
 use crate::failure::Failure;
 use crate::writer::RetryPolicy;
-use sql2ddb_aws::{Refusals, Spent};
+use sql2ddb_aws::{Attempt as RetryAttempt, Retrier, Spent};
 
 /// A failed attempt, classified once.
 pub(super) enum Attempt {
@@ -33,7 +33,10 @@ impl Attempt {
 
 /// Calls `call` until it succeeds, fails for good, or its retries are spent
 /// (see [`RetryPolicy::spent`]: with a throttle budget, throttling is
-/// retried until the budget ends, whatever the count).
+/// retried until the budget ends, whatever the count), through the one
+/// retry engine. Each attempt first takes a permit of `concurrency` and
+/// tells it whether it was throttled; the permit is released before any
+/// backoff sleep.
 pub(super) async fn retrying<T, F, Fut>(
     policy: &RetryPolicy,
     concurrency: Option<&AdaptiveConcurrency>,
@@ -47,68 +50,75 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Attempt>>,
 {
-    let started = tokio::time::Instant::now();
-    let mut refusals = Refusals::default();
-    loop {
-        let permit = match concurrency {
-            Some(c) => Some(c.acquire().await),
-            None => None,
-        };
-        let (failure, message) = match call().await {
-            Ok(v) => {
-                if let Some(p) = permit {
-                    p.success();
-                }
-                return Ok(v);
+    let (out, tally) = Retrier::new(*policy)
+        .run_counted(operation, (), |()| {
+            let call = call();
+            async move {
+                let permit = match concurrency {
+                    Some(c) => Some(c.acquire().await),
+                    None => None,
+                };
+                let result = call.await;
+                outcome(result, permit)
             }
-            Err(Attempt::ConditionFailed | Attempt::OwnWrite) => {
-                (Failure::ItemRejected, "the condition failed".to_string())
-            }
-            Err(Attempt::Failed(f, m)) => (f, m),
-        };
-        // The permit is released before any backoff sleep.
-        match (failure == Failure::Throttled, permit) {
-            (true, permit) => {
-                *throttled += 1;
-                if let Some(p) = permit {
-                    p.throttled();
-                }
-            }
-            (false, permit) => drop(permit),
+        })
+        .await;
+    *retries += u64::from(tally.retries());
+    *throttled += u64::from(tally.throttled);
+    let gave_up = match out {
+        Ok(v) => return Ok(v),
+        Err(gave_up) => gave_up,
+    };
+    let (failure, message) = gave_up.error;
+    let attempts = gave_up.attempts;
+    let message = match gave_up.spent {
+        None => message,
+        Some(Spent::Budget(b)) => format!(
+            "the table kept refusing it (throttled) for the whole retry budget of {} ({attempts} attempts): {message}",
+            sql2ddb_core::duration_text(b)
+        ),
+        Some(Spent::Attempts(_)) => {
+            format!("still failing after {attempts} attempts: {message}")
         }
-        let fail = |message: String| DynamoError::Call {
-            operation,
-            table: table.to_string(),
-            message,
-            failure: Some(failure),
-        };
-        if !failure.is_retryable() {
-            return Err(fail(message));
+    };
+    tracing::debug!(table, operation, attempts, %message, "given up");
+    Err(DynamoError::Call {
+        operation,
+        table: table.to_string(),
+        message,
+        failure: Some(failure),
+    })
+}
+
+/// What one attempt came to, told to its permit.
+fn outcome<T>(
+    result: Result<T, Attempt>,
+    permit: Option<Permit<'_>>,
+) -> RetryAttempt<T, (Failure, String)> {
+    let (failure, message) = match result {
+        Ok(v) => {
+            if let Some(p) = permit {
+                p.success();
+            }
+            return RetryAttempt::Done(v);
         }
-        let throttling = failure == Failure::Throttled;
-        let next = policy.next(
-            &mut refusals,
-            throttling,
-            started.elapsed(),
-            &mut rand::rng(),
-        );
-        let attempt = refusals.all;
-        let delay = match next {
-            Ok(delay) => delay,
-            Err(Spent::Budget(b)) => {
-                return Err(fail(format!(
-                    "the table kept refusing it (throttled) for the whole retry budget of {} ({attempt} attempts): {message}",
-                    sql2ddb_core::duration_text(b)
-                )))
-            }
-            Err(Spent::Attempts(_)) => {
-                return Err(fail(format!(
-                    "still failing after {attempt} attempts: {message}"
-                )))
-            }
-        };
-        *retries += 1;
-        tracing::debug!(table, operation, attempt, ?delay, %message, "retrying");
-        tokio::time::sleep(delay).await;
+        Err(Attempt::ConditionFailed | Attempt::OwnWrite) => {
+            (Failure::ItemRejected, "the condition failed".to_string())
+        }
+        Err(Attempt::Failed(f, m)) => (f, m),
+    };
+    let throttled = failure == Failure::Throttled;
+    match (throttled, permit) {
+        (true, Some(p)) => p.throttled(),
+        // Other failures say nothing about our pace.
+        (_, permit) => drop(permit),
+    }
+    if !failure.is_retryable() {
+        return RetryAttempt::GiveUp((failure, message));
+    }
+    RetryAttempt::Retry {
+        work: (),
+        throttled,
+        error: (failure, message),
     }
 }

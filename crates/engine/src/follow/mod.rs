@@ -47,6 +47,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sql2ddb_aws::{Attempt, Retrier, RetryPolicy};
 use sql2ddb_mapping::Plan;
 use sql2ddb_source::cdc::{check_slot_name, format_lsn, BinlogReader, ReadAhead, Relations};
 use sql2ddb_source::{Dialect, Source};
@@ -263,6 +264,35 @@ pub(crate) async fn follow_on(
     }
 }
 
+/// Waiting for a slot's read-ahead copy that another reader holds: the copy
+/// of a follower that just ended lasts until the server notices its
+/// connection is gone, a moment; about 3 seconds of waits in all.
+const COPY_WAIT: RetryPolicy = RetryPolicy {
+    base: Duration::from_millis(250),
+    cap: Duration::from_secs(1),
+    max_attempts: 8,
+    throttle_budget: None,
+};
+
+/// Opens `slot`'s read-ahead copy, waiting through the retry engine while
+/// another reader holds it; that reader's error once the waits are spent.
+async fn read_ahead(source: &Source, slot: &str) -> Result<ReadAhead, EngineError> {
+    Retrier::new(COPY_WAIT)
+        .run("copy replication slot", (), |()| async move {
+            match source.open_slot_reader(slot, slot).await {
+                Ok(ReadAhead::Held(error)) => Attempt::Retry {
+                    work: (),
+                    throttled: false,
+                    error,
+                },
+                Ok(other) => Attempt::Done(other),
+                Err(error) => Attempt::GiveUp(error),
+            }
+        })
+        .await
+        .map_err(|gave_up| gave_up.error.into())
+}
+
 /// Where a follow reads, where its checkpoint is and its first position,
 /// and what it is called in messages (the slot, or the checkpoint file).
 async fn open_stream(
@@ -278,8 +308,9 @@ async fn open_stream(
                 "replication slot {slot} does not exist in the source database (dropped, or created for another database)"
             ))
         })?;
-        let reader = match source.open_slot_reader(slot, slot).await? {
+        let reader = match read_ahead(source, slot).await? {
             ReadAhead::Copy(copy) => Reader::Copy(copy),
+            ReadAhead::Held(err) => return Err(err.into()),
             ReadAhead::Unavailable(why) => {
                 progress.note(format!(
                     "reading replication slot {slot} one batch at a time, each once the one before is applied: {why}"

@@ -22,11 +22,6 @@ use crate::{Pool, Source, SourceError};
 /// The suffix of a read-ahead copy's name.
 const COPY_SUFFIX: &str = "_read";
 
-/// Tries to make the copy while another one of the same name exists, and
-/// the wait between them.
-const COPY_TRIES: u32 = 12;
-const COPY_RETRY: std::time::Duration = std::time::Duration::from_millis(250);
-
 /// A temporary copy of a slot, read ahead of the slot's position.
 pub struct SlotReader {
     conn: PgConnection,
@@ -43,6 +38,11 @@ pub enum ReadAhead {
     /// replication slot is in use): the slot is peeked, one batch after
     /// the other. Says why.
     Unavailable(String),
+    /// Another reader holds the copy: another follower of the slot, or one
+    /// that just ended, whose copy lasts until the server notices its
+    /// connection is gone (a moment). The caller tries again after a wait;
+    /// this is the error to end with when the copy stays held.
+    Held(SourceError),
 }
 
 /// The name of `slot`'s read-ahead copy: the slot's name (cut to fit) and
@@ -59,9 +59,9 @@ pub fn copy_name(slot: &str) -> String {
 impl Source {
     /// Opens a temporary copy of slot `slot` on a connection of its own, to
     /// read the changes of `publication` from the slot's position on
-    /// without moving the slot. A copy held by another follower of the same
-    /// slot (one reads a slot at a time) for more than about 3 seconds is
-    /// an error naming its process.
+    /// without moving the slot, in one attempt: a copy held by another
+    /// reader of the same slot (one reads a slot at a time) is
+    /// [`ReadAhead::Held`], with an error naming its process.
     pub async fn open_slot_reader(
         &self,
         slot: &str,
@@ -79,28 +79,11 @@ impl Source {
             .await
             .map_err(|e| SourceError::query(format!("connect to read replication slot {slot}"), e))?
             .detach();
-        // The copy of a follower that just ended lasts until the server
-        // notices its connection is gone: a moment.
-        let mut tries = 0;
-        let created = loop {
-            let created =
-                sqlx::query("SELECT 1 FROM pg_copy_logical_replication_slot($1, $2, true)")
-                    .bind(slot)
-                    .bind(&copy)
-                    .execute(&mut conn)
-                    .await;
-            let taken = created
-                .as_ref()
-                .err()
-                .and_then(|e| e.as_database_error())
-                .and_then(|d| d.code())
-                .is_some_and(|c| c == "42710");
-            tries += 1;
-            if !taken || tries >= COPY_TRIES {
-                break created;
-            }
-            tokio::time::sleep(COPY_RETRY).await;
-        };
+        let created = sqlx::query("SELECT 1 FROM pg_copy_logical_replication_slot($1, $2, true)")
+            .bind(slot)
+            .bind(&copy)
+            .execute(&mut conn)
+            .await;
         let Err(e) = created else {
             return Ok(ReadAhead::Copy(SlotReader {
                 conn,
@@ -134,10 +117,10 @@ impl Source {
                 .await
                 .ok()
                 .flatten();
-                Err(SourceError::config(format!(
+                Ok(ReadAhead::Held(SourceError::config(format!(
                     "replication slot {slot} is being read by another follower (its copy {copy} is held by server process {}): stop that follower first (one follower reads a slot at a time), or end that process with pg_terminate_backend",
                     pid.map_or_else(|| "unknown".to_string(), |p| p.to_string())
-                )))
+                ))))
             }
             _ => Err(SourceError::query(
                 format!("copy replication slot {slot} to read it ahead"),

@@ -1,10 +1,20 @@
-//! Retry parameters of a loop that owns its retries: capped exponential
-//! backoff with full jitter, at most so many attempts, and for throttling a
-//! time budget instead of a count.
+//! The one retry engine of sql2ddb ([`Retrier`]) and its parameters
+//! ([`RetryPolicy`]): capped exponential backoff with full jitter, at most
+//! so many attempts, and for throttling a time budget instead of a count.
+//! Every retry of a DynamoDB call, of an SQS receive, of the entries a
+//! `SendMessageBatch` failed and of the wait for a slot's copy goes through
+//! [`Retrier::run`]; the caller only says what each attempt came to
+//! ([`Attempt`]).
+
+mod clock;
+mod engine;
+#[cfg(test)]
+mod tests;
 
 use std::time::Duration;
 
-use rand::Rng;
+pub use clock::{Clock, Jitter, SeededJitter, Sleep, ThreadJitter, TokioClock};
+pub use engine::{Attempt, GaveUp, Retrier, Tally};
 
 /// How long throttling is retried when the user says nothing (`--retry-budget`,
 /// `[writer] retry_seconds`): throttling alone should not end a migration
@@ -84,9 +94,11 @@ impl RetryPolicy {
         self.base.saturating_mul(factor).min(self.cap)
     }
 
-    /// A full-jitter delay before retry number `retry` (1-based).
-    pub fn delay(&self, retry: u32, rng: &mut impl Rng) -> Duration {
-        self.ceiling(retry).mul_f64(rng.random::<f64>())
+    /// A full-jitter delay before retry number `retry` (1-based), its
+    /// fraction of the ceiling drawn from `jitter`.
+    pub fn delay(&self, retry: u32, jitter: &dyn Jitter) -> Duration {
+        self.ceiling(retry)
+            .mul_f64(jitter.fraction().clamp(0.0, 1.0))
     }
 
     /// The policy with `budget` for throttling.
@@ -130,91 +142,12 @@ impl RetryPolicy {
         refusals: &mut Refusals,
         throttled: bool,
         elapsed: Duration,
-        rng: &mut impl Rng,
+        jitter: &dyn Jitter,
     ) -> Result<Duration, Spent> {
         refusals.add(throttled);
         if let Some(spent) = self.spent(refusals, elapsed) {
             return Err(spent);
         }
-        Ok(self.within_budget(self.delay(refusals.all, rng), elapsed))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn ceilings_double_from_base_up_to_cap() {
-        let p = RetryPolicy {
-            base: Duration::from_millis(100),
-            cap: Duration::from_millis(700),
-            max_attempts: 5,
-            throttle_budget: None,
-        };
-        let ms = |n| p.ceiling(n).as_millis();
-        assert_eq!(
-            [ms(1), ms(2), ms(3), ms(4), ms(40)],
-            [100, 200, 400, 700, 700]
-        );
-        let mut rng = rand::rng();
-        for _ in 0..200 {
-            assert!(p.delay(3, &mut rng) <= Duration::from_millis(400));
-        }
-    }
-
-    #[test]
-    fn with_a_budget_throttling_is_retried_until_the_budget_whatever_the_count() {
-        let p = RetryPolicy {
-            max_attempts: 3,
-            ..RetryPolicy::default()
-        }
-        .with_throttle_budget(Duration::from_secs(60));
-        let mut rng = rand::rng();
-        let mut r = Refusals::default();
-        // A thousand throttled refusals within the minute: still retried,
-        // the last wait ending no later than the budget.
-        for i in 0..1000 {
-            let elapsed = Duration::from_millis(59 * i);
-            let wait = p
-                .next(&mut r, true, elapsed, &mut rng)
-                .expect("within budget");
-            assert!(elapsed + wait <= Duration::from_secs(60));
-        }
-        assert_eq!(
-            p.next(&mut r, true, Duration::from_secs(60), &mut rng),
-            Err(Spent::Budget(Duration::from_secs(60)))
-        );
-        // Other failures keep their count: the third ends it, throttling
-        // in between not counted.
-        let mut r = Refusals::default();
-        let zero = Duration::ZERO;
-        assert!(p.next(&mut r, false, zero, &mut rng).is_ok());
-        assert!(p.next(&mut r, true, zero, &mut rng).is_ok());
-        assert!(p.next(&mut r, false, zero, &mut rng).is_ok());
-        assert_eq!(
-            p.next(&mut r, false, zero, &mut rng),
-            Err(Spent::Attempts(4))
-        );
-    }
-
-    #[test]
-    fn without_a_budget_throttling_counts_as_an_attempt() {
-        let p = RetryPolicy {
-            max_attempts: 2,
-            ..RetryPolicy::default()
-        };
-        let mut rng = rand::rng();
-        let mut r = Refusals::default();
-        let zero = Duration::ZERO;
-        assert!(p.next(&mut r, true, zero, &mut rng).is_ok());
-        assert_eq!(
-            p.next(&mut r, true, zero, &mut rng),
-            Err(Spent::Attempts(2))
-        );
-        assert_eq!(
-            p.within_budget(Duration::from_secs(9), zero),
-            Duration::from_secs(9)
-        );
+        Ok(self.within_budget(self.delay(refusals.all, jitter), elapsed))
     }
 }
