@@ -19,6 +19,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use futures::StreamExt;
 pub use sql2ddb_aws::RetryPolicy;
@@ -355,112 +356,131 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             if result.is_ok() {
                 self.spent.store(false, Ordering::Relaxed);
             }
-            // Whether the call wrote some of its items: the table is being
-            // written, the refused items wait their partition's turn.
-            let mut progress = false;
-            let (reason, throttled) = match result {
-                Ok(unprocessed) => {
-                    let (left, done) = split_indices(chunk, &unprocessed);
-                    progress = !done.is_empty();
-                    for s in &done {
-                        out.written += 1;
-                        out.bytes += s.item.size as u64;
-                        out.write_units += write_units(s.item.size);
-                    }
-                    if left.is_empty() {
-                        return (out, None);
-                    }
-                    out.throttled += 1;
-                    chunk = left;
-                    (
-                        "DynamoDB kept returning the items as unprocessed".to_string(),
-                        true,
-                    )
-                }
-                Err(e) if e.retryable() => {
-                    if e.is_throttling() {
-                        out.throttled += 1;
-                    }
-                    let throttled = e.is_throttling();
-                    (e.message, throttled)
-                }
-                Err(e) => {
-                    let items = chunk.into_iter().map(|s| s.item);
-                    // Splitting the chunk isolates a bad item; it cannot help
-                    // when the table itself cannot be written.
-                    if items.len() > 1 && e.failure != Failure::TableFault {
-                        tracing::debug!(table = %self.table, error = %e.message, "non-retryable error; writing the chunk item by item");
-                        return (out, Some(items.collect()));
-                    }
-                    out.rejected.extend(items.map(|m| (m, e.clone())));
-                    return (out, None);
-                }
+            let (left, refusal) = match self.answered(chunk, result, &mut out) {
+                Answered::Finished(split) => return (out, split),
+                Answered::Refused(left, refusal) => (left, refusal),
             };
+            chunk = left;
             for s in &mut chunk {
                 s.refusals += 1;
-                if !progress {
-                    s.stalls.add(throttled);
+                if !refusal.progress {
+                    s.stalls.add(refusal.throttled);
                 }
             }
-            // The wait follows the items refused most often; after a partial
-            // answer it stays short, so that a partition at its limit always
-            // has items coming and writes at its rate.
-            let step = match progress {
-                true => chunk
-                    .iter()
-                    .map(|s| s.refusals)
-                    .max()
-                    .unwrap_or(1)
-                    .min(PARTIAL_BACKOFF_STEPS),
-                false => chunk.iter().map(|s| s.stalls.all).max().unwrap_or(1),
-            };
-            let mut delay = self.retry.delay(step);
-            let mut kept = Vec::with_capacity(chunk.len());
-            // The items given up now, and whether one spent its own budget
-            // (the others followed another's: said once, by that one).
-            let (mut given_up, mut own) = (0, false);
-            for s in chunk {
-                match self.out_of_budget(&s, throttled, &reason) {
-                    Some((why, spent)) => {
-                        given_up += 1;
-                        own |= spent;
-                        match throttled {
-                            true => out.unwritten.push((s.item, why)),
-                            false => {
-                                out.failed.push((s.item, why));
-                                out.failed_by = Some(Failure::Transient);
-                            }
-                        }
-                    }
-                    None => {
-                        // No later than the end of its budget: an item gets
-                        // its last try when its budget ends.
-                        delay = self.policy.within_budget(delay, s.since.elapsed());
-                        kept.push(s)
-                    }
-                }
-            }
-            if let Some((_, why)) = out.unwritten.last().or(out.failed.last()) {
-                match own {
-                    true => {
-                        tracing::warn!(table = %self.table, items = given_up, %why, "retry budget exhausted")
-                    }
-                    false if given_up > 0 => {
-                        tracing::debug!(table = %self.table, items = given_up, %why, "given up")
-                    }
-                    false => {}
-                }
-            }
+            let step = backoff_step(&chunk, refusal.progress);
+            let delay = self.retry.delay(step);
+            let (kept, delay) = self.keep_within_budget(chunk, &refusal, delay, &mut out);
             chunk = kept;
             if chunk.is_empty() {
                 return (out, None);
             }
             pending.spread_out(&mut chunk);
             out.retries += 1;
+            let reason = &refusal.reason;
             tracing::debug!(table = %self.table, step, ?delay, %reason, "retrying");
             self.retry.sleep(delay).await;
             pending.top_up(&mut chunk);
         }
+    }
+
+    /// What a call's answer leaves of the chunk: the items written are
+    /// counted; done, or the items refused and why.
+    fn answered(
+        &self,
+        chunk: Vec<Sending>,
+        result: Result<Vec<usize>, CallError>,
+        out: &mut WriteOutcome,
+    ) -> Answered {
+        match result {
+            Ok(unprocessed) => {
+                let (left, done) = split_indices(chunk, &unprocessed);
+                for s in &done {
+                    out.written += 1;
+                    out.bytes += s.item.size as u64;
+                    out.write_units += write_units(s.item.size);
+                }
+                if left.is_empty() {
+                    return Answered::Finished(None);
+                }
+                out.throttled += 1;
+                // Whether the call wrote some of its items: the table is
+                // being written, the refused items wait their partition's turn.
+                let refusal = Refusal {
+                    reason: "DynamoDB kept returning the items as unprocessed".to_string(),
+                    throttled: true,
+                    progress: !done.is_empty(),
+                };
+                Answered::Refused(left, refusal)
+            }
+            Err(e) if e.retryable() => {
+                let throttled = e.is_throttling();
+                out.throttled += u64::from(throttled);
+                let refusal = Refusal {
+                    reason: e.message,
+                    throttled,
+                    progress: false,
+                };
+                Answered::Refused(chunk, refusal)
+            }
+            Err(e) => {
+                let items = chunk.into_iter().map(|s| s.item);
+                // Splitting the chunk isolates a bad item; it cannot help
+                // when the table itself cannot be written.
+                if items.len() > 1 && e.failure != Failure::TableFault {
+                    tracing::debug!(table = %self.table, error = %e.message, "non-retryable error; writing the chunk item by item");
+                    return Answered::Finished(Some(items.collect()));
+                }
+                out.rejected.extend(items.map(|m| (m, e.clone())));
+                Answered::Finished(None)
+            }
+        }
+    }
+
+    /// The refused items that still have budget, and the wait before they
+    /// go again (no later than the end of any one's budget: an item gets its
+    /// last try when its budget ends); the others are given up into `out`.
+    fn keep_within_budget(
+        &self,
+        chunk: Vec<Sending>,
+        refusal: &Refusal,
+        mut delay: Duration,
+        out: &mut WriteOutcome,
+    ) -> (Vec<Sending>, Duration) {
+        let mut kept = Vec::with_capacity(chunk.len());
+        // The items given up now, and whether one spent its own budget
+        // (the others followed another's: said once, by that one).
+        let (mut given_up, mut own) = (0, false);
+        for s in chunk {
+            match self.out_of_budget(&s, refusal.throttled, &refusal.reason) {
+                Some((why, spent)) => {
+                    given_up += 1;
+                    own |= spent;
+                    match refusal.throttled {
+                        true => out.unwritten.push((s.item, why)),
+                        false => {
+                            out.failed.push((s.item, why));
+                            out.failed_by = Some(Failure::Transient);
+                        }
+                    }
+                }
+                None => {
+                    delay = self.policy.within_budget(delay, s.since.elapsed());
+                    kept.push(s)
+                }
+            }
+        }
+        if let Some((_, why)) = out.unwritten.last().or(out.failed.last()) {
+            match own {
+                true => {
+                    tracing::warn!(table = %self.table, items = given_up, %why, "retry budget exhausted")
+                }
+                false if given_up > 0 => {
+                    tracing::debug!(table = %self.table, items = given_up, %why, "given up")
+                }
+                false => {}
+            }
+        }
+        (kept, delay)
     }
 
     /// Why `s`, just refused (`throttled` or not) for `reason`, gets no
@@ -519,4 +539,38 @@ fn split_indices(chunk: Vec<Sending>, unprocessed: &[usize]) -> (Vec<Sending>, V
         }
     }
     (left, done)
+}
+
+/// What a call's answer leaves of a chunk.
+enum Answered {
+    /// Nothing left to send; with the chunk's items when a non-retryable
+    /// error hit more than one of them (they go again one by one).
+    Finished(Option<Vec<EncodedItem>>),
+    /// These items were refused.
+    Refused(Vec<Sending>, Refusal),
+}
+
+/// Why a chunk's items were refused.
+struct Refusal {
+    reason: String,
+    /// The table said to slow down (or returned items unprocessed).
+    throttled: bool,
+    /// The call wrote some of its items.
+    progress: bool,
+}
+
+/// The backoff step of the wait before a chunk goes again: it follows the
+/// items refused most often; after a partial answer it stays short, so
+/// that a partition at its limit always has items coming and writes at its
+/// rate.
+fn backoff_step(chunk: &[Sending], progress: bool) -> u32 {
+    match progress {
+        true => chunk
+            .iter()
+            .map(|s| s.refusals)
+            .max()
+            .unwrap_or(1)
+            .min(PARTIAL_BACKOFF_STEPS),
+        false => chunk.iter().map(|s| s.stalls.all).max().unwrap_or(1),
+    }
 }
