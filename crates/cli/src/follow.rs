@@ -18,6 +18,7 @@ use sql2ddb_mapping::Plan;
 use crate::failure::fail_job;
 use crate::follow_report::{record_line, FollowedBy, SummaryTo};
 use crate::live::{next_signal, print_notes};
+use crate::outcome::Ended;
 use crate::{fail, load};
 
 pub const EXIT_CODES: &str = "\
@@ -200,11 +201,8 @@ pub(crate) fn kept(anchor: &Anchor, run_id: &str, head: &str, flags: &str) -> St
 }
 
 /// `sql2ddb follow`.
-pub async fn follow(args: FollowArgs) -> u8 {
-    let plan = match load(&args.mapping, args.source.as_deref()) {
-        Ok(p) => p,
-        Err(e) => return fail_job(&e),
-    };
+pub async fn follow(args: FollowArgs) -> Ended {
+    let plan = load(&args.mapping, args.source.as_deref())?;
     let source = args.source.clone().unwrap_or(plan.source.url.clone());
     if is_binlog_source(&source) {
         return follow_binlog(&args, &plan, source).await;
@@ -215,13 +213,9 @@ pub async fn follow(args: FollowArgs) -> u8 {
         (None, None) => unreachable!("clap requires one"),
     };
     if args.drop_slot {
-        return match sql2ddb_engine::follow::drop_slot(&plan, &source, &slot).await {
-            Ok(()) => {
-                eprintln!("replication slot {slot} and its publication are dropped");
-                0
-            }
-            Err(e) => fail_job(&e),
-        };
+        sql2ddb_engine::follow::drop_slot(&plan, &source, &slot).await?;
+        eprintln!("replication slot {slot} and its publication are dropped");
+        return Ok(0);
     }
     let record = match &args.run {
         Some(run) => Some(RecordTarget::of_run(&args.runs_dir, run)),
@@ -230,7 +224,7 @@ pub async fn follow(args: FollowArgs) -> u8 {
         }),
     };
     if args.status {
-        return status(&source, &slot, record).await;
+        return Ok(status(&source, &slot, record).await);
     }
     let mut follow = follow_options(&args, &plan, source, slot.clone(), None, record);
     follow.rejects = args.runs_dir.join(&slot).join("rejects.jsonl");
@@ -241,15 +235,15 @@ pub async fn follow(args: FollowArgs) -> u8 {
         summary_to: summary_to(args.json),
         flags: crate::follow_report::flag_words(&writer_flags(&args)),
     };
-    run_follow(&target, &args.stop).await
+    Ok(run_follow(&target, &args.stop).await)
 }
 
 /// `sql2ddb follow` of a MySQL/MariaDB source: by run, from the position in
 /// the run's directory.
-async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
+async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> Ended {
     let Some(run) = &args.run else {
         eprintln!("error: a MySQL/MariaDB source has no replication slot: follow it by run (`--run RUN_ID`, the id `run --follow` printed)");
-        return crate::EXIT_USAGE;
+        return Ok(crate::EXIT_USAGE);
     };
     let run_dir = args.runs_dir.join(run);
     if args.drop_slot {
@@ -257,23 +251,19 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
             "error: a MySQL/MariaDB source keeps no slot, so there is nothing to drop: the follower's position is the file {} (the source keeps its binary log files for binlog_expire_logs_seconds whether followed or not)",
             run_dir.join(sql2ddb_engine::follow::BINLOG_CHECKPOINT).display()
         );
-        return crate::EXIT_USAGE;
+        return Ok(crate::EXIT_USAGE);
     }
     if args.status {
-        return match sql2ddb_engine::follow::binlog_state(&source, &run_dir).await {
-            Ok((applied, current)) => {
-                println!(
-                    "run {run}: applied to binary log position {}, source at {current}",
-                    applied.describe()
-                );
-                let record = RecordTarget::of_run(&args.runs_dir, run);
-                if let Some(line) = record_line(Some(record), &source).await {
-                    println!("{line}");
-                }
-                0
-            }
-            Err(e) => fail_job(&e),
-        };
+        let (applied, current) = sql2ddb_engine::follow::binlog_state(&source, &run_dir).await?;
+        println!(
+            "run {run}: applied to binary log position {}, source at {current}",
+            applied.describe()
+        );
+        let record = RecordTarget::of_run(&args.runs_dir, run);
+        if let Some(line) = record_line(Some(record), &source).await {
+            println!("{line}");
+        }
+        return Ok(0);
     }
     let binlog = BinlogFollow {
         run_dir: run_dir.clone(),
@@ -289,7 +279,7 @@ async fn follow_binlog(args: &FollowArgs, plan: &Plan, source: String) -> u8 {
         summary_to: summary_to(args.json),
         flags: crate::follow_report::flag_words(&writer_flags(args)),
     };
-    run_follow(&target, &args.stop).await
+    Ok(run_follow(&target, &args.stop).await)
 }
 
 /// `follow`'s own options: its flags over the mapping (the rejects file

@@ -11,7 +11,7 @@ use sql2ddb_engine::worker::{
 use sql2ddb_engine::{EngineError, RunOptions};
 use sql2ddb_mapping::{UpdateJob, DEFAULT_CONCURRENCY};
 
-use crate::failure::fail_job;
+use crate::outcome::{Ended, Output};
 use crate::{limits, load};
 
 /// Arguments of `sql2ddb worker`.
@@ -136,18 +136,11 @@ fn setup(args: &WorkerArgs, concurrency: usize) -> WorkerSetup {
 }
 
 /// `sql2ddb worker`.
-pub async fn work(args: WorkerArgs) -> u8 {
-    let text = match crate::read(&args.mapping) {
-        Ok(t) => t,
-        Err(e) => return fail_job(&e),
-    };
-    let connected = match UpdateJob::is_job_file(&text) {
-        true => connect_job(&text, &args).await,
-        false => connect_mapping(&args).await,
-    };
-    let (worker, concurrency) = match connected {
-        Ok(w) => w,
-        Err(e) => return fail_job(&e),
+pub async fn work(args: WorkerArgs) -> Ended {
+    let text = crate::read(&args.mapping)?;
+    let (worker, concurrency) = match UpdateJob::is_job_file(&text) {
+        true => connect_job(&text, &args).await?,
+        false => connect_mapping(&args).await?,
     };
     let opts = WorkerOptions {
         concurrency,
@@ -157,27 +150,15 @@ pub async fn work(args: WorkerArgs) -> u8 {
         idle_exit: args.idle_exit.map(Duration::from_secs),
         grace: Duration::from_secs(args.shutdown_grace),
     };
-    match worker.work(&opts, stop_signal()).await {
-        Ok(report) => {
-            // The summary is the result: on stdout, unless --json has it.
-            let summary = summary(&report);
-            match args.json {
-                true => eprintln!("{summary}"),
-                false => println!("{summary}"),
-            }
-            if args.json {
-                println!(
-                    "{}",
-                    serde_json::to_string(&report).expect("a worker report serialises")
-                );
-            }
-            match report.stopped {
-                StopReason::Throttled => throttled(&args, &report),
-                _ => 0,
-            }
-        }
-        Err(e) => fail_job(&e),
-    }
+    let report = worker.work(&opts, stop_signal()).await?;
+    // The summary is the result: on stdout, unless --json has it.
+    let output = Output::new(args.json);
+    output.say(&summary(&report));
+    output.json(&report);
+    Ok(match report.stopped {
+        StopReason::Throttled => throttled(&args, &report),
+        _ => 0,
+    })
 }
 
 /// A worker that stopped because the table kept refusing a batch: what
