@@ -588,7 +588,7 @@ async fn the_shop_exported_for_bulk_put_leaves_the_pointers_to_their_own_step() 
             .unwrap();
     }
     for item in exported.values() {
-        put(&sc, item).await;
+        sc.put(item).await;
     }
     assert_eq!(sc.items().await.len(), table.len() - 1);
 
@@ -617,7 +617,7 @@ async fn the_shop_exported_for_bulk_put_leaves_the_pointers_to_their_own_step() 
         "orderId".into(),
         sql2ddb_core::AttrValue::N("99999999".into()),
     );
-    put(&sc, &newer).await;
+    sc.put(&newer).await;
     assert_eq!(pointer_step(&sc, &mapping, from).await, (0, 1));
     assert_eq!(sc.items().await[&pointer_key], newer);
 }
@@ -643,15 +643,4 @@ async fn pointer_step(sc: &Scenario, mapping: &str, from: &str) -> (u64, u64) {
         p["moved"].as_u64().unwrap(),
         p["already_newer"].as_u64().unwrap(),
     )
-}
-
-async fn put(sc: &Scenario, item: &Item) {
-    sc.dynamo
-        .client
-        .put_item()
-        .table_name(&sc.table)
-        .set_item(Some(sql2ddb_testkit::sdk::item_to_sdk(item)))
-        .send()
-        .await
-        .unwrap();
 }

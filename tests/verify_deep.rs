@@ -160,17 +160,6 @@ fn line(
     (kind.into(), entity.into(), pk.into(), sk.into(), attrs)
 }
 
-async fn put(sc: &Scenario, item: &Item) {
-    sc.dynamo
-        .client
-        .put_item()
-        .table_name(&sc.table)
-        .set_item(Some(sql2ddb_testkit::sdk::item_to_sdk(item)))
-        .send()
-        .await
-        .unwrap();
-}
-
 /// Deletes 1 item, changes 4 (a number, a string, a type, a dropped
 /// attribute), rewrites a number as equal text, adds an item in the
 /// mapping's key space and one outside it, moves the pointer back.
@@ -230,7 +219,7 @@ async fn tamper(sc: &Scenario) {
         item(vec![("PK", s("SESSION#2")), ("SK", s("X"))]),
     ];
     for i in &changed {
-        put(sc, i).await;
+        sc.put(i).await;
     }
 }
 
@@ -433,7 +422,7 @@ async fn an_identical_table_resolves_no_bucket_and_one_difference_one() {
     // One attribute of one item changed through the SDK.
     let mut changed = sc.items().await[&key("READING#777", "V")].clone();
     changed.insert("sensor".into(), s("sensor 2"));
-    put(&sc, &changed).await;
+    sc.put(&changed).await;
     let (dirty, report) = deep(&sc, &mapping, &["--memory-budget", "1"]).await;
     assert_eq!(dirty.code, 1, "{}", dirty.stderr);
     assert_eq!(report["buckets_resolved"], 1, "{report}");
@@ -708,11 +697,11 @@ async fn real_service_6_verify_deep_finds_a_corrupted_pointer() {
     let mut other = latest.clone();
     let written = latest["orderId"].clone();
     other.insert("orderId".into(), if written == n(1) { n(30) } else { n(1) });
-    put(&sc, &other).await;
+    sc.put(&other).await;
     let mut corrupted = last.clone();
     corrupted.insert("createdAt".into(), s("garbage"));
     corrupted.remove("customerId");
-    put(&sc, &corrupted).await;
+    sc.put(&corrupted).await;
 
     let (dirty, report) = deep(&sc, &mapping, &[]).await;
     assert_eq!(dirty.code, 1, "{}\n{}", dirty.stdout, dirty.stderr);
@@ -755,7 +744,7 @@ async fn real_service_6_verify_deep_finds_a_corrupted_pointer() {
     let mut retyped = last.clone();
     retyped.insert("customerId".into(), s("3"));
     retyped.insert("note".into(), s("hand-edited"));
-    put(&sc, &retyped).await;
+    sc.put(&retyped).await;
     let (again, report) = deep(&sc, &mapping, &["--sample", "1"]).await;
     assert_eq!(again.code, 1, "{}", again.stderr);
     assert_eq!(
@@ -771,7 +760,7 @@ async fn real_service_6_verify_deep_finds_a_corrupted_pointer() {
         .collect()
     );
 
-    put(&sc, &last).await;
+    sc.put(&last).await;
     let (restored, _) = deep(&sc, &mapping, &[]).await;
     assert_eq!(restored.code, 0, "{}\n{}", restored.stdout, restored.stderr);
 }

@@ -157,6 +157,19 @@ impl Scenario {
         self.dynamo.scan(&self.table).await
     }
 
+    /// Puts `item` into the scenario's table as it is (a bulk put's record,
+    /// or a test's own change to the table).
+    pub async fn put(&self, item: &sql2ddb_core::Item) {
+        self.dynamo
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(sql2ddb_testkit::sdk::item_to_sdk(item)))
+            .send()
+            .await
+            .unwrap();
+    }
+
     /// Whether `table` exists on the server.
     pub async fn table_exists(&self, table: &str) -> bool {
         self.dynamo
