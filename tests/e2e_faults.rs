@@ -240,9 +240,16 @@ async fn a_table_that_throttles_past_the_retries_says_try_again_later() {
     };
     let (sc, proxy, mapping) = scenario("throttled", 10, config, "").await;
 
-    let run = run(&sc, &proxy, &mapping, &[]).await;
+    // The throttled look is retried for the retry budget (10 minutes by
+    // default), then the run says to try again later.
+    let started = Instant::now();
+    let run = run(&sc, &proxy, &mapping, &["--retry-budget", "4s"]).await;
     assert_eq!(run.code, EX_TEMPFAIL, "stderr:\n{}", run.stderr);
     assert!(run.stderr.contains("ThrottlingException"), "{}", run.stderr);
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "retried for the budget"
+    );
     assert_eq!(run.report()["status"], "throttled");
     assert!(proxy.stats().throttling > 1, "retried: {:?}", proxy.stats());
     assert!(!sc.table_exists(&sc.table).await, "nothing written");

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 pub use sql2ddb_aws::RetryPolicy;
-use sql2ddb_aws::{Jitter, Retrier, Spent};
+use sql2ddb_aws::{Attempt, Jitter, Retrier, Spent};
 use sql2ddb_core::limits::{MAX_BATCH_BYTES, MAX_ITEM_BYTES};
 use sql2ddb_core::{duration_text, write_units, AttrValue, EncodedItem, ItemProblem, KeyAttr};
 use tokio::time::Instant;
@@ -338,48 +338,73 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         result
     }
 
-    /// Writes one chunk until done or out of budget; each resend takes
-    /// fresh items from `pending` into the room the written ones left, and
-    /// hands refused items beyond a few back to it, so the refused items,
-    /// which are all on partitions at their limit, go back among other
-    /// partitions' items rather than in a call of their own. Returns what
-    /// happened, and the chunk back when a non-retryable error hit more
-    /// than one item.
+    /// Writes one chunk until done or out of budget, through the one retry
+    /// engine: each attempt ([`BatchWriter::chunk_attempt`]) says the
+    /// backoff step its items call for and the nearest end of their
+    /// budgets, and the engine waits. Returns what happened, and the chunk
+    /// back when a non-retryable error hit more than one item.
     async fn write_chunk(
         &self,
-        mut chunk: Vec<Sending>,
+        chunk: Vec<Sending>,
         pending: &Pending,
     ) -> (WriteOutcome, Option<Vec<EncodedItem>>) {
-        let mut out = WriteOutcome::default();
-        loop {
-            let result = self.call(&chunk).await;
-            if result.is_ok() {
-                self.spent.store(false, Ordering::Relaxed);
+        let start = Chunk {
+            items: chunk,
+            out: WriteOutcome::default(),
+            resent: false,
+        };
+        let (ended, tally) = self
+            .retry
+            .run_counted("BatchWriteItem", start, |c| self.chunk_attempt(c, pending))
+            .await;
+        let (mut out, split) = match ended {
+            Ok(ended) => ended,
+            Err(gave_up) => match gave_up.error {},
+        };
+        out.retries += u64::from(tally.retries());
+        (out, split)
+    }
+
+    /// One call of a chunk. A resent chunk first takes fresh items from
+    /// `pending` into the room the written ones left; after the call, the
+    /// refused items beyond a few go back to `pending`, so the refused
+    /// items, which are all on partitions at their limit, go back among
+    /// other partitions' items rather than in a call of their own. Items
+    /// whose retries are spent are given up here, each by its own budget.
+    async fn chunk_attempt(&self, mut c: Chunk, pending: &Pending) -> ChunkAttempt {
+        if c.resent {
+            pending.top_up(&mut c.items);
+        }
+        let result = self.call(&c.items).await;
+        if result.is_ok() {
+            self.spent.store(false, Ordering::Relaxed);
+        }
+        let (mut left, refusal) = match self.answered(c.items, result, &mut c.out) {
+            Answered::Finished(split) => return Attempt::Done((c.out, split)),
+            Answered::Refused(left, refusal) => (left, refusal),
+        };
+        for s in &mut left {
+            s.refusals += 1;
+            if !refusal.progress {
+                s.stalls.add(refusal.throttled);
             }
-            let (left, refusal) = match self.answered(chunk, result, &mut out) {
-                Answered::Finished(split) => return (out, split),
-                Answered::Refused(left, refusal) => (left, refusal),
-            };
-            chunk = left;
-            for s in &mut chunk {
-                s.refusals += 1;
-                if !refusal.progress {
-                    s.stalls.add(refusal.throttled);
-                }
-            }
-            let step = backoff_step(&chunk, refusal.progress);
-            let delay = self.retry.delay(step);
-            let (kept, delay) = self.keep_within_budget(chunk, &refusal, delay, &mut out);
-            chunk = kept;
-            if chunk.is_empty() {
-                return (out, None);
-            }
-            pending.spread_out(&mut chunk);
-            out.retries += 1;
-            let reason = &refusal.reason;
-            tracing::debug!(table = %self.table, step, ?delay, %reason, "retrying");
-            self.retry.sleep(delay).await;
-            pending.top_up(&mut chunk);
+        }
+        let step = backoff_step(&left, refusal.progress);
+        let (mut kept, within) = self.keep_within_budget(left, &refusal, &mut c.out);
+        if kept.is_empty() {
+            return Attempt::Done((c.out, None));
+        }
+        pending.spread_out(&mut kept);
+        tracing::debug!(table = %self.table, step, reason = %refusal.reason, "resending refused items");
+        Attempt::Paced {
+            work: Chunk {
+                items: kept,
+                out: c.out,
+                resent: true,
+            },
+            step,
+            within,
+            throttled: refusal.throttled,
         }
     }
 
@@ -436,16 +461,17 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         }
     }
 
-    /// The refused items that still have budget, and the wait before they
-    /// go again (no later than the end of any one's budget: an item gets its
-    /// last try when its budget ends); the others are given up into `out`.
+    /// The refused items that still have budget, and the longest wait
+    /// before they go again (until the nearest end of one's budget: an item
+    /// gets its last try when its budget ends); the others are given up
+    /// into `out`.
     fn keep_within_budget(
         &self,
         chunk: Vec<Sending>,
         refusal: &Refusal,
-        mut delay: Duration,
         out: &mut WriteOutcome,
-    ) -> (Vec<Sending>, Duration) {
+    ) -> (Vec<Sending>, Option<Duration>) {
+        let mut within: Option<Duration> = None;
         let mut kept = Vec::with_capacity(chunk.len());
         // The items given up now, and whether one spent its own budget
         // (the others followed another's: said once, by that one).
@@ -464,7 +490,10 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                     }
                 }
                 None => {
-                    delay = self.policy.within_budget(delay, s.since.elapsed());
+                    if let Some(budget) = self.policy.throttle_budget {
+                        let left = budget.saturating_sub(s.since.elapsed());
+                        within = Some(within.map_or(left, |w| w.min(left)));
+                    }
                     kept.push(s)
                 }
             }
@@ -480,7 +509,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                 false => {}
             }
         }
-        (kept, delay)
+        (kept, within)
     }
 
     /// Why `s`, just refused (`throttled` or not) for `reason`, gets no
@@ -540,6 +569,22 @@ fn split_indices(chunk: Vec<Sending>, unprocessed: &[usize]) -> (Vec<Sending>, V
     }
     (left, done)
 }
+
+/// A chunk on its way through the retry engine: its items, what their
+/// calls did so far, and whether it was refused before (it then takes
+/// fresh items along before it goes again).
+struct Chunk {
+    items: Vec<Sending>,
+    out: WriteOutcome,
+    resent: bool,
+}
+
+/// What one call of a chunk came to: done (what the chunk's calls did, and
+/// its items when a non-retryable error hit more than one of them), or the
+/// chunk to resend. Nothing is given up as a whole: each item ends by its
+/// own budget.
+type ChunkAttempt =
+    Attempt<(WriteOutcome, Option<Vec<EncodedItem>>), std::convert::Infallible, Chunk>;
 
 /// What a call's answer leaves of a chunk.
 enum Answered {

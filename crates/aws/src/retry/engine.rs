@@ -41,6 +41,24 @@ pub enum Attempt<T, E, W = ()> {
         /// Why the rest was refused.
         error: E,
     },
+    /// Some or none of the work was done, and the work paces itself: each
+    /// of its parts keeps its own refusals and budget (the attempt already
+    /// gave up the parts whose retries are spent, so `work` is what still
+    /// has some). The loop counts no attempt against its policy; it waits a
+    /// backoff of step `step` (grown by the work's own refusals), no longer
+    /// than `within` (the nearest end of a part's budget). The batch
+    /// writer's chunks: refused items travel among fresh ones, each with
+    /// its own history.
+    Paced {
+        /// What the next attempt is given.
+        work: W,
+        /// The backoff step of the wait before it (1-based).
+        step: u32,
+        /// The longest wait: the next attempt comes no later.
+        within: Option<Duration>,
+        /// Whether the service said to slow down.
+        throttled: bool,
+    },
     /// Trying again cannot help (the request is refused as it is): the
     /// loop stops at once.
     GiveUp(E),
@@ -69,7 +87,28 @@ impl<T, E, W> Attempt<T, E, W> {
                 throttled,
                 error: f(error),
             },
+            Attempt::Paced {
+                work,
+                step,
+                within,
+                throttled,
+            } => Attempt::Paced {
+                work,
+                step,
+                within,
+                throttled,
+            },
             Attempt::GiveUp(error) => Attempt::GiveUp(f(error)),
+        }
+    }
+}
+
+impl<E> GaveUp<E> {
+    fn after(error: E, spent: Option<Spent>, tally: &Tally) -> GaveUp<E> {
+        GaveUp {
+            error,
+            spent,
+            attempts: tally.attempts,
         }
     }
 }
@@ -234,18 +273,7 @@ impl Retrier {
             tally.attempts += 1;
             let (next, throttled, error) = match attempt(work).await {
                 Attempt::Done(t) => return (Ok(t), tally),
-                Attempt::GiveUp(error) => {
-                    let attempts = tally.attempts;
-                    let spent = None;
-                    return (
-                        Err(GaveUp {
-                            error,
-                            spent,
-                            attempts,
-                        }),
-                        tally,
-                    );
-                }
+                Attempt::GiveUp(error) => return (Err(GaveUp::after(error, None, &tally)), tally),
                 Attempt::Retry {
                     work,
                     throttled,
@@ -259,33 +287,42 @@ impl Retrier {
                     throttled,
                     error,
                 } => (rest, throttled, error),
+                Attempt::Paced {
+                    work: next,
+                    step,
+                    within,
+                    throttled,
+                } => {
+                    tally.throttled += u32::from(throttled);
+                    let delay = self.delay(step);
+                    let delay = within.map_or(delay, |w| delay.min(w));
+                    self.wait(what, &mut tally, throttled, delay).await;
+                    work = next;
+                    continue;
+                }
             };
             tally.throttled += u32::from(throttled);
             refusals += 1;
             let elapsed = self.now().saturating_duration_since(started);
             if let Some(spent) = self.policy.spent(&stalls, elapsed) {
-                let attempts = tally.attempts;
-                let spent = Some(spent);
-                return (
-                    Err(GaveUp {
-                        error,
-                        spent,
-                        attempts,
-                    }),
-                    tally,
-                );
+                return (Err(GaveUp::after(error, Some(spent), &tally)), tally);
             }
             let delay = self.policy.within_budget(self.delay(refusals), elapsed);
-            tracing::debug!(
-                what,
-                attempts = tally.attempts,
-                throttled,
-                ?delay,
-                "retrying"
-            );
-            self.sleep(delay).await;
-            tally.waited += delay;
+            self.wait(what, &mut tally, throttled, delay).await;
             work = next;
         }
+    }
+
+    /// The wait of `delay` before the next attempt, logged and tallied.
+    async fn wait(&self, what: &str, tally: &mut Tally, throttled: bool, delay: Duration) {
+        tracing::debug!(
+            what,
+            attempts = tally.attempts,
+            throttled,
+            ?delay,
+            "retrying"
+        );
+        self.sleep(delay).await;
+        tally.waited += delay;
     }
 }

@@ -296,3 +296,51 @@ async fn a_retry_of_part_is_given_only_the_rest_and_progress_spends_no_attempt()
     // Five attempts with a limit of two: only the first did nothing.
     assert_eq!((tally.attempts, tally.throttled), (5, 4));
 }
+
+#[tokio::test]
+async fn paced_work_sets_its_own_step_and_latest_wait_and_spends_no_attempt() {
+    let clock = Arc::new(NotingClock::new());
+    let policy = RetryPolicy {
+        max_attempts: 2,
+        ..POLICY
+    };
+    let retrier = Retrier::new(policy)
+        .with_clock(clock.clone())
+        .with_jitter(Arc::new(SeededJitter::new(5)));
+    // The work is the step the next wait should follow; the fourth wait is
+    // held to 30 ms by the work's own budget; done after five calls (two
+    // attempts would have been the policy's limit).
+    let steps = [1u32, 4, 2, 10];
+    let (out, tally) = retrier
+        .run_counted("chunk", 0usize, |call| {
+            let answer = match steps.get(call) {
+                Some(&step) => Attempt::<usize, &str, usize>::Paced {
+                    work: call + 1,
+                    step,
+                    within: (step == 10).then_some(Duration::from_millis(30)),
+                    throttled: call % 2 == 0,
+                },
+                None => Attempt::Done(call),
+            };
+            std::future::ready(answer)
+        })
+        .await;
+    assert_eq!(out.unwrap(), 4);
+    assert_eq!(
+        (tally.attempts, tally.retries(), tally.throttled),
+        (5, 4, 2)
+    );
+    let waits = clock.waits.lock().unwrap().clone();
+    assert_eq!(waits.len(), 4);
+    for (wait, step) in waits.iter().zip(steps) {
+        assert!(*wait <= POLICY.ceiling(step), "{wait:?} at step {step}");
+    }
+    assert!(waits[3] <= Duration::from_millis(30), "{:?}", waits[3]);
+    // The same seed draws the same fractions: the step, not a count of
+    // attempts, set each ceiling.
+    let rng = SeededJitter::new(5);
+    let expected: Vec<Duration> = steps.iter().map(|&step| policy.delay(step, &rng)).collect();
+    assert_eq!(waits[..3], expected[..3]);
+    assert_eq!(waits[3], expected[3].min(Duration::from_millis(30)));
+    assert_eq!(tally.waited, waits.iter().sum::<Duration>());
+}
