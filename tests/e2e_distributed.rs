@@ -459,3 +459,51 @@ async fn an_in_process_run_with_a_progress_table_is_verified_and_resumed_after_a
     f.assert_verified_and_complete(&run_id).await;
     f.clean_up().await;
 }
+
+/// Four workers, each given the table's whole capacity as `--max-wcu`,
+/// share it as one budget through the run's progress table: the table is
+/// asked for about what it has, so it refuses little, and every item is
+/// written once (consumed ÷ needed counted by the capacity model).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_workers_share_one_write_capacity_cap() {
+    let _heavy = HEAVY.lock().await;
+    // A table of 400 write units a second, no burst credit; 6,000 one-unit
+    // items: 15 s of the table's capacity. Alone, each worker would ask for
+    // all of it: four would ask four times what the table has.
+    const ROWS: i64 = 6_000;
+    let model = sql2ddb_testkit::capacity::CapacityConfig {
+        burst: false,
+        ..sql2ddb_testkit::capacity::CapacityConfig::provisioned(400, 1, 400)
+    };
+    let f = Fixture::capped("dist_fleet", ROWS, 250, model).await;
+    let run_id = f.read_into_queue().await;
+    let workers: Vec<Proc> = (0..4)
+        .map(|_| f.worker_with(&run_id, "2", &["--max-wcu", "400"]))
+        .collect();
+    let done = wait_all(workers).await;
+    assert!(worker_messages(&done) >= 24, "every page came to a worker");
+    for w in &done {
+        let report = w.report();
+        assert_eq!(report["fleet_workers"], 4, "{report}");
+    }
+    f.assert_verified_and_complete(&run_id).await;
+
+    let stats = f.proxy.as_ref().unwrap().capacity_stats().unwrap();
+    let usage = &stats.tables[&f.table];
+    let needed = ROWS as u64;
+    assert!(
+        usage.write_units * 100 <= needed * 102,
+        "consumed {} write units for {needed} one-unit items",
+        usage.write_units
+    );
+    // Each asking for the whole capacity, the four had about 2.4 requests
+    // refused per item (14,636 for 6,000 in one try); sharing it, a few
+    // are, while the workers join (a worker learns of the others within a
+    // beat): 174 in one try.
+    assert!(
+        usage.refused_writes * 100 <= needed * 10,
+        "{} of {needed} write requests refused: {stats:?}",
+        usage.refused_writes
+    );
+    f.clean_up().await;
+}

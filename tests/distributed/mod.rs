@@ -32,6 +32,8 @@ pub fn expected(i: i64) -> Item {
 /// dead-letter queue, a mapping.
 pub struct Fixture {
     pub sc: Scenario,
+    /// The capacity model in front of the table, when the test has one.
+    pub proxy: Option<sql2ddb_testkit::FaultProxy>,
     pub moto: Moto,
     pub urls: QueueUrls,
     pub queue: SqsQueue,
@@ -42,6 +44,28 @@ pub struct Fixture {
 
 impl Fixture {
     pub async fn new(prefix: &str, rows: i64, visibility: u64, max_receive_count: u32) -> Fixture {
+        Fixture::with(prefix, rows, visibility, max_receive_count, PAGE, None).await
+    }
+
+    /// A fixture whose table is written through a proxy with the capacity
+    /// model `capacity`, read in pages of `page` rows.
+    pub async fn capped(
+        prefix: &str,
+        rows: i64,
+        page: i64,
+        capacity: sql2ddb_testkit::capacity::CapacityConfig,
+    ) -> Fixture {
+        Fixture::with(prefix, rows, 60, 5, page, Some(capacity)).await
+    }
+
+    async fn with(
+        prefix: &str,
+        rows: i64,
+        visibility: u64,
+        max_receive_count: u32,
+        page: i64,
+        capacity: Option<sql2ddb_testkit::capacity::CapacityConfig>,
+    ) -> Fixture {
         let sc = Scenario::new(prefix)
             .postgres(&format!(
                 "{}
@@ -66,7 +90,16 @@ impl Fixture {
         .unwrap();
         let queue = SqsQueue::open(sqs, &urls.queue).await.unwrap();
         let table = sc.table.clone();
-        let head = mapping_head(&format!("page_size = {PAGE}"), "TABLE", &sc.dynamo.url);
+        let proxy = match capacity {
+            Some(model) => {
+                let proxy = sc.proxy(sql2ddb_testkit::FaultConfig::default()).await;
+                proxy.set_capacity(Some(model)).unwrap();
+                Some(proxy)
+            }
+            None => None,
+        };
+        let endpoint = proxy.as_ref().map_or(sc.dynamo.url.clone(), |p| p.url());
+        let head = mapping_head(&format!("page_size = {page}"), "TABLE", &endpoint);
         let mapping = sc.mapping(&format!(
             r#"{head}[writer]
 concurrency = 4
@@ -82,6 +115,7 @@ entity = "item"
         ));
         Fixture {
             sc,
+            proxy,
             moto,
             urls,
             queue,
@@ -128,7 +162,12 @@ entity = "item"
 
     /// A worker that exits once `run_id` is complete.
     pub fn worker(&self, run_id: &str, concurrency: &str) -> Proc {
-        self.spawn(&[
+        self.worker_with(run_id, concurrency, &[])
+    }
+
+    /// [`Fixture::worker`] with `extra` arguments.
+    pub fn worker_with(&self, run_id: &str, concurrency: &str, extra: &[&str]) -> Proc {
+        let mut args = vec![
             "worker",
             &self.mapping,
             "--queue",
@@ -143,7 +182,9 @@ entity = "item"
             "--poll",
             "1",
             "--json",
-        ])
+        ];
+        args.extend_from_slice(extra);
+        self.spawn(&args)
     }
 
     pub async fn command(&self, command: &str, run_id: &str) -> Run {

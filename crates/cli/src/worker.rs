@@ -222,8 +222,12 @@ fn summary(report: &WorkerReport) -> String {
         StopReason::Signal => "asked to stop",
         StopReason::Throttled => "the table kept refusing writes past the retry budget",
     };
+    let fleet = match report.fleet_workers {
+        0 | 1 => String::new(),
+        n => format!("; up to {n} workers wrote its runs at once, sharing the write-capacity cap"),
+    };
     format!(
-        "worker stopped, {why}: {}, {}, {} written, {} rejected, {} left for redelivery, {} released",
+        "worker stopped, {why}: {}, {}, {} written, {} rejected, {} left for redelivery, {} released{fleet}",
         count(report.messages, "batch", "batches"),
         count(report.rows, "row", "rows"),
         count(report.items_written, "item", "items"),
@@ -247,6 +251,7 @@ mod summary_tests {
             throttled: 0,
             released: 2,
             runs: Vec::new(),
+            fleet_workers: 1,
             stopped,
             error: None,
             rejects_file: String::new(),
@@ -267,5 +272,16 @@ mod summary_tests {
             "{idle}"
         );
         assert!(summary(&report(0, StopReason::Signal)).contains("asked to stop: 0 batches"));
+        let fleet = WorkerReport {
+            fleet_workers: 4,
+            ..report(2, StopReason::Done)
+        };
+        assert!(
+            summary(&fleet).ends_with(
+                "2 released; up to 4 workers wrote its runs at once, sharing the write-capacity cap"
+            ),
+            "{}",
+            summary(&fleet)
+        );
     }
 }

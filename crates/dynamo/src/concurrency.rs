@@ -164,6 +164,15 @@ impl AdaptiveConcurrency {
         }
     }
 
+    /// Another worker of the fleet was throttled: the limit halves as for
+    /// a call of this process refused whole (a throttle is the table's,
+    /// whoever met it), once per signal.
+    pub fn back_off(&self) {
+        if self.adaptive {
+            halve(&mut self.state());
+        }
+    }
+
     fn release(&self, epoch: u64, outcome: Outcome) {
         let mut s = self.state();
         s.in_flight -= 1;
@@ -188,17 +197,7 @@ impl AdaptiveConcurrency {
                         s.saturated = false;
                     }
                 }
-                Outcome::Throttled if epoch == s.epoch => {
-                    let halved = (s.limit / 2).max(1);
-                    if halved < s.limit {
-                        s.limit = halved;
-                        s.decreases += 1;
-                        s.min_reached = s.min_reached.min(halved);
-                    }
-                    s.epoch += 1;
-                    s.clean = 0;
-                    s.saturated = false;
-                }
+                Outcome::Throttled if epoch == s.epoch => halve(&mut s),
                 // A clean run is clean calls in a row: growing while
                 // partitions refuse would only bring the next throttle sooner.
                 Outcome::Partial => s.clean = 0,
@@ -229,6 +228,20 @@ enum Outcome {
     Throttled,
     Partial,
     Neutral,
+}
+
+/// Halves the limit (not below 1) and starts a new epoch: the calls in
+/// flight when it halved do not halve it again.
+fn halve(s: &mut State) {
+    let halved = (s.limit / 2).max(1);
+    if halved < s.limit {
+        s.limit = halved;
+        s.decreases += 1;
+        s.min_reached = s.min_reached.min(halved);
+    }
+    s.epoch += 1;
+    s.clean = 0;
+    s.saturated = false;
 }
 
 /// The right to make one call. Dropping it without reporting (a call that
@@ -496,5 +509,22 @@ mod tests {
         assert!(!waiting.is_finished());
         held.pop().unwrap().success();
         waiting.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn another_workers_throttle_halves_an_adaptive_limit_and_leaves_a_fixed_one() {
+        let c = AdaptiveConcurrency::new(16);
+        c.back_off();
+        c.back_off();
+        let s = c.snapshot();
+        assert_eq!((s.current, s.decreases, s.throttled), (4, 2, 0));
+        // A call in flight before the fleet's signal does not halve it again.
+        let permit = c.acquire().await;
+        c.back_off();
+        permit.throttled();
+        assert_eq!(c.snapshot().current, 2);
+        let fixed = AdaptiveConcurrency::fixed(8);
+        fixed.back_off();
+        assert_eq!(fixed.snapshot().current, 8);
     }
 }

@@ -6,9 +6,9 @@
 //! is counted, including ones DynamoDB then throttles, so the cap is an upper
 //! bound on what is billed.
 //!
-//! The cap is per process. In distributed mode each worker enforces its own:
-//! give each worker its share (the table's budget divided by the number of
-//! workers).
+//! The cap is per process; the workers of one run share theirs: each sets
+//! its limiter to its share of the cap ([`WriteCapacityLimiter::set_rate`])
+//! as the fleet's records in the progress table say how many work.
 //!
 //! A token bucket holding at most [`BURST`] of a second's units: small, so
 //! that no few seconds of a run can go much above the cap even right after a
@@ -27,13 +27,14 @@ pub const BURST: f64 = 0.1;
 /// Hands out write units at a fixed rate.
 #[derive(Debug)]
 pub struct WriteCapacityLimiter {
-    rate: f64,
-    burst: f64,
     bucket: Mutex<Bucket>,
 }
 
 #[derive(Debug)]
 struct Bucket {
+    /// Units per second, and the most the bucket holds.
+    rate: f64,
+    burst: f64,
     /// Units available at `at` (negative: a debt). `at` may lie in the
     /// future: it is the moment the last caller in line is served.
     tokens: f64,
@@ -63,9 +64,9 @@ impl WriteCapacityLimiter {
         let rate = wcu_per_second as f64;
         let burst = (rate * BURST).max(1.0);
         WriteCapacityLimiter {
-            rate,
-            burst,
             bucket: Mutex::new(Bucket {
+                rate,
+                burst,
                 tokens: burst,
                 at: Instant::now(),
                 granted: 0,
@@ -91,24 +92,45 @@ impl WriteCapacityLimiter {
     fn reserve(&self, units: u64, now: Instant) -> Instant {
         let mut b = self.bucket();
         let start = now.max(b.at);
-        let refill = (start - b.at).as_secs_f64() * self.rate;
-        let tokens = (b.tokens + refill).min(self.burst);
+        let refill = (start - b.at).as_secs_f64() * b.rate;
+        let tokens = (b.tokens + refill).min(b.burst);
         // More than the bucket holds: wait for a full bucket, then owe the rest.
-        let needed = (units as f64).min(self.burst);
-        let wait = Duration::from_secs_f64(((needed - tokens) / self.rate).max(0.0));
+        let needed = (units as f64).min(b.burst);
+        let wait = Duration::from_secs_f64(((needed - tokens) / b.rate).max(0.0));
         let served_at = start + wait;
-        b.tokens = tokens + wait.as_secs_f64() * self.rate - units as f64;
+        b.tokens = tokens + wait.as_secs_f64() * b.rate - units as f64;
         b.at = served_at;
         b.granted += units;
         b.waited += served_at - now;
         served_at
     }
 
+    /// Changes the cap to `wcu_per_second` (at least 1) from `now` on: what
+    /// the bucket holds is settled at the old rate first, and callers in
+    /// line are served at the new one.
+    pub fn set_rate(&self, wcu_per_second: f64, now: Instant) {
+        let rate = wcu_per_second.max(1.0);
+        let mut b = self.bucket();
+        if now > b.at {
+            let refill = (now - b.at).as_secs_f64() * b.rate;
+            b.tokens = (b.tokens + refill).min(b.burst);
+            b.at = now;
+        }
+        b.rate = rate;
+        b.burst = (rate * BURST).max(1.0);
+        b.tokens = b.tokens.min(b.burst);
+    }
+
+    /// The cap now, in write units per second.
+    pub fn rate(&self) -> f64 {
+        self.bucket().rate
+    }
+
     /// The figures so far.
     pub fn snapshot(&self) -> CapacitySnapshot {
         let b = self.bucket();
         CapacitySnapshot {
-            wcu_per_second: self.rate as u64,
+            wcu_per_second: b.rate as u64,
             granted_units: b.granted,
             waited: b.waited,
         }
@@ -230,5 +252,24 @@ mod tests {
             assert_eq!(served, vec![0, 100, 200, 300]);
             assert_eq!(limiter.snapshot().waited, Duration::from_millis(600));
         });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_new_rate_governs_from_then_on() {
+        // A worker's share: 1,000 units a second alone, 250 once four share.
+        let limiter = Arc::new(WriteCapacityLimiter::new(1000));
+        let start = Instant::now();
+        let alone = grants(limiter.clone(), 4, 250, |_| 10).await;
+        let first = alone.last().unwrap().0 - start;
+        assert!((first.as_secs_f64() - 10.0).abs() < 0.2, "{first:?}");
+        limiter.set_rate(250.0, Instant::now());
+        assert_eq!(limiter.rate(), 250.0);
+        let from = Instant::now();
+        let shared = grants(limiter.clone(), 4, 250, |_| 10).await;
+        let then = shared.last().unwrap().0 - from;
+        // 10,000 units at 250 a second.
+        assert!((then.as_secs_f64() - 40.0).abs() < 0.5, "{then:?}");
+        assert!(busiest_window(&shared, Duration::from_secs(1)) <= 250 + 25);
+        assert_eq!(limiter.snapshot().wcu_per_second, 250);
     }
 }

@@ -100,3 +100,47 @@ async fn a_follow_record_replaces_the_one_before_and_is_not_counted_as_progress(
     assert_eq!(store.follow_record("r8").await.unwrap(), None);
     local.stop().await;
 }
+
+#[tokio::test]
+async fn a_fleets_beats_read_back_replace_each_other_and_leave_the_counts_alone() {
+    use sql2ddb_dynamo::progress::FleetBeat;
+    let (local, store) = progress_store("fleet").await;
+    let beat = |member: &str, at_ms, throttled_ms| FleetBeat {
+        member: member.into(),
+        at_ms,
+        throttled_ms,
+    };
+    let one = store.fleet_beat("r9", &beat("a", 1_000, 0)).await.unwrap();
+    assert_eq!(one, [beat("a", 1_000, 0)]);
+    store
+        .fleet_beat("r9", &beat("b", 1_100, 900))
+        .await
+        .unwrap();
+    // A member's next beat replaces its last; another run's fleet is its own.
+    store
+        .fleet_beat("other", &beat("c", 1_150, 0))
+        .await
+        .unwrap();
+    let mut all = store
+        .fleet_beat("r9", &beat("a", 2_000, 1_500))
+        .await
+        .unwrap();
+    all.sort_by(|x, y| x.member.cmp(&y.member));
+    assert_eq!(all, [beat("a", 2_000, 1_500), beat("b", 1_100, 900)]);
+    // Beats are not progress: a run's counts are read past them.
+    store
+        .record_run("r9", &run_meta(&[("order", 1)]))
+        .await
+        .unwrap();
+    let progress = store.load("r9").await.unwrap();
+    assert!(progress.meta.is_some());
+    assert!(progress.batches.is_empty() && progress.cursors.is_empty());
+    // A member that leaves is gone from the next beat's answer.
+    store.fleet_leave("r9", "b").await.unwrap();
+    let left = store
+        .fleet_beat("r9", &beat("a", 3_000, 1_500))
+        .await
+        .unwrap();
+    assert_eq!(left, [beat("a", 3_000, 1_500)]);
+    local.stop().await;
+}

@@ -8,6 +8,7 @@ pub mod checkpoint;
 pub mod deep;
 pub mod error;
 pub mod export;
+mod fleet;
 pub mod follow;
 pub mod get;
 mod ids;

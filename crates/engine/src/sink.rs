@@ -57,6 +57,18 @@ pub struct BatchSink {
     pub throttled: AtomicU64,
     /// What each pointer did, by name.
     pub pointer_stats: Mutex<BTreeMap<String, PointerStats>>,
+    /// The calls in flight and the capacity cap its writes obey.
+    pub(crate) limits: WriteLimits,
+}
+
+/// The calls in flight and the write-capacity cap a process's writes share,
+/// and the cap as resolved (the limiter's rate is the process's share of it
+/// when it works in a fleet).
+#[derive(Clone)]
+pub(crate) struct WriteLimits {
+    pub controller: Arc<AdaptiveConcurrency>,
+    pub limiter: Option<Arc<WriteCapacityLimiter>>,
+    pub cap: Option<u64>,
 }
 
 /// A [`Destination`] made ready to write.
@@ -129,16 +141,22 @@ impl BatchSink {
             max_wcu: max_wcu(opts.max_wcu, None),
             retry,
         });
+        let cap = max_wcu(opts.max_wcu, None);
         BatchSink {
             route: Route::Updates(UpdateApplier {
                 client: client.clone(),
                 retry,
-                concurrency: controller,
-                limiter,
+                concurrency: controller.clone(),
+                limiter: limiter.clone(),
             }),
             rejects,
             throttled: Default::default(),
             pointer_stats: Default::default(),
+            limits: WriteLimits {
+                controller,
+                limiter,
+                cap,
+            },
         }
     }
 
@@ -329,6 +347,11 @@ pub(crate) fn build_sink(
         rejects,
         throttled: Default::default(),
         pointer_stats: Default::default(),
+        limits: WriteLimits {
+            controller: controller.clone(),
+            limiter: limiter.clone(),
+            cap: settings.max_wcu,
+        },
     });
     SinkSetup {
         sink,

@@ -34,6 +34,7 @@ use tokio::time::Instant;
 
 use crate::checkpoint::BatchId;
 use crate::error::EngineError;
+use crate::fleet::{Beating, Fleet};
 use crate::outcome::BatchOutcome;
 use crate::recorder::BatchRecorder;
 pub use crate::recorder::WorkerSetup;
@@ -54,6 +55,7 @@ impl WorkerReport {
             throttled: 0,
             released: 0,
             runs: Vec::new(),
+            fleet_workers: 1,
             stopped: StopReason::Signal,
             error: None,
             rejects_file,
@@ -143,6 +145,9 @@ pub struct WorkerReport {
     pub released: u64,
     /// Runs whose batches it received.
     pub runs: Vec<String>,
+    /// The most workers (itself included) seen writing its runs at once:
+    /// they shared the write-capacity cap, each taking its part.
+    pub fleet_workers: usize,
     /// Why it stopped.
     pub stopped: StopReason,
     /// With [`StopReason::Throttled`]: what the table said of the first
@@ -244,6 +249,11 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         let mut tasks: JoinSet<Done> = JoinSet::new();
         let mut report = WorkerReport::empty(self.recorder.rejects.path().display().to_string());
         let mut runs: BTreeSet<String> = opts.runs.iter().cloned().collect();
+        let fleet = Fleet::new(
+            self.recorder.store.clone(),
+            self.recorder.sink.limits.clone(),
+        );
+        let beating = Beating::start(fleet, runs.clone()).await;
         let mut last_batch = Instant::now();
         // Raised by a batch the table kept refusing past the retry budget.
         let refused = StopSignal::new();
@@ -285,7 +295,10 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
             }
             last_batch = Instant::now();
             for (r, permit) in received.into_iter().zip(permits) {
-                runs.insert(r.message.run_id().to_string());
+                let run = r.message.run_id();
+                if let (true, Some(b)) = (runs.insert(run.to_string()), &beating) {
+                    b.join(run).await;
+                }
                 held.lock().expect("held lock").insert(r.handle.clone());
                 tasks.spawn(
                     self.clone()
@@ -295,6 +308,9 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         };
         report.stopped = stopped;
         self.wind_down(tasks, &held, opts.grace, &mut report).await;
+        if let Some(beating) = beating {
+            report.fleet_workers = beating.stop().await;
+        }
         if report.throttled > 0 {
             // A batch refused while winding down after another stop.
             report.stopped = StopReason::Throttled;

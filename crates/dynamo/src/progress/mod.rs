@@ -15,7 +15,10 @@
 //!   for ([`DoneCounts`]);
 //! - `FOLLOW`: where the run's follow of the source's changes stands (its
 //!   applied position, state and counts, as JSON the engine defines),
-//!   rewritten now and then while it follows.
+//!   rewritten now and then while it follows;
+//! - `FLEET#<member>`: a worker of the run's fleet, rewritten at each of its
+//!   beats, so the workers share the run's write-capacity cap and learn of
+//!   each other's throttling ([`FleetBeat`]).
 //!
 //! There is no shared counter: racing writers would corrupt it. Every record
 //! has a deterministic key, so a redelivered batch rewrites its own record
@@ -29,11 +32,13 @@
 //! a record is the same record.
 
 mod done;
+mod fleet;
 mod follow;
 mod records;
 mod store;
 
 pub use done::{DoneCounts, DoneState};
+pub use fleet::FleetBeat;
 pub use records::{
     BatchCost, BatchRecord, EntityMeta, RunMeta, RunProgress, SegmentBounds, SegmentCursor,
     SegmentTotal, SnapshotMark,
