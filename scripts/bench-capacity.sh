@@ -12,7 +12,8 @@
 #   skewed      4 partition keys hold 20% of the items (5% each), the rest
 #               one item per key; the busiest partition makes the ideal
 #               longer than the table's
-# each by `sql2ddb run` and by the bare SDK loop (`sql2ddb-testkit
+# each by `sql2ddb run`, by the worker path (one worker, and a fleet of four
+# sharing --max-wcu 2000), and by the bare SDK loop (`sql2ddb-testkit
 # sdk-load`, the same items from an untimed export) with the SDK's standard
 # and adaptive retry modes. A fresh model for each load. Each set is also
 # planned with `sql2ddb plan --capacity` on the same model, and each load's
@@ -88,7 +89,7 @@ sk = "${sk}"
 TOML
 }
 
-# capacity_load SET LOADER: one load of SET (LOADER: run, worker, "sdk standard"
+# capacity_load SET LOADER: one load of SET (LOADER: run, worker, fleet, "sdk standard"
 # or "sdk adaptive") through a fresh model; appends
 # set, loader, status, items, ideal s, model s, throttled calls, partial
 # calls, retried items, consumed units, needed units, plan's predicted s to
@@ -98,7 +99,7 @@ capacity_load() {
   serve capacity-proxy proxy --upstream "$sink_url" --port 0 --capacity "$work/capacity-model.toml"
   local proxy_pid=$served_pid proxy_url=$served_url
   local progress_pid="" progress_url=""
-  if [ "$loader" = worker ]; then
+  if [ "$loader" = worker ] || [ "$loader" = fleet ]; then
     serve capacity-progress dynamodb --port 0
     progress_pid=$served_pid progress_url=$served_url
   fi
@@ -113,6 +114,14 @@ capacity_load() {
       "$bin_dir/examples/queue_worker_bench" --endpoint "$proxy_url" --progress-endpoint "$progress_url" \
         --items "$work/capacity-$set-items/data" --table "$capacity_table" \
         --concurrency "$capacity_concurrency" >"$file.json" 2>"$file.err"
+      code=$? ;;
+    fleet)
+      # Four workers of the same write path taking the pages from one
+      # queue, each given the table's 2,000 WCU/s as --max-wcu: they share
+      # it through the run's progress table.
+      "$bin_dir/examples/queue_worker_bench" --endpoint "$proxy_url" --progress-endpoint "$progress_url" \
+        --items "$work/capacity-$set-items/data" --table "$capacity_table" \
+        --concurrency "$capacity_concurrency" --workers 4 --max-wcu 2000 >"$file.json" 2>"$file.err"
       code=$? ;;
     run)
       "$bin_dir/sql2ddb" run "$work/capacity-$set.toml" --endpoint "$proxy_url" --runs-dir "$work/runs" \
@@ -192,7 +201,7 @@ TOML
     "$bin_dir/sql2ddb-testkit" capacity-ideal --capacity "$work/capacity-model.toml" \
       --items "$work/capacity-$set-items/data" >"$work/capacity-$set-ideal.json"
     capacity_plan "$set"
-    for loader in run worker "sdk standard" "sdk adaptive"; do
+    for loader in run worker fleet "sdk standard" "sdk adaptive"; do
       capacity_load "$set" "$loader"
     done
     rm -rf "$work/capacity-$set-items"
@@ -253,7 +262,7 @@ capacity_report() {
       printf "%-11s %-13s %-10s %7s %8.1f %8.1f %11s %10d %8d %9d %16s %7.1f %10s\n", $1, $2, $3, $4, $5, $6, ratio, $7, $8, $9, waste, $12, versus
     }
   ' "$capacity_results"
-  echo "time/ideal: the load's wall time (sql2ddb run: the whole process; worker: its writing of the pages, already encoded; sdk: its sending only) in model seconds over the ideal; throttled: calls answered ProvisionedThroughputExceeded or Throttling; partial: BatchWriteItem calls answered with items unprocessed; retried: items refused (each sent again), and for update the reads refused too; update: the update job of every item, its ideal from the model's counts of what it wrote and read; consumed/needed: write units the model charged over the items' own; plan s: \`sql2ddb plan --capacity\`'s prediction for the set (from its sample); time/plan: model s over it (target for run: 0.85 to 1.15)"
+  echo "time/ideal: the load's wall time (sql2ddb run: the whole process; worker: its writing of the pages, already encoded; fleet: the same by four workers sharing --max-wcu 2000; sdk: its sending only) in model seconds over the ideal; throttled: calls answered ProvisionedThroughputExceeded or Throttling; partial: BatchWriteItem calls answered with items unprocessed; retried: items refused (each sent again), and for update the reads refused too; update: the update job of every item, its ideal from the model's counts of what it wrote and read; consumed/needed: write units the model charged over the items' own; plan s: \`sql2ddb plan --capacity\`'s prediction for the set (from its sample); time/plan: model s over it (target for run: 0.85 to 1.15)"
   # The targets of `run`, checked against the figures above.
   awk -F'\t' '
     $2 == "run" && $1 != "update" {

@@ -8,7 +8,12 @@
 //! (the null sink), recording each batch in a progress table (another
 //! endpoint). Prints the figures as JSON.
 //!
-//! queue_worker_bench --endpoint URL --progress-endpoint URL --items DIR --table NAME [--page 500] [--concurrency N]
+//! With `--workers N`, N workers take the pages from the one queue, each with
+//! its own writer, limits and progress store handle, as N `sql2ddb worker`
+//! processes would: they share `--max-wcu` (given to each, as to the
+//! processes) through the run's progress table.
+//!
+//! queue_worker_bench --endpoint URL --progress-endpoint URL --items DIR --table NAME [--page 500] [--concurrency N] [--workers N] [--max-wcu W]
 
 // The allocator of the binary whose write path this measures.
 #[global_allocator]
@@ -25,16 +30,14 @@ use sql2ddb_engine::sink::{BatchSink, Destination, SinkOptions};
 use sql2ddb_engine::worker::{Worker, WorkerOptions};
 use sql2ddb_queue::{codec, AckHandle, Message, QueueDepth, QueueError, Received, WorkQueue};
 use sql2ddb_testkit::bench_input::{arg, cpu_seconds, each_page, progress_store};
-use tokio::sync::Notify;
 
 const RUN: &str = "bench-queue-worker";
 
 /// SQS as a worker sees it, in memory: message bodies waiting, each decoded
 /// when received (as `SqsQueue::receive` does), held until acknowledged or
-/// released. `drained` is notified once every body is acknowledged.
+/// released; [`BodyQueue::drained`] once every body is acknowledged.
 struct BodyQueue {
     state: Mutex<Bodies>,
-    drained: Notify,
 }
 
 #[derive(Default)]
@@ -53,7 +56,6 @@ impl BodyQueue {
         }
         BodyQueue {
             state: Mutex::new(state),
-            drained: Notify::new(),
         }
     }
 
@@ -106,9 +108,7 @@ impl WorkQueue for BodyQueue {
         if state.held.remove(&id).is_none() {
             return Err(QueueError::UnknownHandle(handle.0.clone()));
         }
-        if state.ready.is_empty() && state.held.is_empty() {
-            self.drained.notify_one();
-        }
+        if state.ready.is_empty() && state.held.is_empty() {}
         Ok(())
     }
 
@@ -141,12 +141,28 @@ impl WorkQueue for BodyQueue {
     }
 }
 
+impl BodyQueue {
+    /// Once every body is acknowledged.
+    async fn drained(&self) {
+        loop {
+            {
+                let state = self.state.lock().unwrap();
+                if state.ready.is_empty() && state.held.is_empty() {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
 /// The sink a worker of `plan` builds (the mapping's writer: concurrency,
 /// adaptive, attempts), writing to `endpoint`.
 async fn worker_sink(
     plan: &Plan,
     endpoint: &str,
     concurrency: usize,
+    max_wcu: Option<u64>,
     rejects: Arc<RejectsFile>,
 ) -> Arc<BatchSink> {
     let client = sql2ddb_dynamo::connect(
@@ -158,7 +174,7 @@ async fn worker_sink(
     let opts = SinkOptions {
         concurrency: Some(concurrency),
         fixed_concurrency: false,
-        max_wcu: None,
+        max_wcu,
         retry: RetryPolicy::default(),
         retry_budget: None,
         dry_run: false,
@@ -189,39 +205,54 @@ async fn main() {
     // As `sql2ddb worker` does: batches at once = the writer's concurrency.
     let concurrency =
         arg(&args, "--concurrency").map_or(plan.writer.concurrency, |c| c.parse().unwrap());
+    let workers: usize = arg(&args, "--workers").map_or(1, |w| w.parse().unwrap());
+    let max_wcu: Option<u64> = arg(&args, "--max-wcu").map(|w| w.parse().unwrap());
     let dir =
         std::env::temp_dir().join(format!("sql2ddb-queue-worker-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let rejects = Arc::new(RejectsFile::new(dir.join("rejects.jsonl")));
-    let sink = worker_sink(&plan, &endpoint, concurrency, rejects.clone()).await;
     let store = progress_store(progress, &table, RUN).await;
     let queue = Arc::new(BodyQueue::new(bodies));
     let visibility = Duration::from_secs(60);
-    let worker = Arc::new(Worker::new(
-        queue.clone(),
-        visibility,
-        sink,
-        store,
-        &table,
-        rejects,
-    ));
     let opts = WorkerOptions {
         concurrency,
         poll: Duration::from_secs(1),
         ..WorkerOptions::default()
     };
+    let mut fleet = Vec::new();
+    for w in 0..workers {
+        let rejects = Arc::new(RejectsFile::new(dir.join(format!("rejects-{w}.jsonl"))));
+        let sink = worker_sink(&plan, &endpoint, concurrency, max_wcu, rejects.clone()).await;
+        let worker = Worker::new(
+            queue.clone(),
+            visibility,
+            sink,
+            store.clone(),
+            &table,
+            rejects,
+        );
+        fleet.push(Arc::new(worker));
+    }
 
     let (cpu0, wall0) = (cpu_seconds(), Instant::now());
-    let report = worker.work(&opts, queue.drained.notified()).await.unwrap();
+    let reports = futures::future::join_all(
+        fleet
+            .into_iter()
+            .map(|worker| worker.work(&opts, queue.drained())),
+    )
+    .await;
     let (cpu, wall) = (cpu_seconds() - cpu0, wall0.elapsed().as_secs_f64());
     let _ = std::fs::remove_dir_all(&dir);
+    let reports: Vec<_> = reports.into_iter().map(Result::unwrap).collect();
+    let sum =
+        |f: fn(&sql2ddb_engine::worker::WorkerReport) -> u64| reports.iter().map(f).sum::<u64>();
     assert_eq!(
-        (report.messages, report.left, report.rejected),
+        (sum(|r| r.messages), sum(|r| r.left), sum(|r| r.rejected)),
         (pages as u64, 0, 0),
-        "{report:?}"
+        "{reports:?}"
     );
+    let shared = reports.iter().map(|r| r.fleet_workers).max().unwrap_or(1);
     println!(
         "{}",
-        serde_json::json!({ "items": report.items_written, "pages": pages, "seconds": wall, "cpu_seconds": cpu })
+        serde_json::json!({ "items": sum(|r| r.items_written), "pages": pages, "seconds": wall, "cpu_seconds": cpu, "workers": workers, "fleet_workers": shared })
     );
 }

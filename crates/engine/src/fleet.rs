@@ -26,6 +26,10 @@ use crate::sink::WriteLimits;
 /// How often a worker beats.
 pub const BEAT: Duration = Duration::from_secs(1);
 
+/// The longest a worker waits for its beat into a run newly seen before it
+/// writes the run's first batch.
+const JOIN_WAIT: Duration = Duration::from_secs(5);
+
 /// A member whose last beat is older than this is gone (a worker killed
 /// before it could leave): its share goes to the others.
 pub const GONE_AFTER: Duration = Duration::from_secs(5);
@@ -231,7 +235,14 @@ impl Beating {
         });
         if added {
             let runs = self.runs.borrow().clone();
-            self.fleet.beat(&runs).await;
+            // A progress table slow to answer does not hold the worker back:
+            // it writes within the share it had, and the ticker beats on.
+            if tokio::time::timeout(JOIN_WAIT, self.fleet.beat(&runs))
+                .await
+                .is_err()
+            {
+                tracing::warn!(run, "the fleet's beat is slow; writing with the last share");
+            }
         }
     }
 
