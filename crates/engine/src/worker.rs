@@ -34,6 +34,7 @@ use tokio::time::Instant;
 
 use crate::checkpoint::BatchId;
 use crate::error::EngineError;
+use crate::ids::RunId;
 use crate::outcome::BatchOutcome;
 use crate::recorder::BatchRecorder;
 pub use crate::recorder::WorkerSetup;
@@ -86,7 +87,7 @@ pub struct WorkerOptions {
     /// Stop once every run this worker watches is complete (verified by counting).
     pub until_done: bool,
     /// Runs to watch besides those of the batches received.
-    pub runs: Vec<String>,
+    pub runs: Vec<RunId>,
     /// Stop after this long without receiving a batch.
     pub idle_exit: Option<Duration>,
     /// On shutdown, how long the batches being written may take to finish
@@ -142,7 +143,7 @@ pub struct WorkerReport {
     /// Batches released unfinished at shutdown.
     pub released: u64,
     /// Runs whose batches it received.
-    pub runs: Vec<String>,
+    pub runs: Vec<RunId>,
     /// Why it stopped.
     pub stopped: StopReason,
     /// With [`StopReason::Throttled`]: what the table said of the first
@@ -218,7 +219,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
     }
 
     /// Whether every run in `runs` is complete by its progress records.
-    async fn all_done(&self, runs: &BTreeSet<String>) -> Result<bool, EngineError> {
+    async fn all_done(&self, runs: &BTreeSet<RunId>) -> Result<bool, EngineError> {
         if runs.is_empty() {
             return Ok(false);
         }
@@ -243,7 +244,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         let held: Arc<Mutex<HashSet<AckHandle>>> = Arc::default();
         let mut tasks: JoinSet<Done> = JoinSet::new();
         let mut report = WorkerReport::empty(self.recorder.rejects.path().display().to_string());
-        let mut runs: BTreeSet<String> = opts.runs.iter().cloned().collect();
+        let mut runs: BTreeSet<RunId> = opts.runs.iter().cloned().collect();
         let mut last_batch = Instant::now();
         // Raised by a batch the table kept refusing past the retry budget.
         let refused = StopSignal::new();
@@ -285,7 +286,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
             }
             last_batch = Instant::now();
             for (r, permit) in received.into_iter().zip(permits) {
-                runs.insert(r.message.run_id().to_string());
+                runs.insert(r.message.run_id().clone());
                 held.lock().expect("held lock").insert(r.handle.clone());
                 tasks.spawn(
                     self.clone()
@@ -311,7 +312,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         &self,
         writing: bool,
         opts: &WorkerOptions,
-        runs: &BTreeSet<String>,
+        runs: &BTreeSet<RunId>,
         last_batch: Instant,
     ) -> Result<Option<StopReason>, EngineError> {
         if writing {

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use sql2ddb_core::{redact_secrets, KeyAttr, KeyType, SqlValue};
+use sql2ddb_core::{redact_secrets, KeyAttr, KeyType, RunId, SqlValue};
 
 use super::{BatchCost, BatchRecord, RunMeta, RunProgress, SegmentCursor, SegmentTotal};
 use crate::client::Dynamo;
@@ -20,7 +20,7 @@ pub struct ProgressStore {
     pub(super) retry: RetryPolicy,
 }
 
-pub(super) fn pk(run: &str) -> AttributeValue {
+pub(super) fn pk(run: &RunId) -> AttributeValue {
     AttributeValue::S(format!("RUN#{run}"))
 }
 
@@ -93,7 +93,7 @@ impl ProgressStore {
 
     pub(super) async fn put(
         &self,
-        run: &str,
+        run: &RunId,
         sk: String,
         attrs: Vec<(&str, AttributeValue)>,
     ) -> Result<(), DynamoError> {
@@ -113,7 +113,7 @@ impl ProgressStore {
     }
 
     /// Records the run's description (its source redacted once more, in case).
-    pub async fn record_run(&self, run: &str, meta: &RunMeta) -> Result<(), DynamoError> {
+    pub async fn record_run(&self, run: &RunId, meta: &RunMeta) -> Result<(), DynamoError> {
         self.put(run, "RUN".into(), vec![("meta", meta_attr(meta))])
             .await
     }
@@ -122,7 +122,7 @@ impl ProgressStore {
     /// (part name → hash), which a resume compares with its own mapping's.
     pub async fn record_run_with_digest(
         &self,
-        run: &str,
+        run: &RunId,
         meta: &RunMeta,
         digest: &BTreeMap<String, String>,
     ) -> Result<(), DynamoError> {
@@ -155,7 +155,7 @@ impl ProgressStore {
     }
 
     /// Records a finished batch; a second record of the same batch replaces the first.
-    pub async fn record_batch(&self, run: &str, record: &BatchRecord) -> Result<(), DynamoError> {
+    pub async fn record_batch(&self, run: &RunId, record: &BatchRecord) -> Result<(), DynamoError> {
         self.put(run, record.sort_key(), batch_attrs(record)).await
     }
 
@@ -164,7 +164,7 @@ impl ProgressStore {
     /// counted once.
     pub async fn record_batch_with_cost(
         &self,
-        run: &str,
+        run: &RunId,
         record: &BatchRecord,
         cost: &BatchCost,
     ) -> Result<(), DynamoError> {
@@ -183,7 +183,7 @@ impl ProgressStore {
     /// slower writer of the same run) changes nothing and is not an error.
     pub async fn set_cursor(
         &self,
-        run: &str,
+        run: &RunId,
         entity: &str,
         segment: u32,
         cursor: &[SqlValue],
@@ -222,7 +222,7 @@ impl ProgressStore {
     /// Records that a segment's reader reached its end after `total_rows` rows in `pages` pages.
     pub async fn finish_segment(
         &self,
-        run: &str,
+        run: &RunId,
         entity: &str,
         segment: u32,
         total_rows: u64,
@@ -243,7 +243,7 @@ impl ProgressStore {
 
     /// The run's description alone (one strongly consistent `GetItem`);
     /// `None` when the run is not recorded in this table.
-    pub async fn run_meta(&self, run: &str) -> Result<Option<RunMeta>, DynamoError> {
+    pub async fn run_meta(&self, run: &RunId) -> Result<Option<RunMeta>, DynamoError> {
         let req = self
             .client
             .get_item()
@@ -264,7 +264,7 @@ impl ProgressStore {
 
     /// Reads everything recorded for a run (a strongly consistent Query over
     /// its partition, page after page).
-    pub async fn load(&self, run: &str) -> Result<RunProgress, DynamoError> {
+    pub async fn load(&self, run: &RunId) -> Result<RunProgress, DynamoError> {
         let mut progress = RunProgress::default();
         let mut start = None;
         loop {
