@@ -125,7 +125,7 @@ impl World {
     }
 
     async fn progress(&self) -> Option<RunProgress> {
-        self.store().load(RUN).await.ok()
+        self.store().load(&RUN.parse().unwrap()).await.ok()
     }
 
     /// Orders incremented so far.
@@ -262,7 +262,7 @@ async fn a_worker_started_with_a_job_refuses_migration_batches_and_leaves_them_q
         .await
         .unwrap();
     let batch = sql2ddb_core::WorkBatch {
-        run_id: "a-migration".into(),
+        run_id: "a-migration".parse().unwrap(),
         entity: "item".into(),
         segment: 0,
         page: 0,

@@ -136,7 +136,7 @@ impl Proc {
     }
 
     /// The run id a `run` prints first (`run <id>`).
-    pub async fn run_id(&self) -> String {
+    pub async fn run_id(&self) -> sql2ddb_engine::RunId {
         let start = Instant::now();
         loop {
             let text = self.stderr.lock().unwrap().clone();
@@ -145,7 +145,7 @@ impl Proc {
             let whole = text.rfind('\n').map_or("", |end| &text[..end]);
             if let Some(line) = whole.lines().find(|l| l.starts_with("run ")) {
                 let id = line[4..].split(':').next().unwrap().trim();
-                return id.to_string();
+                return id.parse().unwrap_or_else(|e| panic!("{e}"));
             }
             assert!(start.elapsed() < PATIENCE, "no run id printed:\n{text}");
             tokio::time::sleep(Duration::from_millis(50)).await;

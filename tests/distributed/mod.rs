@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 use crate::common::*;
 use sql2ddb_core::Item;
 use sql2ddb_dynamo::progress::{default_table, ProgressStore};
+use sql2ddb_engine::RunId;
 use sql2ddb_queue::{create_queue, QueueUrls, SqsQueue, WorkQueue};
 use sql2ddb_testkit::support::Moto;
 
@@ -152,7 +153,7 @@ entity = "item"
     }
 
     /// Runs the [`Fixture::reader`] to its end, exiting 0, and returns its run id.
-    pub async fn read_into_queue(&self) -> String {
+    pub async fn read_into_queue(&self) -> RunId {
         let reader = self.reader(&[]);
         let run_id = reader.run_id().await;
         let read = reader.wait().await;
@@ -208,7 +209,7 @@ entity = "item"
     /// Waits until `done` holds for the run's records.
     pub async fn wait_for(
         &self,
-        run_id: &str,
+        run_id: &RunId,
         what: &str,
         done: impl Fn(&sql2ddb_dynamo::progress::RunProgress) -> bool,
     ) {

@@ -56,7 +56,7 @@ fn table(runs: &[RunEntry]) -> String {
         std::iter::once(["run", "started", "status", "table", "mapping"].map(str::to_string))
             .chain(runs.iter().map(|r| {
                 [
-                    r.run_id.clone(),
+                    r.run_id.to_string(),
                     r.started.clone().unwrap_or_else(dash),
                     r.status.clone().unwrap_or_else(|| "no report".into()),
                     r.table.clone().unwrap_or_else(dash),

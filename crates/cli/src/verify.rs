@@ -7,7 +7,7 @@ use sql2ddb_core::redact_secrets;
 use sql2ddb_core::shown::{count, thousands, time_text};
 use sql2ddb_engine::follow::{follow_status, FollowStatus};
 use sql2ddb_engine::verify::{inspect, RunState};
-use sql2ddb_engine::{EngineError, Job, ResourceOptions, Resources};
+use sql2ddb_engine::{EngineError, Job, ResourceOptions, Resources, RunId};
 
 use crate::load;
 use crate::outcome::{Ended, Output};
@@ -59,10 +59,10 @@ With --deep: 0 every item is exactly what the mapping makes of the source,
 /// mapping's default.
 async fn resources(
     args: &StatusArgs,
-    run: &str,
+    run: &RunId,
 ) -> Result<(Resources, Option<String>), EngineError> {
     let run_dir = args.runs_dir.join(run);
-    let recorded = sql2ddb_engine::runs::recorded(&run_dir).progress_table;
+    let recorded = sql2ddb_engine::runs::recorded(&args.runs_dir, run).progress_table;
     let progress_table = args.progress_table.clone().or(recorded);
     let plan = match &args.mapping {
         Some(path) => Some(load(path, None)?),
@@ -198,7 +198,7 @@ impl Watch {
 /// cannot be read is said on stderr and shown as none.
 async fn standing(
     resources: &Resources,
-    run: &str,
+    run: &RunId,
     run_dir: &std::path::Path,
     source: Option<&str>,
 ) -> Option<FollowStatus> {
@@ -218,7 +218,7 @@ async fn standing(
 /// The run's counts (when it has them) and its follow's standing (when it
 /// was followed), as text or as one JSON object (`follow` holds the
 /// follow's standing).
-fn show(state: Option<&RunState>, run: &str, followed: Option<&FollowStatus>, json: bool) {
+fn show(state: Option<&RunState>, run: &RunId, followed: Option<&FollowStatus>, json: bool) {
     if json {
         let mut value = match state {
             Some(s) => serde_json::to_value(s).expect("a run state serialises"),

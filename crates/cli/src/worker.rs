@@ -50,7 +50,7 @@ pub struct WorkerArgs {
     pub until_done: bool,
     /// A run to wait for with --until-done, before any of its batches arrive.
     #[arg(long = "run", value_name = "RUN_ID")]
-    pub runs: Vec<String>,
+    pub runs: Vec<sql2ddb_engine::RunId>,
     /// Exit after this many seconds without a batch (0: once the queue is
     /// drained).
     #[arg(long, value_name = "SECONDS")]

@@ -7,6 +7,7 @@ use serde_json::Value as Json;
 use crate::attr::AttrValue;
 use crate::encoded::EncodedItem;
 use crate::pointer::PointerUpdate;
+use crate::run_id::RunId;
 
 /// One page of one segment of one entity, mapped and ready for the writers.
 ///
@@ -16,7 +17,7 @@ use crate::pointer::PointerUpdate;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkBatch {
     /// Run id.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Entity name.
     pub entity: String,
     /// Segment of the entity's key range.

@@ -14,8 +14,11 @@ pub const MAX_RUN_ID_LEN: usize = 128;
 /// starting with `.` (it names a directory under the runs directory, so it
 /// can never climb out of it). New runs are named by the time they start and
 /// a random suffix (`20240501T100000Z-3f9a1c`); a user may name one.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-#[serde(transparent)]
+///
+/// In JSON it is its text; read from JSON, it is checked as it is read, so
+/// a file or a message with a bad id is refused where it is read.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Deserialize)]
+#[serde(try_from = "String")]
 pub struct RunId(String);
 
 /// Why a text is not a run id.
@@ -31,33 +34,54 @@ pub struct BadRunId {
 impl RunId {
     /// `text` as a run id, if it is one.
     pub fn parse(text: &str) -> Result<RunId, BadRunId> {
-        let bad = |why| {
-            Err(BadRunId {
+        match why_not(text) {
+            None => Ok(RunId(text.to_string())),
+            Some(why) => Err(BadRunId {
                 text: text.to_string(),
                 why,
-            })
-        };
-        if text.is_empty() {
-            return bad("it is empty");
+            }),
         }
-        if text.len() > MAX_RUN_ID_LEN {
-            return bad("it is longer than 128 characters");
-        }
-        if text.starts_with('.') {
-            return bad("it starts with a dot");
-        }
-        if !text
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        {
-            return bad("only ASCII letters, digits, '-', '_' and '.' are allowed");
-        }
-        Ok(RunId(text.to_string()))
     }
 
     /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
+    }
+}
+
+/// What keeps `text` from being a run id, if anything does.
+fn why_not(text: &str) -> Option<&'static str> {
+    if text.is_empty() {
+        return Some("it is empty");
+    }
+    if text.len() > MAX_RUN_ID_LEN {
+        return Some("it is longer than 128 characters");
+    }
+    if text.starts_with('.') {
+        return Some("it starts with a dot");
+    }
+    let allowed = |b: u8| b.is_ascii_alphanumeric() || b"-_.".contains(&b);
+    if !text.bytes().all(allowed) {
+        return Some("only ASCII letters, digits, '-', '_' and '.' are allowed");
+    }
+    None
+}
+
+impl TryFrom<String> for RunId {
+    type Error = BadRunId;
+
+    /// `text` as a run id, kept as it is, if it is one.
+    fn try_from(text: String) -> Result<RunId, BadRunId> {
+        match why_not(&text) {
+            None => Ok(RunId(text)),
+            Some(why) => Err(BadRunId { text, why }),
+        }
+    }
+}
+
+impl serde::Serialize for RunId {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
     }
 }
 
@@ -119,13 +143,6 @@ impl From<RunId> for String {
     }
 }
 
-impl<'de> serde::Deserialize<'de> for RunId {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RunId, D::Error> {
-        let text = String::deserialize(d)?;
-        RunId::parse(&text).map_err(serde::de::Error::custom)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -166,6 +183,17 @@ mod tests {
         assert_eq!(serde_json::to_string(&id).unwrap(), "\"R1\"");
         let back: RunId = serde_json::from_str("\"R1\"").unwrap();
         assert_eq!(back, id);
-        assert!(serde_json::from_str::<RunId>("\"a/b\"").is_err());
+        let err = serde_json::from_str::<RunId>("\"a/b\"").unwrap_err();
+        assert!(err.to_string().contains("\"a/b\" is not a run id"), "{err}");
+        #[derive(Debug, serde::Deserialize)]
+        struct Record {
+            #[allow(dead_code)]
+            run_id: RunId,
+        }
+        let err = serde_json::from_str::<Record>(r#"{"run_id":"../up"}"#).unwrap_err();
+        assert!(
+            err.to_string().contains("\"../up\" is not a run id"),
+            "{err}"
+        );
     }
 }

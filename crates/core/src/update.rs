@@ -9,6 +9,7 @@ use crate::attr::AttrValue;
 use crate::batch::BatchPart;
 use crate::encoded::EncodedItem;
 use crate::limits::KeyAttr;
+use crate::run_id::RunId;
 
 /// One page of an update job (`sql2ddb update --queue`): the keys of the
 /// items that matched, and the change a worker applies to each instead of
@@ -21,7 +22,7 @@ use crate::limits::KeyAttr;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UpdatePage {
     /// Run id.
-    pub run_id: String,
+    pub run_id: RunId,
     /// The job's name.
     pub entity: String,
     /// Segment of the table's read (a parallel scan's segment).

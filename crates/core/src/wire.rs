@@ -199,7 +199,7 @@ mod tests {
         item.insert("PK".to_string(), AttrValue::S("ORDER#7".into()));
         item.insert("doc".to_string(), every_kind());
         let batch = WorkBatch {
-            run_id: "run-1".into(),
+            run_id: "run-1".parse().unwrap(),
             entity: "order".into(),
             segment: 3,
             page: 41,

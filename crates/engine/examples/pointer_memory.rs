@@ -27,11 +27,17 @@ use sql2ddb_engine::rejects::RejectsFile;
 use sql2ddb_engine::serverless::load_mapping;
 use sql2ddb_engine::sink::{BatchSink, Destination, SinkOptions};
 use sql2ddb_engine::worker::{Worker, WorkerOptions};
+use sql2ddb_engine::RunId;
 use sql2ddb_queue::{codec, AckHandle, Message, QueueDepth, QueueError, Received, WorkQueue};
 use sql2ddb_testkit::bench_input::{arg, cpu_seconds, progress_store};
 use tokio::sync::Notify;
 
 const RUN: &str = "bench-pointer-memory";
+
+/// The benchmark's run.
+fn run() -> RunId {
+    RUN.parse().expect("a run id")
+}
 
 /// Points of the run (in tenths of the messages) where the RSS is sampled.
 const SAMPLES: [u64; 4] = [1, 2, 5, 10];
@@ -63,7 +69,7 @@ fn body(n: u64) -> String {
         cleared: Vec::new(),
     };
     codec::encode(&WorkBatch {
-        run_id: RUN.into(),
+        run_id: run(),
         entity: "order".into(),
         segment: 0,
         page: n,
@@ -224,7 +230,7 @@ async fn main() {
         destination: Destination::Table,
     };
     let sink = BatchSink::for_plan(&plan, &opts, &client, client.calls(), rejects.clone());
-    let store = progress_store(progress, &table, RUN).await;
+    let store = progress_store(progress, &table, &run()).await;
     let queue = Arc::new(MadeQueue {
         state: Mutex::new(Made::default()),
         total,

@@ -28,10 +28,16 @@ use sql2ddb_engine::rejects::RejectsFile;
 use sql2ddb_engine::serverless::{load_mapping, Plan};
 use sql2ddb_engine::sink::{BatchSink, Destination, SinkOptions};
 use sql2ddb_engine::worker::{Worker, WorkerOptions};
+use sql2ddb_engine::RunId;
 use sql2ddb_queue::{codec, AckHandle, Message, QueueDepth, QueueError, Received, WorkQueue};
 use sql2ddb_testkit::bench_input::{arg, cpu_seconds, each_page, progress_store};
 
 const RUN: &str = "bench-queue-worker";
+
+/// The benchmark's run.
+fn run() -> RunId {
+    RUN.parse().expect("a run id")
+}
 
 /// SQS as a worker sees it, in memory: message bodies waiting, each decoded
 /// when received (as `SqsQueue::receive` does), held until acknowledged or
@@ -194,7 +200,7 @@ async fn main() {
 
     // Only the bodies are kept, as a queue would hold them.
     let mut bodies = Vec::new();
-    each_page(RUN, std::path::Path::new(&dir), page, |batch| {
+    each_page(&run(), std::path::Path::new(&dir), page, |batch| {
         bodies.push(codec::encode(&batch))
     });
     let pages = bodies.len();
@@ -210,7 +216,7 @@ async fn main() {
     let dir =
         std::env::temp_dir().join(format!("sql2ddb-queue-worker-bench-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let store = progress_store(progress, &table, RUN).await;
+    let store = progress_store(progress, &table, &run()).await;
     let queue = Arc::new(BodyQueue::new(bodies));
     let visibility = Duration::from_secs(60);
     let opts = WorkerOptions {

@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
-use sql2ddb_core::{BatchPart, SqlValue, WorkBatch};
+use sql2ddb_core::{BatchPart, RunId, SqlValue, WorkBatch};
 use sql2ddb_dynamo::progress::{BatchCost, BatchRecord, ProgressStore};
 use sql2ddb_queue::Message;
 
@@ -24,7 +24,7 @@ use crate::outcome::BatchOutcome;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BatchId {
     /// Run id.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Entity name.
     pub entity: String,
     /// Segment.
@@ -56,7 +56,7 @@ impl BatchId {
     /// The identity of a message's page, whichever its kind.
     pub fn of_message(message: &Message) -> BatchId {
         BatchId {
-            run_id: message.run_id().to_string(),
+            run_id: message.run_id().clone(),
             entity: message.entity().to_string(),
             segment: message.segment(),
             page: message.page(),
@@ -195,7 +195,7 @@ impl SegmentTracker {
 /// The checkpoints of one run, recorded in its progress store.
 pub struct Checkpoints {
     store: ProgressStore,
-    run_id: String,
+    run_id: RunId,
     starts: HashMap<(String, u32), SegmentStart>,
     segments: Mutex<HashMap<(String, u32), SegmentTracker>>,
 }
@@ -205,12 +205,12 @@ impl Checkpoints {
     /// continue (others start at page 0).
     pub fn new(
         store: ProgressStore,
-        run_id: impl Into<String>,
+        run_id: RunId,
         starts: HashMap<(String, u32), SegmentStart>,
     ) -> Checkpoints {
         Checkpoints {
             store,
-            run_id: run_id.into(),
+            run_id,
             starts,
             segments: Mutex::new(HashMap::new()),
         }
@@ -222,7 +222,7 @@ impl Checkpoints {
     }
 
     /// The run id.
-    pub fn run_id(&self) -> &str {
+    pub fn run_id(&self) -> &RunId {
         &self.run_id
     }
 
@@ -361,7 +361,7 @@ mod tests {
     #[test]
     fn a_record_counts_rows_rejected_while_mapping_and_by_dynamodb() {
         let id = BatchId {
-            run_id: "r".into(),
+            run_id: "r".parse().unwrap(),
             entity: "order".into(),
             segment: 1,
             page: 4,

@@ -137,7 +137,7 @@ pub enum EngineError {
     #[error("run {run_id} {message}")]
     Resume {
         /// The run.
-        run_id: String,
+        run_id: crate::RunId,
         /// Why not.
         message: String,
     },

@@ -21,6 +21,7 @@ use sql2ddb_dynamo::progress::{FleetBeat, ProgressStore};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::ids::RunId;
 use crate::sink::WriteLimits;
 
 /// How often a worker beats.
@@ -52,7 +53,7 @@ struct Seen {
     /// The latest throttle of another member it backed off for.
     others_throttled_ms: u64,
     /// Each run's members alive at the last beat into it.
-    alive: HashMap<String, BTreeSet<String>>,
+    alive: HashMap<RunId, BTreeSet<String>>,
     /// The most members alive at once.
     most: usize,
 }
@@ -108,7 +109,7 @@ impl Fleet {
     /// it was last throttled), then sets its share of the cap by the
     /// members alive across them, and backs off once for each newer
     /// throttle of another member.
-    pub async fn beat(&self, runs: &BTreeSet<String>) {
+    pub async fn beat(&self, runs: &BTreeSet<RunId>) {
         let now = now_ms();
         let beat = {
             let mut seen = self.seen();
@@ -176,7 +177,7 @@ impl Fleet {
     }
 
     /// Leaves each of `runs`' fleets, so the others take its share at once.
-    pub async fn leave(&self, runs: &BTreeSet<String>) {
+    pub async fn leave(&self, runs: &BTreeSet<RunId>) {
         for run in runs {
             if let Err(e) = self.store.fleet_leave(run, &self.member).await {
                 tracing::warn!(run = %run, error = %e, "could not leave the fleet; the others take its share once its beats stop");
@@ -189,7 +190,7 @@ impl Fleet {
 /// writes; once [`Beating::stop`]ped it leaves their fleets.
 pub(crate) struct Beating {
     fleet: Arc<Fleet>,
-    runs: watch::Sender<BTreeSet<String>>,
+    runs: watch::Sender<BTreeSet<RunId>>,
     task: JoinHandle<()>,
 }
 
@@ -197,7 +198,7 @@ impl Beating {
     /// Starts beating into `runs` (at once, when there are some), as long
     /// as beating can change anything: a cap to share, or calls in flight
     /// that adapt. `None` otherwise.
-    pub async fn start(fleet: Fleet, runs: BTreeSet<String>) -> Option<Beating> {
+    pub async fn start(fleet: Fleet, runs: BTreeSet<RunId>) -> Option<Beating> {
         let adapts = fleet.limits.controller.snapshot().adaptive;
         if fleet.limits.cap.is_none() && !adapts {
             return None;
@@ -227,10 +228,10 @@ impl Beating {
     /// A batch of `run` came: when the run is new to this member, it beats
     /// into its fleet before writing, so its first writes already keep to
     /// its share.
-    pub async fn join(&self, run: &str) {
+    pub async fn join(&self, run: &RunId) {
         let mut added = false;
         self.runs.send_if_modified(|runs| {
-            added = runs.insert(run.to_string());
+            added = runs.insert(run.clone());
             added
         });
         if added {
@@ -241,7 +242,7 @@ impl Beating {
                 .await
                 .is_err()
             {
-                tracing::warn!(run, "the fleet's beat is slow; writing with the last share");
+                tracing::warn!(run = %run, "the fleet's beat is slow; writing with the last share");
             }
         }
     }

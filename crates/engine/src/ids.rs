@@ -6,7 +6,7 @@ pub use sql2ddb_core::RunId;
 pub fn new_run_id() -> RunId {
     let now = chrono::Utc::now().format("%Y%m%dT%H%M%SZ");
     let short = uuid::Uuid::new_v4().simple().to_string();
-    RunId::parse(&format!("{now}-{}", &short[..6])).expect("a time and hex digits are a run id")
+    RunId::try_from(format!("{now}-{}", &short[..6])).expect("a time and hex digits are a run id")
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use sql2ddb_queue::Message;
 
 use crate::checkpoint::BatchId;
 use crate::error::EngineError;
-use crate::ids::new_run_id;
+use crate::ids::{new_run_id, RunId};
 use crate::outcome::BatchOutcome;
 use crate::rejects::RejectsFile;
 use crate::resources::{Job, ResourceOptions, Resources};
@@ -41,7 +41,7 @@ pub(crate) struct BatchRecorder {
     pub table: String,
     pub rejects: Arc<RejectsFile>,
     /// Each run's description, read once.
-    runs: Mutex<HashMap<String, RunMeta>>,
+    runs: Mutex<HashMap<RunId, RunMeta>>,
 }
 
 impl BatchRecorder {
@@ -124,7 +124,7 @@ impl BatchRecorder {
     }
 
     /// The run's description, read once per run.
-    async fn run_meta(&self, run: &str) -> Result<RunMeta, EngineError> {
+    async fn run_meta(&self, run: &RunId) -> Result<RunMeta, EngineError> {
         if let Some(meta) = self.runs.lock().expect("runs lock").get(run) {
             return Ok(meta.clone());
         }
@@ -137,7 +137,7 @@ impl BatchRecorder {
         self.runs
             .lock()
             .expect("runs lock")
-            .insert(run.to_string(), meta.clone());
+            .insert(run.clone(), meta.clone());
         Ok(meta)
     }
 

@@ -18,7 +18,7 @@ pub const LATEST: &str = "latest";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct RunEntry {
     /// The run id (the directory's name).
-    pub run_id: String,
+    pub run_id: RunId,
     /// When it started, from its id (`2024-05-01T10:00:00Z`).
     pub started: Option<String>,
     /// How it ended (`ok`, `rejects`, `failed`, `interrupted`…); none while
@@ -47,8 +47,9 @@ pub fn list_runs(runs_dir: &Path, mapping: Option<&Path>) -> Result<Vec<RunEntry
     let mut runs = Vec::new();
     for entry in dir {
         let entry = entry.map_err(|e| EngineError::io(runs_dir, e))?;
-        let Some(run_id) = entry.file_name().to_str().map(str::to_string) else {
-            continue;
+        let name = entry.file_name().into_string().ok();
+        let Some(run_id) = name.and_then(|n| RunId::try_from(n).ok()) else {
+            continue; // not a run id
         };
         let Some(started) = started_of(&run_id) else {
             continue; // not a run's directory
@@ -98,19 +99,15 @@ pub fn resolve_run(
 ) -> Result<RunId, EngineError> {
     match run {
         Some(id) if id != LATEST => Ok(RunId::parse(id)?),
-        _ => Ok(RunId::parse(&latest_run(runs_dir, mapping)?.run_id)?),
+        _ => Ok(latest_run(runs_dir, mapping)?.run_id),
     }
 }
 
-/// What run directory `run_dir`'s report recorded (nothing while the run
-/// goes on, or after a kill).
-pub fn recorded(run_dir: &Path) -> RunEntry {
-    let run_id = run_dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let started = started_of(&run_id);
-    read_entry(run_dir, run_id, started)
+/// What run `run_id` of `runs_dir` recorded in its report (nothing while
+/// the run goes on, or after a kill).
+pub fn recorded(runs_dir: &Path, run_id: &RunId) -> RunEntry {
+    let started = started_of(run_id);
+    read_entry(&runs_dir.join(run_id), run_id.clone(), started)
 }
 
 /// The start time an id begins with, or `None` for a name that is no
@@ -121,7 +118,7 @@ fn started_of(run_id: &str) -> Option<String> {
     Some(sql2ddb_core::shown::time(t.and_utc()))
 }
 
-fn read_entry(dir: &Path, run_id: String, started: Option<String>) -> RunEntry {
+fn read_entry(dir: &Path, run_id: RunId, started: Option<String>) -> RunEntry {
     let report: serde_json::Value = std::fs::read_to_string(dir.join("report.json"))
         .ok()
         .and_then(|text| serde_json::from_str(&text).ok())
@@ -184,6 +181,7 @@ mod tests {
         // Not runs.
         std::fs::create_dir_all(root.path().join("notes")).unwrap();
         std::fs::write(root.path().join("20240505T100000Z-eeeeee"), "").unwrap();
+        run_dir(root.path(), "20240507T100000Z-not a run", None);
 
         let all = list_runs(root.path(), None).unwrap();
         let ids: Vec<&str> = all.iter().map(|r| r.run_id.as_str()).collect();
@@ -221,11 +219,11 @@ mod tests {
             "20240506T100000Z-ffffff",
             Some(serde_json::json!({"status": "ok", "progress_table": "t-progress"})),
         );
-        let one = recorded(&root.path().join("20240506T100000Z-ffffff"));
+        let one = recorded(root.path(), &"20240506T100000Z-ffffff".parse().unwrap());
         assert_eq!(one.progress_table.as_deref(), Some("t-progress"));
         assert_eq!(one.started.as_deref(), Some("2024-05-06T10:00:00Z"));
         assert_eq!(
-            recorded(&root.path().join("20240504T100000Z-dddddd")).progress_table,
+            recorded(root.path(), &"20240504T100000Z-dddddd".parse().unwrap()).progress_table,
             None
         );
     }

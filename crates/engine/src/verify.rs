@@ -13,6 +13,7 @@ use serde::Serialize;
 use sql2ddb_dynamo::progress::{RunMeta, RunProgress, SegmentTotal};
 
 use crate::error::EngineError;
+use crate::ids::RunId;
 use crate::resources::Resources;
 
 /// A segment whose reader has not reached its end.
@@ -56,7 +57,7 @@ pub struct QueueState {
 #[derive(Debug, Clone, Serialize)]
 pub struct RunState {
     /// Run id.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Target table.
     pub table: String,
     /// Progress table.
@@ -285,7 +286,7 @@ fn count_entity(progress: &RunProgress, entity: String, segments: u32) -> Entity
 /// Reads a run's state: its records from the progress store of
 /// `resources`, and its queue's depths through their SQS client when it has
 /// a queue.
-pub async fn inspect(resources: &Resources, run_id: &str) -> Result<RunState, EngineError> {
+pub async fn inspect(resources: &Resources, run_id: &RunId) -> Result<RunState, EngineError> {
     let store = &resources.progress_store()?;
     let progress = match store.load(run_id).await {
         Ok(p) => p,
@@ -300,7 +301,7 @@ pub async fn inspect(resources: &Resources, run_id: &str) -> Result<RunState, En
     };
     let Some(meta) = progress.meta.clone() else {
         return Err(EngineError::Resume {
-            run_id: run_id.to_string(),
+            run_id: run_id.clone(),
             message: format!("is not recorded in the progress table {}", store.table()),
         });
     };
@@ -316,7 +317,7 @@ pub async fn inspect(resources: &Resources, run_id: &str) -> Result<RunState, En
         None => (None, None),
     };
     Ok(RunState {
-        run_id: run_id.to_string(),
+        run_id: run_id.clone(),
         table: meta.table,
         progress_table: store.table().to_string(),
         started: meta.started,
@@ -398,7 +399,7 @@ mod tests {
 
     fn state(complete: bool, failed: u64, dead: u64, visible: u64) -> RunState {
         RunState {
-            run_id: "r".into(),
+            run_id: "r".parse().unwrap(),
             table: "t".into(),
             progress_table: "p".into(),
             started: String::new(),

@@ -35,6 +35,7 @@ use tokio::time::Instant;
 use crate::checkpoint::BatchId;
 use crate::error::EngineError;
 use crate::fleet::{Beating, Fleet};
+use crate::ids::RunId;
 use crate::outcome::BatchOutcome;
 use crate::recorder::BatchRecorder;
 pub use crate::recorder::WorkerSetup;
@@ -88,7 +89,7 @@ pub struct WorkerOptions {
     /// Stop once every run this worker watches is complete (verified by counting).
     pub until_done: bool,
     /// Runs to watch besides those of the batches received.
-    pub runs: Vec<String>,
+    pub runs: Vec<RunId>,
     /// Stop after this long without receiving a batch.
     pub idle_exit: Option<Duration>,
     /// On shutdown, how long the batches being written may take to finish
@@ -144,7 +145,7 @@ pub struct WorkerReport {
     /// Batches released unfinished at shutdown.
     pub released: u64,
     /// Runs whose batches it received.
-    pub runs: Vec<String>,
+    pub runs: Vec<RunId>,
     /// The most workers (itself included) seen writing its runs at once:
     /// they shared the write-capacity cap, each taking its part.
     pub fleet_workers: usize,
@@ -222,8 +223,14 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         self.recorder.write(received.message).await
     }
 
+    /// This worker's membership of its runs' fleets.
+    fn fleet(&self) -> Fleet {
+        let limits = self.recorder.sink.limits.clone();
+        Fleet::new(self.recorder.store.clone(), limits)
+    }
+
     /// Whether every run in `runs` is complete by its progress records.
-    async fn all_done(&self, runs: &BTreeSet<String>) -> Result<bool, EngineError> {
+    async fn all_done(&self, runs: &BTreeSet<RunId>) -> Result<bool, EngineError> {
         if runs.is_empty() {
             return Ok(false);
         }
@@ -248,12 +255,8 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         let held: Arc<Mutex<HashSet<AckHandle>>> = Arc::default();
         let mut tasks: JoinSet<Done> = JoinSet::new();
         let mut report = WorkerReport::empty(self.recorder.rejects.path().display().to_string());
-        let mut runs: BTreeSet<String> = opts.runs.iter().cloned().collect();
-        let fleet = Fleet::new(
-            self.recorder.store.clone(),
-            self.recorder.sink.limits.clone(),
-        );
-        let beating = Beating::start(fleet, runs.clone()).await;
+        let mut runs: BTreeSet<RunId> = opts.runs.iter().cloned().collect();
+        let beating = Beating::start(self.fleet(), runs.clone()).await;
         let mut last_batch = Instant::now();
         // Raised by a batch the table kept refusing past the retry budget.
         let refused = StopSignal::new();
@@ -296,7 +299,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
             last_batch = Instant::now();
             for (r, permit) in received.into_iter().zip(permits) {
                 let run = r.message.run_id();
-                if let (true, Some(b)) = (runs.insert(run.to_string()), &beating) {
+                if let (true, Some(b)) = (runs.insert(run.clone()), &beating) {
                     b.join(run).await;
                 }
                 held.lock().expect("held lock").insert(r.handle.clone());
@@ -327,7 +330,7 @@ impl<Q: WorkQueue + 'static> Worker<Q> {
         &self,
         writing: bool,
         opts: &WorkerOptions,
-        runs: &BTreeSet<String>,
+        runs: &BTreeSet<RunId>,
         last_batch: Instant,
     ) -> Result<Option<StopReason>, EngineError> {
         if writing {

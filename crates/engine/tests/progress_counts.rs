@@ -1,7 +1,7 @@
 //! The engine's verification adds up what the progress store recorded:
 //! against an in-process DynamoDB-compatible server.
 
-use sql2ddb_core::{AttrValue, SqlValue};
+use sql2ddb_core::{AttrValue, RunId, SqlValue};
 use sql2ddb_dynamo::progress::{BatchRecord, ProgressStore};
 use sql2ddb_engine::verify::{summarize, MissingPage};
 use sql2ddb_testkit::sdk::to_sdk;
@@ -25,7 +25,7 @@ fn record(entity: &str, segment: u32, page: u64, rows: u64) -> BatchRecord {
 /// recorded over `entities` (name and segments).
 async fn store_with_run(
     name: &str,
-    run: &str,
+    run: &RunId,
     entities: &[(&str, u32)],
 ) -> (Dynamo, ProgressStore) {
     let (local, store) = progress_store(name).await;
@@ -34,13 +34,13 @@ async fn store_with_run(
 }
 
 /// Records `batch` of `run`.
-async fn recorded(store: &ProgressStore, run: &str, batch: &BatchRecord) {
+async fn recorded(store: &ProgressStore, run: &RunId, batch: &BatchRecord) {
     store.record_batch(run, batch).await.unwrap();
 }
 
 #[tokio::test]
 async fn a_redelivered_batch_is_counted_once_and_the_run_completes_when_sums_meet() {
-    let run = "r1";
+    let run = &RunId::parse("r1").unwrap();
     let (local, store) = store_with_run("redelivered", run, &[("order", 2), ("customer", 1)]).await;
     for segment in 0..2 {
         for page in 0..3 {
@@ -111,7 +111,7 @@ async fn a_redelivered_batch_is_counted_once_and_the_run_completes_when_sums_mee
 
 #[tokio::test]
 async fn pages_sent_without_a_record_are_named_and_keep_the_run_incomplete() {
-    let run = "r2";
+    let run = &RunId::parse("r2").unwrap();
     let (local, store) = store_with_run("missing", run, &[("order", 2)]).await;
     // Segment 0: pages 0..3 sent, page 1 never written.
     store
@@ -159,7 +159,7 @@ async fn pages_sent_without_a_record_are_named_and_keep_the_run_incomplete() {
 
 #[tokio::test]
 async fn complete_only_when_the_records_add_up_to_the_rows_read() {
-    let run = "r3";
+    let run = &RunId::parse("r3").unwrap();
     let (local, store) = store_with_run("sums", run, &[("order", 1)]).await;
     recorded(&store, run, &record("order", 0, 0, 10)).await;
     // The reader read 12 rows in one page, but the record accounts for 10.
@@ -203,7 +203,7 @@ async fn complete_only_when_the_records_add_up_to_the_rows_read() {
 #[tokio::test]
 async fn load_reads_every_record_of_a_run_over_many_query_pages() {
     let (local, store) = progress_store("pages").await;
-    let run = "r5";
+    let run = &RunId::parse("r5").unwrap();
     // Long entity names make each record ~1 KB: 2,500 of them are over 2 MB,
     // more than one Query answer (1 MB) holds.
     let entity = format!("order_{}", "x".repeat(400));
@@ -215,8 +215,8 @@ async fn load_reads_every_record_of_a_run_over_many_query_pages() {
     for chunk in records.chunks(16) {
         let mut writes = tokio::task::JoinSet::new();
         for r in chunk {
-            let (store, r) = (store.clone(), r.clone());
-            writes.spawn(async move { store.record_batch(run, &r).await });
+            let (store, run, r) = (store.clone(), run.clone(), r.clone());
+            writes.spawn(async move { store.record_batch(&run, &r).await });
         }
         while let Some(done) = writes.join_next().await {
             assert!(done.unwrap().is_ok());

@@ -29,14 +29,14 @@ async fn main() {
     let page: usize = arg(&args, "--page").map_or(500, |p| p.parse().unwrap());
     let batch: usize = arg(&args, "--batch").map_or(10, |p| p.parse().unwrap());
 
-    let run = "bench-lambda";
+    let run: sql2ddb_engine::RunId = "bench-lambda".parse().unwrap();
     // Only the bodies are kept, as a queue would hold them.
     let mut pages = Vec::new();
-    let items = each_page(run, std::path::Path::new(&dir), page, |batch| {
+    let items = each_page(&run, std::path::Path::new(&dir), page, |batch| {
         pages.push(sql2ddb_queue::codec::encode(&batch))
     });
 
-    let store = progress_store(progress, &table, run).await;
+    let store = progress_store(progress, &table, &run).await;
     let mapping = format!(
         "version = 1\n[source]\nurl = \"postgres://127.0.0.1/unused\"\n[target]\ntable = \"{table}\"\nendpoint = \"{endpoint}\"\nregion = \"us-east-1\"\npk = {{ name = \"PK\", type = \"S\" }}\nsk = {{ name = \"SK\", type = \"S\" }}\n[[entity]]\nname = \"order\"\nfrom = \"orders\"\npk = \"X#{{id}}\"\nsk = \"Y\"\n"
     );

@@ -12,6 +12,7 @@ use std::collections::BTreeSet;
 use aws_lambda_events::event::dynamodb::Event;
 use serde::{Deserialize, Serialize};
 use sql2ddb_engine::serverless::{Completion, DoneRecord, Finisher};
+use sql2ddb_engine::RunId;
 
 use crate::Error;
 
@@ -19,11 +20,11 @@ use crate::Error;
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
 pub struct FinisherResponse {
     /// Runs checked (once each).
-    pub checked: Vec<String>,
+    pub checked: Vec<RunId>,
     /// Runs found complete by this invocation, their `DONE` record written.
-    pub completed: Vec<String>,
+    pub completed: Vec<RunId>,
     /// Runs announced on the topic by this invocation.
-    pub announced: Vec<String>,
+    pub announced: Vec<RunId>,
 }
 
 /// The finisher's state across invocations.
@@ -35,15 +36,15 @@ pub struct FinisherHandler {
 }
 
 /// The run of a stream record, when the record is a batch record or a
-/// segment total (the records that can complete a run).
-fn run_of(record: &aws_lambda_events::event::dynamodb::EventRecord) -> Option<String> {
+/// segment total (the records that can complete a run) of a run id.
+fn run_of(record: &aws_lambda_events::event::dynamodb::EventRecord) -> Option<RunId> {
     let image = serde_json::to_value(&record.change.new_image).ok()?;
     let text = |name: &str| image.get(name)?.get("S")?.as_str().map(str::to_string);
     let sk = text("SK")?;
     if !(sk.starts_with("BATCH#") || sk.starts_with("TOTAL#")) {
         return None;
     }
-    text("PK")?.strip_prefix("RUN#").map(str::to_string)
+    RunId::parse(text("PK")?.strip_prefix("RUN#")?).ok()
 }
 
 impl FinisherHandler {
@@ -52,7 +53,7 @@ impl FinisherHandler {
         &self,
         event: lambda_runtime::LambdaEvent<Event>,
     ) -> Result<FinisherResponse, Error> {
-        let runs: BTreeSet<String> = event.payload.records.iter().filter_map(run_of).collect();
+        let runs: BTreeSet<RunId> = event.payload.records.iter().filter_map(run_of).collect();
         let mut response = FinisherResponse::default();
         for run in runs {
             response.checked.push(run.clone());

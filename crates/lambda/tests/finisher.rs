@@ -9,7 +9,7 @@ use std::time::Duration;
 use aws_lambda_events::event::dynamodb::Event;
 use sql2ddb_dynamo::progress::{BatchRecord, EntityMeta, ProgressStore, RunMeta, SegmentBounds};
 use sql2ddb_engine::serverless::Finisher;
-use sql2ddb_engine::AwsContext;
+use sql2ddb_engine::{AwsContext, RunId};
 use sql2ddb_lambda::finisher::FinisherHandler;
 use sql2ddb_testkit::{FaultConfig, FaultProxy};
 use support::*;
@@ -116,7 +116,7 @@ async fn bursts_and_duplicates_announce_a_complete_run_once() {
         finisher: Finisher::connect(&context().await, Some(&proxy.url()), &table).unwrap(),
         topic: Some((sns.clone(), topic.clone())),
     };
-    let run = unique("run");
+    let run: RunId = unique("run").parse().unwrap();
     let meta = RunMeta {
         mapping: "shop.toml".into(),
         source: "postgres://127.0.0.1/test".into(),
@@ -197,7 +197,7 @@ async fn bursts_and_duplicates_announce_a_complete_run_once() {
     }
     assert_eq!(notices.len(), 1, "{notices:?}");
     let body = notices[0].body.clone().unwrap();
-    assert!(body.contains(&run), "{body}");
+    assert!(body.contains(run.as_str()), "{body}");
     assert!(
         body.contains("\\\"rows\\\":30") || body.contains("\"rows\":30"),
         "{body}"
@@ -217,7 +217,7 @@ async fn an_incomplete_run_is_never_announced() {
         finisher: Finisher::connect(&context().await, Some(&dynamo.url), &table).unwrap(),
         topic: None,
     };
-    let run = unique("run");
+    let run: RunId = unique("run").parse().unwrap();
     // Batches recorded but the segment not finished: the rows read are unknown.
     store.record_batch(&run, &batch(&run, 0)).await.unwrap();
     let sk = batch(&run, 0).sort_key();

@@ -128,7 +128,7 @@ fn main() {
         .chunks(PAGE)
         .enumerate()
         .map(|(i, chunk)| WorkBatch {
-            run_id: "bench-codec".into(),
+            run_id: "bench-codec".parse().unwrap(),
             entity: "order".into(),
             segment: 0,
             page: i as u64,

@@ -37,7 +37,8 @@ use flate2::write::DeflateEncoder;
 use flate2::{Compression, Decompress, FlushDecompress, Status};
 use serde::Serialize;
 use sql2ddb_core::{
-    AttrValue, BatchPart, BatchPointer, EncodedItem, ItemJson, SourceKey, UpdatePage, WorkBatch,
+    AttrValue, BatchPart, BatchPointer, EncodedItem, ItemJson, RunId, SourceKey, UpdatePage,
+    WorkBatch,
 };
 
 use crate::head::{self, HeadIn, ItemHeadIn};
@@ -127,7 +128,7 @@ pub enum CodecError {
 /// as it is written (borrowed from the batch).
 #[derive(Serialize)]
 struct HeadOut<'a> {
-    run_id: &'a str,
+    run_id: &'a RunId,
     entity: &'a str,
     segment: u32,
     page: u64,

@@ -14,7 +14,7 @@
 
 use base64::Engine;
 use serde_json::value::RawValue;
-use sql2ddb_core::{AttrValue, BatchPart, BatchPointer, SourceKey};
+use sql2ddb_core::{AttrValue, BatchPart, BatchPointer, RunId, SourceKey};
 
 /// A head line's fields, as [`read`] and serde both give them. A field
 /// this release does not know is refused, not skipped: what a batch asks
@@ -22,7 +22,7 @@ use sql2ddb_core::{AttrValue, BatchPart, BatchPointer, SourceKey};
 #[derive(Debug, PartialEq, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct HeadIn {
-    pub run_id: String,
+    pub run_id: RunId,
     pub entity: String,
     pub segment: u32,
     pub page: u64,
@@ -45,7 +45,8 @@ pub(crate) fn read(line: &[u8]) -> Option<HeadIn> {
     let line = std::str::from_utf8(line).ok()?;
     let mut c = Cursor { line, at: 0 };
     c.lit(b"{\"run_id\":")?;
-    let run_id = c.string()?;
+    // A text that is not a run id is left to serde, which says so.
+    let run_id = RunId::try_from(c.string()?).ok()?;
     c.lit(b",\"entity\":")?;
     let entity = c.string()?;
     c.lit(b",\"segment\":")?;
@@ -311,7 +312,7 @@ mod tests {
             Vec::new()
         };
         WorkBatch {
-            run_id: "run-\"1\"".into(),
+            run_id: "run-1".parse().unwrap(),
             entity: "orders ü".into(),
             segment: u32::MAX,
             page: u64::MAX,
@@ -383,6 +384,7 @@ mod tests {
         let line = String::from_utf8(line(&batch(items(2), false))).unwrap();
         for other in [
             line.replacen("{\"run_id\":", "{ \"run_id\":", 1),
+            line.replacen("\"run-1\"", "\"../up\"", 1),
             line.replacen(",\"items\":[", ",\"extra\":1,\"items\":[", 1),
             format!("{line} "),
             line.replacen("{\"S\":", "{\"SS\":[", 1),

@@ -358,7 +358,7 @@ mod tests {
 
     fn page_of(page: u64) -> WorkBatch {
         WorkBatch {
-            run_id: "r".into(),
+            run_id: "r".parse().unwrap(),
             entity: "e".into(),
             segment: 0,
             page,

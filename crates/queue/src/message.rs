@@ -3,7 +3,7 @@
 //! its own ([`crate::codec`]); a receiver tells them apart by the message,
 //! never by a field of the page.
 
-use sql2ddb_core::{BatchPart, EncodedItem, UpdatePage, WorkBatch};
+use sql2ddb_core::{BatchPart, EncodedItem, RunId, UpdatePage, WorkBatch};
 
 /// One message of a work queue.
 #[derive(Debug, Clone, PartialEq)]
@@ -29,7 +29,7 @@ impl From<UpdatePage> for Message {
 
 impl Message {
     /// The run the page belongs to.
-    pub fn run_id(&self) -> &str {
+    pub fn run_id(&self) -> &RunId {
         match self {
             Message::Migration(b) => &b.run_id,
             Message::Update(p) => &p.run_id,

@@ -45,7 +45,7 @@ fn item(i: u64, blob: usize) -> EncodedItem {
 
 fn batch(page: u64, items: Vec<EncodedItem>) -> WorkBatch {
     WorkBatch {
-        run_id: "run-1".into(),
+        run_id: "run-1".parse().unwrap(),
         entity: "order".into(),
         segment: 1,
         page,

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::Path;
 
-use sql2ddb_core::{AttrValue, BatchPart, EncodedItem, KeyAttr, KeyType, WorkBatch};
+use sql2ddb_core::{AttrValue, BatchPart, EncodedItem, KeyAttr, KeyType, RunId, WorkBatch};
 use sql2ddb_dynamo::progress::{EntityMeta, ProgressStore, RunMeta};
 
 /// The value after flag `name` in `args`, if given.
@@ -54,7 +54,7 @@ fn export_items(dir: &Path) -> impl Iterator<Item = BTreeMap<String, AttrValue>>
 /// keeps what `take` makes of them (a message body: about 54 bytes an
 /// item) holds that and no copy of every item, at 10M rows too. Returns the
 /// number of items.
-pub fn each_page(run: &str, dir: &Path, page: usize, mut take: impl FnMut(WorkBatch)) -> usize {
+pub fn each_page(run: &RunId, dir: &Path, page: usize, mut take: impl FnMut(WorkBatch)) -> usize {
     let keys = [
         KeyAttr::new("PK", KeyType::S),
         KeyAttr::new("SK", KeyType::S),
@@ -77,7 +77,7 @@ pub fn each_page(run: &str, dir: &Path, page: usize, mut take: impl FnMut(WorkBa
             break;
         }
         take(WorkBatch {
-            run_id: run.into(),
+            run_id: run.clone(),
             entity: "order".into(),
             segment: 0,
             page: index,
@@ -92,7 +92,7 @@ pub fn each_page(run: &str, dir: &Path, page: usize, mut take: impl FnMut(WorkBa
 
 /// The progress table of `table` on `endpoint`, created if missing, with
 /// run `run` (the one entity `order`, one segment) recorded in it.
-pub async fn progress_store(endpoint: String, table: &str, run: &str) -> ProgressStore {
+pub async fn progress_store(endpoint: String, table: &str, run: &RunId) -> ProgressStore {
     let client =
         sql2ddb_dynamo::connect(&sql2ddb_dynamo::Endpoint::Url(endpoint), Some("us-east-1"))
             .await
@@ -150,7 +150,7 @@ mod tests {
         std::fs::write(dir.path().join("manifest.txt"), "not items").unwrap();
 
         let mut batches = Vec::new();
-        let count = each_page("r", dir.path(), 2, |b| batches.push(b));
+        let count = each_page(&"r".parse().unwrap(), dir.path(), 2, |b| batches.push(b));
         assert_eq!(count, 5);
         let shape: Vec<(u64, u64, usize)> = batches
             .iter()

@@ -2,6 +2,7 @@
 //! row accounted for, and marked once its announcement went out.
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use sql2ddb_core::RunId;
 
 use super::store::{n, pk, s};
 use super::ProgressStore;
@@ -40,7 +41,7 @@ pub enum DoneState {
 
 impl ProgressStore {
     /// Run `run`'s `DONE` record's state (one strongly consistent `GetItem`).
-    pub async fn done_state(&self, run: &str) -> Result<DoneState, DynamoError> {
+    pub async fn done_state(&self, run: &RunId) -> Result<DoneState, DynamoError> {
         Ok(match self.done_item(run).await? {
             None => DoneState::Absent,
             Some(item) => DoneState::Present {
@@ -55,7 +56,7 @@ impl ProgressStore {
 
     async fn done_item(
         &self,
-        run: &str,
+        run: &RunId,
     ) -> Result<Option<std::collections::HashMap<String, AttributeValue>>, DynamoError> {
         let req = self
             .client
@@ -76,7 +77,7 @@ impl ProgressStore {
     /// exactly one caller ever gets `true`.
     pub async fn record_done(
         &self,
-        run: &str,
+        run: &RunId,
         counts: &DoneCounts,
         token: &str,
     ) -> Result<bool, DynamoError> {
@@ -113,7 +114,7 @@ impl ProgressStore {
     }
 
     /// Marks run `run`'s `DONE` record announced.
-    pub async fn mark_announced(&self, run: &str) -> Result<(), DynamoError> {
+    pub async fn mark_announced(&self, run: &RunId) -> Result<(), DynamoError> {
         let req = self
             .client
             .update_item()

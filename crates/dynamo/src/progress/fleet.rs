@@ -6,8 +6,9 @@
 //! fleet already has. Nothing here is counted as progress.
 
 use aws_sdk_dynamodb::types::AttributeValue;
+use sql2ddb_core::RunId;
 
-use super::store::{n, pk, s};
+use super::store::{n, pk};
 use super::ProgressStore;
 use crate::error::DynamoError;
 use crate::retry::retried;
@@ -33,7 +34,7 @@ impl ProgressStore {
     /// strongly consistent query of the fleet's records).
     pub async fn fleet_beat(
         &self,
-        run: &str,
+        run: &RunId,
         beat: &FleetBeat,
     ) -> Result<Vec<FleetBeat>, DynamoError> {
         self.put(
@@ -46,43 +47,33 @@ impl ProgressStore {
         )
         .await?;
         let mut beats = Vec::new();
-        let mut start = None;
-        loop {
-            let req = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("PK = :pk AND begins_with(SK, :fleet)")
-                .expression_attribute_values(":pk", pk(run))
-                .expression_attribute_values(":fleet", s(FLEET))
-                .consistent_read(true)
-                .set_exclusive_start_key(start);
-            let out = retried(&self.retry, "Query", || req.clone().send())
-                .await
-                .map_err(|e| e.into_error("Query", &self.table))?;
-            beats.extend(out.items().iter().filter_map(|item| {
-                let number = |name: &str| {
-                    item.get(name)
-                        .and_then(|v| v.as_n().ok())
-                        .and_then(|v| v.parse::<u64>().ok())
-                };
-                let member = item.get("SK")?.as_s().ok()?.strip_prefix(FLEET)?;
-                Some(FleetBeat {
+        self.each_record(run, Some(FLEET), |item| {
+            let number = |name: &str| {
+                item.get(name)
+                    .and_then(|v| v.as_n().ok())
+                    .and_then(|v| v.parse::<u64>().ok())
+            };
+            let member = item
+                .get("SK")
+                .and_then(|v| v.as_s().ok())
+                .and_then(|sk| sk.strip_prefix(FLEET));
+            // A record this release cannot read is another's: skipped.
+            if let (Some(member), Some(at_ms)) = (member, number("at_ms")) {
+                beats.push(FleetBeat {
                     member: member.to_string(),
-                    at_ms: number("at_ms")?,
+                    at_ms,
                     throttled_ms: number("throttled_ms").unwrap_or(0),
-                })
-            }));
-            start = out.last_evaluated_key;
-            if start.is_none() {
-                return Ok(beats);
+                });
             }
-        }
+            Ok(())
+        })
+        .await?;
+        Ok(beats)
     }
 
     /// Removes `member` from run `run`'s fleet (a worker leaving), so the
     /// others take its share at their next beat.
-    pub async fn fleet_leave(&self, run: &str, member: &str) -> Result<(), DynamoError> {
+    pub async fn fleet_leave(&self, run: &RunId, member: &str) -> Result<(), DynamoError> {
         let req = self
             .client
             .delete_item()

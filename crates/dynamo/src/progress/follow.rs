@@ -2,6 +2,8 @@
 //! so `status` on any machine can show it. One record per run, rewritten in
 //! place (its key is fixed), the engine's JSON in one attribute.
 
+use sql2ddb_core::RunId;
+
 use super::store::{pk, s};
 use super::ProgressStore;
 use crate::error::DynamoError;
@@ -13,14 +15,14 @@ const FOLLOW: &str = "FOLLOW";
 impl ProgressStore {
     /// Writes run `run`'s follow record (`json`, the engine's), replacing
     /// the one before.
-    pub async fn record_follow(&self, run: &str, json: &str) -> Result<(), DynamoError> {
+    pub async fn record_follow(&self, run: &RunId, json: &str) -> Result<(), DynamoError> {
         self.put(run, FOLLOW.into(), vec![("follow", s(json))])
             .await
     }
 
     /// Run `run`'s follow record as written (one strongly consistent
     /// `GetItem`); `None` when the run was never followed with this table.
-    pub async fn follow_record(&self, run: &str) -> Result<Option<String>, DynamoError> {
+    pub async fn follow_record(&self, run: &RunId) -> Result<Option<String>, DynamoError> {
         let req = self
             .client
             .get_item()

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
-use sql2ddb_core::{redact_secrets, KeyAttr, KeyType, SqlValue};
+use sql2ddb_core::{redact_secrets, KeyAttr, KeyType, RunId, SqlValue};
 
 use super::{BatchCost, BatchRecord, RunMeta, RunProgress, SegmentCursor, SegmentTotal};
 use crate::client::Dynamo;
@@ -20,7 +20,7 @@ pub struct ProgressStore {
     pub(super) retry: RetryPolicy,
 }
 
-pub(super) fn pk(run: &str) -> AttributeValue {
+pub(super) fn pk(run: &RunId) -> AttributeValue {
     AttributeValue::S(format!("RUN#{run}"))
 }
 
@@ -93,7 +93,7 @@ impl ProgressStore {
 
     pub(super) async fn put(
         &self,
-        run: &str,
+        run: &RunId,
         sk: String,
         attrs: Vec<(&str, AttributeValue)>,
     ) -> Result<(), DynamoError> {
@@ -113,7 +113,7 @@ impl ProgressStore {
     }
 
     /// Records the run's description (its source redacted once more, in case).
-    pub async fn record_run(&self, run: &str, meta: &RunMeta) -> Result<(), DynamoError> {
+    pub async fn record_run(&self, run: &RunId, meta: &RunMeta) -> Result<(), DynamoError> {
         self.put(run, "RUN".into(), vec![("meta", meta_attr(meta))])
             .await
     }
@@ -122,7 +122,7 @@ impl ProgressStore {
     /// (part name → hash), which a resume compares with its own mapping's.
     pub async fn record_run_with_digest(
         &self,
-        run: &str,
+        run: &RunId,
         meta: &RunMeta,
         digest: &BTreeMap<String, String>,
     ) -> Result<(), DynamoError> {
@@ -155,7 +155,7 @@ impl ProgressStore {
     }
 
     /// Records a finished batch; a second record of the same batch replaces the first.
-    pub async fn record_batch(&self, run: &str, record: &BatchRecord) -> Result<(), DynamoError> {
+    pub async fn record_batch(&self, run: &RunId, record: &BatchRecord) -> Result<(), DynamoError> {
         self.put(run, record.sort_key(), batch_attrs(record)).await
     }
 
@@ -164,7 +164,7 @@ impl ProgressStore {
     /// counted once.
     pub async fn record_batch_with_cost(
         &self,
-        run: &str,
+        run: &RunId,
         record: &BatchRecord,
         cost: &BatchCost,
     ) -> Result<(), DynamoError> {
@@ -183,7 +183,7 @@ impl ProgressStore {
     /// slower writer of the same run) changes nothing and is not an error.
     pub async fn set_cursor(
         &self,
-        run: &str,
+        run: &RunId,
         entity: &str,
         segment: u32,
         cursor: &[SqlValue],
@@ -222,7 +222,7 @@ impl ProgressStore {
     /// Records that a segment's reader reached its end after `total_rows` rows in `pages` pages.
     pub async fn finish_segment(
         &self,
-        run: &str,
+        run: &RunId,
         entity: &str,
         segment: u32,
         total_rows: u64,
@@ -243,7 +243,7 @@ impl ProgressStore {
 
     /// The run's description alone (one strongly consistent `GetItem`);
     /// `None` when the run is not recorded in this table.
-    pub async fn run_meta(&self, run: &str) -> Result<Option<RunMeta>, DynamoError> {
+    pub async fn run_meta(&self, run: &RunId) -> Result<Option<RunMeta>, DynamoError> {
         let req = self
             .client
             .get_item()
@@ -264,27 +264,46 @@ impl ProgressStore {
 
     /// Reads everything recorded for a run (a strongly consistent Query over
     /// its partition, page after page).
-    pub async fn load(&self, run: &str) -> Result<RunProgress, DynamoError> {
+    pub async fn load(&self, run: &RunId) -> Result<RunProgress, DynamoError> {
         let mut progress = RunProgress::default();
+        self.each_record(run, None, |item| self.read_record(item, &mut progress))
+            .await?;
+        Ok(progress)
+    }
+
+    /// Hands every record of run `run` (those whose sort key begins with
+    /// `prefix`, when given) to `each`, page by page of one strongly
+    /// consistent query; stops at `each`'s first error.
+    pub(super) async fn each_record(
+        &self,
+        run: &RunId,
+        prefix: Option<&str>,
+        mut each: impl FnMut(&HashMap<String, AttributeValue>) -> Result<(), DynamoError>,
+    ) -> Result<(), DynamoError> {
         let mut start = None;
         loop {
-            let req = self
+            let mut req = self
                 .client
                 .query()
                 .table_name(&self.table)
-                .key_condition_expression("PK = :pk")
                 .expression_attribute_values(":pk", pk(run))
                 .consistent_read(true)
                 .set_exclusive_start_key(start);
+            req = match prefix {
+                Some(prefix) => req
+                    .key_condition_expression("PK = :pk AND begins_with(SK, :prefix)")
+                    .expression_attribute_values(":prefix", s(prefix)),
+                None => req.key_condition_expression("PK = :pk"),
+            };
             let out = retried(&self.retry, "Query", || req.clone().send())
                 .await
                 .map_err(|e| e.into_error("Query", &self.table))?;
             for item in out.items() {
-                self.read_record(item, &mut progress)?;
+                each(item)?;
             }
             start = out.last_evaluated_key;
             if start.is_none() {
-                return Ok(progress);
+                return Ok(());
             }
         }
     }
@@ -299,75 +318,100 @@ impl ProgressStore {
             .and_then(|v| v.as_s().ok())
             .cloned()
             .unwrap_or_default();
-        let bad = |what: String| self.call_err("Query", format!("progress record {sk}: {what}"));
-        let text = |name: &str| -> Result<String, DynamoError> {
-            item.get(name)
-                .and_then(|v| v.as_s().ok())
-                .cloned()
-                .ok_or_else(|| bad(format!("no string attribute {name}")))
-        };
-        let number = |name: &str| -> Result<u64, DynamoError> {
-            item.get(name)
-                .and_then(|v| v.as_n().ok())
-                .and_then(|v| v.parse().ok())
-                .ok_or_else(|| bad(format!("no whole-number attribute {name}")))
-        };
-        let segment = || -> Result<u32, DynamoError> {
-            u32::try_from(number("segment")?).map_err(|_| bad("segment out of range".into()))
+        let r = Record {
+            store: self,
+            item,
+            sk: &sk,
         };
         if sk == "RUN" {
-            let meta = serde_json::from_str(&text("meta")?)
-                .map_err(|e| bad(format!("meta is not a run description: {e}")))?;
+            let meta = serde_json::from_str(&r.text("meta")?)
+                .map_err(|e| r.bad(format!("meta is not a run description: {e}")))?;
             progress.meta = Some(meta);
             if item.contains_key("digest") {
-                let digest = serde_json::from_str(&text("digest")?)
-                    .map_err(|e| bad(format!("digest is not a map of part hashes: {e}")))?;
+                let digest = serde_json::from_str(&r.text("digest")?)
+                    .map_err(|e| r.bad(format!("digest is not a map of part hashes: {e}")))?;
                 progress.digest = Some(digest);
             }
         } else if sk.starts_with("BATCH#") {
-            let small = |name: &str| -> Result<u32, DynamoError> {
-                u32::try_from(number(name)?).map_err(|_| bad(format!("{name} out of range")))
-            };
             progress.batches.push(BatchRecord {
-                entity: text("entity")?,
-                segment: segment()?,
-                page: number("page")?,
-                part: small("part")?,
-                parts: small("parts")?,
-                rows: number("rows")?,
-                items: number("items")?,
-                rejected: number("rejected")?,
-                failed: number("failed")?,
+                entity: r.text("entity")?,
+                segment: r.segment()?,
+                page: r.number("page")?,
+                part: r.small("part")?,
+                parts: r.small("parts")?,
+                rows: r.number("rows")?,
+                items: r.number("items")?,
+                rejected: r.number("rejected")?,
+                failed: r.number("failed")?,
             });
             // Absent in records of an earlier release, and of queue workers that do not record it.
             if item.contains_key("write_units") {
                 let cost = BatchCost {
-                    bytes: number("bytes")?,
-                    write_units: number("write_units")?,
-                    retries: number("retries")?,
+                    bytes: r.number("bytes")?,
+                    write_units: r.number("write_units")?,
+                    retries: r.number("retries")?,
                 };
                 progress.costs.insert(sk.clone(), cost);
             }
         } else if sk.starts_with("CURSOR#") {
-            let cursor = serde_json::from_str(&text("cursor")?)
-                .map_err(|e| bad(format!("cursor is not a list of SQL values: {e}")))?;
+            let cursor = serde_json::from_str(&r.text("cursor")?)
+                .map_err(|e| r.bad(format!("cursor is not a list of SQL values: {e}")))?;
             progress.cursors.push(SegmentCursor {
-                entity: text("entity")?,
-                segment: segment()?,
+                entity: r.text("entity")?,
+                segment: r.segment()?,
                 cursor,
-                pages_sent: number("pages_sent")?,
+                pages_sent: r.number("pages_sent")?,
                 // Absent in records of an earlier release: counted from zero.
-                rows_sent: number("rows_sent").unwrap_or(0),
+                rows_sent: r.number("rows_sent").unwrap_or(0),
             });
         } else if sk.starts_with("TOTAL#") {
             progress.totals.push(SegmentTotal {
-                entity: text("entity")?,
-                segment: segment()?,
-                rows: number("rows")?,
-                pages: number("pages")?,
+                entity: r.text("entity")?,
+                segment: r.segment()?,
+                rows: r.number("rows")?,
+                pages: r.number("pages")?,
             });
         }
         // Other kinds of record (from a newer release) are not ours to count.
         Ok(())
+    }
+}
+
+/// One record of a run as read back: its attributes, each named in the
+/// error when it is missing or out of range.
+struct Record<'a> {
+    store: &'a ProgressStore,
+    item: &'a HashMap<String, AttributeValue>,
+    sk: &'a str,
+}
+
+impl Record<'_> {
+    fn bad(&self, what: String) -> DynamoError {
+        self.store
+            .call_err("Query", format!("progress record {}: {what}", self.sk))
+    }
+
+    fn text(&self, name: &str) -> Result<String, DynamoError> {
+        self.item
+            .get(name)
+            .and_then(|v| v.as_s().ok())
+            .cloned()
+            .ok_or_else(|| self.bad(format!("no string attribute {name}")))
+    }
+
+    fn number(&self, name: &str) -> Result<u64, DynamoError> {
+        self.item
+            .get(name)
+            .and_then(|v| v.as_n().ok())
+            .and_then(|v| v.parse().ok())
+            .ok_or_else(|| self.bad(format!("no whole-number attribute {name}")))
+    }
+
+    fn small(&self, name: &str) -> Result<u32, DynamoError> {
+        u32::try_from(self.number(name)?).map_err(|_| self.bad(format!("{name} out of range")))
+    }
+
+    fn segment(&self) -> Result<u32, DynamoError> {
+        u32::try_from(self.number("segment")?).map_err(|_| self.bad("segment out of range".into()))
     }
 }

@@ -11,6 +11,7 @@
 
 use super::output::{Destination, DATA_DIR};
 use crate::error::EngineError;
+use crate::ids::RunId;
 use crate::if_not_empty::{IfNotEmpty, NotEmpty};
 
 /// The names an export gives its files.
@@ -18,14 +19,14 @@ use crate::if_not_empty::{IfNotEmpty, NotEmpty};
 pub struct FileNames {
     /// The run id every name carries, when the export is added beside an
     /// earlier one (`append`); none otherwise.
-    stem: Option<String>,
+    stem: Option<RunId>,
 }
 
 impl FileNames {
     /// Names that carry `run_id`: `data/part-RUN-….json.gz`, `manifest-RUN.json`.
-    pub fn of_run(run_id: &str) -> FileNames {
+    pub fn of_run(run_id: &RunId) -> FileNames {
         FileNames {
-            stem: Some(run_id.to_string()),
+            stem: Some(run_id.clone()),
         }
     }
 
@@ -80,7 +81,7 @@ impl Destination {
     pub async fn prepare(
         &self,
         choice: IfNotEmpty,
-        run_id: &str,
+        run_id: &RunId,
     ) -> Result<FileNames, EngineError> {
         let found = self.files().await?;
         let (own, other): (Vec<String>, Vec<String>) =
@@ -212,7 +213,7 @@ mod tests {
         let plain = FileNames::default();
         assert_eq!(plain.data(3, 7, ".gz"), "part-03-00007.json.gz");
         assert_eq!(plain.beside("manifest.json"), "manifest.json");
-        let run = FileNames::of_run("R1");
+        let run = FileNames::of_run(&"R1".parse().unwrap());
         assert_eq!(run.data(3, 7, ".gz"), "part-R1-03-00007.json.gz");
         assert_eq!(run.beside("manifest.json"), "manifest-R1.json");
         assert_eq!(run.beside("table-creation.json"), "table-creation-R1.json");

@@ -10,13 +10,14 @@ use sql2ddb_mapping::{Billing, Plan, Projection};
 
 use super::compression::Compression;
 use super::files::FileEntry;
+use crate::ids::RunId;
 use crate::report::RunReport;
 
 /// `manifest.json`: what the export wrote and how the rows add up.
 #[derive(Debug, Clone, Serialize)]
 pub struct Manifest {
     /// The run id (its run directory holds the rejects file and the report).
-    pub run_id: String,
+    pub run_id: RunId,
     /// The digest of everything in the mapping that decides the items.
     pub mapping_digest: String,
     /// The table the mapping describes.
@@ -78,7 +79,7 @@ impl Manifest {
         pointers: Vec<PointerCount>,
     ) -> Manifest {
         Manifest {
-            run_id: report.run_id.to_string(),
+            run_id: report.run_id.clone(),
             mapping_digest: plan.item_digest().hash(),
             table: plan.target.table.clone(),
             export_for: "import",

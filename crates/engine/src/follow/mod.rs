@@ -159,7 +159,7 @@ impl FollowOptions {
             batch_changes: DEFAULT_BATCH_CHANGES,
             binlog,
             record: Some(RecordTarget {
-                run_id: report.run_id.to_string(),
+                run_id: report.run_id.clone(),
                 run_dir,
                 progress_table: report.progress_table.clone(),
             }),

@@ -20,6 +20,7 @@ use sql2ddb_dynamo::Dynamo;
 
 use super::plan::ApplyCounts;
 use crate::error::EngineError;
+use crate::ids::RunId;
 use crate::progress::RunProgress;
 
 /// The file in a run's directory that holds its follow record (JSON).
@@ -90,7 +91,7 @@ impl From<&ApplyCounts> for RecordedCounts {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FollowRecord {
     /// The run followed.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Where the follow stands.
     pub state: FollowState,
     /// PostgreSQL: the replication slot read; `None` for MySQL/MariaDB.
@@ -123,7 +124,7 @@ pub struct FollowRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordTarget {
     /// The run's id (the progress table's partition).
-    pub run_id: String,
+    pub run_id: RunId,
     /// The run's directory ([`FOLLOW_RECORD`] goes there).
     pub run_dir: PathBuf,
     /// The run's progress table, when it keeps one.
@@ -133,28 +134,28 @@ pub struct RecordTarget {
 impl RecordTarget {
     /// Run `run_id` of `runs_dir`, with the progress table its report
     /// names (none when the report is absent or names none).
-    pub fn of_run(runs_dir: &Path, run_id: &str) -> RecordTarget {
+    pub fn of_run(runs_dir: &Path, run_id: &RunId) -> RecordTarget {
         let run_dir = runs_dir.join(run_id);
         let progress_table = std::fs::read_to_string(run_dir.join("report.json"))
             .ok()
             .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
             .and_then(|r| r.get("progress_table")?.as_str().map(str::to_string));
         RecordTarget {
-            run_id: run_id.to_string(),
+            run_id: run_id.clone(),
             run_dir,
             progress_table,
         }
     }
 
-    /// The run of `runs_dir` (a directory with a run report) whose name
-    /// `is_run` accepts, if one is there: a PostgreSQL follow named by its
-    /// slot finds its run this way.
-    pub fn find(runs_dir: &Path, is_run: impl Fn(&str) -> bool) -> Option<RecordTarget> {
+    /// The run of `runs_dir` (a directory named as a run, with a run
+    /// report) whose id `is_run` accepts, if one is there: a PostgreSQL
+    /// follow named by its slot finds its run this way.
+    pub fn find(runs_dir: &Path, is_run: impl Fn(&RunId) -> bool) -> Option<RecordTarget> {
         let entries = std::fs::read_dir(runs_dir).ok()?;
         let run = entries
             .filter_map(Result::ok)
             .filter(|e| e.path().join("report.json").is_file())
-            .filter_map(|e| e.file_name().into_string().ok())
+            .filter_map(|e| RunId::try_from(e.file_name().into_string().ok()?).ok())
             .find(|run| is_run(run))?;
         Some(RecordTarget::of_run(runs_dir, &run))
     }
@@ -175,7 +176,7 @@ pub fn read_file(run_dir: &Path) -> Result<Option<FollowRecord>, EngineError> {
 /// there is none (also when the table does not exist).
 pub async fn read_table(
     store: &ProgressStore,
-    run_id: &str,
+    run_id: &RunId,
 ) -> Result<Option<FollowRecord>, EngineError> {
     match store.follow_record(run_id).await {
         Ok(Some(text)) => {
@@ -201,8 +202,8 @@ pub(super) fn commit_time(micros: i64) -> Option<DateTime<Utc>> {
 
 /// Keeps a follow's record; does nothing without a [`RecordTarget`].
 pub(super) struct Recorder {
-    record: FollowRecord,
-    file: Option<PathBuf>,
+    /// The record and the file it is written to; `None` without a target.
+    record: Option<(FollowRecord, PathBuf)>,
     store: Option<ProgressStore>,
     written: Instant,
     /// The record holds news not yet written.
@@ -220,9 +221,9 @@ impl Recorder {
         progress: &RunProgress,
     ) -> Recorder {
         let now = Utc::now();
-        let mut recorder = Recorder {
-            record: FollowRecord {
-                run_id: target.map(|t| t.run_id.clone()).unwrap_or_default(),
+        let record = target.map(|t| {
+            let record = FollowRecord {
+                run_id: t.run_id.clone(),
                 state: FollowState::Following,
                 slot: slot.map(str::to_string),
                 position,
@@ -233,8 +234,11 @@ impl Recorder {
                 counts: RecordedCounts::default(),
                 updated_at: now,
                 error: None,
-            },
-            file: target.map(|t| t.run_dir.join(FOLLOW_RECORD)),
+            };
+            (record, t.run_dir.join(FOLLOW_RECORD))
+        });
+        let mut recorder = Recorder {
+            record,
             store: target.and_then(|t| {
                 let table = t.progress_table.as_ref()?;
                 Some(ProgressStore::new(dynamo.clone(), table.clone()))
@@ -256,13 +260,16 @@ impl Recorder {
         counts: &ApplyCounts,
         progress: &RunProgress,
     ) {
+        let Some((record, _)) = &mut self.record else {
+            return;
+        };
         let now = Utc::now();
-        self.record.position = position;
-        self.record.applied_at = Some(now);
+        record.position = position;
+        record.applied_at = Some(now);
         if let Some(at) = last_commit_time.and_then(commit_time) {
-            self.record.last_commit_at = Some(at);
+            record.last_commit_at = Some(at);
         }
-        self.record.counts = counts.into();
+        record.counts = counts.into();
         self.dirty = true;
         if self.written.elapsed() >= RECORD_EVERY {
             self.write(progress).await;
@@ -271,7 +278,10 @@ impl Recorder {
 
     /// Nothing more to read for now.
     pub(super) async fn caught_up(&mut self, progress: &RunProgress) {
-        self.record.caught_up_at = Some(Utc::now());
+        let Some((record, _)) = &mut self.record else {
+            return;
+        };
+        record.caught_up_at = Some(Utc::now());
         let since = self.written.elapsed();
         if (self.dirty && since >= RECORD_EVERY) || since >= HEARTBEAT {
             self.write(progress).await;
@@ -286,6 +296,9 @@ impl Recorder {
         counts: &ApplyCounts,
         progress: &RunProgress,
     ) {
+        let Some((record, _)) = &mut self.record else {
+            return;
+        };
         let (state, error) = match end {
             Ok(state) => (state, None),
             Err(e) => (
@@ -293,22 +306,24 @@ impl Recorder {
                 Some(sql2ddb_core::redact_secrets(&e.to_string())),
             ),
         };
-        self.record.state = state;
-        self.record.error = error;
-        self.record.position = position;
-        self.record.counts = counts.into();
+        record.state = state;
+        record.error = error;
+        record.position = position;
+        record.counts = counts.into();
         self.write(progress).await;
     }
 
     async fn write(&mut self, progress: &RunProgress) {
-        let Some(file) = &self.file else { return };
-        self.record.updated_at = Utc::now();
+        let Some((record, file)) = &mut self.record else {
+            return;
+        };
+        record.updated_at = Utc::now();
         self.written = Instant::now();
         self.dirty = false;
-        let json = serde_json::to_string(&self.record).expect("a follow record serialises");
+        let json = serde_json::to_string(&record).expect("a follow record serialises");
         let mut failed = write_file(file, &json).err().map(|e| e.to_string());
         if let Some(store) = &self.store {
-            if let Err(e) = store.record_follow(&self.record.run_id, &json).await {
+            if let Err(e) = store.record_follow(&record.run_id, &json).await {
                 failed = Some(format!("progress table {}: {e}", store.table()));
             }
         }
@@ -367,7 +382,7 @@ mod tests {
         // A directory without a run report is no run.
         assert_eq!(RecordTarget::find(dir.path(), |r| r == "other"), None);
         assert_eq!(
-            RecordTarget::of_run(dir.path(), "gone").progress_table,
+            RecordTarget::of_run(dir.path(), &"gone".parse().unwrap()).progress_table,
             None
         );
     }
@@ -378,7 +393,7 @@ mod tests {
         assert_eq!(read_file(dir.path()).unwrap(), None);
         let now = Utc::now();
         let record = FollowRecord {
-            run_id: "r".into(),
+            run_id: "r".parse().unwrap(),
             state: FollowState::Idle,
             slot: None,
             position: "mysql-bin.000003:120".into(),

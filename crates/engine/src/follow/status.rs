@@ -14,6 +14,7 @@ use sql2ddb_source::Source;
 use super::record::{read_file, read_table, FollowRecord, FollowState, FOLLOW_RECORD};
 use super::stream::{binlog_start, BINLOG_CHECKPOINT};
 use crate::error::EngineError;
+use crate::ids::RunId;
 
 /// How long `status` waits for the source to answer.
 const SOURCE_WAIT: Duration = Duration::from_secs(15);
@@ -88,7 +89,7 @@ pub struct SourceNow {
 /// from `run_dir` and from `store` (the run's progress table), the newer
 /// winning; the source at `source_url` is asked where it is now.
 pub async fn follow_status(
-    run_id: &str,
+    run_id: &RunId,
     run_dir: &Path,
     store: Option<&ProgressStore>,
     source_url: Option<&str>,
@@ -232,7 +233,7 @@ mod tests {
         let now = Utc::now();
         let ago = |s: i64| now - chrono::TimeDelta::seconds(s);
         FollowRecord {
-            run_id: "r".into(),
+            run_id: "r".parse().unwrap(),
             state,
             slot: None,
             position: "mysql-bin.000001:4".into(),

@@ -144,10 +144,10 @@ fn checked(plan: &Plan, opts: &RunOptions) -> Result<Option<Rejected>, EngineErr
         ));
     }
     if opts.resume && opts.run_id.is_none() {
-        return Err(EngineError::Resume {
-            run_id: String::new(),
-            message: "to resume, give the run id".into(),
-        });
+        // Settings that do not fit together, as for an update: no run to name.
+        return Err(EngineError::Config(
+            "to resume a run, give its run id".into(),
+        ));
     }
     match &opts.only_rejects {
         Some(_) if opts.resume || opts.queue.is_some() || opts.track_progress => {

@@ -67,7 +67,7 @@ impl Context {
         read::Readers {
             source: self.source.clone(),
             rejects: self.rejects.clone(),
-            run_id: self.run_id.to_string(),
+            run_id: self.run_id.clone(),
             out: PageOut {
                 handoff,
                 checkpoints,

@@ -137,7 +137,7 @@ impl SourceItems {
         let readers = read::Readers {
             source: self.ctx.source.clone(),
             rejects: self.ctx.rejects.clone(),
-            run_id: self.ctx.run_id.to_string(),
+            run_id: self.ctx.run_id.clone(),
             out: PageOut {
                 handoff: Handoff::Memory(queue.producer()),
                 checkpoints: None,

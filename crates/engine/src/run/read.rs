@@ -14,6 +14,7 @@ use super::embed;
 use super::handoff::PageOut;
 use super::prepared::Prepared;
 use crate::error::EngineError;
+use crate::ids::RunId;
 use crate::progress::EntityProgress;
 use crate::rejects::RejectsFile;
 
@@ -21,7 +22,7 @@ use crate::rejects::RejectsFile;
 pub(super) struct Readers {
     pub source: Arc<Source>,
     pub rejects: Arc<RejectsFile>,
-    pub run_id: String,
+    pub run_id: RunId,
     /// Where pages go, and the checkpoints when the run keeps them.
     pub out: PageOut,
     /// Segments reading at once, at most the run's source connections.

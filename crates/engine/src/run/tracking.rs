@@ -27,6 +27,7 @@ use sql2ddb_source::Segment;
 use super::options::RunOptions;
 use crate::checkpoint::{Checkpoints, SegmentStart};
 use crate::error::EngineError;
+use crate::ids::RunId;
 use crate::report::{EntityReport, SnapshotReport};
 
 /// A run that keeps its progress in a progress store.
@@ -47,27 +48,27 @@ pub(super) fn wanted(opts: &RunOptions) -> bool {
             || opts.resume)
 }
 
-fn resume_error(run_id: &str, message: String) -> EngineError {
+fn resume_error(run_id: &RunId, message: String) -> EngineError {
     EngineError::Resume {
-        run_id: run_id.to_string(),
+        run_id: run_id.clone(),
         message,
     }
 }
 
 /// Refuses a resume whose mapping makes other items than the run's did.
 fn same_items(
-    run_id: &str,
+    run_id: &RunId,
     plan: &Plan,
     recorded: &Recorded,
     started: &str,
 ) -> Result<(), EngineError> {
     match &recorded.digest {
-            Some(parts) => {
-                let changes = plan
-                    .item_digest()
-                    .changes_since(&ItemDigest::from_parts(parts.clone()));
-                if !changes.is_empty() {
-                    return Err(resume_error(
+        Some(parts) => {
+            let changes = plan
+                .item_digest()
+                .changes_since(&ItemDigest::from_parts(parts.clone()));
+            if !changes.is_empty() {
+                return Err(resume_error(
                         run_id,
                         format!(
                             "cannot be resumed: the mapping changed since the run started ({started}): {list}. \
@@ -77,18 +78,18 @@ fn same_items(
                             list = changes.join("; ")
                         ),
                     ));
-                }
             }
-            None => tracing::warn!(
-                run = run_id,
-                "the run was recorded without a mapping digest: whether its mapping changed cannot be checked"
-            ),
         }
+        None => tracing::warn!(
+            run = %run_id,
+            "the run was recorded without a mapping digest: whether its mapping changed cannot be checked"
+        ),
+    }
     Ok(())
 }
 
 /// Refuses a resume whose mapping reads other entities than the run's did.
-fn same_entities(run_id: &str, plan: &Plan, meta: &RunMeta) -> Result<(), EngineError> {
+fn same_entities(run_id: &RunId, plan: &Plan, meta: &RunMeta) -> Result<(), EngineError> {
     let recorded_names: Vec<&str> = meta.entities.iter().map(|e| e.name.as_str()).collect();
     let names: Vec<&str> = plan.entities.iter().map(|e| e.name.as_str()).collect();
     if recorded_names != names {
@@ -117,7 +118,7 @@ impl Tracking {
         plan: &Plan,
         opts: &RunOptions,
         store: ProgressStore,
-        run_id: &str,
+        run_id: &RunId,
     ) -> Result<Tracking, EngineError> {
         let resumed = if opts.resume {
             Some(Self::recorded(&store, plan, run_id).await?)
@@ -137,7 +138,7 @@ impl Tracking {
     async fn recorded(
         store: &ProgressStore,
         plan: &Plan,
-        run_id: &str,
+        run_id: &RunId,
     ) -> Result<Recorded, EngineError> {
         let unreadable = |e: sql2ddb_dynamo::DynamoError| {
             resume_error(
@@ -270,7 +271,7 @@ impl Tracking {
     pub async fn start(
         &self,
         plan: &Plan,
-        run_id: &str,
+        run_id: &RunId,
         source_url: &str,
         queue: Option<&str>,
         snapshot: &SnapshotReport,
@@ -311,7 +312,7 @@ impl Tracking {
         }
         Ok(Arc::new(Checkpoints::new(
             self.store.clone(),
-            run_id,
+            run_id.clone(),
             starts,
         )))
     }
@@ -323,7 +324,7 @@ impl Tracking {
     /// failed, the bytes, write units and retries of the recorded batches.
     pub async fn settle_report(
         &self,
-        run_id: &str,
+        run_id: &RunId,
         entities: &mut [EntityReport],
         in_process: bool,
     ) -> Result<(), EngineError> {

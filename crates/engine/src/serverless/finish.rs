@@ -14,13 +14,14 @@ use sql2ddb_dynamo::progress::{DoneCounts, DoneState, ProgressStore};
 use sql2ddb_dynamo::Dynamo;
 
 use crate::error::EngineError;
+use crate::ids::RunId;
 use crate::verify::summarize;
 
 /// What a completed run's `DONE` record says.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct DoneRecord {
     /// The run.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Rows read from the source.
     pub rows: u64,
     /// Items written.
@@ -85,7 +86,7 @@ impl Finisher {
     /// `GetItem`); else adds its records up (one Query of its partition)
     /// and, when every row is accounted for, writes the record unless
     /// another check just did.
-    pub async fn check(&self, run: &str) -> Result<Completion, EngineError> {
+    pub async fn check(&self, run: &RunId) -> Result<Completion, EngineError> {
         if let DoneState::Present { announced } = self.store.done_state(run).await? {
             return Ok(Completion::AlreadyDone { announced });
         }
@@ -111,7 +112,7 @@ impl Finisher {
             return Ok(Completion::AlreadyDone { announced: false });
         }
         Ok(Completion::NewlyDone(DoneRecord {
-            run_id: run.to_string(),
+            run_id: run.clone(),
             rows: counts.rows,
             written: counts.written,
             rejected: counts.rejected,
@@ -121,7 +122,7 @@ impl Finisher {
     }
 
     /// Marks run `run`'s completion as announced (once the announcement is sent).
-    pub async fn announced(&self, run: &str) -> Result<(), EngineError> {
+    pub async fn announced(&self, run: &RunId) -> Result<(), EngineError> {
         Ok(self.store.mark_announced(run).await?)
     }
 }

@@ -9,6 +9,7 @@ use sql2ddb_dynamo::progress::ProgressStore;
 use sql2ddb_mapping::{Plan, UpdateJob};
 
 use crate::error::EngineError;
+use crate::ids::RunId;
 use crate::recorder::BatchRecorder;
 use crate::worker::WorkerSetup;
 
@@ -16,7 +17,7 @@ use crate::worker::WorkerSetup;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct MessageOutcome {
     /// The run the batch belongs to.
-    pub run_id: String,
+    pub run_id: RunId,
     /// Entity, segment and page of the batch.
     pub entity: String,
     /// Segment.

@@ -124,7 +124,7 @@ pub async fn read_until(
 pub async fn run_is_read(
     plan: &Plan,
     opts: &RunOptions,
-    run_id: &str,
+    run_id: &crate::RunId,
 ) -> Result<bool, EngineError> {
     let resources = Resources::open(Some(plan), &opts.resource_options(), Job::Status).await?;
     every_segment_read(&resources.progress_store()?, run_id).await
@@ -134,7 +134,7 @@ pub async fn run_is_read(
 /// `run_id` (a run it does not know is not read).
 pub(crate) async fn every_segment_read(
     store: &sql2ddb_dynamo::progress::ProgressStore,
-    run_id: &str,
+    run_id: &crate::RunId,
 ) -> Result<bool, EngineError> {
     if !store.exists().await? {
         return Ok(false);

@@ -79,7 +79,7 @@ pub async fn update_until(
 async fn already_read(
     job: &UpdateJob,
     opts: &UpdateOptions,
-    run_id: &str,
+    run_id: &crate::RunId,
 ) -> Result<bool, EngineError> {
     let table = &job.target.table;
     let options = ResourceOptions {

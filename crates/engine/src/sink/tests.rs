@@ -52,7 +52,7 @@ fn keys(n: usize) -> Vec<EncodedItem> {
 
 fn migration(items: usize) -> WorkBatch {
     WorkBatch {
-        run_id: "r".into(),
+        run_id: "r".parse().unwrap(),
         entity: "customer".into(),
         segment: 0,
         page: 0,
@@ -65,7 +65,7 @@ fn migration(items: usize) -> WorkBatch {
 
 fn update_page(n: usize) -> UpdatePage {
     UpdatePage {
-        run_id: "u".into(),
+        run_id: "u".parse().unwrap(),
         entity: "archive".into(),
         segment: 0,
         page: 0,

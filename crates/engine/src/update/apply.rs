@@ -12,7 +12,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sql2ddb_core::{item_size, BatchPart, EncodedItem, Item, KeyAttr, UpdateChange, UpdatePage};
+use sql2ddb_core::{
+    item_size, BatchPart, EncodedItem, Item, KeyAttr, RunId, UpdateChange, UpdatePage,
+};
 use sql2ddb_dynamo::update::{
     read_page, write_item, ConditionalWrite, ItemOutcome, Page, PageKey, PageRequest,
 };
@@ -392,7 +394,7 @@ async fn write_one(shared: &Shared, item: Item) -> Written {
 /// change a worker applies to them.
 pub(crate) struct QueuedPages {
     pub queue: Arc<SqsQueue>,
-    pub run_id: String,
+    pub run_id: RunId,
     pub entity: String,
     pub change: UpdateChange,
 }

@@ -17,6 +17,7 @@ use sql2ddb_core::Item;
 
 use super::report::UpdateProgress;
 use crate::error::EngineError;
+use crate::ids::RunId;
 
 /// Counts of a segment (or of a page, or of one item's write).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -99,12 +100,12 @@ impl Checkpoint {
     /// this job's.
     pub(crate) fn load(
         run_dir: &Path,
-        run_id: &str,
+        run_id: &RunId,
         expect: &Checkpoint,
     ) -> Result<Checkpoint, EngineError> {
         let path = run_dir.join(FILE);
         let refuse = |message: String| EngineError::Resume {
-            run_id: run_id.to_string(),
+            run_id: run_id.clone(),
             message,
         };
         let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -214,16 +215,17 @@ mod tests {
             },
         };
         file.record(1, state.clone()).unwrap();
-        let loaded = Checkpoint::load(dir.path(), "r1", &fresh).unwrap();
+        let loaded = Checkpoint::load(dir.path(), &"r1".parse().unwrap(), &fresh).unwrap();
         assert_eq!(loaded.segments[1], state);
         assert_eq!(loaded.totals().matched, 4);
         let other = Checkpoint::new("close", "shop", "scan, 3 segments", 3);
-        let e = Checkpoint::load(dir.path(), "r1", &other).unwrap_err();
+        let e = Checkpoint::load(dir.path(), &"r1".parse().unwrap(), &other).unwrap_err();
         assert!(
             e.to_string().contains("resume it with its own job file"),
             "{e}"
         );
-        let e = Checkpoint::load(&dir.path().join("nope"), "r2", &fresh).unwrap_err();
+        let e =
+            Checkpoint::load(&dir.path().join("nope"), &"r2".parse().unwrap(), &fresh).unwrap_err();
         assert!(e.to_string().contains("run r2 cannot be resumed"), "{e}");
         // Saved before any page: it resumes from the start.
         let started = tempfile::tempdir().unwrap();
@@ -231,7 +233,7 @@ mod tests {
             .save()
             .unwrap();
         assert_eq!(
-            Checkpoint::load(started.path(), "r3", &fresh).unwrap(),
+            Checkpoint::load(started.path(), &"r3".parse().unwrap(), &fresh).unwrap(),
             fresh
         );
     }

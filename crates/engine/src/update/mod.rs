@@ -252,7 +252,7 @@ async fn prepare(
     opts: &UpdateOptions,
     resources: &Resources,
     run_dir: &std::path::Path,
-    run_id: &str,
+    run_id: &RunId,
     progress: Arc<UpdateProgress>,
 ) -> Result<Shared, EngineError> {
     let client = resources.client().clone();
@@ -311,7 +311,7 @@ async fn attach_writers(
     resources: &Resources,
     table: &TableDescription,
     run_dir: &std::path::Path,
-    run_id: &str,
+    run_id: &RunId,
 ) -> Result<(), EngineError> {
     if job.mode == JobMode::BatchPut {
         let mut writer = TableWriter::new(
@@ -347,7 +347,7 @@ async fn attach_writers(
     if let Some(url) = &opts.queue {
         shared.queued = Some(QueuedPages {
             queue: resources.queue(url).await?,
-            run_id: run_id.to_string(),
+            run_id: run_id.clone(),
             entity: job.name.clone(),
             change: requests::write_request(job, table, run_id).to_change(&table.keys),
         });
@@ -363,7 +363,7 @@ async fn resume_or_track(
     opts: &UpdateOptions,
     resources: &Resources,
     run_dir: &std::path::Path,
-    run_id: &str,
+    run_id: &RunId,
     fresh: Checkpoint,
 ) -> Result<(Checkpoint, Option<Tracking>), EngineError> {
     let store = resources.progress_store()?;

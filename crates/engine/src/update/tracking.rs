@@ -16,11 +16,12 @@ use sql2ddb_dynamo::progress::{BatchRecord, EntityMeta, ProgressStore, RunMeta};
 
 use super::checkpoint::{Checkpoint, Counts, SegmentState};
 use crate::error::EngineError;
+use crate::ids::RunId;
 
 /// Where an update run records its pages.
 pub(crate) struct Tracking {
     store: ProgressStore,
-    run: String,
+    run: RunId,
     entity: String,
 }
 
@@ -28,7 +29,7 @@ impl Tracking {
     /// Creates the progress table if needed and records the run.
     pub(crate) async fn open(
         store: ProgressStore,
-        run: &str,
+        run: &RunId,
         job: &str,
         file: &str,
         table: &str,
@@ -51,7 +52,7 @@ impl Tracking {
         store.record_run(run, &meta).await?;
         Ok(Tracking {
             store,
-            run: run.to_string(),
+            run: run.clone(),
             entity: job.to_string(),
         })
     }
@@ -62,11 +63,11 @@ impl Tracking {
     /// error when it was another job's run.
     pub(crate) async fn reopen(
         store: ProgressStore,
-        run: &str,
+        run: &RunId,
         expect: &Checkpoint,
     ) -> Result<Option<(Tracking, Checkpoint)>, EngineError> {
         let refuse = |message: String| EngineError::Resume {
-            run_id: run.to_string(),
+            run_id: run.clone(),
             message,
         };
         if !store.exists().await? {
@@ -118,7 +119,7 @@ impl Tracking {
         }
         let tracking = Tracking {
             store,
-            run: run.to_string(),
+            run: run.clone(),
             entity: expect.job.clone(),
         };
         Ok(Some((tracking, found)))
