@@ -110,12 +110,10 @@ impl WorkQueue for BodyQueue {
 
     async fn ack(&self, handle: &AckHandle) -> Result<(), QueueError> {
         let id = BodyQueue::id(handle)?;
-        let mut state = self.state.lock().unwrap();
-        if state.held.remove(&id).is_none() {
-            return Err(QueueError::UnknownHandle(handle.0.clone()));
+        match self.state.lock().unwrap().held.remove(&id) {
+            Some(_) => Ok(()),
+            None => Err(QueueError::UnknownHandle(handle.0.clone())),
         }
-        if state.ready.is_empty() && state.held.is_empty() {}
-        Ok(())
     }
 
     async fn extend(&self, handle: &AckHandle, _visibility: Duration) -> Result<(), QueueError> {
