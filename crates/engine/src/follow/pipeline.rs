@@ -39,6 +39,18 @@ use crate::stop::StopSignal;
 /// prepared.
 const BATCHES_AHEAD: usize = 2;
 
+/// How many times `batch_changes` a read of a slot may ask for while the
+/// reads before came back full (a backlog). Every read of a slot decodes
+/// its WAL again from the slot's restart point, which stays put through a
+/// backlog written in less than a few seconds: fewer, larger reads decode
+/// it fewer times.
+const BACKLOG_GROWTH: usize = 4;
+
+/// A read of a slot asks for twice as much as the one before only while
+/// that one's messages took at most half this: wide rows keep their
+/// batches as they were.
+const GROWN_READ_BYTES: usize = 32 << 20;
+
 /// How long an idle follower of a slot waits before reading it again.
 const POLL: Duration = Duration::from_millis(200);
 
@@ -135,6 +147,9 @@ async fn read_ahead(
     permits: Arc<Semaphore>,
 ) -> Reader {
     let binlog = matches!(reader, Reader::Binlog(_));
+    // What the next read asks for: `batch_changes`, doubled after each
+    // full read of a slot up to `BACKLOG_GROWTH` times as much.
+    let mut ask = side.batch_changes;
     loop {
         match permits.acquire().await {
             Ok(p) => p.forget(),
@@ -150,8 +165,17 @@ async fn read_ahead(
             let _ = tx.send(Step::Reached).await;
             break;
         }
-        let (steps, full) = read_step(&side, &mut reader).await;
+        let (steps, full, bytes) = read_step(&side, &mut reader, ask).await;
+        ask = match full && !binlog && bytes <= GROWN_READ_BYTES / 2 {
+            true => (ask * 2).min(side.batch_changes * BACKLOG_GROWTH),
+            false => side.batch_changes,
+        };
         let idle = matches!(steps[..], [Step::CaughtUp { .. }]);
+        // A cutover's fence is read: nothing after it is applied, so
+        // reading on would only decode the slot's WAL again.
+        let fenced = steps
+            .iter()
+            .any(|s| matches!(s, Step::Batch(p) if p.end.fence));
         if idle {
             permits.add_permits(1);
         }
@@ -163,7 +187,7 @@ async fn read_ahead(
                 break;
             }
         }
-        if failed {
+        if failed || fenced {
             break;
         }
         // The binary log waits for transactions within its read.
@@ -187,14 +211,15 @@ async fn read_ahead(
 
 /// One read of `reader` made ready to write: a batch, nothing new, or a
 /// failure; a batch then a stop when a followed table changed shape or was
-/// truncated within what was read. Says whether the read came back full.
-async fn read_step(side: &ReadSide, reader: &mut Reader) -> (Vec<Step>, bool) {
+/// truncated within what was read. Says whether the read (of at most `ask`
+/// messages) came back full, and its size in bytes.
+async fn read_step(side: &ReadSide, reader: &mut Reader, ask: usize) -> (Vec<Step>, bool, usize) {
     let started = Instant::now();
     // Taken before the read: a read that finds nothing went at least as far.
     let flushed = reader.flushed(&side.source).await;
-    let mut batch = match reader.next(&side.source, side.batch_changes).await {
+    let mut batch = match reader.next(&side.source, ask).await {
         Ok(batch) => batch,
-        Err(e) => return (vec![Step::Failed(e)], false),
+        Err(e) => return (vec![Step::Failed(e)], false, 0),
     };
     // A read ends at the first of them, so at most one is set.
     let stop = match (batch.shape_change.take(), batch.truncate.take()) {
@@ -204,11 +229,11 @@ async fn read_step(side: &ReadSide, reader: &mut Reader) -> (Vec<Step>, bool) {
     };
     let Some(end) = BatchEnd::of(&batch) else {
         return match stop {
-            Some(e) => (vec![Step::Failed(e)], false),
-            None => (vec![Step::CaughtUp { through: flushed }], false),
+            Some(e) => (vec![Step::Failed(e)], false, 0),
+            None => (vec![Step::CaughtUp { through: flushed }], false, 0),
         };
     };
-    let full = stop.is_none() && is_full(&batch, side.batch_changes);
+    let full = stop.is_none() && is_full(&batch, ask);
     let read = started.elapsed();
     let prepared = apply::prepare(&side.source, &side.by_table, &batch, end, &side.keys).await;
     tracing::debug!(
@@ -222,7 +247,7 @@ async fn read_step(side: &ReadSide, reader: &mut Reader) -> (Vec<Step>, bool) {
         Err(e) => Step::Failed(e),
     }];
     steps.extend(stop.map(Step::Failed));
-    (steps, full)
+    (steps, full, batch.message_bytes)
 }
 
 /// The stop at a followed table whose columns changed in the stream. A

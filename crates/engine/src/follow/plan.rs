@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use futures::StreamExt;
-use sql2ddb_core::{EncodedItem, Item, KeyAttr, Reject, Row, SqlValue};
+use sql2ddb_core::{AttrValue, EncodedItem, Item, KeyAttr, Reject, Row, SqlValue};
 use sql2ddb_dynamo::{delete_item, Dynamo, DynamoError, Failure, RetryPolicy, TableWriter};
 use sql2ddb_source::cdc::{ChangeOp, TupleValue};
 use sql2ddb_source::Source;
@@ -50,7 +50,17 @@ pub(super) struct Target<'a> {
 
 /// The text an item key is folded under.
 pub(super) fn key_text(key: &Item) -> String {
-    let mut pairs: Vec<_> = key.iter().map(|(k, v)| format!("{k}={v:?}")).collect();
+    pairs_text(key.iter().map(|(k, v)| (k.as_str(), v)))
+}
+
+/// [`key_text`] of the key attributes named `keys` with values `values`
+/// (an encoded item's key), without making the key an [`Item`] first.
+pub(super) fn values_text(keys: &[KeyAttr], values: &[AttrValue]) -> String {
+    pairs_text(keys.iter().map(|k| k.name.as_str()).zip(values))
+}
+
+fn pairs_text<'a>(pairs: impl Iterator<Item = (&'a str, &'a AttrValue)>) -> String {
+    let mut pairs: Vec<_> = pairs.map(|(k, v)| format!("{k}={v:?}")).collect();
     pairs.sort();
     pairs.join("\u{1f}")
 }
@@ -116,14 +126,14 @@ impl Plan {
         }
     }
 
-    /// Keeps `row` (of the entity at `at`, whose item has key `key`) as a
-    /// pointer candidate.
-    pub(super) fn pointed(&mut self, f: &Followed, at: (u32, usize), key: &Item, row: &Row) {
+    /// Keeps `row` (of the entity at `at`, whose item's key has text
+    /// `key`, see [`key_text`]) as a pointer candidate.
+    pub(super) fn pointed(&mut self, f: &Followed, at: (u32, usize), key: &str, row: &Row) {
         if !f.pointers.is_empty() {
             self.pointed
                 .entry(at)
                 .or_default()
-                .push((key_text(key), row.clone()));
+                .push((key.to_string(), row.clone()));
         }
     }
 
@@ -144,7 +154,12 @@ impl Plan {
     }
 
     pub(super) fn put(&mut self, key: &Item, a: Action) {
-        if self.actions.insert(key_text(key), a).is_some() {
+        self.put_at(key_text(key), a);
+    }
+
+    /// [`Plan::put`] of a key given as its [`key_text`].
+    pub(super) fn put_at(&mut self, key: String, a: Action) {
+        if self.actions.insert(key, a).is_some() {
             self.folded += 1;
         }
     }
@@ -183,9 +198,10 @@ impl Plan {
                     }
                     return;
                 };
-                let new_key = f.bound.item_key(row).ok();
-                if let (Some(old), Some(new)) = (&old_key, &new_key) {
-                    if key_text(old) != key_text(new) {
+                // Rendered only when needed: encoding the row renders it too.
+                let new_key = || f.bound.item_key(row).ok();
+                if let Some(old) = &old_key {
+                    if new_key().is_some_and(|new| key_text(old) != key_text(&new)) {
                         self.put(old, Action::Delete(old.clone()));
                     }
                 }
@@ -196,14 +212,14 @@ impl Plan {
                 }
                 match f.bound.encode_row(row) {
                     Ok(item) => {
-                        let k = item.key_item(&self.keys);
-                        self.put(&k, Action::Put(item));
+                        let k = values_text(&self.keys, &item.key);
                         self.pointed(f, at, &k, row);
+                        self.put_at(k, Action::Put(item));
                     }
                     Err(r) => {
                         // As in a full load, a rejected row has no item.
                         self.rejects.push(r);
-                        if let Some(k) = new_key {
+                        if let Some(k) = new_key() {
                             self.put(&k, Action::Delete(k.clone()));
                         }
                     }

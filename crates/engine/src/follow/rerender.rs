@@ -10,7 +10,7 @@ use sql2ddb_source::cdc::{RowChange, TupleValue};
 use sql2ddb_source::Source;
 
 use super::entities::ByTable;
-use super::plan::{rows_of, without_unchanged, Action, Plan, Tuple};
+use super::plan::{rows_of, values_text, without_unchanged, Action, Plan, Tuple};
 use crate::error::EngineError;
 use crate::run::embed;
 
@@ -71,9 +71,9 @@ pub(super) async fn rerender(
         for (row, children) in rows.iter().zip(children) {
             match f.bound.encode_row_with_children(row, &children) {
                 Ok(item) => {
-                    let k = item.key_item(&plan.keys);
-                    plan.put(&k, Action::Put(item));
+                    let k = values_text(&plan.keys, &item.key);
                     plan.pointed(f, (oid, i), &k, row);
+                    plan.put_at(k, Action::Put(item));
                 }
                 Err(r) => {
                     // As in a full load, a rejected row has no item.

@@ -87,6 +87,9 @@ pub struct ChangeBatch {
     pub last_commit_time: Option<i64>,
     /// Transactions read (including those that touched no followed table).
     pub transactions: u64,
+    /// A slot: bytes of the messages read (what a reader that sizes its
+    /// reads goes by); 0 for the binary log.
+    pub message_bytes: usize,
     /// The fence the follower watches for ([`Relations::watch_fence`]) is
     /// in this batch: every transaction committed before it was written is
     /// in this batch or an earlier one.

@@ -36,7 +36,9 @@ pub(super) fn collect_batch(
         .iter()
         .map(|d| decode(d))
         .collect::<Result<Vec<_>, _>>()?;
-    relations.collect(messages)
+    let mut batch = relations.collect(messages)?;
+    batch.message_bytes = data.iter().map(Vec::len).sum();
+    Ok(batch)
 }
 use crate::sql::{quote_ident, quote_table};
 use crate::{Dialect, Pool, Source, SourceError};
