@@ -320,6 +320,6 @@ follow_report() {
   echo "follow (${name}, ${follow_rows} rows, null sink):"
   awk -F'\t' '
     $1 == "lag" { printf "  lag at %s changes/s: %s changes applied; lag median %s s, p95 %s s, max %s s (target: under 1 s at 5,000/s)\n", $2, $3, $4, $5, $6 }
-    $1 == "apply" { printf "  apply rate: %s changes in %s s = %s changes/s (target: at least 20,000/s)\n", $3, $4, $5 }
+    $1 == "apply" { printf "  apply rate: %s changes in %s s = %s changes/s (target: at least 50,000/s)\n", $3, $4, $5 }
   ' "$follow_results"
 }
