@@ -7,7 +7,9 @@ use std::process::{Command, Output};
 
 use sql2ddb_mapping::{MAX_CONCURRENCY, MAX_READ_PARALLELISM, MAX_WCU};
 
-use crate::common::{blocking_command, root, EXIT_FAILED, EX_CONFIG, EX_IOERR, EX_UNAVAILABLE};
+use crate::common::{
+    blocking_command, root, AWS_CREDENTIAL_VARS, EXIT_FAILED, EX_CONFIG, EX_IOERR, EX_UNAVAILABLE,
+};
 
 /// EX_USAGE: what the binary exits with when its command line is wrong.
 const USAGE: i32 = 64;
@@ -655,18 +657,7 @@ fn no_aws_credentials_is_said_in_one_line_before_the_source_is_read() {
     )
     .unwrap();
     let mut cmd = blocking_command(dir.path(), &["run", mapping.to_str().unwrap()]);
-    for var in [
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_PROFILE",
-        "AWS_DEFAULT_PROFILE",
-        "AWS_WEB_IDENTITY_TOKEN_FILE",
-        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-        "AWS_ENDPOINT_URL",
-        "AWS_ENDPOINT_URL_DYNAMODB",
-    ] {
+    for var in AWS_CREDENTIAL_VARS {
         cmd.env_remove(var);
     }
     let none = dir.path().join("no-such-file");

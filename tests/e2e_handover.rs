@@ -555,17 +555,7 @@ impl CountedCredentials {
     /// alone.
     async fn sql2ddb(&self, dir: &Path, args: &[&str]) -> Run {
         let mut cmd = command(dir, args);
-        for var in [
-            "AWS_ACCESS_KEY_ID",
-            "AWS_SECRET_ACCESS_KEY",
-            "AWS_SESSION_TOKEN",
-            "AWS_DEFAULT_PROFILE",
-            "AWS_WEB_IDENTITY_TOKEN_FILE",
-            "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
-            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-            "AWS_ENDPOINT_URL",
-            "AWS_ENDPOINT_URL_DYNAMODB",
-        ] {
+        for var in AWS_CREDENTIAL_VARS {
             cmd.env_remove(var);
         }
         cmd.env("AWS_PROFILE", "counted")

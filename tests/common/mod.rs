@@ -14,8 +14,8 @@ use sql2ddb_core::{AttrValue, Item};
 pub use sql2ddb_testkit::support::Dynamo;
 
 pub use process::{
-    blocking_command, command, sql2ddb, wait_all, Proc, Run, EXIT_FAILED, EX_CONFIG, EX_IOERR,
-    EX_TEMPFAIL, EX_UNAVAILABLE, PATIENCE,
+    blocking_command, command, sql2ddb, wait_all, Proc, Run, AWS_CREDENTIAL_VARS, EXIT_FAILED,
+    EX_CONFIG, EX_IOERR, EX_TEMPFAIL, EX_UNAVAILABLE, PATIENCE,
 };
 pub use scenario::Scenario;
 pub use sources::{items_sql, mapping_head, pg_url, sqlite_file, unique, MyDatabase, PgSchema};

@@ -58,6 +58,22 @@ impl Run {
     }
 }
 
+/// The environment variables through which the AWS SDK finds credentials
+/// or an endpoint: a test that decides where a process's credentials come
+/// from removes them all first.
+pub const AWS_CREDENTIAL_VARS: &[&str] = &[
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_PROFILE",
+    "AWS_WEB_IDENTITY_TOKEN_FILE",
+    "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    "AWS_ENDPOINT_URL",
+    "AWS_ENDPOINT_URL_DYNAMODB",
+];
+
 /// The binary, to run in `dir` with `args`, with none of the variables that
 /// would point it elsewhere than the test says; for tests that wait on it
 /// without a runtime.

@@ -145,12 +145,13 @@ impl Fleet {
                 }
             }
         }
-        let members = self.members();
+        let members = self.count_members();
         self.apply_share(members);
     }
 
-    /// The members alive in the runs beaten into, at the last beats.
-    pub fn members(&self) -> usize {
+    /// The members alive in the runs beaten into, at the last beats (and
+    /// the most so far, counted).
+    fn count_members(&self) -> usize {
         let mut seen = self.seen();
         let all: BTreeSet<&String> = seen.alive.values().flatten().collect();
         let members = all.len().max(1);
