@@ -31,6 +31,7 @@ use tokio::time::Instant;
 use crate::concurrency::AdaptiveConcurrency;
 use crate::failure::Failure;
 use crate::limiter::WriteCapacityLimiter;
+use crate::pacer::Pacer;
 use crate::spread::spread;
 pub use pending::RESENDS_PER_CALL;
 use pending::{put_bytes, Pending, Sending, BODY_OVERHEAD};
@@ -135,6 +136,9 @@ pub struct BatchWriter<C> {
     retry: Retrier,
     concurrency: Option<Arc<AdaptiveConcurrency>>,
     capacity: Option<(Arc<WriteCapacityLimiter>, u64)>,
+    /// The rates the table admits, learned from the answers (shared by the
+    /// writers of a process, or this writer's own).
+    pacer: Arc<Pacer>,
     /// The run's budget: set when a chunk spent its whole budget on
     /// retryable failures, cleared by the next call that succeeds. While
     /// set, a chunk gets one attempt.
@@ -163,6 +167,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             retry: Retrier::new(policy),
             concurrency: None,
             capacity: None,
+            pacer: Arc::new(Pacer::new()),
             spent: AtomicBool::new(false),
             refused_out: Mutex::new(None),
         }
@@ -196,6 +201,19 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         self
     }
 
+    /// Calls wait for the rates `pacer` learned from the table's answers
+    /// (shared by all the writers of the process, as the table is): the
+    /// table's, and each refused partition key's.
+    pub fn with_pacer(mut self, pacer: Arc<Pacer>) -> Self {
+        self.pacer = pacer;
+        self
+    }
+
+    /// What the pacer learned.
+    pub fn pacer(&self) -> &Arc<Pacer> {
+        &self.pacer
+    }
+
     /// Writes `items`: duplicates of a key are resolved (the last row wins, as
     /// sequential puts would), then chunks of 25 are written with retries.
     /// An item that came without its key values (a queued page of an older
@@ -221,23 +239,32 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         let sent = sendable.len();
         let items = self.dedupe(sendable);
         out.superseded = (sent - items.len()) as u64;
-        let fresh = Pending::new(spread(items));
+        let fresh = Pending::new(spread(items), self.pacer.clone());
         // The permits bound the calls in flight; this only bounds the futures.
         let width = self.concurrency.as_ref().map_or(1, |c| c.max());
         // Each chunk is cut when its call is about to start, so a chunk
-        // that resends refused items can take fresh ones along first.
-        let mut chunks = futures::stream::iter(std::iter::from_fn(|| fresh.next_chunk()))
-            .map(|chunk| self.write_chunk(chunk, &fresh))
-            .buffer_unordered(width);
+        // that resends refused items can take fresh ones along first; the
+        // chunks go on while items are held for their key's turn or on
+        // their way (a call may give them back).
         let mut split_up = Vec::new();
-        while let Some((part, split)) = chunks.next().await {
-            out.absorb(part);
-            split_up.extend(split.into_iter().flatten());
+        let mut running = futures::stream::FuturesUnordered::new();
+        let mut cut_all = false;
+        loop {
+            tokio::select! {
+                chunk = fresh.next_chunk(), if !cut_all && running.len() < width => match chunk {
+                    Some(chunk) => running.push(self.write_chunk(chunk, &fresh)),
+                    None => cut_all = true,
+                },
+                Some((part, split)) = running.next(), if !running.is_empty() => {
+                    out.absorb(part);
+                    split_up.extend(split.into_iter().flatten());
+                }
+                else => break,
+            }
         }
-        drop(chunks);
         // A non-retryable error on several items: isolate the bad one, each
         // item in a call of its own.
-        let alone = Pending::new(Vec::new());
+        let alone = Pending::alone();
         let mut singles = futures::stream::iter(split_up)
             .map(|m| self.write_chunk(vec![Sending::new(m)], &alone))
             .buffer_unordered(width);
@@ -313,12 +340,16 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             None => None,
         };
         // After the permit, so the units are spent when the call goes out.
-        if let Some((limiter, multiplier)) = &self.capacity {
-            let units: u64 = chunk.iter().map(|s| write_units(s.item.size)).sum();
+        let units: u64 = chunk.iter().map(|s| write_units(s.item.size)).sum();
+        let multiplier = self.capacity.as_ref().map_or(1, |(_, m)| *m);
+        self.pacer.admit(units * multiplier).await;
+        if let Some((limiter, _)) = &self.capacity {
             limiter.acquire(units * multiplier).await;
         }
         let refs: Vec<&EncodedItem> = chunk.iter().map(|s| &s.item).collect();
+        let sent = Instant::now();
         let result = self.client.batch_put(&self.table, &self.keys, &refs).await;
+        self.learn(sent, chunk, &result);
         if let Some(permit) = permit {
             // Items refused before are on partitions known to be at their
             // limit: a call of only those, refused whole, says nothing of
@@ -336,5 +367,30 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             }
         }
         result
+    }
+
+    /// Tells the pacer what a call sent at `sent` came to.
+    fn learn(&self, sent: Instant, chunk: &[Sending], result: &Result<Vec<usize>, CallError>) {
+        fn of(s: &Sending) -> Option<(&AttrValue, u64)> {
+            s.item.key.first().map(|k| (k, write_units(s.item.size)))
+        }
+        match result {
+            Ok(unprocessed) => {
+                let (mut written, mut refused) = (Vec::new(), Vec::new());
+                for (i, s) in chunk.iter().enumerate() {
+                    let side = match unprocessed.contains(&i) {
+                        true => &mut refused,
+                        false => &mut written,
+                    };
+                    side.extend(of(s));
+                }
+                self.pacer.answered(sent, &written, &refused, false);
+            }
+            Err(e) if e.is_throttling() => {
+                let refused: Vec<_> = chunk.iter().filter_map(of).collect();
+                self.pacer.answered(sent, &[], &refused, true);
+            }
+            Err(_) => {}
+        }
     }
 }

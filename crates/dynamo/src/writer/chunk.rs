@@ -39,6 +39,9 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             Err(gave_up) => match gave_up.error {},
         };
         out.retries += u64::from(tally.retries());
+        if pending.streamed() {
+            pending.chunk_ended();
+        }
         (out, split)
     }
 
@@ -69,6 +72,13 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         let step = backoff_step(&left, refusal.progress);
         let (mut kept, within) = self.keep_within_budget(left, &refusal, &mut c.out);
         if kept.is_empty() {
+            return Attempt::Done((c.out, None));
+        }
+        if refusal.throttled && pending.streamed() {
+            // The pacer has learned the refusal: the items go again at
+            // their keys' turns and the table's rate, among the others.
+            c.out.retries += 1;
+            pending.give_back(kept);
             return Attempt::Done((c.out, None));
         }
         pending.spread_out(&mut kept);

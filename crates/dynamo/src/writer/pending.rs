@@ -2,11 +2,15 @@
 //! DynamoDB refused, waiting to go back among them.
 
 use std::collections::VecDeque;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use sql2ddb_aws::Refusals;
 use sql2ddb_core::limits::{MAX_BATCH_BYTES, MAX_BATCH_ITEMS};
-use sql2ddb_core::EncodedItem;
+use sql2ddb_core::{write_units, EncodedItem};
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::pacer::Pacer;
 
 /// Most items refused before that one call carries while the batch still
 /// has fresh items: the rest of a chunk's refused items wait for the next
@@ -41,7 +45,7 @@ pub(crate) struct Sending {
     /// turn: counting those would fail rows of a hot partition however
     /// steadily the migration progressed.
     pub stalls: Refusals,
-    pub since: tokio::time::Instant,
+    pub since: Instant,
 }
 
 impl Sending {
@@ -50,42 +54,118 @@ impl Sending {
             item,
             refusals: 0,
             stalls: Refusals::default(),
-            since: tokio::time::Instant::now(),
+            since: Instant::now(),
         }
     }
 
-    fn refused_before(&self) -> bool {
+    pub fn refused_before(&self) -> bool {
         self.refusals > 0
     }
 }
 
-/// A batch's items not sent yet, in the order the batch chose, and the
-/// items refused that wait to go back among them.
-pub(crate) struct Pending(Mutex<Queues>);
+/// A batch's items not sent yet, in the order the batch chose, the items
+/// refused that wait to go back among them, and those waiting for their
+/// partition key's turn ([`Pacer::key_turn`]).
+pub(crate) struct Pending {
+    queues: Mutex<Queues>,
+    /// Whether chunks are cut from it until every item is written (the
+    /// items a call refused can be given back); else its chunks keep
+    /// their refused items.
+    streamed: bool,
+    pacer: Option<Arc<Pacer>>,
+    /// Told when items are given back or a chunk ends.
+    changed: Notify,
+}
 
 struct Queues {
     fresh: VecDeque<EncodedItem>,
     refused: VecDeque<Sending>,
+    /// Items waiting for their key's turn, and when to ask again.
+    held: Vec<(Instant, Sending)>,
+    /// Chunks cut and not ended: they may give items back.
+    in_flight: usize,
 }
 
 impl Pending {
-    pub fn new(items: Vec<EncodedItem>) -> Pending {
-        Pending(Mutex::new(Queues {
-            fresh: items.into(),
-            refused: VecDeque::new(),
-        }))
+    /// The items of a batch, cut into chunks until each is written or
+    /// given up, each item waiting for its key's turn on `pacer`.
+    pub fn new(items: Vec<EncodedItem>, pacer: Arc<Pacer>) -> Pending {
+        Pending {
+            queues: Mutex::new(Queues {
+                fresh: items.into(),
+                refused: VecDeque::new(),
+                held: Vec::new(),
+                in_flight: 0,
+            }),
+            streamed: true,
+            pacer: Some(pacer),
+            changed: Notify::new(),
+        }
+    }
+
+    /// No items of its own: the chunks written with it keep theirs.
+    pub fn alone() -> Pending {
+        Pending {
+            streamed: false,
+            pacer: None,
+            ..Pending::new(Vec::new(), Arc::new(Pacer::new()))
+        }
+    }
+
+    /// Whether a chunk's refused items can be given back.
+    pub fn streamed(&self) -> bool {
+        self.streamed
     }
 
     fn queues(&self) -> std::sync::MutexGuard<'_, Queues> {
         // Plain data, consistent after every statement.
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.queues.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The next chunk, `None` once every item was taken.
-    pub fn next_chunk(&self) -> Option<Vec<Sending>> {
-        let mut chunk = Vec::new();
-        self.top_up(&mut chunk);
-        (!chunk.is_empty()).then_some(chunk)
+    /// The next chunk; it waits while every item left is held for its
+    /// key's turn or on its way in a chunk (which may give it back).
+    /// `None` once every item was taken and every chunk ended.
+    pub async fn next_chunk(&self) -> Option<Vec<Sending>> {
+        loop {
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            let mut chunk = Vec::new();
+            self.top_up(&mut chunk);
+            let next_turn = {
+                let mut q = self.queues();
+                if !chunk.is_empty() {
+                    q.in_flight += 1;
+                    return Some(chunk);
+                }
+                if q.held.is_empty() && q.in_flight == 0 {
+                    return None;
+                }
+                q.held.iter().map(|(at, _)| *at).min()
+            };
+            match next_turn {
+                Some(at) => {
+                    tokio::select! {
+                        _ = changed => {}
+                        _ = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => changed.await,
+            }
+        }
+    }
+
+    /// A chunk cut by [`Pending::next_chunk`] ended.
+    pub fn chunk_ended(&self) {
+        self.queues().in_flight -= 1;
+        self.changed.notify_waiters();
+    }
+
+    /// Items a call refused, to go again in the next chunks, each at its
+    /// key's turn.
+    pub fn give_back(&self, items: Vec<Sending>) {
+        self.queues().refused.extend(items);
+        self.changed.notify_waiters();
     }
 
     /// After a refusal, while fresh items remain: `chunk` (its refused
@@ -102,9 +182,11 @@ impl Pending {
     }
 
     /// Moves items into `chunk` until it holds 25, or the next would take
-    /// its request body over DynamoDB's 16 MB: refused items first, while
-    /// the chunk carries fewer than [`RESENDS_PER_CALL`] of them (any
-    /// number once no fresh item is left), then fresh ones.
+    /// its request body over DynamoDB's 16 MB: items whose key's turn has
+    /// come first, then refused items while the chunk carries fewer than
+    /// [`RESENDS_PER_CALL`] of them (any number once no fresh item is
+    /// left), then fresh ones. A refused or fresh item whose key is paced
+    /// and whose turn has not come is held for it.
     pub fn top_up(&self, chunk: &mut Vec<Sending>) {
         if chunk.len() >= MAX_BATCH_ITEMS {
             return;
@@ -114,28 +196,57 @@ impl Pending {
         let fits = |bytes: usize, chunk: &[Sending], item: &EncodedItem| {
             chunk.is_empty() || bytes + put_bytes(item) + BODY_OVERHEAD <= MAX_BATCH_BYTES
         };
+        let now = Instant::now();
         let mut q = self.queues();
+        let q = &mut *q;
+        let mut i = 0;
+        while i < q.held.len() && chunk.len() < MAX_BATCH_ITEMS {
+            let (at, s) = &mut q.held[i];
+            if *at > now || !fits(bytes, chunk, &s.item) {
+                i += 1;
+                continue;
+            }
+            if let Some(later) = self.turn(s, now) {
+                *at = later;
+                i += 1;
+                continue;
+            }
+            let (_, s) = q.held.swap_remove(i);
+            bytes += put_bytes(&s.item);
+            resent += usize::from(s.refused_before());
+            chunk.push(s);
+        }
         while chunk.len() < MAX_BATCH_ITEMS {
             let resend = resent < RESENDS_PER_CALL || q.fresh.is_empty();
-            if resend {
-                if let Some(s) = q.refused.front() {
-                    if !fits(bytes, chunk, &s.item) {
-                        break;
-                    }
-                    bytes += put_bytes(&s.item);
-                    resent += 1;
-                    chunk.extend(q.refused.pop_front());
-                    continue;
-                }
-            }
-            let Some(item) = q.fresh.front() else {
-                break;
+            let next = match q.refused.front() {
+                Some(s) if resend => &s.item,
+                _ => match q.fresh.front() {
+                    Some(item) => item,
+                    None => break,
+                },
             };
-            if !fits(bytes, chunk, item) {
+            if !fits(bytes, chunk, next) {
                 break;
             }
-            bytes += put_bytes(item);
-            chunk.extend(q.fresh.pop_front().map(Sending::new));
+            let s = match q.refused.front() {
+                Some(_) if resend => q.refused.pop_front(),
+                _ => q.fresh.pop_front().map(Sending::new),
+            };
+            let Some(s) = s else { break };
+            if let Some(at) = self.turn(&s, now) {
+                q.held.push((at, s));
+                continue;
+            }
+            bytes += put_bytes(&s.item);
+            resent += usize::from(s.refused_before());
+            chunk.push(s);
         }
+    }
+
+    /// When `s`'s key's turn comes, if not now.
+    fn turn(&self, s: &Sending, now: Instant) -> Option<Instant> {
+        let pacer = self.pacer.as_ref()?;
+        let key = s.item.key.first()?;
+        pacer.key_turn(key, write_units(s.item.size), now)
     }
 }

@@ -1,0 +1,117 @@
+use super::*;
+
+fn s(text: &str) -> AttrValue {
+    AttrValue::S(text.into())
+}
+
+#[tokio::test(start_paused = true)]
+async fn nothing_waits_until_the_table_refuses() {
+    let pacer = Pacer::new();
+    let start = Instant::now();
+    for _ in 0..100 {
+        pacer.admit(25).await;
+    }
+    assert_eq!(Instant::now(), start);
+    assert_eq!(pacer.snapshot().rate, None);
+    assert_eq!(pacer.key_turn(&s("A"), 1, start), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refusal_sets_the_rate_to_what_the_table_admitted_over_the_last_second() {
+    let pacer = Pacer::new();
+    let key = s("K");
+    // 1,500 units written over the first second, in 60 calls.
+    for _ in 0..60 {
+        let sent = Instant::now();
+        pacer.answered(sent, &[(&key, 25)], &[], false);
+        tokio::time::advance(Duration::from_millis(16)).await;
+    }
+    let sent = Instant::now();
+    let other = s("X");
+    pacer.answered(sent, &[], &[(&other, 1)], false);
+    let rate = pacer.snapshot().rate.expect("learned");
+    assert!((1_400.0..=1_500.0).contains(&rate), "{rate}");
+    // 1,400-1,500 units a second: 300 units take about 0.2 s beyond the bucket's tenth.
+    let start = Instant::now();
+    for _ in 0..12 {
+        pacer.admit(25).await;
+    }
+    let took = Instant::now() - start;
+    assert!(took >= Duration::from_millis(100) && took <= Duration::from_millis(220), "{took:?}");
+    // A call sent before the rate was set does not set it again.
+    pacer.answered(sent, &[], &[(&s("Y"), 1)], false);
+    assert_eq!(pacer.snapshot().cuts, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_rate_grows_while_callers_wait_and_nothing_is_refused() {
+    let pacer = Pacer::new();
+    let sent = Instant::now();
+    for _ in 0..10 {
+        pacer.answered(sent, &[(&s("A"), 100)], &[], false);
+    }
+    pacer.answered(sent, &[], &[(&s("B"), 1)], true);
+    let first = pacer.snapshot().rate.unwrap();
+    assert_eq!(first, 1_000.0);
+    // Callers wait for 3 s: 30 ticks of 3%.
+    let start = Instant::now();
+    while Instant::now() - start < Duration::from_secs(3) {
+        pacer.admit(50).await;
+    }
+    let grown = pacer.snapshot().rate.unwrap();
+    assert!(grown > first * 2.0 && grown < first * 1.03f64.powi(31), "{grown}");
+    // Idle for a while: it does not grow without callers waiting.
+    tokio::time::advance(Duration::from_secs(5)).await;
+    pacer.admit(1).await;
+    let idle = pacer.snapshot().rate.unwrap();
+    assert!(idle <= grown * GROWTH, "{idle} {grown}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_key_waits_its_turn_and_others_do_not() {
+    let pacer = Pacer::new();
+    let (hot, cold) = (s("HOT"), s("COLD"));
+    let sent = Instant::now();
+    pacer.answered(sent, &[(&cold, 1)], &[(&hot, 1)], false);
+    let now = Instant::now();
+    // The first item of the hot key goes now, the next a millisecond later
+    // (1,000 units a second).
+    assert_eq!(pacer.key_turn(&hot, 1, now), None);
+    assert_eq!(pacer.key_turn(&hot, 1, now), Some(now + Duration::from_millis(1)));
+    assert_eq!(pacer.key_turn(&cold, 1, now), None);
+    assert_eq!(pacer.key_turn(&cold, 1, now), None);
+    // Refused again: 0.7 of its rate. Refused by a call sent before that
+    // cut: no further cut.
+    tokio::time::advance(Duration::from_millis(5)).await;
+    let sent = Instant::now();
+    pacer.answered(sent, &[], &[(&hot, 1)], false);
+    pacer.answered(sent - Duration::from_millis(1), &[], &[(&hot, 1)], false);
+    let now = Instant::now();
+    let a = pacer.key_turn(&hot, 1, now).unwrap_or(now);
+    let b = pacer.key_turn(&hot, 1, now).unwrap();
+    let gap = (b - a).as_secs_f64();
+    assert!((gap - 1.0 / 700.0).abs() < 1e-6, "{gap}");
+    // A call that writes its items speeds it up again.
+    pacer.answered(Instant::now(), &[(&hot, 1)], &[], false);
+    let c = pacer.key_turn(&hot, 1, now).unwrap();
+    let d = pacer.key_turn(&hot, 1, now).unwrap();
+    let gap = (d - c).as_secs_f64();
+    assert!((gap - 1.0 / 735.0).abs() < 1e-6, "{gap}");
+    assert_eq!(pacer.snapshot().keys, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_keys_paced_are_bounded() {
+    let pacer = Pacer::new();
+    for n in 0..(MAX_KEYS + 10) {
+        tokio::time::advance(Duration::from_micros(10)).await;
+        pacer.answered(Instant::now(), &[], &[(&s(&format!("K{n}")), 1)], false);
+    }
+    let keys = pacer.snapshot().keys;
+    assert!(keys <= MAX_KEYS && keys >= MAX_KEYS / 2, "{keys}");
+    // The newest are kept.
+    let now = Instant::now();
+    let newest = s(&format!("K{}", MAX_KEYS + 9));
+    assert_eq!(pacer.key_turn(&newest, 1, now), None);
+    assert!(pacer.key_turn(&newest, 1, now).is_some());
+}

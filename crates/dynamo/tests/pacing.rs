@@ -1,0 +1,178 @@
+//! The writer against the testkit's capacity model of a table, on a paused
+//! clock: 8 partitions of 250 write units a second, a table of 2,000, no
+//! burst credit. What it shows is what the pacer is for: every item
+//! written, near the time the table's capacity allows, and few items sent
+//! only to be refused.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sql2ddb_core::capacity::attr_hash;
+use sql2ddb_core::{write_units, AttrValue, EncodedItem, Item, KeyAttr, KeyType};
+use sql2ddb_dynamo::{
+    AdaptiveConcurrency, BatchWriteApi, BatchWriter, CallError, Failure, Pacer, RetryPolicy,
+};
+use sql2ddb_testkit::capacity::{CapacityConfig, TableModel, WriteDemand};
+use tokio::time::Instant;
+
+/// A call's round trip.
+const LATENCY: Duration = Duration::from_millis(3);
+
+/// The model behind a `BatchWriteItem` client, on tokio's clock.
+struct Model {
+    table: Mutex<TableModel>,
+    start: Instant,
+}
+
+impl BatchWriteApi for &Model {
+    async fn batch_put(
+        &self,
+        _table: &str,
+        _keys: &[KeyAttr],
+        items: &[&EncodedItem],
+    ) -> Result<Vec<usize>, CallError> {
+        tokio::time::sleep(LATENCY / 2).await;
+        let now = (Instant::now() - self.start).as_secs_f64();
+        let demands: Vec<WriteDemand> = items
+            .iter()
+            .map(|m| WriteDemand {
+                key_hash: attr_hash(&m.key[0]).unwrap(),
+                units: write_units(m.size),
+                total_units: write_units(m.size),
+            })
+            .collect();
+        let refused = self.table.lock().unwrap().admit_writes(now, &demands);
+        tokio::time::sleep(LATENCY / 2).await;
+        let unprocessed: Vec<usize> = (0..items.len()).filter(|&i| refused[i].is_some()).collect();
+        if unprocessed.len() == items.len() {
+            return Err(CallError {
+                failure: Failure::Throttled,
+                message: "ProvisionedThroughputExceededException".into(),
+            });
+        }
+        Ok(unprocessed)
+    }
+}
+
+fn keys() -> Vec<KeyAttr> {
+    vec![KeyAttr::new("PK", KeyType::S), KeyAttr::new("SK", KeyType::S)]
+}
+
+fn item(pk: String, sk: u64) -> EncodedItem {
+    let mut item = Item::new();
+    item.insert("PK".into(), AttrValue::S(pk));
+    item.insert("SK".into(), AttrValue::S(format!("ITEM#{sk:010}")));
+    EncodedItem::new(&item, &keys(), serde_json::Value::Null, 1)
+}
+
+/// The bench's three data sets of `n` items, in the order a run reads them.
+fn data_set(name: &str, n: u64) -> Vec<EncodedItem> {
+    (1..=n)
+        .map(|g| match name {
+            "uniform" => item(format!("ITEM#{g}"), g),
+            "collection" => item(format!("CUSTOMER#{}", (g - 1) / 200), g),
+            "skewed" if g % 5 == 0 => item(format!("CUSTOMER#{}", (g / 5) % 4), g),
+            _ => item(format!("CUSTOMER#{}", 1000 + g), g),
+        })
+        .collect()
+}
+
+struct Load {
+    seconds: f64,
+    ideal: f64,
+    refused: u64,
+    written: u64,
+}
+
+/// Writes `items` as a run does: pages of 500 taken by `writers` tasks,
+/// one concurrency of 8 calls and one pacer between them.
+async fn load(items: Vec<EncodedItem>, writers: usize) -> Load {
+    let config = CapacityConfig {
+        burst: false,
+        ..CapacityConfig::provisioned(2000, 8, 250)
+    };
+    let table = TableModel::new(&config);
+    let mut per_partition = vec![0u64; 8];
+    for m in &items {
+        per_partition[table.partition_of(attr_hash(&m.key[0]).unwrap())] += write_units(m.size);
+    }
+    let total: u64 = per_partition.iter().sum();
+    let ideal = (total as f64 / 2000.0).max(*per_partition.iter().max().unwrap() as f64 / 250.0);
+    let model = Box::leak(Box::new(Model {
+        table: Mutex::new(table),
+        start: Instant::now(),
+    }));
+    let model: &'static Model = model;
+    let concurrency = Arc::new(AdaptiveConcurrency::new(8));
+    let pacer = Arc::new(Pacer::new());
+    let policy = RetryPolicy::default().with_throttle_budget(Duration::from_secs(600));
+    let pages: Arc<Mutex<Vec<Vec<EncodedItem>>>> = Arc::new(Mutex::new(
+        items.chunks(500).rev().map(|c| c.to_vec()).collect(),
+    ));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..writers {
+        let writer = BatchWriter::new(model, "t", keys(), policy)
+            .with_concurrency(concurrency.clone())
+            .with_pacer(pacer.clone());
+        let pages = pages.clone();
+        tasks.spawn(async move {
+            let mut written = 0;
+            loop {
+                let page = pages.lock().unwrap().pop();
+                let Some(page) = page else { break };
+                let out = writer.write(page).await;
+                assert!(out.failed.is_empty() && out.unwritten.is_empty() && out.rejected.is_empty());
+                written += out.written;
+            }
+            written
+        });
+    }
+    let watch = pacer.clone();
+    let sampler = tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let hot: Vec<String> = (0..4).map(|k| format!("{:.0}", watch.key_rate(&AttrValue::S(format!("CUSTOMER#{k}"))).unwrap_or(-1.0))).collect();
+            let u = model.table.lock().unwrap().usage();
+            eprintln!("t={:.0} rate={:?} hot={hot:?} admitted={} refused={} {:?}", (Instant::now() - model.start).as_secs_f64(), watch.snapshot().rate.map(|r| r as u64), u.admitted_writes, u.refused_writes, u.partition_write_units);
+        }
+    });
+    let mut written = 0;
+    while let Some(w) = tasks.join_next().await {
+        written += w.unwrap();
+    }
+    sampler.abort();
+    let usage = model.table.lock().unwrap().usage();
+    eprintln!("{:?}", pacer.snapshot());
+    Load {
+        seconds: (Instant::now() - model.start).as_secs_f64(),
+        ideal,
+        refused: usage.refused_writes,
+        written,
+    }
+}
+
+async fn check(set: &str) {
+    let n = 20_000;
+    let l = load(data_set(set, n), 4).await;
+    let ratio = l.seconds / l.ideal;
+    let refused = l.refused as f64 / n as f64;
+    eprintln!("{set}: {:.2} s, ideal {:.2} s, time/ideal {ratio:.3}, refused {} ({:.1}%)", l.seconds, l.ideal, l.refused, refused * 100.0);
+    assert_eq!(l.written, n);
+    assert!(ratio <= 1.05, "{set}: time/ideal {ratio:.3}");
+    assert!(refused <= 0.10, "{set}: {} refused of {n}", l.refused);
+}
+
+#[tokio::test(start_paused = true)]
+async fn uniform_keys_are_written_at_the_tables_rate_with_few_refusals() {
+    check("uniform").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn collections_read_in_key_order_are_written_with_few_refusals() {
+    check("collection").await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn hot_keys_wait_without_holding_back_the_rest() {
+    check("skewed").await;
+}
