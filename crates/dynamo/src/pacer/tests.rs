@@ -39,7 +39,7 @@ async fn a_refusal_sets_the_rate_to_what_the_table_admitted_over_the_last_second
     let took = Instant::now() - start;
     assert!(took >= Duration::from_millis(100) && took <= Duration::from_millis(220), "{took:?}");
     // A call sent before the rate was set does not set it again.
-    pacer.answered(sent, &[], &[(&s("Y"), 1)], false);
+    pacer.answered(sent - Duration::from_millis(1), &[], &[(&s("Y"), 1)], false);
     assert_eq!(pacer.snapshot().cuts, 1);
 }
 
@@ -71,32 +71,38 @@ async fn the_rate_grows_while_callers_wait_and_nothing_is_refused() {
 async fn a_refused_key_waits_its_turn_and_others_do_not() {
     let pacer = Pacer::new();
     let (hot, cold) = (s("HOT"), s("COLD"));
-    let sent = Instant::now();
-    pacer.answered(sent, &[(&cold, 1)], &[(&hot, 1)], false);
+    pacer.answered(Instant::now(), &[(&cold, 1)], &[(&hot, 1)], false);
     let now = Instant::now();
-    // The first item of the hot key goes now, the next a millisecond later
-    // (1,000 units a second).
+    // The first item of the hot key goes now, the next one a millisecond
+    // later (1,000 units a second); the cold key is not paced.
     assert_eq!(pacer.key_turn(&hot, 1, now), None);
-    assert_eq!(pacer.key_turn(&hot, 1, now), Some(now + Duration::from_millis(1)));
+    let turn = now + Duration::from_millis(1);
+    assert_eq!(pacer.key_turn(&hot, 1, now), Some(turn));
+    assert_eq!(pacer.key_turn(&hot, 1, now), Some(turn), "asking again takes no turn");
     assert_eq!(pacer.key_turn(&cold, 1, now), None);
     assert_eq!(pacer.key_turn(&cold, 1, now), None);
-    // Refused again: 0.7 of its rate. Refused by a call sent before that
-    // cut: no further cut.
-    tokio::time::advance(Duration::from_millis(5)).await;
+    assert_eq!(pacer.key_turn(&hot, 1, turn), None);
+    // Refused again within a tick of its first refusal: not cut again.
     let sent = Instant::now();
     pacer.answered(sent, &[], &[(&hot, 1)], false);
+    assert_eq!(pacer.key_rate(&hot), Some(1000.0));
+    // A tick later: cut to 0.7 of its rate, and by a call sent before that
+    // cut, not again.
+    tokio::time::advance(TICK).await;
+    let sent = Instant::now();
+    pacer.answered(sent, &[], &[(&hot, 1)], false);
+    let cut = pacer.key_rate(&hot).unwrap();
+    assert!((cut - 700.0).abs() < 1e-6, "{cut}");
+    tokio::time::advance(TICK).await;
     pacer.answered(sent - Duration::from_millis(1), &[], &[(&hot, 1)], false);
+    assert_eq!(pacer.key_rate(&hot), Some(cut));
+    // Its items wait for a tick and none is refused: it grows by KEY_GROWTH.
     let now = Instant::now();
-    let a = pacer.key_turn(&hot, 1, now).unwrap_or(now);
-    let b = pacer.key_turn(&hot, 1, now).unwrap();
-    let gap = (b - a).as_secs_f64();
-    assert!((gap - 1.0 / 700.0).abs() < 1e-6, "{gap}");
-    // A call that writes its items speeds it up again.
-    pacer.answered(Instant::now(), &[(&hot, 1)], &[], false);
-    let c = pacer.key_turn(&hot, 1, now).unwrap();
-    let d = pacer.key_turn(&hot, 1, now).unwrap();
-    let gap = (d - c).as_secs_f64();
-    assert!((gap - 1.0 / 735.0).abs() < 1e-6, "{gap}");
+    while pacer.key_turn(&hot, 1, now).is_none() {}
+    tokio::time::advance(TICK).await;
+    let _ = pacer.key_turn(&hot, 1, Instant::now());
+    let grown = pacer.key_rate(&hot).unwrap();
+    assert!((grown - cut * KEY_GROWTH).abs() < 1e-6, "{grown}");
     assert_eq!(pacer.snapshot().keys, 1);
 }
 
@@ -112,6 +118,8 @@ async fn the_keys_paced_are_bounded() {
     // The newest are kept.
     let now = Instant::now();
     let newest = s(&format!("K{}", MAX_KEYS + 9));
+    assert_eq!(pacer.key_rate(&newest), Some(KEY_START_RATE));
+    assert_eq!(pacer.key_rate(&s("K0")), None);
     assert_eq!(pacer.key_turn(&newest, 1, now), None);
     assert!(pacer.key_turn(&newest, 1, now).is_some());
 }
