@@ -40,6 +40,10 @@ pub const TICK: Duration = Duration::from_millis(100);
 /// How much the table's rate grows per [`TICK`] while calls wait for it and
 /// nothing is refused.
 pub const GROWTH: f64 = 1.03;
+/// What a refusal sets the table's rate to, of what it admitted over the
+/// last second: a little below it, so the partitions' buckets fill again
+/// and the items the rate sends are not refused at once.
+pub const HEADROOM: f64 = 0.95;
 /// The lowest table rate, write units per second.
 pub const MIN_RATE: f64 = 25.0;
 /// A key's rate when it is first refused: DynamoDB's limit for one
@@ -283,7 +287,7 @@ impl Pacer {
         stats.keys = keys.len();
         if (unknown || whole) && table.cut_at.is_none_or(|at| sent >= at) {
             let measured = table.admitted.iter().sum::<u64>() as f64;
-            table.rate = Some(measured.max(MIN_RATE));
+            table.rate = Some((measured * HEADROOM).max(MIN_RATE));
             table.cut_at = Some(now);
             table.grown_at = now;
             table.waited = false;
