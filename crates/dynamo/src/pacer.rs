@@ -44,13 +44,30 @@ pub const GROWTH: f64 = 1.03;
 /// last second: a little below it, so the partitions' buckets fill again
 /// and the items the rate sends are not refused at once.
 pub const HEADROOM: f64 = 0.95;
+/// What the first refusal sets the table's rate to, of what it admitted
+/// over the last second.
+pub const FIRST_HEADROOM: f64 = 0.8;
+/// Near the rate last refused (this fraction of it or more), a rate grows
+/// by [`PROBE`] a tick only, for [`PROBE_FOR`].
+pub const NEAR: f64 = 0.9;
+/// The growth per tick near the rate last refused.
+pub const PROBE: f64 = 1.005;
+/// How long after a refusal a rate grows slowly near it.
+pub const PROBE_FOR: Duration = Duration::from_secs(2);
+/// Items alone of their key in their batch refused in one call that say
+/// the table, not one partition, is at its limit.
+pub const UNKNOWN_KEYS: usize = 2;
+/// Keys of a call refused whole that say the table is at its limit.
+pub const WHOLE_KEYS: usize = 3;
 /// The lowest table rate, write units per second.
 pub const MIN_RATE: f64 = 25.0;
 /// A key's rate when it is first refused: DynamoDB's limit for one
 /// partition, write units per second.
 pub const KEY_START_RATE: f64 = 1_000.0;
-/// What a refusal leaves of a key's rate.
+/// The most a refusal leaves of a key's rate.
 pub const KEY_CUT: f64 = 0.7;
+/// The least a refusal leaves of a key's rate.
+pub const KEY_FLOOR: f64 = 0.25;
 /// How much a key's rate grows per [`TICK`] while its items wait and none
 /// is refused.
 pub const KEY_GROWTH: f64 = 1.2;
@@ -92,10 +109,11 @@ struct TablePace {
     /// When it last grew (or was cut), and whether a caller waited since.
     grown_at: Instant,
     waited: bool,
-    /// Units admitted per tick over the last [`SLOTS`] ticks.
-    admitted: [u64; SLOTS],
-    /// The tick of `admitted`'s newest slot.
-    tick: u64,
+    /// What the table admitted over the second before the last refusal:
+    /// the rate grows slowly near it.
+    ceiling: f64,
+    /// Units admitted over the last second.
+    admitted: Window,
 }
 
 #[derive(Debug)]
@@ -109,6 +127,9 @@ struct KeyPace {
     /// When it last grew (or was cut), and whether an item waited since.
     grown_at: Instant,
     waited: bool,
+    /// Its units admitted over the last second, and since when it is paced.
+    admitted: Window,
+    since: Instant,
     last_seen: Instant,
 }
 
@@ -120,8 +141,25 @@ impl KeyPace {
             cut_at: now,
             grown_at: now,
             waited: false,
+            admitted: Window::default(),
+            since: now,
             last_seen: now,
         }
+    }
+
+    /// Refused: its rate goes down to what the table admitted of it over
+    /// the last second (its share of its partition), to [`KEY_CUT`] of it
+    /// at most and [`KEY_FLOOR`] of it at least.
+    fn cut(&mut self, now: Instant, tick: u64) {
+        let rate = 1.0 / self.interval;
+        let paced_for = (now - self.since).clamp(TICK, Duration::from_secs(1));
+        let measured = self.admitted.sum(tick) as f64 / paced_for.as_secs_f64();
+        let cut = measured.clamp(rate * KEY_FLOOR, rate * KEY_CUT).max(MIN_KEY_RATE);
+        self.interval = 1.0 / cut;
+        self.cut_at = now;
+        self.grown_at = now;
+        self.waited = false;
+        self.next_at = self.next_at.max(now);
     }
 
     /// Grows by [`KEY_GROWTH`] for a tick in which its items waited and
@@ -153,8 +191,18 @@ pub struct PacerSnapshot {
     pub waited: Duration,
 }
 
-/// One item of an answered call: its partition key value and write units.
-pub type Sent<'a> = (&'a AttrValue, u64);
+/// One item of an answered call.
+#[derive(Debug, Clone, Copy)]
+pub struct Sent<'a> {
+    /// Its partition key value.
+    pub key: &'a AttrValue,
+    /// Its write units.
+    pub units: u64,
+    /// Whether it is the only item of its partition key in its batch: a
+    /// refusal of such items says the table is at its limit (a key with
+    /// more items is paced on its own).
+    pub alone: bool,
+}
 
 impl Default for Pacer {
     fn default() -> Self {
@@ -174,10 +222,10 @@ impl Pacer {
                     tokens: 0.0,
                     at: now,
                     cut_at: None,
+                    ceiling: 0.0,
                     grown_at: now,
                     waited: false,
-                    admitted: [0; SLOTS],
-                    tick: 0,
+                    admitted: Window::default(),
                 },
                 keys: HashMap::default(),
                 stats: PacerSnapshot::default(),
@@ -253,41 +301,54 @@ impl Pacer {
             keys,
             stats,
         } = &mut *s;
-        let tick = ((now - *origin).as_nanos() / TICK.as_nanos()) as u64;
-        table.roll(tick);
-        table.admitted[(tick % SLOTS as u64) as usize] += written.iter().map(|(_, u)| u).sum::<u64>();
+        let tick = Window::tick_of(*origin, now);
+        table.admitted.add(tick, written.iter().map(|w| w.units).sum());
+        for w in written.iter().filter(|w| !w.alone) {
+            if let Some(pace) = keys.get_mut(w.key) {
+                pace.admitted.add(tick, w.units);
+                pace.last_seen = now;
+            }
+        }
+        // Items refused that are alone of their key in their batch: one
+        // is its partition's news, several the table's. A key with more
+        // items is paced on its own.
+        let alone = refused.iter().filter(|r| r.alone).count();
         let mut seen: Vec<&AttrValue> = Vec::new();
-        let mut unknown = whole && refused.is_empty();
-        seen.clear();
-        for (key, _) in refused {
-            if seen.contains(key) {
+        for r in refused.iter().filter(|r| !r.alone) {
+            if seen.contains(&r.key) {
                 continue;
             }
-            seen.push(key);
-            match keys.get_mut(*key) {
+            seen.push(r.key);
+            match keys.get_mut(r.key) {
                 Some(pace) => {
                     if sent >= pace.cut_at && now >= pace.cut_at + TICK {
-                        pace.interval = (pace.interval / KEY_CUT).min(1.0 / MIN_KEY_RATE);
-                        pace.cut_at = now;
-                        pace.grown_at = now;
-                        pace.waited = false;
-                        pace.next_at = pace.next_at.max(now);
+                        pace.cut(now, tick);
                     }
                     pace.last_seen = now;
                 }
                 None => {
-                    unknown = true;
                     if keys.len() >= MAX_KEYS {
                         forget_idle(keys);
                     }
-                    keys.insert((*key).clone(), KeyPace::new(now));
+                    keys.insert(r.key.clone(), KeyPace::new(now));
                 }
             }
         }
+        // Refused whole: the table's limit, unless the call carried only
+        // a key or two (its partition's).
+        let table_wide = alone >= UNKNOWN_KEYS || (whole && (alone > 0 || seen.len() >= WHOLE_KEYS));
         stats.keys = keys.len();
-        if (unknown || whole) && table.cut_at.is_none_or(|at| sent >= at) {
-            let measured = table.admitted.iter().sum::<u64>() as f64;
-            table.rate = Some((measured * HEADROOM).max(MIN_RATE));
+        if table_wide && table.cut_at.is_none_or(|at| sent >= at) {
+            let measured = table.admitted.sum(tick) as f64;
+            // The first refusal ends a start at full speed that emptied
+            // the partitions' buckets: further below, so they fill again.
+            let headroom = match table.rate {
+                Some(_) => HEADROOM,
+                None => FIRST_HEADROOM,
+            };
+            table.ceiling = measured;
+            let rate = (measured * headroom).max(MIN_RATE);
+            table.rate = Some(table.rate.map_or(rate, |r| r.min(rate)));
             table.cut_at = Some(now);
             table.grown_at = now;
             table.waited = false;
@@ -320,7 +381,7 @@ impl TablePace {
             return rate;
         }
         let rate = match self.waited {
-            true => rate * GROWTH,
+            true => grown(rate, self.ceiling, self.cut_at, now, (GROWTH, PROBE)),
             false => rate,
         };
         self.rate = Some(rate);
@@ -328,16 +389,25 @@ impl TablePace {
         self.waited = false;
         rate
     }
+}
 
-    /// Moves the window to `tick`, emptying the slots of the ticks passed.
-    fn roll(&mut self, tick: u64) {
-        if tick <= self.tick {
-            return;
-        }
-        for t in (self.tick + 1)..=tick.min(self.tick + SLOTS as u64) {
-            self.admitted[(t % SLOTS as u64) as usize] = 0;
-        }
-        self.tick = tick;
+/// A rate after a tick of growth: by `fast` while well below the rate last
+/// refused (`ceiling`), but to no more than [`NEAR`] of it; near or above
+/// it by `probe` for [`PROBE_FOR`] after the refusal; then by `fast` again
+/// (the table or the partition may have gained capacity).
+fn grown(
+    rate: f64,
+    ceiling: f64,
+    cut_at: Option<Instant>,
+    now: Instant,
+    (fast, probe): (f64, f64),
+) -> f64 {
+    let lately = cut_at.is_some_and(|at| now < at + PROBE_FOR);
+    let near = ceiling * NEAR;
+    match lately {
+        false => rate * fast,
+        true if rate >= near => rate * probe,
+        true => (rate * fast).min(near),
     }
 }
 
@@ -348,6 +418,10 @@ fn forget_idle(keys: &mut HashMap<AttrValue, KeyPace, foldhash::fast::RandomStat
     let cut = seen[seen.len() / 2];
     keys.retain(|_, p| p.last_seen > cut);
 }
+
+mod window;
+
+use window::Window;
 
 #[cfg(test)]
 mod tests;

@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use crate::concurrency::AdaptiveConcurrency;
 use crate::failure::Failure;
 use crate::limiter::WriteCapacityLimiter;
-use crate::pacer::Pacer;
+use crate::pacer::{Pacer, Sent};
 use crate::spread::spread;
 pub use pending::RESENDS_PER_CALL;
 use pending::{put_bytes, Pending, Sending, BODY_OVERHEAD};
@@ -371,8 +371,12 @@ impl<C: BatchWriteApi> BatchWriter<C> {
 
     /// Tells the pacer what a call sent at `sent` came to.
     fn learn(&self, sent: Instant, chunk: &[Sending], result: &Result<Vec<usize>, CallError>) {
-        fn of(s: &Sending) -> Option<(&AttrValue, u64)> {
-            s.item.key.first().map(|k| (k, write_units(s.item.size)))
+        fn of(s: &Sending) -> Option<Sent<'_>> {
+            s.item.key.first().map(|key| Sent {
+                key,
+                units: write_units(s.item.size),
+                alone: s.alone,
+            })
         }
         match result {
             Ok(unprocessed) => {

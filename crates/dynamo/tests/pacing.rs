@@ -22,6 +22,8 @@ const LATENCY: Duration = Duration::from_millis(3);
 struct Model {
     table: Mutex<TableModel>,
     start: Instant,
+    pacer: Arc<Pacer>,
+    log: Mutex<Vec<(f64, bool, usize, usize)>>,
 }
 
 impl BatchWriteApi for &Model {
@@ -42,6 +44,13 @@ impl BatchWriteApi for &Model {
             })
             .collect();
         let refused = self.table.lock().unwrap().admit_writes(now, &demands);
+        for (i, r) in refused.iter().enumerate() {
+            if r.is_some() {
+                let paced = self.pacer.key_rate(&items[i].key[0]).is_some();
+                let n = refused.iter().filter(|r| r.is_some()).count();
+                self.log.lock().unwrap().push((now, paced, n, items.len()));
+            }
+        }
         tokio::time::sleep(LATENCY / 2).await;
         let unprocessed: Vec<usize> = (0..items.len()).filter(|&i| refused[i].is_some()).collect();
         if unprocessed.len() == items.len() {
@@ -98,13 +107,15 @@ async fn load(items: Vec<EncodedItem>, page: usize, writers: usize) -> Load {
     }
     let total: u64 = per_partition.iter().sum();
     let ideal = (total as f64 / 2000.0).max(*per_partition.iter().max().unwrap() as f64 / 250.0);
+    let pacer = Arc::new(Pacer::new());
     let model = Box::leak(Box::new(Model {
         table: Mutex::new(table),
         start: Instant::now(),
+        pacer: pacer.clone(),
+        log: Mutex::new(Vec::new()),
     }));
     let model: &'static Model = model;
     let concurrency = Arc::new(AdaptiveConcurrency::new(8));
-    let pacer = Arc::new(Pacer::new());
     let policy = RetryPolicy::default().with_throttle_budget(Duration::from_secs(600));
     let pages: Arc<Mutex<Vec<Vec<EncodedItem>>>> = Arc::new(Mutex::new(
         items.chunks(page).rev().map(|c| c.to_vec()).collect(),
@@ -127,11 +138,35 @@ async fn load(items: Vec<EncodedItem>, page: usize, writers: usize) -> Load {
             written
         });
     }
+    let watch = pacer.clone();
+    let sampler = tokio::spawn(async move {
+        let mut last = vec![0u64; 8];
+        loop {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            let u = model.table.lock().unwrap().usage();
+            let d: Vec<u64> = u.partition_write_units.iter().zip(&last).map(|(a, b)| a - b).collect();
+            last = u.partition_write_units.clone();
+            let ks: Vec<String> = (0..12).map(|k| format!("{:.0}", watch.key_rate(&AttrValue::S(format!("CUSTOMER#{k}"))).unwrap_or(-1.0))).collect();
+            eprintln!("keys {ks:?}");
+            eprintln!("t={:.1} rate={:?} {:?} sum={}", (Instant::now() - model.start).as_secs_f64(), watch.snapshot().rate.map(|r| r as u64), d, d.iter().sum::<u64>());
+        }
+    });
     let mut written = 0;
     while let Some(w) = tasks.join_next().await {
         written += w.unwrap();
     }
+    sampler.abort();
     let usage = model.table.lock().unwrap().usage();
+    {
+        let log = model.log.lock().unwrap();
+        let mut per_sec = vec![(0, 0); 20];
+        for (t, paced, _, _) in log.iter() {
+            let e = &mut per_sec[(*t as usize).min(19)];
+            if *paced { e.0 += 1 } else { e.1 += 1 }
+        }
+        let whole = log.iter().filter(|(_, _, n, len)| n == len).count();
+        eprintln!("refusals per second (paced key, new key): {per_sec:?}; in whole refusals: {whole}; {:?}", pacer.snapshot());
+    }
     Load {
         seconds: (Instant::now() - model.start).as_secs_f64(),
         ideal,
@@ -144,7 +179,7 @@ async fn load(items: Vec<EncodedItem>, page: usize, writers: usize) -> Load {
 /// (8 calls of 25 items fill from two pages).
 async fn run(set: &str) -> (Load, f64, f64) {
     let n = 20_000;
-    let l = load(data_set(set, n), 5_000, 2).await;
+    let l = load(data_set(set, n), std::env::var("P").map_or(5000, |v| v.parse().unwrap()), std::env::var("W").map_or(2, |v| v.parse().unwrap())).await;
     assert_eq!(l.written, n, "{set}: every item written");
     let ratio = l.seconds / l.ideal;
     let refused = l.refused as f64 / n as f64;

@@ -1,12 +1,12 @@
 //! A batch's items on their way: the fresh ones not sent yet, and the ones
 //! DynamoDB refused, waiting to go back among them.
 
-use std::collections::VecDeque;
+use std::collections::{HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use sql2ddb_aws::Refusals;
 use sql2ddb_core::limits::{MAX_BATCH_BYTES, MAX_BATCH_ITEMS};
-use sql2ddb_core::{write_units, EncodedItem};
+use sql2ddb_core::{write_units, AttrValue, EncodedItem};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
@@ -46,6 +46,8 @@ pub(crate) struct Sending {
     /// steadily the migration progressed.
     pub stalls: Refusals,
     pub since: Instant,
+    /// Whether no other item of its batch has its partition key.
+    pub alone: bool,
 }
 
 impl Sending {
@@ -55,6 +57,7 @@ impl Sending {
             refusals: 0,
             stalls: Refusals::default(),
             since: Instant::now(),
+            alone: true,
         }
     }
 
@@ -79,6 +82,8 @@ pub(crate) struct Pending {
 
 struct Queues {
     fresh: VecDeque<EncodedItem>,
+    /// The partition keys of more than one of the batch's items.
+    shared: HashSet<AttrValue, foldhash::fast::RandomState>,
     refused: VecDeque<Sending>,
     /// Items waiting for their key's turn, and when to ask again.
     held: Vec<(Instant, Sending)>,
@@ -90,9 +95,11 @@ impl Pending {
     /// The items of a batch, cut into chunks until each is written or
     /// given up, each item waiting for its key's turn on `pacer`.
     pub fn new(items: Vec<EncodedItem>, pacer: Arc<Pacer>) -> Pending {
+        let shared = shared_keys(&items);
         Pending {
             queues: Mutex::new(Queues {
                 fresh: items.into(),
+                shared,
                 refused: VecDeque::new(),
                 held: Vec::new(),
                 in_flight: 0,
@@ -230,7 +237,10 @@ impl Pending {
             }
             let s = match q.refused.front() {
                 Some(_) if resend => q.refused.pop_front(),
-                _ => q.fresh.pop_front().map(Sending::new),
+                _ => q.fresh.pop_front().map(|m| {
+                    let alone = m.key.first().is_none_or(|k| !q.shared.contains(k));
+                    Sending { alone, ..Sending::new(m) }
+                }),
             };
             let Some(s) = s else { break };
             if let Some(at) = self.turn(&s, now) {
@@ -249,4 +259,17 @@ impl Pending {
         let key = s.item.key.first()?;
         pacer.key_turn(key, write_units(s.item.size), now)
     }
+}
+
+/// The partition keys of more than one of `items`.
+fn shared_keys(items: &[EncodedItem]) -> HashSet<AttrValue, foldhash::fast::RandomState> {
+    let mut seen: HashSet<&AttrValue, foldhash::fast::RandomState> =
+        HashSet::with_capacity_and_hasher(items.len(), Default::default());
+    let mut shared = HashSet::default();
+    for pk in items.iter().filter_map(|m| m.key.first()) {
+        if !seen.insert(pk) && !shared.contains(pk) {
+            shared.insert(pk.clone());
+        }
+    }
+    shared
 }
