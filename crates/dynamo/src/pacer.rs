@@ -127,6 +127,8 @@ struct KeyPace {
     /// When it last grew (or was cut), and whether an item waited since.
     grown_at: Instant,
     waited: bool,
+    /// Ticks in a row it grew.
+    clean: u32,
     /// Its units admitted over the last second, and since when it is paced.
     admitted: Window,
     since: Instant,
@@ -138,9 +140,11 @@ impl KeyPace {
         KeyPace {
             interval: 1.0 / KEY_START_RATE,
             next_at: now,
-            cut_at: now,
+            // The calls in flight when it was first refused may cut it at once.
+            cut_at: now.checked_sub(TICK).unwrap_or(now),
             grown_at: now,
             waited: false,
+            clean: 0,
             admitted: Window::default(),
             since: now,
             last_seen: now,
@@ -159,6 +163,7 @@ impl KeyPace {
         self.cut_at = now;
         self.grown_at = now;
         self.waited = false;
+        self.clean = 0;
         self.next_at = self.next_at.max(now);
     }
 
@@ -168,8 +173,15 @@ impl KeyPace {
         if now < self.grown_at + TICK {
             return;
         }
-        if self.waited {
-            self.interval = (self.interval / KEY_GROWTH).max(1.0 / MAX_KEY_RATE);
+        match self.waited {
+            true => {
+                // Each clean tick in a row grows it faster: a key left
+                // alone on its partition gets there in a few ticks.
+                self.clean = (self.clean + 1).min(4);
+                let by = KEY_GROWTH.powi(self.clean as i32);
+                self.interval = (self.interval / by).max(1.0 / MAX_KEY_RATE);
+            }
+            false => self.clean = 0,
         }
         self.grown_at = now;
         self.waited = false;
