@@ -158,7 +158,9 @@ impl KeyPace {
         let rate = 1.0 / self.interval;
         let paced_for = (now - self.since).clamp(TICK, Duration::from_secs(1));
         let measured = self.admitted.sum(tick) as f64 / paced_for.as_secs_f64();
-        let cut = measured.clamp(rate * KEY_FLOOR, rate * KEY_CUT).max(MIN_KEY_RATE);
+        let cut = measured
+            .clamp(rate * KEY_FLOOR, rate * KEY_CUT)
+            .max(MIN_KEY_RATE);
         self.interval = 1.0 / cut;
         self.cut_at = now;
         self.grown_at = now;
@@ -314,7 +316,9 @@ impl Pacer {
             stats,
         } = &mut *s;
         let tick = Window::tick_of(*origin, now);
-        table.admitted.add(tick, written.iter().map(|w| w.units).sum());
+        table
+            .admitted
+            .add(tick, written.iter().map(|w| w.units).sum());
         for w in written.iter().filter(|w| !w.alone) {
             if let Some(pace) = keys.get_mut(w.key) {
                 pace.admitted.add(tick, w.units);
@@ -348,7 +352,8 @@ impl Pacer {
         }
         // Refused whole: the table's limit, unless the call carried only
         // a key or two (its partition's).
-        let table_wide = alone >= UNKNOWN_KEYS || (whole && (alone > 0 || seen.len() >= WHOLE_KEYS));
+        let table_wide =
+            alone >= UNKNOWN_KEYS || (whole && (alone > 0 || seen.len() >= WHOLE_KEYS));
         stats.keys = keys.len();
         if table_wide && table.cut_at.is_none_or(|at| sent >= at) {
             let measured = table.admitted.sum(tick) as f64;

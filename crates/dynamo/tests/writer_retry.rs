@@ -212,10 +212,11 @@ async fn backoff_waits_grow_within_capped_ceilings() {
     assert!(prev - start <= Duration::from_millis(100 + 200 + 400 + 800 + 1600));
 }
 
-/// The waits between the calls of a chunk refused `max_attempts` times,
-/// with jitter seeded by `seed`.
+/// The waits between the calls of a chunk failed `max_attempts` times by
+/// the service (a 500: retried with backoff; a throttled item waits for
+/// the pacer instead), with jitter seeded by `seed`.
 async fn waits_with_seed(seed: u64) -> Vec<Duration> {
-    let script = (0..6).map(|_| Answer::Fail { retryable: true }).collect();
+    let script = (0..6).map(|_| Answer::ServerError).collect();
     let client = Scripted::new(script);
     let writer = BatchWriter::new(&client, "t", keys(), policy())
         .with_jitter(std::sync::Arc::new(sql2ddb_aws::SeededJitter::new(seed)));

@@ -53,7 +53,8 @@ mod tests {
         assert_eq!(w.sum(9), 12);
         assert_eq!(w.sum(10), 7, "tick 0 left the window");
         w.add(12, 1);
-        assert_eq!(w.sum(13), 8);
+        assert_eq!(w.sum(12), 8, "ticks 3 to 12");
+        assert_eq!(w.sum(13), 1);
         assert_eq!(w.sum(40), 0);
     }
 }

@@ -239,7 +239,10 @@ impl Pending {
                 Some(_) if resend => q.refused.pop_front(),
                 _ => q.fresh.pop_front().map(|m| {
                     let alone = m.key.first().is_none_or(|k| !q.shared.contains(k));
-                    Sending { alone, ..Sending::new(m) }
+                    Sending {
+                        alone,
+                        ..Sending::new(m)
+                    }
                 }),
             };
             let Some(s) = s else { break };
