@@ -95,7 +95,7 @@ async fn load(items: Vec<EncodedItem>, page: usize, writers: usize) -> Load {
         ..CapacityConfig::provisioned(2000, 8, 250)
     };
     let table = TableModel::new(&config);
-    let mut per_partition = vec![0u64; 8];
+    let mut per_partition = [0u64; 8];
     for m in &items {
         per_partition[table.partition_of(attr_hash(&m.key[0]).unwrap())] += write_units(m.size);
     }
