@@ -19,7 +19,7 @@ use sql2ddb_dynamo::update::{
     read_page, write_item, ConditionalWrite, ItemOutcome, Page, PageKey, PageRequest,
 };
 use sql2ddb_dynamo::{
-    AdaptiveConcurrency, Dynamo, Failure, RetryPolicy, TableWriter, WriteCapacityLimiter,
+    AdaptiveConcurrency, Dynamo, Failure, Pacer, RetryPolicy, TableWriter, WriteCapacityLimiter,
 };
 use sql2ddb_mapping::UpdateJob;
 use sql2ddb_queue::{SqsQueue, WorkQueue};
@@ -49,6 +49,8 @@ pub(crate) struct Shared {
     pub keys: Vec<KeyAttr>,
     pub policy: RetryPolicy,
     pub concurrency: Arc<AdaptiveConcurrency>,
+    /// The rate the table admits, learned from the writes' answers.
+    pub pacer: Pacer,
     pub wcu: Option<Arc<WriteCapacityLimiter>>,
     pub rcu: Option<Arc<WriteCapacityLimiter>>,
     pub progress: Arc<UpdateProgress>,
@@ -96,6 +98,7 @@ impl Shared {
             keys,
             policy,
             concurrency,
+            pacer: Pacer::new(),
             wcu: None,
             rcu: None,
             progress,
@@ -341,6 +344,7 @@ async fn write_one(shared: &Shared, item: Item) -> Written {
         &item,
         &shared.policy,
         Some(&shared.concurrency),
+        Some(&shared.pacer),
     )
     .await;
     match result {
