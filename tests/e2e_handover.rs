@@ -4,8 +4,8 @@
 //! removes the older row's value), a resumed full load is followed from
 //! its first attempt's position (nothing the first attempt wrote stays
 //! stale), an endpoint that cannot be reached is exit 69 whatever the
-//! follow was writing, and each job loads one AWS context for all its
-//! phases.
+//! follow was writing, and each job loads one AWS context and makes one
+//! DynamoDB handle for all its phases.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -638,4 +638,58 @@ async fn each_job_loads_one_aws_context_for_all_its_phases() {
     assert_eq!(out.code, 0, "{}\n{}", out.stdout, out.stderr);
     assert_eq!(sc.items().await.len(), 40);
     assert_eq!(cut.runs(), 1, "credentials asked for once per context");
+}
+
+/// `run --follow` ending in a cutover with its comparison, in this
+/// process: the table's check, the full load, the follow and the
+/// comparison each take the job's one DynamoDB handle (one connection
+/// pool), and no phase makes another.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_phase_of_run_follow_takes_the_jobs_one_dynamodb_handle() {
+    use sql2ddb_engine::follow::{run_and_follow, FollowAfterLoad};
+    use sql2ddb_engine::{AwsContext, JobContext, RunOptions, RunProgress};
+
+    let sc = Scenario::new("handover_handle")
+        .postgres(&items_sql(20))
+        .start()
+        .await;
+    let mapping = items_mapping(&sc, Db::Postgres, "", "");
+    let text = std::fs::read_to_string(&mapping).unwrap();
+    let plan = sql2ddb_mapping::Plan::parse(&text, mapping.as_ref(), &|_| None).unwrap();
+    let job = JobContext::new(AwsContext::load(None, false).await);
+    let run_id = sql2ddb_engine::new_run_id();
+    let _dropped_at_the_end = SlotGuard(sql2ddb_engine::follow::slot_name(&run_id));
+    let opts = RunOptions {
+        endpoint: Some(sc.dynamo.url.clone()),
+        runs_dir: sc.path().join("runs"),
+        run_id: Some(run_id),
+        job_context: Some(job.clone()),
+        ..RunOptions::default()
+    };
+    let after = FollowAfterLoad {
+        cutover: true,
+        compare: true,
+        ..FollowAfterLoad::default()
+    };
+    let outcome = run_and_follow(&plan, &opts, &after, RunProgress::new(), &|_| {})
+        .await
+        .unwrap();
+    if let Err(e) = &outcome.load {
+        panic!("the full load failed: {e}");
+    }
+    let (_, followed) = outcome.follow.expect("the follow ran");
+    if let Err(e) = &followed.follow {
+        panic!("the follow failed: {e}");
+    }
+    let cutover = followed.cutover.expect("the follow cut over");
+    assert!(
+        cutover.compared.equal_or_skipped(),
+        "the table equals the source"
+    );
+    assert_eq!(sc.items().await.len(), 20);
+    assert_eq!(
+        job.dynamo_handles(),
+        (1, 4),
+        "one handle made, taken by the check, the load, the follow and the comparison"
+    );
 }

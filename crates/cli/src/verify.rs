@@ -78,7 +78,7 @@ async fn resources(
         region: args.region.clone(),
         progress_table,
         sqs_endpoint: args.sqs_endpoint.clone(),
-        aws: None,
+        job_context: None,
     };
     let job = Job::Inspect { run_dir: &run_dir };
     let resources = Resources::open(plan.as_ref(), &options, job).await?;

@@ -1,5 +1,6 @@
 //! The DynamoDB handle of a process ([`Dynamo`]), made from its AWS context.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::config::StalledStreamProtectionConfig;
@@ -103,6 +104,9 @@ pub const NO_REGION_MESSAGE: &str = "no AWS region is set for DynamoDB: give --r
 pub struct Dynamo {
     client: Client,
     calls: BatchCalls,
+    /// Made with the handle and cloned with it: which handle a clone is of
+    /// ([`Dynamo::same_handle`]).
+    identity: Arc<()>,
 }
 
 impl Dynamo {
@@ -144,7 +148,15 @@ impl Dynamo {
         Dynamo {
             calls: BatchCalls::new(client.clone()),
             client,
+            identity: Arc::new(()),
         }
+    }
+
+    /// Whether `other` is a clone of this handle (sharing its client and
+    /// connection pool) rather than a handle made apart, even for the same
+    /// endpoint and context.
+    pub fn same_handle(&self, other: &Dynamo) -> bool {
+        Arc::ptr_eq(&self.identity, &other.identity)
     }
 
     /// The region requests are signed for.
@@ -207,6 +219,16 @@ mod tests {
         assert_eq!(timeouts.connect_timeout(), Some(CONNECT_TIMEOUT));
         assert_eq!(config.retry_config().unwrap().max_attempts(), 1);
         assert_eq!(config.region().unwrap().as_ref(), "eu-west-1");
+    }
+
+    #[tokio::test]
+    async fn a_clone_is_the_same_handle_and_a_second_handle_is_not() {
+        let aws = AwsContext::load(Some("eu-west-1"), false).await;
+        let endpoint = Endpoint::Url("http://127.0.0.1:9".into());
+        let one = Dynamo::new(&aws, &endpoint).unwrap();
+        let other = Dynamo::new(&aws, &endpoint).unwrap();
+        assert!(one.same_handle(&one.clone()));
+        assert!(!one.same_handle(&other), "made apart, though alike");
     }
 
     #[test]

@@ -44,7 +44,7 @@ pub use progress::{EntityProgress, RunProgress};
 pub use report::{
     EmbedReport, EntityReport, PointerReport, RunReport, RunStatus, SnapshotReport, WriterReport,
 };
-pub use resources::{job_context, Job, ResourceOptions, Resources};
+pub use resources::{job_context, Job, JobContext, ResourceOptions, Resources};
 pub use run::{run, RunOptions, SnapshotMode};
 pub use settings::{WriterFlags, WriterSettings};
 pub use sql2ddb_aws::{AwsContext, SdkConfig};

@@ -1,12 +1,15 @@
 //! What every job connects to, settled once: the AWS context (region,
 //! credentials, timeouts, loaded once), the DynamoDB endpoint (AWS, a URL,
 //! or the embedded `local` server) and its handle, the progress table, and
-//! the SQS endpoint and its client, all made from that one context. `run`, `worker`, `status` and `verify` open their
-//! [`Resources`] the same way, so flags override the mapping the same way
-//! everywhere and a mistake is reported the same way everywhere.
+//! the SQS endpoint and its client, all made from that one context. `run`,
+//! `worker`, `status` and `verify` open their [`Resources`] the same way, so
+//! flags override the mapping the same way everywhere and a mistake is
+//! reported the same way everywhere. A job of several phases (`run
+//! --follow`) gives each phase the same [`JobContext`]: one AWS context and
+//! one DynamoDB handle (one connection pool) for the whole job.
 
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use sql2ddb_aws::AwsContext;
 use sql2ddb_core::redact_url;
@@ -30,11 +33,75 @@ pub struct ResourceOptions {
     pub progress_table: Option<String>,
     /// SQS endpoint URL (any SQS-compatible server); default AWS.
     pub sqs_endpoint: Option<String>,
-    /// The process's AWS context when it has one already (a Lambda
-    /// function's, loaded at its cold start), or the job's, shared by its
-    /// phases ([`job_context`]); used as it is. Else the job loads one
-    /// from `region` and the environment.
-    pub aws: Option<AwsContext>,
+    /// The job's context, shared by its phases ([`job_context`]), or one
+    /// made of the process's AWS context (a Lambda function's, loaded at
+    /// its cold start): its AWS context is used as it is, and its DynamoDB
+    /// handle by every phase that names the same endpoint. Else the job
+    /// loads a context from `region` and the environment, and makes a
+    /// handle of its own.
+    pub job_context: Option<JobContext>,
+}
+
+/// What the phases of one job share (`run --follow`: the table's check, the
+/// full load, the follow, the comparison at a cutover): its AWS context and
+/// its DynamoDB handles, made at the first phase that needs one and taken
+/// by every later phase with the same endpoint, so the job keeps one
+/// connection pool. Clones share the handles. The embedded `local` server's
+/// handle is never kept: each phase that starts one has its own server.
+#[derive(Debug, Clone)]
+pub struct JobContext {
+    aws: AwsContext,
+    dynamo: Arc<Mutex<Handles>>,
+}
+
+/// The DynamoDB handles of a job, one per endpoint its phases named (one,
+/// in practice), and how many times phases took one.
+#[derive(Debug, Default)]
+struct Handles {
+    made: Vec<(Endpoint, Dynamo)>,
+    taken: usize,
+}
+
+impl JobContext {
+    /// The context of a job whose clients are all made from `aws`; no
+    /// DynamoDB handle is made before a phase needs one.
+    pub fn new(aws: AwsContext) -> JobContext {
+        JobContext {
+            aws,
+            dynamo: Arc::default(),
+        }
+    }
+
+    /// The AWS context every client of the job is made from.
+    pub fn aws(&self) -> &AwsContext {
+        &self.aws
+    }
+
+    /// The job's DynamoDB handle for `endpoint`: the one an earlier phase
+    /// made for it, else a new one, kept for the phases after.
+    pub fn dynamo(&self, endpoint: &Endpoint) -> Result<Dynamo, EngineError> {
+        let mut handles = self.dynamo.lock().expect("handles lock");
+        handles.taken += 1;
+        if let Some((_, dynamo)) = handles.made.iter().find(|(e, _)| e == endpoint) {
+            return Ok(dynamo.clone());
+        }
+        let dynamo = Dynamo::new(&self.aws, endpoint)?;
+        handles.made.push((endpoint.clone(), dynamo.clone()));
+        Ok(dynamo)
+    }
+
+    /// How many DynamoDB handles the job made (one per endpoint), and how
+    /// many times its phases took one: what shows they share it.
+    pub fn dynamo_handles(&self) -> (usize, usize) {
+        let handles = self.dynamo.lock().expect("handles lock");
+        (handles.made.len(), handles.taken)
+    }
+}
+
+impl From<AwsContext> for JobContext {
+    fn from(aws: AwsContext) -> JobContext {
+        JobContext::new(aws)
+    }
 }
 
 /// The embedded `local` endpoint's data file, in a run's directory.
@@ -107,30 +174,53 @@ fn region<'a>(plan: Option<&'a Plan>, opts: &'a ResourceOptions) -> Option<&'a s
         .or(target.and_then(|t| t.region.as_deref()))
 }
 
-/// The one AWS context of a job of several phases (`run --follow`: the
+/// The one [`JobContext`] of a job of several phases (`run --follow`: the
 /// table's check, the full load, the follow, the comparison at a cutover),
-/// each of which opens its [`Resources`] with it: the process's when it has
-/// one (`opts.aws`), else loaded here, once, with the region `opts` name
-/// over `plan`'s (and, when no endpoint is named, so the table is on AWS
-/// itself, the SDK's chain asked for one too).
-pub async fn job_context(plan: Option<&Plan>, opts: &ResourceOptions) -> AwsContext {
-    if let Some(aws) = &opts.aws {
-        return aws.clone();
+/// each of which opens its [`Resources`] with it: `opts.job_context` when
+/// it has one (shared, not copied), else a new one, its AWS context loaded
+/// here, once, with the region `opts` name over `plan`'s (and, when no
+/// endpoint is named, so the table is on AWS itself, the SDK's chain asked
+/// for one too).
+pub async fn job_context(plan: Option<&Plan>, opts: &ResourceOptions) -> JobContext {
+    if let Some(job) = &opts.job_context {
+        return job.clone();
     }
     let endpoint = opts
         .endpoint
         .as_deref()
         .or(plan.and_then(|p| p.target.endpoint.as_deref()));
-    AwsContext::load(region(plan, opts), endpoint.is_none()).await
+    JobContext::new(AwsContext::load(region(plan, opts), endpoint.is_none()).await)
 }
 
 impl ResourceOptions {
-    /// The options with the job's one AWS context in them
-    /// ([`job_context`]): every phase opened with them shares it.
+    /// The options with the job's one context in them ([`job_context`]):
+    /// every phase opened with them shares its AWS context and DynamoDB
+    /// handle.
     pub async fn with_job_context(&self, plan: Option<&Plan>) -> ResourceOptions {
         ResourceOptions {
-            aws: Some(job_context(plan, self).await),
+            job_context: Some(job_context(plan, self).await),
             ..self.clone()
+        }
+    }
+}
+
+/// The AWS context and DynamoDB handle of a phase that writes to
+/// `endpoint`: the job's, when `opts` carry its [`JobContext`], else made
+/// here. The embedded server a phase started (`local`) is that phase's
+/// alone, and so is its handle.
+async fn context_and_handle(
+    plan: Option<&Plan>,
+    opts: &ResourceOptions,
+    endpoint: &Endpoint,
+    local: bool,
+) -> Result<(AwsContext, Dynamo), EngineError> {
+    match &opts.job_context {
+        Some(job) if local => Ok((job.aws().clone(), Dynamo::new(job.aws(), endpoint)?)),
+        Some(job) => Ok((job.aws().clone(), job.dynamo(endpoint)?)),
+        None => {
+            let aws = AwsContext::load(region(plan, opts), *endpoint == Endpoint::Aws).await;
+            let dynamo = Dynamo::new(&aws, endpoint)?;
+            Ok((aws, dynamo))
         }
     }
 }
@@ -138,7 +228,8 @@ impl ResourceOptions {
 impl Resources {
     /// Settles the endpoint, region and progress table from `opts` over
     /// `plan` (absent for `status` given only a progress table), loads the
-    /// AWS context of the job once and makes its DynamoDB handle from it.
+    /// AWS context of the job once and makes its DynamoDB handle from it;
+    /// with a [`JobContext`], takes the job's context and handle instead.
     pub async fn open(
         plan: Option<&Plan>,
         opts: &ResourceOptions,
@@ -184,11 +275,7 @@ impl Resources {
             (Some(url), _) => (Endpoint::parse(url)?, redact_url(url)),
             (None, _) => (Endpoint::Aws, "aws".to_string()),
         };
-        let aws = match &opts.aws {
-            Some(aws) => aws.clone(),
-            None => AwsContext::load(region(plan, opts), endpoint == Endpoint::Aws).await,
-        };
-        let dynamo = Dynamo::new(&aws, &endpoint)?;
+        let (aws, dynamo) = context_and_handle(plan, opts, &endpoint, local.is_some()).await?;
         // After the region's check: a region missing is said first.
         if endpoint == Endpoint::Aws {
             no_credentials(&aws).await?;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use sql2ddb_engine::serverless::{S3Options, MIN_MARGIN};
-use sql2ddb_engine::{AwsContext, IfNotEmpty, SdkConfig};
+use sql2ddb_engine::{AwsContext, IfNotEmpty, JobContext, SdkConfig};
 
 /// Which handler serves the function (`SQL2DDB_HANDLER`).
 pub const HANDLER: &str = "SQL2DDB_HANDLER";
@@ -187,9 +187,15 @@ impl Settings {
             queue: self.queue_url.clone(),
             sqs_endpoint: self.sqs_endpoint.clone(),
             runs_dir: self.runs_dir.clone(),
-            aws: self.aws.clone(),
+            job_context: self.job_context(),
             ..sql2ddb_engine::update::UpdateOptions::default()
         }
+    }
+
+    /// The context of one invocation's job: the function's AWS context,
+    /// and a DynamoDB handle every phase of the job shares.
+    fn job_context(&self) -> Option<JobContext> {
+        self.aws.clone().map(JobContext::new)
     }
 
     /// The run options of a function: endpoints, progress table, source.
@@ -202,7 +208,7 @@ impl Settings {
             sqs_endpoint: self.sqs_endpoint.clone(),
             runs_dir: self.runs_dir.clone(),
             track_progress: true,
-            aws: self.aws.clone(),
+            job_context: self.job_context(),
             if_not_empty: self.if_not_empty,
             ..sql2ddb_engine::RunOptions::default()
         }

@@ -158,7 +158,7 @@ pub async fn export(
     });
     let run_opts = RunOptions {
         run_id: Some(run_id),
-        aws: Some(aws),
+        job_context: Some(crate::JobContext::new(aws)),
         dry_run: true,
         destination: PagesTo::Files(files.clone()),
         track_progress: false,
@@ -198,7 +198,8 @@ pub async fn export(
 /// resources alike: the one given, else loaded with `region` (AWS's own
 /// S3, with no endpoint named, may ask the SDK's chain for one).
 async fn export_context(opts: &ExportOptions, region: Option<&str>) -> sql2ddb_aws::AwsContext {
-    if let Some(aws) = opts.s3.aws.clone().or_else(|| opts.run.aws.clone()) {
+    let given = opts.run.job_context.as_ref().map(|job| job.aws().clone());
+    if let Some(aws) = opts.s3.aws.clone().or(given) {
         return aws;
     }
     let named = opts.s3.endpoint.is_some()

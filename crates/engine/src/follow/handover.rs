@@ -81,8 +81,9 @@ pub async fn run_and_follow(
         .run_id
         .clone()
         .ok_or_else(|| EngineError::Config("run --follow needs its run id first".into()))?;
-    // One AWS context for the whole job: the table's check, the load, the
-    // follow and a cutover's comparison each open their resources with it.
+    // One AWS context and DynamoDB handle for the whole job: the table's
+    // check, the load, the follow and a cutover's comparison each open
+    // their resources with them.
     let opts = &opts.with_job_context(plan).await;
     // The run would refuse a table that holds items: before the anchor.
     crate::target::check_table(plan, opts).await?;

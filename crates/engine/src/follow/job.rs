@@ -94,7 +94,8 @@ pub async fn follow_job(
     progress: &RunProgress,
     on: &(dyn Fn(FollowEvent<'_>) + Sync),
 ) -> FollowOutcome {
-    // One AWS context for the follow and a cutover's comparison.
+    // One AWS context and DynamoDB handle for the follow and a cutover's
+    // comparison.
     let opts = &FollowOptions {
         resources: opts.resources.with_job_context(Some(plan)).await,
         ..opts.clone()
@@ -180,7 +181,7 @@ async fn compare_with_source(
             source: Some(opts.source.clone()),
             endpoint: opts.resources.endpoint.clone(),
             region: opts.resources.region.clone(),
-            aws: opts.resources.aws.clone(),
+            job_context: opts.resources.job_context.clone(),
             runs_dir,
             run_id: Some(crate::new_run_id()),
             ..crate::RunOptions::default()

@@ -9,7 +9,7 @@ use sql2ddb_mapping::Plan;
 
 use crate::ids::RunId;
 use crate::if_not_empty::IfNotEmpty;
-use crate::resources::ResourceOptions;
+use crate::resources::{JobContext, ResourceOptions};
 use crate::settings::WriterSettings;
 use crate::sink::{Destination, SinkOptions};
 use crate::stop::StopSignal;
@@ -69,9 +69,10 @@ pub struct RunOptions {
     pub queue: Option<String>,
     /// SQS endpoint URL (any SQS-compatible server); default AWS.
     pub sqs_endpoint: Option<String>,
-    /// The process's AWS context, when it has one already (see
-    /// [`ResourceOptions::aws`]); else the run loads one.
-    pub aws: Option<sql2ddb_aws::AwsContext>,
+    /// The job's context (its AWS context and DynamoDB handle), when the
+    /// run is a phase of a job or the process has one already (see
+    /// [`ResourceOptions::job_context`]); else the run loads its own.
+    pub job_context: Option<JobContext>,
     /// Pause reading while the queue holds this many messages waiting.
     pub max_queued: Option<u64>,
     /// Raised to stop the run cleanly (Ctrl-C): readers stop after their
@@ -121,17 +122,18 @@ impl RunOptions {
             region: self.region.clone(),
             progress_table: self.progress_table.clone(),
             sqs_endpoint: self.sqs_endpoint.clone(),
-            aws: self.aws.clone(),
+            job_context: self.job_context.clone(),
         }
     }
 
-    /// The options with the job's one AWS context in them (see
+    /// The options with the job's one context in them (see
     /// [`crate::job_context`]): every phase of a job of several phases
-    /// (`run --follow`) runs with them, so the job loads one context.
+    /// (`run --follow`) runs with them, so the job loads one AWS context
+    /// and makes one DynamoDB handle.
     pub async fn with_job_context(&self, plan: &Plan) -> RunOptions {
         let resources = self.resource_options().with_job_context(Some(plan)).await;
         RunOptions {
-            aws: resources.aws,
+            job_context: resources.job_context,
             ..self.clone()
         }
     }
@@ -178,7 +180,7 @@ impl Default for RunOptions {
             progress_table: None,
             queue: None,
             sqs_endpoint: None,
-            aws: None,
+            job_context: None,
             max_queued: None,
             stop: None,
             shutdown_grace: crate::stop::STOP_GRACE,

@@ -68,8 +68,9 @@ pub async fn read_until(
             "a reader with a deadline sends its pages to a queue: give the queue URL".into(),
         ));
     }
-    // One AWS context for the read and the checks before and after it (a
-    // Lambda function's own, when it gave it).
+    // One AWS context and DynamoDB handle for the read and the checks
+    // before and after it (a Lambda function's own context, when it gave
+    // it).
     let opts = &opts.with_job_context(plan).await;
     if let (true, Some(run_id)) = (opts.resume, &opts.run_id) {
         if run_is_read(plan, opts, run_id).await? {

@@ -91,7 +91,7 @@ async fn already_read(
                 .unwrap_or_else(|| default_table(table)),
         ),
         sqs_endpoint: None,
-        aws: opts.aws.clone(),
+        job_context: opts.job_context.clone(),
     };
     let resources = Resources::open(None, &options, Job::Status).await?;
     let read = super::reader::every_segment_read(&resources.progress_store()?, run_id).await;

@@ -103,9 +103,9 @@ pub struct UpdateOptions {
     pub queue: Option<String>,
     /// SQS endpoint URL (default AWS).
     pub sqs_endpoint: Option<String>,
-    /// The process's AWS context, when it has one already (see
-    /// [`ResourceOptions::aws`]); else the job loads one.
-    pub aws: Option<sql2ddb_aws::AwsContext>,
+    /// The job's context, when the process has one already (see
+    /// [`ResourceOptions::job_context`]); else the job loads one.
+    pub job_context: Option<crate::JobContext>,
 }
 
 impl UpdateOptions {
@@ -217,7 +217,7 @@ fn resource_options(job: &UpdateJob, opts: &UpdateOptions) -> ResourceOptions {
             false => opts.progress_table.clone(),
         },
         sqs_endpoint: opts.sqs_endpoint.clone(),
-        aws: opts.aws.clone(),
+        job_context: opts.job_context.clone(),
     }
 }
 
