@@ -271,7 +271,10 @@ async fn a_worker_leaves_a_batch_the_table_keeps_refusing_on_the_queue_and_exits
     let report = refused.report();
     assert_eq!(report["stopped"], "throttled", "{report}");
     let figure = |name: &str| report[name].as_u64().unwrap();
-    assert_eq!(figure("messages"), 0, "{report}");
+    // The page is two messages of 500: the table's 50 units a second write
+    // at most one within its budget (the writer paces its items to the
+    // rate the table admits); the other stays queued.
+    assert!(figure("messages") <= 1, "{report}");
     assert_eq!(figure("rejected"), 0, "{report}");
     assert!(figure("throttled") >= 1, "{report}");
     assert!(
@@ -295,6 +298,7 @@ async fn a_worker_leaves_a_batch_the_table_keeps_refusing_on_the_queue_and_exits
     let done = worker("10m").wait().await;
     assert_eq!(done.code, 0, "{}", done.stderr);
     assert_eq!(done.report()["messages"], queued);
+    assert_eq!(figure("messages") + queued, 2, "{report}");
     f.assert_verified_and_complete(&run_id).await;
     f.clean_up().await;
 }

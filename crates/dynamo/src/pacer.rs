@@ -57,8 +57,8 @@ pub const PROBE_FOR: Duration = Duration::from_secs(2);
 /// Items alone of their key in their batch refused in one call that say
 /// the table, not one partition, is at its limit.
 pub const UNKNOWN_KEYS: usize = 2;
-/// Keys of a call refused whole that say the table is at its limit.
-pub const WHOLE_KEYS: usize = 3;
+/// The least one cut leaves of the table's rate.
+pub const MAX_CUT: f64 = 0.7;
 /// The lowest table rate, write units per second.
 pub const MIN_RATE: f64 = 25.0;
 /// A key's rate when it is first refused: DynamoDB's limit for one
@@ -337,7 +337,9 @@ impl Pacer {
             seen.push(r.key);
             match keys.get_mut(r.key) {
                 Some(pace) => {
-                    if sent >= pace.cut_at && now >= pace.cut_at + TICK {
+                    // Refused whole, a call says no more of one key's share
+                    // than of the table's.
+                    if !whole && sent >= pace.cut_at && now >= pace.cut_at + TICK {
                         pace.cut(now, tick);
                     }
                     pace.last_seen = now;
@@ -352,10 +354,12 @@ impl Pacer {
         }
         // Refused whole: the table's limit, unless the call carried only
         // a key or two (its partition's).
-        let table_wide =
-            alone >= UNKNOWN_KEYS || (whole && (alone > 0 || seen.len() >= WHOLE_KEYS));
+        // A call refused whole says nothing the concurrency does not hear
+        // (it halves): a service failing calls at random refuses them so too.
+        let table_wide = !whole && alone >= UNKNOWN_KEYS;
         stats.keys = keys.len();
-        if table_wide && table.cut_at.is_none_or(|at| sent >= at) {
+        let fresh = table.cut_at.is_none_or(|at| sent >= at && now >= at + TICK);
+        if table_wide && fresh {
             let measured = table.admitted.sum(tick) as f64;
             // The first refusal ends a start at full speed that emptied
             // the partitions' buckets: further below, so they fill again.
@@ -365,7 +369,10 @@ impl Pacer {
             };
             table.ceiling = measured;
             let rate = (measured * headroom).max(MIN_RATE);
-            table.rate = Some(table.rate.map_or(rate, |r| r.min(rate)));
+            // At most once a tick, and to no less than MAX_CUT of the rate:
+            // refusals a cut does not stop (a service failing calls at
+            // random) lower it slowly, and it grows back between them.
+            table.rate = Some(table.rate.map_or(rate, |r| r.min(rate).max(r * MAX_CUT)));
             table.cut_at = Some(now);
             table.grown_at = now;
             table.waited = false;

@@ -22,6 +22,10 @@ const LATENCY: Duration = Duration::from_millis(3);
 struct Model {
     table: Mutex<TableModel>,
     start: Instant,
+    /// Every this many calls is throttled whole whatever the capacity (a
+    /// service failing at random); 0: none.
+    fail_every: usize,
+    calls: std::sync::atomic::AtomicUsize,
 }
 
 impl BatchWriteApi for &Model {
@@ -32,6 +36,16 @@ impl BatchWriteApi for &Model {
         items: &[&EncodedItem],
     ) -> Result<Vec<usize>, CallError> {
         tokio::time::sleep(LATENCY / 2).await;
+        let n = self
+            .calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        if self.fail_every > 0 && n % self.fail_every == 0 {
+            tokio::time::sleep(LATENCY / 2).await;
+            return Err(CallError {
+                failure: Failure::Throttled,
+                message: "ThrottlingException".into(),
+            });
+        }
         let now = (Instant::now() - self.start).as_secs_f64();
         let demands: Vec<WriteDemand> = items
             .iter()
@@ -88,23 +102,39 @@ struct Load {
 }
 
 /// Writes `items` in pages of `page` taken by `writers` tasks, one
-/// concurrency of 8 calls and one pacer between them.
+/// concurrency of 8 calls and one pacer between them, into a table of
+/// 2,000 write units a second over 8 partitions.
 async fn load(items: Vec<EncodedItem>, page: usize, writers: usize) -> Load {
     let config = CapacityConfig {
         burst: false,
         ..CapacityConfig::provisioned(2000, 8, 250)
     };
+    load_into(items, page, writers, config, 0).await
+}
+
+/// [`load`] into a table of `config`, every `fail_every`th call throttled.
+async fn load_into(
+    items: Vec<EncodedItem>,
+    page: usize,
+    writers: usize,
+    config: CapacityConfig,
+    fail_every: usize,
+) -> Load {
     let table = TableModel::new(&config);
-    let mut per_partition = [0u64; 8];
+    let mut per_partition = vec![0u64; config.partitions as usize];
     for m in &items {
         per_partition[table.partition_of(attr_hash(&m.key[0]).unwrap())] += write_units(m.size);
     }
     let total: u64 = per_partition.iter().sum();
-    let ideal = (total as f64 / 2000.0).max(*per_partition.iter().max().unwrap() as f64 / 250.0);
+    let limits = config.limits();
+    let ideal = (total as f64 / limits.table_wcu as f64)
+        .max(*per_partition.iter().max().unwrap() as f64 / limits.partition_wcu as f64);
     let pacer = Arc::new(Pacer::new());
     let model = Box::leak(Box::new(Model {
         table: Mutex::new(table),
         start: Instant::now(),
+        fail_every,
+        calls: Default::default(),
     }));
     let model: &'static Model = model;
     let concurrency = Arc::new(AdaptiveConcurrency::new(8));
@@ -192,16 +222,16 @@ async fn uniform_keys_are_written_at_the_tables_rate_with_few_refusals() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn collections_read_in_key_order_are_written_with_few_refusals() {
-    let f = run("collection").await;
-    assert!(f.ratio <= 1.05, "time/ideal {:.3}", f.ratio);
-    assert!(f.refused <= 0.10, "refused {:.3}", f.refused);
-    // Pages of 500 bring new collections all the time, each refused
-    // before its key is paced: more refusals, still a fraction of the
-    // unpaced writer's (every item and more).
-    let f = worker("collection").await;
-    assert!(f.ratio <= 1.05, "time/ideal {:.3}", f.ratio);
-    assert!(f.refused <= 0.25, "refused {:.3}", f.refused);
+async fn collections_read_in_key_order_are_written_in_their_time_with_fewer_refusals() {
+    // Each collection's key learns its share of its partition; calls of
+    // several full partitions are still refused whole, which the writer
+    // does not hold against a key or the table (a service failing calls at
+    // random does the same). A quarter of the items are refused once, where
+    // a writer without pacing sends most of them twice or more.
+    for f in [run("collection").await, worker("collection").await] {
+        assert!(f.ratio <= 1.05, "time/ideal {:.3}", f.ratio);
+        assert!(f.refused <= 0.35, "refused {:.3}", f.refused);
+    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -213,4 +243,19 @@ async fn hot_keys_wait_without_holding_back_the_rest() {
         assert!(f.ratio <= 1.05, "time/ideal {:.3}", f.ratio);
         assert!(f.refused <= 0.10, "refused {:.3}", f.refused);
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttles_at_random_do_not_starve_the_writer() {
+    // A table far larger than the load, but every third call throttled
+    // whole: cutting the rate does not stop such refusals, so after a few
+    // cuts they no longer cut it. Without that, each would cut the rate
+    // to what got through, and the load would crawl at the lowest rate.
+    let config = CapacityConfig {
+        burst: false,
+        ..CapacityConfig::provisioned(1_000_000, 8, 125_000)
+    };
+    let l = load_into(data_set("uniform", 20_000), 5_000, 2, config, 3).await;
+    assert_eq!(l.written, 20_000);
+    assert!(l.seconds < 5.0, "{:.2} s", l.seconds);
 }

@@ -89,7 +89,8 @@ async fn the_rate_grows_slowly_near_the_rate_refused_then_fast() {
     for _ in 0..10 {
         pacer.answered(sent, &[many(&s("A"), 100)], &[], false);
     }
-    pacer.answered(sent, &[], &[lone(&s("B"), 1)], true);
+    let (b, c) = (s("B"), s("C"));
+    pacer.answered(sent, &[], &[lone(&b, 1), lone(&c, 1)], false);
     let first = pacer.snapshot().rate.unwrap();
     assert_eq!(first, 1_000.0 * FIRST_HEADROOM);
     // Callers wait: it grows back to 0.9 of the 1,000 the table admitted,
@@ -194,6 +195,12 @@ async fn a_key_with_more_items_is_paced_alone_and_lone_keys_pace_the_table() {
     // Refused whole with one key: still its partition's.
     tokio::time::advance(Duration::from_millis(1)).await;
     pacer.answered(Instant::now(), &[], &[many(&a, 1)], true);
+    assert_eq!(pacer.snapshot().rate, None);
+    // Refused whole with many lone keys: what a service failing calls at
+    // random does too; the concurrency halves, the rate is not set.
+    let lone_keys: Vec<AttrValue> = (0..25).map(|n| s(&format!("L{n}"))).collect();
+    let all: Vec<Sent<'_>> = lone_keys.iter().map(|k| lone(k, 1)).collect();
+    pacer.answered(Instant::now(), &[], &all, true);
     assert_eq!(pacer.snapshot().rate, None);
     // One lone key refused: not yet; two in one call: the table's limit.
     let (x, y) = (s("X"), s("Y"));

@@ -55,6 +55,10 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         if c.resent {
             pending.top_up(&mut c.items);
         }
+        self.waited_out(&mut c.items, &mut c.out);
+        if c.items.is_empty() {
+            return Attempt::Done((c.out, None));
+        }
         let result = self.call(&c.items).await;
         if result.is_ok() {
             self.spent.store(false, Ordering::Relaxed);
@@ -146,6 +150,29 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                 Answered::Finished(None)
             }
         }
+    }
+
+    /// Gives up, unwritten, the items refused before whose throttle budget
+    /// ran out while they waited for their turn: the pacer held them for
+    /// the table's rate, which is the table refusing them all the same.
+    fn waited_out(&self, chunk: &mut Vec<Sending>, out: &mut WriteOutcome) {
+        let Some(budget) = self.policy.throttle_budget else {
+            return;
+        };
+        let over = |s: &Sending| s.refused_before() && s.since.elapsed() >= budget;
+        if !chunk.iter().any(over) {
+            return;
+        }
+        *self.refused_out.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        let (gone, kept): (Vec<Sending>, Vec<Sending>) = chunk.drain(..).partition(over);
+        *chunk = kept;
+        let why = format!(
+            "not written within the retry budget of {}: the table kept refusing writes, and its items waited for the rate it admits",
+            duration_text(budget)
+        );
+        tracing::warn!(table = %self.table, items = gone.len(), %why, "retry budget exhausted");
+        out.unwritten
+            .extend(gone.into_iter().map(|s| (s.item, why.clone())));
     }
 
     /// The refused items that still have budget, and the longest wait
