@@ -39,7 +39,7 @@ impl BatchWriteApi for &Model {
         let n = self
             .calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        if self.fail_every > 0 && n % self.fail_every == 0 {
+        if self.fail_every > 0 && n.is_multiple_of(self.fail_every) {
             tokio::time::sleep(LATENCY / 2).await;
             return Err(CallError {
                 failure: Failure::Throttled,
