@@ -39,7 +39,6 @@ impl Attempt {
 /// retry engine. Each attempt first takes a permit of `concurrency` and
 /// tells it whether it was throttled; the permit is released before any
 /// backoff sleep.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn retrying<T, F, Fut>(
     policy: &RetryPolicy,
     concurrency: Option<&AdaptiveConcurrency>,
