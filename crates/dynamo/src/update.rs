@@ -30,8 +30,7 @@ use crate::writer::RetryPolicy;
 
 mod attempt;
 mod describe;
-use crate::pacer::Pacer;
-use attempt::{retrying, Attempt, Pace};
+use attempt::{retrying, Attempt};
 pub use describe::{describe, IndexDescription, TableDescription};
 
 /// Expression placeholders of a call: `#name` → attribute, `:value` → value.
@@ -184,24 +183,15 @@ pub async fn read_page(
     let mut page = Page::default();
     let (retries, throttled) = (&mut page.retries, &mut page.throttled);
     let start: Option<SdkKey> = start.map(|k| item_to_sdk(&k.0));
-    let raw = retrying(
-        policy,
-        None,
-        None,
-        &req.table,
-        op,
-        retries,
-        throttled,
-        || {
-            let start = start.clone();
-            async move {
-                match &req.index {
-                    Some(index) => send_query(client, req, index, start).await,
-                    None => send_scan(client, req, start).await,
-                }
+    let raw = retrying(policy, None, &req.table, op, retries, throttled, || {
+        let start = start.clone();
+        async move {
+            match &req.index {
+                Some(index) => send_query(client, req, index, start).await,
+                None => send_scan(client, req, start).await,
             }
-        },
-    )
+        }
+    })
     .await?;
     page.items = raw
         .items
@@ -299,9 +289,6 @@ async fn send_scan(
 }
 
 /// Writes one item conditionally: its key is taken from `item` by `keys`.
-/// Each attempt takes a permit of `concurrency` and waits for the table's
-/// rate `pacer` learned (telling it what became of the attempt).
-#[allow(clippy::too_many_arguments)]
 pub async fn write_item(
     dynamo: &Dynamo,
     write: &ConditionalWrite,
@@ -309,7 +296,6 @@ pub async fn write_item(
     item: &Item,
     policy: &RetryPolicy,
     concurrency: Option<&AdaptiveConcurrency>,
-    pacer: Option<&Pacer>,
 ) -> Result<ItemWrite, DynamoError> {
     let client = dynamo.sdk();
     let key = item_key(write, keys, item)?;
@@ -320,15 +306,7 @@ pub async fn write_item(
     };
     let (mut retries, mut throttled) = (0, 0);
     let (r, t) = (&mut retries, &mut throttled);
-    let pace = match (pacer, keys.first().and_then(|k| item.get(&k.name))) {
-        (Some(pacer), Some(key)) => Some(Pace {
-            pacer,
-            key,
-            units: sql2ddb_core::write_units(sql2ddb_core::item_size(item)),
-        }),
-        _ => None,
-    };
-    let outcome = retrying(policy, concurrency, pace, &write.table, op, r, t, || {
+    let outcome = retrying(policy, concurrency, &write.table, op, r, t, || {
         let key = key.clone();
         async move {
             let consumed = match &write.update {

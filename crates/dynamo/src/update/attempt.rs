@@ -8,10 +8,8 @@ use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use crate::concurrency::{AdaptiveConcurrency, Permit};
 use crate::error::DynamoError;
 use crate::failure::Failure;
-use crate::pacer::{Pacer, Sent};
 use crate::writer::RetryPolicy;
 use sql2ddb_aws::{Attempt as RetryAttempt, Retrier, Spent};
-use sql2ddb_core::AttrValue;
 
 /// A failed attempt, classified once.
 pub(super) enum Attempt {
@@ -42,7 +40,6 @@ impl Attempt {
 pub(super) async fn retrying<T, F, Fut>(
     policy: &RetryPolicy,
     concurrency: Option<&AdaptiveConcurrency>,
-    pace: Option<Pace<'_>>,
     table: &str,
     operation: &'static str,
     retries: &mut u64,
@@ -61,14 +58,7 @@ where
                     Some(c) => Some(c.acquire().await),
                     None => None,
                 };
-                if let Some(p) = &pace {
-                    p.pacer.admit(p.units).await;
-                }
-                let sent = tokio::time::Instant::now();
                 let result = call.await;
-                if let Some(p) = &pace {
-                    p.learn(sent, &result);
-                }
                 outcome(result, permit)
             }
         })
@@ -98,38 +88,6 @@ where
         message,
         failure: Some(failure),
     })
-}
-
-/// The write of one item paced by a [`Pacer`]: each attempt waits for the
-/// table's rate and tells the pacer what became of it.
-#[derive(Clone, Copy)]
-pub struct Pace<'a> {
-    /// The process's pacer.
-    pub pacer: &'a Pacer,
-    /// The item's partition key value.
-    pub key: &'a AttrValue,
-    /// Its write units (an estimate: the item as read).
-    pub units: u64,
-}
-
-impl Pace<'_> {
-    fn learn<T>(&self, sent: tokio::time::Instant, result: &Result<T, Attempt>) {
-        let me = [Sent {
-            key: self.key,
-            units: self.units,
-            alone: true,
-        }];
-        match result {
-            // A failed condition is a write the table admitted (and billed).
-            Ok(_) | Err(Attempt::ConditionFailed | Attempt::OwnWrite) => {
-                self.pacer.answered(sent, &me, &[], false)
-            }
-            Err(Attempt::Failed(Failure::Throttled, _)) => {
-                self.pacer.answered(sent, &[], &me, true)
-            }
-            Err(Attempt::Failed(..)) => {}
-        }
-    }
 }
 
 /// What one attempt came to, told to its permit.

@@ -59,17 +59,7 @@ pub async fn describe(
             })
     };
     let op = "DescribeTable";
-    let out = retrying(
-        policy,
-        None,
-        None,
-        table,
-        op,
-        &mut retries,
-        &mut throttled,
-        call,
-    )
-    .await?;
+    let out = retrying(policy, None, table, op, &mut retries, &mut throttled, call).await?;
     Ok(match out.table {
         Some(desc) => description(&desc),
         None => TableDescription::default(),

@@ -29,7 +29,6 @@ async fn run_with(
     let out = retrying(
         policy,
         Some(&concurrency),
-        None,
         "t",
         "UpdateItem",
         &mut retries,
@@ -114,63 +113,4 @@ async fn under_a_budget_throttling_is_retried_past_the_attempts_until_the_budget
         .unwrap_err()
         .to_string()
         .contains("still failing after 4 attempts"));
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_paced_write_waits_for_the_rate_its_throttles_taught() {
-    let pacer = Pacer::new();
-    let key = AttrValue::S("K".into());
-    let pace = Pace {
-        pacer: &pacer,
-        key: &key,
-        units: 1,
-    };
-    // 40 writes admitted in the first second, then one throttled: the
-    // table's rate is learned from them.
-    for n in 0..41u32 {
-        let answer = if n == 40 {
-            Err(failed(Failure::Throttled))
-        } else {
-            Ok(n)
-        };
-        let mut next = Some(answer);
-        let (mut r, mut t) = (0, 0);
-        let policy = POLICY.with_throttle_budget(Duration::from_secs(60));
-        let out = retrying(
-            &policy,
-            None,
-            Some(pace),
-            "t",
-            "UpdateItem",
-            &mut r,
-            &mut t,
-            || {
-                let a = next.take().unwrap_or(Ok(n));
-                async move { a }
-            },
-        )
-        .await;
-        assert!(out.is_ok());
-        tokio::time::advance(Duration::from_millis(20)).await;
-    }
-    let rate = pacer.snapshot().rate.expect("learned from the throttle");
-    assert!((25.0..=40.0).contains(&rate), "{rate}");
-    // The next writes wait for it: 20 take most of a second.
-    let start = tokio::time::Instant::now();
-    for n in 0..20u32 {
-        let (mut r, mut t) = (0, 0);
-        let _ = retrying(
-            &POLICY,
-            None,
-            Some(pace),
-            "t",
-            "UpdateItem",
-            &mut r,
-            &mut t,
-            || async move { Ok::<u32, Attempt>(n) },
-        )
-        .await;
-    }
-    let took = start.elapsed();
-    assert!(took >= Duration::from_millis(400), "{took:?}");
 }

@@ -19,7 +19,7 @@ use sql2ddb_dynamo::update::{
     read_page, write_item, ConditionalWrite, ItemOutcome, Page, PageKey, PageRequest,
 };
 use sql2ddb_dynamo::{
-    AdaptiveConcurrency, Dynamo, Failure, Pacer, RetryPolicy, TableWriter, WriteCapacityLimiter,
+    AdaptiveConcurrency, Dynamo, Failure, RetryPolicy, TableWriter, WriteCapacityLimiter,
 };
 use sql2ddb_mapping::UpdateJob;
 use sql2ddb_queue::{SqsQueue, WorkQueue};
@@ -49,8 +49,6 @@ pub(crate) struct Shared {
     pub keys: Vec<KeyAttr>,
     pub policy: RetryPolicy,
     pub concurrency: Arc<AdaptiveConcurrency>,
-    /// The rate the table admits, learned from the writes' answers.
-    pub pacer: Pacer,
     pub wcu: Option<Arc<WriteCapacityLimiter>>,
     pub rcu: Option<Arc<WriteCapacityLimiter>>,
     pub progress: Arc<UpdateProgress>,
@@ -98,7 +96,6 @@ impl Shared {
             keys,
             policy,
             concurrency,
-            pacer: Pacer::new(),
             wcu: None,
             rcu: None,
             progress,
@@ -344,7 +341,6 @@ async fn write_one(shared: &Shared, item: Item) -> Written {
         &item,
         &shared.policy,
         Some(&shared.concurrency),
-        Some(&shared.pacer),
     )
     .await;
     match result {

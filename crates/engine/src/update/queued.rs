@@ -15,7 +15,7 @@ use std::sync::Arc;
 use sql2ddb_core::{EncodedItem, KeyAttr, UpdatePage};
 use sql2ddb_dynamo::update::{write_item, ConditionalWrite, ItemOutcome};
 use sql2ddb_dynamo::{
-    AdaptiveConcurrency, Dynamo, DynamoError, Failure, Pacer, RetryPolicy, WriteCapacityLimiter,
+    AdaptiveConcurrency, Dynamo, DynamoError, Failure, RetryPolicy, WriteCapacityLimiter,
 };
 
 use crate::error::EngineError;
@@ -37,8 +37,6 @@ pub struct UpdateApplier {
     pub concurrency: Arc<AdaptiveConcurrency>,
     /// The write-capacity cap, shared with the batch writer.
     pub limiter: Option<Arc<WriteCapacityLimiter>>,
-    /// The rate the table admits, learned from the answers.
-    pub pacer: Arc<Pacer>,
 }
 
 /// What became of one key.
@@ -151,7 +149,6 @@ impl UpdateApplier {
             &m.key_item(keys),
             &self.retry,
             Some(&self.concurrency),
-            Some(&self.pacer),
         )
         .await;
         match result {
