@@ -10,21 +10,32 @@
 //! throttle event on the table's metrics, the alarms an operations team
 //! watches on a live table. The pacer keeps them few:
 //!
+//! The pacer learns from partial answers (some items written, others
+//! returned unprocessed), which is how a table at its limit answers. A call
+//! refused whole teaches it nothing: the adaptive concurrency halves for
+//! it, and a service that fails calls at random refuses them so too, which
+//! no rate would stop (cutting for it starved the writer).
+//!
 //! - **The table's rate.** Before the first refusal nothing is paced. A
-//!   refusal of an item whose partition key was not being paced (the table,
-//!   or a partition nobody knew was full) sets the rate to the write units
-//!   the table admitted over the last second, its measured capacity; calls
-//!   already in flight when it was set do not set it again. While calls
-//!   wait for the rate and nothing is refused, it grows by
-//!   [`GROWTH`] every [`TICK`], to find capacity the table gained.
-//! - **A partition key's rate.** A key whose items were refused is paced on
-//!   its own from then on: its items wait their turn (at first
-//!   [`KEY_START_RATE`], DynamoDB's limit for one partition) while other
-//!   keys' items go; each further refusal slows it by [`KEY_CUT`] (once per
-//!   round trip) and each call that writes its items speeds it up by
-//!   [`KEY_GROWTH`]. A hot partition thus waits without holding back the
-//!   rest. At most [`MAX_KEYS`] keys are remembered; the idle ones are
-//!   forgotten first.
+//!   partial answer refusing [`UNKNOWN_KEYS`] or more items that are each
+//!   alone of their partition key in their batch (the table at its limit,
+//!   not one partition) sets the rate a little below the write units the
+//!   table admitted over the last second ([`FIRST_HEADROOM`] of it the
+//!   first time, then [`HEADROOM`]), at most once a [`TICK`], never
+//!   upwards and to no less than [`MAX_CUT`] of the rate; calls in flight
+//!   when it was set do not set it again. While calls wait for the rate and
+//!   nothing is refused, it grows by [`GROWTH`] every tick ([`PROBE`] near
+//!   the rate last refused, for [`PROBE_FOR`] after a refusal).
+//! - **A partition key's rate.** A key with more items in its batch whose
+//!   items were refused is paced on its own from then on: its items wait
+//!   their turn (at first [`KEY_START_RATE`], DynamoDB's limit for one
+//!   partition) while other keys' items go. A further partial refusal sets
+//!   it to what the table admitted of it over the last second (between
+//!   [`KEY_FLOOR`] and [`KEY_CUT`] of its rate, at most once a tick); each
+//!   tick its items waited unrefused grows it by [`KEY_GROWTH`], once more
+//!   for each such tick in a row. A hot partition thus waits without
+//!   holding back the rest. At most [`MAX_KEYS`] keys are remembered; the
+//!   idle ones are forgotten first.
 //!
 //! Times are tokio's, so tests drive the pacer with a paused clock.
 
