@@ -22,8 +22,10 @@
 //!   not one partition) sets the rate a little below the write units the
 //!   table admitted over the last second ([`FIRST_HEADROOM`] of it the
 //!   first time, then [`HEADROOM`]), at most once a [`TICK`], never
-//!   upwards and to no less than [`MAX_CUT`] of the rate; calls in flight
-//!   when it was set do not set it again. While calls wait for the rate and
+//!   upwards, to no less than [`MAX_CUT`] of the rate, and only while the
+//!   units refused over the last second are [`CUT_SHARE`] of those sent or
+//!   more (fewer are faults); calls in flight when it was set do not set it
+//!   again. While calls wait for the rate and
 //!   nothing is refused, it grows by [`GROWTH`] every tick ([`PROBE`] near
 //!   the rate last refused, for [`PROBE_FOR`] after a refusal).
 //! - **A partition key's rate.** A key with more items in its batch whose
@@ -68,6 +70,11 @@ pub const PROBE_FOR: Duration = Duration::from_secs(2);
 /// Items alone of their key in their batch refused in one call that say
 /// the table, not one partition, is at its limit.
 pub const UNKNOWN_KEYS: usize = 2;
+/// The share of the units sent over the last second that must have been
+/// returned unprocessed for a refusal to cut the table's rate: below it,
+/// refusals are faults (a service failing at random), not its limit, and
+/// the pacer keeps the share at the limit about this low.
+pub const CUT_SHARE: f64 = 0.05;
 /// The least one cut leaves of the table's rate.
 pub const MAX_CUT: f64 = 0.7;
 /// The lowest table rate, write units per second.
@@ -125,6 +132,8 @@ struct TablePace {
     ceiling: f64,
     /// Units admitted over the last second.
     admitted: Window,
+    /// Units returned unprocessed over the last second.
+    refused_units: Window,
 }
 
 #[derive(Debug)]
@@ -251,6 +260,7 @@ impl Pacer {
                     grown_at: now,
                     waited: false,
                     admitted: Window::default(),
+                    refused_units: Window::default(),
                 },
                 keys: HashMap::default(),
                 stats: PacerSnapshot::default(),
@@ -330,6 +340,11 @@ impl Pacer {
         table
             .admitted
             .add(tick, written.iter().map(|w| w.units).sum());
+        if !whole {
+            table
+                .refused_units
+                .add(tick, refused.iter().map(|r| r.units).sum());
+        }
         for w in written.iter().filter(|w| !w.alone) {
             if let Some(pace) = keys.get_mut(w.key) {
                 pace.admitted.add(tick, w.units);
@@ -370,6 +385,8 @@ impl Pacer {
         let table_wide = !whole && alone >= UNKNOWN_KEYS;
         stats.keys = keys.len();
         let fresh = table.cut_at.is_none_or(|at| sent >= at && now >= at + TICK);
+        // A share of refusals too small to be the table's limit: faults.
+        let table_wide = table_wide && table.refused_share(tick) >= CUT_SHARE;
         if table_wide && fresh {
             let measured = table.admitted.sum(tick) as f64;
             // The first refusal ends a start at full speed that emptied
@@ -409,6 +426,17 @@ impl Pacer {
 }
 
 impl TablePace {
+    /// The share of the units of partial answers over the last second
+    /// that were returned unprocessed.
+    fn refused_share(&mut self, tick: u64) -> f64 {
+        let refused = self.refused_units.sum(tick) as f64;
+        let all = refused + self.admitted.sum(tick) as f64;
+        match all > 0.0 {
+            true => refused / all,
+            false => 0.0,
+        }
+    }
+
     /// The rate at `now`: grown by [`GROWTH`] for each tick since it last
     /// grew in which callers waited for it and nothing was refused.
     fn grow(&mut self, rate: f64, now: Instant) -> f64 {

@@ -47,7 +47,8 @@ async fn a_refusal_sets_the_rate_to_what_the_table_admitted_over_the_last_second
     let sent = Instant::now();
     let other = s("X");
     let other2 = s("X2");
-    pacer.answered(sent, &[], &[lone(&other, 1), lone(&other2, 1)], false);
+    // Refused: 100 units of 1,600, over the share that is the table's.
+    pacer.answered(sent, &[], &[lone(&other, 50), lone(&other2, 50)], false);
     // The first refusal: 0.8 of it (a start at full speed emptied the
     // partitions' buckets).
     let rate = pacer.snapshot().rate.expect("learned");
@@ -90,7 +91,7 @@ async fn the_rate_grows_slowly_near_the_rate_refused_then_fast() {
         pacer.answered(sent, &[many(&s("A"), 100)], &[], false);
     }
     let (b, c) = (s("B"), s("C"));
-    pacer.answered(sent, &[], &[lone(&b, 1), lone(&c, 1)], false);
+    pacer.answered(sent, &[], &[lone(&b, 30), lone(&c, 30)], false);
     let first = pacer.snapshot().rate.unwrap();
     assert_eq!(first, 1_000.0 * FIRST_HEADROOM);
     // Callers wait: it grows back to 0.9 of the 1,000 the table admitted,
@@ -204,10 +205,27 @@ async fn a_key_with_more_items_is_paced_alone_and_lone_keys_pace_the_table() {
     assert_eq!(pacer.snapshot().rate, None);
     // One lone key refused: not yet; two in one call: the table's limit.
     let (x, y) = (s("X"), s("Y"));
-    pacer.answered(Instant::now(), &[], &[lone(&x, 1)], false);
+    pacer.answered(Instant::now(), &[], &[lone(&x, 10)], false);
     assert_eq!(pacer.snapshot().rate, None);
-    pacer.answered(Instant::now(), &[], &[lone(&x, 1), lone(&y, 1)], false);
+    pacer.answered(Instant::now(), &[], &[lone(&x, 10), lone(&y, 10)], false);
     assert_eq!(pacer.snapshot().rate, Some(100.0 * FIRST_HEADROOM));
     // Lone keys are not paced on their own: they have no more items.
     assert_eq!(pacer.key_rate(&x), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_small_share_of_refusals_is_taken_for_faults() {
+    let pacer = Pacer::new();
+    let key = s("K");
+    for _ in 0..40 {
+        pacer.answered(Instant::now(), &[many(&key, 25)], &[], false);
+    }
+    // 2 units of 1,002 refused: not the table's limit.
+    let (x, y) = (s("X"), s("Y"));
+    pacer.answered(Instant::now(), &[], &[lone(&x, 1), lone(&y, 1)], false);
+    assert_eq!(pacer.snapshot().rate, None);
+    // 100 more: now it is.
+    let (v, w) = (s("V"), s("W"));
+    pacer.answered(Instant::now(), &[], &[lone(&v, 50), lone(&w, 50)], false);
+    assert_eq!(pacer.snapshot().rate, Some(1_000.0 * FIRST_HEADROOM));
 }
