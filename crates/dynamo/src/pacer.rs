@@ -24,8 +24,8 @@
 //!   first time, then [`HEADROOM`]), at most once a [`TICK`], never
 //!   upwards, to no less than [`MAX_CUT`] of the rate, and only while the
 //!   units refused over the last second are [`CUT_SHARE`] of those sent or
-//!   more (fewer are faults); calls in flight when it was set do not set it
-//!   again. While calls wait for the rate and
+//!   more, of [`MIN_SAMPLE`] at least (fewer are faults); calls in flight
+//!   when it was set do not set it again. While calls wait for the rate and
 //!   nothing is refused, it grows by [`GROWTH`] every tick ([`PROBE`] near
 //!   the rate last refused, for [`PROBE_FOR`] after a refusal).
 //! - **A partition key's rate.** A key with more items in its batch whose
@@ -75,6 +75,10 @@ pub const UNKNOWN_KEYS: usize = 2;
 /// refusals are faults (a service failing at random), not its limit, and
 /// the pacer keeps the share at the limit about this low.
 pub const CUT_SHARE: f64 = 0.05;
+/// The fewest units sent over the last second for their refused share to
+/// say anything: a few calls, one of them answered in part, are not a
+/// limit (and a slow table's refusals are few).
+pub const MIN_SAMPLE: f64 = 1_000.0;
 /// The least one cut leaves of the table's rate.
 pub const MAX_CUT: f64 = 0.7;
 /// The lowest table rate, write units per second.
@@ -431,7 +435,7 @@ impl TablePace {
     fn refused_share(&mut self, tick: u64) -> f64 {
         let refused = self.refused_units.sum(tick) as f64;
         let all = refused + self.admitted.sum(tick) as f64;
-        match all > 0.0 {
+        match all >= MIN_SAMPLE {
             true => refused / all,
             false => 0.0,
         }

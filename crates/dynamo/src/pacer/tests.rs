@@ -188,7 +188,7 @@ async fn the_keys_paced_are_bounded() {
 async fn a_key_with_more_items_is_paced_alone_and_lone_keys_pace_the_table() {
     let pacer = Pacer::new();
     let (a, b, c) = (s("A"), s("B"), s("C"));
-    pacer.answered(Instant::now(), &[many(&c, 100)], &[], false);
+    pacer.answered(Instant::now(), &[many(&c, 1_000)], &[], false);
     // Two keys of a collection refused: their partition's news.
     pacer.answered(Instant::now(), &[], &[many(&a, 1), many(&b, 1)], false);
     assert_eq!(pacer.snapshot().rate, None);
@@ -205,10 +205,10 @@ async fn a_key_with_more_items_is_paced_alone_and_lone_keys_pace_the_table() {
     assert_eq!(pacer.snapshot().rate, None);
     // One lone key refused: not yet; two in one call: the table's limit.
     let (x, y) = (s("X"), s("Y"));
-    pacer.answered(Instant::now(), &[], &[lone(&x, 10)], false);
+    pacer.answered(Instant::now(), &[], &[lone(&x, 30)], false);
     assert_eq!(pacer.snapshot().rate, None);
-    pacer.answered(Instant::now(), &[], &[lone(&x, 10), lone(&y, 10)], false);
-    assert_eq!(pacer.snapshot().rate, Some(100.0 * FIRST_HEADROOM));
+    pacer.answered(Instant::now(), &[], &[lone(&x, 30), lone(&y, 30)], false);
+    assert_eq!(pacer.snapshot().rate, Some(1_000.0 * FIRST_HEADROOM));
     // Lone keys are not paced on their own: they have no more items.
     assert_eq!(pacer.key_rate(&x), None);
 }
@@ -220,6 +220,12 @@ async fn a_small_share_of_refusals_is_taken_for_faults() {
     for _ in 0..40 {
         pacer.answered(Instant::now(), &[many(&key, 25)], &[], false);
     }
+    // A few calls, one answered in part: too few units to say anything.
+    let few = Pacer::new();
+    few.answered(Instant::now(), &[many(&key, 50)], &[], false);
+    let (a, b) = (s("A"), s("B"));
+    few.answered(Instant::now(), &[], &[lone(&a, 25), lone(&b, 25)], false);
+    assert_eq!(few.snapshot().rate, None);
     // 2 units of 1,002 refused: not the table's limit.
     let (x, y) = (s("X"), s("Y"));
     pacer.answered(Instant::now(), &[], &[lone(&x, 1), lone(&y, 1)], false);
