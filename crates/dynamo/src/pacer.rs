@@ -382,8 +382,6 @@ impl Pacer {
                 }
             }
         }
-        // Refused whole: the table's limit, unless the call carried only
-        // a key or two (its partition's).
         // A call refused whole says nothing the concurrency does not hear
         // (it halves): a service failing calls at random refuses them so too.
         let table_wide = !whole && alone >= UNKNOWN_KEYS;
@@ -392,22 +390,7 @@ impl Pacer {
         // A share of refusals too small to be the table's limit: faults.
         let table_wide = table_wide && table.refused_share(tick) >= CUT_SHARE;
         if table_wide && fresh {
-            let measured = table.admitted.sum(tick) as f64;
-            // The first refusal ends a start at full speed that emptied
-            // the partitions' buckets: further below, so they fill again.
-            let headroom = match table.rate {
-                Some(_) => HEADROOM,
-                None => FIRST_HEADROOM,
-            };
-            table.ceiling = measured;
-            let rate = (measured * headroom).max(MIN_RATE);
-            // At most once a tick, and to no less than MAX_CUT of the rate:
-            // refusals a cut does not stop (a service failing calls at
-            // random) lower it slowly, and it grows back between them.
-            table.rate = Some(table.rate.map_or(rate, |r| r.min(rate).max(r * MAX_CUT)));
-            table.cut_at = Some(now);
-            table.grown_at = now;
-            table.waited = false;
+            table.cut(now, tick);
             stats.cuts += 1;
         }
         stats.rate = table.rate;
@@ -430,6 +413,27 @@ impl Pacer {
 }
 
 impl TablePace {
+    /// Refused at the table's limit: the rate goes a little below what the
+    /// table admitted over the last second; never up, and at most once a
+    /// tick to no less than [`MAX_CUT`] of it, so refusals a cut does not
+    /// stop (a service failing at random) lower it slowly and it grows back
+    /// between them.
+    fn cut(&mut self, now: Instant, tick: u64) {
+        let measured = self.admitted.sum(tick) as f64;
+        // The first refusal ends a start at full speed that emptied the
+        // partitions' buckets: further below, so they fill again.
+        let headroom = match self.rate {
+            Some(_) => HEADROOM,
+            None => FIRST_HEADROOM,
+        };
+        self.ceiling = measured;
+        let rate = (measured * headroom).max(MIN_RATE);
+        self.rate = Some(self.rate.map_or(rate, |r| r.min(rate).max(r * MAX_CUT)));
+        self.cut_at = Some(now);
+        self.grown_at = now;
+        self.waited = false;
+    }
+
     /// The share of the units of partial answers over the last second
     /// that were returned unprocessed.
     fn refused_share(&mut self, tick: u64) -> f64 {
