@@ -12,9 +12,11 @@
 //!
 //! The pacer learns from partial answers (some items written, others
 //! returned unprocessed), which is how a table at its limit answers. A call
-//! refused whole teaches it nothing: the adaptive concurrency halves for
-//! it, and a service that fails calls at random refuses them so too, which
-//! no rate would stop (cutting for it starved the writer).
+//! refused whole counts only while partial answers show the table at a
+//! limit ([`CUT_SHARE`] of the last second's units refused): the adaptive
+//! concurrency halves for it anyway, and a service that fails calls at
+//! random refuses them whole too, which no rate would stop (cutting for it
+//! starved the writer).
 //!
 //! - **The table's rate.** Before the first refusal nothing is paced. A
 //!   partial answer refusing [`UNKNOWN_KEYS`] or more items that are each
@@ -79,6 +81,9 @@ pub const CUT_SHARE: f64 = 0.05;
 /// say anything: a few calls, one of them answered in part, are not a
 /// limit (and a slow table's refusals are few).
 pub const MIN_SAMPLE: f64 = 1_000.0;
+/// Keys of a call refused whole, at the table's limit, that say it is the
+/// table's limit rather than one partition's.
+pub const WHOLE_KEYS: usize = 3;
 /// The least one cut leaves of the table's rate.
 pub const MAX_CUT: f64 = 0.7;
 /// The lowest table rate, write units per second.
@@ -355,6 +360,9 @@ impl Pacer {
                 pace.last_seen = now;
             }
         }
+        // Partial answers refusing a share of the last second's units say
+        // the table is at a limit; below it, refusals are faults.
+        let at_limit = table.refused_share(tick) >= CUT_SHARE;
         // Items refused that are alone of their key in their batch: one
         // is its partition's news, several the table's. A key with more
         // items is paced on its own.
@@ -369,7 +377,7 @@ impl Pacer {
                 Some(pace) => {
                     // Refused whole, a call says no more of one key's share
                     // than of the table's.
-                    if !whole && sent >= pace.cut_at && now >= pace.cut_at + TICK {
+                    if (!whole || at_limit) && sent >= pace.cut_at && now >= pace.cut_at + TICK {
                         pace.cut(now, tick);
                     }
                     pace.last_seen = now;
@@ -382,13 +390,17 @@ impl Pacer {
                 }
             }
         }
-        // A call refused whole says nothing the concurrency does not hear
-        // (it halves): a service failing calls at random refuses them so too.
-        let table_wide = !whole && alone >= UNKNOWN_KEYS;
+        // A call refused whole counts only while partial answers show the
+        // table at a limit (a service failing calls at random refuses them
+        // whole too), and then as the table's unless it carried a key or
+        // two of one partition.
+        let table_wide = at_limit
+            && match whole {
+                false => alone >= UNKNOWN_KEYS,
+                true => alone > 0 || seen.len() >= WHOLE_KEYS,
+            };
         stats.keys = keys.len();
         let fresh = table.cut_at.is_none_or(|at| sent >= at && now >= at + TICK);
-        // A share of refusals too small to be the table's limit: faults.
-        let table_wide = table_wide && table.refused_share(tick) >= CUT_SHARE;
         if table_wide && fresh {
             table.cut(now, tick);
             stats.cuts += 1;

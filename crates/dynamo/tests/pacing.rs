@@ -226,15 +226,16 @@ async fn uniform_keys_are_written_at_the_tables_rate_with_few_refusals() {
 
 #[tokio::test(start_paused = true)]
 async fn collections_read_in_key_order_are_written_in_their_time_with_fewer_refusals() {
-    // Each collection's key learns its share of its partition; calls of
-    // several full partitions are still refused whole, which the writer
-    // does not hold against a key or the table (a service failing calls at
-    // random does the same). A quarter of the items are refused once, where
-    // a writer without pacing sends most of them twice or more.
-    for f in [run("collection").await, worker("collection").await] {
-        assert!(f.ratio <= 1.05, "time/ideal {:.3}", f.ratio);
-        assert!(f.refused <= 0.35, "refused {:.3}", f.refused);
-    }
+    // Each collection's key learns its share of its partition. Pages of
+    // 500 bring a new collection every fifth of a page, each refused
+    // before its key is paced: more refusals there, still a fraction of
+    // an unpaced writer's (most items sent twice or more).
+    let f = run("collection").await;
+    assert!(f.ratio <= 1.05, "time/ideal {:.3}", f.ratio);
+    assert!(f.refused <= 0.15, "refused {:.3}", f.refused);
+    let f = worker("collection").await;
+    assert!(f.ratio <= 1.05, "time/ideal {:.3}", f.ratio);
+    assert!(f.refused <= 0.25, "refused {:.3}", f.refused);
 }
 
 #[tokio::test(start_paused = true)]

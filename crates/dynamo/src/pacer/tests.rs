@@ -235,3 +235,36 @@ async fn a_small_share_of_refusals_is_taken_for_faults() {
     pacer.answered(Instant::now(), &[], &[lone(&v, 50), lone(&w, 50)], false);
     assert_eq!(pacer.snapshot().rate, Some(1_000.0 * FIRST_HEADROOM));
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_call_refused_whole_counts_only_while_partial_answers_show_a_limit() {
+    let pacer = Pacer::new();
+    let key = s("K");
+    for _ in 0..40 {
+        pacer.answered(Instant::now(), &[many(&key, 25)], &[], false);
+    }
+    // Refused whole, many keys of collections: no partial answer refused
+    // anything, so it may be a fault: nothing learned.
+    let (a, b, c) = (s("A"), s("B"), s("C"));
+    let whole = [many(&a, 10), many(&b, 10), many(&c, 10)];
+    pacer.answered(Instant::now(), &[], &whole, true);
+    assert_eq!(pacer.snapshot().rate, None);
+    assert_eq!(pacer.key_rate(&a), Some(KEY_START_RATE), "entered, not cut");
+    tokio::time::advance(TICK).await;
+    pacer.answered(Instant::now(), &[], &whole, true);
+    assert_eq!(pacer.key_rate(&a), Some(KEY_START_RATE), "still not cut");
+    // Partial answers refusing 6% of the units: the table is at a limit,
+    // and the same call refused whole now sets its rate.
+    pacer.answered(Instant::now(), &[], &[many(&b, 70)], false);
+    assert_eq!(
+        pacer.snapshot().rate,
+        None,
+        "a collection's refusal is its partition's"
+    );
+    pacer.answered(Instant::now(), &[], &whole, true);
+    assert_eq!(pacer.snapshot().rate, Some(1_000.0 * FIRST_HEADROOM));
+    assert!(
+        pacer.key_rate(&a).unwrap() < KEY_START_RATE,
+        "and cuts its keys"
+    );
+}
