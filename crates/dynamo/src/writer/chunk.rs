@@ -78,9 +78,10 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         if kept.is_empty() {
             return Attempt::Done((c.out, None));
         }
-        if refusal.throttled && pending.streamed() {
-            // The pacer has learned the refusal: the items go again at
-            // their keys' turns and the table's rate, among the others.
+        if refusal.throttled && refusal.progress && pending.streamed() {
+            // A partial answer: the pacer has learned it, and the items go
+            // again at their keys' turns and the table's rate, among the
+            // others. A call refused whole waits its backoff, as before.
             c.out.retries += 1;
             pending.give_back(kept);
             return Attempt::Done((c.out, None));
@@ -159,11 +160,12 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         let Some(budget) = self.policy.throttle_budget else {
             return;
         };
-        let over = |s: &Sending| s.refused_before() && s.since.elapsed() >= budget;
+        // Refused by throttling at least once (a 5xx keeps its attempts).
+        let throttled = |s: &Sending| s.refusals > s.stalls.all - s.stalls.throttled;
+        let over = |s: &Sending| throttled(s) && s.since.elapsed() >= budget;
         if !chunk.iter().any(over) {
             return;
         }
-        *self.refused_out.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         let (gone, kept): (Vec<Sending>, Vec<Sending>) = chunk.drain(..).partition(over);
         *chunk = kept;
         let why = format!(
