@@ -153,16 +153,16 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         }
     }
 
-    /// Gives up, unwritten, the items refused before whose throttle budget
-    /// ran out while they waited for their turn: the pacer held them for
-    /// the table's rate, which is the table refusing them all the same.
+    /// Gives up, unwritten, the items a partial answer gave back whose
+    /// throttle budget ran out while they waited for their turn: the pacer
+    /// held them for the rate the table admits, which is the table refusing
+    /// them all the same. (A chunk refused whole keeps its items through
+    /// the retry engine's backoff, its last try at the budget's end.)
     fn waited_out(&self, chunk: &mut Vec<Sending>, out: &mut WriteOutcome) {
         let Some(budget) = self.policy.throttle_budget else {
             return;
         };
-        // Refused by throttling at least once (a 5xx keeps its attempts).
-        let throttled = |s: &Sending| s.refusals > s.stalls.all - s.stalls.throttled;
-        let over = |s: &Sending| throttled(s) && s.since.elapsed() >= budget;
+        let over = |s: &Sending| s.given_back && s.since.elapsed() >= budget;
         if !chunk.iter().any(over) {
             return;
         }

@@ -48,6 +48,8 @@ pub(crate) struct Sending {
     pub since: Instant,
     /// Whether no other item of its batch has its partition key.
     pub alone: bool,
+    /// Whether a partial answer gave it back to wait for its turn.
+    pub given_back: bool,
 }
 
 impl Sending {
@@ -58,6 +60,7 @@ impl Sending {
             stalls: Refusals::default(),
             since: Instant::now(),
             alone: true,
+            given_back: false,
         }
     }
 
@@ -171,6 +174,10 @@ impl Pending {
     /// Items a call refused, to go again in the next chunks, each at its
     /// key's turn.
     pub fn give_back(&self, items: Vec<Sending>) {
+        let items = items.into_iter().map(|s| Sending {
+            given_back: true,
+            ..s
+        });
         self.queues().refused.extend(items);
         self.changed.notify_waiters();
     }
