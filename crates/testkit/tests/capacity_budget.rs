@@ -137,8 +137,10 @@ async fn a_generous_budget_writes_every_item_of_a_hot_partition_once() {
     );
     let usage = client.model.lock().unwrap().usage();
     assert!(usage.refused_by_partition > 0, "the hot partition refused");
-    // Far past the three attempts: only the budget could end them.
-    assert!(usage.refused_writes > 300 * 3, "{usage:?}");
+    // More refusals than hot items, past the three attempts of some: only
+    // the budget could end them. (The writer paces the hot key to what its
+    // partition admits, so far fewer than a writer resending at once.)
+    assert!(usage.refused_writes > 300, "{usage:?}");
 }
 
 #[tokio::test(start_paused = true)]

@@ -169,7 +169,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         let (gone, kept): (Vec<Sending>, Vec<Sending>) = chunk.drain(..).partition(over);
         *chunk = kept;
         let why = format!(
-            "not written within the retry budget of {}: the table kept refusing writes, and its items waited for the rate it admits",
+            "not written within the retry budget of {}: DynamoDB kept returning the items as unprocessed, and they waited for the rate the table admits",
             duration_text(budget)
         );
         tracing::warn!(table = %self.table, items = gone.len(), %why, "retry budget exhausted");
