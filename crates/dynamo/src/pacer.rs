@@ -143,6 +143,9 @@ struct TablePace {
     admitted: Window,
     /// Units returned unprocessed over the last second.
     refused_units: Window,
+    /// Items alone of their key refused over the last second, by calls of
+    /// one item.
+    lone: Window,
 }
 
 #[derive(Debug)]
@@ -270,6 +273,7 @@ impl Pacer {
                     waited: false,
                     admitted: Window::default(),
                     refused_units: Window::default(),
+                    lone: Window::default(),
                 },
                 keys: HashMap::default(),
                 stats: PacerSnapshot::default(),
@@ -333,10 +337,56 @@ impl Pacer {
         None
     }
 
+    /// Waits for the turn of an item of partition key `key` with `units`
+    /// write units (its key's, if the key is paced) and then for the
+    /// table's rate, and spends both.
+    pub async fn turn(&self, key: &AttrValue, units: u64) {
+        while let Some(at) = self.key_turn(key, units, Instant::now()) {
+            tokio::time::sleep_until(at).await;
+        }
+        self.admit(units).await;
+    }
+
     /// Learns from a call sent at `sent`: the items it wrote, the items it
     /// returned unprocessed, and whether it was throttled whole (an error
     /// answer, every item refused).
     pub fn answered(&self, sent: Instant, written: &[Sent<'_>], refused: &[Sent<'_>], whole: bool) {
+        let alone = refused.iter().filter(|r| r.alone).count();
+        self.learn(sent, written, refused, whole, alone);
+    }
+
+    /// Learns from a call of one item sent at `sent` (`UpdateItem`,
+    /// `DeleteItem`), `refused` if it was throttled. Such calls refuse
+    /// their item whole and one at a time: the items alone of their key
+    /// refused over the last second, not in one call, say the table is at
+    /// its limit, and a throttle counts as a partial answer's refusal.
+    pub fn answered_one(&self, sent: Instant, item: Sent<'_>, refused: bool) {
+        let alone = match (refused, item.alone) {
+            (true, true) => {
+                let mut s = self.state();
+                let tick = Window::tick_of(s.origin, Instant::now());
+                s.table.lone.add(tick, 1);
+                s.table.lone.sum(tick) as usize
+            }
+            _ => 0,
+        };
+        let one = [item];
+        match refused {
+            true => self.learn(sent, &[], &one, false, alone),
+            false => self.learn(sent, &one, &[], false, 0),
+        }
+    }
+
+    /// Learns from an answer whose refused items alone of their key, as
+    /// the answer tells them, are `alone`.
+    fn learn(
+        &self,
+        sent: Instant,
+        written: &[Sent<'_>],
+        refused: &[Sent<'_>],
+        whole: bool,
+        alone: usize,
+    ) {
         let now = Instant::now();
         let mut s = self.state();
         let State {
@@ -366,7 +416,6 @@ impl Pacer {
         // Items refused that are alone of their key in their batch: one
         // is its partition's news, several the table's. A key with more
         // items is paced on its own.
-        let alone = refused.iter().filter(|r| r.alone).count();
         let mut seen: Vec<&AttrValue> = Vec::new();
         for r in refused.iter().filter(|r| !r.alone) {
             if seen.contains(&r.key) {

@@ -26,11 +26,12 @@ use crate::concurrency::AdaptiveConcurrency;
 use crate::convert::{item_from_sdk, item_to_sdk, to_sdk};
 use crate::error::DynamoError;
 use crate::failure::Failure;
+use crate::pacer::{Pacer, Sent};
 use crate::writer::RetryPolicy;
 
 mod attempt;
 mod describe;
-use attempt::{retrying, Attempt};
+use attempt::{retrying, Attempt, Gate};
 pub use describe::{describe, IndexDescription, TableDescription};
 
 /// Expression placeholders of a call: `#name` → attribute, `:value` → value.
@@ -183,7 +184,8 @@ pub async fn read_page(
     let mut page = Page::default();
     let (retries, throttled) = (&mut page.retries, &mut page.throttled);
     let start: Option<SdkKey> = start.map(|k| item_to_sdk(&k.0));
-    let raw = retrying(policy, None, &req.table, op, retries, throttled, || {
+    let gate = Gate::default();
+    let raw = retrying(policy, gate, &req.table, op, retries, throttled, || {
         let start = start.clone();
         async move {
             match &req.index {
@@ -288,7 +290,24 @@ async fn send_scan(
         .map_err(Attempt::of)
 }
 
-/// Writes one item conditionally: its key is taken from `item` by `keys`.
+/// How a job paces its conditional writes: its pacer, and what it knows
+/// of one item.
+#[derive(Debug, Clone, Copy)]
+pub struct Pace<'a> {
+    /// The job's pacer (one per process, shared by its writes).
+    pub pacer: &'a Pacer,
+    /// The item's write units (an estimate from its size).
+    pub units: u64,
+    /// Whether no other item of its page shares its partition key: a
+    /// throttle of such items says the table is at its limit; a key with
+    /// more items is paced on its own.
+    pub alone: bool,
+}
+
+/// Writes one item conditionally: its key is taken from `item` by `keys`
+/// (the partition key first). With `pace`, each attempt waits its turn at
+/// the rates the pacer learned and tells it how it was answered; a wait
+/// after a refusal counts against the retry budget, the first one does not.
 pub async fn write_item(
     dynamo: &Dynamo,
     write: &ConditionalWrite,
@@ -296,6 +315,7 @@ pub async fn write_item(
     item: &Item,
     policy: &RetryPolicy,
     concurrency: Option<&AdaptiveConcurrency>,
+    pace: Option<Pace<'_>>,
 ) -> Result<ItemWrite, DynamoError> {
     let client = dynamo.sdk();
     let key = item_key(write, keys, item)?;
@@ -304,15 +324,34 @@ pub async fn write_item(
     } else {
         "DeleteItem"
     };
+    let partition = keys.first().and_then(|k| item.get(&k.name));
+    let pace = pace.zip(partition);
+    if let Some((p, pk)) = pace {
+        p.pacer.turn(pk, p.units).await;
+    }
+    let gate = Gate {
+        concurrency,
+        turn: pace.map(|(p, pk)| (p.pacer, pk, p.units)),
+    };
     let (mut retries, mut throttled) = (0, 0);
     let (r, t) = (&mut retries, &mut throttled);
-    let outcome = retrying(policy, concurrency, &write.table, op, r, t, || {
+    let outcome = retrying(policy, gate, &write.table, op, r, t, || {
         let key = key.clone();
         async move {
+            let sent = tokio::time::Instant::now();
             let consumed = match &write.update {
                 Some(expression) => send_update(client, write, expression, key).await,
                 None => send_delete(client, write, key).await,
             };
+            if let Some((p, pk)) = pace {
+                let refused = matches!(consumed, Err(Attempt::Failed(Failure::Throttled, _)));
+                let item = Sent {
+                    key: pk,
+                    units: p.units,
+                    alone: p.alone,
+                };
+                p.pacer.answered_one(sent, item, refused);
+            }
             match consumed {
                 Ok(c) => Ok(ItemOutcome::Written {
                     write_units: units(c.as_ref()),

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use sql2ddb_core::capacity::attr_hash;
 use sql2ddb_core::{write_units, AttrValue, EncodedItem, Item, KeyAttr, KeyType};
+use sql2ddb_dynamo::pacer::Sent;
 use sql2ddb_dynamo::{
     AdaptiveConcurrency, BatchWriteApi, BatchWriter, CallError, Failure, Pacer, RetryPolicy,
 };
@@ -17,6 +18,11 @@ use tokio::time::Instant;
 
 /// A call's round trip.
 const LATENCY: Duration = Duration::from_millis(3);
+
+/// A call of one item's round trip to a server on the same host: calls in
+/// flight alone cannot hold such calls to the table's rate (one at a time
+/// asks 3,000 a second).
+const SHORT_LATENCY: Duration = Duration::from_micros(300);
 
 /// The model behind a `BatchWriteItem` client, on tokio's clock.
 struct Model {
@@ -121,14 +127,7 @@ async fn load_into(
     fail_every: usize,
 ) -> Load {
     let table = TableModel::new(&config);
-    let mut per_partition = vec![0u64; config.partitions as usize];
-    for m in &items {
-        per_partition[table.partition_of(attr_hash(&m.key[0]).unwrap())] += write_units(m.size);
-    }
-    let total: u64 = per_partition.iter().sum();
-    let limits = config.limits();
-    let ideal = (total as f64 / limits.table_wcu as f64)
-        .max(*per_partition.iter().max().unwrap() as f64 / limits.partition_wcu as f64);
+    let ideal = ideal(&items, &table, &config);
     let pacer = Arc::new(Pacer::new());
     let model = Box::leak(Box::new(Model {
         table: Mutex::new(table),
@@ -173,6 +172,19 @@ async fn load_into(
         refused: usage.refused_writes,
         written,
     }
+}
+
+/// The time the table's capacity allows for `items`: all units at the
+/// table's rate, or the busiest partition's at a partition's.
+fn ideal(items: &[EncodedItem], table: &TableModel, config: &CapacityConfig) -> f64 {
+    let mut per_partition = vec![0u64; config.partitions as usize];
+    for m in items {
+        per_partition[table.partition_of(attr_hash(&m.key[0]).unwrap())] += write_units(m.size);
+    }
+    let total: u64 = per_partition.iter().sum();
+    let limits = config.limits();
+    (total as f64 / limits.table_wcu as f64)
+        .max(*per_partition.iter().max().unwrap() as f64 / limits.partition_wcu as f64)
 }
 
 /// What a load came to: time over the ideal, refused items over items.
@@ -264,4 +276,166 @@ async fn throttles_at_random_do_not_starve_the_writer() {
     // Each call refused whole waits its backoff (about 8 s in all here);
     // a starved writer took some 1,200 s.
     assert!(l.seconds < 20.0, "{:.2} s", l.seconds);
+}
+
+/// An update job's writes (`sql2ddb update`) into the same table: its
+/// Scan's `segments` each take a page of `page` items and write them, one
+/// conditional call of one item each (64 tasks a page, 32 calls in flight
+/// in all), paced and retried as `update::write_item` paces and retries
+/// them: each item waits its turn, each throttle is told to the pacer, and
+/// a retry waits the retry engine's backoff, then its turn again. Not
+/// `paced`, the pacer is told nothing (it never makes an item wait).
+async fn update_load(items: Vec<EncodedItem>, page: usize, segments: usize, paced: bool) -> Load {
+    let config = CapacityConfig {
+        burst: false,
+        ..CapacityConfig::provisioned(2000, 8, 250)
+    };
+    let table = TableModel::new(&config);
+    let ideal = ideal(&items, &table, &config);
+    let start = Instant::now();
+    let table = Arc::new(Mutex::new(table));
+    let pacer = Arc::new(Pacer::new());
+    let concurrency = Arc::new(AdaptiveConcurrency::new(32));
+    let pages: Arc<Mutex<Vec<Vec<EncodedItem>>>> = Arc::new(Mutex::new(
+        items.chunks(page).rev().map(|c| c.to_vec()).collect(),
+    ));
+    let mut tasks = tokio::task::JoinSet::new();
+    for _ in 0..segments {
+        let (pages, table, pacer, concurrency) = (
+            pages.clone(),
+            table.clone(),
+            pacer.clone(),
+            concurrency.clone(),
+        );
+        tasks.spawn(async move {
+            let mut written = 0;
+            loop {
+                let page = pages.lock().unwrap().pop();
+                let Some(page) = page else { break };
+                let alone = alone_of_their_key(&page);
+                let mut writes = tokio::task::JoinSet::new();
+                for (m, alone) in page.into_iter().zip(alone) {
+                    if writes.len() >= 64 {
+                        writes.join_next().await.unwrap().unwrap();
+                        written += 1;
+                    }
+                    let (table, pacer, concurrency) =
+                        (table.clone(), pacer.clone(), concurrency.clone());
+                    let pacer = paced.then_some(pacer);
+                    writes.spawn(async move {
+                        update_one(&table, start, pacer.as_deref(), &concurrency, m, alone).await
+                    });
+                }
+                while let Some(done) = writes.join_next().await {
+                    done.unwrap();
+                    written += 1;
+                }
+            }
+            written
+        });
+    }
+    let mut written = 0;
+    while let Some(w) = tasks.join_next().await {
+        written += w.unwrap();
+    }
+    let usage = table.lock().unwrap().usage();
+    Load {
+        seconds: (Instant::now() - start).as_secs_f64(),
+        ideal,
+        refused: usage.refused_writes,
+        written,
+    }
+}
+
+/// Whether each item of a page is the only one of its partition key in it.
+fn alone_of_their_key(page: &[EncodedItem]) -> Vec<bool> {
+    let mut seen = std::collections::HashMap::new();
+    for m in page {
+        *seen.entry(&m.key[0]).or_insert(0) += 1;
+    }
+    page.iter().map(|m| seen[&m.key[0]] == 1).collect()
+}
+
+/// One item's conditional write, until the table admits it.
+async fn update_one(
+    table: &Mutex<TableModel>,
+    start: Instant,
+    pacer: Option<&Pacer>,
+    concurrency: &AdaptiveConcurrency,
+    m: EncodedItem,
+    alone: bool,
+) {
+    let unpaced = Pacer::new();
+    let pacer = pacer.unwrap_or(&unpaced);
+    let key = &m.key[0];
+    let units = write_units(m.size);
+    let retrier = sql2ddb_aws::Retrier::new(RetryPolicy::default());
+    let demand = [WriteDemand {
+        key_hash: attr_hash(key).unwrap(),
+        units,
+        total_units: units,
+    }];
+    pacer.turn(key, units).await;
+    let mut refusals = 0;
+    loop {
+        if refusals > 0 {
+            pacer.turn(key, units).await;
+        }
+        let permit = concurrency.acquire().await;
+        let sent = Instant::now();
+        tokio::time::sleep(SHORT_LATENCY / 2).await;
+        let now = (Instant::now() - start).as_secs_f64();
+        let refused = table.lock().unwrap().admit_writes(now, &demand)[0].is_some();
+        tokio::time::sleep(SHORT_LATENCY / 2).await;
+        let item = Sent { key, units, alone };
+        pacer.answered_one(sent, item, refused);
+        if !refused {
+            permit.success();
+            return;
+        }
+        permit.throttled();
+        refusals += 1;
+        tokio::time::sleep(retrier.delay(refusals)).await;
+    }
+}
+
+/// An update of the data set `set` of 20,000 items: 8 segments, pages of
+/// 1,000 (a Scan's megabyte of one-unit items), `paced` or not.
+async fn update(set: &str, paced: bool) -> Figures {
+    let n = 20_000;
+    let l = update_load(data_set(set, n), 1_000, 8, paced).await;
+    assert_eq!(l.written, n, "{set}: every item written");
+    let f = Figures {
+        ratio: l.seconds / l.ideal,
+        refused: l.refused as f64 / n as f64,
+    };
+    eprintln!(
+        "update, {set}, paced {paced}: {:.2} s, ideal {:.2} s, time/ideal {:.3}, refused {} ({:.1}%)",
+        l.seconds,
+        l.ideal,
+        f.ratio,
+        l.refused,
+        f.refused * 100.0
+    );
+    f
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_update_s_writes_of_one_item_are_paced_with_fewer_refusals() {
+    // Each throttle of an item alone of its key in its page counts towards
+    // the table's limit; a collection's key is paced on its own. A new
+    // collection is refused before its key is paced, as in a worker's
+    // pages: more refusals there.
+    for (set, most) in [("uniform", 0.10), ("collection", 0.20), ("skewed", 0.10)] {
+        let paced = update(set, true).await;
+        let unpaced = update(set, false).await;
+        assert!(paced.ratio <= 1.05, "{set}: time/ideal {:.3}", paced.ratio);
+        assert!(paced.refused <= most, "{set}: refused {:.3}", paced.refused);
+        assert!(
+            paced.refused < unpaced.refused * 0.9,
+            "{set}: refused {:.3}, without the pacer {:.3}",
+            paced.refused,
+            unpaced.refused
+        );
+    }
 }

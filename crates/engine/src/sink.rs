@@ -13,8 +13,8 @@ use sql2ddb_core::{
     AttrValue, BatchPointer, EncodedItem, KeyAttr, PointerUpdate, Reject, UpdatePage, WorkBatch,
 };
 use sql2ddb_dynamo::{
-    write_pointer, AdaptiveConcurrency, BatchCalls, Dynamo, DynamoError, Failure, PointerOutcome,
-    RetryPolicy, TableWriter, WriteCapacityLimiter, WriteOutcome,
+    write_pointer, AdaptiveConcurrency, BatchCalls, Dynamo, DynamoError, Failure, Pacer,
+    PointerOutcome, RetryPolicy, TableWriter, WriteCapacityLimiter, WriteOutcome,
 };
 use sql2ddb_mapping::Plan;
 use sql2ddb_queue::Message;
@@ -148,6 +148,7 @@ impl BatchSink {
                 retry,
                 concurrency: controller.clone(),
                 limiter: limiter.clone(),
+                pacer: Arc::new(Pacer::new()),
             }),
             rejects,
             throttled: Default::default(),
@@ -320,11 +321,14 @@ pub(crate) fn build_sink(
 ) -> SinkSetup {
     let settings = opts.writer_settings(plan);
     let (controller, limiter) = write_limits(&settings);
+    // One pacer for the process's writes to the table, batched or not.
+    let pacer = Arc::new(Pacer::new());
     let updates = || UpdateApplier {
         client: client.clone(),
         retry: settings.retry,
         concurrency: controller.clone(),
         limiter: limiter.clone(),
+        pacer: pacer.clone(),
     };
     let route = match &opts.destination {
         // Files take the pages even in a dry run: an export makes no DynamoDB call.
@@ -332,7 +336,10 @@ pub(crate) fn build_sink(
         _ if opts.dry_run => Route::Nowhere,
         Destination::Updates => Route::Updates(updates()),
         Destination::Table => Route::Table {
-            writer: Arc::new(table_writer(plan, &settings, calls, &controller, &limiter)),
+            writer: Arc::new(
+                table_writer(plan, &settings, calls, &controller, &limiter)
+                    .with_pacer(pacer.clone()),
+            ),
             pointers: PointerTarget {
                 client: client.clone(),
                 table: plan.target.table.clone(),

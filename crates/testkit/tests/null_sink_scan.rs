@@ -101,14 +101,14 @@ async fn conditional_updates_and_deletes_are_counted() {
         .insert(":closed".into(), AttrValue::S("closed".into()));
     let policy = RetryPolicy::default();
     for item in items.values().take(7) {
-        let done = write_item(&client, &write, &keys(), item, &policy, None)
+        let done = write_item(&client, &write, &keys(), item, &policy, None, None)
             .await
             .unwrap();
         assert_eq!(done.outcome, ItemOutcome::Written { write_units: 1.0 });
     }
     write.update = None;
     let item = items.values().last().unwrap();
-    write_item(&client, &write, &keys(), item, &policy, None)
+    write_item(&client, &write, &keys(), item, &policy, None, None)
         .await
         .unwrap();
     let stats = sink.stats();

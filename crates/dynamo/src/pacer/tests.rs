@@ -268,3 +268,54 @@ async fn a_call_refused_whole_counts_only_while_partial_answers_show_a_limit() {
         "and cuts its keys"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn calls_of_one_item_pace_the_table_by_their_throttles_over_the_last_second() {
+    let pacer = Pacer::new();
+    let keys: Vec<AttrValue> = (0..2_000).map(|i| s(&format!("K{i}"))).collect();
+    // 1,500 one-unit writes admitted over the first second, one a call.
+    for key in &keys[..1_500] {
+        pacer.answered_one(Instant::now(), lone(key, 1), false);
+        tokio::time::advance(Duration::from_micros(660)).await;
+    }
+    // Throttles of keys alone in their pages, one a call: the first is a
+    // partition's news; with the second (and 5% of the second's units
+    // refused) the table is at its limit.
+    for key in &keys[1_500..1_580] {
+        pacer.answered_one(Instant::now(), lone(key, 1), true);
+    }
+    let rate = pacer.snapshot().rate.expect("the table's rate learned");
+    assert!((1_100.0..=1_300.0).contains(&rate), "{rate}");
+    assert_eq!(pacer.snapshot().cuts, 1, "once a tick");
+    assert_eq!(pacer.snapshot().keys, 0, "no key paced on its own");
+    // A key with more items in its page is paced on its own, and its next
+    // item waits its turn.
+    let hot = s("HOT");
+    pacer.answered_one(Instant::now(), many(&hot, 1), true);
+    assert_eq!(pacer.key_rate(&hot), Some(KEY_START_RATE));
+    let now = Instant::now();
+    assert_eq!(pacer.key_turn(&hot, 1, now), None);
+    assert!(pacer.key_turn(&hot, 1, now).is_some(), "the next waits");
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_throttle_a_second_of_calls_of_one_item_does_not_pace_the_table() {
+    let pacer = Pacer::new();
+    let keys: Vec<AttrValue> = (0..1_000).map(|i| s(&format!("K{i}"))).collect();
+    let big = s("BIG");
+    // Five seconds of 1,000 units admitted a second and one item of 60
+    // units throttled each second: over 5% of the units refused, but by
+    // one key alone of its page at a time, a partition's news.
+    for _ in 0..5 {
+        for key in &keys {
+            pacer.answered_one(Instant::now(), lone(key, 1), false);
+            tokio::time::advance(Duration::from_millis(1)).await;
+        }
+        pacer.answered_one(Instant::now(), lone(&big, 60), true);
+    }
+    assert_eq!(pacer.snapshot().rate, None, "{:?}", pacer.snapshot());
+    // A second throttle within the second: the table's limit.
+    let other = s("OTHER");
+    pacer.answered_one(Instant::now(), lone(&other, 60), true);
+    assert!(pacer.snapshot().rate.is_some());
+}

@@ -8,8 +8,10 @@ use aws_sdk_dynamodb::error::{ProvideErrorMetadata, SdkError};
 use crate::concurrency::{AdaptiveConcurrency, Permit};
 use crate::error::DynamoError;
 use crate::failure::Failure;
+use crate::pacer::Pacer;
 use crate::writer::RetryPolicy;
 use sql2ddb_aws::{Attempt as RetryAttempt, Retrier, Spent};
+use sql2ddb_core::AttrValue;
 
 /// A failed attempt, classified once.
 pub(super) enum Attempt {
@@ -31,15 +33,27 @@ impl Attempt {
     }
 }
 
+/// What each attempt of a call waits for before it is sent.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Gate<'a> {
+    /// A permit of the calls in flight, told whether it was throttled.
+    pub concurrency: Option<&'a AdaptiveConcurrency>,
+    /// Before each retry, the turn of the item's partition key (its
+    /// value, its write units) at the rates the pacer learned; the first
+    /// attempt's turn is the caller's, taken before its budget starts.
+    pub turn: Option<(&'a Pacer, &'a AttrValue, u64)>,
+}
+
 /// Calls `call` until it succeeds, fails for good, or its retries are spent
 /// (see [`RetryPolicy::spent`]: with a throttle budget, throttling is
 /// retried until the budget ends, whatever the count), through the one
-/// retry engine. Each attempt first takes a permit of `concurrency` and
-/// tells it whether it was throttled; the permit is released before any
-/// backoff sleep.
+/// retry engine. Each attempt first waits at `gate`: a retry for its turn
+/// (the wait counts against the budget), then for a permit of its
+/// concurrency, which it tells whether it was throttled; the permit is
+/// released before any backoff sleep.
 pub(super) async fn retrying<T, F, Fut>(
     policy: &RetryPolicy,
-    concurrency: Option<&AdaptiveConcurrency>,
+    gate: Gate<'_>,
     table: &str,
     operation: &'static str,
     retries: &mut u64,
@@ -50,11 +64,16 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, Attempt>>,
 {
+    let mut first = true;
     let (out, tally) = Retrier::new(*policy)
         .run_counted(operation, (), |()| {
             let call = call();
+            let again = !std::mem::replace(&mut first, false);
             async move {
-                let permit = match concurrency {
+                if let (true, Some((pacer, key, units))) = (again, gate.turn) {
+                    pacer.turn(key, units).await;
+                }
+                let permit = match gate.concurrency {
                     Some(c) => Some(c.acquire().await),
                     None => None,
                 };

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::{KeySchemaElement, Projection};
 use sql2ddb_core::KeyAttr;
 
-use super::{retrying, Attempt};
+use super::{retrying, Attempt, Gate};
 use crate::client::Dynamo;
 use crate::error::DynamoError;
 use crate::failure::Failure;
@@ -59,7 +59,8 @@ pub async fn describe(
             })
     };
     let op = "DescribeTable";
-    let out = retrying(policy, None, table, op, &mut retries, &mut throttled, call).await?;
+    let (r, t) = (&mut retries, &mut throttled);
+    let out = retrying(policy, Gate::default(), table, op, r, t, call).await?;
     Ok(match out.table {
         Some(desc) => description(&desc),
         None => TableDescription::default(),

@@ -26,9 +26,13 @@ async fn run_with(
     let answers = std::sync::Mutex::new(answers.into_iter());
     let (mut retries, mut throttled) = (0, 0);
     let concurrency = AdaptiveConcurrency::new(4);
+    let gate = Gate {
+        concurrency: Some(&concurrency),
+        turn: None,
+    };
     let out = retrying(
         policy,
-        Some(&concurrency),
+        gate,
         "t",
         "UpdateItem",
         &mut retries,

@@ -16,10 +16,10 @@ use sql2ddb_core::{
     item_size, BatchPart, EncodedItem, Item, KeyAttr, RunId, UpdateChange, UpdatePage,
 };
 use sql2ddb_dynamo::update::{
-    read_page, write_item, ConditionalWrite, ItemOutcome, Page, PageKey, PageRequest,
+    read_page, write_item, ConditionalWrite, ItemOutcome, Pace, Page, PageKey, PageRequest,
 };
 use sql2ddb_dynamo::{
-    AdaptiveConcurrency, Dynamo, Failure, RetryPolicy, TableWriter, WriteCapacityLimiter,
+    AdaptiveConcurrency, Dynamo, Failure, Pacer, RetryPolicy, TableWriter, WriteCapacityLimiter,
 };
 use sql2ddb_mapping::UpdateJob;
 use sql2ddb_queue::{SqsQueue, WorkQueue};
@@ -51,6 +51,8 @@ pub(crate) struct Shared {
     pub concurrency: Arc<AdaptiveConcurrency>,
     pub wcu: Option<Arc<WriteCapacityLimiter>>,
     pub rcu: Option<Arc<WriteCapacityLimiter>>,
+    /// The rates the table admits, learned from its answers to the writes.
+    pub pacer: Pacer,
     pub progress: Arc<UpdateProgress>,
     pub cost: Mutex<CostCounter>,
     pub failures: FailuresFile,
@@ -98,6 +100,7 @@ impl Shared {
             concurrency,
             wcu: None,
             rcu: None,
+            pacer: Pacer::new(),
             progress,
             cost: Mutex::new(cost),
             failures,
@@ -303,7 +306,8 @@ async fn write_page(shared: &Arc<Shared>, items: Vec<Item>) -> Written {
         }
         Err(e) => shared.halt_with(format!("a write task failed: {e}"), None),
     };
-    for item in items {
+    let alone = super::alone_of_their_key(&items, &shared.keys);
+    for (item, alone) in items.into_iter().zip(alone) {
         if writes.len() >= width {
             if let Some(done) = writes.join_next().await {
                 join(done);
@@ -316,7 +320,7 @@ async fn write_page(shared: &Arc<Shared>, items: Vec<Item>) -> Written {
             break;
         }
         let shared = shared.clone();
-        writes.spawn(async move { write_one(&shared, item).await });
+        writes.spawn(async move { write_one(&shared, item, alone).await });
     }
     while let Some(done) = writes.join_next().await {
         join(done);
@@ -325,15 +329,23 @@ async fn write_page(shared: &Arc<Shared>, items: Vec<Item>) -> Written {
     tally
 }
 
-async fn write_one(shared: &Shared, item: Item) -> Written {
+/// Writes one item, `alone` if no other item of its page shares its
+/// partition key.
+async fn write_one(shared: &Shared, item: Item, alone: bool) -> Written {
     let mut counts = Counts::default();
     let Some(write) = &shared.write else {
         return Written::default();
     };
+    let (units, per_index) = shared.cost.lock().expect("cost lock").item_units(&item);
+    let units = units + per_index.iter().sum::<u64>();
     if let Some(wcu) = &shared.wcu {
-        let (units, per_index) = shared.cost.lock().expect("cost lock").item_units(&item);
-        wcu.acquire(units + per_index.iter().sum::<u64>()).await;
+        wcu.acquire(units).await;
     }
+    let pace = Pace {
+        pacer: &shared.pacer,
+        units,
+        alone,
+    };
     let result = write_item(
         &shared.client,
         write,
@@ -341,6 +353,7 @@ async fn write_one(shared: &Shared, item: Item) -> Written {
         &item,
         &shared.policy,
         Some(&shared.concurrency),
+        Some(pace),
     )
     .await;
     match result {

@@ -519,3 +519,55 @@ fn read_description(job: &UpdateJob) -> String {
         JobRead::Query { index, .. } => format!("query on {index}"),
     }
 }
+
+/// For each of a page's items, whether no other item of the page shares
+/// its partition key (the first of `keys`): the pacer reads a throttle of
+/// such an item as the table's limit, and paces a key with more items on
+/// its own.
+pub(crate) fn alone_of_their_key(
+    items: &[sql2ddb_core::Item],
+    keys: &[sql2ddb_core::KeyAttr],
+) -> Vec<bool> {
+    let Some(pk) = keys.first() else {
+        return vec![true; items.len()];
+    };
+    let mut seen: std::collections::HashMap<&sql2ddb_core::AttrValue, u32> =
+        std::collections::HashMap::with_capacity(items.len());
+    for k in items.iter().filter_map(|item| item.get(&pk.name)) {
+        *seen.entry(k).or_default() += 1;
+    }
+    items
+        .iter()
+        .map(|item| item.get(&pk.name).is_none_or(|k| seen.get(k) == Some(&1)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sql2ddb_core::{AttrValue, Item, KeyAttr, KeyType};
+
+    #[test]
+    fn an_item_is_alone_unless_another_item_of_its_page_shares_its_partition_key() {
+        let keys = [
+            KeyAttr::new("PK", KeyType::S),
+            KeyAttr::new("SK", KeyType::S),
+        ];
+        let item = |pk: &str, sk: &str| -> Item {
+            [
+                ("PK".to_string(), AttrValue::S(pk.into())),
+                ("SK".to_string(), AttrValue::S(sk.into())),
+            ]
+            .into_iter()
+            .collect()
+        };
+        let page = [
+            item("A", "1"),
+            item("B", "1"),
+            item("A", "2"),
+            item("C", "1"),
+        ];
+        assert_eq!(alone_of_their_key(&page, &keys), [false, true, false, true]);
+        assert!(alone_of_their_key(&[], &keys).is_empty());
+    }
+}

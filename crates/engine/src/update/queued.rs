@@ -12,10 +12,10 @@
 
 use std::sync::Arc;
 
-use sql2ddb_core::{EncodedItem, KeyAttr, UpdatePage};
-use sql2ddb_dynamo::update::{write_item, ConditionalWrite, ItemOutcome};
+use sql2ddb_core::{EncodedItem, Item, KeyAttr, UpdatePage};
+use sql2ddb_dynamo::update::{write_item, ConditionalWrite, ItemOutcome, Pace};
 use sql2ddb_dynamo::{
-    AdaptiveConcurrency, Dynamo, DynamoError, Failure, RetryPolicy, WriteCapacityLimiter,
+    AdaptiveConcurrency, Dynamo, DynamoError, Failure, Pacer, RetryPolicy, WriteCapacityLimiter,
 };
 
 use crate::error::EngineError;
@@ -37,6 +37,9 @@ pub struct UpdateApplier {
     pub concurrency: Arc<AdaptiveConcurrency>,
     /// The write-capacity cap, shared with the batch writer.
     pub limiter: Option<Arc<WriteCapacityLimiter>>,
+    /// The rates the table admits, learned from its answers, shared with
+    /// the batch writer.
+    pub pacer: Arc<Pacer>,
 }
 
 /// What became of one key.
@@ -63,14 +66,17 @@ impl UpdateApplier {
         let write = Arc::new(ConditionalWrite::from_change(&page.change));
         let keys = Arc::new(page.change.keys.clone());
         let mut results = Vec::with_capacity(page.keys.len());
+        let items: Vec<Item> = page.keys.iter().map(|m| m.key_item(&keys)).collect();
+        let alone = super::alone_of_their_key(&items, &keys);
         let mut tasks = tokio::task::JoinSet::new();
-        for (i, m) in page.keys.iter().enumerate() {
+        for (i, (item, alone)) in items.into_iter().zip(alone).enumerate() {
             if tasks.len() >= ITEMS_AT_ONCE {
                 results.push(joined(tasks.join_next().await)?);
             }
-            let (me, write, keys, m) = (self.clone(), write.clone(), keys.clone(), m.clone());
+            let (me, write, keys) = (self.clone(), write.clone(), keys.clone());
+            let size = page.keys[i].size;
             tasks.spawn(async move {
-                let (applied, retries) = me.apply_one(&write, &keys, &m).await;
+                let (applied, retries) = me.apply_one(&write, &keys, (&item, size), alone).await;
                 (i, applied, retries)
             });
         }
@@ -132,23 +138,32 @@ impl UpdateApplier {
         Ok((out, refused))
     }
 
+    /// Applies the change to one key (`item`, of an item of `size` bytes),
+    /// `alone` if no other key of its page shares its partition key.
     async fn apply_one(
         &self,
         write: &ConditionalWrite,
         keys: &[KeyAttr],
-        m: &EncodedItem,
+        (item, size): (&Item, usize),
+        alone: bool,
     ) -> (Applied, u64) {
-        let estimate = sql2ddb_core::write_units(m.size);
+        let estimate = sql2ddb_core::write_units(size);
         if let Some(l) = &self.limiter {
             l.acquire(estimate).await;
         }
+        let pace = Pace {
+            pacer: &self.pacer,
+            units: estimate,
+            alone,
+        };
         let result = write_item(
             &self.client,
             write,
             keys,
-            &m.key_item(keys),
+            item,
             &self.retry,
             Some(&self.concurrency),
+            Some(pace),
         )
         .await;
         match result {
