@@ -90,16 +90,10 @@ impl WriteCapacityLimiter {
     /// Books `units` for the first moment they are available, at or after
     /// `now` and after every earlier caller, and returns that moment.
     fn reserve(&self, units: u64, now: Instant) -> Instant {
-        let mut b = self.bucket();
-        let start = now.max(b.at);
-        let refill = (start - b.at).as_secs_f64() * b.rate;
-        let tokens = (b.tokens + refill).min(b.burst);
-        // More than the bucket holds: wait for a full bucket, then owe the rest.
-        let needed = (units as f64).min(b.burst);
-        let wait = Duration::from_secs_f64(((needed - tokens) / b.rate).max(0.0));
-        let served_at = start + wait;
-        b.tokens = tokens + wait.as_secs_f64() * b.rate - units as f64;
-        b.at = served_at;
+        let mut guard = self.bucket();
+        let b = &mut *guard;
+        let (rate, burst) = (b.rate, b.burst);
+        let served_at = book(&mut b.tokens, &mut b.at, (rate, burst), units, now);
         b.granted += units;
         b.waited += served_at - now;
         served_at
@@ -135,6 +129,29 @@ impl WriteCapacityLimiter {
             waited: b.waited,
         }
     }
+}
+
+/// Books `units` in a token bucket filling at `rate` units a second up to
+/// `burst`, holding `tokens` at `at` (negative: owed; `at` may lie ahead):
+/// the first moment they are available at or after `now` and after every
+/// earlier booking. More than the bucket holds waits for a full bucket and
+/// owes the rest.
+pub(crate) fn book(
+    tokens: &mut f64,
+    at: &mut Instant,
+    (rate, burst): (f64, f64),
+    units: u64,
+    now: Instant,
+) -> Instant {
+    let start = now.max(*at);
+    let refill = (start - *at).as_secs_f64() * rate;
+    let held = (*tokens + refill).min(burst);
+    let needed = (units as f64).min(burst);
+    let wait = Duration::from_secs_f64(((needed - held) / rate).max(0.0));
+    let served_at = start + wait;
+    *tokens = held + wait.as_secs_f64() * rate - units as f64;
+    *at = served_at;
+    served_at
 }
 
 #[cfg(test)]

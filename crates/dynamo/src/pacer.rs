@@ -50,6 +50,8 @@ use std::time::Duration;
 use sql2ddb_core::AttrValue;
 use tokio::time::Instant;
 
+use crate::limiter::book;
+
 /// How often the table's rate may grow, and the slots of its window.
 pub const TICK: Duration = Duration::from_millis(100);
 /// How much the table's rate grows per [`TICK`] while calls wait for it and
@@ -304,13 +306,7 @@ impl Pacer {
         };
         let rate = t.grow(rate, now);
         let burst = (rate * BURST).max(1.0);
-        let start = now.max(t.at);
-        let tokens = (t.tokens + (start - t.at).as_secs_f64() * rate).min(burst);
-        let needed = (units as f64).min(burst);
-        let wait = Duration::from_secs_f64(((needed - tokens) / rate).max(0.0));
-        let at = start + wait;
-        t.tokens = tokens + wait.as_secs_f64() * rate - units as f64;
-        t.at = at;
+        let at = book(&mut t.tokens, &mut t.at, (rate, burst), units, now);
         if at > now {
             t.waited = true;
         }

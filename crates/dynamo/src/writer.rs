@@ -209,11 +209,6 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         self
     }
 
-    /// What the pacer learned.
-    pub fn pacer(&self) -> &Arc<Pacer> {
-        &self.pacer
-    }
-
     /// Writes `items`: duplicates of a key are resolved (the last row wins, as
     /// sequential puts would), then chunks of 25 are written with retries.
     /// An item that came without its key values (a queued page of an older

@@ -98,6 +98,16 @@ impl Pending {
     /// The items of a batch, cut into chunks until each is written or
     /// given up, each item waiting for its key's turn on `pacer`.
     pub fn new(items: Vec<EncodedItem>, pacer: Arc<Pacer>) -> Pending {
+        Pending::of(items, Some(pacer))
+    }
+
+    /// No items of its own: the chunks written with it keep theirs.
+    pub fn alone() -> Pending {
+        Pending::of(Vec::new(), None)
+    }
+
+    /// `items`, streamed through chunks when there is a `pacer` to wait for.
+    fn of(items: Vec<EncodedItem>, pacer: Option<Arc<Pacer>>) -> Pending {
         let shared = shared_keys(&items);
         Pending {
             queues: Mutex::new(Queues {
@@ -107,18 +117,9 @@ impl Pending {
                 held: Vec::new(),
                 in_flight: 0,
             }),
-            streamed: true,
-            pacer: Some(pacer),
+            streamed: pacer.is_some(),
+            pacer,
             changed: Notify::new(),
-        }
-    }
-
-    /// No items of its own: the chunks written with it keep theirs.
-    pub fn alone() -> Pending {
-        Pending {
-            streamed: false,
-            pacer: None,
-            ..Pending::new(Vec::new(), Arc::new(Pacer::new()))
         }
     }
 
