@@ -423,19 +423,24 @@ async fn update(set: &str, paced: bool) -> Figures {
 #[tokio::test(start_paused = true)]
 async fn an_update_s_writes_of_one_item_are_paced_with_fewer_refusals() {
     // Each throttle of an item alone of its key in its page counts towards
-    // the table's limit; a collection's key is paced on its own. A new
-    // collection is refused before its key is paced, as in a worker's
-    // pages: more refusals there.
-    for (set, most) in [("uniform", 0.10), ("collection", 0.20), ("skewed", 0.10)] {
+    // the table's limit: spread keys and hot keys are refused about half
+    // as often as without the pacer.
+    for set in ["uniform", "skewed"] {
         let paced = update(set, true).await;
         let unpaced = update(set, false).await;
         assert!(paced.ratio <= 1.05, "{set}: time/ideal {:.3}", paced.ratio);
-        assert!(paced.refused <= most, "{set}: refused {:.3}", paced.refused);
+        assert!(paced.refused <= 0.10, "{set}: refused {:.3}", paced.refused);
         assert!(
-            paced.refused < unpaced.refused * 0.9,
+            paced.refused < unpaced.refused * 0.8,
             "{set}: refused {:.3}, without the pacer {:.3}",
             paced.refused,
             unpaced.refused
         );
     }
+    // A collection's key is paced on its own once refused; 40 collections
+    // in flight (five a page, eight pages), each refused before its key is
+    // paced: more refusals, and runs spread from 0.93 to 1.03 of the ideal.
+    let paced = update("collection", true).await;
+    assert!(paced.ratio <= 1.10, "collection: time/ideal {:.3}", paced.ratio);
+    assert!(paced.refused <= 0.20, "collection: refused {:.3}", paced.refused);
 }
