@@ -12,22 +12,29 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sql2ddb_core::{AttrValue, BatchPart, EncodedItem, KeyAttr, KeyType, RunId, WorkBatch};
 use sql2ddb_dynamo::progress::{default_table, FleetBeat, ProgressStore};
-use sql2ddb_engine::serverless::{load_mapping, MessageWriter};
+use sql2ddb_engine::serverless::{load_mapping, MessageWriter, Plan};
 use sql2ddb_engine::worker::WorkerSetup;
 use sql2ddb_engine::RunOptions;
+
 use support::*;
+use tempfile::TempDir;
 
 const CAP: u64 = 400;
 
 /// Page `page` of run `run`: two orders.
 fn message(run: &RunId, page: u64) -> String {
+    orders(run, page, 2)
+}
+
+/// Page `page` of run `run`: `count` orders.
+fn orders(run: &RunId, page: u64, count: u64) -> String {
     let keys = [
         KeyAttr::new("PK", KeyType::S),
         KeyAttr::new("SK", KeyType::S),
     ];
-    let items = (0..2)
+    let items = (0..count)
         .map(|i| {
-            let id = page * 2 + i;
+            let id = page * 1_000 + i;
             let item: BTreeMap<String, AttrValue> = [
                 ("PK".to_string(), s(format!("ORDER#{id}"))),
                 ("SK".to_string(), s("ORDER")),
@@ -79,8 +86,20 @@ async fn invoke(writer: &MessageWriter, body: &str) {
     assert_eq!(out.written, 2);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_environments_share_the_cap_and_one_gone_gives_its_share_back() {
+/// A table, its progress table with run `run` recorded, and the mapping
+/// of its orders, on a server of the test's own; workers' setup with a cap
+/// of `cap`.
+async fn fixture(
+    cap: u64,
+) -> (
+    Dynamo,
+    String,
+    RunId,
+    ProgressStore,
+    Plan,
+    WorkerSetup,
+    TempDir,
+) {
     let dynamo = Dynamo::start().await;
     let table = unique("lambda_fleet");
     let keys = [
@@ -102,11 +121,17 @@ async fn two_environments_share_the_cap_and_one_gone_gives_its_share_back() {
     let setup = WorkerSetup {
         run: RunOptions {
             runs_dir: runs.path().to_path_buf(),
-            max_wcu: Some(CAP),
+            max_wcu: Some(cap),
             ..RunOptions::default()
         },
         ..WorkerSetup::default()
     };
+    (dynamo, table, run, store, plan, setup, runs)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_environments_share_the_cap_and_one_gone_gives_its_share_back() {
+    let (dynamo, table, run, store, plan, setup, _runs) = fixture(CAP).await;
     // Two execution environments, each made at its cold start.
     let a = MessageWriter::connect(&plan, &setup).await.unwrap();
     let b = MessageWriter::connect(&plan, &setup).await.unwrap();
@@ -170,4 +195,37 @@ async fn two_environments_share_the_cap_and_one_gone_gives_its_share_back() {
     );
     let items = items(&dynamo, &table).await;
     assert_eq!(items.len(), 10);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_long_batch_beats_while_it_is_written() {
+    // 60 items of 1 WCU at 10 WCU a second: seconds of writing.
+    let (dynamo, table, run, store, plan, setup, _runs) = fixture(10).await;
+    let a = MessageWriter::connect(&plan, &setup).await.unwrap();
+    let member = a.fleet_member().unwrap().to_string();
+    let started = now_ms();
+    let out = a.write_message(&orders(&run, 0, 60)).await.unwrap();
+    let took = now_ms() - started;
+    assert_eq!(out.written, 60);
+    assert!(took >= 2_500, "the cap paced the batch: {took} ms");
+    // Its beat is a second old at most when the batch ends: the others
+    // never counted it gone meanwhile.
+    let beats = store
+        .fleet_beat(
+            &run,
+            &FleetBeat {
+                member: "reader".into(),
+                at_ms: now_ms(),
+                throttled_ms: 0,
+            },
+        )
+        .await
+        .unwrap();
+    let last = beats.iter().find(|b| b.member == member).unwrap().at_ms;
+    assert!(
+        last + 1_500 >= now_ms(),
+        "last beat {} ms before the end of a {took} ms batch",
+        now_ms() - last
+    );
+    assert_eq!(items(&dynamo, &table).await.len(), 60);
 }
