@@ -12,14 +12,21 @@
 //! Nothing new to run: the table the fleet records its batches in carries
 //! the beats. A beat that fails is logged and skipped: the worker keeps its
 //! last share, and its writes stay within the cap it was given alone.
+//!
+//! A `sql2ddb worker` process beats in the background ([`Beating`]); a
+//! Lambda function, frozen between invocations, beats in-line as it writes
+//! ([`InlineBeating`]). Both beat through [`Fleet::beat`], so the fleet of
+//! a run may mix them.
 
 use std::collections::{BTreeSet, HashMap};
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sql2ddb_dynamo::progress::{FleetBeat, ProgressStore};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 
 use crate::ids::RunId;
 use crate::sink::WriteLimits;
@@ -52,6 +59,10 @@ struct Seen {
     throttled_ms: u64,
     /// The latest throttle of another member it backed off for.
     others_throttled_ms: u64,
+    /// Whether it has read the others' beats once: every newer throttle
+    /// is news from then on (a member beating in-line reads them seconds
+    /// apart, not every second).
+    read_once: bool,
     /// Each run's members alive at the last beat into it.
     alive: HashMap<RunId, BTreeSet<String>>,
     /// The most members alive at once.
@@ -105,6 +116,17 @@ impl Fleet {
         self.seen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Whether beating can change anything: a cap to share, or calls in
+    /// flight that adapt.
+    fn changes_anything(&self) -> bool {
+        self.limits.cap.is_some() || self.limits.controller.snapshot().adaptive
+    }
+
+    /// This member's name (its `FLEET#` record's).
+    pub fn member(&self) -> &str {
+        &self.member
+    }
+
     /// One beat into each of `runs`: says this member is alive (and when
     /// it was last throttled), then sets its share of the cap by the
     /// members alive across them, and backs off once for each newer
@@ -133,12 +155,13 @@ impl Fleet {
                     seen.alive.insert(run.clone(), alive);
                     if others > seen.others_throttled_ms {
                         // The first beat learns the past; only news counts.
-                        if seen.others_throttled_ms > 0 || others + BEAT.as_millis() as u64 >= now {
+                        if seen.read_once || others + BEAT.as_millis() as u64 >= now {
                             self.limits.controller.back_off();
                             tracing::debug!(run = %run, "another worker was throttled: backing off");
                         }
                         seen.others_throttled_ms = others;
                     }
+                    seen.read_once = true;
                 }
                 Err(e) => {
                     tracing::warn!(run = %run, error = %e, "fleet beat failed; keeping the last share")
@@ -147,6 +170,27 @@ impl Fleet {
         }
         let members = self.count_members();
         self.apply_share(members);
+    }
+
+    /// [`Fleet::beat`] before a batch of `run` is written, waited for at
+    /// most [`JOIN_WAIT`]: a progress table slow to answer does not hold
+    /// the writes back, they keep the last share.
+    async fn beat_before_writing(&self, runs: &BTreeSet<RunId>, run: &RunId) {
+        if tokio::time::timeout(JOIN_WAIT, self.beat(runs))
+            .await
+            .is_err()
+        {
+            tracing::warn!(run = %run, "the fleet's beat is slow; writing with the last share");
+        }
+    }
+
+    /// Stops counting the members of `runs` (runs it no longer beats into:
+    /// the others count it gone there too).
+    fn forget(&self, runs: &[RunId]) {
+        let mut seen = self.seen();
+        for run in runs {
+            seen.alive.remove(run);
+        }
     }
 
     /// The members alive in the runs beaten into, at the last beats (and
@@ -200,8 +244,7 @@ impl Beating {
     /// as beating can change anything: a cap to share, or calls in flight
     /// that adapt. `None` otherwise.
     pub async fn start(fleet: Fleet, runs: BTreeSet<RunId>) -> Option<Beating> {
-        let adapts = fleet.limits.controller.snapshot().adaptive;
-        if fleet.limits.cap.is_none() && !adapts {
+        if !fleet.changes_anything() {
             return None;
         }
         let fleet = Arc::new(fleet);
@@ -237,14 +280,8 @@ impl Beating {
         });
         if added {
             let runs = self.runs.borrow().clone();
-            // A progress table slow to answer does not hold the worker back:
-            // it writes within the share it had, and the ticker beats on.
-            if tokio::time::timeout(JOIN_WAIT, self.fleet.beat(&runs))
-                .await
-                .is_err()
-            {
-                tracing::warn!(run = %run, "the fleet's beat is slow; writing with the last share");
-            }
+            // Slow, it writes within the share it had, and the ticker beats on.
+            self.fleet.beat_before_writing(&runs, run).await;
         }
     }
 
@@ -255,6 +292,92 @@ impl Beating {
         let runs = self.runs.borrow().clone();
         self.fleet.leave(&runs).await;
         self.fleet.most()
+    }
+}
+
+/// A member beating in-line, as its batches are written: a Lambda
+/// function's execution environment, frozen between invocations, where no
+/// task in the background can be relied on. Before a batch of a run it
+/// beats into that run when its last beat there is older than [`BEAT`] (a
+/// run new to it is joined so), and beats on every [`BEAT`] while the batch
+/// is written. Frozen, it stops beating, and the others take its share
+/// [`GONE_AFTER`] later; it never leaves otherwise.
+pub(crate) struct InlineBeating {
+    fleet: Fleet,
+    /// When it last beat (or tried to) into each run.
+    last: Mutex<HashMap<RunId, Instant>>,
+    /// One beat at a time: the batches of an invocation, due at once, wait
+    /// for the beat one of them makes.
+    turn: tokio::sync::Mutex<()>,
+}
+
+impl InlineBeating {
+    /// Beats for `fleet` as long as beating can change anything (a cap to
+    /// share, or calls in flight that adapt); `None` otherwise.
+    pub fn new(fleet: Fleet) -> Option<InlineBeating> {
+        fleet.changes_anything().then(|| InlineBeating {
+            fleet,
+            last: Mutex::default(),
+            turn: tokio::sync::Mutex::const_new(()),
+        })
+    }
+
+    /// The member it beats as.
+    pub fn fleet(&self) -> &Fleet {
+        &self.fleet
+    }
+
+    fn last(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, Instant>> {
+        self.last.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether its last beat into `run` (if any) is older than [`BEAT`].
+    fn due(&self, run: &RunId) -> bool {
+        self.last().get(run).is_none_or(|at| at.elapsed() >= BEAT)
+    }
+
+    /// Beats into `run` (and reads the others' beats) when due.
+    pub async fn beat_if_due(&self, run: &RunId) {
+        if !self.due(run) {
+            return;
+        }
+        let _turn = self.turn.lock().await;
+        if !self.due(run) {
+            // Another batch of the run beat meanwhile.
+            return;
+        }
+        let gone: Vec<RunId> = {
+            let mut last = self.last();
+            last.insert(run.clone(), Instant::now());
+            let gone: Vec<RunId> = last
+                .iter()
+                .filter(|(_, at)| at.elapsed() >= GONE_AFTER)
+                .map(|(r, _)| r.clone())
+                .collect();
+            last.retain(|r, _| !gone.contains(r));
+            gone
+        };
+        self.fleet.forget(&gone);
+        self.fleet
+            .beat_before_writing(&BTreeSet::from([run.clone()]), run)
+            .await;
+    }
+
+    /// Runs `write` (writing a batch of `run`): beats first when due, and
+    /// on every [`BEAT`] while it lasts, so a long batch keeps its member
+    /// alive.
+    pub async fn around<F: Future>(&self, run: &RunId, write: F) -> F::Output {
+        self.beat_if_due(run).await;
+        let beats = async {
+            loop {
+                tokio::time::sleep(BEAT).await;
+                self.beat_if_due(run).await;
+            }
+        };
+        tokio::select! {
+            out = write => out,
+            _ = beats => unreachable!("beats until the write is done"),
+        }
     }
 }
 

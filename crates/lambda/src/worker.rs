@@ -6,6 +6,11 @@
 //! response, `ReportBatchItemFailures`): the others are deleted, the failed
 //! ones come back after the visibility timeout and, after the queue's
 //! `maxReceiveCount`, go to its dead-letter queue.
+//!
+//! The writer, made once at the cold start, is this execution environment's
+//! membership of its runs' fleets: it beats before and while it writes, so
+//! the environments (and any `sql2ddb worker` of the same run) share the
+//! write-capacity cap.
 
 use aws_lambda_events::event::sqs::{SqsBatchResponse, SqsEvent};
 use sql2ddb_engine::serverless::MessageWriter;

@@ -2,8 +2,9 @@
 //! and environment variables they read, the queue's partial batch responses
 //! and redrive policy, the progress table's stream of new images feeding the
 //! finisher, the reader allowed to invoke itself, an `s3://` mapping readable
-//! by the functions that load it. (`cfn-lint` checks the
-//! template against CloudFormation's schemas in scripts/test.sh.)
+//! by the functions that load it, the worker allowed its fleet's beats.
+//! (`cfn-lint` checks the template against CloudFormation's schemas in
+//! scripts/test.sh.)
 
 use serde_yaml_ng::Value;
 use sql2ddb_lambda::settings::*;
@@ -189,6 +190,34 @@ fn the_reader_may_invoke_itself_and_nothing_else() {
     assert!(tag(&invoke[0]["Resource"])
         .1
         .ends_with(":function:${AWS::StackName}-reader"));
+}
+
+#[test]
+fn the_worker_reads_and_writes_its_fleets_beats_in_the_progress_table() {
+    let t = template();
+    let statements = at(&t, &["Resources", "WorkerRole", "Properties", "Policies"])[0]
+        ["PolicyDocument"]["Statement"]
+        .as_sequence()
+        .unwrap();
+    let progress: Vec<&Value> = statements
+        .iter()
+        .filter(|s| {
+            s.get("Resource")
+                .is_some_and(|r| matches!(r, Value::Tagged(_)) && tag(r).1 == "ProgressTable.Arn")
+        })
+        .collect();
+    assert_eq!(progress.len(), 1);
+    let actions: Vec<&str> = progress[0]["Action"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .map(str_of)
+        .collect();
+    // A batch's record is put; a beat is put, and the fleet's read back.
+    assert_eq!(
+        actions,
+        ["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"]
+    );
 }
 
 /// Evaluates the intrinsic functions the template's S3 statements use
