@@ -47,7 +47,7 @@ impl FleetPlan {
             (None, _) if workers > 1 => format!(
                 "{workers} workers and no max_wcu: each asks what the table admits, and the table's rate bounds them together"
             ),
-            (None, _) => "one process and no max_wcu: the table's rate bounds it".into(),
+            (None, _) => "one process and no max_wcu: it writes at what the table admits".into(),
         };
         let basis = match workers {
             1 => bound,
