@@ -668,12 +668,6 @@ async fn a_fleet_shares_the_cap_and_the_pacer_s_retries_are_estimated() {
     assert_eq!(retries["items"], 100, "{retries}");
     assert_eq!(c1["retries"], c4["retries"]);
 
-    // The skewed table's hot key adds its own refusals.
-    let skewed = sc.mapping(&orders_mapping(sc.sqlite_url(), "skewed"));
-    let (_, hot) = plan(&sc, &skewed, &flags).await;
-    assert_eq!(hot["capacity"]["retries"]["keys"], 1);
-    assert!(hot["capacity"]["retries"]["items"].as_u64().unwrap() > 100);
-
     // A cap well below the table keeps every partition under its limit.
     let mut low = flags.to_vec();
     low[7] = "40";
@@ -702,6 +696,13 @@ async fn a_fleet_shares_the_cap_and_the_pacer_s_retries_are_estimated() {
             && page.contains("data-field=\"retried_items\" data-value=\"100\""),
         "{page}"
     );
+
+    // The skewed table's hot key adds its own refusals (its mapping
+    // replaces the spread one's file: last).
+    let skewed = sc.mapping(&orders_mapping(sc.sqlite_url(), "skewed"));
+    let (_, hot) = plan(&sc, &skewed, &flags).await;
+    assert_eq!(hot["capacity"]["retries"]["keys"], 1);
+    assert!(hot["capacity"]["retries"]["items"].as_u64().unwrap() > 100);
 
     // No fleet of no worker.
     let none = sc

@@ -258,7 +258,13 @@ fn fleet_basis(ideal: &Ideal, cap_seconds: Option<f64>, fleet: &FleetPlan) -> St
         }
         _ => "the table's rate decides".to_string(),
     };
-    format!("{bound}; {}", fleet.basis)
+    match fleet.workers {
+        1 => format!("{bound}; one process"),
+        n => format!(
+            "{bound}; {n} workers share one cap and one table, and add at most {:.0} s for their join",
+            fleet.join_seconds
+        ),
+    }
 }
 
 /// The table's keys and indexes as the capacity rules read them.

@@ -76,7 +76,9 @@ fn a_fleet_shares_the_cap_and_the_table_so_only_its_join_is_added() {
     assert_eq!(one.fleet_seconds, one.seconds);
     assert_eq!(four.fleet_seconds, one.seconds + 5.0);
     assert!(
-        four.fleet_basis.contains("each asks what the table admits"),
+        four.fleet_basis
+            .contains("4 workers share one cap and one table")
+            && four.fleet_basis.contains("at most 5 s for their join"),
         "{}",
         four.fleet_basis
     );
@@ -92,7 +94,7 @@ fn a_fleet_shares_the_cap_and_the_table_so_only_its_join_is_added() {
         capped_four
             .fleet_basis
             .starts_with("max_wcu 1000 WCU/s decides")
-            && capped_four.fleet_basis.contains("250 WCU/s each"),
+            && capped_four.fleet_basis.contains("4 workers"),
         "{}",
         capped_four.fleet_basis
     );
