@@ -206,7 +206,9 @@ async fn build(
     warnings.extend(capacity.as_ref().and_then(CapacityPrediction::warning));
     let cost = cost_of(&totals, &prices);
     let mut time = durations(cap, opts, &totals);
-    fleet.apply(&mut time);
+    for d in &mut time {
+        d.fleet_seconds = fleet.fleet_seconds(d.seconds);
+    }
     let load_paths = paths::load_paths(mapping, cap, &totals, &prices, &cost, &time, planned);
     Ok(PlanReport {
         load_paths,

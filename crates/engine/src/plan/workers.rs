@@ -9,8 +9,6 @@
 use serde::Serialize;
 use sql2ddb_core::shown::thousands;
 
-use super::report::Duration;
-
 /// The fleet a plan is made for.
 #[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct FleetPlan {
@@ -64,13 +62,10 @@ impl FleetPlan {
         }
     }
 
-    /// `durations` with the fleet's time of each (a fleet of more than one).
-    pub(super) fn apply(&self, durations: &mut [Duration]) {
-        if self.workers > 1 {
-            for d in durations {
-                d.fleet_seconds = Some(d.seconds + self.join_seconds);
-            }
-        }
+    /// The fleet's time of a time of `seconds`: the same rate, shared,
+    /// and the join; `None` for one process.
+    pub(super) fn fleet_seconds(&self, seconds: f64) -> Option<f64> {
+        (self.workers > 1).then_some(seconds + self.join_seconds)
     }
 }
 
@@ -102,17 +97,9 @@ mod tests {
         );
         let three = FleetPlan::new(3, Some(1000));
         assert!(three.basis.contains("333.3 WCU/s each"), "{}", three.basis);
-        let mut times = vec![Duration {
-            at: "max_wcu 4000 WCU/s".into(),
-            seconds: 100.0,
-            fleet_seconds: None,
-        }];
-        one.apply(&mut times);
-        assert_eq!(times[0].fleet_seconds, None);
-        four.apply(&mut times);
+        assert_eq!(one.fleet_seconds(100.0), None);
         // The cap bounds the fleet as it bounds one process: only the join.
-        assert_eq!(times[0].seconds, 100.0);
-        assert_eq!(times[0].fleet_seconds, Some(105.0));
+        assert_eq!(four.fleet_seconds(100.0), Some(105.0));
     }
 
     #[test]
