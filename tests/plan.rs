@@ -607,6 +607,111 @@ async fn capacity_predicts_per_partition_and_a_hot_key_makes_the_run_longer() {
     assert!(none.get("capacity").is_none(), "{none}");
 }
 
+/// The page `plan` saved, found by the path it printed on stderr.
+fn saved_page(sc: &Scenario, run: &Run) -> String {
+    let at = run
+        .stderr
+        .split("(to look at: ")
+        .nth(1)
+        .and_then(|rest| rest.split(')').next())
+        .unwrap_or_else(|| panic!("no page in {}", run.stderr));
+    std::fs::read_to_string(sc.path().join(at.trim())).unwrap()
+}
+
+#[tokio::test]
+async fn a_fleet_shares_the_cap_and_the_pacer_s_retries_are_estimated() {
+    let sc = Scenario::new("plan_fleet")
+        .sqlite(SPREAD_AND_SKEWED)
+        .start()
+        .await;
+    let mapping = sc.mapping(&orders_mapping(sc.sqlite_url(), "spread"));
+    // A table of 400 WCU/s over 4 partitions of 100, capped at its rate
+    // and shared by four workers.
+    let flags = [
+        "--capacity",
+        "400",
+        "--partitions",
+        "4",
+        "--partition-wcu",
+        "100",
+        "--max-wcu",
+        "400",
+    ];
+    let (_, one) = plan(&sc, &mapping, &flags).await;
+    let (run, four) = plan(&sc, &mapping, &[&flags[..], &["--workers", "4"]].concat()).await;
+    assert_eq!(one["fleet"]["workers"], 1);
+    assert_eq!(one["fleet"]["join_seconds"], 0.0);
+    assert_eq!(four["fleet"]["workers"], 4);
+    assert_eq!(four["fleet"]["cap_wcu"], 400);
+    assert_eq!(four["fleet"]["share_wcu"], 100.0);
+    assert_eq!(four["fleet"]["join_seconds"], 5.0);
+    let (c1, c4) = (&one["capacity"], &four["capacity"]);
+    // 2,000 units over 400 WCU/s: 5 s, for one process or four.
+    assert_eq!(c4["cap_seconds"], 5.0);
+    assert_eq!(c4["seconds"], c1["seconds"]);
+    let bound = c1["seconds"].as_f64().unwrap().max(5.0);
+    assert_eq!(c1["fleet_seconds"], bound);
+    assert_eq!(c4["fleet_seconds"], bound + 5.0);
+    // Every time gains the join for the fleet, and only for the fleet.
+    let capped = &four["time"][0];
+    assert_eq!(capped["at"], "max_wcu 400 WCU/s");
+    assert_eq!(
+        capped["fleet_seconds"],
+        capped["seconds"].as_f64().unwrap() + 5.0
+    );
+    assert!(one["time"][0].get("fleet_seconds").is_none(), "{one}");
+    // At the table's rate the pacer lets about 5% of the items be refused:
+    // 100 of 2,000, none of them of a key with more than one item.
+    let retries = &c4["retries"];
+    assert_eq!(retries["at_limit"], 100, "{retries}");
+    assert_eq!(retries["keys"], 0, "{retries}");
+    assert_eq!(retries["items"], 100, "{retries}");
+    assert_eq!(c1["retries"], c4["retries"]);
+
+    // A cap well below the table keeps every partition under its limit.
+    let mut low = flags.to_vec();
+    low[7] = "40";
+    let (_, under) = plan(&sc, &mapping, &low).await;
+    assert_eq!(under["capacity"]["retries"]["items"], 0);
+    assert_eq!(under["capacity"]["cap_seconds"], 50.0);
+
+    // The terminal and the page show the fleet's figures.
+    let human = sc
+        .sql2ddb(&[&["plan", mapping.as_str(), "--workers", "4"][..], &flags].concat())
+        .await;
+    for needle in [
+        "4 workers share max_wcu 400 WCU/s: 100 WCU/s each",
+        "(4 workers: 10.0 s)",
+        "items retried, paced    about 100 (an estimate",
+    ] {
+        assert!(
+            human.stdout.contains(needle),
+            "no {needle:?} in\n{}",
+            human.stdout
+        );
+    }
+    let page = saved_page(&sc, &run);
+    assert!(
+        page.contains("data-field=\"share_wcu\" data-value=\"100\"")
+            && page.contains("data-field=\"retried_items\" data-value=\"100\""),
+        "{page}"
+    );
+
+    // The skewed table's hot key adds its own refusals (its mapping
+    // replaces the spread one's file: last).
+    let skewed = sc.mapping(&orders_mapping(sc.sqlite_url(), "skewed"));
+    let (_, hot) = plan(&sc, &skewed, &flags).await;
+    assert_eq!(hot["capacity"]["retries"]["keys"], 1);
+    assert!(hot["capacity"]["retries"]["items"].as_u64().unwrap() > 100);
+
+    // No fleet of no worker.
+    let none = sc
+        .sql2ddb(&["plan", mapping.as_str(), "--workers", "0"])
+        .await;
+    assert_eq!(none.code, 64, "{}", none.stderr);
+    assert!(none.stderr.contains("--workers"), "{}", none.stderr);
+}
+
 /// Orders whose customer is not known yet (NULL in the column the partition
 /// key reads), and customers keyed the same way: a second entity makes
 /// `plan` look up the first one's largest keys in it.

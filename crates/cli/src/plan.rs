@@ -83,6 +83,11 @@ pub struct PlanArgs {
     /// With --capacity: write units per second of one partition.
     #[arg(long, value_name = "WCU", default_value_t = PARTITION_WCU, requires = "capacity", value_parser = limits::positive::<u64>)]
     pub partition_wcu: u64,
+    /// The `sql2ddb worker` processes that will write the run: each one's
+    /// share of --max-wcu, and the fleet's time (they share one cap and
+    /// one table; the join adds up to 5 s).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = limits::positive::<u32>)]
+    pub workers: u32,
     /// Where the plan's directory is made (`plan-<id>/` with `report.json`
     /// and `report.html`).
     #[arg(long, value_name = "DIR", default_value = "sql2ddb-runs")]
@@ -135,6 +140,7 @@ pub async fn plan(args: PlanArgs) -> Ended {
             partition_wcu: args.partition_wcu,
             ..CapacityOptions::new(table)
         }),
+        workers: args.workers,
         ..PlanOptions::default()
     };
     let report = sql2ddb_engine::plan::plan(&mapping, &opts).await?;
@@ -284,10 +290,16 @@ pub fn render(r: &PlanReport) -> String {
     render_load_paths(r, &mut out);
     out.push_str("\ntime to write\n");
     for d in &r.time {
-        let _ = writeln!(out, "  at {:<40} {}", d.at, seconds(d.seconds));
+        let fleet = d.fleet_seconds.map_or(String::new(), |s| {
+            format!(" ({} workers: {})", r.fleet.workers, seconds(s))
+        });
+        let _ = writeln!(out, "  at {:<40} {}{fleet}", d.at, seconds(d.seconds));
+    }
+    if r.fleet.workers > 1 {
+        let _ = writeln!(out, "  fleet: {}", r.fleet.basis);
     }
     if let Some(c) = &r.capacity {
-        render_capacity(c, &mut out);
+        render_capacity(c, r.fleet.workers, &mut out);
     }
     render_partitions(r, &mut out);
     render_details(r, &mut out);
@@ -356,7 +368,7 @@ fn render_indexes(r: &PlanReport, out: &mut String) {
     }
 }
 
-fn render_capacity(c: &CapacityPrediction, out: &mut String) {
+fn render_capacity(c: &CapacityPrediction, workers: u32, out: &mut String) {
     let l = &c.limits;
     let _ = writeln!(
         out,
@@ -393,6 +405,23 @@ fn render_capacity(c: &CapacityPrediction, out: &mut String) {
         out,
         "  predicted               {} ({why})",
         seconds(c.seconds)
+    );
+    let who = match workers {
+        1 => "one process".to_string(),
+        n => format!("{n} workers"),
+    };
+    let _ = writeln!(
+        out,
+        "  {:<23} {} ({})",
+        who,
+        seconds(c.fleet_seconds),
+        c.fleet_basis
+    );
+    let _ = writeln!(
+        out,
+        "  items retried, paced    about {} ({})",
+        thousands(c.retries.items),
+        c.retries.basis
     );
 }
 

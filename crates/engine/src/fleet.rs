@@ -36,7 +36,7 @@ pub const BEAT: Duration = Duration::from_secs(1);
 
 /// The longest a worker waits for its beat into a run newly seen before it
 /// writes the run's first batch.
-const JOIN_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const JOIN_WAIT: Duration = Duration::from_secs(5);
 
 /// A member whose last beat is older than this is gone (a worker killed
 /// before it could leave): its share goes to the others.

@@ -5,8 +5,8 @@
 use sql2ddb_core::capacity::PARTITION_WCU;
 
 use super::chart::bar;
-use super::{figures, int, none, table, warnings, Cell, Figure, Page, Row};
-use sql2ddb_engine::plan::{EntityPlan, PlanReport};
+use super::{escape, figures, int, none, table, warnings, Cell, Figure, Page, Row};
+use sql2ddb_engine::plan::{CapacityPrediction, EntityPlan, PlanReport};
 
 /// The page of a plan.
 pub fn plan_page(r: &PlanReport) -> String {
@@ -45,6 +45,13 @@ pub fn plan_page(r: &PlanReport) -> String {
     page.section("summary", "Summary", &summary);
     page.section("entities", "Entities", &entity_table(&r.entities));
     page.section("time", "Time to write", &time_table(r));
+    if let Some(c) = &r.capacity {
+        page.section(
+            "capacity",
+            "Time the table's capacity allows",
+            &capacity(c, r),
+        );
+    }
     page.section(
         "sizes",
         "Item sizes (sampled items)",
@@ -100,19 +107,73 @@ fn time_table(r: &PlanReport) -> String {
     if r.time.is_empty() {
         return none("No rate to judge the time by.");
     }
+    let fleet = r.fleet.workers > 1;
     let rows: Vec<Row> = r
         .time
         .iter()
-        .map(|d| Row {
-            kind: "time",
-            name: Some(d.at.clone()),
-            cells: vec![
+        .map(|d| {
+            let mut cells = vec![
                 Cell::Text(d.at.clone()),
                 Cell::Real("seconds", d.seconds, 1),
-            ],
+            ];
+            if let (true, Some(s)) = (fleet, d.fleet_seconds) {
+                cells.push(Cell::Real("fleet_seconds", s, 1));
+            }
+            Row {
+                kind: "time",
+                name: Some(d.at.clone()),
+                cells,
+            }
         })
         .collect();
-    table("time-table", &["At", "Seconds"], &rows, None)
+    let mut html = match fleet {
+        true => table(
+            "time-table",
+            &["At", "Seconds", "Seconds, the fleet"],
+            &rows,
+            None,
+        ),
+        false => table("time-table", &["At", "Seconds"], &rows, None),
+    };
+    if fleet {
+        html.push_str(&format!("<p>{}</p>\n", escape(&r.fleet.basis)));
+    }
+    html
+}
+
+/// The capacity model's time, the fleet's, and the paced retry estimate.
+fn capacity(c: &CapacityPrediction, r: &PlanReport) -> String {
+    let mut list = vec![
+        Figure::text("Table", "capacity_table", &c.table),
+        Figure::real("Table's time, s", "table_seconds", c.table_seconds, 1),
+        Figure::real(
+            "Busiest partition's time, s",
+            "partition_seconds",
+            c.partition_seconds,
+            1,
+        ),
+        Figure::real("Predicted, s", "seconds", c.seconds, 1),
+        Figure::count("Workers", "workers", u64::from(r.fleet.workers)),
+    ];
+    if let Some(share) = r.fleet.share_wcu {
+        list.push(Figure::real("Each worker's WCU/s", "share_wcu", share, 1));
+    }
+    list.push(Figure::real(
+        "Predicted for the workers, s",
+        "fleet_seconds",
+        c.fleet_seconds,
+        1,
+    ));
+    list.push(Figure::count(
+        "Items retried, paced (estimate)",
+        "retried_items",
+        c.retries.items,
+    ));
+    let mut html = figures(&list);
+    for basis in [&c.fleet_basis, &c.retries.basis] {
+        html.push_str(&format!("<p>{}</p>\n", escape(basis)));
+    }
+    html
 }
 
 /// A size range's label: `≤ 64 B`, `≤ 2 KiB`.
@@ -239,8 +300,11 @@ fn rejects(entities: &[EntityPlan]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sql2ddb_core::capacity::CapacityLimits;
     use sql2ddb_engine::plan::size::SizeStats;
-    use sql2ddb_engine::plan::{Cost, Partition, Prices, Totals};
+    use sql2ddb_engine::plan::{
+        CapacityPrediction, Cost, Duration, FleetPlan, Partition, Prices, RetryEstimate, Totals,
+    };
 
     fn report() -> PlanReport {
         PlanReport {
@@ -276,6 +340,7 @@ mod tests {
             }],
             planned_wcu_per_second: 4000.0,
             planned_rate_from: "on-demand".into(),
+            fleet: FleetPlan::new(1, None),
             capacity: None,
             warnings: Vec::new(),
         }
@@ -295,5 +360,57 @@ mod tests {
         ] {
             assert!(html.contains(needle), "missing {needle:?} in\n{html}");
         }
+    }
+
+    #[test]
+    fn the_fleet_s_time_and_the_retry_estimate_are_on_the_page() {
+        let mut r = report();
+        r.fleet = FleetPlan::new(4, Some(2000));
+        r.time = vec![Duration {
+            at: "max_wcu 2000 WCU/s".into(),
+            seconds: 2.6,
+            fleet_seconds: Some(7.6),
+        }];
+        r.capacity = Some(CapacityPrediction {
+            table: "provisioned 2000 WCU/s".into(),
+            limits: CapacityLimits {
+                table_wcu: 2000,
+                partitions: 8,
+                partition_wcu: 250,
+            },
+            items: 5000,
+            write_units: 5200,
+            partition_units: vec![650; 8],
+            table_seconds: 2.6,
+            partition_seconds: 2.6,
+            seconds: 2.6,
+            partition_bound: false,
+            busiest_partition: 0,
+            hot_key: None,
+            hot_key_share: 0.0,
+            cap_seconds: Some(2.6),
+            fleet_seconds: 7.6,
+            fleet_basis: "the table's rate decides".into(),
+            retries: RetryEstimate {
+                items: 260,
+                at_limit: 250,
+                paced_keys: 10,
+                keys: 2,
+                basis: "an estimate from the pacer's rules".into(),
+            },
+        });
+        let html = plan_page(&r);
+        for needle in [
+            "data-field=\"fleet_seconds\" data-value=\"7.6\">7.6<",
+            "data-field=\"workers\" data-value=\"4\">4<",
+            "data-field=\"share_wcu\" data-value=\"500\">500.0<",
+            "data-field=\"retried_items\" data-value=\"260\">260<",
+            "4 workers share max_wcu 2,000 WCU/s: 500 WCU/s each",
+            "an estimate from the pacer&#39;s rules",
+        ] {
+            assert!(html.contains(needle), "missing {needle:?} in\n{html}");
+        }
+        // Without --capacity there is no capacity section.
+        assert!(!plan_page(&report()).contains("id=\"capacity\""));
     }
 }

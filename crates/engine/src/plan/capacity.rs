@@ -14,6 +14,8 @@ use sql2ddb_core::capacity::{
 use sql2ddb_core::AttrValue;
 use sql2ddb_mapping::Plan;
 
+use super::retries::{self, KeyLoad, PartitionLoad, RetryEstimate};
+use super::workers::FleetPlan;
 use crate::run::EntitySample;
 
 /// The partition-bound time over the table-bound time past which the plan
@@ -101,6 +103,18 @@ pub struct CapacityPrediction {
     pub hot_key: Option<String>,
     /// That key's share of its partition's units.
     pub hot_key_share: f64,
+    /// Seconds the run's write-capacity cap (`max_wcu`) needs for every
+    /// unit, when one is set.
+    pub cap_seconds: Option<f64>,
+    /// The predicted time of the fleet of `--workers` (one by default):
+    /// the longer of `seconds` and `cap_seconds`, which do not shrink with
+    /// the workers (they share one cap and one table), plus the fleet's
+    /// join.
+    pub fleet_seconds: f64,
+    /// What `fleet_seconds` is made of.
+    pub fleet_basis: String,
+    /// The items the pacer is predicted to refuse and send again.
+    pub retries: RetryEstimate,
 }
 
 /// The items of every entity, metered and placed in their partitions.
@@ -110,9 +124,9 @@ pub(super) struct CapacityLoad {
     schema: TableSchema,
     items: f64,
     units: f64,
-    partitions: Vec<f64>,
-    /// Units of each partition key value seen, and its partition.
-    keys: HashMap<String, (usize, f64)>,
+    partitions: Vec<PartitionLoad>,
+    /// Each partition key value seen: its partition, units and items.
+    keys: HashMap<String, KeyLoad>,
 }
 
 impl CapacityLoad {
@@ -124,7 +138,7 @@ impl CapacityLoad {
             schema: schema_of(mapping),
             items: 0.0,
             units: 0.0,
-            partitions: vec![0.0; limits.partitions as usize],
+            partitions: vec![PartitionLoad::default(); limits.partitions as usize],
             keys: HashMap::new(),
         }
     }
@@ -139,36 +153,48 @@ impl CapacityLoad {
             let p = self.limits.partition_of(hash);
             self.items += scale;
             self.units += cost.total() as f64 * scale;
-            self.partitions[p] += cost.table as f64 * scale;
+            self.partitions[p].units += cost.table as f64 * scale;
+            self.partitions[p].items += scale;
             let key = match m.item.get(&self.schema.partition_key) {
                 Some(AttrValue::S(s)) | Some(AttrValue::N(s)) => s.clone(),
                 Some(v) => v.to_dynamo_json().to_string(),
                 None => continue,
             };
-            self.keys.entry(key).or_insert((p, 0.0)).1 += cost.table as f64 * scale;
+            let k = self.keys.entry(key).or_insert(KeyLoad {
+                partition: p,
+                ..KeyLoad::default()
+            });
+            k.units += cost.table as f64 * scale;
+            k.items += scale;
+            k.sampled += 1;
         }
     }
 
-    pub(super) fn predict(self) -> CapacityPrediction {
+    /// The prediction for `fleet`, which shares the run's cap.
+    pub(super) fn predict(self, fleet: &FleetPlan) -> CapacityPrediction {
         let round = |v: f64| v.round() as u64;
         let ideal = Ideal::from_units(
             &self.limits,
             round(self.items),
             round(self.units),
-            self.partitions.iter().map(|&u| round(u)).collect(),
+            self.partitions.iter().map(|l| round(l.units)).collect(),
             0,
         );
         let busiest = ideal.busiest_partition().unwrap_or(0);
         let hot = self
             .keys
             .iter()
-            .filter(|(_, (p, _))| *p == busiest)
-            .max_by(|a, b| a.1 .1.total_cmp(&b.1 .1).then_with(|| b.0.cmp(a.0)));
-        let busiest_units = self.partitions.get(busiest).copied().unwrap_or(0.0);
+            .filter(|(_, k)| k.partition == busiest)
+            .max_by(|a, b| a.1.units.total_cmp(&b.1.units).then_with(|| b.0.cmp(a.0)));
+        let busiest_units = self.partitions.get(busiest).map_or(0.0, |l| l.units);
         let table = match self.options.table {
             TableMode::OnDemand => format!("on-demand (warm {} WCU/s)", self.limits.table_wcu),
             TableMode::Provisioned(wcu) => format!("provisioned {wcu} WCU/s"),
         };
+        let cap_seconds = fleet
+            .cap_wcu
+            .map(|c| ideal.write_units as f64 / c.max(1) as f64);
+        let fleet_basis = fleet_basis(&ideal, cap_seconds, fleet);
         CapacityPrediction {
             table,
             limits: self.limits,
@@ -181,9 +207,19 @@ impl CapacityLoad {
             busiest_partition: busiest,
             hot_key: hot.map(|(k, _)| k.clone()),
             hot_key_share: match (hot, busiest_units > 0.0) {
-                (Some((_, (_, u))), true) => u / busiest_units,
+                (Some((_, k)), true) => k.units / busiest_units,
                 _ => 0.0,
             },
+            cap_seconds,
+            fleet_seconds: cap_seconds.unwrap_or(0.0).max(ideal.ideal_seconds) + fleet.join_seconds,
+            fleet_basis,
+            retries: retries::estimate(
+                &self.limits,
+                fleet.cap_wcu,
+                self.units,
+                &self.partitions,
+                self.keys.values(),
+            ),
             partition_units: ideal.partition_units,
         }
     }
@@ -210,6 +246,27 @@ impl CapacityPrediction {
     }
 }
 
+/// What the fleet's time is made of: the bound that decides, then the
+/// fleet's share and join.
+fn fleet_basis(ideal: &Ideal, cap_seconds: Option<f64>, fleet: &FleetPlan) -> String {
+    let bound = match (fleet.cap_wcu, cap_seconds) {
+        (Some(c), Some(s)) if s > ideal.ideal_seconds => {
+            format!("max_wcu {c} WCU/s decides, slower than the table's capacity")
+        }
+        _ if ideal.partition_seconds > ideal.table_seconds => {
+            "the busiest partition's rate decides".to_string()
+        }
+        _ => "the table's rate decides".to_string(),
+    };
+    match fleet.workers {
+        1 => format!("{bound}; one process"),
+        n => format!(
+            "{bound}; {n} workers share one cap and one table, and add at most {:.0} s for their join",
+            fleet.join_seconds
+        ),
+    }
+}
+
 /// The table's keys and indexes as the capacity rules read them.
 fn schema_of(mapping: &Plan) -> TableSchema {
     let t = &mapping.target;
@@ -228,3 +285,6 @@ fn schema_of(mapping: &Plan) -> TableSchema {
             .collect(),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -19,7 +19,9 @@ mod keys;
 mod paths;
 mod prices;
 mod report;
+pub mod retries;
 pub mod size;
+mod workers;
 
 pub use capacity::{CapacityOptions, CapacityPrediction, TableMode};
 pub use prices::Prices;
@@ -27,6 +29,8 @@ pub use report::{
     Collisions, Cost, Duration, EntityPlan, IndexPlan, KeyCount, LoadPath, Partition, PlanReport,
     RejectReason, Totals,
 };
+pub use retries::RetryEstimate;
+pub use workers::FleetPlan;
 
 use crate::error::EngineError;
 use crate::run::{EntitySample, RunOptions, Sampler};
@@ -75,6 +79,9 @@ pub struct PlanOptions {
     pub source_connections: u32,
     /// Predict the time with the capacity model for this table (`--capacity`).
     pub capacity: Option<CapacityOptions>,
+    /// The `sql2ddb worker` processes that will write the run (`--workers`;
+    /// one: `run` alone).
+    pub workers: u32,
 }
 
 impl Default for PlanOptions {
@@ -92,6 +99,7 @@ impl Default for PlanOptions {
             max_wcu: None,
             source_connections: crate::run::DEFAULT_SOURCE_CONNECTIONS,
             capacity: None,
+            workers: 1,
         }
     }
 }
@@ -101,6 +109,11 @@ pub async fn plan(mapping: &Plan, opts: &PlanOptions) -> Result<PlanReport, Engi
     if opts.rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
         return Err(EngineError::Config(
             "--rate must be a positive number of items per second".into(),
+        ));
+    }
+    if opts.workers == 0 {
+        return Err(EngineError::Config(
+            "--workers must be at least 1 (the processes that write the run)".into(),
         ));
     }
     let region = opts.region.as_deref().or(mapping.target.region.as_deref());
@@ -188,10 +201,14 @@ async fn build(
     }
     let hot = hot_partitions(partitions, planned, &totals);
     partition_warnings(&hot, opts, &planned_from, &mut warnings);
-    let capacity = load.map(CapacityLoad::predict);
+    let fleet = FleetPlan::new(opts.workers, cap);
+    let capacity = load.map(|l| l.predict(&fleet));
     warnings.extend(capacity.as_ref().and_then(CapacityPrediction::warning));
     let cost = cost_of(&totals, &prices);
-    let time = durations(cap, opts, &totals);
+    let mut time = durations(cap, opts, &totals);
+    for d in &mut time {
+        d.fleet_seconds = fleet.fleet_seconds(d.seconds);
+    }
     let load_paths = paths::load_paths(mapping, cap, &totals, &prices, &cost, &time, planned);
     Ok(PlanReport {
         load_paths,
@@ -206,6 +223,7 @@ async fn build(
         hot_partitions: hot,
         planned_wcu_per_second: planned,
         planned_rate_from: planned_from,
+        fleet,
         capacity,
         warnings,
     })
@@ -467,12 +485,14 @@ fn durations(cap: Option<u64>, opts: &PlanOptions, t: &Totals) -> Vec<Duration> 
         out.push(Duration {
             at: format!("--rate {rate} items/s"),
             seconds: t.items as f64 / rate,
+            fleet_seconds: None,
         });
     }
     if let Some(wcu) = cap {
         out.push(Duration {
             at: format!("max_wcu {wcu} WCU/s"),
             seconds: t.write_units as f64 / wcu as f64,
+            fleet_seconds: None,
         });
     }
     for (at, wru) in [
@@ -488,6 +508,7 @@ fn durations(cap: Option<u64>, opts: &PlanOptions, t: &Totals) -> Vec<Duration> 
         out.push(Duration {
             at: at.into(),
             seconds: t.write_units as f64 / wru,
+            fleet_seconds: None,
         });
     }
     out

@@ -118,6 +118,7 @@ mod tests {
         vec![Duration {
             at: "a new on-demand table (4,000 WRU/s)".into(),
             seconds: 1800.0,
+            fleet_seconds: None,
         }]
     }
 

@@ -38,6 +38,8 @@ pub struct PlanReport {
     pub planned_wcu_per_second: f64,
     /// Where `planned_wcu_per_second` comes from.
     pub planned_rate_from: String,
+    /// The fleet the times are predicted for (`--workers`).
+    pub fleet: super::FleetPlan,
     /// The time the capacity model allows (`--capacity`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub capacity: Option<super::CapacityPrediction>,
@@ -199,6 +201,10 @@ pub struct Duration {
     pub at: String,
     /// Seconds.
     pub seconds: f64,
+    /// Seconds for the fleet of `--workers` (more than one): the same rate,
+    /// shared, and the fleet's join.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fleet_seconds: Option<f64>,
 }
 
 /// One way to load the items.
