@@ -353,9 +353,10 @@ impl Pacer {
 
     /// Learns from a call of one item sent at `sent` (`UpdateItem`,
     /// `DeleteItem`), `refused` if it was throttled. Such calls refuse
-    /// their item whole and one at a time: the items alone of their key
-    /// refused over the last second, not in one call, say the table is at
-    /// its limit, and a throttle counts as a partial answer's refusal.
+    /// their item whole and one at a time, and a throttle counts as a
+    /// partial answer's refusal: the items `alone` refused over the last
+    /// second, not in one call, say the table is at its limit; a key with
+    /// more items is paced on its own.
     pub fn answered_one(&self, sent: Instant, item: Sent<'_>, refused: bool) {
         let alone = match (refused, item.alone) {
             (true, true) => {

@@ -298,9 +298,10 @@ pub struct Pace<'a> {
     pub pacer: &'a Pacer,
     /// The item's write units (an estimate from its size).
     pub units: u64,
-    /// Whether no other item of its page shares its partition key: a
-    /// throttle of such items says the table is at its limit; a key with
-    /// more items is paced on its own.
+    /// Whether its partition key has few items in its page (as many as
+    /// one `BatchWriteItem` carries, or fewer): throttles of such items
+    /// over a second say the table is at its limit; a key with more items
+    /// is paced on its own.
     pub alone: bool,
 }
 

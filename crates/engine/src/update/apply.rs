@@ -329,8 +329,8 @@ async fn write_page(shared: &Arc<Shared>, items: Vec<Item>) -> Written {
     tally
 }
 
-/// Writes one item, `alone` if no other item of its page shares its
-/// partition key.
+/// Writes one item, `alone` if its partition key has few items in its
+/// page ([`super::alone_of_their_key`]).
 async fn write_one(shared: &Shared, item: Item, alone: bool) -> Written {
     let mut counts = Counts::default();
     let Some(write) = &shared.write else {

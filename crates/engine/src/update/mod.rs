@@ -520,10 +520,15 @@ fn read_description(job: &UpdateJob) -> String {
     }
 }
 
-/// For each of a page's items, whether no other item of the page shares
-/// its partition key (the first of `keys`): the pacer reads a throttle of
-/// such an item as the table's limit, and paces a key with more items on
-/// its own.
+/// The most items of one partition key in a page for the pacer to take
+/// them as spread over the table, as many as one `BatchWriteItem` call
+/// carries: a throttle of such items, one call each, says the table is at
+/// its limit (with others over the same second); a key with more (an item
+/// collection, a hot key) is paced on its own.
+pub(crate) const FEW_OF_A_KEY: usize = sql2ddb_core::limits::MAX_BATCH_ITEMS;
+
+/// For each of a page's items, whether its partition key (the first of
+/// `keys`) has at most [`FEW_OF_A_KEY`] items in the page.
 pub(crate) fn alone_of_their_key(
     items: &[sql2ddb_core::Item],
     keys: &[sql2ddb_core::KeyAttr],
@@ -531,14 +536,17 @@ pub(crate) fn alone_of_their_key(
     let Some(pk) = keys.first() else {
         return vec![true; items.len()];
     };
-    let mut seen: std::collections::HashMap<&sql2ddb_core::AttrValue, u32> =
+    let mut seen: std::collections::HashMap<&sql2ddb_core::AttrValue, usize> =
         std::collections::HashMap::with_capacity(items.len());
     for k in items.iter().filter_map(|item| item.get(&pk.name)) {
         *seen.entry(k).or_default() += 1;
     }
     items
         .iter()
-        .map(|item| item.get(&pk.name).is_none_or(|k| seen.get(k) == Some(&1)))
+        .map(|item| {
+            item.get(&pk.name)
+                .is_none_or(|k| seen.get(k).is_some_and(|&n| n <= FEW_OF_A_KEY))
+        })
         .collect()
 }
 
@@ -548,26 +556,27 @@ mod tests {
     use sql2ddb_core::{AttrValue, Item, KeyAttr, KeyType};
 
     #[test]
-    fn an_item_is_alone_unless_another_item_of_its_page_shares_its_partition_key() {
+    fn an_item_is_alone_unless_its_partition_key_has_more_items_in_its_page_than_a_call_carries() {
         let keys = [
             KeyAttr::new("PK", KeyType::S),
             KeyAttr::new("SK", KeyType::S),
         ];
-        let item = |pk: &str, sk: &str| -> Item {
+        let item = |pk: &str, sk: usize| -> Item {
             [
                 ("PK".to_string(), AttrValue::S(pk.into())),
-                ("SK".to_string(), AttrValue::S(sk.into())),
+                ("SK".to_string(), AttrValue::S(sk.to_string())),
             ]
             .into_iter()
             .collect()
         };
-        let page = [
-            item("A", "1"),
-            item("B", "1"),
-            item("A", "2"),
-            item("C", "1"),
-        ];
-        assert_eq!(alone_of_their_key(&page, &keys), [false, true, false, true]);
+        // Ten orders of a customer, one item of its own, and a collection
+        // one item larger than a call carries.
+        let mut page: Vec<Item> = (0..10).map(|i| item("CUSTOMER#1", i)).collect();
+        page.push(item("ITEM#1", 0));
+        page.extend((0..=FEW_OF_A_KEY).map(|i| item("CUSTOMER#2", i)));
+        let alone = alone_of_their_key(&page, &keys);
+        assert!(alone[..11].iter().all(|&a| a), "{alone:?}");
+        assert!(alone[11..].iter().all(|&a| !a), "{alone:?}");
         assert!(alone_of_their_key(&[], &keys).is_empty());
     }
 }

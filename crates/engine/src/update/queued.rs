@@ -139,7 +139,8 @@ impl UpdateApplier {
     }
 
     /// Applies the change to one key (`item`, of an item of `size` bytes),
-    /// `alone` if no other key of its page shares its partition key.
+    /// `alone` if its partition key has few keys in the page
+    /// ([`super::alone_of_their_key`]).
     async fn apply_one(
         &self,
         write: &ConditionalWrite,
