@@ -211,7 +211,10 @@ impl CapacityLoad {
                 _ => 0.0,
             },
             cap_seconds,
-            fleet_seconds: cap_seconds.unwrap_or(0.0).max(ideal.ideal_seconds) + fleet.join_seconds,
+            fleet_seconds: {
+                let bound = cap_seconds.unwrap_or(0.0).max(ideal.ideal_seconds);
+                fleet.fleet_seconds(bound).unwrap_or(bound)
+            },
             fleet_basis,
             retries: retries::estimate(
                 &self.limits,

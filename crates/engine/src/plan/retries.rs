@@ -17,7 +17,7 @@
 
 use serde::Serialize;
 use sql2ddb_core::capacity::CapacityLimits;
-use sql2ddb_core::shown::thousands;
+use sql2ddb_core::shown::{count, thousands};
 use sql2ddb_dynamo::pacer::{CUT_SHARE, KEY_START_RATE};
 
 /// Items of a partition key refused before the pacer paces it on its own:
@@ -119,10 +119,7 @@ pub(super) fn estimate<'a>(
             "an estimate from the pacer's rules at {at}: {:.0}% of the {} items written at a limit (the refusals it lets through before it cuts the rate), and for {} with more than one item in the sample, {FIRST_REFUSALS_PER_KEY:.0} each before the key is paced and {:.0}% of its units beyond a partition's first second ({} WCU; its pace starts at {KEY_START_RATE:.0}); calibrated on the capacity bench (docs/performance.md: 922-1,581 items of 20,000 by one process)",
             CUT_SHARE * 100.0,
             thousands(items_at_limit.round() as u64),
-            match keys_paced {
-                1 => "1 partition key".to_string(),
-                n => format!("{} partition keys", thousands(n)),
-            },
+            count(keys_paced, "partition key", "partition keys"),
             OVER_SECOND_SHARE * 100.0,
             limits.partition_wcu,
         ),
