@@ -227,6 +227,10 @@ async fn the_same_hot_partition_with_a_generous_budget_is_written_whole() {
         "the hot partition refused writes: {usage:?}"
     );
     assert_eq!(usage.admitted_writes, ROWS as u64, "{usage:?}");
+    // The hot key was paced on its own, and the report says so.
+    let pacing = &report["writer"]["pacing"];
+    assert!(pacing["keys_paced"].as_u64().unwrap() >= 1, "{pacing}");
+    assert!(pacing["items_held"].as_u64().unwrap() > 0, "{pacing}");
     assert_table_equals_source(&sc).await;
 }
 

@@ -1,6 +1,6 @@
 //! The final report as a terminal table, in the manner of pgloader's.
 
-use sql2ddb_engine::{EntityReport, RunReport};
+use sql2ddb_engine::{EntityReport, PacingReport, RunReport};
 
 pub(crate) use sql2ddb_core::shown::{bytes, thousands};
 
@@ -183,6 +183,7 @@ fn writers_and_pointers(r: &RunReport, writers: bool) -> String {
             out.push_str(&format!(", capped at {} WCU/s", thousands(cap)));
         }
         out.push('\n');
+        out.push_str(&pacing_line(&w.pacing));
     }
     for p in &r.pointers {
         let value = match p.value.as_object().and_then(|o| o.values().next()) {
@@ -200,6 +201,40 @@ fn writers_and_pointers(r: &RunReport, writers: bool) -> String {
         ));
     }
     out
+}
+
+/// What the pacer held back for the table's refusals, when it held
+/// anything: `paced: table rate 1,900 WCU/s (set 3 times), 12 partition
+/// keys paced, 4,210 items waited their key's turn, 8.4 s waited for the
+/// table's rate`.
+pub(crate) fn pacing_line(p: &PacingReport) -> String {
+    use sql2ddb_core::shown::count;
+    if !p.paced() {
+        return String::new();
+    }
+    let mut parts = Vec::new();
+    if let Some(r) = p.table_rate {
+        parts.push(format!(
+            "table rate {} WCU/s (set {})",
+            thousands(r.round() as u64),
+            count(p.rate_cuts, "time", "times")
+        ));
+    }
+    parts.push(format!(
+        "{} paced",
+        count(p.keys_paced as u64, "partition key", "partition keys")
+    ));
+    parts.push(format!(
+        "{} waited their key's turn",
+        count(p.items_held, "item", "items")
+    ));
+    if p.table_rate.is_some() {
+        parts.push(format!(
+            "{:.1} s waited for the table's rate",
+            p.wait_seconds
+        ));
+    }
+    format!("paced: {}\n", parts.join(", "))
 }
 
 /// A line for each entity with overwritten or pending rows.
@@ -223,4 +258,34 @@ fn entity_notes(r: &RunReport) -> String {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_pacing_line_says_what_the_pacer_held_back_and_nothing_when_it_did_not() {
+        assert_eq!(pacing_line(&PacingReport::default()), "");
+        let table = PacingReport {
+            table_rate: Some(1_912.4),
+            rate_cuts: 3,
+            items_held: 4_210,
+            keys_paced: 12,
+            wait_seconds: 8.44,
+        };
+        assert_eq!(
+            pacing_line(&table),
+            "paced: table rate 1,912 WCU/s (set 3 times), 12 partition keys paced, 4,210 items waited their key's turn, 8.4 s waited for the table's rate\n"
+        );
+        let keys_only = PacingReport {
+            items_held: 1,
+            keys_paced: 1,
+            ..PacingReport::default()
+        };
+        assert_eq!(
+            pacing_line(&keys_only),
+            "paced: 1 partition key paced, 1 item waited their key's turn\n"
+        );
+    }
 }

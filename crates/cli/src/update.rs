@@ -314,6 +314,7 @@ fn render(r: &UpdateReport) -> String {
         "  {:<12} {:>14.1}\n  {:<12} {:>14.1}\n  {:<12} {:>14.2}\n",
         "read units", r.read_units, "write units", r.write_units, "seconds", r.seconds
     ));
+    out.push_str(&crate::table::pacing_line(&r.pacing));
     if let Some(e) = &r.estimate {
         out.push_str(&render_estimate(r.matched, e));
     }

@@ -42,7 +42,8 @@ pub use ids::{new_run_id, RunId};
 pub use if_not_empty::IfNotEmpty;
 pub use progress::{EntityProgress, RunProgress};
 pub use report::{
-    EmbedReport, EntityReport, PointerReport, RunReport, RunStatus, SnapshotReport, WriterReport,
+    EmbedReport, EntityReport, PacingReport, PointerReport, RunReport, RunStatus, SnapshotReport,
+    WriterReport,
 };
 pub use resources::{job_context, Job, JobContext, ResourceOptions, Resources};
 pub use run::{run, RunOptions, SnapshotMode};

@@ -69,6 +69,8 @@ pub(crate) struct WriteLimits {
     pub controller: Arc<AdaptiveConcurrency>,
     pub limiter: Option<Arc<WriteCapacityLimiter>>,
     pub cap: Option<u64>,
+    /// The pacer of the process's writes to the table, batched or not.
+    pub pacer: Arc<Pacer>,
 }
 
 /// A [`Destination`] made ready to write.
@@ -142,13 +144,14 @@ impl BatchSink {
             retry,
         });
         let cap = max_wcu(opts.max_wcu, None);
+        let pacer = Arc::new(Pacer::new());
         BatchSink {
             route: Route::Updates(UpdateApplier {
                 client: client.clone(),
                 retry,
                 concurrency: controller.clone(),
                 limiter: limiter.clone(),
-                pacer: Arc::new(Pacer::new()),
+                pacer: pacer.clone(),
             }),
             rejects,
             throttled: Default::default(),
@@ -157,6 +160,7 @@ impl BatchSink {
                 controller,
                 limiter,
                 cap,
+                pacer,
             },
         }
     }
@@ -358,6 +362,7 @@ pub(crate) fn build_sink(
             controller: controller.clone(),
             limiter: limiter.clone(),
             cap: settings.max_wcu,
+            pacer,
         },
     });
     SinkSetup {

@@ -5,7 +5,7 @@
 use super::chart::{bar, lines, Fold, Line};
 use super::{error, figures, none, table, warnings, Cell, Figure, Page, Row};
 use sql2ddb_engine::rejects::RejectCount;
-use sql2ddb_engine::report::{EntityReport, RunReport};
+use sql2ddb_engine::report::{EntityReport, PacingReport, RunReport};
 use sql2ddb_engine::timeline::Timeline;
 use sql2ddb_engine::update::UpdateReport;
 
@@ -73,6 +73,9 @@ pub fn run_page(r: &RunReport) -> String {
     ]);
     limit.push_str(&concurrency_chart(&r.timeline));
     page.section("writer", "Adaptive limit (calls in flight)", &limit);
+    if w.pacing.paced() {
+        page.section("pacing", "Pacing", &pacing_figures(&w.pacing));
+    }
     page.section(
         "rejects",
         "Rejects by reason",
@@ -82,6 +85,35 @@ pub fn run_page(r: &RunReport) -> String {
         page.section("pointers", "Pointers", &pointer_table(r));
     }
     page.finish()
+}
+
+/// What the pacer learned from the table's refusals and held back.
+fn pacing_figures(p: &PacingReport) -> String {
+    figures(&[
+        Figure::real(
+            "Table rate learned (WCU/s; 0: not limited)",
+            "table_rate",
+            p.table_rate.unwrap_or(0.0),
+            0,
+        ),
+        Figure::count("Times the table's rate was set", "rate_cuts", p.rate_cuts),
+        Figure::count(
+            "Partition keys paced at the end",
+            "keys_paced",
+            p.keys_paced as u64,
+        ),
+        Figure::count(
+            "Items that waited their key's turn",
+            "items_held",
+            p.items_held,
+        ),
+        Figure::real(
+            "Seconds waiting for the table's rate",
+            "pacing_wait_seconds",
+            p.wait_seconds,
+            1,
+        ),
+    ])
 }
 
 /// The page of an update job.
@@ -122,6 +154,9 @@ pub fn update_page(r: &UpdateReport) -> String {
         "Adaptive limit (calls in flight)",
         &concurrency_chart(&r.timeline),
     );
+    if r.pacing.paced() {
+        page.section("pacing", "Pacing", &pacing_figures(&r.pacing));
+    }
     page.finish()
 }
 
@@ -410,5 +445,31 @@ mod tests {
         assert!(html.contains("its workers write"));
         assert!(html.contains("Nothing rejected."));
         assert!(!html.contains("<polyline"));
+    }
+
+    #[test]
+    fn the_pacer_s_figures_are_shown_when_it_held_items_back() {
+        let mut r = report();
+        assert!(
+            !run_page(&r).contains("id=\"pacing\""),
+            "nothing paced: no section"
+        );
+        r.writer.pacing = PacingReport {
+            table_rate: Some(1_912.4),
+            rate_cuts: 3,
+            items_held: 4_210,
+            keys_paced: 12,
+            wait_seconds: 8.44,
+        };
+        let html = run_page(&r);
+        for needle in [
+            "data-field=\"table_rate\" data-value=\"1912.4\">1912<",
+            "data-field=\"rate_cuts\" data-value=\"3\">3<",
+            "data-field=\"items_held\" data-value=\"4210\">4,210<",
+            "data-field=\"keys_paced\" data-value=\"12\">12<",
+            "data-field=\"pacing_wait_seconds\" data-value=\"8.44\">8.4<",
+        ] {
+            assert!(html.contains(needle), "missing {needle:?} in\n{html}");
+        }
     }
 }

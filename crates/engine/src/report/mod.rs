@@ -135,6 +135,46 @@ pub struct WriterReport {
     pub max_wcu: Option<u64>,
     /// Seconds writers waited for capacity under the cap (summed over writers).
     pub capacity_wait_seconds: f64,
+    /// What the pacer learned from the table's refusals.
+    pub pacing: PacingReport,
+}
+
+/// What the pacer learned from the table's refusals and held back for
+/// them (items wait their turn instead of being sent and refused).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct PacingReport {
+    /// The table's write rate at the end, write units per second, as
+    /// learned from batches refused at its limit; `None` when the table
+    /// never refused at its limit (nothing waited for the table's rate).
+    pub table_rate: Option<f64>,
+    /// Times the table's rate was set from a refusal.
+    pub rate_cuts: u64,
+    /// Items that waited for their partition key's turn (a hot partition
+    /// key, paced on its own so that the others go on).
+    pub items_held: u64,
+    /// Partition keys paced on their own at the end.
+    pub keys_paced: usize,
+    /// Seconds writers waited for the table's rate (summed over writers).
+    pub wait_seconds: f64,
+}
+
+impl PacingReport {
+    /// The figures of a pacer.
+    pub fn of(pacer: &sql2ddb_dynamo::Pacer) -> PacingReport {
+        let s = pacer.snapshot();
+        PacingReport {
+            table_rate: s.rate,
+            rate_cuts: s.cuts,
+            items_held: s.held,
+            keys_paced: s.keys,
+            wait_seconds: s.waited.as_secs_f64(),
+        }
+    }
+
+    /// Whether the pacer held anything back: a report shows it only then.
+    pub fn paced(&self) -> bool {
+        self.table_rate.is_some() || self.items_held > 0 || self.keys_paced > 0
+    }
 }
 
 /// What a pointer did in this run.

@@ -19,7 +19,7 @@ use super::{drain, read};
 use crate::checkpoint::Checkpoints;
 use crate::error::EngineError;
 use crate::progress::EntityProgress;
-use crate::report::{PointerReport, WriterReport};
+use crate::report::{PacingReport, PointerReport, WriterReport};
 use crate::sink::{build_sink, BatchSink, SinkSetup};
 use crate::timeline::Recorder;
 
@@ -174,6 +174,7 @@ fn writer_report(setup: &SinkSetup) -> WriterReport {
             .as_ref()
             .map(|l| l.snapshot().waited.as_secs_f64())
             .unwrap_or(0.0),
+        pacing: PacingReport::of(&setup.sink.limits.pacer),
     }
 }
 

@@ -51,8 +51,9 @@ pub(crate) struct Shared {
     pub concurrency: Arc<AdaptiveConcurrency>,
     pub wcu: Option<Arc<WriteCapacityLimiter>>,
     pub rcu: Option<Arc<WriteCapacityLimiter>>,
-    /// The rates the table admits, learned from its answers to the writes.
-    pub pacer: Pacer,
+    /// The rates the table admits, learned from its answers to the writes
+    /// (conditional writes and a `batch-put` job's batches alike).
+    pub pacer: Arc<Pacer>,
     pub progress: Arc<UpdateProgress>,
     pub cost: Mutex<CostCounter>,
     pub failures: FailuresFile,
@@ -100,7 +101,7 @@ impl Shared {
             concurrency,
             wcu: None,
             rcu: None,
-            pacer: Pacer::new(),
+            pacer: Arc::new(Pacer::new()),
             progress,
             cost: Mutex::new(cost),
             failures,

@@ -168,6 +168,7 @@ pub async fn update(
     let interrupted = opts.stop.as_ref().is_some_and(|s| s.is_stopped());
     let time_up = shared.time_up.load(std::sync::atomic::Ordering::SeqCst);
     report.timeline = timeline.map(Recorder::finish).unwrap_or_default();
+    report.pacing = crate::report::PacingReport::of(&shared.pacer);
     report.finish(
         &progress,
         interrupted,
@@ -320,7 +321,8 @@ async fn attach_writers(
             table.keys.clone(),
             opts.retry,
         )
-        .with_concurrency(shared.concurrency.clone());
+        .with_concurrency(shared.concurrency.clone())
+        .with_pacer(shared.pacer.clone());
         if let Some(wcu) = &shared.wcu {
             writer = writer.with_capacity_limit(wcu.clone(), 1 + table.indexes.len() as u64);
         }
@@ -488,6 +490,7 @@ fn new_report(
         error: None,
         cause: None,
         timeline: Timeline::default(),
+        pacing: Default::default(),
     }
 }
 

@@ -180,6 +180,10 @@ pub struct UpdateReport {
     /// second (empty for a job that sent its keys to a queue: its workers
     /// change them).
     pub timeline: crate::timeline::Timeline,
+    /// What the pacer learned from the table's refusals and held back
+    /// (nothing for a job that sent its keys to a queue: its workers pace
+    /// their own writes).
+    pub pacing: crate::report::PacingReport,
 }
 
 impl UpdateReport {
