@@ -43,9 +43,12 @@
 //!   sets it to what the table admitted of it over the last second
 //!   (between [`KEY_FLOOR`] and [`KEY_CUT`] of its rate, at most once a
 //!   tick); each tick its items waited unrefused grows it by
-//!   [`KEY_GROWTH`], once more for each such tick in a row. A hot partition thus waits without
-//!   holding back the rest. At most [`MAX_KEYS`] keys are remembered; the
-//!   idle ones are forgotten first.
+//!   [`KEY_GROWTH`], once more for each such tick in a row. A hot
+//!   partition thus waits without holding back the rest. At most
+//!   [`MAX_KEYS`] keys are remembered; the idle ones are forgotten first.
+//!   The batch writer's items take their key's turn as their call goes,
+//!   not when their chunk is cut (it may wait a while for its permit,
+//!   and the key be paced meanwhile).
 //!
 //! Times are tokio's, so tests drive the pacer with a paused clock.
 

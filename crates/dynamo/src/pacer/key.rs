@@ -25,6 +25,7 @@ pub enum KeyTurn {
     Later(Instant),
 }
 
+/// One partition key's rate, and when its next item may go.
 #[derive(Debug)]
 pub(super) struct KeyPace {
     /// Seconds per write unit.
@@ -117,6 +118,7 @@ pub(super) struct SettledRate {
 }
 
 impl SettledRate {
+    /// Not worked out yet.
     pub fn new() -> SettledRate {
         SettledRate {
             at: None,
