@@ -32,18 +32,26 @@
 //!   the rate last refused, for [`PROBE_FOR`] after a refusal).
 //! - **A partition key's rate.** A key with more items in its batch whose
 //!   items were refused is paced on its own from then on: its items wait
-//!   their turn (at first [`KEY_START_RATE`], DynamoDB's limit for one
-//!   partition) while other keys' items go. A further partial refusal sets
-//!   it to what the table admitted of it over the last second (between
-//!   [`KEY_FLOOR`] and [`KEY_CUT`] of its rate, at most once a tick); each
-//!   tick its items waited unrefused grows it by [`KEY_GROWTH`], once more
-//!   for each such tick in a row. A hot partition thus waits without
-//!   holding back the rest. At most [`MAX_KEYS`] keys are remembered; the
-//!   idle ones are forgotten first.
+//!   their turn while other keys' items go. It starts at the rate the keys
+//!   paced for [`SETTLED_AFTER`] and seen within it settled at (their
+//!   median: the table's partitions are alike), or at [`KEY_START_RATE`],
+//!   DynamoDB's limit for one partition, while no key has. Once keys have
+//!   settled, a key with more items in its batch is paced at their rate
+//!   from its first item, not from its first refusal: a collection sent
+//!   unpaced takes its partition's banked second at once, and the keys
+//!   sharing the partition are refused with it. A further partial refusal
+//!   sets it to what the table admitted of it over the last second
+//!   (between [`KEY_FLOOR`] and [`KEY_CUT`] of its rate, at most once a
+//!   tick); each tick its items waited unrefused grows it by
+//!   [`KEY_GROWTH`], once more for each such tick in a row. A hot
+//!   partition thus waits without holding back the rest. At most
+//!   [`MAX_KEYS`] keys are remembered; the idle ones are forgotten first.
+//!   The batch writer's items take their key's turn as their call goes,
+//!   not when their chunk is cut (it may wait a while for its permit,
+//!   and the key be paced meanwhile).
 //!
 //! Times are tokio's, so tests drive the pacer with a paused clock.
 
-use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -90,8 +98,9 @@ pub const WHOLE_KEYS: usize = 3;
 pub const MAX_CUT: f64 = 0.7;
 /// The lowest table rate, write units per second.
 pub const MIN_RATE: f64 = 25.0;
-/// A key's rate when it is first refused: DynamoDB's limit for one
-/// partition, write units per second.
+/// A key's rate when it is first refused while no key has settled
+/// ([`SETTLED_AFTER`]): DynamoDB's limit for one partition, write units
+/// per second.
 pub const KEY_START_RATE: f64 = 1_000.0;
 /// The most a refusal leaves of a key's rate.
 pub const KEY_CUT: f64 = 0.7;
@@ -106,6 +115,10 @@ pub const MAX_KEY_RATE: f64 = 4_000.0;
 pub const MIN_KEY_RATE: f64 = 1.0;
 /// The most partition keys paced at once.
 pub const MAX_KEYS: usize = 4_096;
+/// How long a key is paced, and how lately its items came, for its rate to
+/// count as settled: its share of its partition, which a key met later
+/// starts from.
+pub const SETTLED_AFTER: Duration = Duration::from_secs(1);
 /// The window the table's admitted rate is measured over: ten ticks.
 const SLOTS: usize = 10;
 /// The table's bucket: a tenth of a second of its rate.
@@ -121,7 +134,9 @@ pub struct Pacer {
 struct State {
     origin: Instant,
     table: TablePace,
-    keys: HashMap<AttrValue, KeyPace, foldhash::fast::RandomState>,
+    keys: Keys,
+    /// The rate the keys paced a while settled at.
+    settled: SettledRate,
     stats: PacerSnapshot,
 }
 
@@ -148,80 +163,6 @@ struct TablePace {
     /// Items alone of their key refused over the last second, by calls of
     /// one item.
     lone: Window,
-}
-
-#[derive(Debug)]
-struct KeyPace {
-    /// Seconds per write unit.
-    interval: f64,
-    /// When its next item may go.
-    next_at: Instant,
-    /// When it was last cut: items sent before do not cut it again.
-    cut_at: Instant,
-    /// When it last grew (or was cut), and whether an item waited since.
-    grown_at: Instant,
-    waited: bool,
-    /// Ticks in a row it grew.
-    clean: u32,
-    /// Its units admitted over the last second, and since when it is paced.
-    admitted: Window,
-    since: Instant,
-    last_seen: Instant,
-}
-
-impl KeyPace {
-    fn new(now: Instant) -> KeyPace {
-        KeyPace {
-            interval: 1.0 / KEY_START_RATE,
-            next_at: now,
-            // The calls in flight when it was first refused may cut it at once.
-            cut_at: now.checked_sub(TICK).unwrap_or(now),
-            grown_at: now,
-            waited: false,
-            clean: 0,
-            admitted: Window::default(),
-            since: now,
-            last_seen: now,
-        }
-    }
-
-    /// Refused: its rate goes down to what the table admitted of it over
-    /// the last second (its share of its partition), to [`KEY_CUT`] of it
-    /// at most and [`KEY_FLOOR`] of it at least.
-    fn cut(&mut self, now: Instant, tick: u64) {
-        let rate = 1.0 / self.interval;
-        let paced_for = (now - self.since).clamp(TICK, Duration::from_secs(1));
-        let measured = self.admitted.sum(tick) as f64 / paced_for.as_secs_f64();
-        let cut = measured
-            .clamp(rate * KEY_FLOOR, rate * KEY_CUT)
-            .max(MIN_KEY_RATE);
-        self.interval = 1.0 / cut;
-        self.cut_at = now;
-        self.grown_at = now;
-        self.waited = false;
-        self.clean = 0;
-        self.next_at = self.next_at.max(now);
-    }
-
-    /// Grows by [`KEY_GROWTH`] for a tick in which its items waited and
-    /// none was refused.
-    fn grow(&mut self, now: Instant) {
-        if now < self.grown_at + TICK {
-            return;
-        }
-        match self.waited {
-            true => {
-                // Each clean tick in a row grows it faster: a key left
-                // alone on its partition gets there in a few ticks.
-                self.clean = (self.clean + 1).min(4);
-                let by = KEY_GROWTH.powi(self.clean as i32);
-                self.interval = (self.interval / by).max(1.0 / MAX_KEY_RATE);
-            }
-            false => self.clean = 0,
-        }
-        self.grown_at = now;
-        self.waited = false;
-    }
 }
 
 /// The pacer's figures, for the run report.
@@ -277,7 +218,8 @@ impl Pacer {
                     refused_units: Window::default(),
                     lone: Window::default(),
                 },
-                keys: HashMap::default(),
+                keys: Keys::default(),
+                settled: SettledRate::new(),
                 stats: PacerSnapshot::default(),
             }),
         }
@@ -319,18 +261,45 @@ impl Pacer {
     /// the turn is taken), else the earliest moment to ask again (another
     /// item of the key may take that turn first).
     pub fn key_turn(&self, key: &AttrValue, units: u64, now: Instant) -> Option<Instant> {
+        match self.item_turn(key, units, false, now) {
+            KeyTurn::Later(at) => Some(at),
+            KeyTurn::Unpaced | KeyTurn::Taken => None,
+        }
+    }
+
+    /// [`Pacer::key_turn`], told whether its key is paced, for an item
+    /// whose key has more items in its batch (`shared`) or not. A shared
+    /// key not paced yet is paced from its first item at the rate the keys
+    /// paced a while settled at, if any: the table's partitions are alike,
+    /// and a collection sent unpaced until its partition refuses it takes
+    /// the partition's whole second at once, refused with the keys that
+    /// share it.
+    pub fn item_turn(&self, key: &AttrValue, units: u64, shared: bool, now: Instant) -> KeyTurn {
         let mut s = self.state();
-        let pace = s.keys.get_mut(key)?;
+        let State { keys, settled, .. } = &mut *s;
+        if shared && !keys.contains_key(key) {
+            let Some(rate) = settled.of(keys, now) else {
+                return KeyTurn::Unpaced;
+            };
+            if keys.len() >= MAX_KEYS {
+                forget_idle(keys);
+            }
+            keys.insert(key.clone(), KeyPace::new(now, rate));
+            s.stats.keys = s.keys.len();
+        }
+        let Some(pace) = s.keys.get_mut(key) else {
+            return KeyTurn::Unpaced;
+        };
         pace.last_seen = now;
         pace.grow(now);
         if pace.next_at > now {
             pace.waited = true;
             let at = pace.next_at;
             s.stats.held += 1;
-            return Some(at);
+            return KeyTurn::Later(at);
         }
         pace.next_at = now + Duration::from_secs_f64(pace.interval * units as f64);
-        None
+        KeyTurn::Taken
     }
 
     /// Waits for the turn of an item of partition key `key` with `units`
@@ -390,6 +359,7 @@ impl Pacer {
             origin,
             table,
             keys,
+            settled,
             stats,
         } = &mut *s;
         let tick = Window::tick_of(*origin, now);
@@ -432,7 +402,10 @@ impl Pacer {
                     if keys.len() >= MAX_KEYS {
                         forget_idle(keys);
                     }
-                    keys.insert(r.key.clone(), KeyPace::new(now));
+                    // The table's partitions are alike: where keys settled
+                    // at their share, one more starts there.
+                    let start = settled.of(keys, now).unwrap_or(KEY_START_RATE);
+                    keys.insert(r.key.clone(), KeyPace::new(now, start));
                 }
             }
         }
@@ -540,16 +513,11 @@ fn grown(
     }
 }
 
-/// Forgets the half of the paced keys seen longest ago.
-fn forget_idle(keys: &mut HashMap<AttrValue, KeyPace, foldhash::fast::RandomState>) {
-    let mut seen: Vec<Instant> = keys.values().map(|p| p.last_seen).collect();
-    seen.sort_unstable();
-    let cut = seen[seen.len() / 2];
-    keys.retain(|_, p| p.last_seen > cut);
-}
-
+mod key;
 mod window;
 
+pub use key::KeyTurn;
+use key::{forget_idle, KeyPace, Keys, SettledRate};
 use window::Window;
 
 #[cfg(test)]

@@ -328,12 +328,24 @@ impl<C: BatchWriteApi> BatchWriter<C> {
             .collect()
     }
 
-    /// One call for `chunk`, within the concurrency and capacity limits.
-    async fn call(&self, chunk: &[Sending]) -> Result<Vec<usize>, CallError> {
+    /// One call for `chunk`, within the concurrency and capacity limits;
+    /// `None` when none of its items may go yet: each takes its key's turn
+    /// once the call has its permit, if it did not when the chunk was cut,
+    /// and those whose turn has not come wait in `pending`.
+    async fn call(
+        &self,
+        chunk: &mut Vec<Sending>,
+        pending: &Pending,
+    ) -> Option<Result<Vec<usize>, CallError>> {
         let permit = match &self.concurrency {
             Some(c) => Some(c.acquire().await),
             None => None,
         };
+        pending.take_turns(chunk);
+        if chunk.is_empty() {
+            return None;
+        }
+        let chunk = &*chunk;
         // After the permit, so the units are spent when the call goes out.
         let units: u64 = chunk.iter().map(|s| write_units(s.item.size)).sum();
         let multiplier = self.capacity.as_ref().map_or(1, |(_, m)| *m);
@@ -361,7 +373,7 @@ impl<C: BatchWriteApi> BatchWriter<C> {
                 Err(_) => drop(permit),
             }
         }
-        result
+        Some(result)
     }
 
     /// Tells the pacer what a call sent at `sent` came to.

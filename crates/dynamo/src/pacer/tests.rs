@@ -319,3 +319,65 @@ async fn one_throttle_a_second_of_calls_of_one_item_does_not_pace_the_table() {
     pacer.answered_one(Instant::now(), lone(&other, 60), true);
     assert!(pacer.snapshot().rate.is_some());
 }
+
+/// Paces `keys` from their first refusal, then keeps their items coming
+/// for `secs` seconds, each refused once more a tick after it was paced
+/// (cut to a quarter: nothing of them was admitted).
+async fn settle(pacer: &Pacer, keys: &[AttrValue], secs: u64) {
+    let refused: Vec<Sent<'_>> = keys.iter().map(|k| many(k, 1)).collect();
+    pacer.answered(Instant::now(), &[], &refused, false);
+    tokio::time::advance(TICK).await;
+    pacer.answered(Instant::now(), &[], &refused, false);
+    for _ in 0..secs * 10 {
+        tokio::time::advance(TICK).await;
+        for k in keys {
+            // Asked, not waited for: the rates neither grow nor fall.
+            let _ = pacer.item_turn(k, 0, true, Instant::now());
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_first_refused_once_others_settled_starts_at_their_rate() {
+    let pacer = Pacer::new();
+    // The first keys start at DynamoDB's limit for a partition.
+    let settled: Vec<AttrValue> = (0..3).map(|n| s(&format!("S{n}"))).collect();
+    settle(&pacer, &settled, 1).await;
+    let rate = KEY_START_RATE * KEY_FLOOR;
+    assert_eq!(pacer.key_rate(&settled[0]), Some(rate));
+    // Paced a second and seen lately: a key refused now starts at their
+    // rate, not at a partition's limit.
+    let new = s("NEW");
+    pacer.answered(Instant::now(), &[], &[many(&new, 1)], false);
+    assert_eq!(pacer.key_rate(&new), Some(rate));
+    // Keys gone quiet for a second say nothing of the partitions now.
+    tokio::time::advance(SETTLED_AFTER).await;
+    let late = s("LATE");
+    pacer.answered(Instant::now(), &[], &[many(&late, 1)], false);
+    assert_eq!(pacer.key_rate(&late), Some(KEY_START_RATE));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_of_many_items_is_paced_from_its_first_once_keys_settled() {
+    let pacer = Pacer::new();
+    let (first, lone_key) = (s("FIRST"), s("LONE"));
+    // Nothing settled: its items go unpaced until refused.
+    let now = Instant::now();
+    assert_eq!(pacer.item_turn(&first, 1, true, now), KeyTurn::Unpaced);
+    assert_eq!(pacer.item_turn(&first, 1, true, now), KeyTurn::Unpaced);
+    let settled: Vec<AttrValue> = (0..3).map(|n| s(&format!("S{n}"))).collect();
+    settle(&pacer, &settled, 1).await;
+    let rate = KEY_START_RATE * KEY_FLOOR;
+    // Settled: a new key of many items is paced at their rate from its
+    // first item (4 ms a unit at 250 a second).
+    let (new, now) = (s("NEW"), Instant::now());
+    assert_eq!(pacer.item_turn(&new, 1, true, now), KeyTurn::Taken);
+    assert_eq!(pacer.key_rate(&new), Some(rate));
+    let next = now + Duration::from_millis(4);
+    assert_eq!(pacer.item_turn(&new, 1, true, now), KeyTurn::Later(next));
+    assert_eq!(pacer.key_turn(&new, 1, now), Some(next));
+    // A key alone in its batch is not: it has no more items to pace.
+    assert_eq!(pacer.item_turn(&lone_key, 1, false, now), KeyTurn::Unpaced);
+    assert_eq!(pacer.key_rate(&lone_key), None);
+    assert_eq!(pacer.snapshot().keys, 4);
+}

@@ -59,7 +59,10 @@ impl<C: BatchWriteApi> BatchWriter<C> {
         if c.items.is_empty() {
             return Attempt::Done((c.out, None));
         }
-        let result = self.call(&c.items).await;
+        let Some(result) = self.call(&mut c.items, pending).await else {
+            // Every item waits for its key's turn, among the batch's others.
+            return Attempt::Done((c.out, None));
+        };
         if result.is_ok() {
             self.spent.store(false, Ordering::Relaxed);
         }

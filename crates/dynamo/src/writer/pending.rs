@@ -10,7 +10,7 @@ use sql2ddb_core::{write_units, AttrValue, EncodedItem};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use crate::pacer::Pacer;
+use crate::pacer::{KeyTurn, Pacer};
 
 /// Most items refused before that one call carries while the batch still
 /// has fresh items: the rest of a chunk's refused items wait for the next
@@ -50,6 +50,10 @@ pub(crate) struct Sending {
     pub alone: bool,
     /// Whether a partial answer gave it back to wait for its turn.
     pub given_back: bool,
+    /// Whether it took its key's turn when its chunk was cut; if not, it
+    /// takes it when its call goes ([`Pending::take_turns`]), and each
+    /// call of it takes one again.
+    pub turned: bool,
 }
 
 impl Sending {
@@ -61,6 +65,7 @@ impl Sending {
             since: Instant::now(),
             alone: true,
             given_back: false,
+            turned: false,
         }
     }
 
@@ -221,12 +226,14 @@ impl Pending {
                 i += 1;
                 continue;
             }
-            if let Some(later) = self.turn(s, now) {
+            let turn = self.key_turn(s, now);
+            if let KeyTurn::Later(later) = turn {
                 *at = later;
                 i += 1;
                 continue;
             }
-            let (_, s) = q.held.swap_remove(i);
+            let (_, mut s) = q.held.swap_remove(i);
+            s.turned = turn == KeyTurn::Taken;
             bytes += put_bytes(&s.item);
             resent += usize::from(s.refused_before());
             chunk.push(s);
@@ -253,22 +260,62 @@ impl Pending {
                     }
                 }),
             };
-            let Some(s) = s else { break };
-            if let Some(at) = self.turn(&s, now) {
+            let Some(mut s) = s else { break };
+            let turn = self.key_turn(&s, now);
+            if let KeyTurn::Later(at) = turn {
                 q.held.push((at, s));
                 continue;
             }
+            s.turned = turn == KeyTurn::Taken;
             bytes += put_bytes(&s.item);
             resent += usize::from(s.refused_before());
             chunk.push(s);
         }
     }
 
+    /// As its call goes: each of `chunk`'s items that did not take its
+    /// key's turn when the chunk was cut takes it now, or is held for it.
+    /// A chunk may wait a while for its call's permit, and its key may be
+    /// paced by then (an answer refused it, or another item of it was the
+    /// first of a shared key): the chunks cut before would send the key's
+    /// items unpaced, a collection's many at once.
+    pub fn take_turns(&self, chunk: &mut Vec<Sending>) {
+        if !self.streamed {
+            return;
+        }
+        let now = Instant::now();
+        let mut held = Vec::new();
+        for mut s in std::mem::take(chunk) {
+            let later = match s.turned {
+                true => None,
+                false => self.turn(&s, now),
+            };
+            s.turned = false;
+            match later {
+                Some(at) => held.push((at, s)),
+                None => chunk.push(s),
+            }
+        }
+        if !held.is_empty() {
+            self.queues().held.extend(held);
+            self.changed.notify_waiters();
+        }
+    }
+
     /// When `s`'s key's turn comes, if not now.
     fn turn(&self, s: &Sending, now: Instant) -> Option<Instant> {
-        let pacer = self.pacer.as_ref()?;
-        let key = s.item.key.first()?;
-        pacer.key_turn(key, write_units(s.item.size), now)
+        match self.key_turn(s, now) {
+            KeyTurn::Later(at) => Some(at),
+            KeyTurn::Unpaced | KeyTurn::Taken => None,
+        }
+    }
+
+    /// What `s`'s key's pace says now (its turn taken if it came).
+    fn key_turn(&self, s: &Sending, now: Instant) -> KeyTurn {
+        let (Some(pacer), Some(key)) = (self.pacer.as_ref(), s.item.key.first()) else {
+            return KeyTurn::Unpaced;
+        };
+        pacer.item_turn(key, write_units(s.item.size), !s.alone, now)
     }
 }
 
