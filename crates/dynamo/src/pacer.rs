@@ -303,11 +303,15 @@ impl Pacer {
     }
 
     /// Waits for the turn of an item of partition key `key` with `units`
-    /// write units (its key's, if the key is paced) and then for the
+    /// write units (its key's, if the key is paced, or `shared` and paced
+    /// from its first item as [`Pacer::item_turn`] says) and then for the
     /// table's rate, and spends both.
-    pub async fn turn(&self, key: &AttrValue, units: u64) {
-        while let Some(at) = self.key_turn(key, units, Instant::now()) {
-            tokio::time::sleep_until(at).await;
+    pub async fn turn(&self, key: &AttrValue, units: u64, shared: bool) {
+        loop {
+            match self.item_turn(key, units, shared, Instant::now()) {
+                KeyTurn::Later(at) => tokio::time::sleep_until(at).await,
+                KeyTurn::Unpaced | KeyTurn::Taken => break,
+            }
         }
         self.admit(units).await;
     }

@@ -301,7 +301,8 @@ pub struct Pace<'a> {
     /// Whether its partition key has few items in its page (as many as
     /// one `BatchWriteItem` carries, or fewer): throttles of such items
     /// over a second say the table is at its limit; a key with more items
-    /// is paced on its own.
+    /// is paced on its own, from its first item once the pacer knows the
+    /// rate keys settle at.
     pub alone: bool,
 }
 
@@ -328,11 +329,11 @@ pub async fn write_item(
     let partition = keys.first().and_then(|k| item.get(&k.name));
     let pace = pace.zip(partition);
     if let Some((p, pk)) = pace {
-        p.pacer.turn(pk, p.units).await;
+        p.pacer.turn(pk, p.units, !p.alone).await;
     }
     let gate = Gate {
         concurrency,
-        turn: pace.map(|(p, pk)| (p.pacer, pk, p.units)),
+        turn: pace.map(|(p, pk)| (p.pacer, pk, p.units, !p.alone)),
     };
     let (mut retries, mut throttled) = (0, 0);
     let (r, t) = (&mut retries, &mut throttled);

@@ -410,11 +410,11 @@ async fn update_one(
         units,
         total_units: units,
     }];
-    pacer.turn(key, units).await;
+    pacer.turn(key, units, !alone).await;
     let mut refusals = 0;
     loop {
         if refusals > 0 {
-            pacer.turn(key, units).await;
+            pacer.turn(key, units, !alone).await;
         }
         let permit = concurrency.acquire().await;
         let sent = Instant::now();
@@ -460,9 +460,10 @@ async fn an_update_s_writes_of_one_item_are_paced_with_fewer_refusals() {
             unpaced.refused
         );
     }
-    // A collection's key is paced on its own once refused; 40 collections
-    // in flight (five a page, eight pages), each refused before its key is
-    // paced: more refusals, and runs spread from 0.93 to 1.03 of the ideal.
+    // A collection's key (more items in its page than a batch carries) is
+    // paced on its own: from its first item once keys have settled, at
+    // their rate. 40 collections in flight (five a page, eight pages);
+    // single loads 6-8% refused and 0.96-1.04 of the ideal.
     let paced = update("collection", true).await;
     assert!(
         paced.ratio <= 1.10,
@@ -470,7 +471,7 @@ async fn an_update_s_writes_of_one_item_are_paced_with_fewer_refusals() {
         paced.ratio
     );
     assert!(
-        paced.refused <= 0.20,
+        paced.refused <= 0.10,
         "collection: refused {:.3}",
         paced.refused
     );

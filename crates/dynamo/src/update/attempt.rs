@@ -39,9 +39,10 @@ pub(super) struct Gate<'a> {
     /// A permit of the calls in flight, told whether it was throttled.
     pub concurrency: Option<&'a AdaptiveConcurrency>,
     /// Before each retry, the turn of the item's partition key (its
-    /// value, its write units) at the rates the pacer learned; the first
-    /// attempt's turn is the caller's, taken before its budget starts.
-    pub turn: Option<(&'a Pacer, &'a AttrValue, u64)>,
+    /// value, its write units, whether its key has more items in its
+    /// page) at the rates the pacer learned; the first attempt's turn is
+    /// the caller's, taken before its budget starts.
+    pub turn: Option<(&'a Pacer, &'a AttrValue, u64, bool)>,
 }
 
 /// Calls `call` until it succeeds, fails for good, or its retries are spent
@@ -70,8 +71,8 @@ where
             let call = call();
             let again = !std::mem::replace(&mut first, false);
             async move {
-                if let (true, Some((pacer, key, units))) = (again, gate.turn) {
-                    pacer.turn(key, units).await;
+                if let (true, Some((pacer, key, units, shared))) = (again, gate.turn) {
+                    pacer.turn(key, units, shared).await;
                 }
                 let permit = match gate.concurrency {
                     Some(c) => Some(c.acquire().await),
