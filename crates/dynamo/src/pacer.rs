@@ -387,32 +387,14 @@ impl Pacer {
         // Items refused that are alone of their key in their batch: one
         // is its partition's news, several the table's. A key with more
         // items is paced on its own.
-        let mut seen: Vec<&AttrValue> = Vec::new();
-        for r in refused.iter().filter(|r| !r.alone) {
-            if seen.contains(&r.key) {
-                continue;
-            }
-            seen.push(r.key);
-            match keys.get_mut(r.key) {
-                Some(pace) => {
-                    // Refused whole, a call says no more of one key's share
-                    // than of the table's.
-                    if (!whole || at_limit) && sent >= pace.cut_at && now >= pace.cut_at + TICK {
-                        pace.cut(now, tick);
-                    }
-                    pace.last_seen = now;
-                }
-                None => {
-                    if keys.len() >= MAX_KEYS {
-                        forget_idle(keys);
-                    }
-                    // The table's partitions are alike: where keys settled
-                    // at their share, one more starts there.
-                    let start = settled.of(keys, now).unwrap_or(KEY_START_RATE);
-                    keys.insert(r.key.clone(), KeyPace::new(now, start));
-                }
-            }
-        }
+        let answer = key::Answer {
+            sent,
+            now,
+            tick,
+            whole,
+            at_limit,
+        };
+        let seen = key::refused(keys, settled, refused, answer);
         // A call refused whole counts only while partial answers show the
         // table at a limit (a service failing calls at random refuses them
         // whole too), and then as the table's unless it carried a key or

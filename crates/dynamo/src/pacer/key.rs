@@ -8,7 +8,10 @@ use sql2ddb_core::AttrValue;
 use tokio::time::Instant;
 
 use super::window::Window;
-use super::{KEY_CUT, KEY_FLOOR, KEY_GROWTH, MAX_KEY_RATE, MIN_KEY_RATE, SETTLED_AFTER, TICK};
+use super::{
+    Sent, KEY_CUT, KEY_FLOOR, KEY_GROWTH, KEY_START_RATE, MAX_KEYS, MAX_KEY_RATE, MIN_KEY_RATE,
+    SETTLED_AFTER, TICK,
+};
 
 /// The paced keys, by partition key value.
 pub(super) type Keys = HashMap<AttrValue, KeyPace, foldhash::fast::RandomState>;
@@ -154,4 +157,65 @@ pub(super) fn forget_idle(keys: &mut Keys) {
     seen.sort_unstable();
     let cut = seen[seen.len() / 2];
     keys.retain(|_, p| p.last_seen > cut);
+}
+
+/// An answer as the keys it refused learn from it.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Answer {
+    /// When its call was sent, and when it came back.
+    pub sent: Instant,
+    pub now: Instant,
+    /// The tick of `now` in the pacer's windows.
+    pub tick: u64,
+    /// Whether it was refused whole (an error answer).
+    pub whole: bool,
+    /// Whether partial answers show the table at a limit.
+    pub at_limit: bool,
+}
+
+/// Learns from the items of `refused` whose key has more items in their
+/// batch: a paced key is cut (at most once a tick, by calls sent since its
+/// last cut; a call refused whole only while the table is at a limit), a
+/// key not paced yet is paced from now, at the rate the paced keys settled
+/// at or [`KEY_START_RATE`]. Returns the keys refused, each once.
+pub(super) fn refused<'a>(
+    keys: &mut Keys,
+    settled: &mut SettledRate,
+    refused: &[Sent<'a>],
+    answer: Answer,
+) -> Vec<&'a AttrValue> {
+    let Answer {
+        sent,
+        now,
+        tick,
+        whole,
+        at_limit,
+    } = answer;
+    let mut seen: Vec<&AttrValue> = Vec::new();
+    for r in refused.iter().filter(|r| !r.alone) {
+        if seen.contains(&r.key) {
+            continue;
+        }
+        seen.push(r.key);
+        match keys.get_mut(r.key) {
+            Some(pace) => {
+                // Refused whole, a call says no more of one key's share
+                // than of the table's.
+                if (!whole || at_limit) && sent >= pace.cut_at && now >= pace.cut_at + TICK {
+                    pace.cut(now, tick);
+                }
+                pace.last_seen = now;
+            }
+            None => {
+                if keys.len() >= MAX_KEYS {
+                    forget_idle(keys);
+                }
+                // The table's partitions are alike: where keys settled at
+                // their share, one more starts there.
+                let start = settled.of(keys, now).unwrap_or(KEY_START_RATE);
+                keys.insert(r.key.clone(), KeyPace::new(now, start));
+            }
+        }
+    }
+    seen
 }
