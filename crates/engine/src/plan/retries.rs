@@ -9,11 +9,14 @@
 //!   a write-capacity cap below it) keeps the table and every partition
 //!   under their limits.
 //! - **Paced keys.** A partition key seen with more than one item in the
-//!   sample (an item collection, a hot key) is paced on its own once its
-//!   items were refused: [`FIRST_REFUSALS_PER_KEY`] items before that, and
-//!   [`OVER_SECOND_SHARE`] of its units beyond a partition's first second
-//!   while its rate, starting at [`KEY_START_RATE`], is cut to what its
-//!   partition admits and probes upwards again.
+//!   sample (an item collection, a hot key) is paced on its own: once its
+//!   items were refused, or from its first item at the rate the keys paced
+//!   before it settled at. About [`FIRST_REFUSALS_PER_KEY`] items of each
+//!   are refused (the first keys' before they are paced, a later key's
+//!   while its rate finds its partition's share), and [`OVER_SECOND_SHARE`]
+//!   of its units beyond a partition's first second while its rate,
+//!   starting at [`KEY_START_RATE`] or the settled rate, is cut to what
+//!   its partition admits and probes upwards again.
 
 use serde::Serialize;
 use sql2ddb_core::capacity::CapacityLimits;
