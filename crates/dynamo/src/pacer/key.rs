@@ -175,7 +175,9 @@ pub(super) struct Answer {
 
 /// Learns from the items of `refused` whose key has more items in their
 /// batch: a paced key is cut (at most once a tick, by calls sent since its
-/// last cut; a call refused whole only while the table is at a limit), a
+/// last cut; a call refused whole only while the table is at a limit or
+/// when all its items were of that one key: its partition had room for
+/// none of them, as a paced key's calls of an item or two find it), a
 /// key not paced yet is paced from now, at the rate the paced keys settled
 /// at or [`KEY_START_RATE`]. Returns the keys refused, each once.
 pub(super) fn refused<'a>(
@@ -191,6 +193,8 @@ pub(super) fn refused<'a>(
         whole,
         at_limit,
     } = answer;
+    // A call of one key refused whole is that key's partition's news.
+    let one_key = refused.iter().all(|r| r.key == refused[0].key);
     let mut seen: Vec<&AttrValue> = Vec::new();
     for r in refused.iter().filter(|r| !r.alone) {
         if seen.contains(&r.key) {
@@ -199,9 +203,12 @@ pub(super) fn refused<'a>(
         seen.push(r.key);
         match keys.get_mut(r.key) {
             Some(pace) => {
-                // Refused whole, a call says no more of one key's share
-                // than of the table's.
-                if (!whole || at_limit) && sent >= pace.cut_at && now >= pace.cut_at + TICK {
+                // Refused whole, a call of several keys says no more of
+                // one key's share than of the table's.
+                if (!whole || at_limit || one_key)
+                    && sent >= pace.cut_at
+                    && now >= pace.cut_at + TICK
+                {
                     pace.cut(now, tick);
                 }
                 pace.last_seen = now;

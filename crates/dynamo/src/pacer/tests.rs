@@ -237,6 +237,30 @@ async fn a_small_share_of_refusals_is_taken_for_faults() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_paced_key_s_call_refused_whole_cuts_it() {
+    // A call whose items are all of one paced key, refused whole: its
+    // partition had room for none of them (the calls of a paced key carry
+    // an item or two as its turns come), so its rate is cut even while no
+    // partial answer shows the table at a limit; a call of several keys
+    // refused whole is not (see the test below).
+    let pacer = Pacer::new();
+    let (hot, cold) = (s("HOT"), s("COLD"));
+    for _ in 0..40 {
+        pacer.answered(Instant::now(), &[many(&cold, 25)], &[], false);
+    }
+    pacer.answered(Instant::now(), &[], &[many(&hot, 1), many(&hot, 1)], true);
+    assert_eq!(pacer.key_rate(&hot), Some(KEY_START_RATE), "entered");
+    tokio::time::advance(TICK).await;
+    pacer.answered(Instant::now(), &[], &[many(&hot, 1)], true);
+    assert_eq!(pacer.key_rate(&hot), Some(KEY_START_RATE * KEY_FLOOR));
+    assert_eq!(
+        pacer.snapshot().rate,
+        None,
+        "its partition's, not the table's"
+    );
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_call_refused_whole_counts_only_while_partial_answers_show_a_limit() {
     let pacer = Pacer::new();
     let key = s("K");
