@@ -13,7 +13,8 @@
 //! The pacer learns from partial answers (some items written, others
 //! returned unprocessed), which is how a table at its limit answers. A call
 //! refused whole counts only while partial answers show the table at a
-//! limit ([`CUT_SHARE`] of the last second's units refused): the adaptive
+//! limit ([`CUT_SHARE`] of the last second's units refused), or for a
+//! paced key when the call carried its items alone (below): the adaptive
 //! concurrency halves for it anyway, and a service that fails calls at
 //! random refuses them whole too, which no rate would stop (cutting for it
 //! starved the writer).
@@ -39,10 +40,12 @@
 //!   settled, a key with more items in its batch is paced at their rate
 //!   from its first item, not from its first refusal: a collection sent
 //!   unpaced takes its partition's banked second at once, and the keys
-//!   sharing the partition are refused with it. A further partial refusal
-//!   sets it to what the table admitted of it over the last second
-//!   (between [`KEY_FLOOR`] and [`KEY_CUT`] of its rate, at most once a
-//!   tick); each tick its items waited unrefused grows it by
+//!   sharing the partition are refused with it. A further partial refusal,
+//!   or a call of its items alone refused whole (its partition had room
+//!   for none of them; a paced key's calls carry an item or two as its
+//!   turns come), sets it to what the table admitted of it over the last
+//!   second (between [`KEY_FLOOR`] and [`KEY_CUT`] of its rate, at most
+//!   once a tick); each tick its items waited unrefused grows it by
 //!   [`KEY_GROWTH`], once more for each such tick in a row. A hot
 //!   partition thus waits without holding back the rest. At most
 //!   [`MAX_KEYS`] keys are remembered; the idle ones are forgotten first.

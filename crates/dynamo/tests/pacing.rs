@@ -272,16 +272,17 @@ async fn collections_read_in_key_order_are_written_in_their_time_with_fewer_refu
     // keys have settled a new collection starts at their rate from its
     // first item, not once refused. Pages of 500 bring a new collection
     // every fifth of a page, pages of 5,000 25 at once: single loads
-    // refuse 8.5-10.5% of the items in pages of 500 (14-26% when each
-    // collection was sent unpaced until refused), 6-12% in pages of
-    // 5,000. Single loads spread from 0.92 to 1.13 of the ideal; the 1.05
-    // target is the bench's.
+    // refuse 5-7% of the items in pages of 500 (14-26% when each
+    // collection was sent unpaced until refused, 8-10% while a paced
+    // key's calls refused whole did not cut it), 6-12% in pages of 5,000.
+    // Single loads spread from 0.92 to 1.13 of the ideal; the 1.05 target
+    // is the bench's.
     let f = run("collection").await;
     assert!(f.ratio <= 1.10, "time/ideal {:.3}", f.ratio);
     assert!(f.refused <= 0.15, "refused {:.3}", f.refused);
     let f = worker("collection").await;
     assert!(f.ratio <= 1.10, "time/ideal {:.3}", f.ratio);
-    assert!(f.refused <= 0.12, "refused {:.3}", f.refused);
+    assert!(f.refused <= 0.10, "refused {:.3}", f.refused);
 }
 
 #[tokio::test(start_paused = true)]
