@@ -310,11 +310,8 @@ impl Pacer {
     /// from its first item as [`Pacer::item_turn`] says) and then for the
     /// table's rate, and spends both.
     pub async fn turn(&self, key: &AttrValue, units: u64, shared: bool) {
-        loop {
-            match self.item_turn(key, units, shared, Instant::now()) {
-                KeyTurn::Later(at) => tokio::time::sleep_until(at).await,
-                KeyTurn::Unpaced | KeyTurn::Taken => break,
-            }
+        while let KeyTurn::Later(at) = self.item_turn(key, units, shared, Instant::now()) {
+            tokio::time::sleep_until(at).await;
         }
         self.admit(units).await;
     }
