@@ -264,10 +264,7 @@ impl Pacer {
     /// the turn is taken), else the earliest moment to ask again (another
     /// item of the key may take that turn first).
     pub fn key_turn(&self, key: &AttrValue, units: u64, now: Instant) -> Option<Instant> {
-        match self.item_turn(key, units, false, now) {
-            KeyTurn::Later(at) => Some(at),
-            KeyTurn::Unpaced | KeyTurn::Taken => None,
-        }
+        self.item_turn(key, units, false, now).later()
     }
 
     /// [`Pacer::key_turn`], told whether its key is paced, for an item
@@ -288,7 +285,6 @@ impl Pacer {
                 forget_idle(keys);
             }
             keys.insert(key.clone(), KeyPace::new(now, rate));
-            s.stats.keys = s.keys.len();
         }
         let Some(pace) = s.keys.get_mut(key) else {
             return KeyTurn::Unpaced;
@@ -404,13 +400,11 @@ impl Pacer {
                 false => alone >= UNKNOWN_KEYS,
                 true => alone > 0 || seen.len() >= WHOLE_KEYS,
             };
-        stats.keys = keys.len();
         let fresh = table.cut_at.is_none_or(|at| sent >= at && now >= at + TICK);
         if table_wide && fresh {
             table.cut(now, tick);
             stats.cuts += 1;
         }
-        stats.rate = table.rate;
     }
 
     /// The rate `key` is paced at, write units per second (`None`: not paced).

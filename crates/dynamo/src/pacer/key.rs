@@ -28,6 +28,16 @@ pub enum KeyTurn {
     Later(Instant),
 }
 
+impl KeyTurn {
+    /// When to ask again: `None` if the item may go now.
+    pub fn later(self) -> Option<Instant> {
+        match self {
+            KeyTurn::Later(at) => Some(at),
+            KeyTurn::Unpaced | KeyTurn::Taken => None,
+        }
+    }
+}
+
 /// One partition key's rate, and when its next item may go.
 #[derive(Debug)]
 pub(super) struct KeyPace {

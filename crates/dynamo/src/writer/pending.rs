@@ -288,7 +288,7 @@ impl Pending {
         for mut s in std::mem::take(chunk) {
             let later = match s.turned {
                 true => None,
-                false => self.turn(&s, now),
+                false => self.key_turn(&s, now).later(),
             };
             s.turned = false;
             match later {
@@ -299,14 +299,6 @@ impl Pending {
         if !held.is_empty() {
             self.queues().held.extend(held);
             self.changed.notify_waiters();
-        }
-    }
-
-    /// When `s`'s key's turn comes, if not now.
-    fn turn(&self, s: &Sending, now: Instant) -> Option<Instant> {
-        match self.key_turn(s, now) {
-            KeyTurn::Later(at) => Some(at),
-            KeyTurn::Unpaced | KeyTurn::Taken => None,
         }
     }
 
